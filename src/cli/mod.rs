@@ -1,0 +1,3 @@
+//! Command-line subcommands, one file each.
+
+pub mod status;

@@ -1,0 +1,230 @@
+//! `gputune status`: every GPU's identity, constraints and one snapshot, as text or JSON.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::device::{Backend, Constraints, DeviceError, GpuIdentity, Telemetry, resolve_gpu};
+use crate::units::{energy, gib, or_na, watts};
+
+/// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
+/// plus `fan_speed_pct` / `fan_speed_rpm` as flat lists like nvidia-smi's fields.
+#[derive(Debug, Serialize)]
+pub struct GpuStatus {
+    #[serde(flatten)]
+    pub identity: GpuIdentity,
+    #[serde(flatten)]
+    pub constraints: Constraints,
+    #[serde(flatten)]
+    pub telemetry: Telemetry,
+    pub fan_speed_pct: Option<Vec<Option<u32>>>,
+    pub fan_speed_rpm: Option<Vec<Option<u32>>>,
+    pub clock_offsets_supported: bool,
+}
+
+/// A GPU that could not be read, in JSON next to the ones that could.
+#[derive(Debug, Serialize)]
+struct GpuFailure {
+    index: u32,
+    error: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum GpuEntry {
+    Read(Box<GpuStatus>),
+    Failed(GpuFailure),
+}
+
+#[derive(Debug, Serialize)]
+struct StatusReport<'a> {
+    backend: &'a str,
+    /// Why the simulator stands in for NVML, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simulated_because: Option<&'a str>,
+    gpus: Vec<GpuEntry>,
+}
+
+/// Reads one GPU completely.
+pub fn read_gpu(backend: &mut dyn Backend, index: u32) -> Result<GpuStatus, DeviceError> {
+    let identity = backend.identity(index)?;
+    let constraints = backend.constraints(index)?;
+    let telemetry = backend.telemetry(index)?;
+    let fan_speed_pct = telemetry
+        .fans
+        .as_ref()
+        .map(|fans| fans.iter().map(|fan| fan.speed_pct).collect());
+    let fan_speed_rpm = telemetry
+        .fans
+        .as_ref()
+        .map(|fans| fans.iter().map(|fan| fan.speed_rpm).collect());
+    Ok(GpuStatus {
+        clock_offsets_supported: constraints.clock_offsets_supported(),
+        identity,
+        constraints,
+        telemetry,
+        fan_speed_pct,
+        fan_speed_rpm,
+    })
+}
+
+/// Prints the status of every GPU (or the one `gpu_query` names). A GPU that fails to read is
+/// reported and makes the command fail, after the others are printed.
+pub fn run(
+    backend: &mut dyn Backend,
+    simulated_because: Option<&str>,
+    gpu_query: Option<&str>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let indices: Vec<u32> = match gpu_query {
+        Some(query) => vec![resolve_gpu(backend, query)?],
+        None => (0..backend.gpu_count()?).collect(),
+    };
+    let mut entries = Vec::new();
+    let mut first_error = None;
+    for index in indices {
+        match read_gpu(backend, index) {
+            Ok(status) => entries.push(GpuEntry::Read(Box::new(status))),
+            Err(error) => {
+                entries.push(GpuEntry::Failed(GpuFailure {
+                    index,
+                    error: error.to_string(),
+                }));
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    if json {
+        let report = StatusReport {
+            backend: backend.kind().as_str(),
+            simulated_because,
+            gpus: entries,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        write_text(out, backend.kind().as_str(), simulated_because, &entries)?;
+    }
+    match first_error {
+        Some(error) => Err(error.into()),
+        None => Ok(()),
+    }
+}
+
+fn write_text(
+    out: &mut dyn Write,
+    backend: &str,
+    simulated_because: Option<&str>,
+    entries: &[GpuEntry],
+) -> std::io::Result<()> {
+    match (backend, simulated_because) {
+        ("sim", Some(reason)) => writeln!(out, "Simulated GPU (NVML unavailable: {reason})")?,
+        ("sim", None) => writeln!(out, "Simulated GPU")?,
+        _ => {}
+    }
+    for entry in entries {
+        match entry {
+            GpuEntry::Read(status) => write_gpu_text(out, status)?,
+            GpuEntry::Failed(failure) => writeln!(out, "GPU {}: {}", failure.index, failure.error)?,
+        }
+    }
+    Ok(())
+}
+
+fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()> {
+    let identity = &status.identity;
+    let limits = &status.constraints;
+    let reading = &status.telemetry;
+    writeln!(
+        out,
+        "GPU {}  {}  {}  {}",
+        identity.index, identity.name, identity.uuid, identity.pci_bus_id
+    )?;
+    let power_range = match (limits.power_limit_min_mw, limits.power_limit_max_mw) {
+        (Some(min), Some(max)) => format!(", range {}-{}", watts(min), watts(max)),
+        _ => String::new(),
+    };
+    writeln!(
+        out,
+        "  Power        {} of {} limit (default {}{power_range})",
+        or_na(reading.power_draw_mw, watts),
+        or_na(reading.power_limit_mw, watts),
+        or_na(limits.power_limit_default_mw, watts),
+    )?;
+    writeln!(
+        out,
+        "  Temperature  {}",
+        or_na(reading.temperature_c, |c| format!("{c} °C"))
+    )?;
+    let fans = match &reading.fans {
+        None => "n/a (no fans reported)".to_string(),
+        Some(fans) => fans
+            .iter()
+            .map(|fan| {
+                format!(
+                    "{} ({})",
+                    or_na(fan.speed_pct, |pct| format!("{pct} %")),
+                    or_na(fan.speed_rpm, |rpm| format!("{rpm} RPM"))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    writeln!(out, "  Fans         {fans}")?;
+    let mhz = |value: Option<u32>| or_na(value, |mhz| format!("{mhz} MHz"));
+    writeln!(
+        out,
+        "  Clocks       graphics {}, SM {}, memory {}",
+        mhz(reading.gpu_clock_mhz),
+        mhz(reading.sm_clock_mhz),
+        mhz(reading.memory_clock_mhz)
+    )?;
+    let pct = |value: Option<u32>| or_na(value, |pct| format!("{pct} %"));
+    writeln!(
+        out,
+        "  Utilization  GPU {}, memory {}",
+        pct(reading.utilization_gpu_pct),
+        pct(reading.utilization_memory_pct)
+    )?;
+    writeln!(
+        out,
+        "  VRAM         {} of {}",
+        or_na(reading.memory_used_bytes, gib),
+        gib(identity.memory_total_bytes)
+    )?;
+    writeln!(
+        out,
+        "  P-state      {}",
+        or_na(reading.performance_state, |p| format!("P{p}"))
+    )?;
+    let throttle = match reading.throttle_reasons {
+        None => "n/a".to_string(),
+        Some(reasons) if reasons.is_empty() => "none".to_string(),
+        Some(reasons) => reasons
+            .iter()
+            .map(|reason| reason.label())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    writeln!(out, "  Throttle     {throttle}")?;
+    let link = |generation: Option<u32>, width: Option<u32>| {
+        format!(
+            "Gen {} x{}",
+            or_na(generation, |g| g.to_string()),
+            or_na(width, |w| w.to_string())
+        )
+    };
+    writeln!(
+        out,
+        "  PCIe         {} (max {})",
+        link(reading.pcie_link_gen, reading.pcie_link_width),
+        link(reading.pcie_link_gen_max, reading.pcie_link_width_max)
+    )?;
+    writeln!(
+        out,
+        "  Energy       {} since the driver loaded",
+        or_na(reading.energy_total_mj, energy)
+    )?;
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! Talking to GPUs: the types every other room uses, and the `Backend` trait that the real
+//! NVIDIA backend (`nvml`) and the simulator (`sim`) implement.
+
+pub mod nvml;
+pub mod sim;
+mod throttle;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use throttle::{ThrottleReason, ThrottleReasons};
+
+use crate::tuning::limits::ValidatedSetting;
+
+/// What a GPU is: fixed for as long as the driver runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuIdentity {
+    /// Position in the driver's enumeration; for display only, it can change between boots.
+    pub index: u32,
+    /// NVML UUID ("GPU-..."): how gputune names a GPU everywhere.
+    pub uuid: String,
+    pub name: String,
+    /// PCI bus id as NVML writes it ("00000000:01:00.0").
+    pub pci_bus_id: String,
+    pub memory_total_bytes: u64,
+    pub driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+    /// Chip generation ("Ada", "Hopper", ...), used for precision advice.
+    pub architecture: Option<String>,
+}
+
+/// One fan's reading. Either value is `None` when the card does not report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanReading {
+    pub speed_pct: Option<u32>,
+    pub speed_rpm: Option<u32>,
+}
+
+/// One snapshot of everything that changes. `None` means "this card does not report it",
+/// never zero.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Telemetry {
+    /// Wall-clock time of the snapshot, milliseconds since the Unix epoch.
+    pub sampled_at_ms: u64,
+    pub power_draw_mw: Option<u32>,
+    /// The limit the card enforces right now (may be below the one set, e.g. by a board limit).
+    pub power_limit_mw: Option<u32>,
+    pub temperature_c: Option<u32>,
+    /// `None` when the card has no fans or does not report them (datacenter cards).
+    pub fans: Option<Vec<FanReading>>,
+    pub gpu_clock_mhz: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub memory_clock_mhz: Option<u32>,
+    pub utilization_gpu_pct: Option<u32>,
+    pub utilization_memory_pct: Option<u32>,
+    pub memory_used_bytes: Option<u64>,
+    /// Performance state number: 0 is P0 (fastest) ... 15 is P15.
+    pub performance_state: Option<u32>,
+    pub throttle_reasons: Option<ThrottleReasons>,
+    pub pcie_link_gen: Option<u32>,
+    pub pcie_link_width: Option<u32>,
+    pub pcie_link_gen_max: Option<u32>,
+    pub pcie_link_width_max: Option<u32>,
+    /// Energy used since the driver loaded, millijoules.
+    pub energy_total_mj: Option<u64>,
+}
+
+/// An inclusive clock range in MHz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockRangeMhz {
+    pub min_mhz: u32,
+    pub max_mhz: u32,
+}
+
+/// An inclusive clock-offset range in MHz (negative offsets lower the clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetRangeMhz {
+    pub min_mhz: i32,
+    pub max_mhz: i32,
+}
+
+/// An inclusive fan-speed range in percent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanRangePct {
+    pub min_pct: u32,
+    pub max_pct: u32,
+}
+
+/// What a card accepts. `None` means the card does not support that control.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Constraints {
+    pub power_limit_min_mw: Option<u32>,
+    pub power_limit_max_mw: Option<u32>,
+    pub power_limit_default_mw: Option<u32>,
+    pub gpu_clock_range: Option<ClockRangeMhz>,
+    pub memory_clock_range: Option<ClockRangeMhz>,
+    pub fan_count: u32,
+    pub fan_speed_range: Option<FanRangePct>,
+    pub gpu_clock_offset_range: Option<OffsetRangeMhz>,
+    pub memory_clock_offset_range: Option<OffsetRangeMhz>,
+}
+
+impl Constraints {
+    /// Whether the driver lets us shift the voltage/frequency curve (driver 555 and later,
+    /// consumer cards).
+    pub fn clock_offsets_supported(&self) -> bool {
+        self.gpu_clock_offset_range.is_some() || self.memory_clock_offset_range.is_some()
+    }
+}
+
+/// A change to a card, as a user asks for it. Reaches hardware only as a
+/// [`ValidatedSetting`], which `tuning::limits` alone can make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Setting {
+    PowerLimit {
+        power_limit_mw: u32,
+    },
+    LockGpuClocks {
+        min_mhz: u32,
+        max_mhz: u32,
+    },
+    ResetGpuClocks,
+    LockMemoryClocks {
+        min_mhz: u32,
+        max_mhz: u32,
+    },
+    ResetMemoryClocks,
+    GpuClockOffset {
+        offset_mhz: i32,
+    },
+    MemoryClockOffset {
+        offset_mhz: i32,
+    },
+    FanSpeed {
+        fan_index: u32,
+        speed_pct: u32,
+    },
+    /// Hand the fan back to the driver's own curve.
+    FanAutomatic {
+        fan_index: u32,
+    },
+}
+
+impl Setting {
+    /// A short description for messages and logs ("power limit 315 W").
+    pub fn describe(&self) -> String {
+        match self {
+            Setting::PowerLimit { power_limit_mw } => {
+                format!("power limit {}", format_watts(*power_limit_mw))
+            }
+            Setting::LockGpuClocks { min_mhz, max_mhz } => {
+                format!("GPU clock lock {min_mhz}-{max_mhz} MHz")
+            }
+            Setting::ResetGpuClocks => "GPU clock reset".to_string(),
+            Setting::LockMemoryClocks { min_mhz, max_mhz } => {
+                format!("memory clock lock {min_mhz}-{max_mhz} MHz")
+            }
+            Setting::ResetMemoryClocks => "memory clock reset".to_string(),
+            Setting::GpuClockOffset { offset_mhz } => {
+                format!("GPU clock offset {offset_mhz:+} MHz")
+            }
+            Setting::MemoryClockOffset { offset_mhz } => {
+                format!("memory clock offset {offset_mhz:+} MHz")
+            }
+            Setting::FanSpeed {
+                fan_index,
+                speed_pct,
+            } => format!("fan {fan_index} at {speed_pct} %"),
+            Setting::FanAutomatic { fan_index } => format!("fan {fan_index} automatic"),
+        }
+    }
+}
+
+/// Milliwatts as watts for people: "315 W", "312.5 W".
+pub fn format_watts(milliwatts: u32) -> String {
+    if milliwatts % 1000 == 0 {
+        format!("{} W", milliwatts / 1000)
+    } else {
+        format!("{:.1} W", f64::from(milliwatts) / 1000.0)
+    }
+}
+
+/// Which backend is talking to the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Nvml,
+    Sim,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Nvml => "nvml",
+            BackendKind::Sim => "sim",
+        }
+    }
+}
+
+/// Everything that can go wrong talking to a GPU. Each message says what happened and, where
+/// there is one, what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error(
+        "The NVIDIA management library could not be loaded ({detail}). Install the NVIDIA driver, or point --nvml-lib / GPUTUNE_NVML_LIB at libnvidia-ml.so.1."
+    )]
+    LibraryNotLoaded { detail: String },
+    #[error("The NVIDIA driver is not running ({detail}). Check `nvidia-smi`, or load the driver.")]
+    DriverNotLoaded { detail: String },
+    #[error("The NVIDIA driver found no GPU.")]
+    NoGpus,
+    #[error(
+        "No GPU matches \"{query}\": give an index (0, 1, ...) or a UUID from `gputune status`."
+    )]
+    GpuNotFound { query: String },
+    #[error(
+        "Changing the {action} needs administrator rights: run `sudo gputune apply ...`, or use Apply as administrator."
+    )]
+    NoPermission { action: String },
+    #[error("This GPU does not support {what}.")]
+    NotSupported { what: String },
+    #[error("The driver refused {what}: the value is outside what this GPU accepts.")]
+    InvalidArgument { what: String },
+    #[error(
+        "GPU {index} stopped answering (it fell off the bus or its driver reset). Check `dmesg`; a reboot may be needed."
+    )]
+    GpuLost { index: u32 },
+    #[error("{what} failed: {detail}")]
+    Other { what: String, detail: String },
+}
+
+/// A source of GPUs: the real driver or the simulator. Owned by one thread (see DESIGN.md).
+pub trait Backend: Send {
+    fn kind(&self) -> BackendKind;
+    fn gpu_count(&mut self) -> Result<u32, DeviceError>;
+    fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError>;
+    fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError>;
+    fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError>;
+    /// Writes one setting. Only `tuning::limits` can make a `ValidatedSetting`.
+    fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError>;
+}
+
+/// Which backend the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// NVML when it loads and finds a GPU, else the simulator.
+    #[default]
+    Auto,
+    Nvml,
+    Sim,
+}
+
+/// How to open a backend: the user's choice and where to find the pieces.
+#[derive(Debug, Clone, Default)]
+pub struct BackendOptions {
+    pub choice: BackendChoice,
+    /// Path of libnvidia-ml; the system's default search when `None`.
+    pub nvml_library_path: Option<PathBuf>,
+    pub sim: sim::SimOptions,
+}
+
+/// An opened backend, and why the simulator stands in for NVML when it does.
+pub struct OpenedBackend {
+    pub backend: Box<dyn Backend>,
+    /// Set when `auto` fell back to the simulator: the NVML error, for the banner and log.
+    pub fallback_reason: Option<String>,
+}
+
+/// Opens the backend the user asked for. `auto` falls back to the simulator when NVML fails to
+/// load or finds no GPU, and says why in `fallback_reason`.
+pub fn open_backend(options: &BackendOptions) -> Result<OpenedBackend, DeviceError> {
+    let open_sim = || -> Box<dyn Backend> { Box::new(sim::SimBackend::new(&options.sim)) };
+    match options.choice {
+        BackendChoice::Sim => Ok(OpenedBackend {
+            backend: open_sim(),
+            fallback_reason: None,
+        }),
+        BackendChoice::Nvml => Ok(OpenedBackend {
+            backend: Box::new(nvml::NvmlBackend::open(
+                options.nvml_library_path.as_deref(),
+            )?),
+            fallback_reason: None,
+        }),
+        BackendChoice::Auto => {
+            match nvml::NvmlBackend::open(options.nvml_library_path.as_deref()) {
+                Ok(backend) => Ok(OpenedBackend {
+                    backend: Box::new(backend),
+                    fallback_reason: None,
+                }),
+                Err(error) => {
+                    tracing::warn!("NVML unavailable, using the simulated GPU: {error}");
+                    Ok(OpenedBackend {
+                        backend: open_sim(),
+                        fallback_reason: Some(error.to_string()),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Finds a GPU by index ("0") or UUID (full, or a unique prefix of at least 8 characters).
+pub fn resolve_gpu(backend: &mut dyn Backend, query: &str) -> Result<u32, DeviceError> {
+    let count = backend.gpu_count()?;
+    let query = query.trim();
+    if let Ok(index) = query.parse::<u32>() {
+        return if index < count {
+            Ok(index)
+        } else {
+            Err(DeviceError::GpuNotFound {
+                query: query.to_string(),
+            })
+        };
+    }
+    let wanted = query.to_ascii_lowercase();
+    let mut matches = Vec::new();
+    for index in 0..count {
+        let uuid = backend.identity(index)?.uuid.to_ascii_lowercase();
+        if uuid == wanted || (wanted.len() >= 8 && uuid.starts_with(&wanted)) {
+            matches.push(index);
+        }
+    }
+    match matches.as_slice() {
+        [index] => Ok(*index),
+        _ => Err(DeviceError::GpuNotFound {
+            query: query.to_string(),
+        }),
+    }
+}

@@ -1,0 +1,316 @@
+//! The real NVIDIA backend, through nvml-wrapper. NVML is loaded at run time, from the system's
+//! default search path or from a path the user gives (WSL and non-standard installs need that).
+
+use std::path::Path;
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState, TemperatureSensor};
+use nvml_wrapper::enums::device::GpuLockedClocksSetting;
+use nvml_wrapper::error::NvmlError;
+
+use super::sim::wall_clock_ms;
+use super::{
+    Backend, BackendKind, ClockRangeMhz, Constraints, DeviceError, FanRangePct, FanReading,
+    GpuIdentity, OffsetRangeMhz, Setting, Telemetry, ThrottleReasons,
+};
+use crate::tuning::limits::ValidatedSetting;
+
+/// Talks to real GPUs through libnvidia-ml.
+pub struct NvmlBackend {
+    nvml: Nvml,
+}
+
+impl NvmlBackend {
+    /// Loads NVML and checks that it sees at least one GPU.
+    pub fn open(library_path: Option<&Path>) -> Result<NvmlBackend, DeviceError> {
+        let nvml = match library_path {
+            Some(path) => Nvml::builder().lib_path(path.as_os_str()).init(),
+            None => Nvml::init(),
+        }
+        .map_err(|error| map_load_error(error, library_path))?;
+        let mut backend = NvmlBackend { nvml };
+        if backend.gpu_count()? == 0 {
+            return Err(DeviceError::NoGpus);
+        }
+        Ok(backend)
+    }
+
+    fn device(&self, index: u32) -> Result<nvml_wrapper::Device<'_>, DeviceError> {
+        self.nvml
+            .device_by_index(index)
+            .map_err(|error| match error {
+                NvmlError::InvalidArg | NvmlError::NotFound => DeviceError::GpuNotFound {
+                    query: index.to_string(),
+                },
+                other => map_error(other, "opening the GPU", index),
+            })
+    }
+}
+
+fn map_load_error(error: NvmlError, library_path: Option<&Path>) -> DeviceError {
+    match error {
+        NvmlError::LibloadingError(load_error) => DeviceError::LibraryNotLoaded {
+            detail: match library_path {
+                Some(path) => format!("{}: {load_error}", path.display()),
+                None => load_error.to_string(),
+            },
+        },
+        NvmlError::DriverNotLoaded => DeviceError::DriverNotLoaded {
+            detail: "NVML says the driver is not loaded".to_string(),
+        },
+        NvmlError::FailedToLoadSymbol(symbol) => DeviceError::LibraryNotLoaded {
+            detail: format!("the library lacks {symbol}; is it really libnvidia-ml?"),
+        },
+        other => DeviceError::Other {
+            what: "Starting NVML".to_string(),
+            detail: other.to_string(),
+        },
+    }
+}
+
+/// Maps an NVML error on GPU `index` while doing `what` to a `DeviceError`.
+fn map_error(error: NvmlError, what: &str, index: u32) -> DeviceError {
+    match error {
+        NvmlError::GpuLost | NvmlError::ResetRequired => DeviceError::GpuLost { index },
+        NvmlError::NoPermission => DeviceError::NoPermission {
+            action: what.to_string(),
+        },
+        NvmlError::NotSupported
+        | NvmlError::FunctionNotFound
+        | NvmlError::FailedToLoadSymbol(_) => DeviceError::NotSupported {
+            what: what.to_string(),
+        },
+        NvmlError::InvalidArg => DeviceError::InvalidArgument {
+            what: what.to_string(),
+        },
+        NvmlError::DriverNotLoaded | NvmlError::Uninitialized => DeviceError::DriverNotLoaded {
+            detail: error.to_string(),
+        },
+        other => DeviceError::Other {
+            what: what.to_string(),
+            detail: other.to_string(),
+        },
+    }
+}
+
+/// A reading the card may not support: unsupported or refused becomes `None`; a lost GPU or a
+/// dead driver is an error that ends the whole snapshot.
+fn optional<T>(
+    result: Result<T, NvmlError>,
+    what: &str,
+    index: u32,
+) -> Result<Option<T>, DeviceError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(error) => match map_error(error, what, index) {
+            fatal @ (DeviceError::GpuLost { .. } | DeviceError::DriverNotLoaded { .. }) => {
+                Err(fatal)
+            }
+            other => {
+                tracing::debug!("GPU {index}: no {what}: {other}");
+                Ok(None)
+            }
+        },
+    }
+}
+
+impl Backend for NvmlBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Nvml
+    }
+
+    fn gpu_count(&mut self) -> Result<u32, DeviceError> {
+        self.nvml
+            .device_count()
+            .map_err(|error| map_error(error, "counting GPUs", 0))
+    }
+
+    fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError> {
+        let device = self.device(index)?;
+        let uuid = device
+            .uuid()
+            .map_err(|error| map_error(error, "reading the UUID", index))?;
+        let name =
+            optional(device.name(), "name", index)?.unwrap_or_else(|| "NVIDIA GPU".to_string());
+        let pci_bus_id = optional(device.pci_info(), "PCI bus id", index)?
+            .map(|info| info.bus_id)
+            .unwrap_or_default();
+        let memory_total_bytes =
+            optional(device.memory_info(), "memory size", index)?.map_or(0, |info| info.total);
+        let architecture =
+            optional(device.architecture(), "architecture", index)?.map(|arch| arch.to_string());
+        Ok(GpuIdentity {
+            index,
+            uuid,
+            name,
+            pci_bus_id,
+            memory_total_bytes,
+            driver_version: optional(self.nvml.sys_driver_version(), "driver version", index)?,
+            nvml_version: optional(self.nvml.sys_nvml_version(), "NVML version", index)?,
+            architecture,
+        })
+    }
+
+    fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError> {
+        let device = self.device(index)?;
+        let power = optional(
+            device.power_management_limit_constraints(),
+            "power limit range",
+            index,
+        )?;
+        let power_limit_default_mw = optional(
+            device.power_management_limit_default(),
+            "default power limit",
+            index,
+        )?;
+        let memory_clocks = optional(
+            device.supported_memory_clocks(),
+            "supported memory clocks",
+            index,
+        )?
+        .unwrap_or_default();
+        let memory_clock_range = range_of(&memory_clocks);
+        let gpu_clock_range = match memory_clocks.iter().max() {
+            Some(&top_memory_clock) => {
+                let clocks = optional(
+                    device.supported_graphics_clocks(top_memory_clock),
+                    "supported graphics clocks",
+                    index,
+                )?
+                .unwrap_or_default();
+                range_of(&clocks)
+            }
+            None => None,
+        };
+        let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
+        let fan_speed_range = if fan_count > 0 {
+            optional(device.min_max_fan_speed(), "fan speed range", index)?
+                .map(|(min_pct, max_pct)| FanRangePct { min_pct, max_pct })
+        } else {
+            None
+        };
+        let offset_range = |clock: Clock, what: &str| {
+            optional(
+                device.clock_offset(clock, PerformanceState::Zero),
+                what,
+                index,
+            )
+            .map(|offset| {
+                offset.map(|offset| OffsetRangeMhz {
+                    min_mhz: offset.min_clock_offset_mhz,
+                    max_mhz: offset.max_clock_offset_mhz,
+                })
+            })
+        };
+        Ok(Constraints {
+            power_limit_min_mw: power.as_ref().map(|range| range.min_limit),
+            power_limit_max_mw: power.as_ref().map(|range| range.max_limit),
+            power_limit_default_mw,
+            gpu_clock_range,
+            memory_clock_range,
+            fan_count,
+            fan_speed_range,
+            gpu_clock_offset_range: offset_range(Clock::Graphics, "GPU clock offset")?,
+            memory_clock_offset_range: offset_range(Clock::Memory, "memory clock offset")?,
+        })
+    }
+
+    fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
+        let device = self.device(index)?;
+        let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
+        let mut fans = Vec::new();
+        for fan in 0..fan_count {
+            fans.push(FanReading {
+                speed_pct: optional(device.fan_speed(fan), "fan speed", index)?,
+                speed_rpm: optional(device.fan_speed_rpm(fan), "fan RPM", index)?,
+            });
+        }
+        let fans_reported = fans
+            .iter()
+            .any(|fan| fan.speed_pct.is_some() || fan.speed_rpm.is_some());
+        let utilization = optional(device.utilization_rates(), "utilization", index)?;
+        let performance_state = optional(device.performance_state(), "performance state", index)?
+            .and_then(|state| {
+                let number = state.as_c() as u32;
+                (number <= 15).then_some(number)
+            });
+        Ok(Telemetry {
+            sampled_at_ms: wall_clock_ms(),
+            power_draw_mw: optional(device.power_usage(), "power draw", index)?,
+            power_limit_mw: optional(device.enforced_power_limit(), "enforced power limit", index)?,
+            temperature_c: optional(
+                device.temperature(TemperatureSensor::Gpu),
+                "temperature",
+                index,
+            )?,
+            fans: fans_reported.then_some(fans),
+            gpu_clock_mhz: optional(device.clock_info(Clock::Graphics), "graphics clock", index)?,
+            sm_clock_mhz: optional(device.clock_info(Clock::SM), "SM clock", index)?,
+            memory_clock_mhz: optional(device.clock_info(Clock::Memory), "memory clock", index)?,
+            utilization_gpu_pct: utilization.as_ref().map(|rates| rates.gpu),
+            utilization_memory_pct: utilization.as_ref().map(|rates| rates.memory),
+            memory_used_bytes: optional(device.memory_info(), "memory use", index)?
+                .map(|info| info.used),
+            performance_state,
+            throttle_reasons: optional(
+                device.current_throttle_reasons(),
+                "throttle reasons",
+                index,
+            )?
+            .map(|reasons| ThrottleReasons::from_bits(reasons.bits())),
+            pcie_link_gen: optional(device.current_pcie_link_gen(), "PCIe generation", index)?,
+            pcie_link_width: optional(device.current_pcie_link_width(), "PCIe width", index)?,
+            pcie_link_gen_max: optional(
+                device.max_pcie_link_gen(),
+                "maximum PCIe generation",
+                index,
+            )?,
+            pcie_link_width_max: optional(
+                device.max_pcie_link_width(),
+                "maximum PCIe width",
+                index,
+            )?,
+            energy_total_mj: optional(device.total_energy_consumption(), "energy counter", index)?,
+        })
+    }
+
+    fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
+        let setting = *setting.setting();
+        let mut device = self.device(index)?;
+        let result = match setting {
+            Setting::PowerLimit { power_limit_mw } => {
+                device.set_power_management_limit(power_limit_mw)
+            }
+            Setting::LockGpuClocks { min_mhz, max_mhz } => {
+                device.set_gpu_locked_clocks(GpuLockedClocksSetting::Numeric {
+                    min_clock_mhz: min_mhz,
+                    max_clock_mhz: max_mhz,
+                })
+            }
+            Setting::ResetGpuClocks => device.reset_gpu_locked_clocks(),
+            Setting::LockMemoryClocks { min_mhz, max_mhz } => {
+                device.set_mem_locked_clocks(min_mhz, max_mhz)
+            }
+            Setting::ResetMemoryClocks => device.reset_mem_locked_clocks(),
+            Setting::GpuClockOffset { offset_mhz } => {
+                device.set_clock_offset(Clock::Graphics, PerformanceState::Zero, offset_mhz)
+            }
+            Setting::MemoryClockOffset { offset_mhz } => {
+                device.set_clock_offset(Clock::Memory, PerformanceState::Zero, offset_mhz)
+            }
+            Setting::FanSpeed {
+                fan_index,
+                speed_pct,
+            } => device.set_fan_speed(fan_index, speed_pct),
+            Setting::FanAutomatic { fan_index } => device.set_default_fan_speed(fan_index),
+        };
+        result.map_err(|error| map_error(error, &setting.describe(), index))
+    }
+}
+
+fn range_of(clocks_mhz: &[u32]) -> Option<ClockRangeMhz> {
+    match (clocks_mhz.iter().min(), clocks_mhz.iter().max()) {
+        (Some(&min_mhz), Some(&max_mhz)) => Some(ClockRangeMhz { min_mhz, max_mhz }),
+        _ => None,
+    }
+}

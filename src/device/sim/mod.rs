@@ -1,0 +1,343 @@
+//! The simulated GPUs: an RTX 4090 (or eight, or a fanless datacenter card) that behave like
+//! the real ones, for users without an NVIDIA driver and for tests. See docs/simulator.md.
+
+mod card;
+mod load;
+mod physics;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+pub use card::{CardSpec, VfPoint};
+pub use load::{LoadPattern, LoadPoint};
+use physics::splitmix64;
+pub use physics::{SimError, SimGpu, SimReading, SimSettings};
+
+use super::{
+    Backend, BackendKind, ClockRangeMhz, Constraints, DeviceError, FanReading, GpuIdentity,
+    Setting, Telemetry, ThrottleReasons,
+};
+use crate::tuning::limits::ValidatedSetting;
+
+/// Which machine to simulate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+pub enum SimScenario {
+    /// One GeForce RTX 4090.
+    #[default]
+    #[value(name = "rtx4090")]
+    #[serde(rename = "rtx4090")]
+    Rtx4090,
+    /// Eight RTX 4090s in one box.
+    #[value(name = "8x-rtx4090")]
+    #[serde(rename = "8x-rtx4090")]
+    EightRtx4090,
+    /// One H100 SXM: no fans, no clock offsets.
+    #[value(name = "datacenter-fanless")]
+    #[serde(rename = "datacenter-fanless")]
+    DatacenterFanless,
+}
+
+impl SimScenario {
+    /// Parses the names used on the command line and in `FAKE_NVML_SCENARIO`.
+    pub fn from_name(name: &str) -> Option<SimScenario> {
+        match name.trim() {
+            "rtx4090" => Some(SimScenario::Rtx4090),
+            "8x-rtx4090" => Some(SimScenario::EightRtx4090),
+            "datacenter-fanless" => Some(SimScenario::DatacenterFanless),
+            _ => None,
+        }
+    }
+}
+
+/// How the simulator is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SimOptions {
+    pub scenario: SimScenario,
+    pub load: LoadPattern,
+}
+
+/// Where simulated time comes from. Tests inject a manual clock to run hours in milliseconds.
+pub trait SimClock: Send {
+    /// Milliseconds since an arbitrary, fixed epoch; never goes backwards.
+    fn now_ms(&self) -> u64;
+}
+
+/// Real time: milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WallClock;
+
+impl SimClock for WallClock {
+    fn now_ms(&self) -> u64 {
+        wall_clock_ms()
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the system clock is before 1970).
+pub fn wall_clock_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// A clock that moves only when told to. Clones share the same time.
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    now_ms: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    pub fn starting_at(now_ms: u64) -> ManualClock {
+        ManualClock {
+            now_ms: Arc::new(AtomicU64::new(now_ms)),
+        }
+    }
+
+    pub fn advance_ms(&self, elapsed_ms: u64) {
+        self.now_ms.fetch_add(elapsed_ms, Ordering::SeqCst);
+    }
+}
+
+impl SimClock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now_ms.load(Ordering::SeqCst)
+    }
+}
+
+/// How long a new machine has already been running when it is first read, so it starts warm
+/// and settled rather than at room temperature.
+const WARM_UP_MS: u64 = 10 * 60 * 1000;
+
+/// A whole simulated box: its GPUs. Serializable, so the fake NVML library can keep it in a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimMachine {
+    pub scenario: SimScenario,
+    pub gpus: Vec<SimGpu>,
+}
+
+impl SimMachine {
+    /// A machine that has run `load` for ten minutes before `now_ms`.
+    pub fn new(scenario: SimScenario, load: LoadPattern, now_ms: u64) -> SimMachine {
+        let start_ms = now_ms.saturating_sub(WARM_UP_MS);
+        let gpus = match scenario {
+            SimScenario::Rtx4090 => vec![rtx4090(0, 25.0, load, start_ms)],
+            SimScenario::EightRtx4090 => {
+                // Cards in the middle of the box breathe air their neighbours warmed.
+                let ambient_c = [25.0, 28.0, 31.0, 33.0, 33.0, 31.0, 28.0, 25.0];
+                (0u32..)
+                    .zip(ambient_c)
+                    .map(|(index, ambient)| rtx4090(index, ambient, load, start_ms))
+                    .collect()
+            }
+            SimScenario::DatacenterFanless => vec![SimGpu::new(
+                CardSpec::h100_sxm(),
+                make_uuid(0x4100, 0),
+                pci_bus_id(0x18),
+                30.0,
+                load,
+                start_ms,
+            )],
+        };
+        let mut machine = SimMachine { scenario, gpus };
+        machine.advance_to(now_ms);
+        machine
+    }
+
+    pub fn advance_to(&mut self, now_ms: u64) {
+        for gpu in &mut self.gpus {
+            gpu.advance_to(now_ms);
+        }
+    }
+}
+
+fn rtx4090(index: u32, ambient_c: f64, load: LoadPattern, start_ms: u64) -> SimGpu {
+    let buses = [0x01, 0x21, 0x41, 0x61, 0x81, 0xA1, 0xC1, 0xE1];
+    let bus = buses.get(index as usize).copied().unwrap_or(0x01);
+    SimGpu::new(
+        CardSpec::rtx4090(),
+        make_uuid(0x4090, index),
+        pci_bus_id(bus),
+        ambient_c,
+        load,
+        start_ms,
+    )
+}
+
+/// A stable, realistic-looking NVML UUID for a simulated card.
+fn make_uuid(model: u32, index: u32) -> String {
+    let high = splitmix64(u64::from(model) << 32 | u64::from(index));
+    let low = splitmix64(high);
+    format!(
+        "GPU-{:08x}-{:04x}-4{:03x}-9{:03x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xFFFF,
+        high & 0xFFF,
+        low >> 52,
+        low & 0xFFFF_FFFF_FFFF
+    )
+}
+
+fn pci_bus_id(bus: u32) -> String {
+    format!("00000000:{bus:02X}:00.0")
+}
+
+/// The simulator as a `Backend`.
+pub struct SimBackend {
+    machine: SimMachine,
+    clock: Box<dyn SimClock>,
+}
+
+impl SimBackend {
+    /// A simulated machine on real time.
+    pub fn new(options: &SimOptions) -> SimBackend {
+        SimBackend::with_clock(options, Box::new(WallClock))
+    }
+
+    /// A simulated machine on the given clock.
+    pub fn with_clock(options: &SimOptions, clock: Box<dyn SimClock>) -> SimBackend {
+        let machine = SimMachine::new(options.scenario, options.load, clock.now_ms());
+        SimBackend { machine, clock }
+    }
+
+    /// The simulated cards, for tests that look beneath the backend.
+    pub fn machine(&self) -> &SimMachine {
+        &self.machine
+    }
+
+    fn gpu(&mut self, index: u32) -> Result<&mut SimGpu, DeviceError> {
+        let now_ms = self.clock.now_ms();
+        let gpu =
+            self.machine
+                .gpus
+                .get_mut(index as usize)
+                .ok_or_else(|| DeviceError::GpuNotFound {
+                    query: index.to_string(),
+                })?;
+        gpu.advance_to(now_ms);
+        Ok(gpu)
+    }
+}
+
+/// The constraints a simulated card reports, exactly as NVML would describe them.
+pub fn sim_constraints(spec: &CardSpec) -> Constraints {
+    let memory_clocks = &spec.memory_clocks_supported_mhz;
+    Constraints {
+        power_limit_min_mw: Some(spec.power_limit_min_mw),
+        power_limit_max_mw: Some(spec.power_limit_max_mw),
+        power_limit_default_mw: Some(spec.power_limit_default_mw),
+        gpu_clock_range: Some(spec.gpu_clock_supported),
+        memory_clock_range: match (memory_clocks.iter().min(), memory_clocks.iter().max()) {
+            (Some(&min_mhz), Some(&max_mhz)) => Some(ClockRangeMhz { min_mhz, max_mhz }),
+            _ => None,
+        },
+        fan_count: spec.fan_count,
+        fan_speed_range: spec.fan_speed_range,
+        gpu_clock_offset_range: spec.gpu_clock_offset_range,
+        memory_clock_offset_range: spec.memory_clock_offset_range,
+    }
+}
+
+fn sim_error(error: SimError, setting: &Setting) -> DeviceError {
+    match error {
+        SimError::InvalidArgument => DeviceError::InvalidArgument {
+            what: setting.describe(),
+        },
+        SimError::NotSupported => DeviceError::NotSupported {
+            what: setting.describe(),
+        },
+    }
+}
+
+impl Backend for SimBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sim
+    }
+
+    fn gpu_count(&mut self) -> Result<u32, DeviceError> {
+        Ok(self.machine.gpus.len() as u32)
+    }
+
+    fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError> {
+        let gpu = self.gpu(index)?;
+        Ok(GpuIdentity {
+            index,
+            uuid: gpu.uuid.clone(),
+            name: gpu.spec.name.clone(),
+            pci_bus_id: gpu.pci_bus_id.clone(),
+            memory_total_bytes: gpu.spec.memory_total_bytes,
+            driver_version: Some("simulated".to_string()),
+            nvml_version: Some("simulated".to_string()),
+            architecture: Some(gpu.spec.architecture.clone()),
+        })
+    }
+
+    fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError> {
+        Ok(sim_constraints(&self.gpu(index)?.spec))
+    }
+
+    fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
+        let sampled_at_ms = wall_clock_ms();
+        let gpu = self.gpu(index)?;
+        let reading = &gpu.reading;
+        let fans = (gpu.spec.fan_count > 0).then(|| {
+            (0..gpu.spec.fan_count)
+                .map(|fan| FanReading {
+                    speed_pct: gpu.fan_speed_pct(fan).ok(),
+                    speed_rpm: gpu.fan_speed_rpm(fan).ok(),
+                })
+                .collect()
+        });
+        Ok(Telemetry {
+            sampled_at_ms,
+            power_draw_mw: Some(reading.power_draw_mw),
+            power_limit_mw: Some(gpu.enforced_power_limit_mw()),
+            temperature_c: Some(gpu.temperature_c()),
+            fans,
+            gpu_clock_mhz: Some(reading.gpu_clock_mhz),
+            sm_clock_mhz: Some(reading.gpu_clock_mhz),
+            memory_clock_mhz: Some(reading.memory_clock_mhz),
+            utilization_gpu_pct: Some(reading.utilization_gpu_pct),
+            utilization_memory_pct: Some(reading.utilization_memory_pct),
+            memory_used_bytes: Some(reading.memory_used_bytes),
+            performance_state: Some(reading.performance_state),
+            throttle_reasons: Some(ThrottleReasons::from_bits(reading.throttle_reasons_bits)),
+            pcie_link_gen: Some(reading.pcie_link_gen),
+            pcie_link_width: Some(gpu.spec.pcie_link_width_max),
+            pcie_link_gen_max: Some(gpu.spec.pcie_link_gen_max),
+            pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
+            energy_total_mj: Some(gpu.energy_total_mj()),
+        })
+    }
+
+    fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
+        let setting = *setting.setting();
+        let gpu = self.gpu(index)?;
+        apply_to_sim(gpu, &setting).map_err(|error| sim_error(error, &setting))
+    }
+}
+
+/// Writes one setting to a simulated card (the card's own range checks still apply).
+pub fn apply_to_sim(gpu: &mut SimGpu, setting: &Setting) -> Result<(), SimError> {
+    match *setting {
+        Setting::PowerLimit { power_limit_mw } => gpu.set_power_limit_mw(power_limit_mw),
+        Setting::LockGpuClocks { min_mhz, max_mhz } => gpu.lock_gpu_clocks(min_mhz, max_mhz),
+        Setting::ResetGpuClocks => {
+            gpu.reset_gpu_clocks();
+            Ok(())
+        }
+        Setting::LockMemoryClocks { min_mhz, max_mhz } => gpu.lock_memory_clocks(min_mhz, max_mhz),
+        Setting::ResetMemoryClocks => {
+            gpu.reset_memory_clocks();
+            Ok(())
+        }
+        Setting::GpuClockOffset { offset_mhz } => gpu.set_gpu_clock_offset_mhz(offset_mhz),
+        Setting::MemoryClockOffset { offset_mhz } => gpu.set_memory_clock_offset_mhz(offset_mhz),
+        Setting::FanSpeed {
+            fan_index,
+            speed_pct,
+        } => gpu.set_fan_speed_pct(fan_index, speed_pct),
+        Setting::FanAutomatic { fan_index } => gpu.set_fan_automatic(fan_index),
+    }
+}

@@ -1,0 +1,9 @@
+//! gputune: monitor, tune and plan NVIDIA GPUs for model training. See DESIGN.md in shared/ and
+//! the README for the architecture.
+
+pub mod cli;
+pub mod device;
+pub mod telemetry;
+pub mod tuning;
+pub mod ui;
+pub mod units;

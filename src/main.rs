@@ -1,0 +1,93 @@
+//! gputune's entry point: parses the command line, then opens the window or runs a subcommand.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use gputune::device::sim::{LoadPattern, SimOptions, SimScenario};
+use gputune::device::{BackendChoice, BackendOptions, open_backend};
+
+/// Monitor, tune and plan NVIDIA GPUs for model training.
+#[derive(Debug, Parser)]
+#[command(name = "gputune", version, about)]
+struct Cli {
+    /// Which GPUs to talk to: NVML when it works (else the simulator), NVML only, or the simulator.
+    #[arg(long, global = true, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+    /// Path of libnvidia-ml (for WSL or non-standard driver installs).
+    #[arg(long, global = true, env = "GPUTUNE_NVML_LIB", value_name = "PATH")]
+    nvml_lib: Option<PathBuf>,
+    /// Machine the simulator plays.
+    #[arg(long, global = true, value_enum, default_value_t = SimScenario::Rtx4090)]
+    sim_scenario: SimScenario,
+    /// Workload the simulator runs.
+    #[arg(long, global = true, value_enum, default_value_t = LoadPattern::Training)]
+    sim_load: LoadPattern,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print every GPU's identity, limits and current readings.
+    Status {
+        /// Print JSON: {"backend": "nvml"|"sim", "gpus": [...]}.
+        #[arg(long)]
+        json: bool,
+        /// Only this GPU: an index or a UUID.
+        #[arg(long, value_name = "UUID|INDEX")]
+        gpu: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GPUTUNE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("gputune: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A reader that stopped reading (`gputune status | head`) is not an error worth a message.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let options = BackendOptions {
+        choice: cli.backend,
+        nvml_library_path: cli.nvml_lib,
+        sim: SimOptions {
+            scenario: cli.sim_scenario,
+            load: cli.sim_load,
+        },
+    };
+    match cli.command {
+        None => gputune::ui::run_window(options),
+        Some(Command::Status { json, gpu }) => {
+            let mut opened = open_backend(&options)?;
+            let stdout = std::io::stdout();
+            gputune::cli::status::run(
+                opened.backend.as_mut(),
+                opened.fallback_reason.as_deref(),
+                gpu.as_deref(),
+                json,
+                &mut stdout.lock(),
+            )
+        }
+    }
+}

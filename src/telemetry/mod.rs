@@ -1,0 +1,3 @@
+//! Readings over time: the device-owner thread that samples the GPUs.
+
+pub mod sampler;

@@ -1,0 +1,166 @@
+//! The device-owner thread: the only thread that talks to the GPU backend. It opens the
+//! backend, samples every GPU on a tick and sends `Event`s; the UI never waits on hardware.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::device::{
+    Backend, BackendKind, BackendOptions, Constraints, DeviceError, GpuIdentity, Telemetry,
+    open_backend,
+};
+
+/// Default time between samples.
+pub const DEFAULT_INTERVAL_MS: u64 = 500;
+/// The sampling interval a user may choose, inclusive.
+pub const INTERVAL_RANGE_MS: (u64, u64) = (100, 5_000);
+
+/// A GPU as found when the backend opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuInfo {
+    pub identity: GpuIdentity,
+    pub constraints: Constraints,
+}
+
+/// What the device-owner thread reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The backend is open and these are its GPUs.
+    Connected {
+        backend: BackendKind,
+        /// Why the simulator stands in for NVML, when it does.
+        simulated_because: Option<String>,
+        gpus: Vec<GpuInfo>,
+    },
+    /// One reading per GPU, in index order; a GPU that failed to read carries its error.
+    Samples(Vec<Result<Telemetry, DeviceError>>),
+    /// The backend could not be opened at all (only with `--backend nvml`).
+    Failed(DeviceError),
+}
+
+/// What the UI asks of the device-owner thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplerCommand {
+    SetInterval { interval_ms: u64 },
+}
+
+/// The UI's end of the device-owner thread. Dropping it stops the thread.
+pub struct Sampler {
+    commands: Option<Sender<SamplerCommand>>,
+    events: Receiver<Event>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sampler {
+    /// Starts the thread. `notify` runs after every event is sent (the UI passes
+    /// `egui::Context::request_repaint`, so it repaints when data arrives, not on a timer).
+    pub fn spawn(
+        options: BackendOptions,
+        interval_ms: u64,
+        notify: impl Fn() + Send + 'static,
+    ) -> Result<Sampler, std::io::Error> {
+        let (command_sender, command_receiver) = mpsc::channel();
+        let (event_sender, event_receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("gputune-device".to_string())
+            .spawn(move || {
+                let send = |event: Event| {
+                    let delivered = event_sender.send(event).is_ok();
+                    notify();
+                    delivered
+                };
+                match open_backend(&options) {
+                    Ok(opened) => run(
+                        opened.backend,
+                        opened.fallback_reason,
+                        interval_ms,
+                        &command_receiver,
+                        &send,
+                    ),
+                    Err(error) => {
+                        send(Event::Failed(error));
+                    }
+                }
+            })?;
+        Ok(Sampler {
+            commands: Some(command_sender),
+            events: event_receiver,
+            thread: Some(thread),
+        })
+    }
+
+    /// Events that arrived since the last call, oldest first; never blocks.
+    pub fn drain_events(&self) -> Vec<Event> {
+        self.events.try_iter().collect()
+    }
+
+    pub fn send(&self, command: SamplerCommand) {
+        if let Some(commands) = &self.commands {
+            // A closed channel means the thread ended; its last event already said why.
+            let _ = commands.send(command);
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // Closing the channel tells the thread to stop; it notices within one tick.
+        self.commands = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(
+    mut backend: Box<dyn Backend>,
+    simulated_because: Option<String>,
+    mut interval_ms: u64,
+    commands: &Receiver<SamplerCommand>,
+    send: &dyn Fn(Event) -> bool,
+) {
+    let gpus = match describe_gpus(backend.as_mut()) {
+        Ok(gpus) => gpus,
+        Err(error) => {
+            send(Event::Failed(error));
+            return;
+        }
+    };
+    let gpu_count = gpus.len() as u32;
+    let connected = Event::Connected {
+        backend: backend.kind(),
+        simulated_because,
+        gpus,
+    };
+    if !send(connected) {
+        return;
+    }
+    loop {
+        let samples = (0..gpu_count)
+            .map(|index| backend.telemetry(index))
+            .collect();
+        if !send(Event::Samples(samples)) {
+            return;
+        }
+        match commands.recv_timeout(Duration::from_millis(interval_ms)) {
+            Ok(SamplerCommand::SetInterval {
+                interval_ms: requested,
+            }) => {
+                interval_ms = requested.clamp(INTERVAL_RANGE_MS.0, INTERVAL_RANGE_MS.1);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+fn describe_gpus(backend: &mut dyn Backend) -> Result<Vec<GpuInfo>, DeviceError> {
+    (0..backend.gpu_count()?)
+        .map(|index| {
+            Ok(GpuInfo {
+                identity: backend.identity(index)?,
+                constraints: backend.constraints(index)?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,13 @@
+//! The NVML functions gputune calls, by topic, with NVML's exact names and C signatures.
+//!
+//! Every function is `unsafe extern "C"`, with NVML's safety contract: each pointer argument is
+//! null or valid for what the function reads and writes through it. Handles are opaque values
+//! from `nvmlDeviceGetHandleByIndex_v2` and are never dereferenced.
+
+mod clocks;
+mod fans;
+mod identity;
+mod power;
+mod sensors;
+mod system;
+mod writes;

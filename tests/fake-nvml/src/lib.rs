@@ -1,0 +1,84 @@
+//! A fake `libnvidia-ml.so`: the NVML C functions gputune calls, answered by gputune's own
+//! simulator, so tests can drive the real NVML code path (`gputune::device::nvml`, through
+//! nvml-wrapper and a real `dlopen`) on a machine without a GPU.
+//!
+//! Build it with `cargo build -p fake-nvml`; tests find the `.so` with [`fake_library_path`] and
+//! hand it to `Nvml::builder().lib_path(...)` or gputune's `--nvml-lib`.
+//!
+//! # Contract
+//!
+//! **State.** When `FAKE_NVML_STATE` names a file, the whole simulated machine lives in that file
+//! (JSON), so separate processes see the same "hardware": apply in one process, read in the
+//! next. Every call takes an exclusive lock on `<state>.lock`, reads the state (creating it if
+//! missing), advances the machine to the wall clock, does its work, and writes the state back
+//! atomically (temporary file in the same folder, then rename). Without `FAKE_NVML_STATE` the
+//! state lives in process memory. A corrupt state file makes calls return `UNKNOWN` (999) with
+//! a message on stderr; the file is never overwritten.
+//!
+//! **Scenario.** `FAKE_NVML_SCENARIO` = `rtx4090` (default) | `8x-rtx4090` |
+//! `datacenter-fanless`, and `FAKE_NVML_LOAD` = `idle` | `training` (default) | `stop-and-go` |
+//! `game`, are read once, when the state is created. An unknown name makes that call return
+//! `UNKNOWN` and says why on stderr.
+//!
+//! **Faults.** `FAKE_NVML_FAULTS` is a comma-separated list, read on every call:
+//! - `no_permission`: every set/reset call returns `NO_PERMISSION` (4), as for a normal user;
+//! - `fans_not_supported`: fan count, speed, RPM, range and the fan setters return
+//!   `NOT_SUPPORTED` (3);
+//! - `gpu_lost_after=N`: after N device calls in total (counted in the state, so across
+//!   processes), every device call returns `GPU_IS_LOST` (15), and so does getting a handle;
+//! - `slow_ms=N`: every call sleeps N ms first;
+//! - `offsets_not_supported`: clock offset get/set return `NOT_SUPPORTED`;
+//! - `driver_not_loaded`: `nvmlInit_v2` returns `DRIVER_NOT_LOADED` (9);
+//! - `no_gpus`: the device count is 0 and no handle can be had.
+//!
+//! An unknown fault makes `nvmlInit_v2` (and every later call) return `UNKNOWN`, saying why on
+//! stderr. A "device call" is any call that takes a device handle.
+//!
+//! **Errors, as the driver gives them.** Calls before `nvmlInit_v2` (or after the matching
+//! `nvmlShutdown`; init is reference-counted) return `UNINITIALIZED` (1). Null out-pointers and
+//! unknown handles return `INVALID_ARGUMENT` (2). Writes go through the simulated card's own
+//! setters: out of range is `INVALID_ARGUMENT`, unsupported is `NOT_SUPPORTED`. Versioned
+//! structs with the wrong `version` return `ARGUMENT_VERSION_MISMATCH` (25). Lists too small
+//! for their buffer return `INSUFFICIENT_SIZE` (7) with the needed count written back. No call
+//! panics across the C boundary: a panic inside becomes `UNKNOWN`.
+//!
+//! **What the card reports.** The fanless datacenter card has 0 fans (successfully); its fan
+//! speed, RPM and range, and its clock offsets, are `NOT_SUPPORTED`. The SM clock equals the
+//! graphics clock; the video clock is `NOT_SUPPORTED`. Temperature thresholds: shutdown (0) =
+//! the card's shutdown temperature, slowdown (1) = its hardware slowdown, GPU max (3) and
+//! acoustic current (5) = its thermal target; others `NOT_SUPPORTED`. Clock offsets are one
+//! value per clock for every P-state. The driver version is [`DRIVER_VERSION`], the NVML
+//! version [`NVML_VERSION`].
+//!
+//! **Write log.** Every set/reset call on a valid handle, refused ones included, appends a
+//! [`WriteRecord`] to [`FakeState::write_log`]; read it with [`load_state`]. A clock-offset call
+//! for a clock other than graphics or memory is refused with `INVALID_ARGUMENT` and not logged,
+//! as it names no gputune `Setting`.
+
+mod call;
+mod codes;
+mod enums;
+mod exports;
+mod faults;
+mod locate;
+mod state;
+mod store;
+
+pub use locate::fake_library_path;
+pub use state::{FakeState, WriteRecord, load_state, save_state};
+
+/// Environment variable naming the state file shared between processes.
+pub const STATE_ENV: &str = "FAKE_NVML_STATE";
+/// Environment variable choosing the simulated machine when the state is created.
+pub const SCENARIO_ENV: &str = "FAKE_NVML_SCENARIO";
+/// Environment variable choosing the simulated workload when the state is created.
+pub const LOAD_ENV: &str = "FAKE_NVML_LOAD";
+/// Environment variable listing the faults to inject (see the crate documentation).
+pub const FAULTS_ENV: &str = "FAKE_NVML_FAULTS";
+
+/// The driver version the fake reports (`nvmlSystemGetDriverVersion`).
+pub const DRIVER_VERSION: &str = "fake-560.35";
+/// The NVML version the fake reports (`nvmlSystemGetNVMLVersion`).
+pub const NVML_VERSION: &str = "12.560.35";
+/// The CUDA driver version the fake reports (`nvmlSystemGetCudaDriverVersion_v2`): 12.6.
+pub const CUDA_DRIVER_VERSION: i32 = 12_060;
