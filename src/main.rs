@@ -62,9 +62,13 @@ fn main() -> ExitCode {
 
 /// A reader that stopped reading (`gputune status | head`) is not an error worth a message.
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error
-        .downcast_ref::<std::io::Error>()
-        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    let io_kind = match error.downcast_ref::<serde_json::Error>() {
+        Some(json) => json.io_error_kind(),
+        None => error
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind),
+    };
+    io_kind == Some(std::io::ErrorKind::BrokenPipe)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

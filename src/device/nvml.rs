@@ -173,7 +173,11 @@ impl Backend for NvmlBackend {
         let gpu_clock_range = match memory_clocks.iter().max() {
             Some(&top_memory_clock) => {
                 let clocks = optional(
-                    device.supported_graphics_clocks(top_memory_clock),
+                    supported_clocks(
+                        &self.nvml,
+                        &device,
+                        ClockList::Graphics { top_memory_clock },
+                    ),
                     "supported graphics clocks",
                     index,
                 )?
@@ -305,6 +309,66 @@ impl Backend for NvmlBackend {
             Setting::FanAutomatic { fan_index } => device.set_default_fan_speed(fan_index),
         };
         result.map_err(|error| map_error(error, &setting.describe(), index))
+    }
+}
+
+/// Which supported-clock list to read.
+enum ClockList {
+    Memory,
+    Graphics { top_memory_clock: u32 },
+}
+
+const NVML_SUCCESS: u32 = 0;
+const NVML_ERROR_INSUFFICIENT_SIZE: u32 = 7;
+
+/// nvml-wrapper 0.13's `supported_graphics_clocks` / `supported_memory_clocks` treat
+/// INSUFFICIENT_SIZE as success and return a buffer of zeros when a card lists more clocks than
+/// their first guess (128 graphics clocks; an RTX 4090 lists about 190). So ask NVML for the
+/// count first, then for exactly that many, as nvml.h describes.
+fn supported_clocks(
+    nvml: &Nvml,
+    device: &nvml_wrapper::Device<'_>,
+    list: ClockList,
+) -> Result<Vec<u32>, NvmlError> {
+    let library = nvml.lib();
+    // SAFETY: the handle comes from a live `Device` of this `Nvml`, which outlives the calls.
+    let handle = unsafe { device.handle() };
+    let call = |count: &mut u32, clocks: *mut u32| -> Result<u32, NvmlError> {
+        match list {
+            ClockList::Memory => {
+                let function = library
+                    .nvmlDeviceGetSupportedMemoryClocks
+                    .as_ref()
+                    .map_err(|error| NvmlError::FailedToLoadSymbol(error.to_string()))?;
+                // SAFETY: `count` is valid; `clocks` is null with a count of 0, or holds `count`
+                // entries (nvml.h's contract for this call).
+                Ok(unsafe { function(handle, count, clocks) })
+            }
+            ClockList::Graphics { top_memory_clock } => {
+                let function = library
+                    .nvmlDeviceGetSupportedGraphicsClocks
+                    .as_ref()
+                    .map_err(|error| NvmlError::FailedToLoadSymbol(error.to_string()))?;
+                // SAFETY: as above.
+                Ok(unsafe { function(handle, top_memory_clock, count, clocks) })
+            }
+        }
+    };
+    let mut count = 0;
+    match call(&mut count, std::ptr::null_mut())? {
+        NVML_SUCCESS => return Ok(Vec::new()),
+        NVML_ERROR_INSUFFICIENT_SIZE => {}
+        code => return Err(NvmlError::from(code)),
+    }
+    // A card lists a few hundred clocks at most; a larger count is a broken driver.
+    let mut clocks = vec![0u32; count.min(4096) as usize];
+    let mut filled = clocks.len() as u32;
+    match call(&mut filled, clocks.as_mut_ptr())? {
+        NVML_SUCCESS => {
+            clocks.truncate(filled as usize);
+            Ok(clocks)
+        }
+        code => Err(NvmlError::from(code)),
     }
 }
 

@@ -1,0 +1,108 @@
+//! Shared set-up for tests that run gputune's real NVML code path against the fake
+//! libnvidia-ml (tests/fake-nvml).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+use nvidia_ml_fake::FakeState;
+
+/// The fake reads its configuration from the environment, which is process-wide: tests in one
+/// binary that use the fake in-process take turns.
+static ENVIRONMENT: Mutex<()> = Mutex::new(());
+
+/// A fake GPU machine in a temporary state file, for this process and for child processes.
+pub struct FakeMachine {
+    _turn: MutexGuard<'static, ()>,
+    directory: tempfile::TempDir,
+    pub library: PathBuf,
+    pub scenario: &'static str,
+    pub faults: String,
+    pub load: &'static str,
+}
+
+impl FakeMachine {
+    pub fn new(scenario: &'static str, faults: &str) -> FakeMachine {
+        FakeMachine::with_load(scenario, faults, "training")
+    }
+
+    pub fn with_load(scenario: &'static str, faults: &str, load: &'static str) -> FakeMachine {
+        let turn = ENVIRONMENT
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let library = nvidia_ml_fake::fake_library_path()
+            .expect("the fake libnvidia-ml is built by `cargo test` (it is a dev-dependency)");
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let machine = FakeMachine {
+            _turn: turn,
+            directory,
+            library,
+            scenario,
+            faults: faults.to_string(),
+            load,
+        };
+        for (name, value) in machine.environment() {
+            // SAFETY: every test in this binary that touches these variables holds ENVIRONMENT.
+            unsafe { std::env::set_var(name, value) };
+        }
+        machine
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.directory.path().join("fake-nvml-state.json")
+    }
+
+    /// The variables that point the fake library at this machine.
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                nvidia_ml_fake::STATE_ENV,
+                self.state_path().display().to_string(),
+            ),
+            (nvidia_ml_fake::SCENARIO_ENV, self.scenario.to_string()),
+            (nvidia_ml_fake::FAULTS_ENV, self.faults.clone()),
+            (nvidia_ml_fake::LOAD_ENV, self.load.to_string()),
+        ]
+    }
+
+    /// Changes the faults for the calls that follow (the fake reads them on every call).
+    pub fn set_faults(&mut self, faults: &str) {
+        self.faults = faults.to_string();
+        // SAFETY: as in `with_load`.
+        unsafe { std::env::set_var(nvidia_ml_fake::FAULTS_ENV, faults) };
+    }
+
+    /// The fake "hardware" as it is now: settings, simulated cards and the write log.
+    pub fn state(&self) -> FakeState {
+        nvidia_ml_fake::load_state(self.state_path()).expect("the fake state file reads back")
+    }
+
+    /// Runs the gputune binary against this machine's fake library.
+    pub fn gputune(&self, arguments: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
+        command
+            .args(arguments)
+            .env("GPUTUNE_NVML_LIB", &self.library)
+            .env_remove("GPUTUNE_LOG");
+        for (name, value) in self.environment() {
+            command.env(name, value);
+        }
+        command.output().expect("the gputune binary runs")
+    }
+}
+
+impl Drop for FakeMachine {
+    fn drop(&mut self) {
+        for name in [
+            nvidia_ml_fake::STATE_ENV,
+            nvidia_ml_fake::SCENARIO_ENV,
+            nvidia_ml_fake::FAULTS_ENV,
+            nvidia_ml_fake::LOAD_ENV,
+        ] {
+            // SAFETY: as in `with_load`; the turn is still held while this runs.
+            unsafe { std::env::remove_var(name) };
+        }
+    }
+}

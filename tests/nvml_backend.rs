@@ -1,0 +1,430 @@
+//! gputune's real NVML backend, through nvml-wrapper and a real dlopen, against the fake
+//! libnvidia-ml: every reading, every control, every fault.
+
+mod common;
+
+use common::FakeMachine;
+use gputune::device::nvml::NvmlBackend;
+use gputune::device::{
+    Backend, BackendChoice, BackendKind, BackendOptions, ClockRangeMhz, DeviceError, Setting,
+    ThrottleReason, open_backend,
+};
+use gputune::tuning::limits::validate;
+
+fn open(machine: &FakeMachine) -> NvmlBackend {
+    match NvmlBackend::open(Some(&machine.library)) {
+        Ok(backend) => backend,
+        Err(error) => panic!("the fake library opens: {error}"),
+    }
+}
+
+fn apply(backend: &mut NvmlBackend, setting: Setting) -> Result<(), DeviceError> {
+    let constraints = backend.constraints(0)?;
+    let validated =
+        validate(&constraints, setting).unwrap_or_else(|error| panic!("{setting:?}: {error}"));
+    backend.apply(0, &validated)
+}
+
+#[test]
+fn identity_matches_the_card() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    assert_eq!(backend.kind(), BackendKind::Nvml);
+    assert_eq!(backend.gpu_count(), Ok(1));
+    let identity = backend
+        .identity(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let card = &machine.state().machine.gpus[0];
+    assert_eq!(identity.index, 0);
+    assert_eq!(identity.uuid, card.uuid);
+    assert!(identity.uuid.starts_with("GPU-"));
+    assert_eq!(identity.name, "NVIDIA GeForce RTX 4090");
+    assert_eq!(identity.pci_bus_id, card.pci_bus_id);
+    assert_eq!(identity.memory_total_bytes, 24_564 * 1024 * 1024);
+    assert_eq!(
+        identity.driver_version.as_deref(),
+        Some(nvidia_ml_fake::DRIVER_VERSION)
+    );
+    assert_eq!(
+        identity.nvml_version.as_deref(),
+        Some(nvidia_ml_fake::NVML_VERSION)
+    );
+    assert_eq!(identity.architecture.as_deref(), Some("Ada"));
+}
+
+#[test]
+fn constraints_are_the_cards() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let constraints = backend
+        .constraints(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(constraints.power_limit_min_mw, Some(150_000));
+    assert_eq!(constraints.power_limit_max_mw, Some(600_000));
+    assert_eq!(constraints.power_limit_default_mw, Some(450_000));
+    assert_eq!(
+        constraints.gpu_clock_range,
+        Some(ClockRangeMhz {
+            min_mhz: 210,
+            max_mhz: 3105
+        })
+    );
+    assert_eq!(
+        constraints.memory_clock_range,
+        Some(ClockRangeMhz {
+            min_mhz: 405,
+            max_mhz: 10_501
+        })
+    );
+    assert_eq!(constraints.fan_count, 2);
+    assert_eq!(
+        constraints
+            .fan_speed_range
+            .map(|range| (range.min_pct, range.max_pct)),
+        Some((30, 100))
+    );
+    assert!(constraints.clock_offsets_supported());
+    assert_eq!(
+        constraints
+            .gpu_clock_offset_range
+            .map(|range| (range.min_mhz, range.max_mhz)),
+        Some((-1000, 1000))
+    );
+    assert_eq!(
+        constraints
+            .memory_clock_offset_range
+            .map(|range| (range.min_mhz, range.max_mhz)),
+        Some((-2000, 6000))
+    );
+}
+
+#[test]
+fn every_reading_arrives_under_a_training_load() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let power_mw = reading.power_draw_mw.unwrap_or(0);
+    assert!((400_000..=452_000).contains(&power_mw), "{power_mw} mW");
+    assert_eq!(reading.power_limit_mw, Some(450_000));
+    assert!(
+        reading
+            .temperature_c
+            .is_some_and(|c| (50..=83).contains(&c)),
+        "{reading:?}"
+    );
+    let fans = reading.fans.clone().unwrap_or_default();
+    assert_eq!(fans.len(), 2);
+    assert!(
+        fans.iter()
+            .all(|fan| fan.speed_pct.is_some_and(|pct| pct >= 30)
+                && fan.speed_rpm.is_some_and(|rpm| rpm > 0))
+    );
+    let gpu_clock = reading.gpu_clock_mhz.unwrap_or(0);
+    assert!((2_000..=2_790).contains(&gpu_clock), "{gpu_clock} MHz");
+    assert_eq!(reading.sm_clock_mhz, Some(gpu_clock));
+    assert_eq!(reading.memory_clock_mhz, Some(10_251));
+    assert!(reading.utilization_gpu_pct.is_some_and(|pct| pct >= 95));
+    assert!(reading.utilization_memory_pct.is_some_and(|pct| pct > 0));
+    assert!(
+        reading
+            .memory_used_bytes
+            .is_some_and(|used| used > 20 * 1024 * 1024 * 1024)
+    );
+    assert_eq!(reading.performance_state, Some(2));
+    assert!(
+        reading
+            .throttle_reasons
+            .is_some_and(|reasons| reasons.contains(ThrottleReason::SwPowerCap))
+    );
+    assert_eq!(reading.pcie_link_gen, Some(4));
+    assert_eq!(reading.pcie_link_width, Some(16));
+    assert_eq!(reading.pcie_link_gen_max, Some(4));
+    assert_eq!(reading.pcie_link_width_max, Some(16));
+    assert!(reading.energy_total_mj.is_some_and(|mj| mj > 0));
+    assert!(reading.sampled_at_ms > 1_600_000_000_000);
+}
+
+#[test]
+fn idle_card_reports_idle_state() {
+    let machine = FakeMachine::with_load("rtx4090", "", "idle");
+    let mut backend = open(&machine);
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(reading.utilization_gpu_pct, Some(0));
+    assert_eq!(reading.performance_state, Some(8));
+    assert_eq!(reading.pcie_link_gen, Some(1));
+    assert!(
+        reading
+            .throttle_reasons
+            .is_some_and(|reasons| reasons.contains(ThrottleReason::GpuIdle))
+    );
+}
+
+#[test]
+fn every_control_reaches_the_card_and_is_logged() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let settings = [
+        Setting::PowerLimit {
+            power_limit_mw: 315_000,
+        },
+        Setting::LockGpuClocks {
+            min_mhz: 210,
+            max_mhz: 2_400,
+        },
+        Setting::LockMemoryClocks {
+            min_mhz: 405,
+            max_mhz: 10_251,
+        },
+        Setting::GpuClockOffset { offset_mhz: 150 },
+        Setting::MemoryClockOffset { offset_mhz: 1_000 },
+        Setting::FanSpeed {
+            fan_index: 0,
+            speed_pct: 70,
+        },
+        Setting::FanSpeed {
+            fan_index: 1,
+            speed_pct: 65,
+        },
+    ];
+    for setting in settings {
+        assert_eq!(apply(&mut backend, setting), Ok(()), "{setting:?}");
+    }
+    let card = machine.state().machine.gpus[0].settings.clone();
+    assert_eq!(card.power_limit_mw, 315_000);
+    assert_eq!(
+        card.gpu_locked_clocks,
+        Some(ClockRangeMhz {
+            min_mhz: 210,
+            max_mhz: 2_400
+        })
+    );
+    assert_eq!(
+        card.memory_locked_clocks,
+        Some(ClockRangeMhz {
+            min_mhz: 405,
+            max_mhz: 10_251
+        })
+    );
+    assert_eq!(card.gpu_clock_offset_mhz, 150);
+    assert_eq!(card.memory_clock_offset_mhz, 1_000);
+    assert_eq!(card.fan_manual_pct, vec![Some(70), Some(65)]);
+
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        reading.power_limit_mw,
+        Some(315_000),
+        "the enforced limit reads back"
+    );
+    assert!(reading.gpu_clock_mhz.is_some_and(|mhz| mhz <= 2_400));
+
+    let resets = [
+        Setting::ResetGpuClocks,
+        Setting::ResetMemoryClocks,
+        Setting::FanAutomatic { fan_index: 0 },
+        Setting::FanAutomatic { fan_index: 1 },
+    ];
+    for setting in resets {
+        assert_eq!(apply(&mut backend, setting), Ok(()), "{setting:?}");
+    }
+    let state = machine.state();
+    let card = &state.machine.gpus[0].settings;
+    assert_eq!(card.gpu_locked_clocks, None);
+    assert_eq!(card.memory_locked_clocks, None);
+    assert_eq!(card.fan_manual_pct, vec![None, None]);
+    let logged: Vec<Setting> = state
+        .write_log
+        .iter()
+        .map(|record| record.setting)
+        .collect();
+    let expected: Vec<Setting> = settings.iter().chain(resets.iter()).copied().collect();
+    assert_eq!(logged, expected);
+    assert!(
+        state
+            .write_log
+            .iter()
+            .all(|record| record.result_code == 0 && record.gpu_index == 0)
+    );
+}
+
+#[test]
+fn no_permission_is_a_clear_error_and_nothing_changes() {
+    let machine = FakeMachine::new("rtx4090", "no_permission");
+    let mut backend = open(&machine);
+    let result = apply(
+        &mut backend,
+        Setting::PowerLimit {
+            power_limit_mw: 300_000,
+        },
+    );
+    let Err(error) = result else {
+        panic!("the write must be refused")
+    };
+    assert!(
+        matches!(error, DeviceError::NoPermission { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("power limit 300 W") && message.contains("administrator"),
+        "{message}"
+    );
+    let state = machine.state();
+    assert_eq!(state.machine.gpus[0].settings.power_limit_mw, 450_000);
+    assert_eq!(state.write_log.len(), 1);
+    assert_eq!(state.write_log[0].result_code, 4);
+    // Reading still works for an unprivileged user.
+    assert!(backend.telemetry(0).is_ok());
+}
+
+#[test]
+fn fans_not_supported_reads_as_no_fans() {
+    let machine = FakeMachine::new("rtx4090", "fans_not_supported");
+    let mut backend = open(&machine);
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(reading.fans, None);
+    assert!(
+        reading.power_draw_mw.is_some(),
+        "other readings are unaffected"
+    );
+    let constraints = backend
+        .constraints(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(constraints.fan_count, 0);
+    assert_eq!(constraints.fan_speed_range, None);
+}
+
+#[test]
+fn offsets_not_supported_reads_as_no_offset_ranges() {
+    let machine = FakeMachine::new("rtx4090", "offsets_not_supported");
+    let mut backend = open(&machine);
+    let constraints = backend
+        .constraints(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(!constraints.clock_offsets_supported());
+    assert!(validate(&constraints, Setting::GpuClockOffset { offset_mhz: 100 }).is_err());
+}
+
+#[test]
+fn lost_gpu_is_an_error_not_a_panic() {
+    let mut machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    assert!(backend.telemetry(0).is_ok());
+    let calls_so_far = machine.state().device_calls;
+    machine.set_faults(&format!("gpu_lost_after={}", calls_so_far + 3));
+    let result = backend.telemetry(0);
+    assert_eq!(result, Err(DeviceError::GpuLost { index: 0 }));
+    let message = result
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("stopped answering"), "{message}");
+    assert!(matches!(
+        apply(&mut backend, Setting::ResetGpuClocks),
+        Err(DeviceError::GpuLost { .. })
+    ));
+}
+
+#[test]
+fn slow_driver_still_answers() {
+    let machine = FakeMachine::new("rtx4090", "slow_ms=5");
+    let mut backend = open(&machine);
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(reading.power_draw_mw.is_some());
+}
+
+#[test]
+fn driver_not_loaded_and_no_gpus_are_clear_errors() {
+    let machine = FakeMachine::new("rtx4090", "driver_not_loaded");
+    let error = NvmlBackend::open(Some(&machine.library)).err();
+    assert!(
+        matches!(error, Some(DeviceError::DriverNotLoaded { .. })),
+        "{error:?}"
+    );
+    drop(machine);
+
+    let machine = FakeMachine::new("rtx4090", "no_gpus");
+    let error = NvmlBackend::open(Some(&machine.library)).err();
+    assert_eq!(error, Some(DeviceError::NoGpus));
+    // `auto` falls back to the simulator and says why.
+    let opened = open_backend(&BackendOptions {
+        choice: BackendChoice::Auto,
+        nvml_library_path: Some(machine.library.clone()),
+        ..BackendOptions::default()
+    });
+    let Ok(opened) = opened else {
+        panic!("auto always opens something")
+    };
+    assert_eq!(opened.backend.kind(), BackendKind::Sim);
+    assert_eq!(
+        opened.fallback_reason.as_deref(),
+        Some("The NVIDIA driver found no GPU.")
+    );
+}
+
+#[test]
+fn missing_library_names_the_path() {
+    let missing = std::path::Path::new("/nonexistent/libnvidia-ml.so.1");
+    let error = NvmlBackend::open(Some(missing))
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.contains("/nonexistent/libnvidia-ml.so.1") && error.contains("--nvml-lib"),
+        "{error}"
+    );
+}
+
+#[test]
+fn fanless_datacenter_card() {
+    let machine = FakeMachine::new("datacenter-fanless", "");
+    let mut backend = open(&machine);
+    let identity = backend
+        .identity(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(identity.name, "NVIDIA H100 80GB HBM3");
+    assert_eq!(identity.architecture.as_deref(), Some("Hopper"));
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(reading.fans, None);
+    assert_eq!(reading.pcie_link_gen_max, Some(5));
+    let constraints = backend
+        .constraints(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(constraints.fan_count, 0);
+    assert!(!constraints.clock_offsets_supported());
+    assert!(validate(&constraints, Setting::FanAutomatic { fan_index: 0 }).is_err());
+}
+
+#[test]
+fn eight_gpus_each_answer_for_themselves() {
+    let machine = FakeMachine::new("8x-rtx4090", "");
+    let mut backend = open(&machine);
+    assert_eq!(backend.gpu_count(), Ok(8));
+    let validated = validate(
+        &backend.constraints(5).unwrap_or_default(),
+        Setting::PowerLimit {
+            power_limit_mw: 300_000,
+        },
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(backend.apply(5, &validated), Ok(()));
+    for index in 0..8 {
+        let reading = backend
+            .telemetry(index)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let expected = if index == 5 { 300_000 } else { 450_000 };
+        assert_eq!(reading.power_limit_mw, Some(expected), "GPU {index}");
+    }
+    assert_eq!(machine.state().write_log[0].gpu_index, 5);
+}
