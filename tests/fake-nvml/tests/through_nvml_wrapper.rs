@@ -4,9 +4,11 @@
 //! The fake reads its configuration from environment variables, which are process-global, so
 //! every test holds `ENV_LOCK` while it runs.
 
+use std::ffi::{CStr, c_char, c_uint};
 use std::fmt::Debug;
 use std::mem::discriminant;
 use std::path::{Path, PathBuf};
+use std::ptr::null_mut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use gputune::device::nvml::NvmlBackend;
@@ -21,6 +23,7 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 use nvml_wrapper::enums::device::{DeviceArchitecture, GpuLockedClocksSetting};
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper_sys::bindings::NvmlLib;
 use tempfile::TempDir;
 
 static ENV_LOCK: Mutex<()> = Mutex::new(());
@@ -302,18 +305,6 @@ fn supported_clock_lists_come_back_whole() {
     let device = nvml.device_by_index(0).expect("handle");
     let memory_clocks = device.supported_memory_clocks().expect("memory clocks");
     assert_eq!(memory_clocks, vec![10_501, 10_251, 5_001, 810, 405]);
-    // More than nvml-wrapper's first guess of 128 entries: exercises INSUFFICIENT_SIZE.
-    let graphics_clocks = device
-        .supported_graphics_clocks(10_501)
-        .expect("graphics clocks");
-    assert_eq!(graphics_clocks.len(), 194);
-    assert_eq!(graphics_clocks.first(), Some(&3105));
-    assert_eq!(graphics_clocks.last(), Some(&210));
-    assert!(
-        graphics_clocks
-            .windows(2)
-            .all(|pair| pair[0] - pair[1] == 15)
-    );
     assert_fails(device.supported_graphics_clocks(1234), NvmlError::NotFound);
     assert_eq!(
         device
@@ -325,6 +316,82 @@ fn supported_clock_lists_come_back_whole() {
         device.max_clock_info(Clock::Memory).expect("max memory"),
         10_501
     );
+
+    // The graphics list is longer than nvml-wrapper's fixed first guess of 128 entries, as on
+    // a real RTX 4090, so check NVML's size protocol through the raw C functions.
+    let lib = nvml.lib();
+    let mut count: c_uint = 0;
+    // SAFETY: a live handle from this `Nvml`; a null array with a count of 0 is NVML's way of
+    // asking for the size, and the second call passes an array of `count` entries.
+    let clocks = unsafe {
+        let handle = device.handle();
+        let asked =
+            lib.nvmlDeviceGetSupportedGraphicsClocks(handle, 10_501, &mut count, null_mut());
+        assert_eq!(
+            (asked, count),
+            (7, 194),
+            "INSUFFICIENT_SIZE with the needed count"
+        );
+        let mut clocks: Vec<c_uint> = vec![0; count as usize];
+        let filled = lib.nvmlDeviceGetSupportedGraphicsClocks(
+            handle,
+            10_501,
+            &mut count,
+            clocks.as_mut_ptr(),
+        );
+        assert_eq!((filled, count), (0, 194));
+        clocks
+    };
+    assert_eq!(clocks.first(), Some(&3105));
+    assert_eq!(clocks.last(), Some(&210));
+    assert!(clocks.windows(2).all(|pair| pair[0] - pair[1] == 15));
+}
+
+#[test]
+fn raw_calls_check_init_and_pointers() {
+    let _fake = Fake::new("rtx4090", "");
+    // SAFETY: the fake library exports every symbol NvmlLib resolves that these calls use;
+    // pointers are null only where the test means them to be.
+    unsafe {
+        let lib = NvmlLib::new(library().as_os_str()).expect("dlopen");
+        let mut count: c_uint = 0;
+        assert_eq!(
+            lib.nvmlDeviceGetCount_v2(&mut count),
+            1,
+            "UNINITIALIZED before init"
+        );
+        assert_eq!(lib.nvmlShutdown(), 1, "UNINITIALIZED: nothing to shut down");
+        assert_eq!(lib.nvmlInit_v2(), 0);
+        assert_eq!(
+            lib.nvmlDeviceGetCount_v2(null_mut()),
+            2,
+            "INVALID_ARGUMENT for null"
+        );
+        assert_eq!(lib.nvmlDeviceGetCount_v2(&mut count), 0);
+        assert_eq!(count, 1);
+        let mut handle = null_mut();
+        assert_eq!(lib.nvmlDeviceGetHandleByIndex_v2(0, &mut handle), 0);
+        assert_eq!(lib.nvmlDeviceGetPowerUsage(handle, null_mut()), 2);
+        assert_eq!(
+            lib.nvmlDeviceGetPowerUsage(null_mut(), &mut count),
+            2,
+            "unknown handle"
+        );
+        let mut name: [c_char; 8] = [0; 8];
+        assert_eq!(
+            lib.nvmlDeviceGetName(handle, name.as_mut_ptr(), 8),
+            7,
+            "name does not fit"
+        );
+        let text = CStr::from_ptr(lib.nvmlErrorString(4));
+        assert_eq!(text.to_str(), Ok("Insufficient Permissions"));
+        assert_eq!(lib.nvmlShutdown(), 0);
+        assert_eq!(
+            lib.nvmlDeviceGetCount_v2(&mut count),
+            1,
+            "UNINITIALIZED after shutdown"
+        );
+    }
 }
 
 #[test]
