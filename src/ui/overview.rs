@@ -8,6 +8,8 @@ use crate::units::{NOT_AVAILABLE, energy, gib, or_na, watts};
 
 /// Width of one GPU card, in points.
 const CARD_WIDTH: f32 = 330.0;
+/// Inner margin of a GPU card, in points.
+const CARD_MARGIN: f32 = 10.0;
 const WARNING_FILL: Color32 = Color32::from_rgb(0x5a, 0x45, 0x10);
 const ERROR_TEXT: Color32 = Color32::from_rgb(0xff, 0x8a, 0x80);
 
@@ -92,11 +94,19 @@ impl OverviewState {
             return;
         }
         egui::ScrollArea::vertical().show(ui, |ui| {
-            ui.horizontal_wrapped(|ui| {
-                for view in &self.gpus {
-                    gpu_card(ui, view);
-                }
-            });
+            // Whole cards per row: as many as fit the window, at least one.
+            let spacing = ui.spacing().item_spacing.x;
+            let card_outer_width = CARD_WIDTH + 2.0 * CARD_MARGIN + spacing + 2.0;
+            let per_row = ((ui.available_width() + spacing) / card_outer_width)
+                .floor()
+                .max(1.0) as usize;
+            for row in self.gpus.chunks(per_row) {
+                ui.horizontal_top(|ui| {
+                    for view in row {
+                        gpu_card(ui, view);
+                    }
+                });
+            }
         });
     }
 }

@@ -627,3 +627,56 @@ fn gputune_sees_a_fanless_card_without_fans() {
     assert_eq!(telemetry.fans, None);
     assert!(telemetry.power_draw_mw.is_some());
 }
+
+#[test]
+fn slow_ms_delays_every_call() {
+    let _fake = Fake::new("rtx4090", "slow_ms=40");
+    let nvml = open().expect("init");
+    let started = std::time::Instant::now();
+    nvml.device_count().expect("count");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(40));
+}
+
+/// How many writes each child process makes in `processes_share_one_machine`.
+const WRITES_PER_CHILD: u32 = 10;
+
+/// Run only as a child of `processes_share_one_machine`, with its environment.
+#[test]
+#[ignore = "a helper process for processes_share_one_machine"]
+fn child_makes_writes() {
+    let nvml = open().expect("init");
+    let mut device = nvml.device_by_index(0).expect("handle");
+    for step in 0..WRITES_PER_CHILD {
+        device
+            .set_power_management_limit(200_000 + step * 1_000)
+            .expect("limit");
+    }
+}
+
+#[test]
+fn processes_share_one_machine() {
+    let fake = Fake::new("rtx4090", "");
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "child_makes_writes",
+                    "--ignored",
+                    "--test-threads=1",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().expect("child exit").success());
+    }
+    // Every write of every process made it: the lock file kept them from overwriting each other.
+    let state = load_state(fake.state_path()).expect("state");
+    assert_eq!(state.write_log.len(), 3 * WRITES_PER_CHILD as usize);
+    assert_eq!(state.device_calls, 3 * u64::from(WRITES_PER_CHILD));
+    assert_eq!(state.machine.gpus[0].settings.power_limit_mw, 209_000);
+}
