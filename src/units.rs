@@ -14,6 +14,15 @@ pub fn watts(milliwatts: u32) -> String {
     }
 }
 
+/// Milliwatts as exact watts, for limits and settings: "315 W", "312.5 W".
+pub fn watts_exact(milliwatts: u32) -> String {
+    if milliwatts.is_multiple_of(1000) {
+        format!("{} W", milliwatts / 1000)
+    } else {
+        format!("{} W", f64::from(milliwatts) / 1000.0)
+    }
+}
+
 /// Bytes as GiB with one decimal ("21.4 GiB").
 pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
@@ -42,6 +51,8 @@ mod tests {
     fn readings_carry_units_and_missing_ones_say_na() {
         assert_eq!(watts(87_450), "87.5 W");
         assert_eq!(watts(412_300), "412 W");
+        assert_eq!(watts_exact(315_000), "315 W");
+        assert_eq!(watts_exact(312_500), "312.5 W");
         assert_eq!(gib(24_564 * 1024 * 1024), "24.0 GiB");
         assert_eq!(energy(7_200_000), "2.0 Wh");
         assert_eq!(energy(5_400_000_000_000 / 1000), "1.50 kWh");

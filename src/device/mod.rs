@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub use throttle::{ThrottleReason, ThrottleReasons};
 
 use crate::tuning::limits::ValidatedSetting;
+use crate::units::watts_exact;
 
 /// What a GPU is: fixed for as long as the driver runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,7 +148,7 @@ impl Setting {
     pub fn describe(&self) -> String {
         match self {
             Setting::PowerLimit { power_limit_mw } => {
-                format!("power limit {}", format_watts(*power_limit_mw))
+                format!("power limit {}", watts_exact(*power_limit_mw))
             }
             Setting::LockGpuClocks { min_mhz, max_mhz } => {
                 format!("GPU clock lock {min_mhz}-{max_mhz} MHz")
@@ -169,15 +170,6 @@ impl Setting {
             } => format!("fan {fan_index} at {speed_pct} %"),
             Setting::FanAutomatic { fan_index } => format!("fan {fan_index} automatic"),
         }
-    }
-}
-
-/// Milliwatts as watts for people: "315 W", "312.5 W".
-pub fn format_watts(milliwatts: u32) -> String {
-    if milliwatts % 1000 == 0 {
-        format!("{} W", milliwatts / 1000)
-    } else {
-        format!("{:.1} W", f64::from(milliwatts) / 1000.0)
     }
 }
 

@@ -164,7 +164,7 @@ impl Backend for NvmlBackend {
             index,
         )?;
         let memory_clocks = optional(
-            device.supported_memory_clocks(),
+            supported_clocks(&self.nvml, &device, ClockList::Memory),
             "supported memory clocks",
             index,
         )?
@@ -235,7 +235,7 @@ impl Backend for NvmlBackend {
         let utilization = optional(device.utilization_rates(), "utilization", index)?;
         let performance_state = optional(device.performance_state(), "performance state", index)?
             .and_then(|state| {
-                let number = state.as_c() as u32;
+                let number = state.as_c();
                 (number <= 15).then_some(number)
             });
         Ok(Telemetry {

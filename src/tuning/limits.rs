@@ -1,7 +1,8 @@
 //! The one validation gate for hardware writes. A `Backend` only accepts a
 //! [`ValidatedSetting`], and only [`validate`] makes one: nothing reaches a card unchecked.
 
-use crate::device::{Constraints, Setting, format_watts};
+use crate::device::{Constraints, Setting};
+use crate::units::watts_exact;
 
 /// A setting that passed [`validate`] against the card it is meant for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +19,7 @@ impl ValidatedSetting {
 /// Why a requested setting was refused. Each message names the value and the allowed range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
-    #[error("A power limit of {} is outside this GPU's range of {} to {}.", format_watts(*requested_mw), format_watts(*min_mw), format_watts(*max_mw))]
+    #[error("A power limit of {} is outside this GPU's range of {} to {}.", watts_exact(*requested_mw), watts_exact(*min_mw), watts_exact(*max_mw))]
     PowerLimitOutOfRange {
         requested_mw: u32,
         min_mw: u32,

@@ -55,6 +55,8 @@
 //! for a clock other than graphics or memory is refused with `INVALID_ARGUMENT` and not logged,
 //! as it names no gputune `Setting`.
 
+#![warn(missing_docs)]
+
 mod call;
 mod codes;
 mod enums;

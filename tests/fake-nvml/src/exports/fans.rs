@@ -92,8 +92,8 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeedRPM(
             info.write(nvmlFanSpeedInfo_t {
                 speed: rpm,
                 ..request
-            })
-        };
+            });
+        }
         Ok(())
     })
 }
