@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use egui_kittest::Harness;
 use gputune::device::Backend;
 use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
-use gputune::telemetry::sampler::{Event, GpuInfo};
+use gputune::telemetry::sampler::{connected_event, samples_event};
 use gputune::ui::overview::OverviewState;
 
 fn screenshot_path(name: &str) -> PathBuf {
@@ -15,32 +15,22 @@ fn screenshot_path(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// An overview fed the way the device-owner thread feeds it, from a simulated machine.
 fn overview_of(scenario: SimScenario, simulated_because: Option<&str>) -> OverviewState {
+    let clock = ManualClock::starting_at(1_700_000_000_000);
     let mut backend = SimBackend::with_clock(
         &SimOptions {
             scenario,
             load: LoadPattern::Training,
         },
-        Box::new(ManualClock::starting_at(1_700_000_000_000)),
+        Box::new(clock),
     );
-    let count = backend.gpu_count().unwrap_or(0);
-    let gpus = (0..count)
-        .filter_map(|index| {
-            Some(GpuInfo {
-                identity: backend.identity(index).ok()?,
-                constraints: backend.constraints(index).ok()?,
-            })
-        })
-        .collect();
+    let connected = connected_event(&mut backend, simulated_because.map(str::to_string))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
     let mut overview = OverviewState::default();
-    overview.apply(Event::Connected {
-        backend: backend.kind(),
-        simulated_because: simulated_because.map(str::to_string),
-        gpus,
-    });
-    overview.apply(Event::Samples(
-        (0..count).map(|index| backend.telemetry(index)).collect(),
-    ));
+    overview.apply(connected);
+    overview.apply(samples_event(&mut backend, gpu_count));
     overview
 }
 

@@ -5,7 +5,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, DeviceError};
-use gputune::telemetry::sampler::{Event, GpuInfo};
+use gputune::telemetry::sampler::{Event, connected_event, samples_event};
 use gputune::ui::overview::OverviewState;
 
 /// An overview fed the way the device-owner thread feeds it, from a simulated machine.
@@ -18,24 +18,12 @@ fn overview_of(scenario: SimScenario, simulated_because: Option<&str>) -> Overvi
         },
         Box::new(clock),
     );
-    let count = backend.gpu_count().unwrap_or(0);
-    let gpus = (0..count)
-        .map(|index| GpuInfo {
-            identity: backend
-                .identity(index)
-                .unwrap_or_else(|error| panic!("{error}")),
-            constraints: backend.constraints(index).unwrap_or_default(),
-        })
-        .collect();
+    let connected = connected_event(&mut backend, simulated_because.map(str::to_string))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
     let mut overview = OverviewState::default();
-    overview.apply(Event::Connected {
-        backend: backend.kind(),
-        simulated_because: simulated_because.map(str::to_string),
-        gpus,
-    });
-    overview.apply(Event::Samples(
-        (0..count).map(|index| backend.telemetry(index)).collect(),
-    ));
+    overview.apply(connected);
+    overview.apply(samples_event(&mut backend, gpu_count));
     overview
 }
 

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::device::{Backend, Constraints, DeviceError, GpuIdentity, Telemetry, resolve_gpu};
-use crate::units::{energy, gib, or_na, watts};
+use crate::units::{energy, gib, or_na, throttle_summary, watts};
 
 /// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
 /// plus `fan_speed_pct` / `fan_speed_rpm` as flat lists like nvidia-smi's fields.
@@ -198,16 +198,11 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         "  P-state      {}",
         or_na(reading.performance_state, |p| format!("P{p}"))
     )?;
-    let throttle = match reading.throttle_reasons {
-        None => "n/a".to_string(),
-        Some(reasons) if reasons.is_empty() => "none".to_string(),
-        Some(reasons) => reasons
-            .iter()
-            .map(|reason| reason.label())
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
-    writeln!(out, "  Throttle     {throttle}")?;
+    writeln!(
+        out,
+        "  Throttle     {}",
+        throttle_summary(reading.throttle_reasons)
+    )?;
     let link = |generation: Option<u32>, width: Option<u32>| {
         format!(
             "Gen {} x{}",

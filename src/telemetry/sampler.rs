@@ -119,27 +119,22 @@ fn run(
     commands: &Receiver<SamplerCommand>,
     send: &dyn Fn(Event) -> bool,
 ) {
-    let gpus = match describe_gpus(backend.as_mut()) {
-        Ok(gpus) => gpus,
+    let connected = match connected_event(backend.as_mut(), simulated_because) {
+        Ok(connected) => connected,
         Err(error) => {
             send(Event::Failed(error));
             return;
         }
     };
-    let gpu_count = gpus.len() as u32;
-    let connected = Event::Connected {
-        backend: backend.kind(),
-        simulated_because,
-        gpus,
+    let gpu_count = match &connected {
+        Event::Connected { gpus, .. } => gpus.len(),
+        _ => 0,
     };
     if !send(connected) {
         return;
     }
     loop {
-        let samples = (0..gpu_count)
-            .map(|index| backend.telemetry(index))
-            .collect();
-        if !send(Event::Samples(samples)) {
+        if !send(samples_event(backend.as_mut(), gpu_count)) {
             return;
         }
         match commands.recv_timeout(Duration::from_millis(interval_ms)) {
@@ -154,13 +149,31 @@ fn run(
     }
 }
 
-fn describe_gpus(backend: &mut dyn Backend) -> Result<Vec<GpuInfo>, DeviceError> {
-    (0..backend.gpu_count()?)
+/// The `Connected` event for an opened backend: its kind and every GPU's identity and limits.
+pub fn connected_event(
+    backend: &mut dyn Backend,
+    simulated_because: Option<String>,
+) -> Result<Event, DeviceError> {
+    let gpus = (0..backend.gpu_count()?)
         .map(|index| {
             Ok(GpuInfo {
                 identity: backend.identity(index)?,
                 constraints: backend.constraints(index)?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, DeviceError>>()?;
+    Ok(Event::Connected {
+        backend: backend.kind(),
+        simulated_because,
+        gpus,
+    })
+}
+
+/// One `Samples` event: a reading (or its error) from each of the first `gpu_count` GPUs.
+pub fn samples_event(backend: &mut dyn Backend, gpu_count: usize) -> Event {
+    Event::Samples(
+        (0..gpu_count as u32)
+            .map(|index| backend.telemetry(index))
+            .collect(),
+    )
 }

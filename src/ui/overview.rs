@@ -4,7 +4,7 @@ use eframe::egui::{self, Color32, RichText};
 
 use crate::device::{BackendKind, DeviceError, Telemetry};
 use crate::telemetry::sampler::{Event, GpuInfo};
-use crate::units::{NOT_AVAILABLE, energy, gib, or_na, watts};
+use crate::units::{NOT_AVAILABLE, energy, gib, or_na, throttle_summary, watts};
 
 /// Width of one GPU card, in points.
 const CARD_WIDTH: f32 = 330.0;
@@ -233,7 +233,7 @@ fn readings_grid(ui: &mut egui::Ui, view: &GpuView, reading: &Telemetry) {
                 "Performance state",
                 or_na(reading.performance_state, |p| format!("P{p}")),
             );
-            row("Throttle", throttle_text(reading));
+            row("Throttle", throttle_summary(reading.throttle_reasons));
             row(
                 "PCIe link",
                 format!(
@@ -259,17 +259,5 @@ fn fans_text(reading: &Telemetry) -> String {
             .map(|fan| or_na(fan.speed_pct, |pct| format!("{pct} %")))
             .collect::<Vec<_>>()
             .join(" · "),
-    }
-}
-
-fn throttle_text(reading: &Telemetry) -> String {
-    match reading.throttle_reasons {
-        None => NOT_AVAILABLE.to_string(),
-        Some(reasons) if reasons.is_empty() => "none".to_string(),
-        Some(reasons) => reasons
-            .iter()
-            .map(|reason| reason.label())
-            .collect::<Vec<_>>()
-            .join(", "),
     }
 }

@@ -110,13 +110,7 @@ impl CardSpec {
             power_limit_min_mw: 150_000,
             power_limit_max_mw: 600_000,
             power_limit_default_mw: 450_000,
-            vf_curve: vf
-                .iter()
-                .map(|&(clock_mhz, voltage_mv)| VfPoint {
-                    clock_mhz,
-                    voltage_mv,
-                })
-                .collect(),
+            vf_curve: curve(&vf),
             gpu_clock_supported: ClockRangeMhz {
                 min_mhz: 210,
                 max_mhz: 3105,
@@ -193,13 +187,7 @@ impl CardSpec {
             power_limit_min_mw: 200_000,
             power_limit_max_mw: 700_000,
             power_limit_default_mw: 700_000,
-            vf_curve: vf
-                .iter()
-                .map(|&(clock_mhz, voltage_mv)| VfPoint {
-                    clock_mhz,
-                    voltage_mv,
-                })
-                .collect(),
+            vf_curve: curve(&vf),
             gpu_clock_supported: ClockRangeMhz {
                 min_mhz: 345,
                 max_mhz: 1980,
@@ -303,3 +291,14 @@ impl CardSpec {
 }
 
 const MIB: u64 = 1024 * 1024;
+
+/// A V/F curve from (MHz, mV) pairs.
+fn curve(points: &[(u32, u32)]) -> Vec<VfPoint> {
+    points
+        .iter()
+        .map(|&(clock_mhz, voltage_mv)| VfPoint {
+            clock_mhz,
+            voltage_mv,
+        })
+        .collect()
+}

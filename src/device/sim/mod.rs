@@ -2,6 +2,7 @@
 //! the real ones, for users without an NVIDIA driver and for tests. See docs/simulator.md.
 
 mod card;
+mod controls;
 mod load;
 mod physics;
 
