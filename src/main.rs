@@ -38,6 +38,21 @@ enum Command {
         #[arg(long, value_name = "UUID|INDEX")]
         gpu: Option<String>,
     },
+    /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
+    Log {
+        /// The CSV file to append to (created with a header when new; never a foreign file).
+        #[arg(long, value_name = "FILE")]
+        csv: PathBuf,
+        /// Time between samples, 100 to 60000 ms.
+        #[arg(long, value_name = "MS", default_value_t = gputune::cli::log::DEFAULT_INTERVAL_MS)]
+        interval_ms: u64,
+        /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
+        #[arg(long, value_name = "SECONDS")]
+        duration_s: Option<u64>,
+        /// Only these GPUs (repeat the option for several): an index or a UUID.
+        #[arg(long, value_name = "UUID|INDEX")]
+        gpu: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -92,6 +107,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
                 &mut stdout.lock(),
             )
+        }
+        Some(Command::Log {
+            csv,
+            interval_ms,
+            duration_s,
+            gpu,
+        }) => {
+            let request = gputune::cli::log::LogRequest::new(csv, interval_ms, duration_s, gpu)?;
+            let mut opened = open_backend(&options)?;
+            gputune::cli::log::run(opened.backend.as_mut(), &request)
         }
     }
 }

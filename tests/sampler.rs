@@ -1,4 +1,9 @@
-//! The device-owner thread opens the backend itself, sends events, and wakes the UI for each.
+//! The device-owner thread opens the backend itself, sends events, and wakes the UI for each;
+//! it survives a lost GPU and a slow driver, and the UI never waits for it.
+
+mod common;
+
+use common::FakeMachine;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -89,4 +94,40 @@ fn sampler_reports_a_backend_that_cannot_open() {
         ),
         "{events:?}"
     );
+}
+
+fn nvml_options(machine: &FakeMachine) -> BackendOptions {
+    BackendOptions {
+        choice: BackendChoice::Nvml,
+        nvml_library_path: Some(machine.library.clone()),
+        ..BackendOptions::default()
+    }
+}
+
+#[test]
+fn sampler_survives_a_lost_gpu_and_keeps_reporting() {
+    let machine = FakeMachine::new("8x-rtx4090", "gpu_lost_after=400");
+    let sampler = Sampler::spawn(nvml_options(&machine), 100, || {})
+        .unwrap_or_else(|error| panic!("{error}"));
+    // Keep collecting until the loss has been reported a few times: the thread goes on sampling.
+    let events = wait_for(&sampler, |events| {
+        events
+            .iter()
+            .filter(|event| match event {
+                Event::Samples(samples) => samples
+                    .iter()
+                    .any(|sample| matches!(sample, Err(DeviceError::GpuLost { .. }))),
+                _ => false,
+            })
+            .count()
+            >= 3
+    });
+    assert!(matches!(events[0], Event::Connected { .. }));
+    let healthy = events
+        .iter()
+        .filter(
+            |event| matches!(event, Event::Samples(samples) if samples.iter().all(Result::is_ok)),
+        )
+        .count();
+    assert!(healthy >= 1, "it sampled normally before the loss");
 }

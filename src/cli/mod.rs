@@ -1,3 +1,4 @@
 //! Command-line subcommands, one file each.
 
+pub mod log;
 pub mod status;

@@ -102,12 +102,25 @@ impl Sampler {
     }
 }
 
+/// How long closing the window waits for the device-owner thread to finish its current call.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
 impl Drop for Sampler {
     fn drop(&mut self) {
         // Closing the channel tells the thread to stop; it notices within one tick.
         self.commands = None;
-        if let Some(thread) = self.thread.take() {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let deadline = std::time::Instant::now() + STOP_WAIT;
+        while !thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if thread.is_finished() {
             let _ = thread.join();
+        } else {
+            // A hung driver call must not hang the window's exit; the thread ends with the process.
+            tracing::warn!("the device thread is stuck in a driver call; not waiting for it");
         }
     }
 }

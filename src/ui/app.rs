@@ -1,15 +1,166 @@
-//! The eframe application: connects the device-owner thread to the panels.
+//! The application: `AppState` holds what the window shows and routes the panels' actions (it
+//! is what UI tests drive); `GpuTuneApp` connects it to eframe, the device-owner thread, file
+//! dialogs and storage.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, Sender};
 
 use eframe::egui;
+use serde::{Deserialize, Serialize};
 
-use super::overview::OverviewState;
+use super::model::{Connection, Model};
+use super::monitor::{MonitorAction, MonitorView, monitor_ui};
+use super::overview::overview_ui;
+use super::widgets::banner::{ERROR_TEXT, connection_banner};
 use crate::device::BackendOptions;
-use crate::telemetry::sampler::{DEFAULT_INTERVAL_MS, Sampler};
+use crate::device::sim::wall_clock_ms;
+use crate::telemetry::sampler::{
+    DEFAULT_INTERVAL_MS, Event, INTERVAL_RANGE_MS, Sampler, SamplerCommand,
+};
+
+/// Storage key for what the window remembers between runs.
+const STORAGE_KEY: &str = "gputune-window";
+
+/// What the window remembers between runs (its size is kept by eframe itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RememberedState {
+    /// The GPU whose graphs were open, by NVML UUID (indices can change between boots).
+    pub selected_gpu_uuid: Option<String>,
+    pub monitor: MonitorView,
+    pub interval_ms: u64,
+}
+
+impl Default for RememberedState {
+    fn default() -> RememberedState {
+        RememberedState {
+            selected_gpu_uuid: None,
+            monitor: MonitorView::default(),
+            interval_ms: DEFAULT_INTERVAL_MS,
+        }
+    }
+}
+
+/// What the app must do outside the UI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppCommand {
+    /// Tell the device-owner thread to sample at this interval.
+    SetInterval { interval_ms: u64 },
+    /// Ask for a file name and save this GPU's history as CSV.
+    ExportCsv { gpu_index: usize },
+}
+
+/// Everything the window shows and the user chose.
+pub struct AppState {
+    pub model: Model,
+    /// The GPU whose graphs are open; `None` shows the overview.
+    pub selected_gpu: Option<usize>,
+    pub monitor: MonitorView,
+    pub interval_ms: u64,
+    /// The last message for the user (an export's result), and whether it is an error.
+    pub status: Option<(String, bool)>,
+    /// A GPU remembered from the last run, opened when it shows up again.
+    wanted_gpu_uuid: Option<String>,
+}
+
+impl AppState {
+    pub fn new(model: Model, remembered: RememberedState) -> AppState {
+        AppState {
+            model,
+            selected_gpu: None,
+            monitor: remembered.monitor,
+            interval_ms: remembered
+                .interval_ms
+                .clamp(INTERVAL_RANGE_MS.0, INTERVAL_RANGE_MS.1),
+            status: None,
+            wanted_gpu_uuid: remembered.selected_gpu_uuid,
+        }
+    }
+
+    /// Takes in one event from the device-owner thread.
+    pub fn apply(&mut self, event: Event, received_at_ms: u64) {
+        let connected = matches!(event, Event::Connected { .. });
+        self.model.apply(event, received_at_ms);
+        if connected {
+            self.selected_gpu = self
+                .wanted_gpu_uuid
+                .as_deref()
+                .and_then(|uuid| self.model.index_of_uuid(uuid));
+        }
+    }
+
+    /// What to remember for the next run.
+    pub fn remembered(&self) -> RememberedState {
+        let selected_gpu_uuid = match self.selected_gpu {
+            Some(index) => self
+                .model
+                .gpus
+                .get(index)
+                .map(|gpu| gpu.info.identity.uuid.clone()),
+            // Still connecting: keep what the last run remembered.
+            None if self.model.connection == Connection::Connecting => self.wanted_gpu_uuid.clone(),
+            None => None,
+        };
+        RememberedState {
+            selected_gpu_uuid,
+            monitor: self.monitor.clone(),
+            interval_ms: self.interval_ms,
+        }
+    }
+
+    /// Draws the window's content; returns what the app must do outside the UI.
+    pub fn ui(&mut self, ui: &mut egui::Ui) -> Vec<AppCommand> {
+        let mut commands = Vec::new();
+        if !connection_banner(ui, &self.model.connection) {
+            return commands;
+        }
+        if let Some((message, is_error)) = &self.status {
+            let text = egui::RichText::new(message.as_str());
+            ui.label(if *is_error {
+                text.color(ERROR_TEXT)
+            } else {
+                text
+            });
+        }
+        let selected = self
+            .selected_gpu
+            .filter(|&index| index < self.model.gpus.len());
+        match selected.and_then(|index| self.model.gpus.get(index).map(|gpu| (index, gpu))) {
+            None => {
+                if let Some(index) = overview_ui(ui, &self.model) {
+                    self.selected_gpu = Some(index);
+                }
+            }
+            Some((index, gpu)) => {
+                for action in monitor_ui(ui, gpu, &mut self.monitor, self.interval_ms) {
+                    match action {
+                        MonitorAction::BackToOverview => self.selected_gpu = None,
+                        MonitorAction::ExportCsv => {
+                            commands.push(AppCommand::ExportCsv { gpu_index: index })
+                        }
+                        MonitorAction::SetInterval { interval_ms } => {
+                            self.interval_ms =
+                                interval_ms.clamp(INTERVAL_RANGE_MS.0, INTERVAL_RANGE_MS.1);
+                            commands.push(AppCommand::SetInterval {
+                                interval_ms: self.interval_ms,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        commands
+    }
+}
+
+/// An export's outcome: the message for the user, or the error.
+type ExportResult = Result<String, String>;
 
 /// The running application.
 pub struct GpuTuneApp {
     sampler: Sampler,
-    overview: OverviewState,
+    state: AppState,
+    export_results: (Sender<ExportResult>, Receiver<ExportResult>),
 }
 
 impl GpuTuneApp {
@@ -17,25 +168,98 @@ impl GpuTuneApp {
     pub fn start(
         options: BackendOptions,
         context: egui::Context,
+        storage: Option<&dyn eframe::Storage>,
     ) -> Result<GpuTuneApp, std::io::Error> {
-        let sampler = Sampler::spawn(options, DEFAULT_INTERVAL_MS, move || {
+        let remembered: RememberedState = storage
+            .and_then(|storage| eframe::get_value(storage, STORAGE_KEY))
+            .unwrap_or_default();
+        let state = AppState::new(Model::default(), remembered);
+        let sampler = Sampler::spawn(options, state.interval_ms, move || {
             context.request_repaint()
         })?;
         Ok(GpuTuneApp {
             sampler,
-            overview: OverviewState::default(),
+            state,
+            export_results: mpsc::channel(),
         })
+    }
+
+    fn run(&mut self, command: AppCommand, context: &egui::Context) {
+        match command {
+            AppCommand::SetInterval { interval_ms } => {
+                self.sampler
+                    .send(SamplerCommand::SetInterval { interval_ms });
+            }
+            AppCommand::ExportCsv { gpu_index } => {
+                let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
+                    return;
+                };
+                let suggested = format!(
+                    "gputune-gpu{}-{}.csv",
+                    gpu.info.identity.index,
+                    chrono::Local::now().format("%Y%m%d-%H%M%S")
+                );
+                let Some(path) = rfd::FileDialog::new()
+                    .add_filter("CSV", &["csv"])
+                    .set_file_name(suggested)
+                    .save_file()
+                else {
+                    return;
+                };
+                self.export_in_background(gpu_index, path, context.clone());
+            }
+        }
+    }
+
+    /// Writes the CSV on its own thread so a long history does not freeze the window.
+    fn export_in_background(&mut self, gpu_index: usize, path: PathBuf, context: egui::Context) {
+        let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
+            return;
+        };
+        let identity = gpu.info.identity.clone();
+        let history = gpu.history.clone();
+        let results = self.export_results.0.clone();
+        self.state.status = Some((format!("Saving {}…", path.display()), false));
+        let spawned = std::thread::Builder::new()
+            .name("gputune-export".to_string())
+            .spawn(move || {
+                let result = crate::telemetry::csv::export_history(&path, &identity, &history)
+                    .map(|rows| format!("Saved {rows} rows to {}.", path.display()))
+                    .map_err(|error| error.to_string());
+                let _ = results.send(result);
+                context.request_repaint();
+            });
+        if let Err(error) = spawned {
+            self.state.status = Some((format!("The export could not start: {error}"), true));
+        }
     }
 }
 
 impl eframe::App for GpuTuneApp {
     fn logic(&mut self, _context: &egui::Context, _frame: &mut eframe::Frame) {
+        let now_ms = wall_clock_ms();
         for event in self.sampler.drain_events() {
-            self.overview.apply(event);
+            self.state.apply(event, now_ms);
+        }
+        while let Ok(result) = self.export_results.1.try_recv() {
+            self.state.status = Some(match result {
+                Ok(message) => (message, false),
+                Err(message) => (message, true),
+            });
         }
     }
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        egui::CentralPanel::default().show(ui, |ui| self.overview.overview_ui(ui));
+        let context = ui.ctx().clone();
+        let commands = egui::CentralPanel::default()
+            .show(ui, |ui| self.state.ui(ui))
+            .inner;
+        for command in commands {
+            self.run(command, &context);
+        }
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, STORAGE_KEY, &self.state.remembered());
     }
 }

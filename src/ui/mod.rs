@@ -2,7 +2,10 @@
 //! file with its state and a `*_ui` method, and never touches hardware or files.
 
 pub mod app;
+pub mod model;
+pub mod monitor;
 pub mod overview;
+pub mod widgets;
 
 use crate::device::BackendOptions;
 
@@ -20,7 +23,7 @@ pub fn run_window(options: BackendOptions) -> anyhow::Result<()> {
         "gputune",
         native_options,
         Box::new(move |creation| {
-            let app = app::GpuTuneApp::start(options, creation.egui_ctx.clone())?;
+            let app = app::GpuTuneApp::start(options, creation.egui_ctx.clone(), creation.storage)?;
             Ok(Box::new(app))
         }),
     )

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ui;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};

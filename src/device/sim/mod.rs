@@ -279,7 +279,8 @@ impl Backend for SimBackend {
     }
 
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
-        let sampled_at_ms = wall_clock_ms();
+        // The sim's own clock: wall time for users, simulated time in tests.
+        let sampled_at_ms = self.clock.now_ms();
         let gpu = self.gpu(index)?;
         let reading = &gpu.reading;
         let fans = (gpu.spec.fan_count > 0).then(|| {

@@ -1,0 +1,4 @@
+//! Pieces shared by the panels.
+
+pub mod banner;
+pub mod time_axis;

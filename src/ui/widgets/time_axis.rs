@@ -1,0 +1,86 @@
+//! Time on plot axes: x is Unix seconds; labels are the local wall-clock time.
+
+use chrono::{Local, TimeZone};
+use serde::{Deserialize, Serialize};
+
+/// The spans the time-window picker offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TimeWindow {
+    OneMinute,
+    #[default]
+    TenMinutes,
+    OneHour,
+    SixHours,
+    Day,
+}
+
+impl TimeWindow {
+    pub const ALL: [TimeWindow; 5] = [
+        TimeWindow::OneMinute,
+        TimeWindow::TenMinutes,
+        TimeWindow::OneHour,
+        TimeWindow::SixHours,
+        TimeWindow::Day,
+    ];
+
+    pub fn duration_ms(self) -> u64 {
+        let minute = 60_000;
+        match self {
+            TimeWindow::OneMinute => minute,
+            TimeWindow::TenMinutes => 10 * minute,
+            TimeWindow::OneHour => 60 * minute,
+            TimeWindow::SixHours => 6 * 60 * minute,
+            TimeWindow::Day => 24 * 60 * minute,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TimeWindow::OneMinute => "1 min",
+            TimeWindow::TenMinutes => "10 min",
+            TimeWindow::OneHour => "1 h",
+            TimeWindow::SixHours => "6 h",
+            TimeWindow::Day => "24 h",
+        }
+    }
+}
+
+/// Local wall-clock time of a Unix timestamp in seconds: "14:05:09", or "14:05" when
+/// `with_seconds` is false.
+pub fn clock_time(unix_seconds: f64, with_seconds: bool) -> String {
+    let millis = (unix_seconds * 1000.0).round() as i64;
+    let format = if with_seconds { "%H:%M:%S" } else { "%H:%M" };
+    match Local.timestamp_millis_opt(millis).single() {
+        Some(time) => time.format(format).to_string(),
+        None => String::new(),
+    }
+}
+
+/// An axis label for a grid mark: seconds shown only when the visible span is short.
+pub fn axis_label(unix_seconds: f64, visible_span_seconds: f64) -> String {
+    clock_time(unix_seconds, visible_span_seconds <= 15.0 * 60.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_ordered_and_labelled() {
+        let durations: Vec<u64> = TimeWindow::ALL
+            .iter()
+            .map(|window| window.duration_ms())
+            .collect();
+        assert!(durations.windows(2).all(|pair| pair[0] < pair[1]));
+        assert_eq!(TimeWindow::Day.duration_ms(), 86_400_000);
+        assert_eq!(TimeWindow::OneMinute.label(), "1 min");
+    }
+
+    #[test]
+    fn clock_time_has_the_requested_precision() {
+        let label = clock_time(1_700_000_000.0, true);
+        assert_eq!(label.len(), 8, "{label}");
+        assert_eq!(clock_time(1_700_000_000.0, false).len(), 5);
+        assert_eq!(axis_label(1_700_000_000.0, 3600.0).len(), 5);
+    }
+}

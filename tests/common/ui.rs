@@ -1,0 +1,44 @@
+//! Building the window's state from a simulated machine, the way the device-owner thread
+//! feeds it, for UI tests and screenshots.
+
+use gputune::device::Backend;
+use gputune::device::sim::{
+    LoadPattern, ManualClock, SimBackend, SimClock, SimOptions, SimScenario,
+};
+use gputune::telemetry::sampler::{connected_event, samples_event};
+use gputune::ui::app::{AppState, RememberedState};
+use gputune::ui::model::Model;
+
+pub const START_MS: u64 = 1_700_000_000_000;
+/// History kept per GPU in tests: an hour at 10 Hz is plenty and allocates little.
+pub const TEST_HISTORY_SAMPLES: usize = 36_000;
+
+/// An app state that has received `samples` samples, `interval_ms` apart, from a simulated
+/// machine running `load`.
+pub fn app_state(
+    scenario: SimScenario,
+    load: LoadPattern,
+    simulated_because: Option<&str>,
+    samples: usize,
+    interval_ms: u64,
+) -> AppState {
+    let clock = ManualClock::starting_at(START_MS);
+    let mut backend =
+        SimBackend::with_clock(&SimOptions { scenario, load }, Box::new(clock.clone()));
+    let connected = connected_event(&mut backend, simulated_because.map(str::to_string))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
+    let mut state = AppState::new(
+        Model::with_history_capacity(TEST_HISTORY_SAMPLES),
+        RememberedState {
+            interval_ms,
+            ..RememberedState::default()
+        },
+    );
+    state.apply(connected, clock.now_ms());
+    for _ in 0..samples {
+        clock.advance_ms(interval_ms);
+        state.apply(samples_event(&mut backend, gpu_count), clock.now_ms());
+    }
+    state
+}

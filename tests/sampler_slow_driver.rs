@@ -1,0 +1,44 @@
+//! A slow driver never blocks the window: the device-owner thread waits on NVML, the UI side
+//! does not. Its own test binary, because the thread it leaves behind keeps calling the fake
+//! library for a while after the test ends.
+
+mod common;
+
+use common::FakeMachine;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use gputune::device::{BackendChoice, BackendOptions};
+use gputune::telemetry::sampler::Sampler;
+use gputune::ui::app::{AppState, RememberedState};
+use gputune::ui::model::Model;
+
+#[test]
+fn a_slow_driver_never_blocks_the_window() {
+    // Every NVML call takes a second: opening 8 GPUs takes minutes on the device-owner thread.
+    let machine = FakeMachine::new("8x-rtx4090", "slow_ms=1000");
+    let options = BackendOptions {
+        choice: BackendChoice::Nvml,
+        nvml_library_path: Some(machine.library.clone()),
+        ..BackendOptions::default()
+    };
+    let sampler = Sampler::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
+    let mut harness = Harness::builder().build_ui_state(
+        |ui, state: &mut AppState| {
+            let _ = state.ui(ui);
+        },
+        AppState::new(
+            Model::with_history_capacity(100),
+            RememberedState::default(),
+        ),
+    );
+    // Frames keep coming while the thread sits in NVML; the window says what it is doing.
+    for _ in 0..10 {
+        for event in sampler.drain_events() {
+            harness.state_mut().apply(event, 0);
+        }
+        harness.run();
+    }
+    harness.get_by_label("Looking for GPUs…");
+    // Closing the window must not wait minutes for the stuck thread either.
+    drop(sampler);
+}

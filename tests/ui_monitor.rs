@@ -1,0 +1,239 @@
+//! The window as a user drives it (egui_kittest): the overview shows every GPU, clicking one
+//! opens its graphs, the time-window picker and pause work, a fanless GPU shows "n/a" for fans,
+//! and the simulated-GPU banner says why.
+
+mod common;
+
+use common::ui::app_state;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use gputune::device::DeviceError;
+use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::telemetry::sampler::Event;
+use gputune::ui::app::{AppCommand, AppState, RememberedState};
+use gputune::ui::model::Model;
+use gputune::ui::widgets::time_axis::TimeWindow;
+
+/// The app state and the commands its last frame returned.
+struct Window {
+    state: AppState,
+    commands: Vec<AppCommand>,
+}
+
+fn harness(state: AppState) -> Harness<'static, Window> {
+    Harness::builder()
+        .with_size([1280.0, 1000.0])
+        .build_ui_state(
+            |ui, window: &mut Window| {
+                let commands = window.state.ui(ui);
+                window.commands.extend(commands);
+            },
+            Window {
+                state,
+                commands: Vec::new(),
+            },
+        )
+}
+
+fn training(scenario: SimScenario) -> AppState {
+    app_state(scenario, LoadPattern::Training, None, 120, 500)
+}
+
+#[test]
+fn overview_shows_every_gpu_of_an_eight_gpu_box() {
+    let harness = harness(training(SimScenario::EightRtx4090));
+    for index in 0..8 {
+        harness.get_by_label(&format!("GPU {index} · NVIDIA GeForce RTX 4090"));
+    }
+    assert_eq!(
+        harness.query_all_by_label_contains(" of 450 W").count(),
+        8,
+        "power against its limit"
+    );
+    assert_eq!(harness.query_all_by_label("Temperature").count(), 8);
+}
+
+#[test]
+fn clicking_a_gpu_opens_its_graphs_and_back_returns() {
+    let mut harness = harness(training(SimScenario::EightRtx4090));
+    harness
+        .get_by_label("GPU 3 · NVIDIA GeForce RTX 4090")
+        .click();
+    harness.run();
+    assert_eq!(harness.state().state.selected_gpu, Some(3));
+    harness.get_by_label("Back to all GPUs");
+    for title in [
+        "Power (W)",
+        "Temperature (°C)",
+        "Fans (%)",
+        "GPU clocks (MHz)",
+        "Memory clock (MHz)",
+        "Utilization (%)",
+        "VRAM (GiB)",
+        "Throttle reasons",
+    ] {
+        harness.get_by_label(title);
+    }
+    harness.get_by_label("Back to all GPUs").click();
+    harness.run();
+    assert_eq!(harness.state().state.selected_gpu, None);
+    harness.get_by_label("GPU 7 · NVIDIA GeForce RTX 4090");
+}
+
+#[test]
+fn time_window_picker_and_pause_follow() {
+    let mut state = training(SimScenario::Rtx4090);
+    state.selected_gpu = Some(0);
+    let mut harness = harness(state);
+    assert_eq!(harness.state().state.monitor.window, TimeWindow::TenMinutes);
+    harness.get_by_label("1 h").click();
+    harness.run();
+    assert_eq!(harness.state().state.monitor.window, TimeWindow::OneHour);
+    harness.get_by_label("24 h").click();
+    harness.run();
+    assert_eq!(harness.state().state.monitor.window, TimeWindow::Day);
+
+    assert!(harness.state().state.monitor.is_following());
+    harness.get_by_label("Pause").click();
+    harness.run();
+    let paused_at = harness.state().state.monitor.paused_at_ms;
+    let last_sample = harness.state().state.model.gpus[0].history.last_time_ms();
+    assert_eq!(paused_at, last_sample, "paused at the newest sample");
+    harness.get_by_label("Follow").click();
+    harness.run();
+    assert!(harness.state().state.monitor.is_following());
+    harness.get_by_label("Pause");
+}
+
+#[test]
+fn choosing_a_sampling_interval_tells_the_sampler() {
+    let mut state = training(SimScenario::Rtx4090);
+    state.selected_gpu = Some(0);
+    let mut harness = harness(state);
+    harness.get_by_label("sampling").click();
+    harness.run();
+    harness.get_by_label("every 2 s").click();
+    harness.run();
+    assert_eq!(harness.state().state.interval_ms, 2_000);
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::SetInterval { interval_ms: 2_000 })
+    );
+}
+
+#[test]
+fn export_button_asks_the_app_to_export_this_gpu() {
+    let mut state = training(SimScenario::EightRtx4090);
+    state.selected_gpu = Some(5);
+    let mut harness = harness(state);
+    harness.get_by_label("Export CSV…").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::ExportCsv { gpu_index: 5 })
+    );
+}
+
+#[test]
+fn fanless_gpu_shows_na_for_fans_in_overview_and_graphs() {
+    let mut harness = harness(training(SimScenario::DatacenterFanless));
+    harness.get_by_label("GPU 0 · NVIDIA H100 80GB HBM3");
+    assert_eq!(harness.query_all_by_label("n/a").count(), 1, "the fans row");
+    harness
+        .get_by_label("GPU 0 · NVIDIA H100 80GB HBM3")
+        .click();
+    harness.run();
+    harness.get_by_label_contains("Fans: n/a");
+    assert!(harness.query_by_label("Fans (%)").is_none());
+}
+
+#[test]
+fn simulated_banner_says_why() {
+    let state = app_state(
+        SimScenario::Rtx4090,
+        LoadPattern::Training,
+        Some("The NVIDIA driver found no GPU."),
+        10,
+        500,
+    );
+    let harness = harness(state);
+    harness.get_by_label("Simulated GPU");
+    harness.get_by_label_contains("The NVIDIA driver found no GPU.");
+}
+
+#[test]
+fn starving_data_loader_shows_a_hint_in_the_graphs() {
+    let mut state = app_state(SimScenario::Rtx4090, LoadPattern::StopAndGo, None, 240, 250);
+    state.selected_gpu = Some(0);
+    let harness = harness(state);
+    harness.get_by_label_contains("GPU utilization dropped to 0 %");
+}
+
+#[test]
+fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
+    let mut state = training(SimScenario::EightRtx4090);
+    let mut samples: Vec<_> = (0..8).map(|_| Err(DeviceError::NoGpus)).collect();
+    for (index, gpu) in state.model.gpus.iter().enumerate() {
+        if let Some(Ok(reading)) = &gpu.latest {
+            samples[index] = Ok(reading.clone());
+        }
+    }
+    samples[2] = Err(DeviceError::GpuLost { index: 2 });
+    state.apply(Event::Samples(samples), common::ui::START_MS + 120 * 500);
+    let harness = harness(state);
+    harness.get_by_label_contains("GPU 2 stopped answering");
+    assert_eq!(harness.query_all_by_label("Temperature").count(), 7);
+}
+
+#[test]
+fn before_the_backend_opens_and_when_it_cannot() {
+    let connecting = harness(AppState::new(
+        Model::with_history_capacity(10),
+        RememberedState::default(),
+    ));
+    connecting.get_by_label("Looking for GPUs…");
+
+    let mut state = AppState::new(Model::with_history_capacity(10), RememberedState::default());
+    state.apply(Event::Failed(DeviceError::NoGpus), 0);
+    let harness = harness(state);
+    harness.get_by_label("No GPU could be opened");
+    harness.get_by_label_contains("--backend sim");
+}
+
+#[test]
+fn the_window_remembers_the_gpu_window_and_interval() {
+    let mut state = training(SimScenario::EightRtx4090);
+    state.selected_gpu = Some(6);
+    state.monitor.set_window(TimeWindow::SixHours);
+    let remembered = state.remembered();
+    let uuid = state.model.gpus[6].info.identity.uuid.clone();
+    assert_eq!(remembered.selected_gpu_uuid.as_deref(), Some(uuid.as_str()));
+
+    // Through the same serde path eframe's storage uses.
+    let stored = serde_json::to_string(&remembered).unwrap_or_default();
+    let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
+    assert_eq!(restored.monitor.window, TimeWindow::SixHours);
+    let mut next_run = AppState::new(Model::with_history_capacity(10), restored);
+    let fresh = training(SimScenario::EightRtx4090);
+    let connected = Event::Connected {
+        backend: gputune::device::BackendKind::Sim,
+        simulated_because: None,
+        gpus: fresh
+            .model
+            .gpus
+            .iter()
+            .map(|gpu| gpu.info.clone())
+            .collect(),
+    };
+    next_run.apply(connected, 0);
+    assert_eq!(
+        next_run.selected_gpu,
+        Some(6),
+        "the same GPU opens again, found by UUID"
+    );
+    assert_eq!(next_run.monitor.window, TimeWindow::SixHours);
+}
