@@ -23,6 +23,9 @@ struct Cli {
     /// Workload the simulator runs.
     #[arg(long, global = true, value_enum, default_value_t = LoadPattern::Training)]
     sim_load: LoadPattern,
+    /// The window's sampling interval, 100 to 5000 ms (default: what it used last time, else 500).
+    #[arg(long, value_name = "MS")]
+    interval_ms: Option<u64>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -96,7 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         },
     };
     match cli.command {
-        None => gputune::ui::run_window(options),
+        None => gputune::ui::run_window(options, cli.interval_ms),
         Some(Command::Status { json, gpu }) => {
             let mut opened = open_backend(&options)?;
             let stdout = std::io::stdout();

@@ -167,12 +167,16 @@ impl GpuTuneApp {
     /// Starts the device-owner thread; it repaints `context` whenever it has news.
     pub fn start(
         options: BackendOptions,
+        interval_ms: Option<u64>,
         context: egui::Context,
         storage: Option<&dyn eframe::Storage>,
     ) -> Result<GpuTuneApp, std::io::Error> {
-        let remembered: RememberedState = storage
+        let mut remembered: RememberedState = storage
             .and_then(|storage| eframe::get_value(storage, STORAGE_KEY))
             .unwrap_or_default();
+        if let Some(interval_ms) = interval_ms {
+            remembered.interval_ms = interval_ms;
+        }
         let state = AppState::new(Model::default(), remembered);
         let sampler = Sampler::spawn(options, state.interval_ms, move || {
             context.request_repaint()
@@ -250,6 +254,8 @@ impl eframe::App for GpuTuneApp {
     }
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        // Counted by the repaint measurement in docs/benchmarks.md (GPUTUNE_LOG=gputune::frames=trace).
+        tracing::trace!(target: "gputune::frames", "frame");
         let context = ui.ctx().clone();
         let commands = egui::CentralPanel::default()
             .show(ui, |ui| self.state.ui(ui))

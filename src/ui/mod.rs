@@ -9,8 +9,17 @@ pub mod widgets;
 
 use crate::device::BackendOptions;
 
-/// Opens the main window and runs until it closes.
-pub fn run_window(options: BackendOptions) -> anyhow::Result<()> {
+/// Opens the main window and runs until it closes. `interval_ms` overrides the remembered
+/// sampling interval.
+pub fn run_window(options: BackendOptions, interval_ms: Option<u64>) -> anyhow::Result<()> {
+    let (min_ms, max_ms) = crate::telemetry::sampler::INTERVAL_RANGE_MS;
+    if let Some(interval_ms) = interval_ms
+        && !(min_ms..=max_ms).contains(&interval_ms)
+    {
+        anyhow::bail!(
+            "The sampling interval must be between {min_ms} and {max_ms} ms, not {interval_ms} ms."
+        );
+    }
     let native_options = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_title("gputune")
@@ -23,7 +32,12 @@ pub fn run_window(options: BackendOptions) -> anyhow::Result<()> {
         "gputune",
         native_options,
         Box::new(move |creation| {
-            let app = app::GpuTuneApp::start(options, creation.egui_ctx.clone(), creation.storage)?;
+            let app = app::GpuTuneApp::start(
+                options,
+                interval_ms,
+                creation.egui_ctx.clone(),
+                creation.storage,
+            )?;
             Ok(Box::new(app))
         }),
     )

@@ -87,7 +87,7 @@ fn plot_frame(context: &egui::Context, series: Series) -> usize {
         ..Default::default()
     };
     let mut series = Some(series);
-    let output = context.run_ui(raw_input, |ui| {
+    let mut output = context.run_ui(raw_input, |ui| {
         let Some(series) = series.take() else {
             return;
         };
@@ -104,7 +104,11 @@ fn plot_frame(context: &egui::Context, series: Series) -> usize {
                 });
         });
     });
-    let primitives = context.tessellate(output.shapes, output.pixels_per_point);
+    let shapes = std::mem::take(&mut output.shapes);
+    let pixels_per_point = output.pixels_per_point;
+    // No renderer here to upload the font atlas to.
+    output.drop_without_applying_deltas();
+    let primitives = context.tessellate(shapes, pixels_per_point);
     primitives
         .iter()
         .map(|primitive| match &primitive.primitive {
@@ -127,11 +131,11 @@ fn plot_prep(criterion: &mut Criterion) {
         .flat_map(|(_, lines)| lines.iter().map(Vec::len))
         .sum();
     eprintln!(
-        "history: {} samples ({:.1} h at 10 Hz), {:.1} MB allocated ({:.1} MB per GPU-day at this capacity)",
+        "history: {} samples ({:.1} h at 10 Hz), memory_bytes {} ({:.1} MB)",
         history.len(),
         history.len() as f64 / 36_000.0,
+        history.memory_bytes(),
         history.memory_bytes() as f64 / 1e6,
-        history.memory_bytes() as f64 / 1e6 * DAY_AT_10_HZ as f64 / history.len() as f64,
     );
     eprintln!(
         "per frame: {decimated_points} decimated points vs {} raw points, six series at {PLOT_WIDTH_PX} px",
@@ -140,14 +144,22 @@ fn plot_prep(criterion: &mut Criterion) {
 
     let context = egui::Context::default();
     // Fonts load on the first frame; a running app has paid that long before.
-    black_box(plot_frame(&context, decimated_series(&history, from_ms, to_ms)));
+    black_box(plot_frame(
+        &context,
+        decimated_series(&history, from_ms, to_ms),
+    ));
 
     let mut group = criterion.benchmark_group("plot prep, 6 series, 1000 px");
     group.bench_function("a: decimate", |bench| {
         bench.iter(|| black_box(decimated_series(&history, from_ms, to_ms)))
     });
     group.bench_function("b: decimate + egui_plot frame + tessellate", |bench| {
-        bench.iter(|| black_box(plot_frame(&context, decimated_series(&history, from_ms, to_ms))))
+        bench.iter(|| {
+            black_box(plot_frame(
+                &context,
+                decimated_series(&history, from_ms, to_ms),
+            ))
+        })
     });
     group.finish();
 
