@@ -34,17 +34,26 @@ fn minute_of(make: impl Fn(usize) -> Telemetry) -> (GpuHistory, u64) {
 }
 
 fn kinds(history: &GpuHistory, now_ms: u64) -> Vec<HintKind> {
-    health_hints(history, now_ms).into_iter().map(|hint| hint.kind).collect()
+    health_hints(history, now_ms)
+        .into_iter()
+        .map(|hint| hint.kind)
+        .collect()
 }
 
 #[test]
 fn pcie_link_below_maximum_under_load_is_flagged_but_idle_downtraining_is_not() {
     let (history, now) = minute_of(|_| reading(99, &[], (3, 8)));
     let hints = health_hints(&history, now);
-    let hint = hints.iter().find(|hint| hint.kind == HintKind::PcieBelowMaximum);
+    let hint = hints
+        .iter()
+        .find(|hint| hint.kind == HintKind::PcieBelowMaximum);
     let hint = hint.unwrap_or_else(|| panic!("{hints:?}"));
     assert_eq!(hint.severity, Severity::Warning);
-    assert!(hint.title.contains("Gen 3 x8") && hint.title.contains("Gen 4 x16"), "{}", hint.title);
+    assert!(
+        hint.title.contains("Gen 3 x8") && hint.title.contains("Gen 4 x16"),
+        "{}",
+        hint.title
+    );
     assert!(hint.advice.contains("riser"));
 
     // An idle card trains its link down to save power: that is normal.
@@ -55,9 +64,17 @@ fn pcie_link_below_maximum_under_load_is_flagged_but_idle_downtraining_is_not() 
 #[test]
 fn utilization_that_keeps_dropping_to_zero_points_at_the_data_loader() {
     // 2.5 s busy, 1.5 s waiting, like the simulator's stop-and-go load.
-    let (history, now) = minute_of(|index| if index % 8 < 5 { reading(99, &[], (4, 16)) } else { reading(0, &[], (4, 16)) });
+    let (history, now) = minute_of(|index| {
+        if index % 8 < 5 {
+            reading(99, &[], (4, 16))
+        } else {
+            reading(0, &[], (4, 16))
+        }
+    });
     let hints = health_hints(&history, now);
-    let hint = hints.iter().find(|hint| hint.kind == HintKind::DataLoaderStarving);
+    let hint = hints
+        .iter()
+        .find(|hint| hint.kind == HintKind::DataLoaderStarving);
     let hint = hint.unwrap_or_else(|| panic!("{hints:?}"));
     assert!(hint.advice.contains("num_workers") && hint.advice.contains("pin_memory"));
     assert!(hint.title.contains("15 times"), "{}", hint.title);
@@ -77,8 +94,14 @@ fn thermal_throttling_is_a_warning_and_power_cap_a_note() {
     });
     let hints = health_hints(&history, now);
     assert_eq!(
-        hints.iter().map(|hint| (hint.kind, hint.severity)).collect::<Vec<_>>(),
-        vec![(HintKind::ThermalThrottling, Severity::Warning), (HintKind::PowerCapAlways, Severity::Info)],
+        hints
+            .iter()
+            .map(|hint| (hint.kind, hint.severity))
+            .collect::<Vec<_>>(),
+        vec![
+            (HintKind::ThermalThrottling, Severity::Warning),
+            (HintKind::PowerCapAlways, Severity::Info)
+        ],
         "warnings come first"
     );
 }
@@ -87,7 +110,10 @@ fn thermal_throttling_is_a_warning_and_power_cap_a_note() {
 fn too_little_data_or_a_quiet_card_gives_no_hints() {
     let mut history = GpuHistory::with_capacity(100);
     for index in 0..5 {
-        history.push(START_MS + index * 500, Some(&reading(99, &[ThrottleReason::SwThermalSlowdown], (1, 1))));
+        history.push(
+            START_MS + index * 500,
+            Some(&reading(99, &[ThrottleReason::SwThermalSlowdown], (1, 1))),
+        );
     }
     assert!(health_hints(&history, START_MS + 2_500).is_empty());
 

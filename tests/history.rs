@@ -276,7 +276,15 @@ proptest! {
 #[derive(Debug, Clone)]
 struct Generated {
     step_ms: i64,
-    reading: Option<(Option<u32>, Option<u32>, Option<u64>, Option<u64>)>,
+    reading: Option<GeneratedReading>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GeneratedReading {
+    power_draw_mw: Option<u32>,
+    temperature_c: Option<u32>,
+    memory_used_bytes: Option<u64>,
+    throttle_bits: Option<u64>,
 }
 
 fn generated_sample() -> impl Strategy<Value = Generated> {
@@ -292,7 +300,15 @@ fn generated_sample() -> impl Strategy<Value = Generated> {
         proptest::option::weighted(0.95, prop_oneof![0u32..4, 0u32..300]),
         proptest::option::weighted(0.95, 0u64..(8 * MIB)),
         proptest::option::weighted(0.95, prop_oneof![Just(0u64), 0u64..0x200]),
-    );
+    )
+        .prop_map(
+            |(power_draw_mw, temperature_c, memory_used_bytes, throttle_bits)| GeneratedReading {
+                power_draw_mw,
+                temperature_c,
+                memory_used_bytes,
+                throttle_bits,
+            },
+        );
     (step_ms, proptest::option::weighted(0.97, fields))
         .prop_map(|(step_ms, reading)| Generated { step_ms, reading })
 }
@@ -302,15 +318,13 @@ fn build_history(capacity: usize, samples: &[Generated]) -> GpuHistory {
     let mut time_ms = T0_MS;
     for sample in samples {
         time_ms = time_ms.saturating_add_signed(sample.step_ms);
-        let telemetry = sample.reading.map(
-            |(power_draw_mw, temperature_c, memory_used_bytes, throttle_bits)| Telemetry {
-                power_draw_mw,
-                temperature_c,
-                memory_used_bytes,
-                throttle_reasons: throttle_bits.map(ThrottleReasons::from_bits),
-                ..Telemetry::default()
-            },
-        );
+        let telemetry = sample.reading.map(|generated| Telemetry {
+            power_draw_mw: generated.power_draw_mw,
+            temperature_c: generated.temperature_c,
+            memory_used_bytes: generated.memory_used_bytes,
+            throttle_reasons: generated.throttle_bits.map(ThrottleReasons::from_bits),
+            ..Telemetry::default()
+        });
         history.push(time_ms, telemetry.as_ref());
     }
     history
@@ -412,7 +426,30 @@ fn naive_decimate(
         .collect()
 }
 
-fn query_strategy() -> impl Strategy<Value = (usize, Vec<Generated>, i64, u64, usize, u64, usize)> {
+/// A random history and a random plot of it.
+#[derive(Debug, Clone)]
+struct Case {
+    capacity: usize,
+    samples: Vec<Generated>,
+    /// Where the window starts, relative to the oldest sample kept.
+    from_offset_ms: i64,
+    window_ms: u64,
+    columns: usize,
+    gap_after_ms: u64,
+    metric: Metric,
+}
+
+impl Case {
+    /// The history, and the window `from_ms..=to_ms`.
+    fn build(&self) -> (GpuHistory, u64, u64) {
+        let history = build_history(self.capacity, &self.samples);
+        let first_ms = history.first_time_ms().unwrap_or(T0_MS);
+        let from_ms = first_ms.saturating_add_signed(self.from_offset_ms);
+        (history, from_ms, from_ms + self.window_ms)
+    }
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
     (
         1usize..1_500,
         proptest::collection::vec(generated_sample(), 0..3_000),
@@ -420,23 +457,32 @@ fn query_strategy() -> impl Strategy<Value = (usize, Vec<Generated>, i64, u64, u
         0u64..400_000,
         prop_oneof![1usize..8, 8usize..300, Just(1000usize)],
         prop_oneof![Just(150u64), Just(1_000u64), Just(u64::MAX)],
-        0usize..3,
+        prop_oneof![
+            Just(Metric::PowerDrawW),
+            Just(Metric::TemperatureC),
+            Just(Metric::MemoryUsedGib)
+        ],
     )
+        .prop_map(
+            |(capacity, samples, from_offset_ms, window_ms, columns, gap_after_ms, metric)| Case {
+                capacity,
+                samples,
+                from_offset_ms,
+                window_ms,
+                columns,
+                gap_after_ms,
+                metric,
+            },
+        )
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn decimation_keeps_the_min_and_the_max_of_every_bucket(
-        (capacity, samples, from_offset_ms, window_ms, columns, gap_after_ms, metric_choice)
-            in query_strategy()
-    ) {
-        let history = build_history(capacity, &samples);
-        let metric = [Metric::PowerDrawW, Metric::TemperatureC, Metric::MemoryUsedGib][metric_choice];
-        let first_ms = history.first_time_ms().unwrap_or(T0_MS);
-        let from_ms = first_ms.saturating_add_signed(from_offset_ms);
-        let to_ms = from_ms + window_ms;
+    fn decimation_keeps_the_min_and_the_max_of_every_bucket(case in case_strategy()) {
+        let (history, from_ms, to_ms) = case.build();
+        let (metric, columns, gap_after_ms) = (case.metric, case.columns, case.gap_after_ms);
 
         let lines = decimate(&history, metric, from_ms, to_ms, columns, gap_after_ms);
         let groups = naive_groups(&history, metric, from_ms, to_ms, columns, gap_after_ms);
@@ -471,12 +517,9 @@ proptest! {
     }
 
     #[test]
-    fn throttle_columns_or_the_bits_of_their_samples(
-        (capacity, samples, from_offset_ms, window_ms, columns, _gap, _metric) in query_strategy()
-    ) {
-        let history = build_history(capacity, &samples);
-        let from_ms = history.first_time_ms().unwrap_or(T0_MS).saturating_add_signed(from_offset_ms);
-        let to_ms = from_ms + window_ms;
+    fn throttle_columns_or_the_bits_of_their_samples(case in case_strategy()) {
+        let (history, from_ms, to_ms) = case.build();
+        let columns = case.columns;
         let got = throttle_columns(&history, from_ms, to_ms, columns);
 
         let indices = history.range(from_ms, to_ms);

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use crate::telemetry::history::{GpuHistory, Metric, Piece};
+use crate::telemetry::history::{GpuHistory, Metric, Piece, PresentRun};
 
 /// Min/max points of `metric` in [from_ms, to_ms] for a plot `columns` px wide: per column the
 /// min and the max, in the order they occurred, x = Unix seconds (f64). A gap — a missing
@@ -120,39 +120,77 @@ impl ColumnLayout {
         u128::from(self.from_ms) + (column * self.span_ms).div_ceil(self.columns)
     }
 
-    /// Each column that holds samples, with their indices, found by binary search from one
+    /// Each column that holds samples, with their indices, found by searching from one
     /// occupied column to the next (so empty columns cost nothing).
     fn occupied_columns<'a>(
         &'a self,
         history: &'a GpuHistory,
     ) -> impl Iterator<Item = (usize, Range<usize>)> + 'a {
         let mut start = self.indices.start;
+        let mut previous_width = 1;
         std::iter::from_fn(move || {
             if start >= self.indices.end {
                 return None;
             }
             let column = self.column_of(history.time_ms(start)?);
             let next_start_ms = self.column_start_ms(column + 1);
-            let end = history
-                .partition_point(start, self.indices.end, |time_ms| {
-                    u128::from(time_ms) < next_start_ms
-                })
-                .max(start + 1);
+            let end = first_index_from(
+                history,
+                start..self.indices.end,
+                start + previous_width,
+                next_start_ms,
+            )
+            .max(start + 1);
             let indices = start..end;
+            previous_width = end - start;
             start = end;
             Some((usize::try_from(column).unwrap_or(usize::MAX), indices))
         })
     }
 }
 
-/// Consecutive present samples of one column, not yet turned into points.
-struct Run {
-    first: usize,
-    end: usize,
-    min: u32,
-    min_index: usize,
-    max: u32,
-    max_index: usize,
+/// The first index in `within` whose time is at least `limit_ms` (or `within.end`), searched
+/// outward from `guess`: with steady sampling the previous column's width lands within a
+/// probe or two, where a plain binary search over a day would take 20.
+fn first_index_from(
+    history: &GpuHistory,
+    within: Range<usize>,
+    guess: usize,
+    limit_ms: u128,
+) -> usize {
+    let before = |index: usize| {
+        history
+            .time_ms(index)
+            .is_some_and(|time_ms| u128::from(time_ms) < limit_ms)
+    };
+    let guess = guess.clamp(within.start, within.end);
+    // The answer lies in low..=high.
+    let (mut low, mut high) = (within.start, within.end);
+    let mut step = 1;
+    if guess < within.end && before(guess) {
+        low = guess + 1;
+        while low + step - 1 < within.end {
+            let probe = low + step - 1;
+            if !before(probe) {
+                high = probe;
+                break;
+            }
+            low = probe + 1;
+            step *= 2;
+        }
+    } else {
+        high = guess;
+        while high >= within.start + step {
+            let probe = high - step;
+            if before(probe) {
+                low = probe + 1;
+                break;
+            }
+            high = probe;
+            step *= 2;
+        }
+    }
+    history.partition_point(low, high, |time_ms| u128::from(time_ms) < limit_ms)
 }
 
 /// Collects `Piece`s into line segments.
@@ -164,49 +202,23 @@ struct LineBuilder<'h> {
     first_index: usize,
     lines: Vec<Vec<[f64; 2]>>,
     line: Vec<[f64; 2]>,
-    run: Option<Run>,
+    /// Present samples of the current column, not yet turned into points.
+    run: Option<PresentRun>,
 }
 
 impl LineBuilder<'_> {
     fn add(&mut self, piece: Piece) {
-        let Piece::Present {
-            first,
-            end,
-            min,
-            min_index,
-            max,
-            max_index,
-        } = piece
-        else {
+        let Piece::Present(present) = piece else {
             self.break_line();
             return;
         };
+        let first = present.first;
         if first > self.first_index && self.history.step_before_ms(first) > self.gap_after_ms {
             self.break_line();
         }
         match &mut self.run {
-            Some(run) => {
-                run.end = end;
-                // Strict: the first occurrence wins, pieces arrive in time order.
-                if min < run.min {
-                    run.min = min;
-                    run.min_index = min_index;
-                }
-                if max > run.max {
-                    run.max = max;
-                    run.max_index = max_index;
-                }
-            }
-            None => {
-                self.run = Some(Run {
-                    first,
-                    end,
-                    min,
-                    min_index,
-                    max,
-                    max_index,
-                });
-            }
+            Some(run) => run.merge(&present),
+            None => self.run = Some(present),
         }
     }
 

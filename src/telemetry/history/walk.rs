@@ -1,28 +1,59 @@
 //! Reading a range of samples the fast way: whole blocks from their summaries where a block is
-//! uniform (all present without a time gap, or all missing), single samples elsewhere.
+//! uniform (all present without a time gap, or all missing), single samples elsewhere, merged
+//! into as few pieces as the gaps allow.
 
 use std::ops::Range;
 
 use super::column::{
     BLOCK_SAMPLES, MinMax, Quantized, SOME_MISSING, SOME_PRESENT, SummarizedColumn, SummaryKind,
-    THROTTLE_BITS, THROTTLE_MISSING, THROTTLE_SOME_PRESENT, ThrottleOr, TimeSteps,
+    THROTTLE_BITS, THROTTLE_MISSING, THROTTLE_SOME_PRESENT, ThrottleOr,
 };
 use super::quantize::MetricColumn;
 use super::{GpuHistory, Metric};
 
-/// A run of consecutive samples of one metric, in time order.
+/// Consecutive present samples `first..end` of one metric, with no step between them longer
+/// than the walk's `max_step_ms`. `min`/`max` are in stored steps, at their first occurrence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PresentRun {
+    pub(crate) first: usize,
+    pub(crate) end: usize,
+    pub(crate) min: u32,
+    pub(crate) min_index: usize,
+    pub(crate) max: u32,
+    pub(crate) max_index: usize,
+}
+
+impl PresentRun {
+    fn single(index: usize, value: u32) -> PresentRun {
+        PresentRun {
+            first: index,
+            end: index + 1,
+            min: value,
+            min_index: index,
+            max: value,
+            max_index: index,
+        }
+    }
+
+    /// Extends this run by `later`, which starts where this one ends.
+    pub(crate) fn merge(&mut self, later: &PresentRun) {
+        self.end = later.end;
+        // Strict: on a tie the earlier sample stays, as a scan in time order would keep it.
+        if later.min < self.min {
+            self.min = later.min;
+            self.min_index = later.min_index;
+        }
+        if later.max > self.max {
+            self.max = later.max;
+            self.max_index = later.max_index;
+        }
+    }
+}
+
+/// What a walk reports, in time order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Piece {
-    /// Samples `first..end`, all present, no step between them longer than the walk's
-    /// `max_step_ms`. `min`/`max` are in stored steps; their indices are first occurrences.
-    Present {
-        first: usize,
-        end: usize,
-        min: u32,
-        min_index: usize,
-        max: u32,
-        max_index: usize,
-    },
+    Present(PresentRun),
     /// One or more missing samples.
     Missing,
 }
@@ -36,7 +67,9 @@ struct SlotRun {
 }
 
 impl GpuHistory {
-    /// Visits samples `indices` of `metric` as `Piece`s, in order.
+    /// Visits samples `indices` of `metric` as `Piece`s, in order. Present samples are merged
+    /// into one piece until a missing sample, a step longer than `max_step_ms`, or the ring's
+    /// wrap (so a caller still checks the step before each piece).
     pub(crate) fn walk(
         &self,
         metric: Metric,
@@ -44,7 +77,7 @@ impl GpuHistory {
         max_step_ms: u64,
         visit: &mut impl FnMut(Piece),
     ) {
-        let Some(column) = self.metrics.get(metric as usize) else {
+        let Some(column) = self.metrics.get(metric.index()) else {
             return;
         };
         for run in self.slot_runs(indices) {
@@ -85,44 +118,68 @@ impl GpuHistory {
         max_step_ms: u64,
         visit: &mut impl FnMut(Piece),
     ) {
-        let times: &SummarizedColumn<TimeSteps> = &self.times;
+        let mut pending: Option<PresentRun> = None;
         let mut slot = run.start;
         while slot < run.end {
             let index = run.first_index + (slot - run.start);
-            // Largest block starting here whose summary answers for it.
+            // The largest block starting here whose summary answers for it, else one sample.
             let block = self.usable_block(slot, run.end, |level, block, block_samples| {
                 let extremes = column.summary(level, block)?;
-                let max_step = times.summary(level, block)?;
+                let max_step_ms_inside = self.times.summary(level, block)?;
                 match extremes.presence {
-                    SOME_MISSING => Some(Piece::Missing),
-                    SOME_PRESENT if u64::from(*max_step) <= max_step_ms => Some(Piece::Present {
-                        first: index,
-                        end: index + block_samples,
-                        min: extremes.min.into(),
-                        min_index: index + usize::from(extremes.min_offset),
-                        max: extremes.max.into(),
-                        max_index: index + usize::from(extremes.max_offset),
-                    }),
+                    SOME_MISSING => Some(None),
+                    SOME_PRESENT if u64::from(*max_step_ms_inside) <= max_step_ms => {
+                        Some(Some(PresentRun {
+                            first: index,
+                            end: index + block_samples,
+                            min: extremes.min.into(),
+                            min_index: index + usize::from(extremes.min_offset),
+                            max: extremes.max.into(),
+                            max_index: index + usize::from(extremes.max_offset),
+                        }))
+                    }
                     _ => None,
                 }
             });
-            if let Some((block_samples, piece)) = block {
-                visit(piece);
-                slot += block_samples;
+            let (samples, present) = block.unwrap_or_else(|| {
+                let value = column.get(slot).filter(|value| *value != T::MISSING);
+                (
+                    1,
+                    value.map(|value| PresentRun::single(index, value.into())),
+                )
+            });
+            let element_slot = slot;
+            slot += samples;
+            let Some(present) = present else {
+                if let Some(done) = pending.take() {
+                    visit(Piece::Present(done));
+                }
+                visit(Piece::Missing);
                 continue;
+            };
+            match &mut pending {
+                Some(growing) if self.step_into_slot_ms(element_slot) <= max_step_ms => {
+                    growing.merge(&present)
+                }
+                _ => {
+                    if let Some(done) = pending.replace(present) {
+                        visit(Piece::Present(done));
+                    }
+                }
             }
-            match column.get(slot).filter(|value| *value != T::MISSING) {
-                Some(value) => visit(Piece::Present {
-                    first: index,
-                    end: index + 1,
-                    min: value.into(),
-                    min_index: index,
-                    max: value.into(),
-                    max_index: index,
-                }),
-                None => visit(Piece::Missing),
-            }
-            slot += 1;
+        }
+        if let Some(done) = pending {
+            visit(Piece::Present(done));
+        }
+    }
+
+    /// Milliseconds from the sample in the slot before `slot` to the one in `slot`; only asked
+    /// within one `SlotRun`, where the previous slot holds the previous sample.
+    fn step_into_slot_ms(&self, slot: usize) -> u64 {
+        let time = |slot| self.times.get(slot).unwrap_or(0);
+        match slot.checked_sub(1) {
+            Some(previous) => u64::from(time(slot).saturating_sub(time(previous))),
+            None => 0,
         }
     }
 
@@ -136,9 +193,10 @@ impl GpuHistory {
     ) -> Option<(usize, A)> {
         for (level, &block_samples) in BLOCK_SAMPLES.iter().enumerate().rev() {
             let block_end = slot + block_samples;
-            // The block with the write head inside mixes new and old samples (column.rs).
+            // The block with the write head inside mixes new and old samples (column.rs);
+            // `slot_runs` never spans it whole, and this keeps it so.
             let holds_write_head = slot < self.next_slot && self.next_slot < block_end;
-            if slot % block_samples != 0 || block_end > end || holds_write_head {
+            if !slot.is_multiple_of(block_samples) || block_end > end || holds_write_head {
                 continue;
             }
             if let Some(found) = answer(level, slot / block_samples, block_samples) {
