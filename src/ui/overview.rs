@@ -48,39 +48,42 @@ pub fn overview_ui(ui: &mut egui::Ui, model: &Model) -> Option<usize> {
 
 /// One card; returns true when clicked.
 fn gpu_card(ui: &mut egui::Ui, gpu: &GpuModel) -> bool {
-    let identity = &gpu.info.identity;
     let frame = egui::Frame::group(ui.style())
         .inner_margin(CARD_MARGIN)
         .show(ui, |ui| {
             ui.set_width(CARD_WIDTH);
-            let title = ui
-                .add(
-                    egui::Button::new(RichText::new(card_title(gpu)).strong().size(15.0))
-                        .frame(false),
-                )
-                .on_hover_text("Open this GPU's graphs");
-            ui.label(
-                RichText::new(format!("{}  ·  {}", identity.uuid, identity.pci_bus_id))
-                    .small()
-                    .weak(),
-            );
-            ui.add_space(4.0);
-            match &gpu.latest {
-                None => {
-                    ui.label("Waiting for the first reading…");
-                }
-                Some(Err(error)) => {
-                    ui.label(RichText::new(error.to_string()).color(ERROR_TEXT));
-                }
-                Some(Ok(reading)) => readings(ui, gpu, reading),
-            }
-            title.clicked()
+            // The row lays cards out left to right; a card's own content goes top to bottom.
+            ui.vertical(|ui| card_content(ui, gpu)).inner
         });
     let card = frame.response.interact(egui::Sense::click());
     frame.inner
         || card
             .on_hover_cursor(egui::CursorIcon::PointingHand)
             .clicked()
+}
+
+/// A card's title, identity line and readings; returns true when the title was clicked.
+fn card_content(ui: &mut egui::Ui, gpu: &GpuModel) -> bool {
+    let identity = &gpu.info.identity;
+    let title = ui
+        .add(egui::Button::new(RichText::new(card_title(gpu)).strong().size(15.0)).frame(false))
+        .on_hover_text("Open this GPU's graphs");
+    ui.label(
+        RichText::new(format!("{}  ·  {}", identity.uuid, identity.pci_bus_id))
+            .small()
+            .weak(),
+    );
+    ui.add_space(4.0);
+    match &gpu.latest {
+        None => {
+            ui.label("Waiting for the first reading…");
+        }
+        Some(Err(error)) => {
+            ui.label(RichText::new(error.to_string()).color(ERROR_TEXT));
+        }
+        Some(Ok(reading)) => readings(ui, gpu, reading),
+    }
+    title.clicked()
 }
 
 fn readings(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
