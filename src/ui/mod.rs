@@ -20,12 +20,18 @@ pub fn run_window(options: BackendOptions, interval_ms: Option<u64>) -> anyhow::
             "The sampling interval must be between {min_ms} and {max_ms} ms, not {interval_ms} ms."
         );
     }
+    let mut viewport = eframe::egui::ViewportBuilder::default()
+        .with_title("gputune")
+        .with_app_id("gputune")
+        .with_inner_size([1120.0, 720.0])
+        .with_min_inner_size([480.0, 320.0]);
+    // The icon is compiled in; a broken one only costs the icon, never the window.
+    match eframe::icon_data::from_png_bytes(include_bytes!("../../assets/gputune.png")) {
+        Ok(icon) => viewport = viewport.with_icon(icon),
+        Err(error) => tracing::warn!("the window icon could not be decoded: {error}"),
+    }
     let native_options = eframe::NativeOptions {
-        viewport: eframe::egui::ViewportBuilder::default()
-            .with_title("gputune")
-            .with_app_id("gputune")
-            .with_inner_size([1120.0, 720.0])
-            .with_min_inner_size([480.0, 320.0]),
+        viewport,
         ..Default::default()
     };
     eframe::run_native(
@@ -42,4 +48,13 @@ pub fn run_window(options: BackendOptions, interval_ms: Option<u64>) -> anyhow::
         }),
     )
     .map_err(|error| anyhow::anyhow!("The window could not be opened: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_window_icon_decodes() {
+        let icon = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/gputune.png"));
+        assert_eq!(icon.map(|icon| (icon.width, icon.height)).ok(), Some((256, 256)));
+    }
 }
