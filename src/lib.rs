@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod device;
+pub mod plan;
 pub mod telemetry;
 pub mod tuning;
 pub mod ui;

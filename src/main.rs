@@ -41,6 +41,8 @@ enum Command {
         #[arg(long, value_name = "UUID|INDEX")]
         gpu: Option<String>,
     },
+    /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
+    Plan(Box<gputune::cli::plan::PlanArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
@@ -110,6 +112,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
                 &mut stdout.lock(),
             )
+        }
+        Some(Command::Plan(args)) => {
+            let stdout = std::io::stdout();
+            gputune::cli::plan::run(&args, &options, &mut stdout.lock())
         }
         Some(Command::Log {
             csv,

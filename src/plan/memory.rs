@@ -1,0 +1,213 @@
+//! Where training memory goes on one GPU: weights, gradients, optimizer states, activations and
+//! overhead, for a model and a training setup. Bytes-per-parameter rules and their sources are
+//! in docs/planner.md.
+
+use serde::Serialize;
+
+use super::PlanError;
+use super::activations::activation_bytes;
+use super::model::{Architecture, Model};
+use super::setup::{Method, Offload, Optimizer, Precision, Sharding, TrainingSetup};
+
+/// Peak memory of one GPU, split by what holds it. `total` is what nvidia-smi would show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemoryBreakdown {
+    pub weights: u64,
+    pub gradients: u64,
+    pub optimizer: u64,
+    pub activations: u64,
+    /// CUDA context plus what the caching allocator reserves beyond the tensors.
+    pub overhead: u64,
+}
+
+impl MemoryBreakdown {
+    pub fn total(&self) -> u64 {
+        self.weights
+            .saturating_add(self.gradients)
+            .saturating_add(self.optimizer)
+            .saturating_add(self.activations)
+            .saturating_add(self.overhead)
+    }
+}
+
+/// Parameters and how many of them are trained.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ParameterCounts {
+    pub total: f64,
+    pub trainable: f64,
+}
+
+/// Largest values accepted: far beyond any real training run, small enough that no estimate
+/// overflows.
+const MAX_MICRO_BATCH: u64 = 1 << 20;
+const MAX_SEQUENCE_LENGTH: u64 = 1 << 24;
+const MAX_GPUS: u64 = 1 << 16;
+
+/// Checks a setup against a model; every planner entry point calls it first.
+pub fn validate(model: &Model, setup: &TrainingSetup) -> Result<(), PlanError> {
+    let invalid = |message: String| Err(PlanError::InvalidInput(message));
+    if !(1..=MAX_MICRO_BATCH).contains(&setup.micro_batch) {
+        return invalid(format!("The micro-batch must be between 1 and {MAX_MICRO_BATCH}, not {}.", setup.micro_batch));
+    }
+    let size_name = if model.is_vision() { "image size" } else { "sequence length" };
+    if !(1..=MAX_SEQUENCE_LENGTH).contains(&setup.sequence_length) {
+        return invalid(format!("The {size_name} must be between 1 and {MAX_SEQUENCE_LENGTH}, not {}.", setup.sequence_length));
+    }
+    if !(1..=MAX_GPUS).contains(&setup.gpus) {
+        return invalid(format!("The number of GPUs must be between 1 and {MAX_GPUS}, not {}.", setup.gpus));
+    }
+    if setup.gpus > 1 && setup.sharding == Sharding::None {
+        return invalid("Several GPUs need a way to share the work: choose --sharding ddp, fsdp or zero1/2/3.".to_string());
+    }
+    if let Method::Lora { rank, .. } | Method::Qlora { rank, .. } = setup.method
+        && !(1..=65_536).contains(&rank)
+    {
+        return invalid(format!("The LoRA rank must be between 1 and 65536, not {rank}."));
+    }
+    if matches!(setup.method, Method::Qlora { .. }) && setup.precision == Precision::Fp32 {
+        return invalid("QLoRA computes in 16 bits: choose --precision bf16-mixed, fp16-mixed or bf16.".to_string());
+    }
+    if model.is_vision() && !matches!(setup.method, Method::Full) && !matches!(model.architecture, Architecture::Vit(_)) {
+        return invalid("LoRA and QLoRA apply to transformers; train a CNN with --method full.".to_string());
+    }
+    super::model_checks(model)
+}
+
+/// Total and trainable parameters under a method.
+pub fn parameter_counts(model: &Model, method: &Method) -> ParameterCounts {
+    let total = model.parameter_count() as f64;
+    let trainable = match method {
+        Method::Full => total,
+        Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } => model
+            .lora_target_shapes(*targets)
+            .iter()
+            .map(|(inputs, outputs)| (*rank * (inputs + outputs)) as f64)
+            .sum(),
+    };
+    ParameterCounts { total, trainable }
+}
+
+/// The per-GPU peak memory of one training step.
+pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown, PlanError> {
+    validate(model, setup)?;
+    let counts = parameter_counts(model, &setup.method);
+    let shards = setup.shards() as f64;
+    let sharded_parameters = matches!(setup.sharding, Sharding::Fsdp | Sharding::Zero3);
+    let sharded_gradients = sharded_parameters || setup.sharding == Sharding::Zero2;
+    let sharded_optimizer = sharded_gradients || setup.sharding == Sharding::Zero1;
+
+    let mut weights = weight_bytes(model, setup, &counts);
+    if setup.offload != Offload::None && setup.method == Method::Full && is_mixed(setup.precision) {
+        // The fp32 master copy moves to the CPU with the optimizer; the 16-bit copy stays.
+        weights = 2.0 * counts.total;
+    }
+    if sharded_parameters {
+        weights /= shards;
+    }
+    if setup.offload == Offload::OptimizerAndParams {
+        weights = 0.0;
+    }
+    if sharded_parameters || setup.offload == Offload::OptimizerAndParams {
+        weights += gather_buffer_bytes(model, counts.total);
+    }
+
+    let gradient_bytes_per_value = if setup.precision == Precision::Bf16 { 2.0 } else { 4.0 };
+    let mut gradients = counts.trainable * gradient_bytes_per_value;
+    if sharded_gradients {
+        gradients /= shards;
+    }
+
+    let mut optimizer = optimizer_bytes(model, setup, &counts);
+    if sharded_optimizer {
+        optimizer /= shards;
+    }
+    if setup.offload != Offload::None {
+        optimizer = 0.0;
+    }
+
+    let activations = activation_bytes(&model.architecture, setup);
+    let tensors = weights + gradients + optimizer + activations;
+    let overhead = setup.overheads.cuda_context_bytes as f64
+        + tensors * setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
+    Ok(MemoryBreakdown {
+        weights: to_bytes(weights),
+        gradients: to_bytes(gradients),
+        optimizer: to_bytes(optimizer),
+        activations: to_bytes(activations),
+        overhead: to_bytes(overhead),
+    })
+}
+
+fn is_mixed(precision: Precision) -> bool {
+    matches!(precision, Precision::Fp16Mixed | Precision::Bf16Mixed)
+}
+
+fn to_bytes(value: f64) -> u64 {
+    if value.is_finite() && value > 0.0 {
+        value.min(u64::MAX as f64) as u64
+    } else {
+        0
+    }
+}
+
+/// Weights on the GPU before sharding.
+fn weight_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
+    let frozen = counts.total;
+    let adapters = 4.0 * counts.trainable;
+    match (setup.method, setup.precision) {
+        (Method::Full, Precision::Fp32) => 4.0 * counts.total,
+        // fp32 master weights plus the 16-bit copies autocast makes for the matmuls.
+        (Method::Full, Precision::Fp16Mixed | Precision::Bf16Mixed) => 6.0 * counts.total,
+        (Method::Full, Precision::Bf16) => 2.0 * counts.total,
+        (Method::Lora { .. }, Precision::Fp32) => 4.0 * frozen + adapters,
+        (Method::Lora { .. }, _) => 2.0 * frozen + adapters,
+        (Method::Qlora { double_quantization, .. }, _) => {
+            let quantized = (model.block_linear_parameter_count() as f64).min(counts.total);
+            // NF4: half a byte per weight, plus one absmax per 64 weights: fp32, or with double
+            // quantization 8 bits plus an fp32 constant per 256 blocks.
+            let constants = if double_quantization { 1.0 / 64.0 + 4.0 / (64.0 * 256.0) } else { 4.0 / 64.0 };
+            quantized * (0.5 + constants) + 2.0 * (counts.total - quantized) + adapters
+        }
+    }
+}
+
+/// Optimizer state before sharding.
+fn optimizer_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
+    // Pure bf16 training keeps the optimizer state in the parameters' type.
+    let state_value = if setup.precision == Precision::Bf16 { 2.0 } else { 4.0 };
+    match setup.optimizer {
+        Optimizer::Adamw => 2.0 * state_value * counts.trainable,
+        // bitsandbytes: two 8-bit states per parameter plus a float per 2048-value block.
+        Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => counts.trainable * (2.0 + 8.0 / 2048.0),
+        Optimizer::Adafactor => adafactor_bytes(model, setup, counts),
+        Optimizer::Sgd => 0.0,
+        Optimizer::SgdMomentum => state_value * counts.trainable,
+    }
+}
+
+/// Adafactor keeps a row and a column statistic per matrix instead of a full second moment.
+fn adafactor_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
+    let shapes = model.lora_target_shapes(super::model::LoraTargets::AllLinear);
+    let factored: f64 = match setup.method {
+        Method::Full => shapes.iter().map(|(inputs, outputs)| (inputs + outputs) as f64).sum(),
+        Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } => model
+            .lora_target_shapes(targets)
+            .iter()
+            .map(|(inputs, outputs)| (2 * rank + inputs + outputs) as f64)
+            .sum(),
+    };
+    let in_matrices: f64 = shapes.iter().map(|(inputs, outputs)| (inputs * outputs) as f64).sum();
+    // Embeddings and the like: treat them as one factored matrix of their square root's sides.
+    let rest = if setup.method == Method::Full { (counts.total - in_matrices).max(0.0) } else { 0.0 };
+    4.0 * (factored + 2.0 * rest.sqrt())
+}
+
+/// FSDP / ZeRO-3 gather one block's full parameters (and prefetch the next) in 16 bits.
+fn gather_buffer_bytes(model: &Model, total_parameters: f64) -> f64 {
+    let blocks = match &model.architecture {
+        Architecture::Transformer(config) => config.layers as f64,
+        Architecture::Vit(config) => config.layers as f64,
+        Architecture::Cnn(_) => 1.0,
+    };
+    2.0 * 2.0 * total_parameters / blocks.max(1.0)
+}

@@ -1,0 +1,50 @@
+//! The VRAM planner: pure arithmetic from a model and a training setup to per-GPU memory and
+//! recommendations. No egui, no threads, no hardware (see DESIGN.md).
+
+mod activations;
+pub mod memory;
+pub mod model;
+pub mod recommend;
+pub mod setup;
+
+use model::{Architecture, Model};
+
+/// Why a plan cannot be made. Each message names the bad value and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error("Unknown model \"{name}\": give a preset (see `gputune plan --list-models`) or the path of a config.json or .safetensors file.")]
+    UnknownModel { name: String },
+}
+
+/// Checks that a model's shape makes sense (no zero layers, heads that divide the width).
+pub fn model_checks(model: &Model) -> Result<(), PlanError> {
+    let invalid = |what: &str| Err(PlanError::InvalidInput(format!("The model \"{}\" has {what}.", model.name)));
+    match &model.architecture {
+        Architecture::Transformer(config) => {
+            if config.layers == 0 {
+                return invalid("0 layers");
+            }
+            if config.hidden_size == 0 || config.attention_heads == 0 || config.kv_heads == 0 {
+                return invalid("a zero hidden size or head count");
+            }
+            if config.hidden_size % config.attention_heads != 0 || config.attention_heads % config.kv_heads != 0 {
+                return invalid("a hidden size or head counts that do not divide evenly");
+            }
+            if config.vocab_size == 0 || config.intermediate_size == 0 {
+                return invalid("a zero vocabulary or MLP size");
+            }
+            if config.layers > 100_000 || config.hidden_size > 1 << 20 || config.vocab_size > 1 << 24 {
+                return invalid("sizes far beyond any real model");
+            }
+        }
+        Architecture::Vit(config) => {
+            if config.layers == 0 || config.hidden_size == 0 || config.attention_heads == 0 || config.patch_size == 0 {
+                return invalid("0 layers, width, heads or patch size");
+            }
+        }
+        Architecture::Cnn(_) => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! How a model is trained: method, precision, optimizer, batch, parallelism and overheads.
+//! The value names are the CLI's (`--method qlora`, `--precision bf16-mixed`, ...).
+
+use serde::{Deserialize, Serialize};
+
+use super::model::LoraTargets;
+
+/// What is trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Method {
+    /// Every parameter.
+    Full,
+    /// Low-rank adapters on frozen 16-bit (or fp32) weights.
+    Lora { rank: u64, targets: LoraTargets },
+    /// Low-rank adapters on frozen 4-bit NF4 weights, 16-bit compute.
+    Qlora {
+        rank: u64,
+        targets: LoraTargets,
+        double_quantization: bool,
+    },
+}
+
+impl Method {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Method::Full => "full",
+            Method::Lora { .. } => "lora",
+            Method::Qlora { .. } => "qlora",
+        }
+    }
+}
+
+/// Number formats for weights, gradients and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// Everything in 32-bit floats.
+    Fp32,
+    /// fp32 master weights, fp16 compute, dynamic loss scaling (PyTorch AMP).
+    Fp16Mixed,
+    /// fp32 master weights, bf16 compute (PyTorch AMP).
+    Bf16Mixed,
+    /// Weights, gradients and optimizer states in bf16 ("pure bf16").
+    Bf16,
+}
+
+impl Precision {
+    /// Bytes of one activation value.
+    pub fn activation_bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            _ => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16Mixed => "fp16-mixed",
+            Precision::Bf16Mixed => "bf16-mixed",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+/// The optimizer and how much state it keeps per trained parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    Adamw,
+    #[value(name = "adamw-8bit")]
+    #[serde(rename = "adamw-8bit")]
+    Adamw8bit,
+    #[value(name = "paged-adamw-8bit")]
+    #[serde(rename = "paged-adamw-8bit")]
+    PagedAdamw8bit,
+    Adafactor,
+    Sgd,
+    SgdMomentum,
+}
+
+impl Optimizer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::Adamw => "adamw",
+            Optimizer::Adamw8bit => "adamw-8bit",
+            Optimizer::PagedAdamw8bit => "paged-adamw-8bit",
+            Optimizer::Adafactor => "adafactor",
+            Optimizer::Sgd => "sgd",
+            Optimizer::SgdMomentum => "sgd-momentum",
+        }
+    }
+}
+
+/// Activation (gradient) checkpointing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Checkpointing {
+    #[default]
+    None,
+    /// Keep only each block's input; recompute the block in the backward pass.
+    Full,
+}
+
+/// How attention is computed: eager keeps the seq × seq score matrix, SDPA and flash do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attention {
+    Eager,
+    #[default]
+    Sdpa,
+    Flash,
+}
+
+/// Data parallelism and sharding across GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sharding {
+    #[default]
+    None,
+    Ddp,
+    /// FSDP full shard: parameters, gradients and optimizer states split across GPUs.
+    Fsdp,
+    /// ZeRO stage 1: optimizer states split.
+    Zero1,
+    /// ZeRO stage 2: optimizer states and gradients split.
+    Zero2,
+    /// ZeRO stage 3: like FSDP full shard.
+    Zero3,
+}
+
+/// What lives in CPU memory instead of on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Offload {
+    #[default]
+    None,
+    Optimizer,
+    #[value(name = "optimizer+params")]
+    #[serde(rename = "optimizer+params")]
+    OptimizerAndParams,
+}
+
+/// Memory the framework takes beyond the training state: the CUDA context (kernels, cuBLAS
+/// workspaces) and what the caching allocator reserves on top of what tensors use.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Overheads {
+    pub cuda_context_bytes: u64,
+    /// Reserved beyond the peak of allocated tensors, as a fraction of that peak.
+    pub allocator_reserve_fraction: f64,
+}
+
+impl Default for Overheads {
+    fn default() -> Overheads {
+        Overheads {
+            cuda_context_bytes: 500 * 1024 * 1024,
+            allocator_reserve_fraction: 0.10,
+        }
+    }
+}
+
+/// One training configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TrainingSetup {
+    pub method: Method,
+    pub precision: Precision,
+    pub optimizer: Optimizer,
+    pub micro_batch: u64,
+    /// Tokens per sample for text models; the image side in pixels for vision models.
+    pub sequence_length: u64,
+    pub checkpointing: Checkpointing,
+    pub attention: Attention,
+    pub gpus: u64,
+    pub sharding: Sharding,
+    pub offload: Offload,
+    pub overheads: Overheads,
+}
+
+impl TrainingSetup {
+    /// A plain single-GPU bf16 full fine-tune with AdamW.
+    pub fn new(micro_batch: u64, sequence_length: u64) -> TrainingSetup {
+        TrainingSetup {
+            method: Method::Full,
+            precision: Precision::Bf16Mixed,
+            optimizer: Optimizer::Adamw,
+            micro_batch,
+            sequence_length,
+            checkpointing: Checkpointing::None,
+            attention: Attention::Sdpa,
+            gpus: 1,
+            sharding: Sharding::None,
+            offload: Offload::None,
+            overheads: Overheads::default(),
+        }
+    }
+
+    /// GPUs the training state is split across (1 when nothing is sharded).
+    pub fn shards(&self) -> u64 {
+        match self.sharding {
+            Sharding::None | Sharding::Ddp => 1,
+            _ => self.gpus.max(1),
+        }
+    }
+}
