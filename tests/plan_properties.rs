@@ -5,12 +5,18 @@ use gputune::plan::memory::estimate;
 use gputune::plan::model::{LoraTargets, PRESET_NAMES, preset};
 use gputune::plan::recommend::{card, gradient_accumulation_steps, max_micro_batch, recommend};
 use gputune::plan::setup::{
-    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, TrainingSetup,
+    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding,
+    TrainingSetup,
 };
 use proptest::prelude::*;
 
 fn precision(index: u8) -> Precision {
-    [Precision::Fp32, Precision::Fp16Mixed, Precision::Bf16Mixed, Precision::Bf16][index as usize % 4]
+    [
+        Precision::Fp32,
+        Precision::Fp16Mixed,
+        Precision::Bf16Mixed,
+        Precision::Bf16,
+    ][index as usize % 4]
 }
 
 fn optimizer(index: u8) -> Optimizer {
@@ -25,7 +31,14 @@ fn optimizer(index: u8) -> Optimizer {
 }
 
 fn sharding(index: u8) -> Sharding {
-    [Sharding::None, Sharding::Ddp, Sharding::Fsdp, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3][index as usize % 6]
+    [
+        Sharding::None,
+        Sharding::Ddp,
+        Sharding::Fsdp,
+        Sharding::Zero1,
+        Sharding::Zero2,
+        Sharding::Zero3,
+    ][index as usize % 6]
 }
 
 proptest! {
@@ -65,6 +78,7 @@ proptest! {
             gpus,
             sharding: sharding(sharding_index),
             offload: Offload::None,
+            task: gputune::plan::setup::Task::LanguageModel,
             overheads: Overheads { cuda_context_bytes: context_mib.saturating_mul(1 << 20), allocator_reserve_fraction: reserve },
         };
         match estimate(&model, &setup) {
@@ -113,12 +127,21 @@ fn the_largest_micro_batch_fits_and_one_more_does_not() {
         checkpointing: Checkpointing::Full,
         ..TrainingSetup::new(1, 2048)
     };
-    let largest = max_micro_batch(&model, &setup, rtx4090.memory_bytes).ok().flatten().unwrap_or(0);
+    let largest = max_micro_batch(&model, &setup, rtx4090.memory_bytes)
+        .ok()
+        .flatten()
+        .unwrap_or(0);
     assert!(largest >= 1);
     let fits = |micro_batch| {
-        estimate(&model, &TrainingSetup { micro_batch, ..setup })
-            .map(|breakdown| gputune::plan::recommend::fits(&breakdown, rtx4090.memory_bytes))
-            .unwrap_or(false)
+        estimate(
+            &model,
+            &TrainingSetup {
+                micro_batch,
+                ..setup
+            },
+        )
+        .map(|breakdown| gputune::plan::recommend::fits(&breakdown, rtx4090.memory_bytes))
+        .unwrap_or(false)
     };
     assert!(fits(largest));
     assert!(!fits(largest + 1));
@@ -126,11 +149,19 @@ fn the_largest_micro_batch_fits_and_one_more_does_not() {
 
 #[test]
 fn sharding_and_qlora_shrink_what_each_gpu_holds() {
-    let Some(model) = preset("llama-2-70b") else { panic!("preset") };
-    let single = estimate(&model, &TrainingSetup::new(1, 2048)).map(|b| b.total()).unwrap_or(0);
+    let Some(model) = preset("llama-2-70b") else {
+        panic!("preset")
+    };
+    let single = estimate(&model, &TrainingSetup::new(1, 2048))
+        .map(|b| b.total())
+        .unwrap_or(0);
     let fsdp = estimate(
         &model,
-        &TrainingSetup { gpus: 8, sharding: Sharding::Fsdp, ..TrainingSetup::new(1, 2048) },
+        &TrainingSetup {
+            gpus: 8,
+            sharding: Sharding::Fsdp,
+            ..TrainingSetup::new(1, 2048)
+        },
     )
     .map(|b| b.total())
     .unwrap_or(u64::MAX);
@@ -138,7 +169,11 @@ fn sharding_and_qlora_shrink_what_each_gpu_holds() {
     let qlora = estimate(
         &model,
         &TrainingSetup {
-            method: Method::Qlora { rank: 16, targets: LoraTargets::AllLinear, double_quantization: true },
+            method: Method::Qlora {
+                rank: 16,
+                targets: LoraTargets::AllLinear,
+                double_quantization: true,
+            },
             checkpointing: Checkpointing::Full,
             ..TrainingSetup::new(1, 2048)
         },
@@ -150,9 +185,22 @@ fn sharding_and_qlora_shrink_what_each_gpu_holds() {
 
 #[test]
 fn bad_input_is_one_clear_sentence() {
-    let Some(model) = preset("gpt2") else { panic!("preset") };
-    let error = estimate(&model, &TrainingSetup::new(0, 1024)).err().map(|error| error.to_string());
-    assert_eq!(error.as_deref(), Some("The micro-batch must be between 1 and 1048576, not 0."));
-    let several = TrainingSetup { gpus: 4, ..TrainingSetup::new(1, 1024) };
-    assert!(estimate(&model, &several).is_err(), "4 GPUs with no data parallelism");
+    let Some(model) = preset("gpt2") else {
+        panic!("preset")
+    };
+    let error = estimate(&model, &TrainingSetup::new(0, 1024))
+        .err()
+        .map(|error| error.to_string());
+    assert_eq!(
+        error.as_deref(),
+        Some("The micro-batch must be between 1 and 1048576, not 0.")
+    );
+    let several = TrainingSetup {
+        gpus: 4,
+        ..TrainingSetup::new(1, 1024)
+    };
+    assert!(
+        estimate(&model, &several).is_err(),
+        "4 GPUs with no data parallelism"
+    );
 }

@@ -12,7 +12,10 @@ use crate::plan::PlanError;
 use crate::plan::memory::{MemoryBreakdown, parameter_counts};
 use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
 use crate::plan::recommend::{GpuCard, Strategy, card, cards, recommend, training_seconds};
-use crate::plan::setup::{Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, TrainingSetup};
+use crate::plan::setup::{
+    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
+    TrainingSetup,
+};
 
 /// The `plan` subcommand's options.
 #[derive(Debug, Clone, Args)]
@@ -21,7 +24,11 @@ pub struct PlanArgs {
     #[arg(long)]
     pub list_models: bool,
     /// A preset name (see --list-models) or the path of a config.json or .safetensors file.
-    #[arg(long, value_name = "NAME|PATH", required_unless_present = "list_models")]
+    #[arg(
+        long,
+        value_name = "NAME|PATH",
+        required_unless_present = "list_models"
+    )]
     pub model: Option<String>,
     #[arg(long, value_name = "full|lora|qlora", default_value = "full")]
     pub method: String,
@@ -54,6 +61,9 @@ pub struct PlanArgs {
     pub sharding: Sharding,
     #[arg(long, value_enum, default_value_t = Offload::None)]
     pub offload: Offload,
+    /// Language modelling (logits over the vocabulary at every token) or classification.
+    #[arg(long, value_enum, default_value_t = Task::LanguageModel)]
+    pub task: Task,
     /// Plan for a GPU with this much memory (GiB) instead of a named card.
     #[arg(long, value_name = "X")]
     pub gpu_memory_gib: Option<f64>,
@@ -135,7 +145,9 @@ fn method(args: &PlanArgs) -> Result<Method, PlanError> {
 fn target_card(args: &PlanArgs, backend: &BackendOptions) -> Result<GpuCard, PlanError> {
     if let Some(gib) = args.gpu_memory_gib {
         if !(gib.is_finite() && gib > 0.0 && gib <= 4096.0) {
-            return Err(PlanError::InvalidInput(format!("--gpu-memory-gib must be between 0 and 4096, not {gib}.")));
+            return Err(PlanError::InvalidInput(format!(
+                "--gpu-memory-gib must be between 0 and 4096, not {gib}."
+            )));
         }
         let base = card(&args.card).unwrap_or_else(|| cards().remove(0));
         return Ok(GpuCard {
@@ -147,35 +159,25 @@ fn target_card(args: &PlanArgs, backend: &BackendOptions) -> Result<GpuCard, Pla
     if args.card != "detected" {
         return card(&args.card).ok_or_else(|| {
             let names: Vec<String> = cards().into_iter().map(|card| card.name).collect();
-            PlanError::InvalidInput(format!("Unknown card \"{}\": use one of {} or --gpu-memory-gib.", args.card, names.join(", ")))
+            PlanError::InvalidInput(format!(
+                "Unknown card \"{}\": use one of {} or --gpu-memory-gib.",
+                args.card,
+                names.join(", ")
+            ))
         });
     }
     Ok(detected_card(backend))
 }
 
-/// GPU 0 as the device layer sees it, matched to the built-in list for its throughput.
+/// GPU 0 as the device layer sees it (an RTX 4090 when nothing answers).
 fn detected_card(backend: &BackendOptions) -> GpuCard {
-    let fallback = || cards().remove(0);
-    let Ok(mut opened) = crate::device::open_backend(backend) else {
-        return fallback();
-    };
-    let Ok(identity) = opened.backend.identity(0) else {
-        return fallback();
-    };
-    let known = cards().into_iter().find(|card| identity.name.contains(&card.name.replace(' ', " ")));
-    match known {
-        Some(known) => GpuCard {
-            memory_bytes: identity.memory_total_bytes,
-            ..known
-        },
-        None => GpuCard {
-            name: identity.name,
-            memory_bytes: identity.memory_total_bytes,
-            architecture: identity.architecture.unwrap_or_default(),
-            // Unknown card: assume an RTX 4090's rate for the time estimate.
-            dense_bf16_tflops: fallback().dense_bf16_tflops,
-        },
-    }
+    crate::device::open_backend(backend)
+        .ok()
+        .and_then(|mut opened| opened.backend.identity(0).ok())
+        .map_or_else(
+            || cards().remove(0),
+            |identity| crate::plan::recommend::card_for_gpu(&identity),
+        )
 }
 
 /// Runs `gputune plan`.
@@ -183,7 +185,11 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
     if args.list_models {
         for name in PRESET_NAMES {
             if let Some(model) = preset(name) {
-                writeln!(out, "{name:<20} {:>8.2} B parameters", model.parameter_count() as f64 / 1e9)?;
+                writeln!(
+                    out,
+                    "{name:<20} {:>8.2} B parameters",
+                    model.parameter_count() as f64 / 1e9
+                )?;
             }
         }
         return Ok(());
@@ -201,6 +207,7 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         gpus: args.gpus,
         sharding: args.sharding,
         offload: args.offload,
+        task: args.task,
         overheads: Overheads {
             cuda_context_bytes: args.cuda_context_mib.saturating_mul(1024 * 1024),
             allocator_reserve_fraction: if args.allocator_reserve_pct.is_finite() {
@@ -211,12 +218,21 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         },
     };
     let card = target_card(args, backend)?;
-    let target = args.target_batch.unwrap_or(args.micro_batch.saturating_mul(args.gpus));
+    let target = args
+        .target_batch
+        .unwrap_or(args.micro_batch.saturating_mul(args.gpus));
     let recommendation = recommend(&model, &setup, &card, target)?;
     let counts = parameter_counts(&model, &setup.method);
-    let seconds = args
-        .tokens
-        .map(|tokens| training_seconds(&model, &setup.method, tokens, &card, setup.gpus, args.utilization_pct / 100.0));
+    let seconds = args.tokens.map(|tokens| {
+        training_seconds(
+            &model,
+            &setup.method,
+            tokens,
+            &card,
+            setup.gpus,
+            args.utilization_pct / 100.0,
+        )
+    });
     if args.json {
         let report = PlanReport {
             model: &model.name,
@@ -238,7 +254,14 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         writeln!(out)?;
         return Ok(());
     }
-    write_text(out, &model, &card, &recommendation, counts.trainable, seconds)?;
+    write_text(
+        out,
+        &model,
+        &card,
+        &recommendation,
+        counts.trainable,
+        seconds,
+    )?;
     Ok(())
 }
 
@@ -273,13 +296,22 @@ fn write_text(
     ] {
         writeln!(out, "  {label:<12} {:>11}", gib(bytes))?;
     }
-    writeln!(out, "  {:<12} {:>11} per GPU, as nvidia-smi would show it", "Total", gib(breakdown.total()))?;
+    writeln!(
+        out,
+        "  {:<12} {:>11} per GPU, as nvidia-smi would show it",
+        "Total",
+        gib(breakdown.total())
+    )?;
     writeln!(out, "{}", recommendation.summary)?;
     if let Some(seconds) = seconds {
         writeln!(out, "Time estimate: {:.1} h", seconds / 3600.0)?;
     }
     writeln!(out, "\nStrategies on {} (best first):", card.name)?;
-    writeln!(out, "  {:<6} {:<11} {:<14} {:>12} {:>10}", "method", "precision", "checkpointing", "at batch 1", "max batch")?;
+    writeln!(
+        out,
+        "  {:<6} {:<11} {:<14} {:>12} {:>10}",
+        "method", "precision", "checkpointing", "at batch 1", "max batch"
+    )?;
     for row in &recommendation.strategies {
         writeln!(
             out,
@@ -288,7 +320,8 @@ fn write_text(
             row.precision,
             if row.checkpointing { "full" } else { "none" },
             gib(row.per_gpu_bytes_at_batch_1),
-            row.max_micro_batch.map_or("no fit".to_string(), |batch| batch.to_string())
+            row.max_micro_batch
+                .map_or("no fit".to_string(), |batch| batch.to_string())
         )?;
     }
     for line in &recommendation.advice {

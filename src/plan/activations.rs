@@ -5,7 +5,7 @@
 //! tensor by tensor from their stages (docs/planner.md).
 
 use super::model::{Architecture, CnnConfig, MlpKind, RESNET_WIDTHS, TransformerConfig, head_dim};
-use super::setup::{Attention, Checkpointing, Precision, TrainingSetup};
+use super::setup::{Attention, Checkpointing, Precision, Task, TrainingSetup};
 
 /// The transformer shape that matters for activations.
 struct Shape {
@@ -27,7 +27,13 @@ pub fn activation_bytes(architecture: &Architecture, setup: &TrainingSetup) -> f
     match architecture {
         Architecture::Transformer(config) => {
             let shape = text_shape(config);
-            transformer_bytes(&shape, setup.sequence_length as f64, batch, value_bytes, setup)
+            transformer_bytes(
+                &shape,
+                setup.sequence_length as f64,
+                batch,
+                value_bytes,
+                setup,
+            )
         }
         Architecture::Vit(config) => {
             let patches = (setup.sequence_length / config.patch_size.max(1)).pow(2) as f64;
@@ -44,7 +50,9 @@ pub fn activation_bytes(architecture: &Architecture, setup: &TrainingSetup) -> f
             let image = 3.0 * (setup.sequence_length as f64).powi(2) * batch * value_bytes;
             image + transformer_bytes(&shape, patches + 1.0, batch, value_bytes, setup)
         }
-        Architecture::Cnn(config) => cnn_bytes(config, setup.sequence_length as f64, batch, setup.precision),
+        Architecture::Cnn(config) => {
+            cnn_bytes(config, setup.sequence_length as f64, batch, setup.precision)
+        }
     }
 }
 
@@ -62,19 +70,40 @@ fn text_shape(config: &TransformerConfig) -> Shape {
 }
 
 /// One transformer layer's saved activations, in bytes.
-fn layer_bytes(shape: &Shape, tokens: f64, batch: f64, value_bytes: f64, attention: Attention) -> f64 {
+fn layer_bytes(
+    shape: &Shape,
+    tokens: f64,
+    batch: f64,
+    value_bytes: f64,
+    norm_bytes: f64,
+    attention: Attention,
+) -> f64 {
     let positions = tokens * batch;
     let hidden = shape.hidden;
-    // Norm inputs (2), QKV input, Q/K/V, attention output (o-proj input), MLP input.
-    let dense = positions * value_bytes * (hidden + hidden + (hidden + 2.0 * shape.kv_width) + hidden + hidden + hidden);
+    // QKV input, Q/K/V, attention output (o-proj input), MLP input.
+    let dense =
+        positions * value_bytes * (hidden + (hidden + 2.0 * shape.kv_width) + hidden + hidden);
+    // The two norms' saved inputs.
+    let norms = 2.0 * positions * hidden * norm_bytes;
     let mlp_tensors = if shape.swiglu { 4.0 } else { 2.0 };
     let mlp = positions * value_bytes * mlp_tensors * shape.intermediate;
-    let dropout_masks = if shape.dropout { 2.0 * positions * hidden } else { 0.0 };
+    let dropout_masks = if shape.dropout {
+        2.0 * positions * hidden
+    } else {
+        0.0
+    };
     let scores = match attention {
         Attention::Eager => {
             let matrix = batch * shape.heads * tokens * tokens;
-            let softmax = matrix * value_bytes;
-            let attention_dropout = if shape.dropout { matrix * (1.0 + value_bytes) } else { 0.0 };
+            // Softmax runs in fp32 (also under autocast, which then casts the probabilities
+            // back to 16 bits for the matmul with V and keeps that copy too).
+            let cast_copy = if value_bytes < 4.0 { value_bytes } else { 0.0 };
+            let (softmax, attention_dropout) = if shape.dropout {
+                // The mask and the fp32 dropped-out probabilities; the cast is of those.
+                (matrix * 4.0, matrix * (1.0 + 4.0 + cast_copy))
+            } else {
+                (matrix * (4.0 + cast_copy), 0.0)
+            };
             // Eager grouped-query attention repeats K and V to every head before the matmuls.
             let repeated_kv = positions * value_bytes * 2.0 * (hidden - shape.kv_width).max(0.0);
             softmax + attention_dropout + repeated_kv
@@ -82,27 +111,60 @@ fn layer_bytes(shape: &Shape, tokens: f64, batch: f64, value_bytes: f64, attenti
         // Fused kernels keep only the log-sum-exp per row, in fp32.
         Attention::Sdpa | Attention::Flash => batch * shape.heads * tokens * 4.0,
     };
-    dense + mlp + dropout_masks + scores
+    dense + norms + mlp + dropout_masks + scores
 }
 
-fn transformer_bytes(shape: &Shape, tokens: f64, batch: f64, value_bytes: f64, setup: &TrainingSetup) -> f64 {
+/// Bytes a norm keeps per value for its backward pass. LayerNorm runs in fp32 (autocast puts it
+/// on its fp32 list) and keeps its fp32 input; Hugging Face's RMSNorm upcasts to fp32 and keeps
+/// that and the normalized value for the weight multiply.
+fn norm_bytes(shape: &Shape, precision: Precision) -> f64 {
+    match (shape.swiglu, precision) {
+        (false, _) => 4.0,
+        (true, Precision::Fp32) => 8.0,
+        (true, _) => 6.0,
+    }
+}
+
+fn transformer_bytes(
+    shape: &Shape,
+    tokens: f64,
+    batch: f64,
+    value_bytes: f64,
+    setup: &TrainingSetup,
+) -> f64 {
     let positions = tokens * batch;
-    let one_layer = layer_bytes(shape, tokens, batch, value_bytes, setup.attention);
+    let one_layer = layer_bytes(
+        shape,
+        tokens,
+        batch,
+        value_bytes,
+        norm_bytes(shape, setup.precision),
+        setup.attention,
+    );
     let layers = match setup.checkpointing {
         Checkpointing::None => shape.layers * one_layer,
         // Each block's input is kept; one block is recomputed at a time in the backward pass.
         Checkpointing::Full => shape.layers * positions * shape.hidden * value_bytes + one_layer,
     };
-    let embedding_dropout = if shape.dropout { positions * shape.hidden } else { 0.0 };
+    let embedding_dropout = if shape.dropout {
+        positions * shape.hidden
+    } else {
+        0.0
+    };
     // Final norm input and the output head's input.
     let head_inputs = 2.0 * positions * shape.hidden * value_bytes;
-    // Logits in the compute type, their fp32 upcast for the loss, and the loss's fp32
-    // log-softmax (Hugging Face models upcast logits before cross-entropy).
+    // Logits in the compute type, their fp32 upcast for the loss, the loss's fp32 log-softmax
+    // and the fp32 gradient the backward pass starts with (Hugging Face models upcast logits
+    // before cross-entropy).
     let logit_bytes = match setup.precision {
-        Precision::Fp32 => 8.0,
-        _ => value_bytes + 8.0,
+        Precision::Fp32 => 12.0,
+        _ => value_bytes + 12.0,
     };
-    let logits = positions * shape.vocab * logit_bytes;
+    let logits = match setup.task {
+        Task::LanguageModel => positions * shape.vocab * logit_bytes,
+        // A classifier's head sees one pooled vector per sample.
+        Task::Classification => 0.0,
+    };
     layers + embedding_dropout + head_inputs + logits
 }
 
@@ -110,7 +172,9 @@ fn transformer_bytes(shape: &Shape, tokens: f64, batch: f64, value_bytes: f64, s
 fn cnn_bytes(config: &CnnConfig, image_size: f64, batch: f64, precision: Precision) -> f64 {
     let value_bytes = precision.activation_bytes() as f64;
     let elements = match config {
-        CnnConfig::ResNet { blocks_per_stage, .. } => resnet_elements(blocks_per_stage, image_size),
+        CnnConfig::ResNet {
+            blocks_per_stage, ..
+        } => resnet_elements(blocks_per_stage, image_size),
         CnnConfig::ConvNeXt {
             blocks_per_stage,
             channels_per_stage,
@@ -151,12 +215,17 @@ fn resnet_elements(blocks_per_stage: &[u64; 4], image_size: f64) -> f64 {
 }
 
 /// Saved values per image of a ConvNeXt.
-fn convnext_elements(blocks_per_stage: &[u64; 4], channels_per_stage: &[u64; 4], image_size: f64) -> f64 {
+fn convnext_elements(
+    blocks_per_stage: &[u64; 4],
+    channels_per_stage: &[u64; 4],
+    image_size: f64,
+) -> f64 {
     // Input image, patchify conv output (LayerNorm input) and LayerNorm output.
     let mut area = (image_size / 4.0).powi(2);
     let first = channels_per_stage[0] as f64;
     let mut total = 3.0 * image_size * image_size + 2.0 * first * area;
-    for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate() {
+    for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate()
+    {
         if stage > 0 {
             // Downsampling LayerNorm output (the 2×2 conv's input) at the previous size.
             total += channels_per_stage[stage - 1] as f64 * area;

@@ -47,28 +47,54 @@ const MAX_GPUS: u64 = 1 << 16;
 pub fn validate(model: &Model, setup: &TrainingSetup) -> Result<(), PlanError> {
     let invalid = |message: String| Err(PlanError::InvalidInput(message));
     if !(1..=MAX_MICRO_BATCH).contains(&setup.micro_batch) {
-        return invalid(format!("The micro-batch must be between 1 and {MAX_MICRO_BATCH}, not {}.", setup.micro_batch));
+        return invalid(format!(
+            "The micro-batch must be between 1 and {MAX_MICRO_BATCH}, not {}.",
+            setup.micro_batch
+        ));
     }
-    let size_name = if model.is_vision() { "image size" } else { "sequence length" };
+    let size_name = if model.is_vision() {
+        "image size"
+    } else {
+        "sequence length"
+    };
     if !(1..=MAX_SEQUENCE_LENGTH).contains(&setup.sequence_length) {
-        return invalid(format!("The {size_name} must be between 1 and {MAX_SEQUENCE_LENGTH}, not {}.", setup.sequence_length));
+        return invalid(format!(
+            "The {size_name} must be between 1 and {MAX_SEQUENCE_LENGTH}, not {}.",
+            setup.sequence_length
+        ));
     }
     if !(1..=MAX_GPUS).contains(&setup.gpus) {
-        return invalid(format!("The number of GPUs must be between 1 and {MAX_GPUS}, not {}.", setup.gpus));
+        return invalid(format!(
+            "The number of GPUs must be between 1 and {MAX_GPUS}, not {}.",
+            setup.gpus
+        ));
     }
     if setup.gpus > 1 && setup.sharding == Sharding::None {
-        return invalid("Several GPUs need a way to share the work: choose --sharding ddp, fsdp or zero1/2/3.".to_string());
+        return invalid(
+            "Several GPUs need a way to share the work: choose --sharding ddp, fsdp or zero1/2/3."
+                .to_string(),
+        );
     }
     if let Method::Lora { rank, .. } | Method::Qlora { rank, .. } = setup.method
         && !(1..=65_536).contains(&rank)
     {
-        return invalid(format!("The LoRA rank must be between 1 and 65536, not {rank}."));
+        return invalid(format!(
+            "The LoRA rank must be between 1 and 65536, not {rank}."
+        ));
     }
     if matches!(setup.method, Method::Qlora { .. }) && setup.precision == Precision::Fp32 {
-        return invalid("QLoRA computes in 16 bits: choose --precision bf16-mixed, fp16-mixed or bf16.".to_string());
+        return invalid(
+            "QLoRA computes in 16 bits: choose --precision bf16-mixed, fp16-mixed or bf16."
+                .to_string(),
+        );
     }
-    if model.is_vision() && !matches!(setup.method, Method::Full) && !matches!(model.architecture, Architecture::Vit(_)) {
-        return invalid("LoRA and QLoRA apply to transformers; train a CNN with --method full.".to_string());
+    if model.is_vision()
+        && !matches!(setup.method, Method::Full)
+        && !matches!(model.architecture, Architecture::Vit(_))
+    {
+        return invalid(
+            "LoRA and QLoRA apply to transformers; train a CNN with --method full.".to_string(),
+        );
     }
     super::model_checks(model)
 }
@@ -111,7 +137,11 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         weights += gather_buffer_bytes(model, counts.total);
     }
 
-    let gradient_bytes_per_value = if setup.precision == Precision::Bf16 { 2.0 } else { 4.0 };
+    let gradient_bytes_per_value = if setup.precision == Precision::Bf16 {
+        2.0
+    } else {
+        4.0
+    };
     let mut gradients = counts.trainable * gradient_bytes_per_value;
     if sharded_gradients {
         gradients /= shards;
@@ -161,11 +191,21 @@ fn weight_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) 
         (Method::Full, Precision::Bf16) => 2.0 * counts.total,
         (Method::Lora { .. }, Precision::Fp32) => 4.0 * frozen + adapters,
         (Method::Lora { .. }, _) => 2.0 * frozen + adapters,
-        (Method::Qlora { double_quantization, .. }, _) => {
+        (
+            Method::Qlora {
+                double_quantization,
+                ..
+            },
+            _,
+        ) => {
             let quantized = (model.block_linear_parameter_count() as f64).min(counts.total);
             // NF4: half a byte per weight, plus one absmax per 64 weights: fp32, or with double
             // quantization 8 bits plus an fp32 constant per 256 blocks.
-            let constants = if double_quantization { 1.0 / 64.0 + 4.0 / (64.0 * 256.0) } else { 4.0 / 64.0 };
+            let constants = if double_quantization {
+                1.0 / 64.0 + 4.0 / (64.0 * 256.0)
+            } else {
+                4.0 / 64.0
+            };
             quantized * (0.5 + constants) + 2.0 * (counts.total - quantized) + adapters
         }
     }
@@ -174,7 +214,11 @@ fn weight_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) 
 /// Optimizer state before sharding.
 fn optimizer_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
     // Pure bf16 training keeps the optimizer state in the parameters' type.
-    let state_value = if setup.precision == Precision::Bf16 { 2.0 } else { 4.0 };
+    let state_value = if setup.precision == Precision::Bf16 {
+        2.0
+    } else {
+        4.0
+    };
     match setup.optimizer {
         Optimizer::Adamw => 2.0 * state_value * counts.trainable,
         // bitsandbytes: two 8-bit states per parameter plus a float per 2048-value block.
@@ -189,16 +233,26 @@ fn optimizer_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCount
 fn adafactor_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
     let shapes = model.lora_target_shapes(super::model::LoraTargets::AllLinear);
     let factored: f64 = match setup.method {
-        Method::Full => shapes.iter().map(|(inputs, outputs)| (inputs + outputs) as f64).sum(),
+        Method::Full => shapes
+            .iter()
+            .map(|(inputs, outputs)| (inputs + outputs) as f64)
+            .sum(),
         Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } => model
             .lora_target_shapes(targets)
             .iter()
             .map(|(inputs, outputs)| (2 * rank + inputs + outputs) as f64)
             .sum(),
     };
-    let in_matrices: f64 = shapes.iter().map(|(inputs, outputs)| (inputs * outputs) as f64).sum();
+    let in_matrices: f64 = shapes
+        .iter()
+        .map(|(inputs, outputs)| (inputs * outputs) as f64)
+        .sum();
     // Embeddings and the like: treat them as one factored matrix of their square root's sides.
-    let rest = if setup.method == Method::Full { (counts.total - in_matrices).max(0.0) } else { 0.0 };
+    let rest = if setup.method == Method::Full {
+        (counts.total - in_matrices).max(0.0)
+    } else {
+        0.0
+    };
     4.0 * (factored + 2.0 * rest.sqrt())
 }
 

@@ -57,7 +57,10 @@ pub struct VitConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum CnnConfig {
     /// ResNet with bottleneck blocks (torchvision layout: stride on the 3×3 conv).
-    ResNet { blocks_per_stage: [u64; 4], classes: u64 },
+    ResNet {
+        blocks_per_stage: [u64; 4],
+        classes: u64,
+    },
     /// ConvNeXt: depthwise 7×7 conv, LayerNorm, inverted MLP (4×), per stage.
     ConvNeXt {
         blocks_per_stage: [u64; 4],
@@ -134,7 +137,11 @@ impl Model {
         ];
         if targets == LoraTargets::AllLinear {
             if swiglu {
-                per_layer.extend([(hidden, intermediate), (hidden, intermediate), (intermediate, hidden)]);
+                per_layer.extend([
+                    (hidden, intermediate),
+                    (hidden, intermediate),
+                    (intermediate, hidden),
+                ]);
             } else {
                 per_layer.extend([(hidden, intermediate), (intermediate, hidden)]);
             }
@@ -160,9 +167,10 @@ fn architecture_parameter_count(architecture: &Architecture) -> u64 {
     match architecture {
         Architecture::Transformer(config) => transformer_parameters(config),
         Architecture::Vit(config) => vit_parameters(config),
-        Architecture::Cnn(CnnConfig::ResNet { blocks_per_stage, classes }) => {
-            resnet_parameters(blocks_per_stage, *classes)
-        }
+        Architecture::Cnn(CnnConfig::ResNet {
+            blocks_per_stage,
+            classes,
+        }) => resnet_parameters(blocks_per_stage, *classes),
         Architecture::Cnn(CnnConfig::ConvNeXt {
             blocks_per_stage,
             channels_per_stage,
@@ -174,10 +182,18 @@ fn architecture_parameter_count(architecture: &Architecture) -> u64 {
 fn transformer_parameters(config: &TransformerConfig) -> u64 {
     let hidden = config.hidden_size;
     let kv_width = config.kv_heads * head_dim(hidden, config.attention_heads);
-    let norm = if config.layer_norm_bias { 2 * hidden } else { hidden };
+    let norm = if config.layer_norm_bias {
+        2 * hidden
+    } else {
+        hidden
+    };
     let attention = hidden * hidden * 2
         + hidden * kv_width * 2
-        + if config.qkv_bias { hidden + 2 * kv_width } else { 0 }
+        + if config.qkv_bias {
+            hidden + 2 * kv_width
+        } else {
+            0
+        }
         + if config.output_bias { hidden } else { 0 };
     let mlp = match config.mlp {
         MlpKind::Gelu => 2 * hidden * config.intermediate_size + config.intermediate_size + hidden,
@@ -187,10 +203,16 @@ fn transformer_parameters(config: &TransformerConfig) -> u64 {
     let embeddings = config.vocab_size * hidden + config.learned_positions * hidden;
     let encoder_extras = match config.kind {
         // Token-type embeddings, the embedding LayerNorm, and the masked-LM head's transform.
-        TransformerKind::EncoderOnly => 2 * hidden + norm + hidden * hidden + hidden + norm + config.vocab_size,
+        TransformerKind::EncoderOnly => {
+            2 * hidden + norm + hidden * hidden + hidden + norm + config.vocab_size
+        }
         TransformerKind::DecoderOnly => norm,
     };
-    let output_head = if config.tied_embeddings { 0 } else { config.vocab_size * hidden };
+    let output_head = if config.tied_embeddings {
+        0
+    } else {
+        config.vocab_size * hidden
+    };
     config.layers * per_layer + embeddings + encoder_extras + output_head
 }
 
@@ -199,7 +221,9 @@ fn vit_parameters(config: &VitConfig) -> u64 {
     let patches = (224 / config.patch_size.max(1)).pow(2);
     let patch_embedding = 3 * config.patch_size * config.patch_size * hidden + hidden;
     let tokens = (patches + 1) * hidden + hidden;
-    let per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * config.intermediate_size
+    let per_layer = 4 * hidden * hidden
+        + 4 * hidden
+        + 2 * hidden * config.intermediate_size
         + config.intermediate_size
         + hidden
         + 4 * hidden;
@@ -231,16 +255,25 @@ fn resnet_parameters(blocks_per_stage: &[u64; 4], classes: u64) -> u64 {
     total + inputs * classes + classes
 }
 
-fn convnext_parameters(blocks_per_stage: &[u64; 4], channels_per_stage: &[u64; 4], classes: u64) -> u64 {
+fn convnext_parameters(
+    blocks_per_stage: &[u64; 4],
+    channels_per_stage: &[u64; 4],
+    classes: u64,
+) -> u64 {
     let layer_norm = |channels: u64| 2 * channels;
     let first = channels_per_stage[0];
     let mut total = 3 * 16 * first + first + layer_norm(first);
-    for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate() {
+    for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate()
+    {
         if stage > 0 {
             let previous = channels_per_stage[stage - 1];
             total += layer_norm(previous) + previous * channels * 4 + channels;
         }
-        let block = 49 * channels + channels + layer_norm(channels) + channels * 4 * channels + 4 * channels
+        let block = 49 * channels
+            + channels
+            + layer_norm(channels)
+            + channels * 4 * channels
+            + 4 * channels
             + 4 * channels * channels
             + channels
             + channels;
@@ -305,7 +338,15 @@ fn bert(layers: u64, hidden: u64, heads: u64) -> TransformerConfig {
 }
 
 /// A Llama-style decoder: RMSNorm, rotary positions, SwiGLU, no biases, no dropout.
-fn llama(layers: u64, hidden: u64, heads: u64, kv_heads: u64, intermediate: u64, vocab: u64, tied: bool) -> TransformerConfig {
+fn llama(
+    layers: u64,
+    hidden: u64,
+    heads: u64,
+    kv_heads: u64,
+    intermediate: u64,
+    vocab: u64,
+    tied: bool,
+) -> TransformerConfig {
     TransformerConfig {
         kind: TransformerKind::DecoderOnly,
         layers,
@@ -425,7 +466,11 @@ mod tests {
             let model = preset(name).unwrap_or_else(|| panic!("preset {name}"));
             let count = model.parameter_count() as f64;
             let error = (count - expected).abs() / expected;
-            assert!(error < 0.015, "{name}: {count:.0} vs published {expected:.0} ({:.2} %)", error * 100.0);
+            assert!(
+                error < 0.015,
+                "{name}: {count:.0} vs published {expected:.0} ({:.2} %)",
+                error * 100.0
+            );
         }
         assert!(PRESET_NAMES.iter().all(|name| preset(name).is_some()));
         assert!(preset("gpt-5").is_none());
@@ -434,8 +479,14 @@ mod tests {
     #[test]
     fn lora_targets_count_the_right_layers() {
         let model = preset("llama-2-7b").unwrap_or_else(|| panic!("preset"));
-        assert_eq!(model.lora_target_shapes(LoraTargets::Attention).len(), 32 * 4);
-        assert_eq!(model.lora_target_shapes(LoraTargets::AllLinear).len(), 32 * 7);
+        assert_eq!(
+            model.lora_target_shapes(LoraTargets::Attention).len(),
+            32 * 4
+        );
+        assert_eq!(
+            model.lora_target_shapes(LoraTargets::AllLinear).len(),
+            32 * 7
+        );
         // Rank 8 on q and v alone would be 4.2 M; on q, k, v, o it is twice that.
         let rank = 8;
         let adapter: u64 = model

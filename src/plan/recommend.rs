@@ -48,10 +48,34 @@ pub fn cards() -> Vec<GpuCard> {
 
 /// The built-in card with this name (case and spaces ignored: "rtx4090", "A100 80GB").
 pub fn card(name: &str) -> Option<GpuCard> {
-    let wanted: String = name.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_lowercase();
+    let wanted: String = name
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase();
     cards()
         .into_iter()
         .find(|card| card.name.replace(' ', "").to_lowercase() == wanted)
+}
+
+/// The built-in card a detected GPU is (its memory as the driver reports it), or a card with the
+/// GPU's own name, memory and generation and an RTX 4090's throughput when it is not listed.
+pub fn card_for_gpu(identity: &crate::device::GpuIdentity) -> GpuCard {
+    let listed = cards()
+        .into_iter()
+        .find(|card| identity.name.contains(&card.name));
+    match listed {
+        Some(card) => GpuCard {
+            memory_bytes: identity.memory_total_bytes,
+            ..card
+        },
+        None => GpuCard {
+            name: identity.name.clone(),
+            memory_bytes: identity.memory_total_bytes,
+            architecture: identity.architecture.clone().unwrap_or_default(),
+            dense_bf16_tflops: CARD_TABLE[0].3,
+        },
+    }
 }
 
 /// Memory kept free so a run does not die on fragmentation spikes.
@@ -63,9 +87,19 @@ pub fn fits(breakdown: &MemoryBreakdown, memory_bytes: u64) -> bool {
 }
 
 /// The largest micro-batch that fits, or `None` if not even 1 does.
-pub fn max_micro_batch(model: &Model, setup: &TrainingSetup, memory_bytes: u64) -> Result<Option<u64>, PlanError> {
+pub fn max_micro_batch(
+    model: &Model,
+    setup: &TrainingSetup,
+    memory_bytes: u64,
+) -> Result<Option<u64>, PlanError> {
     let fits_with = |micro_batch: u64| -> Result<bool, PlanError> {
-        let breakdown = estimate(model, &TrainingSetup { micro_batch, ..*setup })?;
+        let breakdown = estimate(
+            model,
+            &TrainingSetup {
+                micro_batch,
+                ..*setup
+            },
+        )?;
         Ok(fits(&breakdown, memory_bytes))
     };
     if !fits_with(1)? {
@@ -112,7 +146,11 @@ pub struct Strategy {
 /// Full / LoRA / QLoRA × precision × checkpointing on this card, best first: what fits before
 /// what does not, then full before LoRA before QLoRA, then no recomputation before
 /// checkpointing, then the larger micro-batch.
-pub fn strategy_table(model: &Model, setup: &TrainingSetup, card: &GpuCard) -> Result<Vec<Strategy>, PlanError> {
+pub fn strategy_table(
+    model: &Model,
+    setup: &TrainingSetup,
+    card: &GpuCard,
+) -> Result<Vec<Strategy>, PlanError> {
     let (rank, targets) = match setup.method {
         Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } => (rank, targets),
         Method::Full => (16, LoraTargets::AllLinear),
@@ -148,7 +186,13 @@ pub fn strategy_table(model: &Model, setup: &TrainingSetup, card: &GpuCard) -> R
                 let at_one = estimate(model, &candidate)?;
                 let max_batch = max_micro_batch(model, &candidate, card.memory_bytes)?;
                 rows.push((
-                    (max_batch.is_none(), method_rank, checkpointing == Checkpointing::Full, precision_rank, std::cmp::Reverse(max_batch)),
+                    (
+                        max_batch.is_none(),
+                        method_rank,
+                        checkpointing == Checkpointing::Full,
+                        precision_rank,
+                        std::cmp::Reverse(max_batch),
+                    ),
                     Strategy {
                         method: method.name(),
                         precision: precision.name(),
@@ -160,7 +204,7 @@ pub fn strategy_table(model: &Model, setup: &TrainingSetup, card: &GpuCard) -> R
             }
         }
     }
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows.sort_by_key(|(rank, _)| *rank);
     Ok(rows.into_iter().map(|(_, row)| row).collect())
 }
 
@@ -176,7 +220,9 @@ pub fn advice(card: &GpuCard, setup: &TrainingSetup) -> Vec<String> {
             "{} ({}) supports bf16: prefer bf16 mixed precision, which needs no loss scaling.",
             card.name, card.architecture
         ));
-        if matches!(setup.precision, Precision::Bf16Mixed | Precision::Bf16) && setup.attention == Attention::Flash {
+        if matches!(setup.precision, Precision::Bf16Mixed | Precision::Bf16)
+            && setup.attention == Attention::Flash
+        {
             lines.push(
                 "bf16 with flash attention has a known failure mode where the loss suddenly blows up: if it does, \
                  switch to fp16 with loss scaling or to eager attention."
@@ -189,7 +235,10 @@ pub fn advice(card: &GpuCard, setup: &TrainingSetup) -> Vec<String> {
             card.name, card.architecture
         ));
         if matches!(setup.precision, Precision::Bf16Mixed | Precision::Bf16) {
-            lines.push("bf16 is emulated or unsupported on this GPU: expect it to be slow or to fail.".to_string());
+            lines.push(
+                "bf16 is emulated or unsupported on this GPU: expect it to be slow or to fail."
+                    .to_string(),
+            );
         }
     }
     if setup.gpus > 1 && card.architecture == "Ada" && card.name.starts_with("RTX") {
@@ -205,7 +254,14 @@ pub fn advice(card: &GpuCard, setup: &TrainingSetup) -> Vec<String> {
 /// Seconds to train on `tokens` tokens: 6 FLOPs per parameter per token for full training
 /// (forward 2, backward 4), 4 per frozen parameter plus 6 per adapter parameter for LoRA
 /// (no weight gradients for frozen weights), over the GPUs' dense bf16 rate at `utilization`.
-pub fn training_seconds(model: &Model, method: &Method, tokens: f64, card: &GpuCard, gpus: u64, utilization: f64) -> f64 {
+pub fn training_seconds(
+    model: &Model,
+    method: &Method,
+    tokens: f64,
+    card: &GpuCard,
+    gpus: u64,
+    utilization: f64,
+) -> f64 {
     let counts = parameter_counts(model, method);
     let flops_per_token = match method {
         Method::Full => 6.0 * counts.total,
@@ -228,14 +284,31 @@ pub struct Recommendation {
 }
 
 /// The full answer: breakdown, fit, largest micro-batch, accumulation, strategy table, advice.
-pub fn recommend(model: &Model, setup: &TrainingSetup, card: &GpuCard, target_global_batch: u64) -> Result<Recommendation, PlanError> {
+pub fn recommend(
+    model: &Model,
+    setup: &TrainingSetup,
+    card: &GpuCard,
+    target_global_batch: u64,
+) -> Result<Recommendation, PlanError> {
     let breakdown = estimate(model, setup)?;
     let fits_now = fits(&breakdown, card.memory_bytes);
     let max_batch = max_micro_batch(model, setup, card.memory_bytes)?;
-    let micro_batch = if fits_now { setup.micro_batch } else { max_batch.unwrap_or(setup.micro_batch) };
-    let grad_accum_steps = gradient_accumulation_steps(target_global_batch, micro_batch, setup.gpus);
+    let micro_batch = if fits_now {
+        setup.micro_batch
+    } else {
+        max_batch.unwrap_or(setup.micro_batch)
+    };
+    let grad_accum_steps =
+        gradient_accumulation_steps(target_global_batch, micro_batch, setup.gpus);
     let strategies = strategy_table(model, setup, card)?;
-    let summary = summary(setup, card, fits_now, max_batch, grad_accum_steps, &strategies);
+    let summary = summary(
+        setup,
+        card,
+        fits_now,
+        max_batch,
+        grad_accum_steps,
+        &strategies,
+    );
     Ok(Recommendation {
         breakdown,
         fits: fits_now,
@@ -247,8 +320,19 @@ pub fn recommend(model: &Model, setup: &TrainingSetup, card: &GpuCard, target_gl
     })
 }
 
-fn summary(setup: &TrainingSetup, card: &GpuCard, fits_now: bool, max_batch: Option<u64>, grad_accum_steps: u64, strategies: &[Strategy]) -> String {
-    let gpus = if setup.gpus > 1 { format!("{} × {}", setup.gpus, card.name) } else { card.name.clone() };
+fn summary(
+    setup: &TrainingSetup,
+    card: &GpuCard,
+    fits_now: bool,
+    max_batch: Option<u64>,
+    grad_accum_steps: u64,
+    strategies: &[Strategy],
+) -> String {
+    let gpus = if setup.gpus > 1 {
+        format!("{} × {}", setup.gpus, card.name)
+    } else {
+        card.name.clone()
+    };
     match (fits_now, max_batch) {
         (true, Some(max)) => format!(
             "Fits on {gpus}: micro-batch {} (up to {max}) with {grad_accum_steps} accumulation step(s).",
@@ -263,10 +347,16 @@ fn summary(setup: &TrainingSetup, card: &GpuCard, fits_now: bool, max_batch: Opt
                 "Does not fit on {gpus} even at micro-batch 1; {} in {}{} fits (micro-batch up to {}).",
                 best.method,
                 best.precision,
-                if best.checkpointing { " with gradient checkpointing" } else { "" },
+                if best.checkpointing {
+                    " with gradient checkpointing"
+                } else {
+                    ""
+                },
                 best.max_micro_batch.unwrap_or(1)
             ),
-            None => format!("Does not fit on {gpus} in any strategy: shard across more GPUs or offload to the CPU."),
+            None => format!(
+                "Does not fit on {gpus} in any strategy: shard across more GPUs or offload to the CPU."
+            ),
         },
     }
 }

@@ -142,6 +142,19 @@ pub enum Offload {
     OptimizerAndParams,
 }
 
+/// What the model is trained to output: a language model's logits cover the whole vocabulary at
+/// every position, a classifier's a few classes per sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    /// Causal or masked language modelling (the default for text models).
+    #[default]
+    #[value(name = "lm")]
+    LanguageModel,
+    /// Sequence or image classification.
+    Classification,
+}
+
 /// Memory the framework takes beyond the training state: the CUDA context (kernels, cuBLAS
 /// workspaces) and what the caching allocator reserves on top of what tensors use.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -174,6 +187,7 @@ pub struct TrainingSetup {
     pub gpus: u64,
     pub sharding: Sharding,
     pub offload: Offload,
+    pub task: Task,
     pub overheads: Overheads,
 }
 
@@ -191,6 +205,7 @@ impl TrainingSetup {
             gpus: 1,
             sharding: Sharding::None,
             offload: Offload::None,
+            task: Task::LanguageModel,
             overheads: Overheads::default(),
         }
     }

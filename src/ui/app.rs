@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::model::{Connection, Model};
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
+use super::plan::{PlanAction, PlanPanel};
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
 use crate::device::BackendOptions;
 use crate::device::sim::wall_clock_ms;
@@ -29,6 +30,7 @@ pub struct RememberedState {
     pub selected_gpu_uuid: Option<String>,
     pub monitor: MonitorView,
     pub interval_ms: u64,
+    pub tab: Tab,
 }
 
 impl Default for RememberedState {
@@ -37,13 +39,24 @@ impl Default for RememberedState {
             selected_gpu_uuid: None,
             monitor: MonitorView::default(),
             interval_ms: DEFAULT_INTERVAL_MS,
+            tab: Tab::Monitor,
         }
     }
+}
+
+/// The window's top-level views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Tab {
+    #[default]
+    Monitor,
+    Plan,
 }
 
 /// What the app must do outside the UI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppCommand {
+    /// Something the planner panel asked for (a file dialog, an export).
+    Plan(PlanAction),
     /// Tell the device-owner thread to sample at this interval.
     SetInterval { interval_ms: u64 },
     /// Ask for a file name and save this GPU's history as CSV.
@@ -52,6 +65,8 @@ pub enum AppCommand {
 
 /// Everything the window shows and the user chose.
 pub struct AppState {
+    pub tab: Tab,
+    pub plan: PlanPanel,
     pub model: Model,
     /// The GPU whose graphs are open; `None` shows the overview.
     pub selected_gpu: Option<usize>,
@@ -66,6 +81,8 @@ pub struct AppState {
 impl AppState {
     pub fn new(model: Model, remembered: RememberedState) -> AppState {
         AppState {
+            tab: remembered.tab,
+            plan: PlanPanel::default(),
             model,
             selected_gpu: None,
             monitor: remembered.monitor,
@@ -82,6 +99,11 @@ impl AppState {
         let connected = matches!(event, Event::Connected { .. });
         self.model.apply(event, received_at_ms);
         if connected {
+            self.plan.detected_card = self
+                .model
+                .gpus
+                .first()
+                .map(|gpu| crate::plan::recommend::card_for_gpu(&gpu.info.identity));
             self.selected_gpu = self
                 .wanted_gpu_uuid
                 .as_deref()
@@ -105,12 +127,23 @@ impl AppState {
             selected_gpu_uuid,
             monitor: self.monitor.clone(),
             interval_ms: self.interval_ms,
+            tab: self.tab,
         }
     }
 
     /// Draws the window's content; returns what the app must do outside the UI.
     pub fn ui(&mut self, ui: &mut egui::Ui) -> Vec<AppCommand> {
         let mut commands = Vec::new();
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut self.tab, Tab::Monitor, "Monitor");
+            ui.selectable_value(&mut self.tab, Tab::Plan, "Plan");
+        });
+        ui.separator();
+        if self.tab == Tab::Plan {
+            // The planner is pure arithmetic: it works with or without a GPU.
+            commands.extend(self.plan.plan_ui(ui).into_iter().map(AppCommand::Plan));
+            return commands;
+        }
         if !connection_banner(ui, &self.model.connection) {
             return commands;
         }
@@ -190,6 +223,41 @@ impl GpuTuneApp {
 
     fn run(&mut self, command: AppCommand, context: &egui::Context) {
         match command {
+            AppCommand::Plan(PlanAction::OpenModelFile) => {
+                let Some(path) = rfd::FileDialog::new()
+                    .add_filter("Model config or checkpoint", &["json", "safetensors"])
+                    .pick_file()
+                else {
+                    return;
+                };
+                match crate::plan::import::load_model(&path) {
+                    Ok(model) => {
+                        self.state.plan.model = model;
+                        self.state.plan.model_message = None;
+                    }
+                    Err(error) => self.state.plan.model_message = Some(error.to_string()),
+                }
+            }
+            AppCommand::Plan(PlanAction::Export(format)) => {
+                let text = match self.state.plan.export_text(format) {
+                    Ok(text) => text,
+                    Err(error) => {
+                        self.state.plan.model_message = Some(error.to_string());
+                        return;
+                    }
+                };
+                let Some(path) = rfd::FileDialog::new()
+                    .set_file_name(format.file_name())
+                    .save_file()
+                else {
+                    return;
+                };
+                // A few hundred bytes: written here, through the path the dialog gave.
+                self.state.plan.model_message = Some(match std::fs::write(&path, text) {
+                    Ok(()) => format!("Saved {}.", path.display()),
+                    Err(error) => format!("{} could not be written: {error}", path.display()),
+                });
+            }
             AppCommand::SetInterval { interval_ms } => {
                 self.sampler
                     .send(SamplerCommand::SetInterval { interval_ms });

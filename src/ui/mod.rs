@@ -5,6 +5,7 @@ pub mod app;
 pub mod model;
 pub mod monitor;
 pub mod overview;
+pub mod plan;
 pub mod widgets;
 
 use crate::device::BackendOptions;
@@ -55,6 +56,9 @@ mod tests {
     #[test]
     fn the_window_icon_decodes() {
         let icon = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/gputune.png"));
-        assert_eq!(icon.map(|icon| (icon.width, icon.height)).ok(), Some((256, 256)));
+        assert_eq!(
+            icon.map(|icon| (icon.width, icon.height)).ok(),
+            Some((256, 256))
+        );
     }
 }

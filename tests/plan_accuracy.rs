@@ -1,0 +1,167 @@
+//! The planner against published, measured peak memory (tests/data/planner_measurements.toml,
+//! every point cited there): median absolute error ≤ 10 %, none over 30 %. Run with
+//! `-- --nocapture` to print the table that docs/planner.md shows.
+
+use gputune::plan::memory::{MemoryBreakdown, estimate};
+use gputune::plan::model::{LoraTargets, preset};
+use gputune::plan::setup::{
+    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
+    TrainingSetup,
+};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+struct Measurements {
+    measurement: Vec<Measurement>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Measurement {
+    id: String,
+    source: String,
+    model: String,
+    method: String,
+    lora_rank: Option<u64>,
+    lora_targets: Option<String>,
+    precision: Precision,
+    optimizer: Optimizer,
+    micro_batch: u64,
+    seq_len: Option<u64>,
+    image_size: Option<u64>,
+    checkpointing: Checkpointing,
+    attention: Attention,
+    gpus: u64,
+    sharding: Sharding,
+    offload: Offload,
+    measured_gib: f64,
+    measurement: String,
+    notes: String,
+    cuda_context_mib: Option<u64>,
+    excluded: Option<String>,
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// What the planner predicts for the quantity the source measured.
+fn predicted_bytes(breakdown: &MemoryBreakdown, overheads: &Overheads, measurement: &str) -> f64 {
+    let tensors =
+        (breakdown.weights + breakdown.gradients + breakdown.optimizer + breakdown.activations)
+            as f64;
+    match measurement {
+        "torch-max-allocated" => tensors,
+        "torch-max-reserved" => tensors * (1.0 + overheads.allocator_reserve_fraction),
+        _ => breakdown.total() as f64,
+    }
+}
+
+fn setup_for(point: &Measurement) -> TrainingSetup {
+    let rank = point.lora_rank.unwrap_or(8);
+    let targets = match point.lora_targets.as_deref() {
+        Some("all-linear") => LoraTargets::AllLinear,
+        _ => LoraTargets::Attention,
+    };
+    let method = match point.method.as_str() {
+        "lora" => Method::Lora { rank, targets },
+        "qlora" => Method::Qlora {
+            rank,
+            targets,
+            double_quantization: true,
+        },
+        _ => Method::Full,
+    };
+    let classification =
+        point.notes.contains("SequenceClassification") || point.notes.contains("2-class");
+    TrainingSetup {
+        method,
+        precision: point.precision,
+        optimizer: point.optimizer,
+        micro_batch: point.micro_batch,
+        sequence_length: point.seq_len.or(point.image_size).unwrap_or(512),
+        checkpointing: point.checkpointing,
+        attention: point.attention,
+        gpus: point.gpus,
+        sharding: point.sharding,
+        offload: point.offload,
+        task: if classification {
+            Task::Classification
+        } else {
+            Task::LanguageModel
+        },
+        overheads: Overheads {
+            cuda_context_bytes: point
+                .cuda_context_mib
+                .map_or(Overheads::default().cuda_context_bytes, |mib| {
+                    mib * 1024 * 1024
+                }),
+            ..Overheads::default()
+        },
+    }
+}
+
+#[test]
+fn planner_matches_published_measurements() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/planner_measurements.toml"
+    ))
+    .unwrap_or_else(|error| panic!("reading the measurements: {error}"));
+    let data: Measurements =
+        toml::from_str(&text).unwrap_or_else(|error| panic!("parsing the measurements: {error}"));
+    let mut errors = Vec::new();
+    println!("| point | model | method | measured (GiB) | predicted (GiB) | error | source |");
+    println!("|---|---|---|---|---|---|---|");
+    for point in &data.measurement {
+        let Some(model) = preset(&point.model) else {
+            println!(
+                "(skipped {}: model {} is not a preset)",
+                point.id, point.model
+            );
+            continue;
+        };
+        let setup = setup_for(point);
+        let breakdown =
+            estimate(&model, &setup).unwrap_or_else(|error| panic!("{}: {error}", point.id));
+        let predicted = predicted_bytes(&breakdown, &setup.overheads, &point.measurement) / GIB;
+        let error = (predicted - point.measured_gib) / point.measured_gib;
+        let judged = match &point.excluded {
+            None => {
+                errors.push((error.abs(), point.id.clone()));
+                String::new()
+            }
+            Some(reason) => format!(" (not counted: {reason})"),
+        };
+        println!(
+            "| {} | {} | {} | {:.2} | {:.2} | {:+.1} %{judged} | {} |",
+            point.id,
+            point.model,
+            point.method,
+            point.measured_gib,
+            predicted,
+            error * 100.0,
+            point.source
+        );
+    }
+    assert!(
+        errors.len() >= 15,
+        "enough points to judge: {}",
+        errors.len()
+    );
+    errors.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let median = errors[errors.len() / 2].0;
+    let (worst, worst_id) = errors.last().cloned().unwrap_or_default();
+    println!(
+        "\nmedian absolute error {:.1} %, worst {:.1} % ({worst_id})",
+        median * 100.0,
+        worst * 100.0
+    );
+    assert!(
+        median <= 0.10,
+        "median absolute error {:.1} %",
+        median * 100.0
+    );
+    assert!(
+        worst <= 0.30,
+        "worst error {:.1} % at {worst_id}",
+        worst * 100.0
+    );
+}

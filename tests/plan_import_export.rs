@@ -1,0 +1,1067 @@
+//! Reading models from config.json / safetensors headers, and writing trainer configs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use gputune::plan::PlanError;
+use gputune::plan::export::{ExportFormat, export_setup};
+use gputune::plan::import::{load_model, read_safetensors_header};
+use gputune::plan::model::{Architecture, LoraTargets, MlpKind, Model, TransformerKind, preset};
+use gputune::plan::setup::{
+    Checkpointing, Method, Offload, Optimizer, Precision, Sharding, TrainingSetup,
+};
+use serde_json::{Value, json};
+
+fn fixture(folder: &str, file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/models")
+        .join(folder)
+        .join(file)
+}
+
+fn transformer(model: &Model) -> &gputune::plan::model::TransformerConfig {
+    match &model.architecture {
+        Architecture::Transformer(config) => config,
+        other => panic!("{} is not a transformer: {other:?}", model.name),
+    }
+}
+
+/// Asserts `result` is a `ModelFile` error that names `path` and contains every `words`.
+fn assert_file_error<T: std::fmt::Debug>(
+    result: Result<T, PlanError>,
+    path: &Path,
+    words: &[&str],
+) {
+    let error = result.expect_err("expected an error");
+    assert!(matches!(error, PlanError::ModelFile { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    for word in words {
+        assert!(message.contains(word), "\"{word}\" missing from: {message}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// config.json
+
+#[test]
+fn real_configs_match_the_presets() {
+    for name in [
+        "llama-3.1-8b",
+        "mistral-7b",
+        "gpt2",
+        "bert-base-uncased",
+        "qwen2.5-7b",
+        "vit-b-16",
+    ] {
+        let path = fixture(name, "config.json");
+        let model = load_model(&path).unwrap_or_else(|error| panic!("{name}: {error}"));
+        let expected = preset(name).unwrap_or_else(|| panic!("preset {name}"));
+        assert_eq!(model.name, name);
+        assert_eq!(model.exact_parameter_count, None);
+        let (count, wanted) = (
+            model.parameter_count() as f64,
+            expected.parameter_count() as f64,
+        );
+        assert!(
+            (count - wanted).abs() / wanted < 0.005,
+            "{name}: {count} vs preset {wanted}"
+        );
+        assert_eq!(model.architecture, expected.architecture, "{name}");
+    }
+    let qwen =
+        load_model(&fixture("qwen2.5-7b", "config.json")).unwrap_or_else(|error| panic!("{error}"));
+    assert!(transformer(&qwen).qkv_bias);
+    let bert = load_model(&fixture("bert-base-uncased", "config.json"))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(transformer(&bert).kind, TransformerKind::EncoderOnly);
+}
+
+#[test]
+fn a_folder_loads_its_config_json() {
+    let model = load_model(&fixture("mistral-7b", "")).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "mistral-7b");
+    let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(
+        load_model(folder.path()),
+        folder.path(),
+        &["no config.json"],
+    );
+}
+
+fn write_config(folder: &Path, name: &str, config: &Value) -> PathBuf {
+    let dir = folder.join(name);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{error}"));
+    let path = dir.join("config.json");
+    std::fs::write(&path, config.to_string()).unwrap_or_else(|error| panic!("{error}"));
+    path
+}
+
+#[test]
+fn unknown_model_types_with_llama_fields_are_llama_style() {
+    let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let config = json!({
+        "model_type": "olmo2", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
+        "intermediate_size": 8192, "vocab_size": 100352, "tie_word_embeddings": true,
+    });
+    let model = load_model(&write_config(folder.path(), "olmo", &config))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let config = transformer(&model);
+    assert_eq!(
+        (config.kv_heads, config.mlp, config.tied_embeddings),
+        (16, MlpKind::SwiGlu, true)
+    );
+    assert_eq!(model.name, "olmo");
+}
+
+#[test]
+fn vit_classes_come_from_the_labels() {
+    let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let base = json!({
+        "model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "patch_size": 16, "image_size": 224,
+    });
+    let mut labelled = base.clone();
+    labelled["id2label"] = json!({"0": "cat", "1": "dog", "2": "bird"});
+    let mut numbered = base.clone();
+    numbered["num_labels"] = json!(10);
+    for (name, config, classes) in [
+        ("labelled", labelled, 3),
+        ("numbered", numbered, 10),
+        ("default", base, 1000),
+    ] {
+        let model = load_model(&write_config(folder.path(), name, &config))
+            .unwrap_or_else(|error| panic!("{error}"));
+        match model.architecture {
+            Architecture::Vit(vit) => assert_eq!(vit.classes, classes, "{name}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn bad_configs_are_errors_that_name_the_file() {
+    let tokenizer = fixture("tokenizer", "tokenizer.json");
+    assert_file_error(
+        load_model(&tokenizer),
+        &tokenizer,
+        &["tokenizer", "config.json"],
+    );
+    let zero = fixture("zero-layers", "config.json");
+    assert_file_error(load_model(&zero), &zero, &["0 layers"]);
+
+    let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let cases: [(&str, Value, &[&str]); 8] = [
+        (
+            "random",
+            json!({"name": "my project", "version": 3}),
+            &["not a model's config.json"],
+        ),
+        ("array", json!([1, 2, 3]), &["not a set of model settings"]),
+        (
+            "unknown-type",
+            json!({"model_type": "whisper", "d_model": 512}),
+            &["\"whisper\"", "preset"],
+        ),
+        (
+            "missing-field",
+            json!({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000}),
+            &["\"intermediate_size\" is missing"],
+        ),
+        (
+            "gpt2-missing",
+            json!({"model_type": "gpt2", "n_layer": 12, "n_head": 12}),
+            &["\"n_embd\""],
+        ),
+        (
+            "string-size",
+            json!({"model_type": "bert", "hidden_size": "768", "num_hidden_layers": 12, "num_attention_heads": 12,
+                   "intermediate_size": 3072, "vocab_size": 30522, "max_position_embeddings": 512}),
+            &["\"hidden_size\"", "whole number"],
+        ),
+        (
+            "absurd",
+            json!({"model_type": "llama", "hidden_size": 1u64 << 40, "num_hidden_layers": 1u64 << 50,
+                   "num_attention_heads": 32, "intermediate_size": 1u64 << 60, "vocab_size": 32000}),
+            &["beyond any real model"],
+        ),
+        (
+            "uneven-heads",
+            json!({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30,
+                   "intermediate_size": 14336, "vocab_size": 32000}),
+            &["divide evenly"],
+        ),
+    ];
+    for (name, config, words) in cases {
+        let path = write_config(folder.path(), name, &config);
+        assert_file_error(load_model(&path), &path, words);
+    }
+
+    let bytes = folder.path().join("config.json");
+    std::fs::write(&bytes, [0xff, 0xfe, 0x00, 0x81, 0xc3, 0x28, 0x7b])
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(load_model(&bytes), &bytes, &["not text"]);
+    let broken = folder.path().join("broken.json");
+    std::fs::write(&broken, "{\"model_type\": \"llama\",")
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(load_model(&broken), &broken, &["not valid JSON"]);
+    let missing = folder.path().join("nowhere/config.json");
+    assert_file_error(load_model(&missing), &missing, &["cannot be read"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// safetensors
+
+fn dtype_size(dtype: &str) -> u64 {
+    match dtype {
+        "F32" | "I32" => 4,
+        "F16" | "BF16" => 2,
+        "I64" | "F64" => 8,
+        // Stands for a dtype the reader does not know: it trusts the offsets (none here).
+        "X9" => 0,
+        _ => 1,
+    }
+}
+
+/// Writes a safetensors file: the header as the format lays it out, then zeroed tensor data
+/// (as a sparse file, so no data is written).
+fn write_safetensors(path: &Path, tensors: &[(&str, &str, Vec<u64>)]) {
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), json!({"format": "pt"}));
+    let mut offset = 0;
+    for (name, dtype, shape) in tensors {
+        let bytes = shape.iter().product::<u64>() * dtype_size(dtype);
+        header.insert(
+            (*name).into(),
+            json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let mut text = Value::Object(header).to_string();
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    write_raw(path, text.len() as u64, text.as_bytes(), offset);
+}
+
+fn write_raw(path: &Path, header_length: u64, header: &[u8], data_bytes: u64) {
+    let mut bytes = header_length.to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    std::fs::write(path, &bytes).unwrap_or_else(|error| panic!("{error}"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|error| panic!("{error}"));
+    file.set_len(bytes.len() as u64 + data_bytes)
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+/// A two-layer Llama-style model: hidden 256, two query heads and one key/value head of 128.
+fn tiny_llama(
+    layers: std::ops::Range<u64>,
+    embeddings: bool,
+    head: bool,
+) -> Vec<(String, &'static str, Vec<u64>)> {
+    let mut tensors = Vec::new();
+    if embeddings {
+        tensors.push((
+            "model.embed_tokens.weight".to_string(),
+            "BF16",
+            vec![100, 256],
+        ));
+    }
+    for layer in layers {
+        let prefix = format!("model.layers.{layer}");
+        for (name, dtype, shape) in [
+            ("self_attn.q_proj.weight", "BF16", vec![256, 256]),
+            ("self_attn.k_proj.weight", "BF16", vec![128, 256]),
+            ("self_attn.v_proj.weight", "BF16", vec![128, 256]),
+            ("self_attn.o_proj.weight", "BF16", vec![256, 256]),
+            ("mlp.gate_proj.weight", "BF16", vec![512, 256]),
+            ("mlp.up_proj.weight", "BF16", vec![512, 256]),
+            ("mlp.down_proj.weight", "BF16", vec![256, 512]),
+            ("input_layernorm.weight", "F32", vec![256]),
+            ("post_attention_layernorm.weight", "F32", vec![256]),
+        ] {
+            tensors.push((format!("{prefix}.{name}"), dtype, shape));
+        }
+    }
+    if head {
+        tensors.push(("model.norm.weight".to_string(), "F32", vec![256]));
+        tensors.push(("lm_head.weight".to_string(), "F16", vec![100, 256]));
+    }
+    tensors
+}
+
+fn write_tensors(path: &Path, tensors: &[(String, &'static str, Vec<u64>)]) {
+    let borrowed: Vec<(&str, &str, Vec<u64>)> = tensors
+        .iter()
+        .map(|(name, dtype, shape)| (name.as_str(), *dtype, shape.clone()))
+        .collect();
+    write_safetensors(path, &borrowed);
+}
+
+fn new_folder(root: &Path, name: &str) -> PathBuf {
+    let folder = root.join(name);
+    std::fs::create_dir_all(&folder).unwrap_or_else(|error| panic!("{error}"));
+    folder
+}
+
+#[test]
+fn a_safetensors_header_gives_exact_counts_and_bytes_per_dtype() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let path = new_folder(root.path(), "tiny").join("model.safetensors");
+    write_safetensors(
+        &path,
+        &[
+            ("a.weight", "BF16", vec![3, 4]),
+            ("a.bias", "F32", vec![4]),
+            ("b.weight", "F16", vec![2, 5, 7]),
+            ("steps", "I64", vec![]),
+            ("mask", "BOOL", vec![9]),
+        ],
+    );
+    let summary = read_safetensors_header(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(summary.parameters, 12 + 4 + 70 + 1 + 9);
+    let expected: BTreeMap<String, u64> = [
+        ("BF16", 24),
+        ("F32", 16),
+        ("F16", 140),
+        ("I64", 8),
+        ("BOOL", 9),
+    ]
+    .map(|(dtype, bytes)| (dtype.to_string(), bytes))
+    .into();
+    assert_eq!(summary.bytes_by_dtype, expected);
+    // No architecture in these names, and no config.json beside them.
+    assert_file_error(load_model(&path), &path, &["config.json"]);
+}
+
+#[test]
+fn llama_style_checkpoints_are_inferred_from_tensor_names() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let path = new_folder(root.path(), "tiny-llama").join("model.safetensors");
+    write_tensors(&path, &tiny_llama(0..2, true, true));
+    let summary = read_safetensors_header(&path).unwrap_or_else(|error| panic!("{error}"));
+    let per_layer = 2 * 256 * 256 + 2 * 128 * 256 + 3 * 512 * 256 + 2 * 256;
+    assert_eq!(summary.parameters, 2 * 100 * 256 + 2 * per_layer + 256);
+    assert_eq!(summary.bytes_by_dtype["F16"], 100 * 256 * 2);
+    assert_eq!(summary.bytes_by_dtype["F32"], 5 * 256 * 4);
+
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "tiny-llama");
+    assert_eq!(model.exact_parameter_count, Some(summary.parameters));
+    let config = transformer(&model);
+    let shape = (
+        config.layers,
+        config.hidden_size,
+        config.attention_heads,
+        config.kv_heads,
+        config.intermediate_size,
+        config.vocab_size,
+    );
+    assert_eq!(shape, (2, 256, 2, 1, 512, 100));
+    assert!(!config.tied_embeddings && config.mlp == MlpKind::SwiGlu);
+    // The architecture alone gives the same count as the header.
+    let from_shapes = Model {
+        exact_parameter_count: None,
+        ..model.clone()
+    };
+    assert_eq!(from_shapes.parameter_count(), summary.parameters);
+}
+
+#[test]
+fn gpt2_style_checkpoints_are_inferred_and_mask_buffers_are_not_parameters() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let path = new_folder(root.path(), "tiny-gpt2").join("model.safetensors");
+    let mut tensors = vec![
+        ("wte.weight".to_string(), "F32", vec![100, 128]),
+        ("wpe.weight".to_string(), "F32", vec![16, 128]),
+        ("ln_f.weight".to_string(), "F32", vec![128]),
+        ("ln_f.bias".to_string(), "F32", vec![128]),
+    ];
+    for layer in 0..2 {
+        for (name, shape) in [
+            ("attn.bias", vec![1, 1, 16, 16]),
+            ("attn.c_attn.weight", vec![128, 384]),
+            ("attn.c_attn.bias", vec![384]),
+            ("attn.c_proj.weight", vec![128, 128]),
+            ("attn.c_proj.bias", vec![128]),
+            ("ln_1.weight", vec![128]),
+            ("ln_1.bias", vec![128]),
+            ("ln_2.weight", vec![128]),
+            ("ln_2.bias", vec![128]),
+            ("mlp.c_fc.weight", vec![128, 512]),
+            ("mlp.c_fc.bias", vec![512]),
+            ("mlp.c_proj.weight", vec![512, 128]),
+            ("mlp.c_proj.bias", vec![128]),
+        ] {
+            tensors.push((format!("h.{layer}.{name}"), "F32", shape));
+        }
+    }
+    write_tensors(&path, &tensors);
+    let summary = read_safetensors_header(&path).unwrap_or_else(|error| panic!("{error}"));
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    let config = transformer(&model);
+    assert_eq!(
+        (
+            config.layers,
+            config.hidden_size,
+            config.attention_heads,
+            config.intermediate_size
+        ),
+        (2, 128, 2, 512)
+    );
+    assert_eq!(
+        (
+            config.vocab_size,
+            config.learned_positions,
+            config.tied_embeddings
+        ),
+        (100, 16, true)
+    );
+    let from_shapes = Model {
+        exact_parameter_count: None,
+        ..model.clone()
+    };
+    assert_eq!(from_shapes.parameter_count(), summary.parameters);
+    let all_elements: u64 = tensors
+        .iter()
+        .map(|(_, _, shape)| shape.iter().product::<u64>())
+        .sum();
+    assert_eq!(summary.parameters, all_elements - 2 * 256);
+    assert_eq!(summary.bytes_by_dtype["F32"], all_elements * 4);
+}
+
+#[test]
+fn a_config_json_beside_the_checkpoint_gives_the_architecture() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let folder = new_folder(root.path(), "llama-3.1-8b");
+    std::fs::copy(
+        fixture("llama-3.1-8b", "config.json"),
+        folder.join("config.json"),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let path = folder.join("model.safetensors");
+    write_tensors(&path, &tiny_llama(0..1, true, false));
+    let summary = read_safetensors_header(&path).unwrap_or_else(|error| panic!("{error}"));
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    let expected = preset("llama-3.1-8b").unwrap_or_else(|| panic!("preset"));
+    assert_eq!(model.architecture, expected.architecture);
+    assert_eq!(model.exact_parameter_count, Some(summary.parameters));
+
+    // A broken config.json beside the checkpoint is reported as itself.
+    std::fs::write(folder.join("config.json"), "{}").unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(
+        load_model(&path),
+        &folder.join("config.json"),
+        &["model_type"],
+    );
+}
+
+#[test]
+fn sharded_checkpoints_read_every_shard_named_in_the_index() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let folder = new_folder(root.path(), "sharded");
+    let first = folder.join("model-00001-of-00002.safetensors");
+    let second = folder.join("model-00002-of-00002.safetensors");
+    write_tensors(&first, &tiny_llama(0..1, true, false));
+    write_tensors(&second, &tiny_llama(1..2, false, true));
+    let total = read_safetensors_header(&first)
+        .map(|summary| summary.parameters)
+        .unwrap_or(0)
+        + read_safetensors_header(&second)
+            .map(|summary| summary.parameters)
+            .unwrap_or(0);
+
+    // Without the index, one shard is all there is.
+    let model = load_model(&first).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "sharded (1 shard)");
+    assert_eq!(model.exact_parameter_count, None);
+    assert_eq!(transformer(&model).layers, 1);
+
+    let mut weight_map = serde_json::Map::new();
+    for (tensors, file) in [
+        (
+            tiny_llama(0..1, true, false),
+            "model-00001-of-00002.safetensors",
+        ),
+        (
+            tiny_llama(1..2, false, true),
+            "model-00002-of-00002.safetensors",
+        ),
+    ] {
+        for (name, _, _) in tensors {
+            weight_map.insert(name, json!(file));
+        }
+    }
+    let index = folder.join("model.safetensors.index.json");
+    let index_json = json!({"metadata": {"total_size": 0}, "weight_map": weight_map});
+    std::fs::write(&index, index_json.to_string()).unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(
+        load_model(&index),
+        &index,
+        &["index of a sharded checkpoint"],
+    );
+    for shard in [&first, &second] {
+        let model = load_model(shard).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(model.name, "sharded");
+        assert_eq!(model.exact_parameter_count, Some(total));
+        assert_eq!(transformer(&model).layers, 2);
+    }
+
+    std::fs::remove_file(&second).unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(
+        load_model(&first),
+        &first,
+        &["model-00002-of-00002.safetensors", "download every shard"],
+    );
+}
+
+#[test]
+fn broken_safetensors_are_errors_that_name_the_file() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let path = |name: &str| root.path().join(name);
+
+    let short = path("short.safetensors");
+    std::fs::write(&short, [1, 2, 3]).unwrap_or_else(|error| panic!("{error}"));
+    assert_file_error(load_model(&short), &short, &["too short"]);
+
+    let truncated_header = path("truncated-header.safetensors");
+    write_raw(&truncated_header, 1_000, b"{\"a\": {\"dtype\": \"F32\"", 0);
+    assert_file_error(
+        read_safetensors_header(&truncated_header),
+        &truncated_header,
+        &["truncated", "download it again"],
+    );
+
+    let truncated_data = path("truncated-data.safetensors");
+    let header = br#"{"w":{"dtype":"F32","shape":[1000],"data_offsets":[0,4000]}}"#;
+    write_raw(&truncated_data, header.len() as u64, header, 100);
+    assert_file_error(
+        load_model(&truncated_data),
+        &truncated_data,
+        &["truncated", "\"w\""],
+    );
+
+    for (name, length) in [
+        ("huge.safetensors", 1u64 << 40),
+        ("max.safetensors", u64::MAX),
+        ("just-over.safetensors", 100_000_001),
+    ] {
+        let huge = path(name);
+        write_raw(&huge, length, b"{}", 0);
+        assert_file_error(load_model(&huge), &huge, &["header length", "100 MB"]);
+    }
+
+    let not_json = path("not-json.safetensors");
+    write_raw(
+        &not_json,
+        8,
+        &[0xff, 0x00, 0x13, 0x37, 0xff, 0xfe, 0x00, 0x01],
+        0,
+    );
+    assert_file_error(load_model(&not_json), &not_json, &["not valid JSON"]);
+
+    let cases: [(&str, &[u8], &str); 4] = [
+        (
+            "wrong-size.safetensors",
+            br#"{"w":{"dtype":"F32","shape":[10],"data_offsets":[0,8]}}"#,
+            "10 F32 values but 8 bytes",
+        ),
+        (
+            "no-shape.safetensors",
+            br#"{"w":{"dtype":"F32","data_offsets":[0,8]}}"#,
+            "no valid dtype",
+        ),
+        (
+            "backwards.safetensors",
+            br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#,
+            "no valid dtype",
+        ),
+        (
+            "overflow.safetensors",
+            br#"{"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,8]}}"#,
+            "no valid dtype",
+        ),
+    ];
+    for (name, header, words) in cases {
+        let file = path(name);
+        write_raw(&file, header.len() as u64, header, 64);
+        assert_file_error(load_model(&file), &file, &[words]);
+    }
+
+    // Absurd shapes in plausible tensor names are refused before any arithmetic overflows.
+    let absurd = new_folder(root.path(), "absurd").join("model.safetensors");
+    let mut tensors = tiny_llama(0..1, true, true);
+    tensors[0] = (
+        "model.embed_tokens.weight".to_string(),
+        "X9",
+        vec![1 << 30, 256],
+    );
+    write_tensors(&absurd, &tensors);
+    assert_file_error(load_model(&absurd), &absurd, &["beyond any real model"]);
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..300 {
+        let length = (next() % 64) as usize;
+        let mut bytes: Vec<u8> = (0..length).map(|_| next() as u8).collect();
+        if round % 3 == 0 && bytes.len() > 8 {
+            // A small plausible header length so the JSON parser sees the rest.
+            let header_length = (bytes.len() - 8) as u64;
+            bytes[..8].copy_from_slice(&header_length.to_le_bytes());
+            bytes[8] = b'{';
+        }
+        for name in ["x.safetensors", "config.json", "weights"] {
+            let path = root.path().join(name);
+            std::fs::write(&path, &bytes).unwrap_or_else(|error| panic!("{error}"));
+            assert!(load_model(&path).is_err(), "{bytes:?} loaded as a model");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// export
+
+fn llama() -> Model {
+    preset("llama-3.1-8b").unwrap_or_else(|| panic!("preset"))
+}
+
+fn export(setup: &TrainingSetup, format: ExportFormat) -> String {
+    export_setup(&llama(), setup, 8, format).unwrap_or_else(|error| panic!("{format:?}: {error}"))
+}
+
+fn export_json(setup: &TrainingSetup, format: ExportFormat) -> Value {
+    serde_json::from_str(&export(setup, format))
+        .unwrap_or_else(|error| panic!("{format:?} is not JSON: {error}"))
+}
+
+/// Checks the YAML's line structure (top-level `key: value`, blocks of two-space indented
+/// `key: value`, comments) and returns `block.key` → value.
+fn parse_yaml(text: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    let mut block: Option<String> = None;
+    let mut block_children = 0;
+    for line in text.lines() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        assert!(
+            !line.contains('\t') && line.trim_end() == line,
+            "bad line: {line:?}"
+        );
+        let indent = line.len() - line.trim_start().len();
+        let (key, value) = line
+            .trim_start()
+            .split_once(':')
+            .unwrap_or_else(|| panic!("not key: value: {line:?}"));
+        assert!(
+            !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad key: {line:?}"
+        );
+        let value = value.trim().to_string();
+        assert!(
+            !["no", "NO", "yes", "on", "off"].contains(&value.as_str()),
+            "unquoted YAML boolean word: {line:?}"
+        );
+        let full_key = match indent {
+            0 => {
+                assert!(
+                    block.is_none() || block_children > 0,
+                    "empty block before {line:?}"
+                );
+                block = value.is_empty().then(|| key.to_string());
+                block_children = 0;
+                key.to_string()
+            }
+            2 => {
+                let parent = block
+                    .clone()
+                    .unwrap_or_else(|| panic!("indented line outside a block: {line:?}"));
+                assert!(
+                    !value.is_empty(),
+                    "nested blocks are not expected: {line:?}"
+                );
+                block_children += 1;
+                format!("{parent}.{key}")
+            }
+            _ => panic!("unexpected indentation: {line:?}"),
+        };
+        assert!(
+            map.insert(full_key, value).is_none(),
+            "duplicate key: {line:?}"
+        );
+    }
+    map
+}
+
+fn lora(rank: u64, targets: LoraTargets) -> TrainingSetup {
+    TrainingSetup {
+        method: Method::Lora { rank, targets },
+        ..TrainingSetup::new(4, 2048)
+    }
+}
+
+fn qlora() -> TrainingSetup {
+    TrainingSetup {
+        method: Method::Qlora {
+            rank: 64,
+            targets: LoraTargets::AllLinear,
+            double_quantization: true,
+        },
+        optimizer: Optimizer::PagedAdamw8bit,
+        checkpointing: Checkpointing::Full,
+        ..TrainingSetup::new(2, 4096)
+    }
+}
+
+fn fsdp() -> TrainingSetup {
+    TrainingSetup {
+        gpus: 2,
+        sharding: Sharding::Fsdp,
+        checkpointing: Checkpointing::Full,
+        ..TrainingSetup::new(2, 2048)
+    }
+}
+
+fn zero3_offload() -> TrainingSetup {
+    TrainingSetup {
+        gpus: 2,
+        sharding: Sharding::Zero3,
+        offload: Offload::OptimizerAndParams,
+        ..TrainingSetup::new(1, 2048)
+    }
+}
+
+#[test]
+fn full_bf16_mixed_on_one_gpu() {
+    let setup = TrainingSetup::new(4, 2048);
+    let hf = export_json(&setup, ExportFormat::Hf);
+    assert_eq!(hf["per_device_train_batch_size"], 4);
+    assert_eq!(hf["gradient_accumulation_steps"], 8);
+    assert_eq!(
+        (hf["bf16"].as_bool(), hf["fp16"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(hf["optim"], "adamw_torch");
+    assert_eq!(hf["gradient_checkpointing"], false);
+    assert_eq!(hf["_gputune_attn_implementation"], "sdpa");
+    assert_eq!(hf["_gputune_model"], "llama-3.1-8b");
+    for absent in [
+        "fsdp",
+        "deepspeed",
+        "_gputune_peft",
+        "_gputune_bnb",
+        "_gputune_note",
+    ] {
+        assert!(hf.get(absent).is_none(), "{absent}");
+    }
+
+    let yaml = parse_yaml(&export(&setup, ExportFormat::Accelerate));
+    assert_eq!(yaml["compute_environment"], "LOCAL_MACHINE");
+    assert_eq!(yaml["distributed_type"], "'NO'");
+    assert_eq!(yaml["num_processes"], "1");
+    assert_eq!(yaml["mixed_precision"], "bf16");
+    assert!(
+        !yaml
+            .keys()
+            .any(|key| key.starts_with("fsdp_config") || key.starts_with("deepspeed_config"))
+    );
+
+    let ds = export_json(&setup, ExportFormat::Deepspeed);
+    assert_eq!(ds["train_micro_batch_size_per_gpu"], 4);
+    assert_eq!(ds["gradient_accumulation_steps"], 8);
+    assert_eq!(ds["bf16"]["enabled"], true);
+    assert_eq!(ds["fp16"]["enabled"], false);
+    assert_eq!(ds["zero_optimization"], json!({"stage": 0}));
+    assert_eq!(ds["gradient_clipping"], 1.0);
+}
+
+#[test]
+fn lora_exports() {
+    let hf = export_json(&lora(16, LoraTargets::Attention), ExportFormat::Hf);
+    assert_eq!(
+        hf["_gputune_peft"],
+        json!({"r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]})
+    );
+    let hf = export_json(&lora(8, LoraTargets::AllLinear), ExportFormat::Hf);
+    assert_eq!(hf["_gputune_peft"]["target_modules"], "all-linear");
+    assert!(hf.get("_gputune_bnb").is_none());
+
+    // Other architectures name their attention layers differently.
+    for (name, modules) in [
+        ("gpt2", json!(["c_attn", "attn.c_proj"])),
+        (
+            "bert-base-uncased",
+            json!(["query", "key", "value", "attention.output.dense"]),
+        ),
+    ] {
+        let model = preset(name).unwrap_or_else(|| panic!("preset"));
+        let text = export_setup(
+            &model,
+            &lora(8, LoraTargets::Attention),
+            1,
+            ExportFormat::Hf,
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        let hf: Value = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(hf["_gputune_peft"]["target_modules"], modules, "{name}");
+    }
+
+    let yaml = parse_yaml(&export(
+        &lora(16, LoraTargets::Attention),
+        ExportFormat::Accelerate,
+    ));
+    assert_eq!(yaml["mixed_precision"], "bf16");
+    let ds = export_json(&lora(16, LoraTargets::Attention), ExportFormat::Deepspeed);
+    assert_eq!(ds["zero_optimization"]["stage"], 0);
+}
+
+#[test]
+fn qlora_exports() {
+    let hf = export_json(&qlora(), ExportFormat::Hf);
+    assert_eq!(hf["optim"], "paged_adamw_8bit");
+    assert_eq!(hf["gradient_checkpointing"], true);
+    assert_eq!(hf["per_device_train_batch_size"], 2);
+    assert_eq!(hf["_gputune_peft"]["r"], 64);
+    assert_eq!(hf["_gputune_peft"]["lora_alpha"], 128);
+    assert_eq!(
+        hf["_gputune_bnb"],
+        json!({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, "bnb_4bit_compute_dtype": "bfloat16"})
+    );
+    let fp16 = TrainingSetup {
+        precision: Precision::Fp16Mixed,
+        ..qlora()
+    };
+    let hf = export_json(&fp16, ExportFormat::Hf);
+    assert_eq!(hf["_gputune_bnb"]["bnb_4bit_compute_dtype"], "float16");
+    assert_eq!(
+        (hf["bf16"].as_bool(), hf["fp16"].as_bool()),
+        (Some(false), Some(true))
+    );
+
+    let yaml = parse_yaml(&export(&fp16, ExportFormat::Accelerate));
+    assert_eq!(yaml["mixed_precision"], "fp16");
+    let ds = export_json(&fp16, ExportFormat::Deepspeed);
+    assert_eq!(ds["fp16"]["enabled"], true);
+    assert_eq!(ds["fp16"]["loss_scale"], 0);
+    assert_eq!(ds["bf16"]["enabled"], false);
+
+    // Sharded QLoRA stores the 4-bit weights in the compute type.
+    let sharded = TrainingSetup {
+        gpus: 2,
+        sharding: Sharding::Zero3,
+        ..qlora()
+    };
+    assert_eq!(
+        export_json(&sharded, ExportFormat::Hf)["_gputune_bnb"]["bnb_4bit_quant_storage"],
+        "bfloat16"
+    );
+}
+
+#[test]
+fn fsdp_on_two_gpus() {
+    let hf = export_json(&fsdp(), ExportFormat::Hf);
+    assert_eq!(hf["fsdp"], "full_shard auto_wrap");
+    // Trainer wants FSDP's own activation checkpointing, not gradient_checkpointing, with FSDP.
+    assert_eq!(hf["gradient_checkpointing"], false);
+    assert_eq!(hf["fsdp_config"]["activation_checkpointing"], true);
+    assert!(
+        hf["_gputune_note"]
+            .as_str()
+            .is_some_and(|note| note.contains("torchrun"))
+    );
+
+    let yaml = parse_yaml(&export(&fsdp(), ExportFormat::Accelerate));
+    assert_eq!(yaml["distributed_type"], "FSDP");
+    assert_eq!(yaml["num_processes"], "2");
+    assert_eq!(yaml["fsdp_config"], "");
+    assert_eq!(yaml["fsdp_config.fsdp_sharding_strategy"], "FULL_SHARD");
+    assert_eq!(
+        yaml["fsdp_config.fsdp_auto_wrap_policy"],
+        "TRANSFORMER_BASED_WRAP"
+    );
+    assert_eq!(yaml["fsdp_config.fsdp_offload_params"], "false");
+    assert_eq!(yaml["fsdp_config.fsdp_activation_checkpointing"], "true");
+    assert_eq!(
+        yaml["fsdp_config.fsdp_state_dict_type"],
+        "SHARDED_STATE_DICT"
+    );
+
+    let offloaded = TrainingSetup {
+        offload: Offload::OptimizerAndParams,
+        ..fsdp()
+    };
+    assert_eq!(
+        export_json(&offloaded, ExportFormat::Hf)["fsdp"],
+        "full_shard auto_wrap offload"
+    );
+    assert_eq!(
+        parse_yaml(&export(&offloaded, ExportFormat::Accelerate))["fsdp_config.fsdp_offload_params"],
+        "true"
+    );
+
+    // DeepSpeed has no FSDP: the error says what to choose instead.
+    let error =
+        export_setup(&llama(), &fsdp(), 8, ExportFormat::Deepspeed).expect_err("FSDP as DeepSpeed");
+    assert!(error.to_string().contains("zero3"), "{error}");
+}
+
+#[test]
+fn zero3_with_offload() {
+    let hf = export_json(&zero3_offload(), ExportFormat::Hf);
+    assert_eq!(hf["deepspeed"], "ds_config.json");
+    assert!(hf.get("fsdp").is_none());
+
+    let yaml = parse_yaml(&export(&zero3_offload(), ExportFormat::Accelerate));
+    assert_eq!(yaml["distributed_type"], "DEEPSPEED");
+    assert_eq!(yaml["num_processes"], "2");
+    assert_eq!(yaml["deepspeed_config.zero_stage"], "3");
+    assert_eq!(yaml["deepspeed_config.offload_optimizer_device"], "cpu");
+    assert_eq!(yaml["deepspeed_config.offload_param_device"], "cpu");
+    assert_eq!(yaml["deepspeed_config.gradient_accumulation_steps"], "8");
+
+    let ds = export_json(&zero3_offload(), ExportFormat::Deepspeed);
+    let zero = &ds["zero_optimization"];
+    assert_eq!(zero["stage"], 3);
+    assert_eq!(
+        zero["offload_optimizer"],
+        json!({"device": "cpu", "pin_memory": true})
+    );
+    assert_eq!(
+        zero["offload_param"],
+        json!({"device": "cpu", "pin_memory": true})
+    );
+    assert_eq!(ds["train_micro_batch_size_per_gpu"], 1);
+    assert_eq!(ds["optimizer"]["type"], "AdamW");
+
+    let zero2 = TrainingSetup {
+        sharding: Sharding::Zero2,
+        offload: Offload::Optimizer,
+        ..zero3_offload()
+    };
+    let ds = export_json(&zero2, ExportFormat::Deepspeed);
+    assert_eq!(ds["zero_optimization"]["stage"], 2);
+    assert!(ds["zero_optimization"].get("offload_param").is_none());
+    assert_eq!(
+        parse_yaml(&export(&zero2, ExportFormat::Accelerate))["deepspeed_config.offload_param_device"],
+        "none"
+    );
+}
+
+#[test]
+fn setups_a_tool_cannot_express_are_errors_that_say_what_to_change() {
+    let cases: [(TrainingSetup, u64, &str); 6] = [
+        (
+            TrainingSetup {
+                sharding: Sharding::Zero2,
+                ..zero3_offload()
+            },
+            8,
+            "stage 3",
+        ),
+        (
+            TrainingSetup {
+                offload: Offload::Optimizer,
+                ..TrainingSetup::new(1, 512)
+            },
+            8,
+            "--sharding",
+        ),
+        (
+            TrainingSetup {
+                offload: Offload::Optimizer,
+                ..fsdp()
+            },
+            8,
+            "optimizer+params",
+        ),
+        (
+            TrainingSetup {
+                optimizer: Optimizer::Adamw8bit,
+                ..zero3_offload()
+            },
+            8,
+            "--optimizer adamw",
+        ),
+        (TrainingSetup::new(1, 512), 0, "between 1 and"),
+        (
+            TrainingSetup {
+                micro_batch: 0,
+                ..TrainingSetup::new(1, 512)
+            },
+            8,
+            "micro-batch",
+        ),
+    ];
+    for (setup, steps, words) in cases {
+        for format in ExportFormat::ALL {
+            let error = export_setup(&llama(), &setup, steps, format).expect_err("an error");
+            assert!(matches!(error, PlanError::InvalidInput(_)));
+            assert!(error.to_string().contains(words), "{format:?}: {error}");
+        }
+    }
+}
+
+#[test]
+fn notes_for_pure_bf16_and_sgd_momentum() {
+    let pure = TrainingSetup {
+        precision: Precision::Bf16,
+        optimizer: Optimizer::SgdMomentum,
+        ..TrainingSetup::new(1, 512)
+    };
+    let hf = export_json(&pure, ExportFormat::Hf);
+    assert_eq!(hf["bf16"], true);
+    assert_eq!(hf["optim"], "sgd");
+    let note = hf["_gputune_note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("bfloat16") && note.contains("momentum"),
+        "{note}"
+    );
+    assert!(export(&pure, ExportFormat::Accelerate).contains("# Pure bf16"));
+
+    let fp32 = TrainingSetup {
+        precision: Precision::Fp32,
+        ..TrainingSetup::new(1, 512)
+    };
+    assert_eq!(
+        parse_yaml(&export(&fp32, ExportFormat::Accelerate))["mixed_precision"],
+        "'no'"
+    );
+    let ds = export_json(&fp32, ExportFormat::Deepspeed);
+    assert_eq!(
+        (
+            ds["bf16"]["enabled"].as_bool(),
+            ds["fp16"]["enabled"].as_bool()
+        ),
+        (Some(false), Some(false))
+    );
+}
+
+#[test]
+fn export_format_names() {
+    use clap::ValueEnum;
+    for format in ExportFormat::ALL {
+        assert_eq!(ExportFormat::from_name(format.name()), Some(format));
+        let value = format
+            .to_possible_value()
+            .unwrap_or_else(|| panic!("{format:?}"));
+        assert_eq!(value.get_name(), format.name());
+    }
+    assert_eq!(
+        ExportFormat::from_name("DeepSpeed"),
+        Some(ExportFormat::Deepspeed)
+    );
+    assert_eq!(ExportFormat::from_name("yaml"), None);
+    assert_eq!(ExportFormat::Deepspeed.file_name(), "ds_config.json");
+}
