@@ -124,6 +124,10 @@ fn the_largest_micro_batch_fits_and_one_more_does_not() {
         panic!("preset and card")
     };
     let setup = TrainingSetup {
+        method: Method::Lora {
+            rank: 16,
+            targets: LoraTargets::AllLinear,
+        },
         checkpointing: Checkpointing::Full,
         ..TrainingSetup::new(1, 2048)
     };

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::device::BackendOptions;
 use crate::plan::PlanError;
+use crate::plan::export::{ExportFormat, export_setup};
 use crate::plan::memory::{MemoryBreakdown, parameter_counts};
 use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
 use crate::plan::recommend::{GpuCard, Strategy, card, cards, recommend, training_seconds};
@@ -88,6 +89,12 @@ pub struct PlanArgs {
     pub utilization_pct: f64,
     #[arg(long)]
     pub json: bool,
+    /// Also write the setup as a trainer config to this file.
+    #[arg(long, value_name = "FILE", requires = "format")]
+    pub export: Option<std::path::PathBuf>,
+    /// The trainer config to write with --export.
+    #[arg(long, value_enum, requires = "export")]
+    pub format: Option<ExportFormat>,
 }
 
 /// What `plan --json` prints.
@@ -169,15 +176,19 @@ fn target_card(args: &PlanArgs, backend: &BackendOptions) -> Result<GpuCard, Pla
     Ok(detected_card(backend))
 }
 
-/// GPU 0 as the device layer sees it (an RTX 4090 when nothing answers).
+/// GPU 0 as the device layer sees it; an RTX 4090 (what the simulator plays) when there is no
+/// driver. Quietly: planning needs no GPU, so a missing driver is not worth a warning here.
 fn detected_card(backend: &BackendOptions) -> GpuCard {
-    crate::device::open_backend(backend)
-        .ok()
-        .and_then(|mut opened| opened.backend.identity(0).ok())
-        .map_or_else(
-            || cards().remove(0),
-            |identity| crate::plan::recommend::card_for_gpu(&identity),
-        )
+    let identity = match backend.choice {
+        crate::device::BackendChoice::Sim => None,
+        _ => crate::device::nvml::NvmlBackend::open(backend.nvml_library_path.as_deref())
+            .ok()
+            .and_then(|mut nvml| crate::device::Backend::identity(&mut nvml, 0).ok()),
+    };
+    identity.map_or_else(
+        || cards().remove(0),
+        |identity| crate::plan::recommend::card_for_gpu(&identity),
+    )
 }
 
 /// Runs `gputune plan`.
@@ -222,6 +233,12 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         .target_batch
         .unwrap_or(args.micro_batch.saturating_mul(args.gpus));
     let recommendation = recommend(&model, &setup, &card, target)?;
+    if let (Some(path), Some(format)) = (&args.export, args.format) {
+        let text = export_setup(&model, &setup, recommendation.grad_accum_steps, format)?;
+        std::fs::write(path, text)
+            .map_err(|error| anyhow::anyhow!("{} could not be written: {error}", path.display()))?;
+        eprintln!("Wrote {} config to {}.", format.name(), path.display());
+    }
     let counts = parameter_counts(&model, &setup.method);
     let seconds = args.tokens.map(|tokens| {
         training_seconds(
