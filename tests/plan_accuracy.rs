@@ -150,7 +150,8 @@ fn planner_matches_published_measurements() {
     let median = errors[errors.len() / 2].0;
     let (worst, worst_id) = errors.last().cloned().unwrap_or_default();
     println!(
-        "\nmedian absolute error {:.1} %, worst {:.1} % ({worst_id})",
+        "\n{} points counted: median absolute error {:.1} %, worst {:.1} % ({worst_id})",
+        errors.len(),
         median * 100.0,
         worst * 100.0
     );

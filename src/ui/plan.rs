@@ -11,7 +11,7 @@ use crate::plan::memory::{MemoryBreakdown, estimate};
 use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
 use crate::plan::recommend::{GpuCard, Recommendation, cards, fits, recommend};
 use crate::plan::setup::{
-    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding,
+    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
     TrainingSetup,
 };
 use crate::ui::widgets::banner::ERROR_TEXT;
@@ -177,7 +177,7 @@ impl PlanPanel {
     }
 
     fn inputs_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
-        ui.heading("Model");
+        let heading = ui.heading("Model");
         egui::ComboBox::from_id_salt("plan-model")
             .selected_text(self.model.name.clone())
             .show_ui(ui, |ui| {
@@ -189,7 +189,9 @@ impl PlanPanel {
                         self.model_message = None;
                     }
                 }
-            });
+            })
+            .response
+            .labelled_by(heading.id);
         if ui.button("Open config.json or .safetensors…").clicked() {
             actions.push(PlanAction::OpenModelFile);
         }
@@ -203,6 +205,11 @@ impl PlanPanel {
         ui.separator();
 
         ui.heading("Training");
+        let size_label = if self.model.is_vision() {
+            "Image size (px)"
+        } else {
+            "Sequence length"
+        };
         egui::Grid::new("plan-training")
             .num_columns(2)
             .show(ui, |ui| {
@@ -214,9 +221,9 @@ impl PlanPanel {
                 });
                 ui.end_row();
                 if self.method != MethodChoice::Full {
-                    ui.label("LoRA rank");
-                    ui.add(egui::DragValue::new(&mut self.lora_rank).range(1..=1024));
-                    ui.end_row();
+                    row(ui, "LoRA rank", |ui| {
+                        ui.add(egui::DragValue::new(&mut self.lora_rank).range(1..=1024))
+                    });
                     ui.label("LoRA targets");
                     ui.horizontal(|ui| {
                         ui.selectable_value(
@@ -232,122 +239,134 @@ impl PlanPanel {
                     });
                     ui.end_row();
                 }
-                ui.label("Precision");
-                choice(
-                    ui,
-                    "plan-precision",
-                    &mut self.setup.precision,
-                    &[
-                        (Precision::Bf16Mixed, "bf16 mixed"),
-                        (Precision::Fp16Mixed, "fp16 mixed"),
-                        (Precision::Bf16, "pure bf16"),
-                        (Precision::Fp32, "fp32"),
-                    ],
-                );
-                ui.end_row();
-                ui.label("Optimizer");
-                choice(
-                    ui,
-                    "plan-optimizer",
-                    &mut self.setup.optimizer,
-                    &[
-                        (Optimizer::Adamw, "AdamW"),
-                        (Optimizer::Adamw8bit, "8-bit AdamW"),
-                        (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
-                        (Optimizer::Adafactor, "Adafactor"),
-                        (Optimizer::Sgd, "SGD"),
-                        (Optimizer::SgdMomentum, "SGD + momentum"),
-                    ],
-                );
-                ui.end_row();
-                ui.label("Micro-batch");
-                ui.add(egui::DragValue::new(&mut self.setup.micro_batch).range(1..=4096));
-                ui.end_row();
-                ui.label(if self.model.is_vision() {
-                    "Image size (px)"
-                } else {
-                    "Sequence length"
+                let setup = &mut self.setup;
+                row(ui, "Precision", |ui| {
+                    choice(
+                        ui,
+                        "plan-precision",
+                        &mut setup.precision,
+                        &[
+                            (Precision::Bf16Mixed, "bf16 mixed"),
+                            (Precision::Fp16Mixed, "fp16 mixed"),
+                            (Precision::Bf16, "pure bf16"),
+                            (Precision::Fp32, "fp32"),
+                        ],
+                    )
                 });
-                ui.add(egui::DragValue::new(&mut self.setup.sequence_length).range(1..=1_048_576));
-                ui.end_row();
-                ui.label("Checkpointing");
-                choice(
-                    ui,
-                    "plan-checkpointing",
-                    &mut self.setup.checkpointing,
-                    &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
-                );
-                ui.end_row();
-                ui.label("Attention");
-                choice(
-                    ui,
-                    "plan-attention",
-                    &mut self.setup.attention,
-                    &[
-                        (Attention::Sdpa, "SDPA"),
-                        (Attention::Flash, "flash"),
-                        (Attention::Eager, "eager"),
-                    ],
-                );
-                ui.end_row();
+                row(ui, "Optimizer", |ui| {
+                    choice(
+                        ui,
+                        "plan-optimizer",
+                        &mut setup.optimizer,
+                        &[
+                            (Optimizer::Adamw, "AdamW"),
+                            (Optimizer::Adamw8bit, "8-bit AdamW"),
+                            (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
+                            (Optimizer::Adafactor, "Adafactor"),
+                            (Optimizer::Sgd, "SGD"),
+                            (Optimizer::SgdMomentum, "SGD + momentum"),
+                        ],
+                    )
+                });
+                row(ui, "Micro-batch", |ui| {
+                    ui.add(egui::DragValue::new(&mut setup.micro_batch).range(1..=4096))
+                });
+                row(ui, size_label, |ui| {
+                    ui.add(egui::DragValue::new(&mut setup.sequence_length).range(1..=1_048_576))
+                });
+                row(ui, "Checkpointing", |ui| {
+                    choice(
+                        ui,
+                        "plan-checkpointing",
+                        &mut setup.checkpointing,
+                        &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
+                    )
+                });
+                row(ui, "Attention", |ui| {
+                    choice(
+                        ui,
+                        "plan-attention",
+                        &mut setup.attention,
+                        &[
+                            (Attention::Sdpa, "SDPA"),
+                            (Attention::Flash, "flash"),
+                            (Attention::Eager, "eager"),
+                        ],
+                    )
+                });
+                row(ui, "Task", |ui| {
+                    choice(
+                        ui,
+                        "plan-task",
+                        &mut setup.task,
+                        &[
+                            (Task::LanguageModel, "language model"),
+                            (Task::Classification, "classification"),
+                        ],
+                    )
+                });
             });
         ui.separator();
         ui.heading("GPUs");
+        let list = cards();
+        let detected_name = self
+            .detected_card
+            .as_ref()
+            .map_or("RTX 4090 (no GPU detected)".to_string(), |card| {
+                format!("{} (detected)", card.name)
+            });
+        let selected = match self.card_index.and_then(|index| list.get(index)) {
+            Some(card) => card.name.clone(),
+            None => detected_name.clone(),
+        };
         egui::Grid::new("plan-gpus").num_columns(2).show(ui, |ui| {
-            ui.label("Card");
-            let list = cards();
-            let detected_name = self
-                .detected_card
-                .as_ref()
-                .map_or("RTX 4090 (no GPU detected)".to_string(), |card| {
-                    format!("{} (detected)", card.name)
-                });
-            let selected = match self.card_index.and_then(|index| list.get(index)) {
-                Some(card) => card.name.clone(),
-                None => detected_name.clone(),
-            };
-            egui::ComboBox::from_id_salt("plan-card")
-                .selected_text(selected)
-                .show_ui(ui, |ui| {
-                    ui.selectable_value(&mut self.card_index, None, detected_name);
-                    for (index, card) in list.iter().enumerate() {
-                        ui.selectable_value(&mut self.card_index, Some(index), card.name.clone());
-                    }
-                });
-            ui.end_row();
-            ui.label("GPUs");
-            ui.add(egui::DragValue::new(&mut self.setup.gpus).range(1..=1024));
-            ui.end_row();
-            ui.label("Sharding");
-            choice(
-                ui,
-                "plan-sharding",
-                &mut self.setup.sharding,
-                &[
-                    (Sharding::None, "none"),
-                    (Sharding::Ddp, "DDP"),
-                    (Sharding::Fsdp, "FSDP full shard"),
-                    (Sharding::Zero1, "ZeRO-1"),
-                    (Sharding::Zero2, "ZeRO-2"),
-                    (Sharding::Zero3, "ZeRO-3"),
-                ],
-            );
-            ui.end_row();
-            ui.label("CPU offload");
-            choice(
-                ui,
-                "plan-offload",
-                &mut self.setup.offload,
-                &[
-                    (Offload::None, "none"),
-                    (Offload::Optimizer, "optimizer"),
-                    (Offload::OptimizerAndParams, "optimizer + params"),
-                ],
-            );
-            ui.end_row();
-            ui.label("Target global batch");
-            ui.add(egui::DragValue::new(&mut self.target_batch).range(1..=1_000_000));
-            ui.end_row();
+            let card_index = &mut self.card_index;
+            row(ui, "Card", |ui| {
+                egui::ComboBox::from_id_salt("plan-card")
+                    .selected_text(selected)
+                    .show_ui(ui, |ui| {
+                        ui.selectable_value(card_index, None, detected_name);
+                        for (index, card) in list.iter().enumerate() {
+                            ui.selectable_value(card_index, Some(index), card.name.clone());
+                        }
+                    })
+                    .response
+            });
+            let setup = &mut self.setup;
+            row(ui, "GPUs", |ui| {
+                ui.add(egui::DragValue::new(&mut setup.gpus).range(1..=1024))
+            });
+            row(ui, "Sharding", |ui| {
+                choice(
+                    ui,
+                    "plan-sharding",
+                    &mut setup.sharding,
+                    &[
+                        (Sharding::None, "none"),
+                        (Sharding::Ddp, "DDP"),
+                        (Sharding::Fsdp, "FSDP full shard"),
+                        (Sharding::Zero1, "ZeRO-1"),
+                        (Sharding::Zero2, "ZeRO-2"),
+                        (Sharding::Zero3, "ZeRO-3"),
+                    ],
+                )
+            });
+            row(ui, "CPU offload", |ui| {
+                choice(
+                    ui,
+                    "plan-offload",
+                    &mut setup.offload,
+                    &[
+                        (Offload::None, "none"),
+                        (Offload::Optimizer, "optimizer"),
+                        (Offload::OptimizerAndParams, "optimizer + params"),
+                    ],
+                )
+            });
+            let target_batch = &mut self.target_batch;
+            row(ui, "Target global batch", |ui| {
+                ui.add(egui::DragValue::new(target_batch).range(1..=1_000_000))
+            });
         });
         ui.separator();
         ui.heading("Overheads");
@@ -357,14 +376,14 @@ impl PlanPanel {
         egui::Grid::new("plan-overheads")
             .num_columns(2)
             .show(ui, |ui| {
-                ui.label("CUDA context (MiB)")
-                    .on_hover_text("Kernels and library workspaces, per process");
-                ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192));
-                ui.end_row();
-                ui.label("Allocator reserve (%)")
-                    .on_hover_text("Cached by PyTorch beyond the live tensors");
-                ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0));
-                ui.end_row();
+                row(ui, "CUDA context (MiB)", |ui| {
+                    ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192))
+                        .on_hover_text("Kernels and library workspaces, per process")
+                });
+                row(ui, "Allocator reserve (%)", |ui| {
+                    ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
+                        .on_hover_text("Cached by PyTorch beyond the live tensors")
+                });
             });
         overheads.cuda_context_bytes = context_mib * 1024 * 1024;
         overheads.allocator_reserve_fraction = reserve_pct / 100.0;
@@ -420,7 +439,12 @@ impl PlanPanel {
 }
 
 /// A combo box over a fixed list of values.
-fn choice<T: PartialEq + Copy>(ui: &mut egui::Ui, id: &str, value: &mut T, options: &[(T, &str)]) {
+fn choice<T: PartialEq + Copy>(
+    ui: &mut egui::Ui,
+    id: &str,
+    value: &mut T,
+    options: &[(T, &str)],
+) -> egui::Response {
     let selected = options
         .iter()
         .find(|(option, _)| option == value)
@@ -431,7 +455,15 @@ fn choice<T: PartialEq + Copy>(ui: &mut egui::Ui, id: &str, value: &mut T, optio
             for (option, label) in options {
                 ui.selectable_value(value, *option, *label);
             }
-        });
+        })
+        .response
+}
+
+/// One row of an input grid: a label and the widget it names (for screen readers and tests).
+fn row(ui: &mut egui::Ui, label: &str, widget: impl FnOnce(&mut egui::Ui) -> egui::Response) {
+    let label = ui.label(label);
+    widget(ui).labelled_by(label.id);
+    ui.end_row();
 }
 
 const PART_COLOURS: [(&str, Color32); 5] = [
@@ -475,6 +507,8 @@ fn breakdown_chart(ui: &mut egui::Ui, breakdown: &MemoryBreakdown, memory_bytes:
         .height(220.0)
         .legend(Legend::default())
         .show_x(false)
+        .show_axes([false, true])
+        .show_grid([false, true])
         .include_x(-1.0)
         .include_x(1.0)
         .include_y(0.0)
