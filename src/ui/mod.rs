@@ -6,6 +6,8 @@ pub mod model;
 pub mod monitor;
 pub mod overview;
 pub mod plan;
+pub mod plan_charts;
+mod plan_inputs;
 pub mod widgets;
 
 use crate::device::BackendOptions;

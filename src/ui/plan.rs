@@ -3,17 +3,14 @@
 //! recommendation in one sentence. Everything updates as the inputs change.
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{Bar, BarChart, HLine, Legend, Line, LineStyle, Plot, VLine};
 
 use crate::plan::PlanError;
 use crate::plan::export::ExportFormat;
-use crate::plan::memory::{MemoryBreakdown, estimate};
-use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
-use crate::plan::recommend::{GpuCard, Recommendation, cards, fits, recommend};
-use crate::plan::setup::{
-    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
-    TrainingSetup,
-};
+
+use crate::plan::model::{LoraTargets, Model, preset};
+use crate::plan::recommend::{GpuCard, Recommendation, cards, recommend, training_seconds};
+use crate::plan::setup::{Checkpointing, Method, TrainingSetup};
+use crate::ui::plan_charts::{batch_curve, breakdown_chart, strategy_table};
 use crate::ui::widgets::banner::ERROR_TEXT;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -49,6 +46,10 @@ pub struct PlanPanel {
     pub detected_card: Option<GpuCard>,
     /// A message about the model file, e.g. why it could not be loaded.
     pub model_message: Option<String>,
+    /// Tokens to train on, in millions, for the time estimate.
+    pub tokens_millions: f64,
+    /// Share of the card's dense bf16 throughput the run achieves, percent.
+    pub utilization_pct: f64,
     answer: Option<(PlanInputs, Result<Recommendation, PlanError>)>,
 }
 
@@ -86,6 +87,8 @@ impl Default for PlanPanel {
             target_batch: 32,
             detected_card: None,
             model_message: None,
+            tokens_millions: 100.0,
+            utilization_pct: 40.0,
             answer: None,
         }
     }
@@ -176,219 +179,6 @@ impl PlanPanel {
         actions
     }
 
-    fn inputs_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
-        let heading = ui.heading("Model");
-        egui::ComboBox::from_id_salt("plan-model")
-            .selected_text(self.model.name.clone())
-            .show_ui(ui, |ui| {
-                for name in PRESET_NAMES {
-                    if ui.selectable_label(self.model.name == name, name).clicked()
-                        && let Some(model) = preset(name)
-                    {
-                        self.model = model;
-                        self.model_message = None;
-                    }
-                }
-            })
-            .response
-            .labelled_by(heading.id);
-        if ui.button("Open config.json or .safetensors…").clicked() {
-            actions.push(PlanAction::OpenModelFile);
-        }
-        if let Some(message) = &self.model_message {
-            ui.label(RichText::new(message).color(ERROR_TEXT));
-        }
-        ui.label(format!(
-            "{:.2} B parameters",
-            self.model.parameter_count() as f64 / 1e9
-        ));
-        ui.separator();
-
-        ui.heading("Training");
-        let size_label = if self.model.is_vision() {
-            "Image size (px)"
-        } else {
-            "Sequence length"
-        };
-        egui::Grid::new("plan-training")
-            .num_columns(2)
-            .show(ui, |ui| {
-                ui.label("Method");
-                ui.horizontal(|ui| {
-                    ui.selectable_value(&mut self.method, MethodChoice::Full, "Full");
-                    ui.selectable_value(&mut self.method, MethodChoice::Lora, "LoRA");
-                    ui.selectable_value(&mut self.method, MethodChoice::Qlora, "QLoRA");
-                });
-                ui.end_row();
-                if self.method != MethodChoice::Full {
-                    row(ui, "LoRA rank", |ui| {
-                        ui.add(egui::DragValue::new(&mut self.lora_rank).range(1..=1024))
-                    });
-                    ui.label("LoRA targets");
-                    ui.horizontal(|ui| {
-                        ui.selectable_value(
-                            &mut self.lora_targets,
-                            LoraTargets::Attention,
-                            "attention",
-                        );
-                        ui.selectable_value(
-                            &mut self.lora_targets,
-                            LoraTargets::AllLinear,
-                            "all linear",
-                        );
-                    });
-                    ui.end_row();
-                }
-                let setup = &mut self.setup;
-                row(ui, "Precision", |ui| {
-                    choice(
-                        ui,
-                        "plan-precision",
-                        &mut setup.precision,
-                        &[
-                            (Precision::Bf16Mixed, "bf16 mixed"),
-                            (Precision::Fp16Mixed, "fp16 mixed"),
-                            (Precision::Bf16, "pure bf16"),
-                            (Precision::Fp32, "fp32"),
-                        ],
-                    )
-                });
-                row(ui, "Optimizer", |ui| {
-                    choice(
-                        ui,
-                        "plan-optimizer",
-                        &mut setup.optimizer,
-                        &[
-                            (Optimizer::Adamw, "AdamW"),
-                            (Optimizer::Adamw8bit, "8-bit AdamW"),
-                            (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
-                            (Optimizer::Adafactor, "Adafactor"),
-                            (Optimizer::Sgd, "SGD"),
-                            (Optimizer::SgdMomentum, "SGD + momentum"),
-                        ],
-                    )
-                });
-                row(ui, "Micro-batch", |ui| {
-                    ui.add(egui::DragValue::new(&mut setup.micro_batch).range(1..=4096))
-                });
-                row(ui, size_label, |ui| {
-                    ui.add(egui::DragValue::new(&mut setup.sequence_length).range(1..=1_048_576))
-                });
-                row(ui, "Checkpointing", |ui| {
-                    choice(
-                        ui,
-                        "plan-checkpointing",
-                        &mut setup.checkpointing,
-                        &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
-                    )
-                });
-                row(ui, "Attention", |ui| {
-                    choice(
-                        ui,
-                        "plan-attention",
-                        &mut setup.attention,
-                        &[
-                            (Attention::Sdpa, "SDPA"),
-                            (Attention::Flash, "flash"),
-                            (Attention::Eager, "eager"),
-                        ],
-                    )
-                });
-                row(ui, "Task", |ui| {
-                    choice(
-                        ui,
-                        "plan-task",
-                        &mut setup.task,
-                        &[
-                            (Task::LanguageModel, "language model"),
-                            (Task::Classification, "classification"),
-                        ],
-                    )
-                });
-            });
-        ui.separator();
-        ui.heading("GPUs");
-        let list = cards();
-        let detected_name = self
-            .detected_card
-            .as_ref()
-            .map_or("RTX 4090 (no GPU detected)".to_string(), |card| {
-                format!("{} (detected)", card.name)
-            });
-        let selected = match self.card_index.and_then(|index| list.get(index)) {
-            Some(card) => card.name.clone(),
-            None => detected_name.clone(),
-        };
-        egui::Grid::new("plan-gpus").num_columns(2).show(ui, |ui| {
-            let card_index = &mut self.card_index;
-            row(ui, "Card", |ui| {
-                egui::ComboBox::from_id_salt("plan-card")
-                    .selected_text(selected)
-                    .show_ui(ui, |ui| {
-                        ui.selectable_value(card_index, None, detected_name);
-                        for (index, card) in list.iter().enumerate() {
-                            ui.selectable_value(card_index, Some(index), card.name.clone());
-                        }
-                    })
-                    .response
-            });
-            let setup = &mut self.setup;
-            row(ui, "GPUs", |ui| {
-                ui.add(egui::DragValue::new(&mut setup.gpus).range(1..=1024))
-            });
-            row(ui, "Sharding", |ui| {
-                choice(
-                    ui,
-                    "plan-sharding",
-                    &mut setup.sharding,
-                    &[
-                        (Sharding::None, "none"),
-                        (Sharding::Ddp, "DDP"),
-                        (Sharding::Fsdp, "FSDP full shard"),
-                        (Sharding::Zero1, "ZeRO-1"),
-                        (Sharding::Zero2, "ZeRO-2"),
-                        (Sharding::Zero3, "ZeRO-3"),
-                    ],
-                )
-            });
-            row(ui, "CPU offload", |ui| {
-                choice(
-                    ui,
-                    "plan-offload",
-                    &mut setup.offload,
-                    &[
-                        (Offload::None, "none"),
-                        (Offload::Optimizer, "optimizer"),
-                        (Offload::OptimizerAndParams, "optimizer + params"),
-                    ],
-                )
-            });
-            let target_batch = &mut self.target_batch;
-            row(ui, "Target global batch", |ui| {
-                ui.add(egui::DragValue::new(target_batch).range(1..=1_000_000))
-            });
-        });
-        ui.separator();
-        ui.heading("Overheads");
-        let overheads: &mut Overheads = &mut self.setup.overheads;
-        let mut context_mib = overheads.cuda_context_bytes / (1024 * 1024);
-        let mut reserve_pct = overheads.allocator_reserve_fraction * 100.0;
-        egui::Grid::new("plan-overheads")
-            .num_columns(2)
-            .show(ui, |ui| {
-                row(ui, "CUDA context (MiB)", |ui| {
-                    ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192))
-                        .on_hover_text("Kernels and library workspaces, per process")
-                });
-                row(ui, "Allocator reserve (%)", |ui| {
-                    ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
-                        .on_hover_text("Cached by PyTorch beyond the live tensors")
-                });
-            });
-        overheads.cuda_context_bytes = context_mib * 1024 * 1024;
-        overheads.allocator_reserve_fraction = reserve_pct / 100.0;
-    }
-
     fn results_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
         let card = self.card();
         let model = self.model.clone();
@@ -428,6 +218,24 @@ impl PlanPanel {
                 }
             }
         });
+        if !model.is_vision() {
+            let seconds = training_seconds(
+                &model,
+                &setup.method,
+                self.tokens_millions * 1e6,
+                &card,
+                setup.gpus,
+                self.utilization_pct / 100.0,
+            );
+            ui.label(format!(
+                "Time estimate: {} for {} M tokens on {} × {} at {:.0} % of its dense bf16 rate.",
+                duration_text(seconds),
+                self.tokens_millions,
+                setup.gpus,
+                card.name,
+                self.utilization_pct
+            ));
+        }
         for line in &answer.advice {
             ui.label(RichText::new(line).weak());
         }
@@ -438,176 +246,30 @@ impl PlanPanel {
     }
 }
 
-/// A combo box over a fixed list of values.
-fn choice<T: PartialEq + Copy>(
-    ui: &mut egui::Ui,
-    id: &str,
-    value: &mut T,
-    options: &[(T, &str)],
-) -> egui::Response {
-    let selected = options
-        .iter()
-        .find(|(option, _)| option == value)
-        .map_or("", |(_, label)| label);
-    egui::ComboBox::from_id_salt(id)
-        .selected_text(selected)
-        .show_ui(ui, |ui| {
-            for (option, label) in options {
-                ui.selectable_value(value, *option, *label);
-            }
-        })
-        .response
-}
-
-/// One row of an input grid: a label and the widget it names (for screen readers and tests).
-fn row(ui: &mut egui::Ui, label: &str, widget: impl FnOnce(&mut egui::Ui) -> egui::Response) {
-    let label = ui.label(label);
-    widget(ui).labelled_by(label.id);
-    ui.end_row();
-}
-
-const PART_COLOURS: [(&str, Color32); 5] = [
-    ("Weights", Color32::from_rgb(0x6c, 0x9c, 0xff)),
-    ("Gradients", Color32::from_rgb(0xb3, 0x88, 0xff)),
-    ("Optimizer", Color32::from_rgb(0xff, 0x9f, 0x43)),
-    ("Activations", Color32::from_rgb(0x5c, 0xd6, 0x7a)),
-    ("Overhead", Color32::from_gray(140)),
-];
-
-/// One stacked bar of the breakdown (GiB) against a line at the card's memory.
-fn breakdown_chart(ui: &mut egui::Ui, breakdown: &MemoryBreakdown, memory_bytes: u64) {
-    ui.label(RichText::new("Where the memory goes (GiB per GPU)").strong());
-    let parts = [
-        breakdown.weights,
-        breakdown.gradients,
-        breakdown.optimizer,
-        breakdown.activations,
-        breakdown.overhead,
-    ];
-    let mut base = 0.0;
-    let mut charts = Vec::new();
-    for ((name, colour), bytes) in PART_COLOURS.iter().zip(parts) {
-        let height = bytes as f64 / GIB;
-        charts.push(
-            BarChart::new(
-                *name,
-                vec![
-                    Bar::new(0.0, height)
-                        .base_offset(base)
-                        .width(0.6)
-                        .name(format!("{name}: {height:.2} GiB")),
-                ],
-            )
-            .color(*colour),
-        );
-        base += height;
+/// Seconds as "45 min", "3.2 h" or "4.5 days".
+fn duration_text(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "n/a".to_string();
     }
-    let memory_gib = memory_bytes as f64 / GIB;
-    Plot::new("plan-breakdown")
-        .height(220.0)
-        .legend(Legend::default())
-        .show_x(false)
-        .show_axes([false, true])
-        .show_grid([false, true])
-        .include_x(-1.0)
-        .include_x(1.0)
-        .include_y(0.0)
-        .include_y(memory_gib * 1.1)
-        .allow_drag(false)
-        .allow_zoom(false)
-        .allow_scroll(false)
-        .show(ui, |plot_ui| {
-            for chart in charts {
-                plot_ui.bar_chart(chart);
-            }
-            plot_ui.hline(
-                HLine::new("Card memory", memory_gib)
-                    .color(Color32::from_rgb(0xff, 0x5c, 0x5c))
-                    .style(LineStyle::dashed_loose()),
-            );
-        });
-}
-
-/// Memory against micro-batch, with the card's usable memory as the fit limit.
-fn batch_curve(ui: &mut egui::Ui, model: &Model, setup: &TrainingSetup, card: &GpuCard) {
-    ui.label(RichText::new("Memory per GPU vs micro-batch (GiB)").strong());
-    let mut points = Vec::new();
-    let mut micro_batch = 1u64;
-    while micro_batch <= 256 {
-        if let Ok(breakdown) = estimate(
-            model,
-            &TrainingSetup {
-                micro_batch,
-                ..*setup
-            },
-        ) {
-            points.push([micro_batch as f64, breakdown.total() as f64 / GIB]);
-            if !fits(&breakdown, card.memory_bytes)
-                && breakdown.total() as f64 > 2.0 * card.memory_bytes as f64
-            {
-                break;
-            }
-        }
-        micro_batch = if micro_batch < 16 {
-            micro_batch + 1
-        } else {
-            micro_batch * 2
-        };
+    let hours = seconds / 3600.0;
+    if hours < 1.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else if hours < 48.0 {
+        format!("{hours:.1} h")
+    } else {
+        format!("{:.1} days", hours / 24.0)
     }
-    let limit = card.memory_bytes as f64 * (1.0 - crate::plan::recommend::SAFETY_MARGIN) / GIB;
-    Plot::new("plan-batch-curve")
-        .height(200.0)
-        .legend(Legend::default())
-        .include_y(0.0)
-        .x_axis_label("micro-batch")
-        .allow_drag(false)
-        .allow_scroll(false)
-        .show(ui, |plot_ui| {
-            plot_ui.line(
-                Line::new("Memory per GPU", points)
-                    .color(Color32::from_rgb(0x6c, 0x9c, 0xff))
-                    .width(2.0),
-            );
-            plot_ui.hline(
-                HLine::new("Fit limit (95 % of the card)", limit)
-                    .color(Color32::from_rgb(0xff, 0x5c, 0x5c))
-                    .style(LineStyle::dashed_loose()),
-            );
-            plot_ui.vline(
-                VLine::new("Chosen micro-batch", setup.micro_batch as f64).color(Color32::GRAY),
-            );
-        });
 }
 
-fn strategy_table(ui: &mut egui::Ui, answer: &Recommendation) {
-    ui.label(RichText::new("Strategies on this card, best first").strong());
-    egui::Grid::new("plan-strategies")
-        .striped(true)
-        .num_columns(5)
-        .show(ui, |ui| {
-            for header in [
-                "Method",
-                "Precision",
-                "Checkpointing",
-                "At micro-batch 1",
-                "Largest micro-batch",
-            ] {
-                ui.label(RichText::new(header).weak());
-            }
-            ui.end_row();
-            for row in &answer.strategies {
-                ui.label(row.method);
-                ui.label(row.precision);
-                ui.label(if row.checkpointing { "full" } else { "none" });
-                ui.label(format!(
-                    "{:.2} GiB",
-                    row.per_gpu_bytes_at_batch_1 as f64 / GIB
-                ));
-                ui.label(
-                    row.max_micro_batch
-                        .map_or("does not fit".to_string(), |batch| batch.to_string()),
-                );
-                ui.end_row();
-            }
-        });
+#[cfg(test)]
+mod tests {
+    use super::duration_text;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration_text(2_700.0), "45 min");
+        assert_eq!(duration_text(3.2 * 3600.0), "3.2 h");
+        assert_eq!(duration_text(108.0 * 3600.0), "4.5 days");
+        assert_eq!(duration_text(f64::NAN), "n/a");
+    }
 }

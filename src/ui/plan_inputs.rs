@@ -1,0 +1,270 @@
+//! The planner panel's inputs: model, training method and precision, GPUs and sharding, time
+//! and overheads. Each input has a label that names it (for screen readers and UI tests).
+
+use eframe::egui::{self, RichText};
+
+use super::plan::{MethodChoice, PlanAction, PlanPanel};
+use crate::plan::model::{LoraTargets, PRESET_NAMES, preset};
+use crate::plan::recommend::cards;
+use crate::plan::setup::{
+    Attention, Checkpointing, Offload, Optimizer, Overheads, Precision, Sharding, Task,
+};
+use crate::ui::widgets::banner::ERROR_TEXT;
+
+impl PlanPanel {
+    pub(super) fn inputs_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
+        let heading = ui.heading("Model");
+        egui::ComboBox::from_id_salt("plan-model")
+            .selected_text(self.model.name.clone())
+            .show_ui(ui, |ui| {
+                for name in PRESET_NAMES {
+                    if ui.selectable_label(self.model.name == name, name).clicked()
+                        && let Some(model) = preset(name)
+                    {
+                        self.model = model;
+                        self.model_message = None;
+                    }
+                }
+            })
+            .response
+            .labelled_by(heading.id);
+        if ui.button("Open config.json or .safetensors…").clicked() {
+            actions.push(PlanAction::OpenModelFile);
+        }
+        if let Some(message) = &self.model_message {
+            ui.label(RichText::new(message).color(ERROR_TEXT));
+        }
+        ui.label(format!(
+            "{:.2} B parameters",
+            self.model.parameter_count() as f64 / 1e9
+        ));
+        ui.separator();
+
+        ui.heading("Training");
+        let size_label = if self.model.is_vision() {
+            "Image size (px)"
+        } else {
+            "Sequence length"
+        };
+        egui::Grid::new("plan-training")
+            .num_columns(2)
+            .show(ui, |ui| {
+                ui.label("Method");
+                ui.horizontal(|ui| {
+                    ui.selectable_value(&mut self.method, MethodChoice::Full, "Full");
+                    ui.selectable_value(&mut self.method, MethodChoice::Lora, "LoRA");
+                    ui.selectable_value(&mut self.method, MethodChoice::Qlora, "QLoRA");
+                });
+                ui.end_row();
+                if self.method != MethodChoice::Full {
+                    row(ui, "LoRA rank", |ui| {
+                        ui.add(egui::DragValue::new(&mut self.lora_rank).range(1..=1024))
+                    });
+                    ui.label("LoRA targets");
+                    ui.horizontal(|ui| {
+                        ui.selectable_value(
+                            &mut self.lora_targets,
+                            LoraTargets::Attention,
+                            "attention",
+                        );
+                        ui.selectable_value(
+                            &mut self.lora_targets,
+                            LoraTargets::AllLinear,
+                            "all linear",
+                        );
+                    });
+                    ui.end_row();
+                }
+                let setup = &mut self.setup;
+                row(ui, "Precision", |ui| {
+                    choice(
+                        ui,
+                        "plan-precision",
+                        &mut setup.precision,
+                        &[
+                            (Precision::Bf16Mixed, "bf16 mixed"),
+                            (Precision::Fp16Mixed, "fp16 mixed"),
+                            (Precision::Bf16, "pure bf16"),
+                            (Precision::Fp32, "fp32"),
+                        ],
+                    )
+                });
+                row(ui, "Optimizer", |ui| {
+                    choice(
+                        ui,
+                        "plan-optimizer",
+                        &mut setup.optimizer,
+                        &[
+                            (Optimizer::Adamw, "AdamW"),
+                            (Optimizer::Adamw8bit, "8-bit AdamW"),
+                            (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
+                            (Optimizer::Adafactor, "Adafactor"),
+                            (Optimizer::Sgd, "SGD"),
+                            (Optimizer::SgdMomentum, "SGD + momentum"),
+                        ],
+                    )
+                });
+                row(ui, "Micro-batch", |ui| {
+                    ui.add(egui::DragValue::new(&mut setup.micro_batch).range(1..=4096))
+                });
+                row(ui, size_label, |ui| {
+                    ui.add(egui::DragValue::new(&mut setup.sequence_length).range(1..=1_048_576))
+                });
+                row(ui, "Checkpointing", |ui| {
+                    choice(
+                        ui,
+                        "plan-checkpointing",
+                        &mut setup.checkpointing,
+                        &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
+                    )
+                });
+                row(ui, "Attention", |ui| {
+                    choice(
+                        ui,
+                        "plan-attention",
+                        &mut setup.attention,
+                        &[
+                            (Attention::Sdpa, "SDPA"),
+                            (Attention::Flash, "flash"),
+                            (Attention::Eager, "eager"),
+                        ],
+                    )
+                });
+                row(ui, "Task", |ui| {
+                    choice(
+                        ui,
+                        "plan-task",
+                        &mut setup.task,
+                        &[
+                            (Task::LanguageModel, "language model"),
+                            (Task::Classification, "classification"),
+                        ],
+                    )
+                });
+            });
+        ui.separator();
+        ui.heading("GPUs");
+        let list = cards();
+        let detected_name = self
+            .detected_card
+            .as_ref()
+            .map_or("RTX 4090 (no GPU detected)".to_string(), |card| {
+                format!("{} (detected)", card.name)
+            });
+        let selected = match self.card_index.and_then(|index| list.get(index)) {
+            Some(card) => card.name.clone(),
+            None => detected_name.clone(),
+        };
+        egui::Grid::new("plan-gpus").num_columns(2).show(ui, |ui| {
+            let card_index = &mut self.card_index;
+            row(ui, "Card", |ui| {
+                egui::ComboBox::from_id_salt("plan-card")
+                    .selected_text(selected)
+                    .show_ui(ui, |ui| {
+                        ui.selectable_value(card_index, None, detected_name);
+                        for (index, card) in list.iter().enumerate() {
+                            ui.selectable_value(card_index, Some(index), card.name.clone());
+                        }
+                    })
+                    .response
+            });
+            let setup = &mut self.setup;
+            row(ui, "GPUs", |ui| {
+                ui.add(egui::DragValue::new(&mut setup.gpus).range(1..=1024))
+            });
+            row(ui, "Sharding", |ui| {
+                choice(
+                    ui,
+                    "plan-sharding",
+                    &mut setup.sharding,
+                    &[
+                        (Sharding::None, "none"),
+                        (Sharding::Ddp, "DDP"),
+                        (Sharding::Fsdp, "FSDP full shard"),
+                        (Sharding::Zero1, "ZeRO-1"),
+                        (Sharding::Zero2, "ZeRO-2"),
+                        (Sharding::Zero3, "ZeRO-3"),
+                    ],
+                )
+            });
+            row(ui, "CPU offload", |ui| {
+                choice(
+                    ui,
+                    "plan-offload",
+                    &mut setup.offload,
+                    &[
+                        (Offload::None, "none"),
+                        (Offload::Optimizer, "optimizer"),
+                        (Offload::OptimizerAndParams, "optimizer + params"),
+                    ],
+                )
+            });
+            let target_batch = &mut self.target_batch;
+            row(ui, "Target global batch", |ui| {
+                ui.add(egui::DragValue::new(target_batch).range(1..=1_000_000))
+            });
+        });
+        if !self.model.is_vision() {
+            ui.separator();
+            ui.heading("Time");
+            egui::Grid::new("plan-time").num_columns(2).show(ui, |ui| {
+                let tokens = &mut self.tokens_millions;
+                row(ui, "Tokens (millions)", |ui| {
+                    ui.add(egui::DragValue::new(tokens).range(0.001..=1e7).speed(1.0))
+                });
+                let utilization = &mut self.utilization_pct;
+                row(ui, "Utilization (%)", |ui| {
+                    ui.add(egui::DragValue::new(utilization).range(1.0..=100.0))
+                        .on_hover_text("Share of the card's dense bf16 throughput the run achieves (30-50 % is typical)")
+                });
+            });
+        }
+        ui.separator();
+        ui.heading("Overheads");
+        let overheads: &mut Overheads = &mut self.setup.overheads;
+        let mut context_mib = overheads.cuda_context_bytes / (1024 * 1024);
+        let mut reserve_pct = overheads.allocator_reserve_fraction * 100.0;
+        egui::Grid::new("plan-overheads")
+            .num_columns(2)
+            .show(ui, |ui| {
+                row(ui, "CUDA context (MiB)", |ui| {
+                    ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192))
+                        .on_hover_text("Kernels and library workspaces, per process")
+                });
+                row(ui, "Allocator reserve (%)", |ui| {
+                    ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
+                        .on_hover_text("Cached by PyTorch beyond the live tensors")
+                });
+            });
+        overheads.cuda_context_bytes = context_mib * 1024 * 1024;
+        overheads.allocator_reserve_fraction = reserve_pct / 100.0;
+    }
+}
+
+/// A combo box over a fixed list of values.
+fn choice<T: PartialEq + Copy>(
+    ui: &mut egui::Ui,
+    id: &str,
+    value: &mut T,
+    options: &[(T, &str)],
+) -> egui::Response {
+    let selected = options
+        .iter()
+        .find(|(option, _)| option == value)
+        .map_or("", |(_, label)| label);
+    egui::ComboBox::from_id_salt(id)
+        .selected_text(selected)
+        .show_ui(ui, |ui| {
+            for (option, label) in options {
+                ui.selectable_value(value, *option, *label);
+            }
+        })
+        .response
+}
+
+/// One row of an input grid: a label and the widget it names (for screen readers and tests).
+fn row(ui: &mut egui::Ui, label: &str, widget: impl FnOnce(&mut egui::Ui) -> egui::Response) {
+    let label = ui.label(label);
+    widget(ui).labelled_by(label.id);
+    ui.end_row();
+}
