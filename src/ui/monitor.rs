@@ -3,35 +3,21 @@
 //! hover read-outs and health hints.
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{HLine, HoverPosition, Legend, Line, LineStyle, Plot, PlotUi};
 use serde::{Deserialize, Serialize};
 
-use crate::device::{Telemetry, ThrottleReason};
-use crate::telemetry::decimate::{decimate, throttle_columns};
+use crate::device::Telemetry;
 use crate::telemetry::health::{Severity, health_hints};
-use crate::telemetry::history::{GpuHistory, Metric};
+use crate::telemetry::history::Metric;
 use crate::ui::model::GpuModel;
 use crate::ui::overview::fans_text;
 use crate::ui::widgets::banner::ERROR_TEXT;
-use crate::ui::widgets::time_axis::{TimeWindow, axis_label, clock_time};
+use crate::ui::widgets::throttle_strip::throttle_strip;
+use crate::ui::widgets::time_axis::TimeWindow;
+use crate::ui::widgets::time_plot::{TimeSpan, graph, series};
 use crate::units::{gib, or_na, throttle_summary, watts};
 
 /// Sampling intervals offered, in milliseconds.
 pub const INTERVAL_CHOICES_MS: [u64; 6] = [100, 250, 500, 1_000, 2_000, 5_000];
-/// Height of one graph, in points.
-const PLOT_HEIGHT: f32 = 140.0;
-/// Every graph reserves the same y-axis width so their time axes line up.
-const Y_AXIS_WIDTH: f32 = 52.0;
-/// The throttle reasons the strip has a row for, top to bottom.
-const STRIP_REASONS: [ThrottleReason; 7] = [
-    ThrottleReason::SwPowerCap,
-    ThrottleReason::SwThermalSlowdown,
-    ThrottleReason::HwThermalSlowdown,
-    ThrottleReason::HwSlowdown,
-    ThrottleReason::HwPowerBrakeSlowdown,
-    ThrottleReason::ApplicationsClocksSetting,
-    ThrottleReason::GpuIdle,
-];
 
 /// What the user chose for the graphs; kept between runs.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -70,32 +56,6 @@ impl MonitorView {
         self.window = window;
         self.reset_time_axis = true;
     }
-}
-
-/// One line on a graph.
-struct Series {
-    name: &'static str,
-    metric: Metric,
-    color: Color32,
-    dashed: bool,
-}
-
-const fn series(name: &'static str, metric: Metric, color: Color32, dashed: bool) -> Series {
-    Series {
-        name,
-        metric,
-        color,
-        dashed,
-    }
-}
-
-/// The time span the graphs show this frame, and whether to force it onto the axis.
-#[derive(Clone, Copy)]
-struct TimeSpan {
-    from_ms: u64,
-    to_ms: u64,
-    force: bool,
-    gap_after_ms: u64,
 }
 
 /// Draws the detail view of `gpu`; returns what the user asked for.
@@ -390,292 +350,12 @@ fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan) -> bool {
     moved
 }
 
-fn plot_base<'a>(id: &'a str, span: TimeSpan) -> Plot<'a> {
-    let link = egui::Id::unique("gputune-time-axis");
-    Plot::new(id)
-        .height(PLOT_HEIGHT)
-        .link_axis(link, [true, false])
-        .link_cursor(link, [true, false])
-        .allow_zoom([true, false])
-        .allow_drag([true, false])
-        .allow_scroll([true, false])
-        .allow_boxed_zoom(false)
-        .allow_double_click_reset(false)
-        .auto_bounds([false, true])
-        .y_axis_min_width(Y_AXIS_WIDTH)
-        .set_margin_fraction(egui::Vec2::new(0.0, 0.12))
-        .legend(
-            Legend::default()
-                .position(egui_plot::Corner::LeftTop)
-                .background_alpha(0.85),
-        )
-        .x_axis_formatter(|mark, range| axis_label(mark.value, range.end() - range.start()))
-        .default_x_bounds(seconds(span.from_ms), seconds(span.to_ms))
-}
-
-fn seconds(unix_ms: u64) -> f64 {
-    unix_ms as f64 / 1000.0
-}
-
-fn unix_ms(unix_seconds: f64) -> u64 {
-    (unix_seconds.max(0.0) * 1000.0) as u64
-}
-
-/// The visible time span and its width in pixels, as this frame will draw it.
-fn visible_span(plot_ui: &mut PlotUi<'_>, span: TimeSpan) -> (u64, u64, usize) {
-    if span.force {
-        plot_ui.set_plot_bounds_x(seconds(span.from_ms)..=seconds(span.to_ms));
-    }
-    let columns = plot_ui.transform().frame().width().max(1.0) as usize;
-    if span.force {
-        (span.from_ms, span.to_ms, columns)
-    } else {
-        let bounds = plot_ui.plot_bounds();
-        (unix_ms(bounds.min()[0]), unix_ms(bounds.max()[0]), columns)
-    }
-}
-
-/// One graph; returns true when the user dragged or zoomed its time axis.
-#[allow(clippy::too_many_arguments)]
-fn graph(
-    ui: &mut egui::Ui,
-    history: &GpuHistory,
-    span: TimeSpan,
-    title: &'static str,
-    unit: &'static str,
-    lines: &[Series],
-    reference: Option<(&'static str, f64)>,
-    y_always_shows: &[f64],
-) -> bool {
-    ui.label(RichText::new(format!("{title} ({unit})")).strong());
-    let mut plot = plot_base(title, span);
-    for &y in y_always_shows {
-        plot = plot.include_y(y);
-    }
-    let response = plot
-        .y_grid_spacer(nice_y_grid)
-        .y_axis_formatter(move |mark, _| format_value(mark.value))
-        .label_formatter(move |position| hover_text(position, unit))
-        .show(ui, |plot_ui| {
-            let (from_ms, to_ms, columns) = visible_span(plot_ui, span);
-            for line in lines {
-                for segment in decimate(
-                    history,
-                    line.metric,
-                    from_ms,
-                    to_ms,
-                    columns,
-                    span.gap_after_ms,
-                ) {
-                    let style = if line.dashed {
-                        LineStyle::dashed_loose()
-                    } else {
-                        LineStyle::Solid
-                    };
-                    plot_ui.line(
-                        Line::new(line.name, segment)
-                            .color(line.color)
-                            .style(style)
-                            .width(1.5),
-                    );
-                }
-            }
-            if let Some((name, value)) = reference {
-                plot_ui.hline(
-                    HLine::new(name, value)
-                        .color(Color32::GRAY)
-                        .style(LineStyle::dotted_loose()),
-                );
-            }
-        });
-    moved_by_user(&response.response)
-}
-
-fn moved_by_user(response: &egui::Response) -> bool {
-    let scrolled = response.hovered()
-        && response
-            .ctx
-            .input(|input| input.smooth_scroll_delta != egui::Vec2::ZERO);
-    response.dragged() || scrolled
-}
-
-/// Three to six labelled y grid lines at round values (1, 2 or 5 × 10^k apart), with four
-/// unlabelled lines between each; egui_plot's default (powers of ten) often labels none.
-fn nice_y_grid(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
-    let (min, max) = input.bounds;
-    let span = max - min;
-    if !span.is_finite() || span <= 0.0 {
-        return Vec::new();
-    }
-    let raw_step = span / 5.0;
-    let magnitude = 10f64.powf(raw_step.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|factor| factor * magnitude)
-        .find(|&step| step >= raw_step)
-        .unwrap_or(10.0 * magnitude);
-    let minor = step / 5.0;
-    let first = (min / minor).ceil() as i64;
-    let last = (max / minor).floor() as i64;
-    (first..=last)
-        .map(|k| {
-            let value = k as f64 * minor;
-            let on_major = (value / step - (value / step).round()).abs() < 1e-9;
-            egui_plot::GridMark {
-                value,
-                step_size: if on_major { step } else { minor },
-            }
-        })
-        .collect()
-}
-
-/// Hover text with units and the local time.
-fn hover_text(position: &HoverPosition<'_>, unit: &str) -> Option<String> {
-    match position {
-        HoverPosition::NearDataPoint {
-            plot_name,
-            position,
-            ..
-        } => Some(format!(
-            "{plot_name}: {} {unit}\n{}",
-            format_value(position.y),
-            clock_time(position.x, true)
-        )),
-        HoverPosition::Elsewhere { position } => Some(clock_time(position.x, true)),
-    }
-}
-
-/// A reading for labels: whole numbers from 10 up (and whole values), one decimal below.
-fn format_value(value: f64) -> String {
-    if value.abs() >= 10.0 || value.fract() == 0.0 {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.1}")
-    }
-}
-
-/// The throttle-reason timeline: one row per reason, a bar where it was active.
-fn throttle_strip(ui: &mut egui::Ui, history: &GpuHistory, span: TimeSpan) -> bool {
-    ui.label(RichText::new("Throttle reasons").strong())
-        .on_hover_text("Why the GPU ran below its top clock. Hover a bar for plain words.");
-    let rows = STRIP_REASONS.len() as f64;
-    let response = plot_base("Throttle reasons", span)
-        .height(STRIP_REASONS.len() as f32 * 16.0 + 36.0)
-        .auto_bounds([false, false])
-        .default_y_bounds(-0.5, rows - 0.5)
-        .show_grid([true, false])
-        .y_axis_formatter(|_, _| String::new())
-        .label_formatter(|position| match position {
-            HoverPosition::NearDataPoint {
-                plot_name,
-                position,
-                ..
-            } => {
-                let explanation = STRIP_REASONS
-                    .iter()
-                    .find(|reason| reason.label() == *plot_name)
-                    .map_or("", |reason| reason.explanation());
-                Some(format!(
-                    "{plot_name}: {explanation}\n{}",
-                    clock_time(position.x, true)
-                ))
-            }
-            HoverPosition::Elsewhere { .. } => None,
-        })
-        .show(ui, |plot_ui| {
-            plot_ui.set_plot_bounds_y(-0.5..=rows - 0.5);
-            let (from_ms, to_ms, columns) = visible_span(plot_ui, span);
-            let active = throttle_columns(history, from_ms, to_ms, columns);
-            let column_ms = (to_ms.saturating_sub(from_ms)) as f64 / columns.max(1) as f64;
-            for (row, reason) in STRIP_REASONS.iter().enumerate() {
-                let y = rows - 1.0 - row as f64;
-                let color = reason_color(*reason);
-                for (first, last) in runs(&active, reason.bit()) {
-                    let start = seconds(from_ms) + first as f64 * column_ms / 1000.0;
-                    let end = seconds(from_ms) + (last + 1) as f64 * column_ms / 1000.0;
-                    plot_ui.line(
-                        Line::new(reason.label(), vec![[start, y], [end, y]])
-                            .color(color)
-                            .width(9.0),
-                    );
-                }
-            }
-        });
-    moved_by_user(&response.response)
-}
-
-/// Runs of consecutive columns in which `bit` was set: (first, last) column indices.
-fn runs(columns: &[Option<u64>], bit: u64) -> Vec<(usize, usize)> {
-    let mut runs = Vec::new();
-    let mut start = None;
-    for (index, bits) in columns.iter().enumerate() {
-        let active = bits.is_some_and(|bits| bits & bit != 0);
-        match (active, start) {
-            (true, None) => start = Some(index),
-            (false, Some(first)) => {
-                runs.push((first, index - 1));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(first) = start {
-        runs.push((first, columns.len().saturating_sub(1)));
-    }
-    runs
-}
-
-fn reason_color(reason: ThrottleReason) -> Color32 {
-    match reason {
-        ThrottleReason::SwPowerCap => Color32::from_rgb(0xff, 0x9f, 0x43),
-        ThrottleReason::SwThermalSlowdown => Color32::from_rgb(0xff, 0x5c, 0x5c),
-        ThrottleReason::HwThermalSlowdown | ThrottleReason::HwSlowdown => {
-            Color32::from_rgb(0xd6, 0x2d, 0x2d)
-        }
-        ThrottleReason::HwPowerBrakeSlowdown => Color32::from_rgb(0xc0, 0x5c, 0xff),
-        ThrottleReason::ApplicationsClocksSetting => Color32::from_rgb(0x6c, 0x9c, 0xff),
-        _ => Color32::from_gray(110),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn runs_find_consecutive_active_columns() {
-        let columns = [Some(0x4), Some(0x4), None, Some(0x1), Some(0x4), Some(0x4)];
-        assert_eq!(runs(&columns, 0x4), vec![(0, 1), (4, 5)]);
-        assert_eq!(runs(&columns, 0x1), vec![(3, 3)]);
-        assert!(runs(&columns, 0x20).is_empty());
-    }
-
-    #[test]
-    fn y_grid_labels_round_values() {
-        let marks = nice_y_grid(egui_plot::GridInput {
-            bounds: (13.0, 97.0),
-            base_step_size: 0.5,
-        });
-        let major: Vec<f64> = marks
-            .iter()
-            .filter(|mark| mark.step_size == 20.0)
-            .map(|mark| mark.value)
-            .collect();
-        assert_eq!(major, vec![20.0, 40.0, 60.0, 80.0]);
-        assert!(
-            nice_y_grid(egui_plot::GridInput {
-                bounds: (5.0, 5.0),
-                base_step_size: 1.0
-            })
-            .is_empty()
-        );
-    }
-
-    #[test]
-    fn values_and_intervals_read_well() {
-        assert_eq!(format_value(445.3), "445");
-        assert_eq!(format_value(2.46), "2.5");
-        assert_eq!(format_value(0.0), "0");
+    fn intervals_read_well() {
         assert_eq!(interval_label(500), "every 500 ms");
         assert_eq!(interval_label(2_000), "every 2 s");
     }

@@ -1,4 +1,6 @@
 //! Pieces shared by the panels.
 
 pub mod banner;
+pub mod throttle_strip;
 pub mod time_axis;
+pub mod time_plot;

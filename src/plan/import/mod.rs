@@ -1,0 +1,163 @@
+//! Models from files: a Hugging Face `config.json`, or the header of a `.safetensors`
+//! checkpoint (never its tensor data). Every failure is a `PlanError::ModelFile` that names the
+//! file, says what is wrong with it and what to do.
+//!
+//! `config` reads a Hugging Face config.json; `safetensors` reads checkpoint headers, finds the
+//! other shards and infers an architecture from tensor names when no config.json is beside them.
+
+mod config;
+mod safetensors;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::PlanError;
+use super::model::{Architecture, Model};
+use config::config_architecture;
+use safetensors::{load_checkpoint, looks_like_safetensors, read_header};
+
+/// Largest config.json or shard index read: real ones are kilobytes (ViT's labels: ~70 kB).
+const MAX_JSON_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What a safetensors checkpoint holds, from its header alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckpointSummary {
+    /// Elements of all tensors, except GPT-2's stored attention-mask buffers (not parameters).
+    pub parameters: u64,
+    /// Bytes stored per dtype as the file names it ("BF16", "F32", ...).
+    pub bytes_by_dtype: BTreeMap<String, u64>,
+}
+
+/// Loads a model from a `config.json`, a `.safetensors` checkpoint (a config.json beside it is
+/// used when present), or a folder holding a config.json.
+pub fn load_model(path: &Path) -> Result<Model, PlanError> {
+    if path.is_dir() {
+        let config = path.join("config.json");
+        if config.is_file() {
+            return load_model(&config);
+        }
+        return Err(file_error(
+            path,
+            "this folder has no config.json; give the model's config.json or one of its .safetensors files.",
+        ));
+    }
+    if looks_like_safetensors(path) {
+        load_checkpoint(path)
+    } else {
+        let config = read_json(path, "config.json")?;
+        let architecture =
+            config_architecture(&config).map_err(|reason| file_error(path, reason))?;
+        checked(
+            path,
+            Model {
+                name: model_name(path),
+                architecture,
+                exact_parameter_count: None,
+            },
+        )
+    }
+}
+
+/// Reads one safetensors file's header: parameter count and bytes per dtype.
+pub fn read_safetensors_header(path: &Path) -> Result<CheckpointSummary, PlanError> {
+    Ok(read_header(path)?.0)
+}
+
+fn file_error(path: &Path, reason: impl Into<String>) -> PlanError {
+    PlanError::ModelFile {
+        path: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn unreadable(path: &Path, error: std::io::Error) -> PlanError {
+    file_error(
+        path,
+        format!(
+            "it cannot be read ({error}); check that the path is right and the file is readable."
+        ),
+    )
+}
+
+/// The model's name: the folder holding the file (Hugging Face downloads are one folder per model).
+fn model_name(path: &Path) -> String {
+    path.parent()
+        .and_then(Path::file_name)
+        .and_then(|name| name.to_str())
+        .filter(|name| !name.is_empty())
+        .unwrap_or("custom")
+        .to_string()
+}
+
+fn read_json(path: &Path, expected: &str) -> Result<Value, PlanError> {
+    let size = std::fs::metadata(path)
+        .map_err(|error| unreadable(path, error))?
+        .len();
+    if size > MAX_JSON_BYTES {
+        return Err(file_error(
+            path,
+            format!(
+                "it is {} MB, far too large for a {expected} (a few kB); give the model's {expected}.",
+                size / 1_000_000
+            ),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|error| unreadable(path, error))?;
+    serde_json::from_slice(&bytes).map_err(|error| {
+        let what = if std::str::from_utf8(&bytes).is_err() {
+            "it is not text (not UTF-8)".to_string()
+        } else {
+            format!("it is not valid JSON ({error})")
+        };
+        file_error(path, format!("{what}, so it is not a {expected}; give the model's config.json or a .safetensors checkpoint."))
+    })
+}
+
+/// Runs the size and shape checks on a model read from `path`.
+fn checked(path: &Path, model: Model) -> Result<Model, PlanError> {
+    check_sizes(&model.architecture).map_err(|reason| file_error(path, reason))?;
+    super::model_checks(&model).map_err(|error| match error {
+        PlanError::InvalidInput(message) => file_error(
+            path,
+            format!(
+                "{}; fix the file or use a preset that is close.",
+                message.trim_end_matches('.')
+            ),
+        ),
+        other => other,
+    })?;
+    Ok(model)
+}
+
+/// Refuses sizes no real model has, before any parameter arithmetic could overflow.
+fn check_sizes(architecture: &Architecture) -> Result<(), String> {
+    let sizes = match architecture {
+        Architecture::Transformer(config) => vec![
+            ("number of layers", config.layers, 100_000),
+            ("hidden size", config.hidden_size, 1 << 20),
+            ("number of attention heads", config.attention_heads, 1 << 20),
+            ("number of key/value heads", config.kv_heads, 1 << 20),
+            ("MLP size", config.intermediate_size, 1 << 22),
+            ("vocabulary size", config.vocab_size, 1 << 24),
+            ("number of positions", config.learned_positions, 1 << 24),
+        ],
+        Architecture::Vit(config) => vec![
+            ("number of layers", config.layers, 100_000),
+            ("hidden size", config.hidden_size, 1 << 20),
+            ("number of attention heads", config.attention_heads, 1 << 20),
+            ("MLP size", config.intermediate_size, 1 << 22),
+            ("patch size", config.patch_size, 1 << 12),
+            ("number of classes", config.classes, 1 << 24),
+        ],
+        Architecture::Cnn(_) => Vec::new(),
+    };
+    match sizes.into_iter().find(|&(_, value, limit)| value > limit) {
+        Some((name, value, limit)) => Err(format!(
+            "its {name} is {value}, beyond any real model (at most {limit}); the file is corrupted or not a model's config."
+        )),
+        None => Ok(()),
+    }
+}
