@@ -13,7 +13,7 @@ use crate::ui::overview::fans_text;
 use crate::ui::widgets::banner::ERROR_TEXT;
 use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeWindow;
-use crate::ui::widgets::time_plot::{TimeSpan, graph, series};
+use crate::ui::widgets::time_plot::{GraphSpec, TimeSpan, graph, series};
 use crate::units::{gib, or_na, throttle_summary, watts};
 
 /// Sampling intervals offered, in milliseconds.
@@ -246,6 +246,26 @@ fn readout(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
 
 /// All graphs; returns true when the user dragged or zoomed a time axis.
 fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan) -> bool {
+    let has_fans = gpu.info.constraints.fan_count > 0
+        && !matches!(&gpu.latest, Some(Ok(reading)) if reading.fans.is_none());
+    let total_gib = gpu.info.identity.memory_total_bytes as f64 / (1024.0 * 1024.0 * 1024.0);
+    let mut moved = false;
+    for spec in graph_specs(total_gib) {
+        if spec.title == "Fans" && !has_fans {
+            ui.label(
+                RichText::new("Fans: n/a — this GPU reports no fans (datacenter cards are cooled by the chassis).")
+                    .weak(),
+            );
+            continue;
+        }
+        moved |= graph(ui, &gpu.history, span, &spec);
+    }
+    moved |= throttle_strip(ui, &gpu.history, span);
+    moved
+}
+
+/// The graphs of the detail view, top to bottom.
+fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
     let orange = Color32::from_rgb(0xff, 0x9f, 0x43);
     let red = Color32::from_rgb(0xff, 0x5c, 0x5c);
     let green = Color32::from_rgb(0x5c, 0xd6, 0x7a);
@@ -253,101 +273,78 @@ fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan) -> bool {
     let blue = Color32::from_rgb(0x6c, 0x9c, 0xff);
     let violet = Color32::from_rgb(0xb3, 0x88, 0xff);
     let yellow = Color32::from_rgb(0xf5, 0xd0, 0x42);
-    let history = &gpu.history;
-    let mut moved = false;
-    moved |= graph(
-        ui,
-        history,
-        span,
-        "Power",
-        "W",
-        &[
-            series("Power draw", Metric::PowerDrawW, orange, false),
-            series("Enforced limit", Metric::PowerLimitW, red, true),
-        ],
-        None,
-        &[0.0],
-    );
-    moved |= graph(
-        ui,
-        history,
-        span,
-        "Temperature",
-        "°C",
-        &[series("Temperature", Metric::TemperatureC, red, false)],
-        None,
-        &[20.0, 90.0],
-    );
-    let has_fans = gpu.info.constraints.fan_count > 0
-        && !matches!(&gpu.latest, Some(Ok(reading)) if reading.fans.is_none());
-    if has_fans {
-        moved |= graph(
-            ui,
-            history,
-            span,
+    let spec = |title, unit, lines, reference, y_always_shows| GraphSpec {
+        title,
+        unit,
+        lines,
+        reference,
+        y_always_shows,
+    };
+    vec![
+        spec(
+            "Power",
+            "W",
+            vec![
+                series("Power draw", Metric::PowerDrawW, orange, false),
+                series("Enforced limit", Metric::PowerLimitW, red, true),
+            ],
+            None,
+            &[0.0],
+        ),
+        spec(
+            "Temperature",
+            "°C",
+            vec![series("Temperature", Metric::TemperatureC, red, false)],
+            None,
+            &[20.0, 90.0],
+        ),
+        spec(
             "Fans",
             "%",
-            &[series("Fan speed", Metric::FanSpeedPct, teal, false)],
+            vec![series("Fan speed", Metric::FanSpeedPct, teal, false)],
             None,
             &[0.0, 100.0],
-        );
-    } else {
-        ui.label(RichText::new("Fans: n/a — this GPU reports no fans (datacenter cards are cooled by the chassis).").weak());
-    }
-    moved |= graph(
-        ui,
-        history,
-        span,
-        "GPU clocks",
-        "MHz",
-        &[
-            series("Graphics", Metric::GpuClockMhz, green, false),
-            series("SM", Metric::SmClockMhz, teal, true),
-        ],
-        None,
-        &[0.0],
-    );
-    moved |= graph(
-        ui,
-        history,
-        span,
-        "Memory clock",
-        "MHz",
-        &[series(
+        ),
+        spec(
+            "GPU clocks",
+            "MHz",
+            vec![
+                series("Graphics", Metric::GpuClockMhz, green, false),
+                series("SM", Metric::SmClockMhz, teal, true),
+            ],
+            None,
+            &[0.0],
+        ),
+        spec(
             "Memory clock",
-            Metric::MemoryClockMhz,
-            violet,
-            false,
-        )],
-        None,
-        &[0.0],
-    );
-    moved |= graph(
-        ui,
-        history,
-        span,
-        "Utilization",
-        "%",
-        &[
-            series("GPU", Metric::UtilizationGpuPct, yellow, false),
-            series("Memory", Metric::UtilizationMemoryPct, blue, false),
-        ],
-        Some(("100 %", 100.0)),
-        &[0.0],
-    );
-    let total_gib = gpu.info.identity.memory_total_bytes as f64 / (1024.0 * 1024.0 * 1024.0);
-    moved |= graph(
-        ui,
-        history,
-        span,
-        "VRAM",
-        "GiB",
-        &[series("Used", Metric::MemoryUsedGib, violet, false)],
-        Some(("Total", total_gib)),
-        &[0.0],
-    );
-    moved |= throttle_strip(ui, history, span);
-    moved
+            "MHz",
+            vec![series(
+                "Memory clock",
+                Metric::MemoryClockMhz,
+                violet,
+                false,
+            )],
+            None,
+            &[0.0],
+        ),
+        spec(
+            "Utilization",
+            "%",
+            vec![
+                series("GPU", Metric::UtilizationGpuPct, yellow, false),
+                series("Memory", Metric::UtilizationMemoryPct, blue, false),
+            ],
+            Some(("100 %", 100.0)),
+            &[0.0],
+        ),
+        spec(
+            "VRAM",
+            "GiB",
+            vec![series("Used", Metric::MemoryUsedGib, violet, false)],
+            Some(("Total", total_gib)),
+            &[0.0],
+        ),
+    ]
 }
 
 #[cfg(test)]

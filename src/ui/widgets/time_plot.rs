@@ -88,21 +88,34 @@ pub(crate) fn visible_span(plot_ui: &mut PlotUi<'_>, span: TimeSpan) -> (u64, u6
     }
 }
 
-/// One graph; returns true when the user dragged or zoomed its time axis.
-#[allow(clippy::too_many_arguments)]
+/// One graph: a title with its unit, its lines, an optional reference line, and values the
+/// y axis always shows.
+pub(crate) struct GraphSpec {
+    pub title: &'static str,
+    pub unit: &'static str,
+    pub lines: Vec<Series>,
+    pub reference: Option<(&'static str, f64)>,
+    pub y_always_shows: &'static [f64],
+}
+
+/// Draws one graph; returns true when the user dragged or zoomed its time axis.
 pub(crate) fn graph(
     ui: &mut egui::Ui,
     history: &GpuHistory,
     span: TimeSpan,
-    title: &'static str,
-    unit: &'static str,
-    lines: &[Series],
-    reference: Option<(&'static str, f64)>,
-    y_always_shows: &[f64],
+    spec: &GraphSpec,
 ) -> bool {
+    let GraphSpec {
+        title,
+        unit,
+        lines,
+        reference,
+        y_always_shows,
+    } = spec;
+    let (title, unit, reference) = (*title, *unit, *reference);
     ui.label(RichText::new(format!("{title} ({unit})")).strong());
     let mut plot = plot_base(title, span);
-    for &y in y_always_shows {
+    for &y in y_always_shows.iter() {
         plot = plot.include_y(y);
     }
     let response = plot
