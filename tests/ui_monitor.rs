@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::ui::app_state;
+use common::ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::DeviceError;
@@ -15,24 +15,9 @@ use gputune::ui::model::Model;
 use gputune::ui::widgets::time_axis::TimeWindow;
 
 /// The app state and the commands its last frame returned.
-struct Window {
-    state: AppState,
-    commands: Vec<AppCommand>,
-}
 
 fn harness(state: AppState) -> Harness<'static, Window> {
-    Harness::builder()
-        .with_size([1280.0, 1000.0])
-        .build_ui_state(
-            |ui, window: &mut Window| {
-                let commands = window.state.ui(ui);
-                window.commands.extend(commands);
-            },
-            Window {
-                state,
-                commands: Vec::new(),
-            },
-        )
+    window_harness(state, [1280.0, 1000.0])
 }
 
 fn training(scenario: SimScenario) -> AppState {

@@ -3,34 +3,18 @@
 
 mod common;
 
-use common::ui::app_state;
+use common::ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::plan::export::ExportFormat;
-use gputune::ui::app::{AppCommand, AppState, Tab};
+use gputune::ui::app::{AppCommand, Tab};
 use gputune::ui::plan::{MethodChoice, PlanAction};
-
-struct Window {
-    state: AppState,
-    commands: Vec<AppCommand>,
-}
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     state.tab = Tab::Plan;
-    Harness::builder()
-        .with_size([1400.0, 1100.0])
-        .build_ui_state(
-            |ui, window: &mut Window| {
-                let commands = window.state.ui(ui);
-                window.commands.extend(commands);
-            },
-            Window {
-                state,
-                commands: Vec::new(),
-            },
-        )
+    window_harness(state, [1400.0, 1100.0])
 }
 
 #[test]

@@ -1,12 +1,13 @@
 //! Building the window's state from a simulated machine, the way the device-owner thread
 //! feeds it, for UI tests and screenshots.
 
+use egui_kittest::Harness;
 use gputune::device::Backend;
 use gputune::device::sim::{
     LoadPattern, ManualClock, SimBackend, SimClock, SimOptions, SimScenario,
 };
 use gputune::telemetry::sampler::{connected_event, samples_event};
-use gputune::ui::app::{AppState, RememberedState};
+use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::Model;
 
 pub const START_MS: u64 = 1_700_000_000_000;
@@ -41,4 +42,25 @@ pub fn app_state(
         state.apply(samples_event(&mut backend, gpu_count), clock.now_ms());
     }
     state
+}
+
+/// The app state under test and every command its frames returned.
+pub struct Window {
+    pub state: AppState,
+    pub commands: Vec<AppCommand>,
+}
+
+/// A kittest harness that draws the whole window content, as the app does, and collects the
+/// commands it returns.
+pub fn window_harness(state: AppState, size: [f32; 2]) -> Harness<'static, Window> {
+    Harness::builder().with_size(size).build_ui_state(
+        |ui, window: &mut Window| {
+            let commands = window.state.ui(ui);
+            window.commands.extend(commands);
+        },
+        Window {
+            state,
+            commands: Vec::new(),
+        },
+    )
 }
