@@ -14,8 +14,6 @@ use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::Model;
 use gputune::ui::widgets::time_axis::TimeWindow;
 
-/// The app state and the commands its last frame returned.
-
 fn harness(state: AppState) -> Harness<'static, Window> {
     window_harness(state, [1280.0, 1000.0])
 }
