@@ -428,3 +428,45 @@ fn eight_gpus_each_answer_for_themselves() {
     }
     assert_eq!(machine.state().write_log[0].gpu_index, 5);
 }
+
+#[test]
+fn current_settings_read_back_what_a_trial_must_restore() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let before = backend
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(before.power_limit_mw, Some(450_000));
+    assert_eq!(before.gpu_clock_offset_mhz, Some(0));
+    assert_eq!(before.memory_clock_offset_mhz, Some(0));
+    assert_eq!(
+        apply(
+            &mut backend,
+            Setting::PowerLimit {
+                power_limit_mw: 350_000
+            }
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        apply(&mut backend, Setting::GpuClockOffset { offset_mhz: 120 }),
+        Ok(())
+    );
+    let after = backend
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(after.power_limit_mw, Some(350_000));
+    assert_eq!(after.gpu_clock_offset_mhz, Some(120));
+    drop(machine);
+
+    let machine = FakeMachine::new("datacenter-fanless", "");
+    let mut backend = open(&machine);
+    let fanless = backend
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(fanless.power_limit_mw, Some(700_000));
+    assert_eq!(
+        fanless.gpu_clock_offset_mhz, None,
+        "no offsets on a datacenter card"
+    );
+}

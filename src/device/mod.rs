@@ -110,6 +110,16 @@ impl Constraints {
     }
 }
 
+/// The settings of a card that can be read back, to restore them after a trial. Clock locks
+/// cannot be read through NVML, so they are restored by resetting them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CurrentSettings {
+    /// The power limit set (not the enforced one, which a board limit may lower).
+    pub power_limit_mw: Option<u32>,
+    pub gpu_clock_offset_mhz: Option<i32>,
+    pub memory_clock_offset_mhz: Option<i32>,
+}
+
 /// A change to a card, as a user asks for it. Reaches hardware only as a
 /// [`ValidatedSetting`], which `tuning::limits` alone can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,6 +239,8 @@ pub trait Backend: Send {
     fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError>;
     fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError>;
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError>;
+    /// The settings a trial must put back; `None` for what the card does not report.
+    fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError>;
     /// Writes one setting. Only `tuning::limits` can make a `ValidatedSetting`.
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError>;
 }

@@ -10,8 +10,8 @@ use nvml_wrapper::error::NvmlError;
 
 use super::sim::wall_clock_ms;
 use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, DeviceError, FanRangePct, FanReading,
-    GpuIdentity, OffsetRangeMhz, Setting, Telemetry, ThrottleReasons,
+    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanRangePct,
+    FanReading, GpuIdentity, OffsetRangeMhz, Setting, Telemetry, ThrottleReasons,
 };
 use crate::tuning::limits::ValidatedSetting;
 
@@ -275,6 +275,23 @@ impl Backend for NvmlBackend {
                 index,
             )?,
             energy_total_mj: optional(device.total_energy_consumption(), "energy counter", index)?,
+        })
+    }
+
+    fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {
+        let device = self.device(index)?;
+        let offset = |clock: Clock, what: &str| {
+            optional(
+                device.clock_offset(clock, PerformanceState::Zero),
+                what,
+                index,
+            )
+            .map(|offset| offset.map(|offset| offset.clock_offset_mhz))
+        };
+        Ok(CurrentSettings {
+            power_limit_mw: optional(device.power_management_limit(), "power limit", index)?,
+            gpu_clock_offset_mhz: offset(Clock::Graphics, "GPU clock offset")?,
+            memory_clock_offset_mhz: offset(Clock::Memory, "memory clock offset")?,
         })
     }
 

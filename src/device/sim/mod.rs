@@ -18,8 +18,8 @@ use physics::splitmix64;
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
 
 use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, DeviceError, FanReading, GpuIdentity,
-    Setting, Telemetry, ThrottleReasons,
+    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanReading,
+    GpuIdentity, Setting, Telemetry, ThrottleReasons,
 };
 use crate::tuning::limits::ValidatedSetting;
 
@@ -310,6 +310,22 @@ impl Backend for SimBackend {
             pcie_link_gen_max: Some(gpu.spec.pcie_link_gen_max),
             pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
             energy_total_mj: Some(gpu.energy_total_mj()),
+        })
+    }
+
+    fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {
+        let gpu = self.gpu(index)?;
+        let settings = &gpu.settings;
+        Ok(CurrentSettings {
+            power_limit_mw: Some(settings.power_limit_mw),
+            gpu_clock_offset_mhz: gpu
+                .spec
+                .gpu_clock_offset_range
+                .map(|_| settings.gpu_clock_offset_mhz),
+            memory_clock_offset_mhz: gpu
+                .spec
+                .memory_clock_offset_range
+                .map(|_| settings.memory_clock_offset_mhz),
         })
     }
 
