@@ -43,6 +43,8 @@ enum Command {
     },
     /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
     Plan(Box<gputune::cli::plan::PlanArgs>),
+    /// Change power limit, clock locks, clock offsets or fans; with --try, for a while, then revert.
+    Apply(Box<gputune::cli::apply::ApplyArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
@@ -100,7 +102,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             load: cli.sim_load,
         },
     };
+    gputune::cli::apply::restore_from_journal(&options);
     match cli.command {
+        Some(Command::Apply(args)) => gputune::cli::apply::run_command(&args, &options),
         None => gputune::ui::run_window(options, cli.interval_ms),
         Some(Command::Status { json, gpu }) => {
             let mut opened = open_backend(&options)?;

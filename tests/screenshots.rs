@@ -78,6 +78,10 @@ fn screenshots() {
     detail.selected_gpu = Some(0);
     render(detail, [1280.0, 1500.0], "detail-rtx4090-stop-and-go.png");
 
+    let mut tune = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    tune.tab = gputune::ui::app::Tab::Tune;
+    render(tune, [1300.0, 900.0], "tune-rtx4090.png");
+
     let mut plan = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     plan.tab = gputune::ui::app::Tab::Plan;
     render(plan, [1400.0, 1250.0], "plan-llama-3.1-8b-qlora.png");

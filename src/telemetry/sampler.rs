@@ -9,6 +9,7 @@ use crate::device::{
     Backend, BackendKind, BackendOptions, Constraints, DeviceError, GpuIdentity, Telemetry,
     open_backend,
 };
+use crate::tuning::control::{ApplyOutcome, Controller, TuneCommand};
 
 /// Default time between samples.
 pub const DEFAULT_INTERVAL_MS: u64 = 500;
@@ -36,12 +37,21 @@ pub enum Event {
     Samples(Vec<Result<Telemetry, DeviceError>>),
     /// The backend could not be opened at all (only with `--backend nvml`).
     Failed(DeviceError),
+    /// What an `Apply` did.
+    Applied(ApplyOutcome),
+    /// A message about tuning for one GPU (a fan curve started or failed).
+    TuneMessage {
+        gpu_index: u32,
+        message: String,
+        is_error: bool,
+    },
 }
 
 /// What the UI asks of the device-owner thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SamplerCommand {
     SetInterval { interval_ms: u64 },
+    Tune(TuneCommand),
 }
 
 /// The UI's end of the device-owner thread. Dropping it stops the thread.
@@ -128,7 +138,7 @@ impl Drop for Sampler {
 fn run(
     mut backend: Box<dyn Backend>,
     simulated_because: Option<String>,
-    mut interval_ms: u64,
+    interval_ms: u64,
     commands: &Receiver<SamplerCommand>,
     send: &dyn Fn(Event) -> bool,
 ) {
@@ -143,11 +153,54 @@ fn run(
         Event::Connected { gpus, .. } => gpus.len(),
         _ => 0,
     };
+    let constraints = match &connected {
+        Event::Connected { gpus, .. } => gpus.iter().map(|gpu| gpu.constraints.clone()).collect(),
+        _ => Vec::new(),
+    };
     if !send(connected) {
         return;
     }
+    let mut controller = Controller::new(constraints);
+    // Whatever ends the loop (the window closing, or a panic in it), fans a curve was driving go
+    // back to the driver.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sample_and_serve(
+            backend.as_mut(),
+            &mut controller,
+            gpu_count,
+            interval_ms,
+            commands,
+            send,
+        );
+    }));
+    controller.release(backend.as_mut());
+    if outcome.is_err() {
+        tracing::error!(
+            "the device thread stopped after a panic; fans were handed back to the driver"
+        );
+    }
+}
+
+fn sample_and_serve(
+    backend: &mut dyn Backend,
+    controller: &mut Controller,
+    gpu_count: usize,
+    mut interval_ms: u64,
+    commands: &Receiver<SamplerCommand>,
+    send: &dyn Fn(Event) -> bool,
+) {
     loop {
-        if !send(samples_event(backend.as_mut(), gpu_count)) {
+        let samples = samples_event(backend, gpu_count);
+        if let Event::Samples(readings) = &samples {
+            for (gpu_index, error) in controller.drive_fans(backend, readings) {
+                send(Event::TuneMessage {
+                    gpu_index,
+                    message: format!("The fan curve could not set the fans: {error}"),
+                    is_error: true,
+                });
+            }
+        }
+        if !send(samples) {
             return;
         }
         match commands.recv_timeout(Duration::from_millis(interval_ms)) {
@@ -155,6 +208,31 @@ fn run(
                 interval_ms: requested,
             }) => {
                 interval_ms = requested.clamp(INTERVAL_RANGE_MS.0, INTERVAL_RANGE_MS.1);
+            }
+            Ok(SamplerCommand::Tune(TuneCommand::Apply {
+                gpu_index,
+                settings,
+            })) => {
+                send(Event::Applied(
+                    controller.apply(backend, gpu_index, &settings),
+                ));
+            }
+            Ok(SamplerCommand::Tune(TuneCommand::SetFanCurve { gpu_index, curve })) => {
+                let following = curve.is_some();
+                let (message, is_error) = match controller.set_fan_curve(backend, gpu_index, curve)
+                {
+                    Ok(()) if following => ("The fans follow the curve.".to_string(), false),
+                    Ok(()) => (
+                        "The fans are back under the driver's control.".to_string(),
+                        false,
+                    ),
+                    Err(error) => (error, true),
+                };
+                send(Event::TuneMessage {
+                    gpu_index,
+                    message,
+                    is_error,
+                });
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,

@@ -1,3 +1,8 @@
 //! Changing GPU settings safely. `limits` is the one gate every write passes.
 
+pub mod control;
+pub mod fan_curve;
+pub mod journal;
 pub mod limits;
+pub mod request;
+pub mod trial;

@@ -12,12 +12,15 @@ use super::model::{Connection, Model};
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
 use super::plan::{PlanAction, PlanPanel};
+use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
 use crate::device::BackendOptions;
 use crate::device::sim::wall_clock_ms;
 use crate::telemetry::sampler::{
     DEFAULT_INTERVAL_MS, Event, INTERVAL_RANGE_MS, Sampler, SamplerCommand,
 };
+use crate::tuning::control::TuneCommand;
+use eframe::egui::RichText;
 
 /// Storage key for what the window remembers between runs.
 const STORAGE_KEY: &str = "gputune-window";
@@ -49,12 +52,15 @@ impl Default for RememberedState {
 pub enum Tab {
     #[default]
     Monitor,
+    Tune,
     Plan,
 }
 
 /// What the app must do outside the UI.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AppCommand {
+    /// A change for the device thread to validate and write.
+    Tune(TuneCommand),
     /// Something the planner panel asked for (a file dialog, an export).
     Plan(PlanAction),
     /// Tell the device-owner thread to sample at this interval.
@@ -66,6 +72,9 @@ pub enum AppCommand {
 /// Everything the window shows and the user chose.
 pub struct AppState {
     pub tab: Tab,
+    pub tune: TunePanel,
+    /// The GPU the Tune tab works on.
+    pub tune_gpu: usize,
     pub plan: PlanPanel,
     pub model: Model,
     /// The GPU whose graphs are open; `None` shows the overview.
@@ -82,6 +91,8 @@ impl AppState {
     pub fn new(model: Model, remembered: RememberedState) -> AppState {
         AppState {
             tab: remembered.tab,
+            tune: TunePanel::default(),
+            tune_gpu: 0,
             plan: PlanPanel::default(),
             model,
             selected_gpu: None,
@@ -136,6 +147,7 @@ impl AppState {
         let mut commands = Vec::new();
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, Tab::Monitor, "Monitor");
+            ui.selectable_value(&mut self.tab, Tab::Tune, "Tune");
             ui.selectable_value(&mut self.tab, Tab::Plan, "Plan");
         });
         ui.separator();
@@ -145,6 +157,10 @@ impl AppState {
             return commands;
         }
         if !connection_banner(ui, &self.model.connection) {
+            return commands;
+        }
+        if self.tab == Tab::Tune {
+            self.tune_tab(ui, &mut commands);
             return commands;
         }
         if let Some((message, is_error)) = &self.status {
@@ -186,6 +202,43 @@ impl AppState {
     }
 }
 
+impl AppState {
+    fn tune_tab(&mut self, ui: &mut egui::Ui, commands: &mut Vec<AppCommand>) {
+        if self.model.gpus.is_empty() {
+            ui.label("The driver reports no GPUs.");
+            return;
+        }
+        self.tune_gpu = self.tune_gpu.min(self.model.gpus.len() - 1);
+        if self.model.gpus.len() > 1 {
+            let names: Vec<String> = self
+                .model
+                .gpus
+                .iter()
+                .map(super::overview::card_title)
+                .collect();
+            let label = ui.label("GPU");
+            egui::ComboBox::from_id_salt("tune-gpu")
+                .selected_text(names[self.tune_gpu].clone())
+                .show_ui(ui, |ui| {
+                    for (index, name) in names.iter().enumerate() {
+                        ui.selectable_value(&mut self.tune_gpu, index, name);
+                    }
+                })
+                .response
+                .labelled_by(label.id);
+        } else if let Some(gpu) = self.model.gpus.first() {
+            ui.label(
+                RichText::new(super::overview::card_title(gpu))
+                    .strong()
+                    .size(15.0),
+            );
+        }
+        if let Some(gpu) = self.model.gpus.get(self.tune_gpu) {
+            commands.extend(self.tune.tune_ui(ui, gpu).into_iter().map(AppCommand::Tune));
+        }
+    }
+}
+
 /// An export's outcome: the message for the user, or the error.
 type ExportResult = Result<String, String>;
 
@@ -223,6 +276,7 @@ impl GpuTuneApp {
 
     fn run(&mut self, command: AppCommand, context: &egui::Context) {
         match command {
+            AppCommand::Tune(command) => self.sampler.send(SamplerCommand::Tune(command)),
             AppCommand::Plan(PlanAction::OpenModelFile) => {
                 let Some(path) = rfd::FileDialog::new()
                     .add_filter("Model config or checkpoint", &["json", "safetensors"])

@@ -8,6 +8,7 @@ pub mod overview;
 pub mod plan;
 pub mod plan_charts;
 mod plan_inputs;
+pub mod tune;
 pub mod widgets;
 
 use crate::device::BackendOptions;

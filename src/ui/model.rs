@@ -25,6 +25,8 @@ pub struct GpuModel {
     /// The latest reading, or why it failed; `None` before the first sample.
     pub latest: Option<Result<Telemetry, DeviceError>>,
     pub history: GpuHistory,
+    /// The last word from the device thread about tuning this GPU, and whether it is an error.
+    pub tune_message: Option<(String, bool)>,
 }
 
 /// Everything the panels show, built from sampler events.
@@ -69,6 +71,7 @@ impl Model {
                         info,
                         latest: None,
                         history: GpuHistory::with_capacity(self.history_capacity),
+                        tune_message: None,
                     })
                     .collect();
             }
@@ -82,6 +85,20 @@ impl Model {
                 }
             }
             Event::Failed(error) => self.connection = Connection::Failed(error.to_string()),
+            Event::Applied(outcome) => {
+                if let Some(gpu) = self.gpus.get_mut(outcome.gpu_index as usize) {
+                    gpu.tune_message = Some((outcome.summary(), outcome.error.is_some()));
+                }
+            }
+            Event::TuneMessage {
+                gpu_index,
+                message,
+                is_error,
+            } => {
+                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
+                    gpu.tune_message = Some((message, is_error));
+                }
+            }
         }
     }
 
