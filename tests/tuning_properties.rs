@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::cell::RefCell;
+
 use common::FakeMachine;
 use gputune::cli::apply::{ApplyArgs, apply_changes, validate_on_gpus};
 use gputune::device::nvml::NvmlBackend;
@@ -284,13 +286,16 @@ fn numeric_requests_never_write_outside_the_constraints(scenario: &'static str, 
     let constraints = backend
         .constraints(0)
         .unwrap_or_else(|error| panic!("{error}"));
-    let mut audit = WriteAudit {
+    let audit = RefCell::new(WriteAudit {
         machine: &machine,
         constraints: constraints.clone(),
         writes_checked: 0,
         requests_refused: 0,
-    };
+    });
+    let backend = RefCell::new(backend);
     let result = runner(cases).run(&numeric_request(), |request| {
+        let mut audit = audit.borrow_mut();
+        let mut backend = backend.borrow_mut();
         match request.validated(&constraints) {
             Err(error) => audit.refused(&error.to_string()),
             Ok(settings) => {
@@ -305,6 +310,7 @@ fn numeric_requests_never_write_outside_the_constraints(scenario: &'static str, 
     if let Err(error) = result {
         panic!("{scenario}: {error}");
     }
+    let audit = audit.into_inner();
     eprintln!(
         "{scenario}, numbers: {cases} requests, {} refused, {} writes, all inside the constraints",
         audit.requests_refused, audit.writes_checked
@@ -319,21 +325,24 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
     let constraints = backend
         .constraints(0)
         .unwrap_or_else(|error| panic!("{error}"));
-    let mut audit = WriteAudit {
+    let audit = RefCell::new(WriteAudit {
         machine: &machine,
         constraints,
         writes_checked: 0,
         requests_refused: 0,
-    };
+    });
+    let backend = RefCell::new(backend);
     let result = runner(cases).run(&typed_args(), |args| {
+        let mut audit = audit.borrow_mut();
+        let backend = &mut *backend.borrow_mut();
         let plan = match args.plan() {
             Ok(plan) => plan,
             Err(error) => return audit.refused(&error.to_string()),
         };
-        match validate_on_gpus(&mut backend, &plan) {
+        match validate_on_gpus(backend, &plan) {
             Err(error) => audit.refused(&error.to_string()),
             Ok(changes) => {
-                let written = apply_changes(&mut backend, &changes);
+                let written = apply_changes(backend, &changes);
                 prop_assert!(written.is_ok(), "{:?}: {:?}", args, written);
                 audit.check(changes.iter().map(|gpu| gpu.settings.len()).sum())
             }
@@ -342,6 +351,7 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
     if let Err(error) = result {
         panic!("{scenario}: {error}");
     }
+    let audit = audit.into_inner();
     eprintln!(
         "{scenario}, text: {cases} requests, {} refused, {} writes, all inside the constraints",
         audit.requests_refused, audit.writes_checked

@@ -127,6 +127,7 @@ impl TunePanel {
         ui.spacing_mut().slider_width = 280.0;
         let slider = ui.add(
             egui::Slider::new(&mut self.power_limit_pct, range)
+                .fixed_decimals(0)
                 .suffix(" %")
                 .step_by(1.0)
                 .text("of default"),
@@ -393,7 +394,7 @@ impl TunePanel {
             .include_y(100.0)
             .x_axis_label("°C")
             .y_axis_label("fan %")
-            .legend(Legend::default())
+            .legend(Legend::default().position(egui_plot::Corner::RightBottom))
             .allow_drag(false)
             .allow_zoom(false)
             .allow_scroll(false)
