@@ -371,7 +371,7 @@ fn read_back_lines(backend: &mut dyn Backend, gpu: &GpuChanges) -> Vec<String> {
                 offset_mhz,
                 current.and_then(|current| current.memory_clock_offset_mhz),
             ),
-            other => format!("Applied the {}.", other.describe()),
+            other => format!("{} applied.", capitalized(&other.describe())),
         });
     }
     lines
@@ -385,6 +385,15 @@ fn read_back_offset(clock: &str, offset_mhz: i32, reported: Option<i32>) -> Stri
             )
         }
         None => format!("{clock} clock offset set to {offset_mhz:+} MHz."),
+    }
+}
+
+/// "fan 0 at 60 %" → "Fan 0 at 60 %"; "GPU ..." stays.
+fn capitalized(text: &str) -> String {
+    let mut characters = text.chars();
+    match characters.next() {
+        Some(first) => first.to_uppercase().chain(characters).collect(),
+        None => String::new(),
     }
 }
 
@@ -528,9 +537,13 @@ pub fn run_trial(
             .iter()
             .map(|setting| *setting.setting())
             .collect();
-        let entry = JournalEntry::record(backend, gpu.identity.index, &settings)?;
-        current.push(backend.current_settings(gpu.identity.index)?);
-        entries.push(entry);
+        let now = backend.current_settings(gpu.identity.index)?;
+        entries.push(JournalEntry {
+            uuid: gpu.identity.uuid.clone(),
+            index: gpu.identity.index,
+            restore: restore_settings_for(&now, &settings),
+        });
+        current.push(now);
     }
     let journal = Journal::new(backend.kind(), entries);
     journal

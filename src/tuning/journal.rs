@@ -347,7 +347,8 @@ pub fn restore_pending(backend: &mut dyn Backend) -> Result<Option<RestoreReport
 /// If the journal at `path` was left by a run that is no longer running, restores it on
 /// `backend` (GPUs found by UUID, every setting through `tuning::limits`), then removes it,
 /// or, when something could not be restored, keeps only what is left. `None` when there is
-/// nothing to do: no journal, one for another backend, or one whose trial is still running.
+/// nothing to do: no journal, one whose trial is still running, or one for another backend
+/// (a simulator's journal, stale by then, is removed).
 pub fn restore_pending_at(
     path: &Path,
     backend: &mut dyn Backend,
@@ -355,18 +356,24 @@ pub fn restore_pending_at(
     let Some(journal) = Journal::read(path)? else {
         return Ok(None);
     };
+    if journal.owner_is_another_running_process() {
+        tracing::info!(
+            "the trial journal {} belongs to a trial still running; leaving it",
+            path.display()
+        );
+        return Ok(None);
+    }
+    if journal.backend == BackendKind::Sim && backend.kind() != BackendKind::Sim {
+        // A simulated GPU ends with its process: what its trial changed is gone already, and a
+        // stale journal must not block trials on real GPUs.
+        let _ = std::fs::remove_file(path);
+        return Ok(None);
+    }
     if journal.backend != backend.kind() {
         tracing::info!(
             "the trial journal {} is for the {} backend; leaving it for that backend",
             path.display(),
             journal.backend.as_str()
-        );
-        return Ok(None);
-    }
-    if journal.owner_is_another_running_process() {
-        tracing::info!(
-            "the trial journal {} belongs to a trial still running; leaving it",
-            path.display()
         );
         return Ok(None);
     }
@@ -639,8 +646,10 @@ mod tests {
         let mut backend = SimBackend::new(&SimOptions::default());
         let entry = JournalEntry::record(&mut backend, 0, &[Setting::ResetGpuClocks]).unwrap();
         let mut journal = Journal::new(BackendKind::Nvml, vec![entry.clone()]);
+        journal.owner = None;
         journal.write(&path).unwrap();
         assert_eq!(restore_pending_at(&path, &mut backend).unwrap(), None);
+        assert!(path.exists(), "a real GPU's journal waits for the real GPU");
 
         // PID 1 (init) is running and is not us.
         journal.backend = BackendKind::Sim;

@@ -1,0 +1,598 @@
+//! `gputune apply` as a user runs it, against the fake libnvidia-ml: applying and reading
+//! back, refusing bad values before any write, a user without administrator rights, and
+//! `--try` ending by its timer, Ctrl-C, SIGTERM, `kill -9` (the next start restores) and a GPU
+//! lost mid-trial. The fake's write log says which hardware writes happened.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use common::FakeMachine;
+use gputune::device::Setting;
+use nvidia_ml_fake::{WriteRecord, save_state};
+
+/// How long a test waits for something that takes a second or two before it gives up, so a
+/// bug hangs no CI job. Not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(90);
+/// NVML_ERROR_NO_PERMISSION.
+const NO_PERMISSION: u32 = 4;
+
+/// A fake machine plus a state folder of its own for the trial journal.
+struct Machine {
+    fake: FakeMachine,
+}
+
+impl Machine {
+    fn new(scenario: &'static str, faults: &str) -> Machine {
+        Machine {
+            fake: FakeMachine::new(scenario, faults),
+        }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        let state_path = self.fake.state_path();
+        state_path
+            .parent()
+            .map(|folder| folder.join("gputune-state"))
+            .unwrap_or_else(|| PathBuf::from("gputune-state"))
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.state_dir().join("journal.json")
+    }
+
+    fn command(&self, arguments: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
+        command
+            .args(arguments)
+            .env("GPUTUNE_NVML_LIB", &self.fake.library)
+            .env("GPUTUNE_STATE_DIR", self.state_dir())
+            .env_remove("GPUTUNE_LOG");
+        for (name, value) in self.fake.environment() {
+            command.env(name, value);
+        }
+        command
+    }
+
+    fn gputune(&self, arguments: &[&str]) -> Output {
+        self.command(arguments)
+            .output()
+            .expect("the gputune binary runs")
+    }
+
+    /// Every write the fake driver saw; none when no process touched the driver yet.
+    fn write_log(&self) -> Vec<WriteRecord> {
+        if self.fake.state_path().exists() {
+            self.fake.state().write_log
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn power_limit_mw(&self, gpu: usize) -> u32 {
+        self.fake.state().machine.gpus[gpu].settings.power_limit_mw
+    }
+
+    /// Starts `gputune` with its stdout and stderr piped; stderr lines arrive on the channel.
+    fn spawn(&self, arguments: &[&str]) -> Running {
+        let mut child = self
+            .command(arguments)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the gputune binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            lines,
+            stderr: Vec::new(),
+        }
+    }
+}
+
+/// A gputune process under test.
+struct Running {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Vec<String>,
+}
+
+impl Running {
+    /// Waits for a stderr line containing `text`.
+    fn wait_for_line(&mut self, text: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(text);
+                    self.stderr.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {text:?} on stderr; got {:?}", self.stderr);
+                }
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name}");
+    }
+
+    /// Waits for the process to end; returns its status, stdout and whole stderr.
+    fn finish(mut self) -> (ExitStatus, String, String) {
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("the child can be waited on") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("gputune did not end; stderr so far: {:?}", self.stderr);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stdout = String::new();
+        if let Some(mut pipe) = self.child.stdout.take() {
+            let _ = pipe.read_to_string(&mut stdout);
+        }
+        // The reader thread ends with the pipe; collect what it still has.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.stderr.push(line);
+        }
+        (status, stdout, self.stderr.join("\n"))
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts a failure with exactly one sentence on stderr, and returns it.
+fn one_sentence_failure(output: &Output) -> String {
+    let stderr = text(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "expected a failure; stderr {stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    let line = lines[0];
+    assert!(
+        line.starts_with("gputune: ") && line.ends_with('.'),
+        "{line}"
+    );
+    line.to_string()
+}
+
+#[test]
+fn applies_watts_and_reads_the_enforced_limit_back() {
+    let machine = Machine::new("rtx4090", "");
+    let output = machine.gputune(&["apply", "--power-limit", "315W"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "GPU 0: Power limit set to 315 W (70 % of 450 W); the card enforces 315 W.\n"
+    );
+    assert_eq!(text(&output.stderr), "");
+    assert_eq!(machine.power_limit_mw(0), 315_000);
+    let log = machine.write_log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(
+        log[0].setting,
+        Setting::PowerLimit {
+            power_limit_mw: 315_000
+        }
+    );
+    assert_eq!(log[0].result_code, 0);
+    assert!(
+        !machine.journal().exists(),
+        "a plain apply writes no journal"
+    );
+}
+
+#[test]
+fn percent_and_bare_numbers_are_understood() {
+    let machine = Machine::new("rtx4090", "");
+    let output = machine.gputune(&["apply", "--power-limit", "80%"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("Power limit set to 360 W (80 % of 450 W)"),
+        "{}",
+        text(&output.stdout)
+    );
+    assert_eq!(machine.power_limit_mw(0), 360_000);
+    let output = machine.gputune(&["apply", "--power-limit", "300"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(machine.power_limit_mw(0), 300_000);
+
+    let output = machine.gputune(&[
+        "apply",
+        "--lock-gpu-clocks",
+        "210,2520",
+        "--gpu-clock-offset",
+        "-150",
+        "--fan-speed",
+        "60",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let settings = machine.fake.state().machine.gpus[0].settings.clone();
+    assert_eq!(
+        settings
+            .gpu_locked_clocks
+            .map(|range| (range.min_mhz, range.max_mhz)),
+        Some((210, 2520))
+    );
+    assert_eq!(settings.gpu_clock_offset_mhz, -150);
+    assert_eq!(settings.fan_manual_pct, vec![Some(60), Some(60)]);
+    assert!(
+        text(&output.stdout)
+            .contains("GPU clock offset set to -150 MHz; the card reports -150 MHz."),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
+#[test]
+fn invalid_values_are_one_sentence_and_write_nothing() {
+    let machine = Machine::new("rtx4090", "");
+    let cases: [&[&str]; 18] = [
+        &["--power-limit", "700W"],
+        &["--power-limit", "10%"],
+        &["--power-limit", "lots"],
+        &["--power-limit", "NaN"],
+        &["--power-limit", "-50W"],
+        &["--power-limit", "1e300W"],
+        &["--lock-gpu-clocks", "2500,210"],
+        &["--lock-gpu-clocks", "210,99999"],
+        &["--lock-mem-clocks", "1,2"],
+        &["--gpu-clock-offset", "-5000"],
+        &["--mem-clock-offset", "99999999999"],
+        &["--fan-speed", "10"],
+        &["--fan-speed", "-5"],
+        // One good value does not get written when another is refused.
+        &["--power-limit", "300W", "--fan-speed", "250"],
+        &["--lock-gpu-clocks", "210,2500", "--reset-gpu-clocks"],
+        &["--gpu", "7", "--power-limit", "300"],
+        &["--power-limit", "300", "--try", "0"],
+        &[],
+    ];
+    for arguments in cases {
+        let mut full = vec!["apply"];
+        full.extend_from_slice(arguments);
+        let output = machine.gputune(&full);
+        let sentence = one_sentence_failure(&output);
+        assert!(
+            sentence.len() > "gputune: ".len() + 10,
+            "{arguments:?}: {sentence}"
+        );
+        assert!(
+            machine.write_log().is_empty(),
+            "{arguments:?} wrote something"
+        );
+    }
+    let refused = one_sentence_failure(&machine.gputune(&["apply", "--power-limit", "700W"]));
+    assert_eq!(
+        refused,
+        "gputune: A power limit of 700 W is outside this GPU's range of 150 W to 600 W."
+    );
+    let refused = one_sentence_failure(&machine.gputune(&["apply", "--fan-speed", "10"]));
+    assert!(
+        refused.contains("10 %") && refused.contains("30-100 %"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn without_administrator_rights_the_refusal_is_clear_and_nothing_is_applied() {
+    let machine = Machine::new("rtx4090", "no_permission");
+    let output = machine.gputune(&["apply", "--power-limit", "300W", "--fan-speed", "60"]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("needs administrator rights"), "{stderr}");
+    assert!(stderr.contains("sudo gputune apply"), "{stderr}");
+    assert!(stderr.contains("Nothing was changed."), "{stderr}");
+    let log = machine.write_log();
+    assert_eq!(log.len(), 1, "the refused write is the only one: {log:?}");
+    assert_eq!(
+        log[0].setting,
+        Setting::PowerLimit {
+            power_limit_mw: 300_000
+        }
+    );
+    assert_eq!(log[0].result_code, NO_PERMISSION);
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+
+    // A trial refused the same way leaves no journal behind.
+    let output = machine.gputune(&[
+        "apply",
+        "--power-limit",
+        "300W",
+        "--try",
+        "5",
+        "--baseline-s",
+        "0",
+    ]);
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("administrator rights"));
+    assert!(!machine.journal().exists());
+}
+
+#[test]
+fn a_fanless_card_refuses_a_fan_speed_and_nothing_is_written() {
+    let machine = Machine::new("datacenter-fanless", "");
+    let refused = one_sentence_failure(&machine.gputune(&["apply", "--fan-speed", "50"]));
+    assert_eq!(refused, "gputune: This GPU has no controllable fans.");
+    let output = machine.gputune(&["apply", "--fan-speed", "50", "--try", "5"]);
+    one_sentence_failure(&output);
+    assert!(machine.write_log().is_empty());
+    assert!(!machine.journal().exists());
+}
+
+#[test]
+fn several_gpus_need_a_choice() {
+    let machine = Machine::new("8x-rtx4090", "");
+    let refused = one_sentence_failure(&machine.gputune(&["apply", "--power-limit", "300"]));
+    assert!(
+        refused.contains("8 GPUs") && refused.contains("--gpu"),
+        "{refused}"
+    );
+    assert!(machine.write_log().is_empty());
+
+    let uuid = machine.fake.state().machine.gpus[5].uuid.clone();
+    let output = machine.gputune(&[
+        "apply",
+        "--gpu",
+        "3",
+        "--gpu",
+        &uuid,
+        "--power-limit",
+        "300",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let written: Vec<u32> = machine
+        .write_log()
+        .iter()
+        .map(|record| record.gpu_index)
+        .collect();
+    assert_eq!(written, vec![3, 5]);
+    assert_eq!(machine.power_limit_mw(3), 300_000);
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+}
+
+#[test]
+fn a_trial_puts_every_setting_back_and_prints_the_table() {
+    let machine = Machine::new("rtx4090", "");
+    assert!(machine.gputune(&["status"]).status.success());
+    let before = machine.fake.state().machine.gpus[0].settings.clone();
+    let output = machine.gputune(&[
+        "apply",
+        "--power-limit",
+        "300W",
+        "--lock-gpu-clocks",
+        "210,2500",
+        "--gpu-clock-offset",
+        "100",
+        "--fan-speed",
+        "70",
+        "--try",
+        "2",
+        "--baseline-s",
+        "1",
+    ]);
+    let stdout = text(&output.stdout);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(machine.fake.state().machine.gpus[0].settings, before);
+    assert!(!machine.journal().exists());
+    for expected in [
+        "Before",
+        "During",
+        "Power, average",
+        " W",
+        "MHz",
+        "°C",
+        "Wh",
+    ] {
+        assert!(stdout.contains(expected), "{expected} in {stdout}");
+    }
+    assert!(stderr.contains("s left"), "{stderr}");
+    assert!(
+        stderr.contains("Reverted GPU 0 (power limit 450 W"),
+        "{stderr}"
+    );
+    let settings: Vec<Setting> = machine
+        .write_log()
+        .iter()
+        .map(|record| record.setting)
+        .collect();
+    assert_eq!(
+        settings,
+        vec![
+            Setting::PowerLimit {
+                power_limit_mw: 300_000
+            },
+            Setting::LockGpuClocks {
+                min_mhz: 210,
+                max_mhz: 2500
+            },
+            Setting::GpuClockOffset { offset_mhz: 100 },
+            Setting::FanSpeed {
+                fan_index: 0,
+                speed_pct: 70
+            },
+            Setting::FanSpeed {
+                fan_index: 1,
+                speed_pct: 70
+            },
+            Setting::PowerLimit {
+                power_limit_mw: 450_000
+            },
+            Setting::ResetGpuClocks,
+            Setting::GpuClockOffset { offset_mhz: 0 },
+            Setting::FanAutomatic { fan_index: 0 },
+            Setting::FanAutomatic { fan_index: 1 },
+        ]
+    );
+}
+
+/// Starts a long trial of 300 W and waits until it is applied and counting down.
+fn start_long_trial(machine: &Machine) -> Running {
+    let mut running = machine.spawn(&[
+        "apply",
+        "--power-limit",
+        "300W",
+        "--try",
+        "600",
+        "--baseline-s",
+        "1",
+    ]);
+    running.wait_for_line("s left");
+    assert_eq!(machine.power_limit_mw(0), 300_000);
+    assert!(
+        machine.journal().exists(),
+        "the journal is written before the trial applies"
+    );
+    running
+}
+
+/// Ctrl-C and SIGTERM end a trial normally: the card is put back, the table printed, exit 0.
+#[test]
+fn ctrl_c_and_sigterm_put_the_card_back() {
+    for signal in ["INT", "TERM"] {
+        let machine = Machine::new("rtx4090", "");
+        let running = start_long_trial(&machine);
+        running.signal(signal);
+        let (status, stdout, stderr) = running.finish();
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {stderr}");
+        assert_eq!(machine.power_limit_mw(0), 450_000, "SIG{signal}");
+        assert!(!machine.journal().exists(), "SIG{signal}");
+        assert!(stderr.contains("Trial stopped early."), "{stderr}");
+        assert!(
+            stderr.contains("Reverted GPU 0 (power limit 450 W)."),
+            "{stderr}"
+        );
+        assert!(stdout.contains("Power, average"), "{stdout}");
+        drop(machine);
+    }
+}
+
+#[test]
+fn after_kill_9_the_next_start_restores_from_the_journal() {
+    let machine = Machine::new("rtx4090", "");
+    let mut running = start_long_trial(&machine);
+    running.child.kill().expect("SIGKILL is sent");
+    let _ = running.finish();
+    assert!(
+        machine.journal().exists(),
+        "a killed trial leaves its journal"
+    );
+    assert_eq!(machine.power_limit_mw(0), 300_000);
+
+    let output = machine.gputune(&["status"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stderr),
+        "gputune: restored the settings a previous run left applied on GPU 0 (power limit 450 W).\n"
+    );
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    assert!(!machine.journal().exists());
+
+    let output = machine.gputune(&["status"]);
+    assert_eq!(text(&output.stderr), "", "restored once only");
+}
+
+#[test]
+fn a_gpu_lost_during_a_trial_keeps_the_journal_for_the_next_start() {
+    // The fault counts device calls across processes; the test makes the GPU fall off the bus
+    // mid-trial by moving the count to the limit.
+    let limit = 1_000_000;
+    let machine = Machine::new("rtx4090", &format!("gpu_lost_after={limit}"));
+    let running = start_long_trial(&machine);
+    let mut state = machine.fake.state();
+    state.device_calls = limit;
+    save_state(machine.fake.state_path(), &state).expect("the fake state saves");
+    let (status, _, stderr) = running.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("GPU 0 stopped answering"), "{stderr}");
+    assert!(stderr.contains("the journal"), "{stderr}");
+    assert!(
+        machine.journal().exists(),
+        "the journal stays for the next start"
+    );
+    assert_eq!(machine.power_limit_mw(0), 300_000);
+
+    // The GPU is back (the fault gone): the next start restores.
+    let mut machine = machine;
+    machine.fake.set_faults("");
+    let output = machine.gputune(&["status"]);
+    assert!(
+        text(&output.stderr).contains(
+            "restored the settings a previous run left applied on GPU 0 (power limit 450 W)"
+        ),
+        "{}",
+        text(&output.stderr)
+    );
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    assert!(!machine.journal().exists());
+}
+
+#[test]
+fn a_damaged_journal_is_named_and_kept_and_blocks_a_new_trial() {
+    let machine = Machine::new("rtx4090", "");
+    std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
+    std::fs::write(machine.journal(), "{ half a journal").expect("the journal is written");
+    let output = machine.gputune(&["status"]);
+    assert!(output.status.success(), "status still runs");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&machine.journal().display().to_string()),
+        "{stderr}"
+    );
+    assert!(stderr.contains("damaged"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(machine.journal()).ok().as_deref(),
+        Some("{ half a journal")
+    );
+    let output = machine.gputune(&["apply", "--power-limit", "300", "--try", "5"]);
+    assert!(!output.status.success());
+    assert!(machine.write_log().is_empty());
+}
+
+#[test]
+fn a_simulator_journal_left_behind_does_not_block_real_trials() {
+    let machine = Machine::new("rtx4090", "");
+    std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
+    std::fs::write(
+        machine.journal(),
+        r#"{"format_version": 1, "backend": "sim", "owner": null, "gpus": [
+            {"uuid": "GPU-simulated", "index": 0,
+             "restore": [{"PowerLimit": {"power_limit_mw": 450000}}]}]}"#,
+    )
+    .expect("the journal is written");
+    let output = machine.gputune(&["status"]);
+    assert!(output.status.success());
+    assert_eq!(text(&output.stderr), "");
+    assert!(!machine.journal().exists());
+    assert!(machine.write_log().is_empty());
+}
