@@ -80,6 +80,8 @@ fn screenshots() {
 
     let mut tune = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     tune.tab = gputune::ui::app::Tab::Tune;
+    tune.tune.power_limit_pct = 70.0;
+    tune.model.gpus[0].trial = Some(common::ui::running_trial(25, 60));
     render(tune, [1300.0, 900.0], "tune-rtx4090.png");
 
     let mut plan = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);

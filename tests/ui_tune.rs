@@ -90,3 +90,38 @@ fn a_fanless_card_has_no_fan_curve_and_no_offsets() {
     harness.get_by_label_contains("Not supported on this GPU or driver");
     assert!(harness.query_by_label("Follow this curve").is_none());
 }
+
+#[test]
+fn try_sends_a_trial_and_a_running_trial_shows_a_countdown_that_revert_ends() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    harness.state_mut().state.tune.power_limit_pct = 70.0;
+    harness.run();
+    harness.get_by_label("Try power limit").click();
+    harness.run();
+    let expected = AppCommand::Tune(TuneCommand::StartTrial {
+        gpu_index: 0,
+        settings: vec![Setting::PowerLimit {
+            power_limit_mw: 315_000,
+        }],
+        duration_s: 60,
+    });
+    assert!(
+        harness.state().commands.contains(&expected),
+        "{:?}",
+        harness.state().commands
+    );
+
+    // The device thread reports the trial running: countdown, before/during numbers, Revert.
+    harness.state_mut().state.model.gpus[0].trial = Some(common::ui::running_trial(18, 60));
+    harness.run();
+    harness.get_by_label("Trying power limit 315 W: reverts in 42 s");
+    harness.get_by_label("Average power");
+    harness.get_by_label("Revert").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Tune(TuneCommand::RevertTrial))
+    );
+}

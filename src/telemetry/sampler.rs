@@ -10,6 +10,7 @@ use crate::device::{
     open_backend,
 };
 use crate::tuning::control::{ApplyOutcome, Controller, TuneCommand};
+use crate::tuning::gui_trial::TrialStatus;
 
 /// Default time between samples.
 pub const DEFAULT_INTERVAL_MS: u64 = 500;
@@ -39,6 +40,8 @@ pub enum Event {
     Failed(DeviceError),
     /// What an `Apply` did.
     Applied(ApplyOutcome),
+    /// Where a trial stands (every sample while it runs, and once as it ends).
+    Trial(Box<TrialStatus>),
     /// A message about tuning for one GPU (a fan curve started or failed).
     TuneMessage {
         gpu_index: u32,
@@ -192,6 +195,9 @@ fn sample_and_serve(
     loop {
         let samples = samples_event(backend, gpu_count);
         if let Event::Samples(readings) = &samples {
+            if let Some(status) = controller.observe_trial(backend, readings) {
+                send(Event::Trial(Box::new(status)));
+            }
             for (gpu_index, error) in controller.drive_fans(backend, readings) {
                 send(Event::TuneMessage {
                     gpu_index,
@@ -233,6 +239,24 @@ fn sample_and_serve(
                     message,
                     is_error,
                 });
+            }
+            Ok(SamplerCommand::Tune(TuneCommand::StartTrial {
+                gpu_index,
+                settings,
+                duration_s,
+            })) => {
+                let status = controller.start_trial(backend, gpu_index, &settings, duration_s);
+                send(Event::Trial(Box::new(status)));
+            }
+            Ok(SamplerCommand::Tune(TuneCommand::KeepTrial)) => {
+                send(Event::Trial(Box::new(
+                    controller.finish_trial(backend, true),
+                )));
+            }
+            Ok(SamplerCommand::Tune(TuneCommand::RevertTrial)) => {
+                send(Event::Trial(Box::new(
+                    controller.finish_trial(backend, false),
+                )));
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,

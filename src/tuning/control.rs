@@ -3,6 +3,7 @@
 
 use crate::device::{Backend, Constraints, DeviceError, Setting, Telemetry};
 use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::gui_trial::{GuiTrials, TrialStatus};
 use crate::tuning::limits::{ValidatedSetting, validate};
 use crate::units::watts_exact;
 
@@ -19,6 +20,14 @@ pub enum TuneCommand {
         gpu_index: u32,
         curve: Option<FanCurve>,
     },
+    /// Try settings for a while, then revert unless kept (see `tuning::gui_trial`).
+    StartTrial {
+        gpu_index: u32,
+        settings: Vec<Setting>,
+        duration_s: u64,
+    },
+    KeepTrial,
+    RevertTrial,
 }
 
 /// What happened to an `Apply`.
@@ -57,6 +66,7 @@ impl ApplyOutcome {
 
 /// Tuning state the device-owner thread keeps per GPU.
 pub struct Controller {
+    trials: GuiTrials,
     constraints: Vec<Constraints>,
     fan_curves: Vec<Option<FanCurve>>,
     /// The last speed written per GPU by a curve, to write only on change.
@@ -67,6 +77,7 @@ impl Controller {
     pub fn new(constraints: Vec<Constraints>) -> Controller {
         let count = constraints.len();
         Controller {
+            trials: GuiTrials::default(),
             constraints,
             fan_curves: vec![None; count],
             fan_targets: vec![None; count],
@@ -232,8 +243,66 @@ impl Controller {
         errors
     }
 
-    /// Hands every fan a curve was driving back to the driver (on exit).
+    /// Starts a trial of `settings`: validated first, journal written, then applied.
+    pub fn start_trial(
+        &mut self,
+        backend: &mut dyn Backend,
+        gpu_index: u32,
+        settings: &[Setting],
+        duration_s: u64,
+    ) -> TrialStatus {
+        // Refused values never reach the journal or the card.
+        let refused = match self.constraints(gpu_index) {
+            Ok(constraints) => settings.iter().find_map(|setting| {
+                validate(constraints, *setting)
+                    .err()
+                    .map(|error| error.to_string())
+            }),
+            Err(error) => Some(error),
+        };
+        let constraints = self.constraints.clone();
+        let mut trials = std::mem::take(&mut self.trials);
+        let status = match refused {
+            Some(message) => TrialStatus {
+                gpu_index,
+                what: crate::tuning::journal::describe_all(settings),
+                remaining_s: None,
+                baseline: Default::default(),
+                during: Default::default(),
+                message: Some(format!("Nothing was changed. {message}")),
+            },
+            None => trials.start(backend, gpu_index, settings, duration_s, |backend| {
+                let mut applier = Controller::new(constraints);
+                let outcome = applier.apply(backend, gpu_index, settings);
+                match outcome.error {
+                    None => Ok(()),
+                    Some(error) => Err(error),
+                }
+            }),
+        };
+        self.trials = trials;
+        status
+    }
+
+    /// Keeps or reverts the running trial.
+    pub fn finish_trial(&mut self, backend: &mut dyn Backend, keep: bool) -> TrialStatus {
+        let reason = if keep { "Kept" } else { "Reverted" };
+        self.trials.finish(backend, keep, reason)
+    }
+
+    /// Feeds a trial its samples; its status while one runs or as it ends.
+    pub fn observe_trial(
+        &mut self,
+        backend: &mut dyn Backend,
+        samples: &[Result<Telemetry, DeviceError>],
+    ) -> Option<TrialStatus> {
+        self.trials.observe(backend, samples)
+    }
+
+    /// Hands every fan a curve was driving back to the driver, and reverts a running trial (on
+    /// exit).
     pub fn release(&mut self, backend: &mut dyn Backend) {
+        self.trials.release(backend);
         for index in 0..self.fan_curves.len() {
             if self.fan_curves[index].take().is_some()
                 && let Some(constraints) = self.constraints.get(index).cloned()

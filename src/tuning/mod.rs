@@ -2,6 +2,7 @@
 
 pub mod control;
 pub mod fan_curve;
+pub mod gui_trial;
 pub mod journal;
 pub mod limits;
 pub mod request;

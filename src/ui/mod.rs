@@ -8,6 +8,7 @@ pub mod overview;
 pub mod plan;
 pub mod plan_charts;
 mod plan_inputs;
+pub mod trial_view;
 pub mod tune;
 pub mod widgets;
 

@@ -27,6 +27,8 @@ pub struct GpuModel {
     pub history: GpuHistory,
     /// The last word from the device thread about tuning this GPU, and whether it is an error.
     pub tune_message: Option<(String, bool)>,
+    /// The trial running on this GPU, or the last one that ended.
+    pub trial: Option<crate::tuning::gui_trial::TrialStatus>,
 }
 
 /// Everything the panels show, built from sampler events.
@@ -72,6 +74,7 @@ impl Model {
                         latest: None,
                         history: GpuHistory::with_capacity(self.history_capacity),
                         tune_message: None,
+                        trial: None,
                     })
                     .collect();
             }
@@ -88,6 +91,11 @@ impl Model {
             Event::Applied(outcome) => {
                 if let Some(gpu) = self.gpus.get_mut(outcome.gpu_index as usize) {
                     gpu.tune_message = Some((outcome.summary(), outcome.error.is_some()));
+                }
+            }
+            Event::Trial(status) => {
+                if let Some(gpu) = self.gpus.get_mut(status.gpu_index as usize) {
+                    gpu.trial = Some(*status);
                 }
             }
             Event::TuneMessage {

@@ -9,6 +9,7 @@ use crate::device::{Constraints, Setting};
 use crate::tuning::control::TuneCommand;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
 use crate::ui::model::GpuModel;
+use crate::ui::trial_view::trial_box;
 use crate::ui::widgets::banner::ERROR_TEXT;
 use crate::units::watts_exact;
 
@@ -25,6 +26,8 @@ pub struct TunePanel {
     pub gpu_clock_offset_mhz: i32,
     pub memory_clock_offset_mhz: i32,
     pub fan_curve_points: Vec<CurvePoint>,
+    /// How long a "Try" runs before it reverts, seconds.
+    pub trial_duration_s: u64,
     /// The GPU the inputs were last set up for, so switching GPUs starts from its defaults.
     initialized_for: Option<String>,
 }
@@ -38,6 +41,7 @@ impl Default for TunePanel {
             gpu_clock_offset_mhz: 0,
             memory_clock_offset_mhz: 0,
             fan_curve_points: FanCurve::default().points().to_vec(),
+            trial_duration_s: 60,
             initialized_for: None,
         }
     }
@@ -96,6 +100,19 @@ impl TunePanel {
                 text.color(Color32::from_rgb(0x5c, 0xd6, 0x7a))
             });
         }
+        if let Some(trial) = &gpu.trial {
+            trial_box(ui, trial, &mut commands);
+        }
+        ui.horizontal(|ui| {
+            let label = ui.label("Try settings for");
+            ui.add(
+                egui::DragValue::new(&mut self.trial_duration_s)
+                    .range(5..=3_600)
+                    .suffix(" s"),
+            )
+            .labelled_by(label.id);
+            ui.label(RichText::new("then revert unless you keep them.").weak());
+        });
         egui::ScrollArea::vertical().show(ui, |ui| {
             ui.columns(2, |columns| {
                 self.power_section(&mut columns[0], &constraints, gpu_index, &mut commands);
@@ -152,6 +169,15 @@ impl TunePanel {
                 commands.push(TuneCommand::Apply {
                     gpu_index,
                     settings: vec![Setting::PowerLimit { power_limit_mw }],
+                });
+            }
+            if ui.button("Try power limit").clicked()
+                && let Some(power_limit_mw) = power_limit_mw(constraints, self.power_limit_pct)
+            {
+                commands.push(TuneCommand::StartTrial {
+                    gpu_index,
+                    settings: vec![Setting::PowerLimit { power_limit_mw }],
+                    duration_s: self.trial_duration_s,
                 });
             }
             if ui.button("Back to default").clicked() {

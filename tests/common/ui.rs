@@ -64,3 +64,45 @@ pub fn window_harness(state: AppState, size: [f32; 2]) -> Harness<'static, Windo
         },
     )
 }
+
+/// A trial of a 70 % power limit on a simulated RTX 4090, `seconds_in` seconds into its
+/// `duration_s`, with a minute of baseline: real numbers for UI tests and screenshots.
+pub fn running_trial(seconds_in: u64, duration_s: u64) -> gputune::tuning::gui_trial::TrialStatus {
+    use gputune::device::Setting;
+    use gputune::tuning::control::Controller;
+    let state = tempfile::tempdir().expect("a temporary state folder");
+    // SAFETY: tests that call this do not read GPUTUNE_STATE_DIR concurrently.
+    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
+    let clock = ManualClock::starting_at(START_MS);
+    let mut backend = SimBackend::with_clock(
+        &SimOptions {
+            scenario: SimScenario::Rtx4090,
+            load: LoadPattern::Training,
+        },
+        Box::new(clock.clone()),
+    );
+    let mut controller = Controller::new(vec![backend.constraints(0).unwrap_or_default()]);
+    let tick = |backend: &mut SimBackend, controller: &mut Controller| {
+        clock.advance_ms(1_000);
+        let samples = vec![backend.telemetry(0)];
+        controller.observe_trial(backend, &samples)
+    };
+    for _ in 0..60 {
+        tick(&mut backend, &mut controller);
+    }
+    let mut status = controller.start_trial(
+        &mut backend,
+        0,
+        &[Setting::PowerLimit {
+            power_limit_mw: 315_000,
+        }],
+        duration_s,
+    );
+    for _ in 0..seconds_in {
+        if let Some(next) = tick(&mut backend, &mut controller) {
+            status = next;
+        }
+    }
+    controller.release(&mut backend);
+    status
+}
