@@ -102,10 +102,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             load: cli.sim_load,
         },
     };
-    gputune::cli::apply::restore_from_journal(&options);
+    // Settings a crashed or killed trial left applied go back before anything else happens.
+    let restored = gputune::cli::apply::restore_from_journal(&options);
+    for line in &restored {
+        eprintln!("gputune: {line}");
+    }
     match cli.command {
         Some(Command::Apply(args)) => gputune::cli::apply::run_command(&args, &options),
-        None => gputune::ui::run_window(options, cli.interval_ms),
+        None => gputune::ui::run_window(options, cli.interval_ms, restored),
         Some(Command::Status { json, gpu }) => {
             let mut opened = open_backend(&options)?;
             let stdout = std::io::stdout();

@@ -668,36 +668,36 @@ fn report_suffix(report: &RestoreReport) -> String {
 /// At the start of every command: if a previous run left a trial's settings applied (crash,
 /// `kill -9`, power cut), put them back, saying so on stderr. Costs one file check when there
 /// is no journal; never stops the command.
-pub fn restore_from_journal(options: &BackendOptions) {
+pub fn restore_from_journal(options: &BackendOptions) -> Vec<String> {
+    let mut said = Vec::new();
     let Some(path) = journal_path() else {
-        return;
+        return said;
     };
     if !path.exists() {
-        return;
+        return said;
     }
     let mut opened = match open_backend(options) {
         Ok(opened) => opened,
         Err(error) => {
-            eprintln!(
-                "gputune: the settings a previous trial left applied (journal {}) could not be restored: {error}",
+            said.push(format!(
+                "The settings a previous trial left applied (journal {}) could not be restored: {error}",
                 path.display()
-            );
-            return;
+            ));
+            return said;
         }
     };
     if opened.backend.kind() == BackendKind::Sim && opened.fallback_reason.is_some() {
         // The journal is for real GPUs, which are not reachable now; it waits for them.
-        return;
+        return said;
     }
     match restore_pending(opened.backend.as_mut()) {
         Ok(None) => {}
         Ok(Some(report)) => {
-            for line in report.lines("restored the settings a previous run left applied on") {
-                eprintln!("gputune: {line}");
-            }
+            said.extend(report.lines("restored the settings a previous run left applied on"))
         }
-        Err(error) => eprintln!("gputune: {error}"),
+        Err(error) => said.push(error.to_string()),
     }
+    said
 }
 
 #[cfg(test)]

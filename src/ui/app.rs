@@ -274,6 +274,11 @@ impl GpuTuneApp {
         })
     }
 
+    /// Shows a message above the panels (e.g. what was restored at start).
+    pub fn set_status(&mut self, message: String, is_error: bool) {
+        self.state.status = Some((message, is_error));
+    }
+
     fn run(&mut self, command: AppCommand, context: &egui::Context) {
         match command {
             AppCommand::Tune(command) => self.sampler.send(SamplerCommand::Tune(command)),

@@ -16,7 +16,11 @@ use crate::device::BackendOptions;
 
 /// Opens the main window and runs until it closes. `interval_ms` overrides the remembered
 /// sampling interval.
-pub fn run_window(options: BackendOptions, interval_ms: Option<u64>) -> anyhow::Result<()> {
+pub fn run_window(
+    options: BackendOptions,
+    interval_ms: Option<u64>,
+    startup_messages: Vec<String>,
+) -> anyhow::Result<()> {
     let (min_ms, max_ms) = crate::telemetry::sampler::INTERVAL_RANGE_MS;
     if let Some(interval_ms) = interval_ms
         && !(min_ms..=max_ms).contains(&interval_ms)
@@ -43,12 +47,24 @@ pub fn run_window(options: BackendOptions, interval_ms: Option<u64>) -> anyhow::
         "gputune",
         native_options,
         Box::new(move |creation| {
-            let app = app::GpuTuneApp::start(
+            // SIGINT / SIGTERM close the window the normal way, so a running trial is reverted
+            // and fans go back to the driver.
+            let context = creation.egui_ctx.clone();
+            if let Err(error) = ctrlc::set_handler(move || {
+                context.send_viewport_cmd(eframe::egui::ViewportCommand::Close);
+                context.request_repaint();
+            }) {
+                tracing::warn!("Ctrl-C and SIGTERM will not revert a running trial: {error}");
+            }
+            let mut app = app::GpuTuneApp::start(
                 options,
                 interval_ms,
                 creation.egui_ctx.clone(),
                 creation.storage,
             )?;
+            if !startup_messages.is_empty() {
+                app.set_status(startup_messages.join(" "), false);
+            }
             Ok(Box::new(app))
         }),
     )
