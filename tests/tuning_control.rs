@@ -154,3 +154,47 @@ fn a_fanless_card_refuses_a_fan_curve() {
     let result = controller.set_fan_curve(&mut backend, 0, Some(FanCurve::default()));
     assert_eq!(result, Err("This GPU has no fans to control.".to_string()));
 }
+
+/// What "Apply as administrator" runs (after pkexec) is accepted by `gputune apply` and writes
+/// exactly the refused settings.
+#[test]
+fn the_administrator_command_line_applies_the_same_settings() {
+    let machine = FakeMachine::new("rtx4090", "");
+    // The fake card comes to life with the first NVML call.
+    assert!(machine.gputune(&["status"]).status.success());
+    let uuid = machine.state().machine.gpus[0].uuid.clone();
+    let settings = [
+        Setting::PowerLimit {
+            power_limit_mw: 315_000,
+        },
+        Setting::LockGpuClocks {
+            min_mhz: 210,
+            max_mhz: 2_520,
+        },
+        Setting::GpuClockOffset { offset_mhz: 150 },
+    ];
+    let arguments = gputune::tuning::elevate::apply_arguments(&uuid, &settings);
+    let state_dir = tempfile::tempdir().expect("a state folder");
+    let state_dir_text = state_dir.path().display().to_string();
+    let mut with_state: Vec<&str> = arguments.iter().map(String::as_str).collect();
+    with_state.extend(["--backend", "nvml"]);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gputune"))
+        .args(&with_state)
+        .env("GPUTUNE_NVML_LIB", &machine.library)
+        .env("GPUTUNE_STATE_DIR", &state_dir_text)
+        .envs(machine.environment())
+        .output()
+        .expect("gputune runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let logged: Vec<Setting> = machine
+        .state()
+        .write_log
+        .iter()
+        .map(|record| record.setting)
+        .collect();
+    assert_eq!(logged, settings);
+}

@@ -125,3 +125,24 @@ fn try_sends_a_trial_and_a_running_trial_shows_a_countdown_that_revert_ends() {
             .contains(&AppCommand::Tune(TuneCommand::RevertTrial))
     );
 }
+
+#[test]
+fn a_permission_refusal_offers_apply_as_administrator() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    let refused = vec![Setting::PowerLimit {
+        power_limit_mw: 315_000,
+    }];
+    harness.state_mut().state.model.gpus[0].needs_administrator = Some(refused.clone());
+    harness.run();
+    harness.get_by_label("Apply as administrator").click();
+    harness.run();
+    let expected = AppCommand::ApplyAsAdministrator {
+        gpu_index: 0,
+        settings: refused,
+    };
+    assert!(
+        harness.state().commands.contains(&expected),
+        "{:?}",
+        harness.state().commands
+    );
+}

@@ -34,6 +34,8 @@ pub enum TuneCommand {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApplyOutcome {
     pub gpu_index: u32,
+    /// Everything that was asked for.
+    pub requested: Vec<Setting>,
     /// The settings the card accepted, in order.
     pub applied: Vec<Setting>,
     /// Why the rest was not written: a refused value (nothing written) or a driver error
@@ -100,6 +102,7 @@ impl Controller {
     ) -> ApplyOutcome {
         let mut outcome = ApplyOutcome {
             gpu_index,
+            requested: settings.to_vec(),
             applied: Vec::new(),
             error: None,
             enforced_power_limit_mw: None,

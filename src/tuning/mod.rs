@@ -1,6 +1,7 @@
 //! Changing GPU settings safely. `limits` is the one gate every write passes.
 
 pub mod control;
+pub mod elevate;
 pub mod fan_curve;
 pub mod gui_trial;
 pub mod journal;

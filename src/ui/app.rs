@@ -14,8 +14,8 @@ use super::overview::overview_ui;
 use super::plan::{PlanAction, PlanPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
-use crate::device::BackendOptions;
 use crate::device::sim::wall_clock_ms;
+use crate::device::{BackendOptions, Setting};
 use crate::telemetry::sampler::{
     DEFAULT_INTERVAL_MS, Event, INTERVAL_RANGE_MS, Sampler, SamplerCommand,
 };
@@ -61,6 +61,11 @@ pub enum Tab {
 pub enum AppCommand {
     /// A change for the device thread to validate and write.
     Tune(TuneCommand),
+    /// Retry settings the driver refused, through `pkexec gputune apply ...`.
+    ApplyAsAdministrator {
+        gpu_index: usize,
+        settings: Vec<Setting>,
+    },
     /// Something the planner panel asked for (a file dialog, an export).
     Plan(PlanAction),
     /// Tell the device-owner thread to sample at this interval.
@@ -159,10 +164,6 @@ impl AppState {
         if !connection_banner(ui, &self.model.connection) {
             return commands;
         }
-        if self.tab == Tab::Tune {
-            self.tune_tab(ui, &mut commands);
-            return commands;
-        }
         if let Some((message, is_error)) = &self.status {
             let text = egui::RichText::new(message.as_str());
             ui.label(if *is_error {
@@ -170,6 +171,10 @@ impl AppState {
             } else {
                 text
             });
+        }
+        if self.tab == Tab::Tune {
+            self.tune_tab(ui, &mut commands);
+            return commands;
         }
         let selected = self
             .selected_gpu
@@ -234,7 +239,14 @@ impl AppState {
             );
         }
         if let Some(gpu) = self.model.gpus.get(self.tune_gpu) {
-            commands.extend(self.tune.tune_ui(ui, gpu).into_iter().map(AppCommand::Tune));
+            let (tune_commands, elevate) = self.tune.tune_ui(ui, gpu);
+            commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
+            if let Some(settings) = elevate {
+                commands.push(AppCommand::ApplyAsAdministrator {
+                    gpu_index: self.tune_gpu,
+                    settings,
+                });
+            }
         }
     }
 }
@@ -282,6 +294,12 @@ impl GpuTuneApp {
     fn run(&mut self, command: AppCommand, context: &egui::Context) {
         match command {
             AppCommand::Tune(command) => self.sampler.send(SamplerCommand::Tune(command)),
+            AppCommand::ApplyAsAdministrator {
+                gpu_index,
+                settings,
+            } => {
+                self.apply_as_administrator(gpu_index, settings, context.clone());
+            }
             AppCommand::Plan(PlanAction::OpenModelFile) => {
                 let Some(path) = rfd::FileDialog::new()
                     .add_filter("Model config or checkpoint", &["json", "safetensors"])
@@ -339,6 +357,50 @@ impl GpuTuneApp {
                 };
                 self.export_in_background(gpu_index, path, context.clone());
             }
+        }
+    }
+
+    /// Runs `pkexec gputune apply ...` on its own thread; its outcome arrives as a status.
+    fn apply_as_administrator(
+        &mut self,
+        gpu_index: usize,
+        settings: Vec<Setting>,
+        context: egui::Context,
+    ) {
+        let Some(gpu) = self.state.model.gpus.get_mut(gpu_index) else {
+            return;
+        };
+        gpu.needs_administrator = None;
+        let uuid = gpu.info.identity.uuid.clone();
+        let executable = match std::env::current_exe() {
+            Ok(executable) => executable,
+            Err(error) => {
+                self.state.status = Some((
+                    format!(
+                        "gputune could not find its own program to run as administrator: {error}"
+                    ),
+                    true,
+                ));
+                return;
+            }
+        };
+        let results = self.export_results.0.clone();
+        self.state.status = Some(("Asking for administrator rights…".to_string(), false));
+        let spawned = std::thread::Builder::new().name("gputune-pkexec".to_string()).spawn(move || {
+            let output = crate::tuning::elevate::pkexec_command(&executable, &uuid, &settings).output();
+            let result = match output {
+                Ok(output) if output.status.success() => Ok(format!("Applied as administrator: {}", crate::tuning::journal::describe_all(&settings))),
+                Ok(output) => {
+                    let stderr = String::from_utf8_lossy(&output.stderr);
+                    Err(format!("Applying as administrator failed: {}", stderr.trim()))
+                }
+                Err(error) => Err(format!("pkexec could not be started ({error}): install polkit, or run `sudo gputune apply ...`.")),
+            };
+            let _ = results.send(result);
+            context.request_repaint();
+        });
+        if let Err(error) = spawned {
+            self.state.status = Some((format!("Could not start pkexec: {error}"), true));
         }
     }
 

@@ -29,6 +29,8 @@ pub struct GpuModel {
     pub tune_message: Option<(String, bool)>,
     /// The trial running on this GPU, or the last one that ended.
     pub trial: Option<crate::tuning::gui_trial::TrialStatus>,
+    /// Settings the driver refused for lack of rights, which "Apply as administrator" can retry.
+    pub needs_administrator: Option<Vec<crate::device::Setting>>,
 }
 
 /// Everything the panels show, built from sampler events.
@@ -75,6 +77,7 @@ impl Model {
                         history: GpuHistory::with_capacity(self.history_capacity),
                         tune_message: None,
                         trial: None,
+                        needs_administrator: None,
                     })
                     .collect();
             }
@@ -91,6 +94,8 @@ impl Model {
             Event::Applied(outcome) => {
                 if let Some(gpu) = self.gpus.get_mut(outcome.gpu_index as usize) {
                     gpu.tune_message = Some((outcome.summary(), outcome.error.is_some()));
+                    gpu.needs_administrator =
+                        outcome.permission_denied.then(|| outcome.requested.clone());
                 }
             }
             Event::Trial(status) => {

@@ -86,8 +86,13 @@ impl TunePanel {
         }
     }
 
-    /// Draws the panel for one GPU; returns the commands to send to the device thread.
-    pub fn tune_ui(&mut self, ui: &mut egui::Ui, gpu: &GpuModel) -> Vec<TuneCommand> {
+    /// Draws the panel for one GPU; returns the commands to send to the device thread, and
+    /// settings to retry as administrator when the user asks.
+    pub fn tune_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        gpu: &GpuModel,
+    ) -> (Vec<TuneCommand>, Option<Vec<Setting>>) {
         self.initialize_for(gpu);
         let mut commands = Vec::new();
         let gpu_index = gpu.info.identity.index;
@@ -98,6 +103,19 @@ impl TunePanel {
                 text.color(ERROR_TEXT)
             } else {
                 text.color(Color32::from_rgb(0x5c, 0xd6, 0x7a))
+            });
+        }
+        let mut elevate = None;
+        if let Some(settings) = &gpu.needs_administrator {
+            ui.horizontal(|ui| {
+                ui.label("Changing GPU settings needs administrator rights.");
+                if ui
+                    .button("Apply as administrator")
+                    .on_hover_text("Runs only `gputune apply ...` for these settings through pkexec; the window stays unprivileged")
+                    .clicked()
+                {
+                    elevate = Some(settings.clone());
+                }
             });
         }
         if let Some(trial) = &gpu.trial {
@@ -120,7 +138,7 @@ impl TunePanel {
                 self.fan_section(&mut columns[1], &constraints, gpu_index, &mut commands);
             });
         });
-        commands
+        (commands, elevate)
     }
 
     fn power_section(
