@@ -146,3 +146,28 @@ fn a_permission_refusal_offers_apply_as_administrator() {
         harness.state().commands
     );
 }
+
+#[test]
+fn every_change_can_be_tried() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    harness.get_by_label("Try it").click();
+    harness.run();
+    let expected = AppCommand::Tune(TuneCommand::StartTrial {
+        gpu_index: 0,
+        settings: vec![
+            Setting::LockGpuClocks {
+                min_mhz: 210,
+                max_mhz: 2_520,
+            },
+            Setting::GpuClockOffset { offset_mhz: 150 },
+        ],
+        duration_s: 60,
+    });
+    assert!(
+        harness.state().commands.contains(&expected),
+        "{:?}",
+        harness.state().commands
+    );
+    // Clock locks and offsets have their own Try buttons too.
+    assert_eq!(harness.query_all_by_label("Try").count(), 3);
+}

@@ -237,15 +237,18 @@ impl TunePanel {
                 .labelled_by(label.id);
             });
             ui.horizontal(|ui| {
-                if ui.button("Lock GPU clocks").clicked() {
-                    commands.push(TuneCommand::Apply {
-                        gpu_index,
-                        settings: vec![Setting::LockGpuClocks {
-                            min_mhz: self.gpu_clock_lock_mhz.0,
-                            max_mhz: self.gpu_clock_lock_mhz.1,
-                        }],
-                    });
-                }
+                let lock = vec![Setting::LockGpuClocks {
+                    min_mhz: self.gpu_clock_lock_mhz.0,
+                    max_mhz: self.gpu_clock_lock_mhz.1,
+                }];
+                apply_or_try(
+                    ui,
+                    "Lock GPU clocks",
+                    lock,
+                    gpu_index,
+                    self.trial_duration_s,
+                    commands,
+                );
                 if ui.button("Reset GPU clocks").clicked() {
                     commands.push(TuneCommand::Apply {
                         gpu_index,
@@ -272,15 +275,18 @@ impl TunePanel {
                 .labelled_by(label.id);
             });
             ui.horizontal(|ui| {
-                if ui.button("Lock memory clocks").clicked() {
-                    commands.push(TuneCommand::Apply {
-                        gpu_index,
-                        settings: vec![Setting::LockMemoryClocks {
-                            min_mhz: self.memory_clock_lock_mhz.0,
-                            max_mhz: self.memory_clock_lock_mhz.1,
-                        }],
-                    });
-                }
+                let lock = vec![Setting::LockMemoryClocks {
+                    min_mhz: self.memory_clock_lock_mhz.0,
+                    max_mhz: self.memory_clock_lock_mhz.1,
+                }];
+                apply_or_try(
+                    ui,
+                    "Lock memory clocks",
+                    lock,
+                    gpu_index,
+                    self.trial_duration_s,
+                    commands,
+                );
                 if ui.button("Reset memory clocks").clicked() {
                     commands.push(TuneCommand::Apply {
                         gpu_index,
@@ -322,13 +328,11 @@ impl TunePanel {
                     .weak(),
                 );
                 ui.horizontal(|ui| {
-                    if ui.button("Apply offsets").clicked() {
-                        let mut settings = vec![Setting::GpuClockOffset { offset_mhz: self.gpu_clock_offset_mhz }];
-                        if memory_range.is_some() {
-                            settings.push(Setting::MemoryClockOffset { offset_mhz: self.memory_clock_offset_mhz });
-                        }
-                        commands.push(TuneCommand::Apply { gpu_index, settings });
+                    let mut offsets = vec![Setting::GpuClockOffset { offset_mhz: self.gpu_clock_offset_mhz }];
+                    if memory_range.is_some() {
+                        offsets.push(Setting::MemoryClockOffset { offset_mhz: self.memory_clock_offset_mhz });
                     }
+                    apply_or_try(ui, "Apply offsets", offsets, gpu_index, self.trial_duration_s, commands);
                     if let Some(range) = constraints.gpu_clock_range {
                         let cap = UNDERVOLT_CAP_MHZ.clamp(range.min_mhz, range.max_mhz);
                         let preset = ui
@@ -337,15 +341,24 @@ impl TunePanel {
                                 "Capping the clock and adding an offset makes the card run that clock at the lower voltage \
                                  the curve gives a slower clock, so it draws less power for the same speed.",
                             );
-                        if preset.clicked() {
+                        let offset_mhz = UNDERVOLT_OFFSET_MHZ.clamp(gpu_range.min_mhz, gpu_range.max_mhz);
+                        let undervolt = vec![
+                            Setting::LockGpuClocks { min_mhz: range.min_mhz, max_mhz: cap },
+                            Setting::GpuClockOffset { offset_mhz },
+                        ];
+                        let try_preset = ui.button("Try it");
+                        if preset.clicked() || try_preset.clicked() {
                             self.gpu_clock_lock_mhz = (range.min_mhz, cap);
-                            self.gpu_clock_offset_mhz = UNDERVOLT_OFFSET_MHZ.clamp(gpu_range.min_mhz, gpu_range.max_mhz);
-                            commands.push(TuneCommand::Apply {
+                            self.gpu_clock_offset_mhz = offset_mhz;
+                        }
+                        if preset.clicked() {
+                            commands.push(TuneCommand::Apply { gpu_index, settings: undervolt.clone() });
+                        }
+                        if try_preset.clicked() {
+                            commands.push(TuneCommand::StartTrial {
                                 gpu_index,
-                                settings: vec![
-                                    Setting::LockGpuClocks { min_mhz: range.min_mhz, max_mhz: cap },
-                                    Setting::GpuClockOffset { offset_mhz: self.gpu_clock_offset_mhz },
-                                ],
+                                settings: undervolt,
+                                duration_s: self.trial_duration_s,
                             });
                         }
                     }
@@ -482,6 +495,36 @@ impl TunePanel {
                 ui.label(RichText::new(error.to_string()).color(ERROR_TEXT));
             }
         }
+    }
+}
+
+/// An apply button and its "Try" twin for the same settings.
+fn apply_or_try(
+    ui: &mut egui::Ui,
+    label: &str,
+    settings: Vec<Setting>,
+    gpu_index: u32,
+    duration_s: u64,
+    commands: &mut Vec<TuneCommand>,
+) {
+    if ui.button(label).clicked() {
+        commands.push(TuneCommand::Apply {
+            gpu_index,
+            settings: settings.clone(),
+        });
+    }
+    if ui
+        .button("Try")
+        .on_hover_text(format!(
+            "{label} for {duration_s} s, then revert unless kept"
+        ))
+        .clicked()
+    {
+        commands.push(TuneCommand::StartTrial {
+            gpu_index,
+            settings,
+            duration_s,
+        });
     }
 }
 
