@@ -8,6 +8,7 @@ use egui_plot::{HLine, Legend, Line, Plot, Points};
 use crate::device::{Constraints, Setting};
 use crate::tuning::control::TuneCommand;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
+use crate::tuning::request::{PowerLimitRequest, TuneRequest};
 use crate::ui::model::GpuModel;
 use crate::ui::trial_view::trial_box;
 use crate::ui::widgets::banner::ERROR_TEXT;
@@ -47,11 +48,10 @@ impl Default for TunePanel {
     }
 }
 
-/// Watts for a percentage of the default limit, rounded to whole watts as drivers expect.
+/// Watts for a percentage of the default limit, rounded to whole watts as drivers expect (the
+/// same conversion `gputune apply --power-limit P%` uses).
 pub fn power_limit_mw(constraints: &Constraints, percent: f64) -> Option<u32> {
-    let default_mw = f64::from(constraints.power_limit_default_mw?);
-    let watts = (default_mw * percent / 100.0 / 1000.0).round();
-    (watts.is_finite() && watts >= 0.0).then_some((watts * 1000.0) as u32)
+    TuneRequest::power_limit_mw(PowerLimitRequest::Percent(percent), constraints).ok()
 }
 
 impl TunePanel {
