@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod device;
 pub mod plan;
+pub mod profiles;
 pub mod telemetry;
 pub mod tuning;
 pub mod ui;

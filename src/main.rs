@@ -60,6 +60,12 @@ enum Command {
         #[arg(long, value_name = "UUID|INDEX")]
         gpu: Vec<String>,
     },
+    /// Save, list, apply and manage tuning profiles (one TOML file each).
+    Profile(Box<gputune::cli::profile::ProfileArgs>),
+    /// Print the systemd unit that applies each card's default profile at boot; --install writes it.
+    BootService(gputune::cli::boot_service::BootServiceArgs),
+    /// Run a command with a profile applied (and its fan curve followed), then restore and report.
+    Run(Box<gputune::cli::run::RunArgs>),
 }
 
 fn main() -> ExitCode {
@@ -96,7 +102,7 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let options = BackendOptions {
         choice: cli.backend,
-        nvml_library_path: cli.nvml_lib,
+        nvml_library_path: cli.nvml_lib.clone(),
         sim: SimOptions {
             scenario: cli.sim_scenario,
             load: cli.sim_load,
@@ -134,6 +140,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let request = gputune::cli::log::LogRequest::new(csv, interval_ms, duration_s, gpu)?;
             let mut opened = open_backend(&options)?;
             gputune::cli::log::run(opened.backend.as_mut(), &request)
+        }
+        Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &options),
+        Some(Command::BootService(args)) => {
+            let stdout = std::io::stdout();
+            gputune::cli::boot_service::run_command(
+                &args,
+                cli.nvml_lib.as_deref(),
+                &mut stdout.lock(),
+            )
+        }
+        Some(Command::Run(args)) => {
+            let exit_code = gputune::cli::run::run_command(&args, &options)?;
+            if exit_code != 0 {
+                // The command's own status, passed through; everything is restored by now.
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                std::process::exit(exit_code);
+            }
+            Ok(())
         }
     }
 }

@@ -12,6 +12,7 @@ use super::model::{Connection, Model};
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
 use super::plan::{PlanAction, PlanPanel};
+use super::profiles::{ProfileAction, ProfilesPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
 use crate::device::sim::wall_clock_ms;
@@ -34,6 +35,8 @@ pub struct RememberedState {
     pub monitor: MonitorView,
     pub interval_ms: u64,
     pub tab: Tab,
+    /// Apply each card's default profile when the window opens.
+    pub apply_default_profiles_on_start: bool,
 }
 
 impl Default for RememberedState {
@@ -43,6 +46,7 @@ impl Default for RememberedState {
             monitor: MonitorView::default(),
             interval_ms: DEFAULT_INTERVAL_MS,
             tab: Tab::Monitor,
+            apply_default_profiles_on_start: false,
         }
     }
 }
@@ -53,6 +57,7 @@ pub enum Tab {
     #[default]
     Monitor,
     Tune,
+    Profiles,
     Plan,
 }
 
@@ -61,6 +66,8 @@ pub enum Tab {
 pub enum AppCommand {
     /// A change for the device thread to validate and write.
     Tune(TuneCommand),
+    /// Something the Profiles tab asked for, on the GPU the Tune and Profiles tabs work on.
+    Profile(ProfileAction),
     /// Retry settings the driver refused, through `pkexec gputune apply ...`.
     ApplyAsAdministrator {
         gpu_index: usize,
@@ -77,6 +84,8 @@ pub enum AppCommand {
 /// Everything the window shows and the user chose.
 pub struct AppState {
     pub tab: Tab,
+    pub profiles: ProfilesPanel,
+    pub apply_default_profiles_on_start: bool,
     pub tune: TunePanel,
     /// The GPU the Tune tab works on.
     pub tune_gpu: usize,
@@ -96,6 +105,8 @@ impl AppState {
     pub fn new(model: Model, remembered: RememberedState) -> AppState {
         AppState {
             tab: remembered.tab,
+            profiles: ProfilesPanel::default(),
+            apply_default_profiles_on_start: remembered.apply_default_profiles_on_start,
             tune: TunePanel::default(),
             tune_gpu: 0,
             plan: PlanPanel::default(),
@@ -144,6 +155,7 @@ impl AppState {
             monitor: self.monitor.clone(),
             interval_ms: self.interval_ms,
             tab: self.tab,
+            apply_default_profiles_on_start: self.apply_default_profiles_on_start,
         }
     }
 
@@ -153,6 +165,7 @@ impl AppState {
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, Tab::Monitor, "Monitor");
             ui.selectable_value(&mut self.tab, Tab::Tune, "Tune");
+            ui.selectable_value(&mut self.tab, Tab::Profiles, "Profiles");
             ui.selectable_value(&mut self.tab, Tab::Plan, "Plan");
         });
         ui.separator();
@@ -174,6 +187,20 @@ impl AppState {
         }
         if self.tab == Tab::Tune {
             self.tune_tab(ui, &mut commands);
+            return commands;
+        }
+        if self.tab == Tab::Profiles {
+            if self.pick_tune_gpu(ui)
+                && let Some(gpu) = self.model.gpus.get(self.tune_gpu)
+            {
+                let actions = self.profiles.profiles_ui(
+                    ui,
+                    gpu,
+                    &self.tune.applied,
+                    &mut self.apply_default_profiles_on_start,
+                );
+                commands.extend(actions.into_iter().map(AppCommand::Profile));
+            }
             return commands;
         }
         let selected = self
@@ -208,10 +235,11 @@ impl AppState {
 }
 
 impl AppState {
-    fn tune_tab(&mut self, ui: &mut egui::Ui, commands: &mut Vec<AppCommand>) {
+    /// The GPU picker of the Tune and Profiles tabs; false when there is no GPU.
+    fn pick_tune_gpu(&mut self, ui: &mut egui::Ui) -> bool {
         if self.model.gpus.is_empty() {
             ui.label("The driver reports no GPUs.");
-            return;
+            return false;
         }
         self.tune_gpu = self.tune_gpu.min(self.model.gpus.len() - 1);
         if self.model.gpus.len() > 1 {
@@ -238,8 +266,18 @@ impl AppState {
                     .size(15.0),
             );
         }
+        true
+    }
+
+    fn tune_tab(&mut self, ui: &mut egui::Ui, commands: &mut Vec<AppCommand>) {
+        if !self.pick_tune_gpu(ui) {
+            return;
+        }
         if let Some(gpu) = self.model.gpus.get(self.tune_gpu) {
             let (tune_commands, elevate) = self.tune.tune_ui(ui, gpu);
+            for command in &tune_commands {
+                self.tune.applied.record(command);
+            }
             commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
             if let Some(settings) = elevate {
                 commands.push(AppCommand::ApplyAsAdministrator {
@@ -294,6 +332,9 @@ impl GpuTuneApp {
     fn run(&mut self, command: AppCommand, context: &egui::Context) {
         match command {
             AppCommand::Tune(command) => self.sampler.send(SamplerCommand::Tune(command)),
+            AppCommand::Profile(action) => {
+                super::profile_actions::run_profile_action(&mut self.state, &self.sampler, action);
+            }
             AppCommand::ApplyAsAdministrator {
                 gpu_index,
                 settings,
@@ -432,7 +473,16 @@ impl eframe::App for GpuTuneApp {
     fn logic(&mut self, _context: &egui::Context, _frame: &mut eframe::Frame) {
         let now_ms = wall_clock_ms();
         for event in self.sampler.drain_events() {
+            let connected = matches!(event, Event::Connected { .. });
             self.state.apply(event, now_ms);
+            if connected {
+                super::profile_actions::apply_default_profiles(&mut self.state, &self.sampler);
+                super::profile_actions::run_profile_action(
+                    &mut self.state,
+                    &self.sampler,
+                    super::profiles::ProfileAction::Refresh,
+                );
+            }
         }
         while let Ok(result) = self.export_results.1.try_recv() {
             self.state.status = Some(match result {

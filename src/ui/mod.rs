@@ -8,6 +8,8 @@ pub mod overview;
 pub mod plan;
 pub mod plan_charts;
 mod plan_inputs;
+mod profile_actions;
+pub mod profiles;
 pub mod trial_view;
 pub mod tune;
 pub mod widgets;

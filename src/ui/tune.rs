@@ -29,6 +29,9 @@ pub struct TunePanel {
     pub fan_curve_points: Vec<CurvePoint>,
     /// How long a "Try" runs before it reverts, seconds.
     pub trial_duration_s: u64,
+    /// What this window has applied (or is trying) on the card, for "save as profile": NVML
+    /// cannot read clock locks back, so they are remembered here.
+    pub applied: AppliedSettings,
     /// The GPU the inputs were last set up for, so switching GPUs starts from its defaults.
     initialized_for: Option<String>,
 }
@@ -43,7 +46,55 @@ impl Default for TunePanel {
             memory_clock_offset_mhz: 0,
             fan_curve_points: FanCurve::default().points().to_vec(),
             trial_duration_s: 60,
+            applied: AppliedSettings::default(),
             initialized_for: None,
+        }
+    }
+}
+
+/// Settings the window has sent to the card, as a profile would record them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AppliedSettings {
+    pub gpu_clock_lock_mhz: Option<(u32, u32)>,
+    pub memory_clock_lock_mhz: Option<(u32, u32)>,
+    pub gpu_clock_offset_mhz: Option<i32>,
+    pub memory_clock_offset_mhz: Option<i32>,
+    pub fan_curve: Option<FanCurve>,
+}
+
+impl AppliedSettings {
+    /// Notes what a command sent to the device thread will set.
+    pub fn record(&mut self, command: &TuneCommand) {
+        let settings = match command {
+            TuneCommand::Apply { settings, .. } | TuneCommand::StartTrial { settings, .. } => {
+                settings
+            }
+            TuneCommand::SetFanCurve { curve, .. } => {
+                self.fan_curve = curve.clone();
+                return;
+            }
+            TuneCommand::KeepTrial | TuneCommand::RevertTrial => return,
+        };
+        for setting in settings {
+            match *setting {
+                Setting::LockGpuClocks { min_mhz, max_mhz } => {
+                    self.gpu_clock_lock_mhz = Some((min_mhz, max_mhz))
+                }
+                Setting::ResetGpuClocks => self.gpu_clock_lock_mhz = None,
+                Setting::LockMemoryClocks { min_mhz, max_mhz } => {
+                    self.memory_clock_lock_mhz = Some((min_mhz, max_mhz))
+                }
+                Setting::ResetMemoryClocks => self.memory_clock_lock_mhz = None,
+                Setting::GpuClockOffset { offset_mhz } => {
+                    self.gpu_clock_offset_mhz = Some(offset_mhz)
+                }
+                Setting::MemoryClockOffset { offset_mhz } => {
+                    self.memory_clock_offset_mhz = Some(offset_mhz)
+                }
+                Setting::PowerLimit { .. }
+                | Setting::FanSpeed { .. }
+                | Setting::FanAutomatic { .. } => {}
+            }
         }
     }
 }

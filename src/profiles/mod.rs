@@ -1,0 +1,10 @@
+//! Tuning profiles: named sets of settings saved per card (`profile`), kept as one TOML file
+//! each in the config folder (`store`).
+
+pub mod profile;
+pub mod store;
+
+pub use profile::{
+    CardIdentity, ClockLock, PowerLimit, Profile, ProfileApplication, ProfileError, SCHEMA_VERSION,
+};
+pub use store::{LoadProblem, ProfileStore, StoreError, StoredProfile};

@@ -1,0 +1,502 @@
+//! A tuning profile: what a card was set to, saved under a name, and how it turns into settings
+//! for a card — the one it was saved from, or another one (by percentage of that card's default
+//! power limit, clamped to what it accepts, with a notice for every change).
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::{
+    ClockRangeMhz, Constraints, CurrentSettings, GpuIdentity, OffsetRangeMhz, Setting,
+};
+use crate::tuning::fan_curve::{CurvePoint, FanCurve};
+use crate::tuning::limits::validate;
+use crate::units::watts_exact;
+
+/// The version of the profile file format this gputune writes and reads. A file with a higher
+/// version is refused (never rewritten), so an older gputune cannot mangle a newer profile.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The longest profile name, in characters.
+pub const NAME_MAX_CHARS: usize = 100;
+/// The longest notes, in characters.
+pub const NOTES_MAX_CHARS: usize = 10_000;
+/// The longest UUID, model name or PCI bus id, in characters.
+const IDENTITY_MAX_CHARS: usize = 256;
+/// The most points a fan curve may have.
+pub const FAN_CURVE_MAX_POINTS: usize = 32;
+/// Bounds that no real card comes near: beyond them a value is a typo or a hostile file.
+const POWER_PERCENT_RANGE: std::ops::RangeInclusive<f64> = 1.0..=1000.0;
+const POWER_WATTS_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100_000.0;
+const CLOCK_MAX_MHZ: u32 = 100_000;
+const OFFSET_MAX_MHZ: i32 = 10_000;
+
+/// Which card a profile was saved from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardIdentity {
+    /// NVML UUID ("GPU-..."): how gputune recognizes the same card again.
+    pub uuid: String,
+    /// Model name ("NVIDIA GeForce RTX 4090").
+    pub name: String,
+    /// PCI bus id when it was saved, for people only.
+    pub pci_bus_id: String,
+}
+
+/// A power limit, kept both ways: watts for the card it was saved from, a share of the default
+/// limit for any other card.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerLimit {
+    pub percent_of_default: f64,
+    pub watts: f64,
+}
+
+/// A clock lock, inclusive, in MHz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockLock {
+    pub min_mhz: u32,
+    pub max_mhz: u32,
+}
+
+/// A named set of settings for a card. `None` leaves that control as it is when the profile is
+/// applied. One hand-editable TOML file per profile (see `profiles::store`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The file format's version: [`SCHEMA_VERSION`] for what this gputune writes.
+    pub schema_version: u32,
+    pub name: String,
+    #[serde(default)]
+    pub notes: String,
+    /// The card the profile was saved from.
+    pub card: CardIdentity,
+    /// Applied at boot by `gputune profile apply-defaults` (one default per card UUID).
+    #[serde(default)]
+    pub default_for_card: bool,
+    pub power_limit: Option<PowerLimit>,
+    pub gpu_clock_lock: Option<ClockLock>,
+    pub memory_clock_lock: Option<ClockLock>,
+    pub gpu_clock_offset_mhz: Option<i32>,
+    pub memory_clock_offset_mhz: Option<i32>,
+    /// Temperature → fan speed points, followed by the window or `gputune run`.
+    pub fan_curve: Option<Vec<CurvePoint>>,
+}
+
+/// What applying a profile to one card means.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileApplication {
+    /// The settings to write, in order; every one passes `tuning::limits::validate` for the
+    /// card it was made for.
+    pub settings: Vec<Setting>,
+    /// The fan curve to follow, when the profile has one and the card has fans.
+    pub fan_curve: Option<FanCurve>,
+    /// What was changed or left out, one sentence each: clamped values, another model, a
+    /// control the card does not have.
+    pub notices: Vec<String>,
+}
+
+/// Why a profile's contents cannot be used. Names the field and the value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Profile {
+    /// A profile of what can be read back from a card now: its power limit and clock offsets.
+    /// Clock locks cannot be read from NVML and fan curves live in gputune, so they are `None`.
+    pub fn from_current(
+        name: &str,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+        current: &CurrentSettings,
+    ) -> Profile {
+        let power_limit = current.power_limit_mw.and_then(|power_limit_mw| {
+            let default_mw = constraints
+                .power_limit_default_mw
+                .filter(|default_mw| *default_mw > 0)?;
+            let percent = f64::from(power_limit_mw) / f64::from(default_mw) * 100.0;
+            Some(PowerLimit {
+                // Two decimals read well in the file and are exact enough for any card.
+                percent_of_default: (percent * 100.0).round() / 100.0,
+                watts: f64::from(power_limit_mw) / 1000.0,
+            })
+        });
+        Profile {
+            schema_version: SCHEMA_VERSION,
+            name: name.trim().to_string(),
+            notes: String::new(),
+            card: CardIdentity {
+                uuid: identity.uuid.clone(),
+                name: identity.name.clone(),
+                pci_bus_id: identity.pci_bus_id.clone(),
+            },
+            default_for_card: false,
+            power_limit,
+            gpu_clock_lock: None,
+            memory_clock_lock: None,
+            gpu_clock_offset_mhz: current.gpu_clock_offset_mhz,
+            memory_clock_offset_mhz: current.memory_clock_offset_mhz,
+            fan_curve: None,
+        }
+    }
+
+    /// Whether the profile was saved from this card (same UUID).
+    pub fn is_for(&self, uuid: &str) -> bool {
+        self.card.uuid.trim().eq_ignore_ascii_case(uuid.trim())
+    }
+
+    /// Checks that every value could mean something: a usable name, finite numbers in sane
+    /// bounds, locks with min ≤ max, a fan curve `FanCurve` accepts. Files that fail are
+    /// refused when loaded and never written.
+    pub fn check(&self) -> Result<(), ProfileError> {
+        let invalid = |message: String| Err(ProfileError::Invalid(message));
+        if self.schema_version != SCHEMA_VERSION {
+            return invalid(format!(
+                "schema_version is {}, but this gputune reads version {SCHEMA_VERSION}",
+                self.schema_version
+            ));
+        }
+        check_name(&self.name).map_err(ProfileError::Invalid)?;
+        if self.notes.chars().count() > NOTES_MAX_CHARS {
+            return invalid(format!(
+                "notes are longer than {NOTES_MAX_CHARS} characters"
+            ));
+        }
+        for (field, value) in [
+            ("card.uuid", &self.card.uuid),
+            ("card.name", &self.card.name),
+            ("card.pci_bus_id", &self.card.pci_bus_id),
+        ] {
+            if value.chars().count() > IDENTITY_MAX_CHARS {
+                return invalid(format!(
+                    "{field} is longer than {IDENTITY_MAX_CHARS} characters"
+                ));
+            }
+            if value.chars().any(char::is_control) {
+                return invalid(format!("{field} contains control characters"));
+            }
+        }
+        if self.card.uuid.trim().is_empty() {
+            return invalid("card.uuid is empty".to_string());
+        }
+        if let Some(power) = self.power_limit {
+            if !POWER_PERCENT_RANGE.contains(&power.percent_of_default) {
+                return invalid(format!(
+                    "power_limit.percent_of_default = {} is not a share of a default limit (1 to 1000 %)",
+                    power.percent_of_default
+                ));
+            }
+            if !POWER_WATTS_RANGE.contains(&power.watts) {
+                return invalid(format!(
+                    "power_limit.watts = {} is not a GPU power limit (1 to 100000 W)",
+                    power.watts
+                ));
+            }
+        }
+        for (field, lock) in [
+            ("gpu_clock_lock", self.gpu_clock_lock),
+            ("memory_clock_lock", self.memory_clock_lock),
+        ] {
+            if let Some(lock) = lock {
+                if lock.min_mhz > lock.max_mhz {
+                    return invalid(format!(
+                        "{field} has min_mhz {} above max_mhz {}",
+                        lock.min_mhz, lock.max_mhz
+                    ));
+                }
+                if lock.max_mhz > CLOCK_MAX_MHZ {
+                    return invalid(format!(
+                        "{field}.max_mhz = {} is not a GPU clock (at most {CLOCK_MAX_MHZ} MHz)",
+                        lock.max_mhz
+                    ));
+                }
+            }
+        }
+        for (field, offset) in [
+            ("gpu_clock_offset_mhz", self.gpu_clock_offset_mhz),
+            ("memory_clock_offset_mhz", self.memory_clock_offset_mhz),
+        ] {
+            if let Some(offset) = offset
+                && !(-OFFSET_MAX_MHZ..=OFFSET_MAX_MHZ).contains(&offset)
+            {
+                return invalid(format!(
+                    "{field} = {offset} is not a clock offset (-{OFFSET_MAX_MHZ} to {OFFSET_MAX_MHZ} MHz)"
+                ));
+            }
+        }
+        if let Some(points) = &self.fan_curve {
+            if points.len() > FAN_CURVE_MAX_POINTS {
+                return invalid(format!(
+                    "fan_curve has {} points; at most {FAN_CURVE_MAX_POINTS} are allowed",
+                    points.len()
+                ));
+            }
+            if let Err(error) = FanCurve::new(points.clone(), FanCurve::default().hysteresis_c) {
+                return invalid(format!("fan_curve: {error}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The settings that apply this profile to a card. On the card it was saved from, the
+    /// power limit is its watts; on another card, the same share of that card's default limit.
+    /// Every value is clamped to what the card accepts (a notice says so), so every setting
+    /// passes `tuning::limits`; what the card cannot do is left out with a notice.
+    pub fn for_card(
+        &self,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+    ) -> ProfileApplication {
+        let mut notices = Vec::new();
+        let mut settings = Vec::new();
+        let same_card = self.is_for(&identity.uuid);
+        if !same_card {
+            if self.card.name.trim() == identity.name.trim() {
+                notices.push(format!(
+                    "This profile was saved from another {} ({}); its power limit is applied as a share of this card's default.",
+                    self.card.name, self.card.uuid
+                ));
+            } else {
+                notices.push(format!(
+                    "Warning: this profile was saved from a different model ({}); it is applied to this {} by percentage of its default power limit and clamped to what it accepts.",
+                    self.card.name, identity.name
+                ));
+            }
+        }
+
+        if let Some(power) = self.power_limit
+            && let Some(setting) = power_setting(power, same_card, constraints, &mut notices)
+        {
+            settings.push(setting);
+        }
+        for (clock, lock, range, make) in [
+            (
+                "GPU",
+                self.gpu_clock_lock,
+                constraints.gpu_clock_range,
+                gpu_lock as fn(u32, u32) -> Setting,
+            ),
+            (
+                "memory",
+                self.memory_clock_lock,
+                constraints.memory_clock_range,
+                memory_lock,
+            ),
+        ] {
+            let Some(lock) = lock else { continue };
+            if let Some((min_mhz, max_mhz)) = clamp_lock(clock, lock, range, &mut notices) {
+                settings.push(make(min_mhz, max_mhz));
+            }
+        }
+        for (clock, offset, range, make) in [
+            (
+                "GPU",
+                self.gpu_clock_offset_mhz,
+                constraints.gpu_clock_offset_range,
+                gpu_offset as fn(i32) -> Setting,
+            ),
+            (
+                "memory",
+                self.memory_clock_offset_mhz,
+                constraints.memory_clock_offset_range,
+                memory_offset,
+            ),
+        ] {
+            let Some(offset) = offset else { continue };
+            if let Some(offset_mhz) = clamp_offset(clock, offset, range, &mut notices) {
+                settings.push(make(offset_mhz));
+            }
+        }
+
+        let fan_curve = self.fan_curve.as_ref().and_then(|points| {
+            if constraints.fan_count == 0 || constraints.fan_speed_range.is_none() {
+                notices.push(
+                    "This card has no controllable fans; the profile's fan curve is left out."
+                        .to_string(),
+                );
+                return None;
+            }
+            match FanCurve::new(points.clone(), FanCurve::default().hysteresis_c) {
+                Ok(curve) => Some(curve),
+                Err(error) => {
+                    notices.push(format!("The fan curve is left out: {error}"));
+                    None
+                }
+            }
+        });
+
+        // Belt and braces: what the clamping above missed is dropped, never sent.
+        settings.retain(|setting| match validate(constraints, *setting) {
+            Ok(_) => true,
+            Err(error) => {
+                notices.push(format!("The {} is left out: {error}", setting.describe()));
+                false
+            }
+        });
+        ProfileApplication {
+            settings,
+            fan_curve,
+            notices,
+        }
+    }
+}
+
+/// Checks a profile name: what people see and what the file name is made from.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("the profile name is empty".to_string());
+    }
+    if name.trim() != name {
+        return Err(format!(
+            "the profile name \"{}\" starts or ends with spaces",
+            name.escape_debug()
+        ));
+    }
+    if name.chars().count() > NAME_MAX_CHARS {
+        return Err(format!(
+            "the profile name is longer than {NAME_MAX_CHARS} characters"
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!(
+            "the profile name \"{}\" contains control characters",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+fn gpu_lock(min_mhz: u32, max_mhz: u32) -> Setting {
+    Setting::LockGpuClocks { min_mhz, max_mhz }
+}
+
+fn memory_lock(min_mhz: u32, max_mhz: u32) -> Setting {
+    Setting::LockMemoryClocks { min_mhz, max_mhz }
+}
+
+fn gpu_offset(offset_mhz: i32) -> Setting {
+    Setting::GpuClockOffset { offset_mhz }
+}
+
+fn memory_offset(offset_mhz: i32) -> Setting {
+    Setting::MemoryClockOffset { offset_mhz }
+}
+
+/// The power limit for this card, clamped into its range.
+fn power_setting(
+    power: PowerLimit,
+    same_card: bool,
+    constraints: &Constraints,
+    notices: &mut Vec<String>,
+) -> Option<Setting> {
+    let (Some(min_mw), Some(max_mw)) = (
+        constraints.power_limit_min_mw,
+        constraints.power_limit_max_mw,
+    ) else {
+        notices.push(
+            "This card does not let its power limit be changed; the power limit is left out."
+                .to_string(),
+        );
+        return None;
+    };
+    let default_mw = constraints
+        .power_limit_default_mw
+        .filter(|default_mw| *default_mw > 0);
+    let (wanted_mw, described) = match (same_card, default_mw) {
+        (false, Some(default_mw)) => {
+            // Whole watts, as `gputune apply --power-limit P%` rounds.
+            let watts = (power.percent_of_default / 100.0 * f64::from(default_mw) / 1000.0).round();
+            (
+                watts * 1000.0,
+                format!(
+                    "{} % of this card's default {}",
+                    power.percent_of_default,
+                    watts_exact(default_mw)
+                ),
+            )
+        }
+        (false, None) => {
+            notices.push(
+                "This card does not report its default power limit, so the profile's watts are used."
+                    .to_string(),
+            );
+            (power.watts * 1000.0, format!("{} W", power.watts))
+        }
+        (true, _) => (power.watts * 1000.0, format!("{} W", power.watts)),
+    };
+    if !wanted_mw.is_finite() {
+        notices.push("The profile's power limit is not a number; it is left out.".to_string());
+        return None;
+    }
+    // Clamped in f64 first, so the cast is exact and in range.
+    let clamped_mw = wanted_mw
+        .round()
+        .clamp(f64::from(min_mw), f64::from(max_mw)) as u32;
+    if f64::from(clamped_mw) != wanted_mw.round() {
+        notices.push(format!(
+            "The power limit ({described}) is outside this card's range of {} to {}; {} is used.",
+            watts_exact(min_mw),
+            watts_exact(max_mw),
+            watts_exact(clamped_mw)
+        ));
+    }
+    Some(Setting::PowerLimit {
+        power_limit_mw: clamped_mw,
+    })
+}
+
+/// A clock lock clamped into the card's supported range; `None` (with a notice) when the card
+/// cannot lock that clock.
+fn clamp_lock(
+    clock: &str,
+    lock: ClockLock,
+    range: Option<ClockRangeMhz>,
+    notices: &mut Vec<String>,
+) -> Option<(u32, u32)> {
+    let Some(range) = range else {
+        notices.push(format!(
+            "This card does not report a supported {clock} clock range; the {clock} clock lock is left out."
+        ));
+        return None;
+    };
+    let (low, high) = (
+        lock.min_mhz.min(lock.max_mhz),
+        lock.min_mhz.max(lock.max_mhz),
+    );
+    let min_mhz = low.clamp(range.min_mhz, range.max_mhz.max(range.min_mhz));
+    let max_mhz = high.clamp(range.min_mhz, range.max_mhz.max(range.min_mhz));
+    if (min_mhz, max_mhz) != (lock.min_mhz, lock.max_mhz) {
+        notices.push(format!(
+            "The {clock} clock lock {}-{} MHz is outside this card's range of {}-{} MHz; {min_mhz}-{max_mhz} MHz is used.",
+            lock.min_mhz, lock.max_mhz, range.min_mhz, range.max_mhz
+        ));
+    }
+    Some((min_mhz, max_mhz))
+}
+
+/// A clock offset clamped into the card's range; `None` (with a notice) when the card or its
+/// driver has no offsets.
+fn clamp_offset(
+    clock: &str,
+    offset_mhz: i32,
+    range: Option<OffsetRangeMhz>,
+    notices: &mut Vec<String>,
+) -> Option<i32> {
+    let Some(range) = range else {
+        if offset_mhz != 0 {
+            notices.push(format!(
+                "This card or driver does not support {clock} clock offsets; the {clock} clock offset of {offset_mhz:+} MHz is left out."
+            ));
+        }
+        return None;
+    };
+    let clamped = offset_mhz.clamp(range.min_mhz, range.max_mhz.max(range.min_mhz));
+    if clamped != offset_mhz {
+        notices.push(format!(
+            "The {clock} clock offset of {offset_mhz:+} MHz is outside this card's range of {:+} to {:+} MHz; {clamped:+} MHz is used.",
+            range.min_mhz, range.max_mhz
+        ));
+    }
+    Some(clamped)
+}

@@ -1,0 +1,674 @@
+//! Profiles as a library: every field survives a save and a load, a profile from one card is
+//! converted for another (an RTX 4090's applied to the fanless H100: power by percentage of
+//! 700 W, clamped, notices for fans and offsets), and files that are not profiles — corrupt,
+//! truncated, from a newer gputune, hostile — are named, left untouched, and do not stop the
+//! others from loading. A property test feeds the loader random and mutated files.
+
+use std::path::{Path, PathBuf};
+
+use gputune::device::sim::{SimBackend, SimOptions, SimScenario};
+use gputune::device::{Backend, Constraints, GpuIdentity, Setting};
+use gputune::profiles::store::{parse_profile, profile_to_toml, slug};
+use gputune::profiles::{
+    CardIdentity, ClockLock, PowerLimit, Profile, ProfileStore, SCHEMA_VERSION, StoreError,
+};
+use gputune::tuning::fan_curve::CurvePoint;
+use gputune::tuning::limits::validate;
+use proptest::prelude::*;
+
+fn card(scenario: SimScenario) -> (SimBackend, GpuIdentity, Constraints) {
+    let mut backend = SimBackend::new(&SimOptions {
+        scenario,
+        ..SimOptions::default()
+    });
+    let identity = backend.identity(0).unwrap();
+    let constraints = backend.constraints(0).unwrap();
+    (backend, identity, constraints)
+}
+
+fn point(temperature_c: f64, speed_pct: f64) -> CurvePoint {
+    CurvePoint {
+        temperature_c,
+        speed_pct,
+    }
+}
+
+/// A profile with every field set, for the RTX 4090 of the simulator.
+fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
+    Profile {
+        schema_version: SCHEMA_VERSION,
+        name: name.to_string(),
+        notes: "Quiet nights.\nSecond line, with \"quotes\" and 'apostrophes' and ünïcode."
+            .to_string(),
+        card: CardIdentity {
+            uuid: identity.uuid.clone(),
+            name: identity.name.clone(),
+            pci_bus_id: identity.pci_bus_id.clone(),
+        },
+        default_for_card: true,
+        power_limit: Some(PowerLimit {
+            percent_of_default: 70.0,
+            watts: 315.0,
+        }),
+        gpu_clock_lock: Some(ClockLock {
+            min_mhz: 210,
+            max_mhz: 2520,
+        }),
+        memory_clock_lock: Some(ClockLock {
+            min_mhz: 405,
+            max_mhz: 10_501,
+        }),
+        gpu_clock_offset_mhz: Some(150),
+        memory_clock_offset_mhz: Some(-200),
+        fan_curve: Some(vec![
+            point(40.0, 30.0),
+            point(65.5, 55.0),
+            point(85.0, 100.0),
+        ]),
+    }
+}
+
+fn store() -> (tempfile::TempDir, ProfileStore) {
+    let directory = tempfile::tempdir().unwrap();
+    let store = ProfileStore::at(directory.path().join("profiles"));
+    (directory, store)
+}
+
+fn settings_valid_for(settings: &[Setting], constraints: &Constraints) {
+    for setting in settings {
+        assert!(
+            validate(constraints, *setting).is_ok(),
+            "{setting:?} does not pass the gate"
+        );
+    }
+}
+
+#[test]
+fn every_field_survives_a_save_and_a_load() {
+    let (_backend, identity, _) = card(SimScenario::Rtx4090);
+    let (_directory, store) = store();
+    let profile = full_profile("Night: quiet / 70 %", &identity);
+    let path = store.save(&profile).unwrap();
+    assert_eq!(
+        path.file_name().and_then(|name| name.to_str()),
+        Some("night-quiet-70.toml")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("schema_version = 1"), "{text}");
+    assert!(text.contains("[power_limit]"), "{text}");
+    assert!(text.contains("[[fan_curve]]"), "{text}");
+    let loaded = store.load("Night: quiet / 70 %").unwrap();
+    assert_eq!(loaded.profile, profile);
+    assert_eq!(loaded.path, path);
+    // Saving again under the same name replaces the same file.
+    let mut changed = profile.clone();
+    changed.notes = "changed".to_string();
+    assert_eq!(store.save(&changed).unwrap(), path);
+    assert_eq!(store.load("Night: quiet / 70 %").unwrap().profile, changed);
+    let (listed, problems) = store.list();
+    assert_eq!(listed.len(), 1);
+    assert!(problems.is_empty());
+    // Options left out of a hand-written file are None; notes and the default flag default.
+    let minimal = format!(
+        "schema_version = 1\nname = \"min\"\n[card]\nuuid = \"{}\"\nname = \"x\"\npci_bus_id = \"\"\n",
+        identity.uuid
+    );
+    let parsed = parse_profile(minimal.as_bytes()).unwrap();
+    assert_eq!(parsed.notes, "");
+    assert!(!parsed.default_for_card);
+    assert_eq!(parsed.power_limit, None);
+    assert_eq!(parsed.fan_curve, None);
+}
+
+#[test]
+fn a_profile_from_current_settings_holds_what_can_be_read_back() {
+    let (mut backend, identity, constraints) = card(SimScenario::Rtx4090);
+    for setting in [
+        Setting::PowerLimit {
+            power_limit_mw: 300_000,
+        },
+        Setting::GpuClockOffset { offset_mhz: 120 },
+    ] {
+        backend
+            .apply(0, &validate(&constraints, setting).unwrap())
+            .unwrap();
+    }
+    let current = backend.current_settings(0).unwrap();
+    let profile = Profile::from_current("Saved", &identity, &constraints, &current);
+    assert_eq!(profile.schema_version, SCHEMA_VERSION);
+    assert_eq!(profile.card.uuid, identity.uuid);
+    assert_eq!(
+        profile.power_limit,
+        Some(PowerLimit {
+            percent_of_default: 66.67,
+            watts: 300.0
+        })
+    );
+    assert_eq!(profile.gpu_clock_offset_mhz, Some(120));
+    assert_eq!(profile.memory_clock_offset_mhz, Some(0));
+    assert_eq!(profile.gpu_clock_lock, None, "locks cannot be read back");
+    assert_eq!(profile.fan_curve, None);
+    assert!(profile.check().is_ok());
+
+    // On its own card, the profile writes back exactly what was read.
+    let application = profile.for_card(&identity, &constraints);
+    assert!(application.notices.is_empty(), "{:?}", application.notices);
+    assert_eq!(
+        application.settings,
+        vec![
+            Setting::PowerLimit {
+                power_limit_mw: 300_000
+            },
+            Setting::GpuClockOffset { offset_mhz: 120 },
+            Setting::MemoryClockOffset { offset_mhz: 0 },
+        ]
+    );
+}
+
+#[test]
+fn an_rtx4090_profile_applies_to_the_h100_by_percentage_clamped_with_notices() {
+    let (_, rtx, _) = card(SimScenario::Rtx4090);
+    let (_, h100, h100_constraints) = card(SimScenario::DatacenterFanless);
+    let mut profile = full_profile("4090 quiet", &rtx);
+    let application = profile.for_card(&h100, &h100_constraints);
+    settings_valid_for(&application.settings, &h100_constraints);
+    // 70 % of the H100's 700 W default, not the 4090's 315 W.
+    assert_eq!(
+        application.settings[0],
+        Setting::PowerLimit {
+            power_limit_mw: 490_000
+        }
+    );
+    assert!(
+        !application.settings.iter().any(|setting| matches!(
+            setting,
+            Setting::GpuClockOffset { .. }
+                | Setting::MemoryClockOffset { .. }
+                | Setting::FanSpeed { .. }
+        )),
+        "{:?}",
+        application.settings
+    );
+    assert_eq!(application.fan_curve, None);
+    let notices = application.notices.join("\n");
+    assert!(notices.contains("different model"), "{notices}");
+    assert!(notices.contains("NVIDIA GeForce RTX 4090"), "{notices}");
+    assert!(notices.contains("no controllable fans"), "{notices}");
+    assert!(notices.contains("GPU clock offset"), "{notices}");
+    assert!(notices.contains("memory clock offset"), "{notices}");
+    // The locks are clamped into the H100's ranges, each with a notice.
+    assert!(notices.contains("GPU clock lock 210-2520 MHz"), "{notices}");
+    assert!(
+        notices.contains("memory clock lock 405-10501 MHz"),
+        "{notices}"
+    );
+
+    // 150 % of 700 W is beyond the H100's maximum: clamped to 700 W, with a notice.
+    profile.power_limit = Some(PowerLimit {
+        percent_of_default: 150.0,
+        watts: 675.0,
+    });
+    let application = profile.for_card(&h100, &h100_constraints);
+    assert_eq!(
+        application.settings[0],
+        Setting::PowerLimit {
+            power_limit_mw: 700_000
+        }
+    );
+    assert!(
+        application
+            .notices
+            .iter()
+            .any(|notice| notice.contains("150 %") && notice.contains("700 W is used")),
+        "{:?}",
+        application.notices
+    );
+
+    // And the other way: an H100 profile at 30 % on a 4090 (135 W) is raised to its 150 W
+    // minimum.
+    let mut h100_profile = Profile::from_current(
+        "h100 low",
+        &h100,
+        &h100_constraints,
+        &gputune::device::CurrentSettings {
+            power_limit_mw: Some(210_000),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        h100_profile.power_limit.map(|p| p.percent_of_default),
+        Some(30.0)
+    );
+    h100_profile.fan_curve = Some(vec![point(30.0, 0.0), point(80.0, 100.0)]);
+    let (_, _, rtx_constraints) = card(SimScenario::Rtx4090);
+    let application = h100_profile.for_card(&rtx, &rtx_constraints);
+    settings_valid_for(&application.settings, &rtx_constraints);
+    assert_eq!(
+        application.settings,
+        vec![Setting::PowerLimit {
+            power_limit_mw: 150_000
+        }]
+    );
+    assert!(application.fan_curve.is_some(), "the 4090 has fans");
+}
+
+#[test]
+fn another_card_of_the_same_model_gets_a_share_of_its_default() {
+    let mut backend = SimBackend::new(&SimOptions {
+        scenario: SimScenario::EightRtx4090,
+        ..SimOptions::default()
+    });
+    let first = backend.identity(0).unwrap();
+    let second = backend.identity(1).unwrap();
+    let constraints = backend.constraints(1).unwrap();
+    let profile = full_profile("p", &first);
+    let application = profile.for_card(&second, &constraints);
+    settings_valid_for(&application.settings, &constraints);
+    assert_eq!(
+        application.settings[0],
+        Setting::PowerLimit {
+            power_limit_mw: 315_000
+        }
+    );
+    assert!(
+        application.notices.iter().any(|n| n.contains("another")),
+        "{:?}",
+        application.notices
+    );
+    assert!(
+        !application
+            .notices
+            .iter()
+            .any(|n| n.contains("different model")),
+        "{:?}",
+        application.notices
+    );
+}
+
+/// Writes `content` as `<name>.toml` in the store's folder.
+fn plant(store: &ProfileStore, name: &str, content: &[u8]) -> PathBuf {
+    std::fs::create_dir_all(store.folder()).unwrap();
+    let path = store.folder().join(format!("{name}.toml"));
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn bad_files_are_named_untouched_and_the_others_still_load() {
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    let (_directory, store) = store();
+    let good = full_profile("Good", &identity);
+    store.save(&good).unwrap();
+    let valid = profile_to_toml(&full_profile("Template", &identity)).unwrap();
+    let half = &valid.as_bytes()[..valid.len() / 2];
+    let huge_name = format!("schema_version = 1\nname = \"{}\"\n", "x".repeat(200_000));
+    let long_notes = valid.replace(
+        "notes = \"\"\"",
+        &format!("notes = \"\"\"{}", "n".repeat(20_000)),
+    );
+    let deep = format!(
+        "schema_version = 1\nname = \"deep\"\nx = {}{}\n",
+        "[".repeat(5_000),
+        "]".repeat(5_000)
+    );
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "corrupt",
+            b"schema_version = 1\nname = \"x\n[card".to_vec(),
+            "damaged",
+        ),
+        ("truncated", half.to_vec(), "damaged"),
+        (
+            "future",
+            valid
+                .replace("schema_version = 1", "schema_version = 7")
+                .into_bytes(),
+            "schema version 7",
+        ),
+        ("binary", vec![0xff, 0xfe, 0x00, 0x9c, 0x01], "not UTF-8"),
+        ("empty", Vec::new(), "no schema_version"),
+        ("huge-name", huge_name.into_bytes(), "too large"),
+        ("long-notes", long_notes.into_bytes(), "notes are longer"),
+        ("deep", deep.into_bytes(), "nested deeper"),
+        (
+            "nan",
+            valid
+                .replace("percent_of_default = 70.0", "percent_of_default = nan")
+                .into_bytes(),
+            "percent_of_default",
+        ),
+        (
+            "inf",
+            valid.replace("watts = 315.0", "watts = inf").into_bytes(),
+            "power_limit.watts",
+        ),
+        (
+            "absurd-watts",
+            valid.replace("watts = 315.0", "watts = 1e300").into_bytes(),
+            "power_limit.watts",
+        ),
+        (
+            "absurd-offset",
+            valid
+                .replace(
+                    "gpu_clock_offset_mhz = 150",
+                    "gpu_clock_offset_mhz = 99999999999",
+                )
+                .into_bytes(),
+            "damaged",
+        ),
+        (
+            "huge-version",
+            valid
+                .replace(
+                    "schema_version = 1",
+                    "schema_version = 99999999999999999999",
+                )
+                .into_bytes(),
+            "damaged",
+        ),
+        (
+            "fan-nan",
+            valid
+                .replace("temperature_c = 40.0", "temperature_c = nan")
+                .into_bytes(),
+            "fan_curve",
+        ),
+        (
+            "inverted-lock",
+            valid
+                .replace("min_mhz = 210", "min_mhz = 3000")
+                .into_bytes(),
+            "min_mhz 3000 above max_mhz",
+        ),
+        (
+            "typo",
+            valid.replace("notes =", "nots =").into_bytes(),
+            "unknown field `nots`",
+        ),
+        (
+            "wrong-type",
+            valid
+                .replace("default_for_card = true", "default_for_card = \"yes\"")
+                .into_bytes(),
+            "damaged",
+        ),
+        (
+            "negative-version",
+            valid
+                .replace("schema_version = 1", "schema_version = -1")
+                .into_bytes(),
+            "schema_version = -1",
+        ),
+    ];
+    let mut planted = Vec::new();
+    for (name, content, expected) in &cases {
+        planted.push((plant(&store, name, content), content.clone(), *expected));
+    }
+    let (profiles, problems) = store.list();
+    assert_eq!(
+        profiles
+            .iter()
+            .map(|stored| stored.profile.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["Good"]
+    );
+    assert_eq!(problems.len(), cases.len(), "{problems:#?}");
+    for (path, _, expected) in &planted {
+        let problem = problems
+            .iter()
+            .find(|problem| &problem.path == path)
+            .unwrap_or_else(|| panic!("{} is not reported", path.display()));
+        assert!(
+            problem.message.contains(&path.display().to_string()),
+            "the message names the file: {}",
+            problem.message
+        );
+        assert!(
+            problem.message.contains(expected),
+            "{}: expected {expected:?} in {}",
+            path.display(),
+            problem.message
+        );
+        assert!(
+            problem.message.len() < 1_000,
+            "a short message: {}",
+            problem.message
+        );
+    }
+    // Saving, renaming, defaulting and deleting around them leaves every bad file as it was.
+    let mut corrupt_named = good.clone();
+    corrupt_named.name = "corrupt".to_string();
+    let saved = store.save(&corrupt_named).unwrap();
+    assert_eq!(
+        saved.file_name().and_then(|name| name.to_str()),
+        Some("corrupt-2.toml")
+    );
+    store.set_default("Good").unwrap();
+    store.rename("corrupt", "future").unwrap();
+    store.delete("future").unwrap();
+    let future_path = store.folder().join("future.toml");
+    assert!(matches!(
+        store.export("Good", &future_path),
+        Err(StoreError::WouldOverwrite { .. })
+    ));
+    assert!(matches!(
+        store.load("future"),
+        Err(StoreError::NotFound { .. })
+    ));
+    for (path, content, _) in &planted {
+        assert_eq!(
+            &std::fs::read(path).unwrap(),
+            content,
+            "{} was changed",
+            path.display()
+        );
+    }
+    // Importing a bad file is refused with its name; nothing is added.
+    let error = store.import(&planted[0].0).unwrap_err().to_string();
+    assert!(error.contains("corrupt.toml"), "{error}");
+    assert_eq!(store.list().0.len(), 1);
+}
+
+#[test]
+fn store_operations_keep_one_default_per_card() {
+    let mut backend = SimBackend::new(&SimOptions {
+        scenario: SimScenario::EightRtx4090,
+        ..SimOptions::default()
+    });
+    let first = backend.identity(0).unwrap();
+    let second = backend.identity(1).unwrap();
+    let (directory, store) = store();
+    let mut a = full_profile("A", &first);
+    a.default_for_card = false;
+    let b = Profile {
+        name: "B".to_string(),
+        ..a.clone()
+    };
+    let other = Profile {
+        name: "Other card".to_string(),
+        card: CardIdentity {
+            uuid: second.uuid.clone(),
+            ..a.card.clone()
+        },
+        ..a.clone()
+    };
+    for profile in [&a, &b, &other] {
+        store.save(profile).unwrap();
+    }
+    assert_eq!(store.default_for(&first.uuid), None);
+    store.set_default("A").unwrap();
+    store.set_default("Other card").unwrap();
+    assert_eq!(store.default_for(&first.uuid).unwrap().profile.name, "A");
+    store.set_default("B").unwrap();
+    assert_eq!(store.default_for(&first.uuid).unwrap().profile.name, "B");
+    assert!(!store.load("A").unwrap().profile.default_for_card);
+    assert_eq!(
+        store.default_for(&second.uuid).unwrap().profile.name,
+        "Other card",
+        "another card's default stays"
+    );
+    let (for_first, _) = store.for_card(&first.uuid);
+    assert_eq!(for_first.len(), 2);
+
+    // Rename moves the file and keeps the rest.
+    store.rename("B", "B renamed").unwrap();
+    let renamed = store.load("B renamed").unwrap();
+    assert!(renamed.profile.default_for_card);
+    assert!(renamed.path.ends_with("b-renamed.toml"));
+    assert!(matches!(store.load("B"), Err(StoreError::NotFound { .. })));
+    assert!(matches!(
+        store.rename("A", "B renamed"),
+        Err(StoreError::AlreadyExists { .. })
+    ));
+
+    // Export and import: the copy is a profile; importing an existing name is refused;
+    // into an empty store it arrives without the default flag.
+    let exported = directory.path().join("shared.toml");
+    store.export("B renamed", &exported).unwrap();
+    assert!(matches!(
+        store.import(&exported),
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    let elsewhere = ProfileStore::at(directory.path().join("elsewhere"));
+    let imported = elsewhere.import(&exported).unwrap();
+    assert_eq!(imported.profile.name, "B renamed");
+    assert!(!imported.profile.default_for_card);
+
+    store.delete("A").unwrap();
+    assert!(matches!(
+        store.delete("A"),
+        Err(StoreError::NotFound { .. })
+    ));
+    let names: Vec<String> = store
+        .list()
+        .0
+        .into_iter()
+        .map(|stored| stored.profile.name)
+        .collect();
+    assert_eq!(names, vec!["B renamed", "Other card"]);
+    // Case-insensitive lookup, and the error for a missing name names the folder.
+    assert_eq!(store.load("other CARD").unwrap().profile.name, "Other card");
+    let missing = store.load("nope").unwrap_err().to_string();
+    assert!(
+        missing.contains(&store.folder().display().to_string()),
+        "{missing}"
+    );
+}
+
+#[test]
+fn file_names_are_safe_slugs_and_bad_names_are_refused() {
+    assert_eq!(slug("../../etc/passwd"), "etc-passwd");
+    assert_eq!(slug("Quiet 70%"), "quiet-70");
+    assert_eq!(slug("///"), "profile");
+    assert_eq!(slug(".hidden"), "hidden");
+    assert_eq!(slug("Ünïcode ☃"), "n-code");
+    assert!(slug(&"a".repeat(500)).len() <= 64);
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    let (_directory, store) = store();
+    for bad in ["", "  padded ", "line\nbreak", &"x".repeat(101)] {
+        let profile = full_profile(bad, &identity);
+        assert!(
+            matches!(store.save(&profile), Err(StoreError::InvalidProfile { .. })),
+            "{bad:?}"
+        );
+    }
+    let saved = store
+        .save(&full_profile("../../escape", &identity))
+        .unwrap();
+    assert_eq!(saved.parent(), Some(store.folder()));
+}
+
+/// A valid profile file to mutate.
+fn valid_text() -> String {
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    profile_to_toml(&full_profile("Fuzz", &identity)).unwrap()
+}
+
+fn check_never_panics(bytes: &[u8]) -> Result<(), TestCaseError> {
+    if let Ok(profile) = parse_profile(bytes) {
+        // What loads is usable: it passes the checks and writes back to the same profile.
+        prop_assert!(profile.check().is_ok());
+        let again = profile_to_toml(&profile).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(parse_profile(again.as_bytes()).ok(), Some(profile));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn random_bytes_are_an_error_or_a_profile(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        check_never_panics(&bytes)?;
+    }
+
+    #[test]
+    fn mutated_valid_files_are_an_error_or_a_profile(
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 1..8),
+    ) {
+        let mut bytes = valid_text().into_bytes();
+        for (position, byte, kind) in edits {
+            if bytes.is_empty() {
+                break;
+            }
+            let at = position % bytes.len();
+            match kind {
+                0 => bytes[at] = byte,
+                1 => bytes.insert(at, byte),
+                2 => { bytes.remove(at); }
+                _ => bytes.truncate(at),
+            }
+        }
+        check_never_panics(&bytes)?;
+    }
+
+    #[test]
+    fn mutated_values_are_an_error_or_a_profile(
+        field in 0usize..7,
+        value in prop_oneof![
+            Just("nan".to_string()), Just("-inf".to_string()), Just("1e308".to_string()),
+            Just("-0.0".to_string()), Just("9223372036854775807".to_string()),
+            Just("-9223372036854775808".to_string()), Just("\"text\"".to_string()),
+            Just("[[1]]".to_string()), Just("{}".to_string()), any::<i64>().prop_map(|v| v.to_string()),
+            any::<f64>().prop_map(|v| format!("{v:?}")),
+        ],
+    ) {
+        let keys = [
+            "watts = ", "percent_of_default = ", "min_mhz = ", "max_mhz = ",
+            "gpu_clock_offset_mhz = ", "speed_pct = ", "temperature_c = ",
+        ];
+        let text = valid_text();
+        let key = keys[field];
+        let mutated: String = text
+            .lines()
+            .map(|line| {
+                if line.starts_with(key) { format!("{key}{value}") } else { line.to_string() }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        check_never_panics(mutated.as_bytes())?;
+        if let Ok(profile) = parse_profile(mutated.as_bytes()) {
+            // Whatever loads converts, for any card, into settings the gate accepts.
+            for scenario in [SimScenario::Rtx4090, SimScenario::DatacenterFanless] {
+                let (_, identity, constraints) = card(scenario);
+                let application = profile.for_card(&identity, &constraints);
+                for setting in &application.settings {
+                    prop_assert!(validate(&constraints, *setting).is_ok(), "{:?}", setting);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_default_store_follows_the_config_dir_variable() {
+    // Only this test in this binary touches the variable.
+    let directory = tempfile::tempdir().unwrap();
+    // SAFETY: no other test in this binary reads or writes GPUTUNE_CONFIG_DIR.
+    unsafe { std::env::set_var("GPUTUNE_CONFIG_DIR", directory.path()) };
+    let store = ProfileStore::open_default().unwrap();
+    unsafe { std::env::remove_var("GPUTUNE_CONFIG_DIR") };
+    assert_eq!(store.folder(), directory.path().join("profiles"));
+    assert!(Path::new(store.folder()).starts_with(directory.path()));
+}

@@ -1,0 +1,171 @@
+//! The Profiles tab: save the Tune tab's settings, apply or try, rename, delete after asking,
+//! make default; and the actions against a real profile folder.
+
+mod common;
+
+use common::ui::{Window, app_state, window_harness};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use gputune::device::Setting;
+use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::profiles::store::ProfileStore;
+use gputune::tuning::control::TuneCommand;
+use gputune::ui::app::{AppCommand, Tab};
+use gputune::ui::profiles::{ProfileAction, profile_from_card};
+
+fn harness() -> Harness<'static, Window> {
+    let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    state.tab = Tab::Profiles;
+    window_harness(state, [1300.0, 900.0])
+}
+
+#[test]
+fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
+    let state_dir = tempfile::tempdir().expect("a config folder");
+    // SAFETY: the only test in this binary that reads the environment.
+    unsafe { std::env::set_var("GPUTUNE_CONFIG_DIR", state_dir.path()) };
+
+    let mut harness = harness();
+    harness.get_by_label("No profile saved for this card yet.");
+    // What this window applied earlier in the Tune tab: a clock lock NVML cannot read back.
+    harness
+        .state_mut()
+        .state
+        .tune
+        .applied
+        .record(&TuneCommand::Apply {
+            gpu_index: 0,
+            settings: vec![Setting::LockGpuClocks {
+                min_mhz: 210,
+                max_mhz: 2_400,
+            }],
+        });
+    harness.get_by_label("Name").click();
+    harness.run();
+    harness.get_by_label("Name").type_text("quiet-70");
+    harness.run();
+    harness.get_by_label("Save the current settings").click();
+    harness.run();
+    let saved = harness
+        .state()
+        .commands
+        .iter()
+        .find_map(|command| match command {
+            AppCommand::Profile(ProfileAction::Save(profile)) => Some(profile.clone()),
+            _ => None,
+        });
+    let Some(profile) = saved else {
+        panic!("a Save action: {:?}", harness.state().commands)
+    };
+    assert_eq!(profile.name, "quiet-70");
+    // The card's limit as read (the simulator runs at its 450 W default) and the remembered lock.
+    assert_eq!(
+        profile
+            .power_limit
+            .map(|power| (power.watts, power.percent_of_default)),
+        Some((450.0, 100.0))
+    );
+    assert_eq!(
+        profile
+            .gpu_clock_lock
+            .map(|lock| (lock.min_mhz, lock.max_mhz)),
+        Some((210, 2_400))
+    );
+    assert_eq!(
+        profile.gpu_clock_offset_mhz, None,
+        "never applied, so not saved"
+    );
+    assert_eq!(
+        profile.card.uuid,
+        harness.state().state.model.gpus[0].info.identity.uuid
+    );
+
+    // What the app does with it: the store saves, lists it, and the row offers its actions.
+    let store = ProfileStore::open_default().unwrap_or_else(|error| panic!("{error}"));
+    store
+        .save(&profile)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let (profiles, problems) = store.list();
+    assert!(problems.is_empty());
+    harness.state_mut().state.profiles.profiles = profiles;
+    harness.run();
+    harness.get_by_label("quiet-70");
+    harness.get_by_label("Apply quiet-70").click();
+    harness.run();
+    harness.get_by_label("Try quiet-70").click();
+    harness.run();
+    harness.get_by_label("Make quiet-70 the default").click();
+    harness.run();
+    let commands = &harness.state().commands;
+    assert!(
+        commands.contains(&AppCommand::Profile(ProfileAction::Apply {
+            name: "quiet-70".into(),
+            try_first: false
+        }))
+    );
+    assert!(
+        commands.contains(&AppCommand::Profile(ProfileAction::Apply {
+            name: "quiet-70".into(),
+            try_first: true
+        }))
+    );
+    assert!(
+        commands.contains(&AppCommand::Profile(ProfileAction::SetDefault {
+            name: "quiet-70".into()
+        }))
+    );
+
+    // Delete asks first; "Keep it" keeps it, "Yes, delete" sends the delete.
+    harness.get_by_label("Delete quiet-70…").click();
+    harness.run();
+    harness.get_by_label("Delete quiet-70?");
+    harness.get_by_label("Keep it").click();
+    harness.run();
+    assert!(
+        !harness
+            .state()
+            .commands
+            .contains(&AppCommand::Profile(ProfileAction::Delete {
+                name: "quiet-70".into()
+            }))
+    );
+    harness.get_by_label("Delete quiet-70…").click();
+    harness.run();
+    harness.get_by_label("Yes, delete").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Profile(ProfileAction::Delete {
+                name: "quiet-70".into()
+            }))
+    );
+
+    // Rename: type the new name, then confirm.
+    harness.get_by_label("Rename quiet-70…").click();
+    harness.run();
+    harness.get_by_label("Rename").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Profile(ProfileAction::Rename {
+                old: "quiet-70".into(),
+                new: "quiet-70".into()
+            }))
+    );
+
+    // A fanless datacenter card: its 700 W limit, nothing else applied.
+    let fanless = app_state(
+        SimScenario::DatacenterFanless,
+        LoadPattern::Training,
+        None,
+        2,
+        500,
+    );
+    let profile = profile_from_card("dc", "", &fanless.model.gpus[0], &fanless.tune.applied);
+    assert_eq!(profile.power_limit.map(|power| power.watts), Some(700.0));
+    assert_eq!(profile.fan_curve, None);
+}
