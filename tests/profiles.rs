@@ -452,9 +452,10 @@ fn bad_files_are_named_untouched_and_the_others_still_load() {
         store.export("Good", &future_path),
         Err(StoreError::WouldOverwrite { .. })
     ));
+    // Asked for by name, the unreadable file says why rather than "not found".
     assert!(matches!(
         store.load("future"),
-        Err(StoreError::NotFound { .. })
+        Err(StoreError::FutureVersion { found: 7, .. })
     ));
     for (path, content, _) in &planted {
         assert_eq!(

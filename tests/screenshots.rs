@@ -84,6 +84,42 @@ fn screenshots() {
     tune.model.gpus[0].trial = Some(common::ui::running_trial(25, 60));
     render(tune, [1300.0, 900.0], "tune-rtx4090.png");
 
+    let mut profiles = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    profiles.tab = gputune::ui::app::Tab::Profiles;
+    let mut quiet = gputune::ui::profiles::profile_from_card(
+        "quiet-70",
+        "nights",
+        &profiles.model.gpus[0],
+        &profiles.tune.applied,
+    );
+    quiet.power_limit = quiet
+        .power_limit
+        .map(|power| gputune::profiles::profile::PowerLimit {
+            percent_of_default: 70.0,
+            watts: 315.0,
+            ..power
+        });
+    quiet.default_for_card = true;
+    let mut undervolt = gputune::ui::profiles::profile_from_card(
+        "undervolt",
+        "",
+        &profiles.model.gpus[0],
+        &profiles.tune.applied,
+    );
+    undervolt.gpu_clock_lock = Some(gputune::profiles::profile::ClockLock {
+        min_mhz: 210,
+        max_mhz: 2_520,
+    });
+    undervolt.gpu_clock_offset_mhz = Some(150);
+    profiles.profiles.profiles = [quiet, undervolt]
+        .into_iter()
+        .map(|profile| gputune::profiles::store::StoredProfile {
+            path: format!("/home/you/.config/gputune/profiles/{}.toml", profile.name).into(),
+            profile,
+        })
+        .collect();
+    render(profiles, [1300.0, 600.0], "profiles-rtx4090.png");
+
     let mut plan = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     plan.tab = gputune::ui::app::Tab::Plan;
     render(plan, [1400.0, 1250.0], "plan-llama-3.1-8b-qlora.png");

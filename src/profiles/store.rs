@@ -185,7 +185,7 @@ impl ProfileStore {
     /// The profile with this name (exactly, else the one whose name differs only in case, else
     /// the one whose file is `<name>.toml`).
     pub fn load(&self, name: &str) -> Result<StoredProfile, StoreError> {
-        let (profiles, _) = self.list();
+        let (profiles, problems) = self.list();
         let exact: Vec<&StoredProfile> = profiles
             .iter()
             .filter(|stored| stored.profile.name == name)
@@ -209,10 +209,24 @@ impl ProfileStore {
             exact
         };
         match candidates.as_slice() {
-            [] => Err(StoreError::NotFound {
-                name: name.to_string(),
-                folder: self.folder.clone(),
-            }),
+            [] => {
+                // A file that would hold it but does not read says more than "not found".
+                let wanted = [name.to_string(), slug(name)];
+                let unreadable = problems.iter().find(|problem| {
+                    problem
+                        .path
+                        .file_stem()
+                        .and_then(|stem| stem.to_str())
+                        .is_some_and(|stem| wanted.iter().any(|name| name == stem))
+                });
+                match unreadable.map(|problem| read_profile_file(&problem.path)) {
+                    Some(Err(error)) => Err(error),
+                    _ => Err(StoreError::NotFound {
+                        name: name.to_string(),
+                        folder: self.folder.clone(),
+                    }),
+                }
+            }
             [one] => Ok((*one).clone()),
             several => Err(StoreError::Ambiguous {
                 name: name.to_string(),

@@ -259,13 +259,15 @@ fn summary(profile: &Profile) -> String {
     if profile.fan_curve.is_some() {
         parts.push("fan curve".to_string());
     }
-    if !profile.notes.is_empty() {
-        parts.push(format!("— {}", profile.notes));
-    }
-    if parts.is_empty() {
+    let settings = if parts.is_empty() {
         "sets nothing".to_string()
     } else {
         parts.join(", ")
+    };
+    if profile.notes.is_empty() {
+        settings
+    } else {
+        format!("{settings} — {}", profile.notes)
     }
 }
 
