@@ -103,7 +103,13 @@ fn text(bytes: &[u8]) -> String {
 fn save_list_show_apply_delete_from_the_command_line() {
     let config = tempfile::tempdir().unwrap();
     let machine = Machine::new("rtx4090", "", config.path());
-    machine.ok(&["apply", "--power-limit", "315W", "--gpu-clock-offset", "120"]);
+    machine.ok(&[
+        "apply",
+        "--power-limit",
+        "315W",
+        "--gpu-clock-offset",
+        "120",
+    ]);
     let (stdout, _) = machine.ok(&["profile", "save", "Quiet", "--notes", "for the night"]);
     assert!(
         stdout.contains("Saved GPU 0 (NVIDIA GeForce RTX 4090) as the profile \"Quiet\""),
@@ -120,7 +126,11 @@ fn save_list_show_apply_delete_from_the_command_line() {
     // Saving again under the same name needs --replace.
     let output = machine.gputune(&["profile", "save", "Quiet"]);
     assert!(!output.status.success());
-    assert!(text(&output.stderr).contains("--replace"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("--replace"),
+        "{}",
+        text(&output.stderr)
+    );
 
     let (stdout, stderr) = machine.ok(&["profile", "list"]);
     assert_eq!(stderr, "");
@@ -205,12 +215,14 @@ fn a_fan_curve_is_not_followed_by_a_one_shot_apply_and_refused_values_write_noth
     .unwrap();
     let (stdout, stderr) = machine.ok(&["profile", "apply", "Hand written"]);
     assert!(
-        stderr.contains("a one-shot command cannot follow")
-            && stderr.contains("gputune run"),
+        stderr.contains("a one-shot command cannot follow") && stderr.contains("gputune run"),
         "{stderr}"
     );
     assert!(stdout.contains("Power limit set to 360 W"), "{stdout}");
-    assert!(stdout.contains("GPU clock lock 210-2400 MHz applied."), "{stdout}");
+    assert!(
+        stdout.contains("GPU clock lock 210-2400 MHz applied."),
+        "{stdout}"
+    );
     assert!(
         !machine
             .settings_written()
@@ -268,7 +280,9 @@ fn an_rtx4090_profile_applied_to_the_h100_uses_its_default_and_leaves_out_fans_a
         "nothing but the power limit reaches the H100"
     );
     assert!(
-        h100.write_log().iter().all(|record| record.result_code == 0),
+        h100.write_log()
+            .iter()
+            .all(|record| record.result_code == 0),
         "no write is refused by the driver: {:?}",
         h100.write_log()
     );
@@ -281,7 +295,11 @@ fn export_import_default_and_apply_defaults() {
     machine.ok(&["apply", "--gpu", "2", "--power-limit", "300W"]);
     let output = machine.gputune(&["profile", "save", "Needs a GPU"]);
     assert!(!output.status.success());
-    assert!(text(&output.stderr).contains("--gpu"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("--gpu"),
+        "{}",
+        text(&output.stderr)
+    );
     machine.ok(&["profile", "save", "Card 2", "--gpu", "2"]);
     machine.ok(&["profile", "save", "Card 3", "--gpu", "3"]);
 
@@ -298,7 +316,10 @@ fn export_import_default_and_apply_defaults() {
     );
     machine.ok(&["profile", "delete", "Card 2"]);
     let (stdout, _) = machine.ok(&["profile", "import", exported.to_str().unwrap()]);
-    assert!(stdout.contains("Imported the profile \"Card 2\""), "{stdout}");
+    assert!(
+        stdout.contains("Imported the profile \"Card 2\""),
+        "{stdout}"
+    );
     // A file that is not a profile is not imported, and export does not overwrite it.
     let foreign = config.path().join("notes.toml");
     std::fs::write(&foreign, "title = \"my notes\"\n").unwrap();
@@ -350,7 +371,10 @@ fn export_import_default_and_apply_defaults() {
         applied.iter().all(|(gpu, _)| *gpu == 2 || *gpu == 3),
         "{applied:?}"
     );
-    assert_eq!(machine.fake.state().machine.gpus[2].settings.power_limit_mw, 300_000);
+    assert_eq!(
+        machine.fake.state().machine.gpus[2].settings.power_limit_mw,
+        300_000
+    );
 }
 
 #[test]
@@ -365,7 +389,10 @@ fn apply_defaults_waits_for_the_driver_then_says_why_it_gave_up() {
     let stderr = text(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("does not answer yet"), "{stderr}");
-    assert!(stderr.contains("No default profile was applied."), "{stderr}");
+    assert!(
+        stderr.contains("No default profile was applied."),
+        "{stderr}"
+    );
 }
 
 #[test]

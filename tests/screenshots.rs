@@ -92,13 +92,10 @@ fn screenshots() {
         &profiles.model.gpus[0],
         &profiles.tune.applied,
     );
-    quiet.power_limit = quiet
-        .power_limit
-        .map(|power| gputune::profiles::profile::PowerLimit {
-            percent_of_default: 70.0,
-            watts: 315.0,
-            ..power
-        });
+    quiet.power_limit = Some(gputune::profiles::profile::PowerLimit {
+        percent_of_default: 70.0,
+        watts: 315.0,
+    });
     quiet.default_for_card = true;
     let mut undervolt = gputune::ui::profiles::profile_from_card(
         "undervolt",

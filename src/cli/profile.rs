@@ -465,8 +465,9 @@ pub fn save(
 ) -> anyhow::Result<()> {
     let kept = match store.load(name) {
         Ok(existing) if existing.profile.name == name => Some(existing),
-        Ok(_) | Err(StoreError::NotFound { .. }) => None,
-        Err(error) => return Err(error.into()),
+        Err(error @ StoreError::Ambiguous { .. }) => return Err(error.into()),
+        // Another name, none, or an unreadable file (which the store never overwrites).
+        Ok(_) | Err(_) => None,
     };
     if let Some(existing) = &kept
         && !replace
