@@ -40,6 +40,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 const TERMINAL_GRACE: Duration = Duration::from_secs(3);
 /// The exit status when the command cannot be started, as a shell gives it.
 pub const EXIT_NOT_STARTED: i32 = 127;
+/// The exit status when a signal arrived before the command was started (as for Ctrl-C).
+pub const EXIT_STOPPED_BEFORE_START: i32 = 130;
 
 /// `gputune run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -348,6 +350,14 @@ fn supervise(
     sampler.sample(guard.backend(), &mut controller, &mut log, messages);
 
     let program = &run.command[0];
+    if stop.try_recv().is_ok() {
+        // Stopped while the profile was being applied: the command is not started at all.
+        let _ = writeln!(messages, "gputune: stopped before the command started.");
+        return Ok(RunEnded {
+            exit_code: EXIT_STOPPED_BEFORE_START,
+            stats: RunStats::from_samples(&sampler.samples, 0.0),
+        });
+    }
     let started = Instant::now();
     let mut child = match Command::new(program)
         .args(&run.command[1..])

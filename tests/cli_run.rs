@@ -1,0 +1,436 @@
+//! `gputune run --profile NAME -- COMMAND` against the fake libnvidia-ml: the profile is
+//! applied while the command runs (its fan curve followed), and the card is put back when the
+//! command succeeds, fails (its exit code passed through), cannot start, or gputune gets
+//! SIGTERM; after `kill -9` the next start restores from the journal. The run reports its
+//! energy, and `--log` writes its telemetry.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use common::FakeMachine;
+use gputune::device::Setting;
+use nvidia_ml_fake::WriteRecord;
+
+/// How long a test waits before it gives up, so a bug hangs no CI job. Not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+struct Machine {
+    fake: FakeMachine,
+    config: tempfile::TempDir,
+}
+
+impl Machine {
+    /// An RTX 4090 with a saved profile "Run": 315 W and a GPU clock offset of +100 MHz,
+    /// and the card set back to its defaults afterwards.
+    fn with_run_profile(fan_curve: bool) -> Machine {
+        let machine = Machine {
+            fake: FakeMachine::new("rtx4090", ""),
+            config: tempfile::tempdir().unwrap(),
+        };
+        machine.ok(&[
+            "apply",
+            "--power-limit",
+            "315W",
+            "--gpu-clock-offset",
+            "100",
+        ]);
+        machine.ok(&["profile", "save", "Run"]);
+        machine.ok(&["apply", "--power-limit", "450W", "--gpu-clock-offset", "0"]);
+        if fan_curve {
+            let file = machine.config.path().join("profiles").join("run.toml");
+            let mut text = std::fs::read_to_string(&file).unwrap();
+            // Full speed at any temperature, so the test knows what the curve sets.
+            text.push_str(
+                "\n[[fan_curve]]\ntemperature_c = 0.0\nspeed_pct = 100.0\n\n[[fan_curve]]\ntemperature_c = 110.0\nspeed_pct = 100.0\n",
+            );
+            std::fs::write(&file, text).unwrap();
+        }
+        machine
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.config.path().join("state")
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.state_dir().join("journal.json")
+    }
+
+    fn command(&self, arguments: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
+        command
+            .args(arguments)
+            .env("GPUTUNE_NVML_LIB", &self.fake.library)
+            .env("GPUTUNE_STATE_DIR", self.state_dir())
+            .env("GPUTUNE_CONFIG_DIR", self.config.path())
+            .env_remove("GPUTUNE_LOG");
+        for (name, value) in self.fake.environment() {
+            command.env(name, value);
+        }
+        command
+    }
+
+    fn gputune(&self, arguments: &[&str]) -> Output {
+        self.command(arguments)
+            .output()
+            .expect("the gputune binary runs")
+    }
+
+    fn ok(&self, arguments: &[&str]) -> (String, String) {
+        let output = self.gputune(arguments);
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert!(output.status.success(), "{arguments:?}: {stderr}");
+        (stdout, stderr)
+    }
+
+    fn write_log(&self) -> Vec<WriteRecord> {
+        self.fake.state().write_log
+    }
+
+    fn power_limit_mw(&self) -> u32 {
+        self.fake.state().machine.gpus[0].settings.power_limit_mw
+    }
+
+    fn gpu_clock_offset_mhz(&self) -> i32 {
+        self.fake.state().machine.gpus[0]
+            .settings
+            .gpu_clock_offset_mhz
+    }
+
+    /// Starts gputune with stderr lines arriving on a channel.
+    fn spawn(&self, arguments: &[&str]) -> Running {
+        let mut child = self
+            .command(arguments)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the gputune binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            lines,
+            stderr: Vec::new(),
+        }
+    }
+
+    /// The settings a run wrote, after `before` records.
+    fn written_since(&self, before: usize) -> Vec<Setting> {
+        self.write_log()[before..]
+            .iter()
+            .map(|record| record.setting)
+            .collect()
+    }
+}
+
+struct Running {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Vec<String>,
+}
+
+impl Running {
+    fn wait_for_line(&mut self, wanted: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(wanted);
+                    self.stderr.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {wanted:?} on stderr; got {:?}", self.stderr);
+                }
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name}");
+    }
+
+    fn finish(mut self) -> (ExitStatus, String, String) {
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("the child can be waited on") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("gputune did not end; stderr so far: {:?}", self.stderr);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stdout = String::new();
+        if let Some(mut pipe) = self.child.stdout.take() {
+            let _ = pipe.read_to_string(&mut stdout);
+        }
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.stderr.push(line);
+        }
+        (status, stdout, self.stderr.join("\n"))
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The energy the run reported, in Wh.
+fn reported_energy_wh(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("Duration ") && line.contains("energy "))
+        .unwrap_or_else(|| panic!("no summary line in {stderr}"));
+    let after = line.split("energy ").nth(1).unwrap_or_default();
+    after
+        .split(" Wh")
+        .next()
+        .and_then(|number| number.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no energy in {line}"))
+}
+
+fn assert_restored(machine: &Machine) {
+    assert_eq!(machine.power_limit_mw(), 450_000, "the power limit is back");
+    assert_eq!(machine.gpu_clock_offset_mhz(), 0, "the offset is back");
+    assert!(!machine.journal().exists(), "the journal is removed");
+}
+
+#[test]
+fn a_successful_command_runs_with_the_profile_then_the_card_is_restored() {
+    let machine = Machine::with_run_profile(false);
+    let log = machine.config.path().join("run.csv");
+    let before = machine.write_log().len();
+    let output = machine.gputune(&[
+        "run",
+        "--profile",
+        "Run",
+        "--log",
+        log.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "sleep 2; echo from the command",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        text(&output.stdout),
+        "from the command\n",
+        "stdio is inherited"
+    );
+    assert!(
+        stderr.contains("applied the profile \"Run\" to GPU 0"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Restored GPU 0 (power limit 450 W, GPU clock offset +0 MHz"),
+        "{stderr}"
+    );
+    let energy_wh = reported_energy_wh(&stderr);
+    // About 2 s at a few hundred watts: a fraction of a watt-hour, never zero.
+    assert!(
+        energy_wh > 0.01 && energy_wh < 1.0,
+        "{energy_wh} Wh: {stderr}"
+    );
+    assert!(stderr.contains("average power"), "{stderr}");
+    assert!(stderr.contains("peak temperature"), "{stderr}");
+    assert_restored(&machine);
+    let written = machine.written_since(before);
+    assert_eq!(
+        written[..2],
+        [
+            Setting::PowerLimit {
+                power_limit_mw: 315_000
+            },
+            Setting::GpuClockOffset { offset_mhz: 100 },
+        ]
+    );
+    assert!(
+        written[2..].contains(&Setting::PowerLimit {
+            power_limit_mw: 450_000
+        }),
+        "{written:?}"
+    );
+
+    // The log holds the run's readings, at the profile's limit.
+    let csv = std::fs::read_to_string(&log).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = header
+        .iter()
+        .position(|name| *name == "enforced.power.limit [W]")
+        .expect("the log has the enforced power limit");
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert!(rows.len() >= 3, "{csv}");
+    assert!(
+        rows.iter().all(|row| row[column].starts_with("315")),
+        "{csv}"
+    );
+}
+
+#[test]
+fn a_failing_command_passes_its_exit_code_through_and_the_card_is_restored() {
+    let machine = Machine::with_run_profile(false);
+    let output = machine.gputune(&[
+        "run",
+        "--profile",
+        "Run",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1; exit 3",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("exited with status 3"), "{stderr}");
+    assert!(reported_energy_wh(&stderr) > 0.0, "{stderr}");
+    assert_restored(&machine);
+
+    // A command that cannot start: 127, as from a shell, and nothing left applied.
+    let output = machine.gputune(&["run", "--profile", "Run", "--", "/no/such/program"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(127), "{stderr}");
+    assert!(
+        stderr.contains("/no/such/program could not be started"),
+        "{stderr}"
+    );
+    assert_restored(&machine);
+
+    // A missing profile or command is refused before anything is written.
+    let before = machine.write_log().len();
+    let output = machine.gputune(&["run", "--profile", "Nope", "--", "true"]);
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("No profile named \"Nope\""));
+    let output = machine.gputune(&["run", "--profile", "Run"]);
+    assert!(!output.status.success());
+    assert_eq!(machine.write_log().len(), before);
+}
+
+#[test]
+fn sigterm_is_forwarded_to_the_command_then_the_card_is_restored() {
+    let machine = Machine::with_run_profile(false);
+    let mut running = machine.spawn(&["run", "--profile", "Run", "--", "sleep", "60"]);
+    running.wait_for_line("applied the profile");
+    assert_eq!(machine.power_limit_mw(), 315_000, "applied while it runs");
+    assert!(machine.journal().exists(), "the journal is written first");
+    // Another gputune started meanwhile leaves the running run's journal alone.
+    machine.ok(&["status"]);
+    assert_eq!(machine.power_limit_mw(), 315_000);
+    let started = Instant::now();
+    running.signal("TERM");
+    let (status, _, stderr) = running.finish();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the command was stopped, not waited for"
+    );
+    // sleep ended by SIGTERM: 128 + 15, as a shell reports it.
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("stopping the command"), "{stderr}");
+    assert!(stderr.contains("Restored GPU 0"), "{stderr}");
+    assert!(stderr.contains("energy"), "{stderr}");
+    assert_restored(&machine);
+}
+
+#[test]
+fn the_fan_curve_is_followed_while_the_command_runs_and_the_fans_handed_back() {
+    let machine = Machine::with_run_profile(true);
+    let before = machine.write_log().len();
+    let output = machine.gputune(&["run", "--profile", "Run", "--", "sleep", "2"]);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("following its fan curve"), "{stderr}");
+    let written = machine.written_since(before);
+    let full_speed = |fan_index| Setting::FanSpeed {
+        fan_index,
+        speed_pct: 100,
+    };
+    let automatic = |fan_index| Setting::FanAutomatic { fan_index };
+    let position = |wanted: Setting| written.iter().position(|setting| *setting == wanted);
+    for fan in 0..2 {
+        let set = position(full_speed(fan)).unwrap_or_else(|| panic!("fan {fan}: {written:?}"));
+        let back = position(automatic(fan)).unwrap_or_else(|| panic!("fan {fan}: {written:?}"));
+        assert!(set < back, "{written:?}");
+    }
+    assert!(
+        machine.write_log()[before..]
+            .iter()
+            .all(|record| record.result_code == 0),
+        "{written:?}"
+    );
+    assert_eq!(
+        machine.fake.state().machine.gpus[0].settings.fan_manual_pct,
+        vec![None, None],
+        "the fans are the driver's again"
+    );
+    assert_restored(&machine);
+}
+
+#[test]
+fn after_kill_9_the_next_start_restores_from_the_journal() {
+    let machine = Machine::with_run_profile(false);
+    let pid_file = machine.config.path().join("command.pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut running = machine.spawn(&["run", "--profile", "Run", "--", "sh", "-c", &script]);
+    running.wait_for_line("applied the profile");
+    wait_for_file(&pid_file);
+    running.signal("KILL");
+    // The command outlives a killed gputune (and holds its pipes): end it first.
+    kill_orphan(&pid_file);
+    let (status, _, _) = running.finish();
+    assert_eq!(status.code(), None, "killed");
+    assert_eq!(
+        machine.power_limit_mw(),
+        315_000,
+        "left applied by the kill"
+    );
+    assert!(machine.journal().exists());
+
+    let (_, stderr) = machine.ok(&["status"]);
+    assert!(
+        stderr.contains("restored the settings a previous run left applied on GPU 0"),
+        "{stderr}"
+    );
+    assert_restored(&machine);
+}
+
+/// Waits until the command has written its pid (it has started).
+fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(path).map_or(true, |text| !text.ends_with('\n')) {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ends the command a killed gputune left running.
+fn kill_orphan(pid_file: &Path) {
+    if let Ok(pid) = std::fs::read_to_string(pid_file) {
+        let _ = Command::new("kill").arg(pid.trim()).status();
+    }
+}
