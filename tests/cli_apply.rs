@@ -5,19 +5,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use common::process::{Running, spawn_piped};
+
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 use common::FakeMachine;
 use gputune::device::Setting;
 use nvidia_ml_fake::{WriteRecord, save_state};
 
-/// How long a test waits for something that takes a second or two before it gives up, so a
-/// bug hangs no CI job. Not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(90);
 /// NVML_ERROR_NO_PERMISSION.
 const NO_PERMISSION: u32 = 4;
 
@@ -79,88 +75,7 @@ impl Machine {
 
     /// Starts `gputune` with its stdout and stderr piped; stderr lines arrive on the channel.
     fn spawn(&self, arguments: &[&str]) -> Running {
-        let mut child = self
-            .command(arguments)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the gputune binary starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Running {
-            child,
-            lines,
-            stderr: Vec::new(),
-        }
-    }
-}
-
-/// A gputune process under test.
-struct Running {
-    child: Child,
-    lines: Receiver<String>,
-    stderr: Vec<String>,
-}
-
-impl Running {
-    /// Waits for a stderr line containing `text`.
-    fn wait_for_line(&mut self, text: &str) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let found = line.contains(text);
-                    self.stderr.push(line);
-                    if found {
-                        return;
-                    }
-                }
-                Err(_) => {
-                    let _ = self.child.kill();
-                    panic!("no line with {text:?} on stderr; got {:?}", self.stderr);
-                }
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([format!("-{name}"), self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{name}");
-    }
-
-    /// Waits for the process to end; returns its status, stdout and whole stderr.
-    fn finish(mut self) -> (ExitStatus, String, String) {
-        let deadline = Instant::now() + PATIENCE;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("the child can be waited on") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("gputune did not end; stderr so far: {:?}", self.stderr);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stdout = String::new();
-        if let Some(mut pipe) = self.child.stdout.take() {
-            let _ = pipe.read_to_string(&mut stdout);
-        }
-        // The reader thread ends with the pipe; collect what it still has.
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.stderr.push(line);
-        }
-        (status, stdout, self.stderr.join("\n"))
+        spawn_piped(self.command(arguments))
     }
 }
 
