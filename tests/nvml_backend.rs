@@ -123,7 +123,12 @@ fn every_reading_arrives_under_a_training_load() {
     );
     let gpu_clock = reading.gpu_clock_mhz.unwrap_or(0);
     assert!((2_000..=2_790).contains(&gpu_clock), "{gpu_clock} MHz");
-    assert_eq!(reading.sm_clock_mhz, Some(gpu_clock));
+    // Graphics and SM clocks are two NVML calls: the card may move a boost bin between them.
+    let sm_clock = reading.sm_clock_mhz.unwrap_or(0);
+    assert!(
+        sm_clock.abs_diff(gpu_clock) <= 60,
+        "SM {sm_clock} MHz vs graphics {gpu_clock} MHz"
+    );
     assert_eq!(reading.memory_clock_mhz, Some(10_251));
     assert!(reading.utilization_gpu_pct.is_some_and(|pct| pct >= 95));
     assert!(reading.utilization_memory_pct.is_some_and(|pct| pct > 0));
