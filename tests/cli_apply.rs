@@ -42,15 +42,8 @@ impl Machine {
     }
 
     fn command(&self, arguments: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
-        command
-            .args(arguments)
-            .env("GPUTUNE_NVML_LIB", &self.fake.library)
-            .env("GPUTUNE_STATE_DIR", self.state_dir())
-            .env_remove("GPUTUNE_LOG");
-        for (name, value) in self.fake.environment() {
-            command.env(name, value);
-        }
+        let mut command = self.fake.command(arguments);
+        command.env("GPUTUNE_STATE_DIR", self.state_dir());
         command
     }
 

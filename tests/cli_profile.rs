@@ -41,17 +41,11 @@ impl Machine {
     }
 
     fn command(&self, arguments: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
+        let mut command = self.fake.command(arguments);
         command
-            .args(arguments)
-            .env("GPUTUNE_NVML_LIB", &self.fake.library)
             .env("GPUTUNE_STATE_DIR", self.state_dir())
             .env("GPUTUNE_CONFIG_DIR", &self.config)
-            .env_remove("GPUTUNE_LOG")
             .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR");
-        for (name, value) in self.fake.environment() {
-            command.env(name, value);
-        }
         command
     }
 

@@ -178,11 +178,9 @@ fn the_administrator_command_line_applies_the_same_settings() {
     let state_dir_text = state_dir.path().display().to_string();
     let mut with_state: Vec<&str> = arguments.iter().map(String::as_str).collect();
     with_state.extend(["--backend", "nvml"]);
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gputune"))
-        .args(&with_state)
-        .env("GPUTUNE_NVML_LIB", &machine.library)
+    let output = machine
+        .command(&with_state)
         .env("GPUTUNE_STATE_DIR", &state_dir_text)
-        .envs(machine.environment())
         .output()
         .expect("gputune runs");
     assert!(

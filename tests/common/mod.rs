@@ -82,8 +82,8 @@ impl FakeMachine {
         nvidia_ml_fake::load_state(self.state_path()).expect("the fake state file reads back")
     }
 
-    /// Runs the gputune binary against this machine's fake library.
-    pub fn gputune(&self, arguments: &[&str]) -> Output {
+    /// The gputune binary, pointed at this machine's fake library.
+    pub fn command(&self, arguments: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
         command
             .args(arguments)
@@ -92,7 +92,14 @@ impl FakeMachine {
         for (name, value) in self.environment() {
             command.env(name, value);
         }
-        command.output().expect("the gputune binary runs")
+        command
+    }
+
+    /// Runs the gputune binary against this machine's fake library.
+    pub fn gputune(&self, arguments: &[&str]) -> Output {
+        self.command(arguments)
+            .output()
+            .expect("the gputune binary runs")
     }
 }
 
