@@ -3,9 +3,11 @@
 
 pub mod cli;
 pub mod device;
+pub mod fsafe;
 pub mod plan;
 pub mod profiles;
 pub mod telemetry;
+pub mod text;
 pub mod tuning;
 pub mod ui;
 pub mod units;

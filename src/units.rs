@@ -1,7 +1,5 @@
 //! Turning raw readings into text for people: units always shown, "n/a" for readings a card
-//! does not report.
-
-use crate::device::ThrottleReasons;
+//! does not report. A leaf: it knows numbers, not devices.
 
 /// What a missing reading shows as.
 pub const NOT_AVAILABLE: &str = "n/a";
@@ -37,19 +35,6 @@ pub fn energy(millijoules: u64) -> String {
         format!("{:.2} kWh", watt_hours / 1000.0)
     } else {
         format!("{watt_hours:.1} Wh")
-    }
-}
-
-/// Active throttle reasons in plain words ("Power cap, Thermal (driver)"), "none", or "n/a".
-pub fn throttle_summary(reasons: Option<ThrottleReasons>) -> String {
-    match reasons {
-        None => NOT_AVAILABLE.to_string(),
-        Some(reasons) if reasons.is_empty() => "none".to_string(),
-        Some(reasons) => reasons
-            .iter()
-            .map(|reason| reason.label())
-            .collect::<Vec<_>>()
-            .join(", "),
     }
 }
 

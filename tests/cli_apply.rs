@@ -218,7 +218,7 @@ fn without_administrator_rights_the_refusal_is_clear_and_nothing_is_applied() {
     let stderr = text(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("needs administrator rights"), "{stderr}");
-    assert!(stderr.contains("sudo gputune apply"), "{stderr}");
+    assert!(stderr.contains("sudo gputune daemon install"), "{stderr}");
     assert!(stderr.contains("Nothing was changed."), "{stderr}");
     let log = machine.write_log();
     assert_eq!(log.len(), 1, "the refused write is the only one: {log:?}");

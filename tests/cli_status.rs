@@ -8,8 +8,8 @@ use std::process::Command;
 use common::FakeMachine;
 use gputune::device::Backend;
 use gputune::device::Setting;
+use gputune::device::gate::validate;
 use gputune::device::nvml::NvmlBackend;
-use gputune::tuning::limits::validate;
 use serde_json::Value;
 
 /// The fields every GPU in `status --json` must carry (null when unsupported).

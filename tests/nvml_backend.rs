@@ -4,12 +4,12 @@
 mod common;
 
 use common::FakeMachine;
+use gputune::device::gate::validate;
 use gputune::device::nvml::NvmlBackend;
 use gputune::device::{
     Backend, BackendChoice, BackendKind, BackendOptions, ClockRangeMhz, DeviceError, Setting,
     ThrottleReason, open_backend,
 };
-use gputune::tuning::limits::validate;
 
 fn open(machine: &FakeMachine) -> NvmlBackend {
     match NvmlBackend::open(Some(&machine.library)) {

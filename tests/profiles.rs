@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gputune::device::gate::validate;
 use gputune::device::sim::{SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, Constraints, GpuIdentity, Setting};
 use gputune::profiles::store::{parse_profile, profile_to_toml, slug};
@@ -13,7 +14,6 @@ use gputune::profiles::{
     CardIdentity, ClockLock, PowerLimit, Profile, ProfileStore, SCHEMA_VERSION, StoreError,
 };
 use gputune::tuning::fan_curve::CurvePoint;
-use gputune::tuning::limits::validate;
 use proptest::prelude::*;
 
 fn card(scenario: SimScenario) -> (SimBackend, GpuIdentity, Constraints) {

@@ -35,7 +35,7 @@ fn runner(cases: u32) -> TestRunner {
 }
 
 /// Whether a write the driver saw lies inside the constraints, checked here independently of
-/// `tuning::limits`.
+/// `device::gate`.
 fn inside(constraints: &Constraints, setting: &Setting) -> bool {
     let within = |value: u32, min: Option<u32>, max: Option<u32>| matches!((min, max), (Some(min), Some(max)) if (min..=max).contains(&value));
     match *setting {

@@ -1,5 +1,5 @@
 //! `gputune apply`: changes a GPU's power limit, clock locks, clock offsets and fans, every
-//! value checked by `tuning::limits` on every selected GPU before the first write. With
+//! value checked by `device::gate` on every selected GPU before the first write. With
 //! `--try SECONDS` it measures a baseline, applies, measures again and puts the card back
 //! from the journal when the time is up, on Ctrl-C or SIGTERM, or if gputune panics, then
 //! prints a before/during table.
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 
+use crate::device::gate::ValidatedSetting;
 use crate::device::{
     Backend, BackendKind, BackendOptions, Constraints, DeviceError, GpuIdentity, Setting,
     Telemetry, open_backend, resolve_gpu,
@@ -25,7 +26,6 @@ use crate::tuning::journal::{
     Journal, JournalEntry, JournalError, RestoreReport, describe_all, journal_path,
     restore_pending, restore_settings_for,
 };
-use crate::tuning::limits::ValidatedSetting;
 use crate::tuning::request::{
     TuneRequest, parse_clock_range, parse_fan, parse_offset, parse_power_limit,
 };
@@ -364,12 +364,16 @@ fn read_back_lines(backend: &mut dyn Backend, gpu: &GpuChanges) -> Vec<String> {
             Setting::GpuClockOffset { offset_mhz } => read_back_offset(
                 "GPU",
                 offset_mhz,
-                current.and_then(|current| current.gpu_clock_offset_mhz),
+                current
+                    .as_ref()
+                    .and_then(|current| current.gpu_clock_offset_mhz),
             ),
             Setting::MemoryClockOffset { offset_mhz } => read_back_offset(
                 "Memory",
                 offset_mhz,
-                current.and_then(|current| current.memory_clock_offset_mhz),
+                current
+                    .as_ref()
+                    .and_then(|current| current.memory_clock_offset_mhz),
             ),
             other => format!("{} applied.", capitalized(&other.describe())),
         });

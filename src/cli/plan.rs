@@ -187,7 +187,13 @@ fn detected_card(backend: &BackendOptions) -> GpuCard {
     };
     identity.map_or_else(
         || cards().remove(0),
-        |identity| crate::plan::recommend::card_for_gpu(&identity),
+        |identity| {
+            crate::plan::recommend::card_for_gpu(
+                &identity.name,
+                identity.memory_total_bytes,
+                identity.architecture.as_deref(),
+            )
+        },
     )
 }
 

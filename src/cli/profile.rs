@@ -2,7 +2,7 @@
 //! each card's default; `apply-defaults` is what the boot service runs.
 //!
 //! Applying goes through `Profile::for_card` (values converted and clamped for the card, with
-//! notices) and then `tuning::limits` for every setting before the first write, all or nothing.
+//! notices) and then `device::gate` for every setting before the first write, all or nothing.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,13 +12,13 @@ use anyhow::{anyhow, bail};
 use serde::Serialize;
 
 use crate::cli::apply::{GpuChanges, apply_changes};
+use crate::device::gate::{ValidatedSetting, validate};
 use crate::device::{
     Backend, BackendOptions, Constraints, DeviceError, GpuIdentity, Setting, open_backend,
     resolve_gpu,
 };
 use crate::profiles::profile::{Profile, ProfileApplication};
 use crate::profiles::store::{LoadProblem, ProfileStore, StoreError, StoredProfile};
-use crate::tuning::limits::{ValidatedSetting, validate};
 use crate::units::watts_exact;
 
 /// The longest `apply-defaults --retry-s`: an hour.
@@ -510,7 +510,7 @@ pub fn save(
     Ok(())
 }
 
-/// A profile converted for one GPU and checked by `tuning::limits`, ready to write.
+/// A profile converted for one GPU and checked by `device::gate`, ready to write.
 pub struct PreparedProfile {
     pub identity: GpuIdentity,
     pub constraints: Constraints,

@@ -4,8 +4,10 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::device::{Backend, Constraints, DeviceError, GpuIdentity, Telemetry, resolve_gpu};
-use crate::units::{energy, gib, or_na, throttle_summary, watts};
+use crate::device::{
+    Backend, Constraints, DeviceError, GpuIdentity, Telemetry, ThrottleReasons, resolve_gpu,
+};
+use crate::units::{energy, gib, or_na, watts};
 
 /// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
 /// plus `fan_speed_pct` / `fan_speed_rpm` as flat lists like nvidia-smi's fields.
@@ -201,7 +203,7 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     writeln!(
         out,
         "  Throttle     {}",
-        throttle_summary(reading.throttle_reasons)
+        ThrottleReasons::summary(reading.throttle_reasons)
     )?;
     let link = |generation: Option<u32>, width: Option<u32>| {
         format!(

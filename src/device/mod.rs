@@ -1,9 +1,11 @@
 //! Talking to GPUs: the types every other room uses, and the `Backend` trait that the real
 //! NVIDIA backend (`nvml`) and the simulator (`sim`) implement.
 
+pub mod gate;
 pub mod nvml;
 pub mod sim;
 mod throttle;
+pub mod worker;
 
 use std::path::PathBuf;
 
@@ -11,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 pub use throttle::{ThrottleReason, ThrottleReasons};
 
-use crate::tuning::limits::ValidatedSetting;
 use crate::units::watts_exact;
+use gate::ValidatedSetting;
 
 /// What a GPU is: fixed for as long as the driver runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +102,10 @@ pub struct Constraints {
     pub fan_speed_range: Option<FanRangePct>,
     pub gpu_clock_offset_range: Option<OffsetRangeMhz>,
     pub memory_clock_offset_range: Option<OffsetRangeMhz>,
+    /// The temperature at which the card starts slowing itself down (NVML's slowdown
+    /// threshold): gputune's fan safety net hands the fans back to the driver below it.
+    #[serde(default)]
+    pub slowdown_temperature_c: Option<u32>,
 }
 
 impl Constraints {
@@ -110,18 +116,31 @@ impl Constraints {
     }
 }
 
-/// The settings of a card that can be read back, to restore them after a trial. Clock locks
-/// cannot be read through NVML, so they are restored by resetting them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Who drives a fan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FanMode {
+    /// The driver's own temperature curve.
+    Automatic,
+    /// A fixed speed someone set.
+    Manual { speed_pct: u32 },
+}
+
+/// The settings of a card that NVML can read back. Clock locks cannot be read through NVML:
+/// the tuning engine keeps its own record of them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CurrentSettings {
     /// The power limit set (not the enforced one, which a board limit may lower).
     pub power_limit_mw: Option<u32>,
     pub gpu_clock_offset_mhz: Option<i32>,
     pub memory_clock_offset_mhz: Option<i32>,
+    /// Each fan's mode; `None` when the card has no fans or does not report who drives them.
+    #[serde(default)]
+    pub fans: Option<Vec<FanMode>>,
 }
 
 /// A change to a card, as a user asks for it. Reaches hardware only as a
-/// [`ValidatedSetting`], which `tuning::limits` alone can make.
+/// [`ValidatedSetting`], which `device::gate` alone can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Setting {
     PowerLimit {
@@ -202,7 +221,8 @@ impl BackendKind {
 
 /// Everything that can go wrong talking to a GPU. Each message says what happened and, where
 /// there is one, what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DeviceError {
     #[error(
         "The NVIDIA management library could not be loaded ({detail}). Install the NVIDIA driver, or point --nvml-lib / GPUTUNE_NVML_LIB at libnvidia-ml.so.1."
@@ -217,7 +237,7 @@ pub enum DeviceError {
     )]
     GpuNotFound { query: String },
     #[error(
-        "Changing the {action} needs administrator rights: run `sudo gputune apply ...`, or use Apply as administrator."
+        "Changing the {action} needs administrator rights: start the gputune daemon (`sudo gputune daemon install`) and join its group, or run gputune as root."
     )]
     NoPermission { action: String },
     #[error("This GPU does not support {what}.")]
@@ -228,9 +248,29 @@ pub enum DeviceError {
         "GPU {index} stopped answering (it fell off the bus or its driver reset). Check `dmesg`; a reboot may be needed."
     )]
     GpuLost { index: u32 },
+    #[error(
+        "The driver did not answer within {waited_s} s while {what}: it is hung or very slow. Check `nvidia-smi` and `dmesg`."
+    )]
+    Timeout { what: String, waited_s: u64 },
     #[error("{what} failed: {detail}")]
     Other { what: String, detail: String },
 }
+
+impl DeviceError {
+    /// Whether nothing more will get through to this GPU (it fell off the bus, the driver went
+    /// away or stopped answering): the caller stops talking to it instead of trying the next call.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            DeviceError::GpuLost { .. }
+                | DeviceError::DriverNotLoaded { .. }
+                | DeviceError::Timeout { .. }
+        )
+    }
+}
+
+/// Opens another handle to the same GPUs, for another thread (see `device::worker`).
+pub type Reopener = std::sync::Arc<dyn Fn() -> Result<Box<dyn Backend>, DeviceError> + Send + Sync>;
 
 /// A source of GPUs: the real driver or the simulator. Owned by one thread (see DESIGN.md).
 pub trait Backend: Send {
@@ -239,10 +279,13 @@ pub trait Backend: Send {
     fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError>;
     fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError>;
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError>;
-    /// The settings a trial must put back; `None` for what the card does not report.
+    /// The settings NVML can read back; `None` for what the card does not report.
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError>;
-    /// Writes one setting. Only `tuning::limits` can make a `ValidatedSetting`.
+    /// Writes one setting. Only `device::gate` can make a `ValidatedSetting`.
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError>;
+    /// How to open another handle to the same GPUs (the same simulated machine, the same
+    /// NVML library), so a second thread can sample or revert while this one is busy.
+    fn reopener(&self) -> Reopener;
 }
 
 /// Which backend the user asked for.

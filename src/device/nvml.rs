@@ -1,23 +1,29 @@
 //! The real NVIDIA backend, through nvml-wrapper. NVML is loaded at run time, from the system's
 //! default search path or from a path the user gives (WSL and non-standard installs need that).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nvml_wrapper::Nvml;
-use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState, TemperatureSensor};
-use nvml_wrapper::enums::device::GpuLockedClocksSetting;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, PerformanceState, TemperatureSensor, TemperatureThreshold,
+};
+use nvml_wrapper::enums::device::{FanControlPolicy, GpuLockedClocksSetting};
 use nvml_wrapper::error::NvmlError;
 
+use super::gate::ValidatedSetting;
 use super::sim::wall_clock_ms;
 use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanRangePct,
-    FanReading, GpuIdentity, OffsetRangeMhz, Setting, Telemetry, ThrottleReasons,
+    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanMode,
+    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, Reopener, Setting, Telemetry,
+    ThrottleReasons,
 };
-use crate::tuning::limits::ValidatedSetting;
 
 /// Talks to real GPUs through libnvidia-ml.
 pub struct NvmlBackend {
     nvml: Nvml,
+    /// The library this handle loaded, so another handle loads the same one.
+    library_path: Option<PathBuf>,
 }
 
 impl NvmlBackend {
@@ -28,7 +34,10 @@ impl NvmlBackend {
             None => Nvml::init(),
         }
         .map_err(|error| map_load_error(error, library_path))?;
-        let mut backend = NvmlBackend { nvml };
+        let mut backend = NvmlBackend {
+            nvml,
+            library_path: library_path.map(Path::to_path_buf),
+        };
         if backend.gpu_count()? == 0 {
             return Err(DeviceError::NoGpus);
         }
@@ -216,6 +225,11 @@ impl Backend for NvmlBackend {
             fan_speed_range,
             gpu_clock_offset_range: offset_range(Clock::Graphics, "GPU clock offset")?,
             memory_clock_offset_range: offset_range(Clock::Memory, "memory clock offset")?,
+            slowdown_temperature_c: optional(
+                device.temperature_threshold(TemperatureThreshold::Slowdown),
+                "slowdown temperature",
+                index,
+            )?,
         })
     }
 
@@ -288,10 +302,39 @@ impl Backend for NvmlBackend {
             )
             .map(|offset| offset.map(|offset| offset.clock_offset_mhz))
         };
+        let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
+        let mut fans = Vec::new();
+        for fan in 0..fan_count {
+            let Some(policy) =
+                optional(device.fan_control_policy(fan), "fan control policy", index)?
+            else {
+                break;
+            };
+            fans.push(match policy {
+                FanControlPolicy::TemperatureContinousSw => FanMode::Automatic,
+                FanControlPolicy::Manual => {
+                    let target = optional(
+                        target_fan_speed(&self.nvml, &device, fan),
+                        "fan target speed",
+                        index,
+                    )?;
+                    let speed = match target {
+                        Some(speed) => Some(speed),
+                        None => optional(device.fan_speed(fan), "fan speed", index)?,
+                    };
+                    match speed {
+                        Some(speed_pct) => FanMode::Manual { speed_pct },
+                        // Manual, at a speed nobody can read: not something to restore.
+                        None => break,
+                    }
+                }
+            });
+        }
         Ok(CurrentSettings {
             power_limit_mw: optional(device.power_management_limit(), "power limit", index)?,
             gpu_clock_offset_mhz: offset(Clock::Graphics, "GPU clock offset")?,
             memory_clock_offset_mhz: offset(Clock::Memory, "memory clock offset")?,
+            fans: (fan_count > 0 && fans.len() == fan_count as usize).then_some(fans),
         })
     }
 
@@ -326,6 +369,35 @@ impl Backend for NvmlBackend {
             Setting::FanAutomatic { fan_index } => device.set_default_fan_speed(fan_index),
         };
         result.map_err(|error| map_error(error, &setting.describe(), index))
+    }
+
+    fn reopener(&self) -> Reopener {
+        let library_path = self.library_path.clone();
+        Arc::new(move || {
+            NvmlBackend::open(library_path.as_deref())
+                .map(|backend| Box::new(backend) as Box<dyn Backend>)
+        })
+    }
+}
+
+/// The speed a manual fan was set to (`nvmlDeviceGetTargetFanSpeed`, which nvml-wrapper 0.13
+/// does not wrap): the fan's own reading lags behind while it spins up or down.
+fn target_fan_speed(
+    nvml: &Nvml,
+    device: &nvml_wrapper::Device<'_>,
+    fan: u32,
+) -> Result<u32, NvmlError> {
+    let function = nvml
+        .lib()
+        .nvmlDeviceGetTargetFanSpeed
+        .as_ref()
+        .map_err(|error| NvmlError::FailedToLoadSymbol(error.to_string()))?;
+    let mut speed = 0u32;
+    // SAFETY: the handle comes from a live `Device` of this `Nvml`; `speed` is valid for a write.
+    let code = unsafe { function(device.handle(), fan, &mut speed) };
+    match code {
+        NVML_SUCCESS => Ok(speed),
+        code => Err(NvmlError::from(code)),
     }
 }
 

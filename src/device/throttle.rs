@@ -122,6 +122,20 @@ pub struct ThrottleReasons {
 }
 
 impl ThrottleReasons {
+    /// Active reasons in plain words ("Power cap, Thermal (driver)"), "none", or "n/a" when the
+    /// card does not report them.
+    pub fn summary(reasons: Option<ThrottleReasons>) -> String {
+        match reasons {
+            None => crate::units::NOT_AVAILABLE.to_string(),
+            Some(reasons) if reasons.is_empty() => "none".to_string(),
+            Some(reasons) => reasons
+                .iter()
+                .map(|reason| reason.label())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
     /// Keeps only the bits gputune knows; unknown future bits are dropped.
     pub fn from_bits(bits: u64) -> Self {
         let known = ThrottleReason::ALL

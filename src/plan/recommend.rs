@@ -60,19 +60,18 @@ pub fn card(name: &str) -> Option<GpuCard> {
 
 /// The built-in card a detected GPU is (its memory as the driver reports it), or a card with the
 /// GPU's own name, memory and generation and an RTX 4090's throughput when it is not listed.
-pub fn card_for_gpu(identity: &crate::device::GpuIdentity) -> GpuCard {
-    let listed = cards()
-        .into_iter()
-        .find(|card| identity.name.contains(&card.name));
+/// The planner takes the three facts, not a device type: it knows nothing of drivers.
+pub fn card_for_gpu(name: &str, memory_total_bytes: u64, architecture: Option<&str>) -> GpuCard {
+    let listed = cards().into_iter().find(|card| name.contains(&card.name));
     match listed {
         Some(card) => GpuCard {
-            memory_bytes: identity.memory_total_bytes,
+            memory_bytes: memory_total_bytes,
             ..card
         },
         None => GpuCard {
-            name: identity.name.clone(),
-            memory_bytes: identity.memory_total_bytes,
-            architecture: identity.architecture.clone().unwrap_or_default(),
+            name: name.to_string(),
+            memory_bytes: memory_total_bytes,
+            architecture: architecture.unwrap_or_default().to_string(),
             dense_bf16_tflops: CARD_TABLE[0].3,
         },
     }

@@ -4,11 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::gate::validate;
 use crate::device::{
     ClockRangeMhz, Constraints, CurrentSettings, GpuIdentity, OffsetRangeMhz, Setting,
 };
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
-use crate::tuning::limits::validate;
 use crate::units::watts_exact;
 
 /// The version of the profile file format this gputune writes and reads. A file with a higher
@@ -85,7 +85,7 @@ pub struct Profile {
 /// What applying a profile to one card means.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileApplication {
-    /// The settings to write, in order; every one passes `tuning::limits::validate` for the
+    /// The settings to write, in order; every one passes `device::gate::validate` for the
     /// card it was made for.
     pub settings: Vec<Setting>,
     /// The fan curve to follow, when the profile has one and the card has fans.
@@ -242,7 +242,7 @@ impl Profile {
     /// The settings that apply this profile to a card. On the card it was saved from, the
     /// power limit is its watts; on another card, the same share of that card's default limit.
     /// Every value is clamped to what the card accepts (a notice says so), so every setting
-    /// passes `tuning::limits`; what the card cannot do is left out with a notice.
+    /// passes `device::gate`; what the card cannot do is left out with a notice.
     pub fn for_card(
         &self,
         identity: &GpuIdentity,

@@ -1,10 +1,10 @@
 //! The device-owner thread's side of tuning: applies settings (every one through
-//! `tuning::limits`), follows fan curves, and hands the fans back to the driver when it stops.
+//! `device::gate`), follows fan curves, and hands the fans back to the driver when it stops.
 
+use crate::device::gate::{ValidatedSetting, validate};
 use crate::device::{Backend, Constraints, DeviceError, Setting, Telemetry};
 use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::gui_trial::{GuiTrials, TrialStatus};
-use crate::tuning::limits::{ValidatedSetting, validate};
 use crate::units::watts_exact;
 
 /// What the UI asks the device-owner thread to change.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::gate::validate;
 use crate::device::{Backend, BackendKind, CurrentSettings, DeviceError, Setting};
-use crate::tuning::limits::validate;
 
 /// Environment variable that overrides the state folder (tests, unusual set-ups).
 pub const STATE_DIR_ENV: &str = "GPUTUNE_STATE_DIR";
@@ -345,7 +345,7 @@ pub fn restore_pending(backend: &mut dyn Backend) -> Result<Option<RestoreReport
 }
 
 /// If the journal at `path` was left by a run that is no longer running, restores it on
-/// `backend` (GPUs found by UUID, every setting through `tuning::limits`), then removes it,
+/// `backend` (GPUs found by UUID, every setting through `device::gate`), then removes it,
 /// or, when something could not be restored, keeps only what is left. `None` when there is
 /// nothing to do: no journal, one whose trial is still running, or one for another backend
 /// (a simulator's journal, stale by then, is removed).
@@ -497,8 +497,8 @@ fn find_by_uuid(backend: &mut dyn Backend, uuid: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::gate::validate;
     use crate::device::sim::{SimBackend, SimOptions, SimScenario};
-    use crate::tuning::limits::validate;
 
     fn apply(backend: &mut SimBackend, index: u32, setting: Setting) {
         let constraints = backend.constraints(index).unwrap();
@@ -512,6 +512,7 @@ mod tests {
             power_limit_mw: Some(450_000),
             gpu_clock_offset_mhz: Some(0),
             memory_clock_offset_mhz: None,
+            fans: None,
         };
         let changes = [
             Setting::PowerLimit {

@@ -1,10 +1,11 @@
-//! Changing GPU settings safely. `limits` is the one gate every write passes.
+//! Changing GPU settings safely. Every write passes `device::gate`.
 
 pub mod control;
 pub mod elevate;
 pub mod fan_curve;
 pub mod gui_trial;
+pub mod in_force;
 pub mod journal;
-pub mod limits;
 pub mod request;
+pub mod state_folder;
 pub mod trial;

@@ -1,9 +1,9 @@
 //! What a user asks to change, before validation: parsed from the command line ("70%",
 //! "210,2520", "auto") or filled in by the window, then turned into settings that passed
-//! `tuning::limits`, all or nothing.
+//! `device::gate`, all or nothing.
 
+use crate::device::gate::{LimitError, ValidatedSetting, validate};
 use crate::device::{Constraints, Setting};
-use crate::tuning::limits::{LimitError, ValidatedSetting, validate};
 use crate::units::watts_exact;
 
 /// A power limit as asked for: a share of the card's default limit, or watts.
@@ -270,7 +270,7 @@ impl TuneRequest {
         Ok(settings)
     }
 
-    /// Every setting of the request, each passed through `tuning::limits::validate` against
+    /// Every setting of the request, each passed through `device::gate::validate` against
     /// `constraints`: all of them, or the first refusal and nothing.
     pub fn validated(
         &self,

@@ -316,10 +316,10 @@ impl Drop for RevertGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::gate::validate;
     use crate::device::sim::{SimBackend, SimOptions};
     use crate::device::{BackendKind, Setting, ThrottleReasons};
     use crate::tuning::journal::{JOURNAL_FILE_NAME, JournalEntry};
-    use crate::tuning::limits::validate;
 
     fn sample(at_s: u64, power_w: u32, clock_mhz: u32, temperature_c: u32) -> Telemetry {
         Telemetry {

@@ -126,11 +126,14 @@ impl AppState {
         let connected = matches!(event, Event::Connected { .. });
         self.model.apply(event, received_at_ms);
         if connected {
-            self.plan.detected_card = self
-                .model
-                .gpus
-                .first()
-                .map(|gpu| crate::plan::recommend::card_for_gpu(&gpu.info.identity));
+            self.plan.detected_card = self.model.gpus.first().map(|gpu| {
+                let identity = &gpu.info.identity;
+                crate::plan::recommend::card_for_gpu(
+                    &identity.name,
+                    identity.memory_total_bytes,
+                    identity.architecture.as_deref(),
+                )
+            });
             self.selected_gpu = self
                 .wanted_gpu_uuid
                 .as_deref()

@@ -5,7 +5,7 @@
 use eframe::egui::{self, Color32, RichText};
 use serde::{Deserialize, Serialize};
 
-use crate::device::Telemetry;
+use crate::device::{Telemetry, ThrottleReasons};
 use crate::telemetry::health::{Severity, health_hints};
 use crate::telemetry::history::Metric;
 use crate::ui::model::GpuModel;
@@ -14,7 +14,7 @@ use crate::ui::widgets::banner::ERROR_TEXT;
 use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeWindow;
 use crate::ui::widgets::time_plot::{GraphSpec, TimeSpan, graph, series};
-use crate::units::{gib, or_na, throttle_summary, watts};
+use crate::units::{gib, or_na, watts};
 
 /// Sampling intervals offered, in milliseconds.
 pub const INTERVAL_CHOICES_MS: [u64; 6] = [100, 250, 500, 1_000, 2_000, 5_000];
@@ -225,7 +225,10 @@ fn readout(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
             "P-state",
             or_na(reading.performance_state, |p| format!("P{p}")),
         ),
-        ("Throttle", throttle_summary(reading.throttle_reasons)),
+        (
+            "Throttle",
+            ThrottleReasons::summary(reading.throttle_reasons),
+        ),
         (
             "PCIe",
             format!(

@@ -3,10 +3,10 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::device::Telemetry;
+use crate::device::{Telemetry, ThrottleReasons};
 use crate::ui::model::{GpuModel, Model};
 use crate::ui::widgets::banner::ERROR_TEXT;
-use crate::units::{NOT_AVAILABLE, gib, or_na, throttle_summary, watts};
+use crate::units::{NOT_AVAILABLE, gib, or_na, watts};
 
 /// Width of one GPU card, in points.
 const CARD_WIDTH: f32 = 300.0;
@@ -137,7 +137,10 @@ fn readings(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
                 or_na(reading.gpu_clock_mhz, |mhz| format!("{mhz} MHz")),
             );
             row("Fans", fans_text(reading));
-            row("Throttle", throttle_summary(reading.throttle_reasons));
+            row(
+                "Throttle",
+                ThrottleReasons::summary(reading.throttle_reasons),
+            );
             row(
                 "PCIe link",
                 format!(

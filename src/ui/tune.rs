@@ -1,6 +1,6 @@
 //! The tuning panel: power limit as a percentage of the default (with watts), clock locks and
 //! offsets with an undervolt-style preset, and a fan curve. It only builds `TuneCommand`s; the
-//! device-owner thread validates (through `tuning::limits`) and writes.
+//! device-owner thread validates (through `device::gate`) and writes.
 
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, Legend, Line, Plot, Points};

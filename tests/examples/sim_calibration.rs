@@ -1,9 +1,9 @@
 //! Prints the simulator's calibration tables for docs/simulator.md:
 //! `cargo run --example sim_calibration`.
 
+use gputune::device::gate::validate;
 use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, Setting};
-use gputune::tuning::limits::validate;
 
 /// Averages over one simulated minute after 30 minutes at the setting (power W, clock MHz, °C, fan %).
 fn settle(load: LoadPattern, settings: &[Setting]) -> Result<(f64, f64, f64, f64), String> {

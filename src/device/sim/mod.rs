@@ -6,8 +6,8 @@ mod controls;
 mod load;
 mod physics;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -17,11 +17,11 @@ pub use load::{LoadPattern, LoadPoint};
 use physics::splitmix64;
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
 
+use super::gate::ValidatedSetting;
 use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanReading,
-    GpuIdentity, Setting, Telemetry, ThrottleReasons,
+    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanMode,
+    FanReading, GpuIdentity, Reopener, Setting, Telemetry, ThrottleReasons,
 };
-use crate::tuning::limits::ValidatedSetting;
 
 /// Which machine to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -61,7 +61,7 @@ pub struct SimOptions {
 }
 
 /// Where simulated time comes from. Tests inject a manual clock to run hours in milliseconds.
-pub trait SimClock: Send {
+pub trait SimClock: Send + Sync {
     /// Milliseconds since an arbitrary, fixed epoch; never goes backwards.
     fn now_ms(&self) -> u64;
 }
@@ -184,10 +184,11 @@ fn pci_bus_id(bus: u32) -> String {
     format!("00000000:{bus:02X}:00.0")
 }
 
-/// The simulator as a `Backend`.
+/// The simulator as a `Backend`. Handles made by [`Backend::reopener`] share one machine, as
+/// two NVML handles share one card.
 pub struct SimBackend {
-    machine: SimMachine,
-    clock: Box<dyn SimClock>,
+    machine: Arc<Mutex<SimMachine>>,
+    clock: Arc<dyn SimClock>,
 }
 
 impl SimBackend {
@@ -199,25 +200,36 @@ impl SimBackend {
     /// A simulated machine on the given clock.
     pub fn with_clock(options: &SimOptions, clock: Box<dyn SimClock>) -> SimBackend {
         let machine = SimMachine::new(options.scenario, options.load, clock.now_ms());
-        SimBackend { machine, clock }
+        SimBackend {
+            machine: Arc::new(Mutex::new(machine)),
+            clock: Arc::from(clock),
+        }
     }
 
-    /// The simulated cards, for tests that look beneath the backend.
-    pub fn machine(&self) -> &SimMachine {
-        &self.machine
+    /// A copy of the simulated cards, for tests that look beneath the backend.
+    pub fn machine(&self) -> SimMachine {
+        self.machine
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
-    fn gpu(&mut self, index: u32) -> Result<&mut SimGpu, DeviceError> {
+    /// Runs `body` on GPU `index`, advanced to the clock's time.
+    fn with_gpu<T>(
+        &self,
+        index: u32,
+        body: impl FnOnce(&mut SimGpu) -> T,
+    ) -> Result<T, DeviceError> {
         let now_ms = self.clock.now_ms();
-        let gpu =
-            self.machine
-                .gpus
-                .get_mut(index as usize)
-                .ok_or_else(|| DeviceError::GpuNotFound {
-                    query: index.to_string(),
-                })?;
+        let mut machine = self.machine.lock().unwrap_or_else(PoisonError::into_inner);
+        let gpu = machine
+            .gpus
+            .get_mut(index as usize)
+            .ok_or_else(|| DeviceError::GpuNotFound {
+                query: index.to_string(),
+            })?;
         gpu.advance_to(now_ms);
-        Ok(gpu)
+        Ok(body(gpu))
     }
 }
 
@@ -237,6 +249,7 @@ pub fn sim_constraints(spec: &CardSpec) -> Constraints {
         fan_speed_range: spec.fan_speed_range,
         gpu_clock_offset_range: spec.gpu_clock_offset_range,
         memory_clock_offset_range: spec.memory_clock_offset_range,
+        slowdown_temperature_c: Some(spec.hardware_slowdown_c.round().max(0.0) as u32),
     }
 }
 
@@ -257,12 +270,12 @@ impl Backend for SimBackend {
     }
 
     fn gpu_count(&mut self) -> Result<u32, DeviceError> {
-        Ok(self.machine.gpus.len() as u32)
+        let machine = self.machine.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(machine.gpus.len() as u32)
     }
 
     fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError> {
-        let gpu = self.gpu(index)?;
-        Ok(GpuIdentity {
+        self.with_gpu(index, |gpu| GpuIdentity {
             index,
             uuid: gpu.uuid.clone(),
             name: gpu.spec.name.clone(),
@@ -275,64 +288,92 @@ impl Backend for SimBackend {
     }
 
     fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError> {
-        Ok(sim_constraints(&self.gpu(index)?.spec))
+        self.with_gpu(index, |gpu| sim_constraints(&gpu.spec))
     }
 
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
         // The sim's own clock: wall time for users, simulated time in tests.
         let sampled_at_ms = self.clock.now_ms();
-        let gpu = self.gpu(index)?;
-        let reading = &gpu.reading;
-        let fans = (gpu.spec.fan_count > 0).then(|| {
-            (0..gpu.spec.fan_count)
-                .map(|fan| FanReading {
-                    speed_pct: gpu.fan_speed_pct(fan).ok(),
-                    speed_rpm: gpu.fan_speed_rpm(fan).ok(),
-                })
-                .collect()
-        });
-        Ok(Telemetry {
-            sampled_at_ms,
-            power_draw_mw: Some(reading.power_draw_mw),
-            power_limit_mw: Some(gpu.enforced_power_limit_mw()),
-            temperature_c: Some(gpu.temperature_c()),
-            fans,
-            gpu_clock_mhz: Some(reading.gpu_clock_mhz),
-            sm_clock_mhz: Some(reading.gpu_clock_mhz),
-            memory_clock_mhz: Some(reading.memory_clock_mhz),
-            utilization_gpu_pct: Some(reading.utilization_gpu_pct),
-            utilization_memory_pct: Some(reading.utilization_memory_pct),
-            memory_used_bytes: Some(reading.memory_used_bytes),
-            performance_state: Some(reading.performance_state),
-            throttle_reasons: Some(ThrottleReasons::from_bits(reading.throttle_reasons_bits)),
-            pcie_link_gen: Some(reading.pcie_link_gen),
-            pcie_link_width: Some(gpu.spec.pcie_link_width_max),
-            pcie_link_gen_max: Some(gpu.spec.pcie_link_gen_max),
-            pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
-            energy_total_mj: Some(gpu.energy_total_mj()),
-        })
+        self.with_gpu(index, |gpu| sim_telemetry(gpu, sampled_at_ms))
     }
 
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {
-        let gpu = self.gpu(index)?;
-        let settings = &gpu.settings;
-        Ok(CurrentSettings {
-            power_limit_mw: Some(settings.power_limit_mw),
-            gpu_clock_offset_mhz: gpu
-                .spec
-                .gpu_clock_offset_range
-                .map(|_| settings.gpu_clock_offset_mhz),
-            memory_clock_offset_mhz: gpu
-                .spec
-                .memory_clock_offset_range
-                .map(|_| settings.memory_clock_offset_mhz),
+        self.with_gpu(index, |gpu| {
+            let settings = &gpu.settings;
+            CurrentSettings {
+                power_limit_mw: Some(settings.power_limit_mw),
+                gpu_clock_offset_mhz: gpu
+                    .spec
+                    .gpu_clock_offset_range
+                    .map(|_| settings.gpu_clock_offset_mhz),
+                memory_clock_offset_mhz: gpu
+                    .spec
+                    .memory_clock_offset_range
+                    .map(|_| settings.memory_clock_offset_mhz),
+                fans: (gpu.spec.fan_count > 0).then(|| {
+                    settings
+                        .fan_manual_pct
+                        .iter()
+                        .map(|manual| match manual {
+                            Some(speed_pct) => FanMode::Manual {
+                                speed_pct: *speed_pct,
+                            },
+                            None => FanMode::Automatic,
+                        })
+                        .collect()
+                }),
+            }
         })
     }
 
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
         let setting = *setting.setting();
-        let gpu = self.gpu(index)?;
-        apply_to_sim(gpu, &setting).map_err(|error| sim_error(error, &setting))
+        self.with_gpu(index, |gpu| apply_to_sim(gpu, &setting))?
+            .map_err(|error| sim_error(error, &setting))
+    }
+
+    fn reopener(&self) -> Reopener {
+        let machine = Arc::clone(&self.machine);
+        let clock = Arc::clone(&self.clock);
+        Arc::new(move || {
+            Ok(Box::new(SimBackend {
+                machine: Arc::clone(&machine),
+                clock: Arc::clone(&clock),
+            }) as Box<dyn Backend>)
+        })
+    }
+}
+
+/// One snapshot of a simulated card, as NVML would report it.
+fn sim_telemetry(gpu: &SimGpu, sampled_at_ms: u64) -> Telemetry {
+    let reading = &gpu.reading;
+    let fans = (gpu.spec.fan_count > 0).then(|| {
+        (0..gpu.spec.fan_count)
+            .map(|fan| FanReading {
+                speed_pct: gpu.fan_speed_pct(fan).ok(),
+                speed_rpm: gpu.fan_speed_rpm(fan).ok(),
+            })
+            .collect()
+    });
+    Telemetry {
+        sampled_at_ms,
+        power_draw_mw: Some(reading.power_draw_mw),
+        power_limit_mw: Some(gpu.enforced_power_limit_mw()),
+        temperature_c: Some(gpu.temperature_c()),
+        fans,
+        gpu_clock_mhz: Some(reading.gpu_clock_mhz),
+        sm_clock_mhz: Some(reading.gpu_clock_mhz),
+        memory_clock_mhz: Some(reading.memory_clock_mhz),
+        utilization_gpu_pct: Some(reading.utilization_gpu_pct),
+        utilization_memory_pct: Some(reading.utilization_memory_pct),
+        memory_used_bytes: Some(reading.memory_used_bytes),
+        performance_state: Some(reading.performance_state),
+        throttle_reasons: Some(ThrottleReasons::from_bits(reading.throttle_reasons_bits)),
+        pcie_link_gen: Some(reading.pcie_link_gen),
+        pcie_link_width: Some(gpu.spec.pcie_link_width_max),
+        pcie_link_gen_max: Some(gpu.spec.pcie_link_gen_max),
+        pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
+        energy_total_mj: Some(gpu.energy_total_mj()),
     }
 }
 

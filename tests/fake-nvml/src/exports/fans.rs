@@ -2,10 +2,15 @@
 
 use std::ffi::c_uint;
 
-use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlFanSpeedInfo_t, nvmlReturn_t};
+use nvml_wrapper_sys::bindings::{
+    NVML_FAN_POLICY_MANUAL, NVML_FAN_POLICY_TEMPERATURE_CONTINOUS_SW, nvmlDevice_t,
+    nvmlFanControlPolicy_t, nvmlFanSpeedInfo_t, nvmlReturn_t,
+};
 
 use crate::call::{Ptr, api_call, get_from_gpu, on_gpu};
-use crate::codes::{ARGUMENT_VERSION_MISMATCH, NOT_SUPPORTED, sim_error_code, struct_version};
+use crate::codes::{
+    ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_SUPPORTED, sim_error_code, struct_version,
+};
 
 /// NVML: how many fans the card has (0 for a fanless card, successfully).
 #[unsafe(no_mangle)]
@@ -96,4 +101,50 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeedRPM(
         }
         Ok(())
     })
+}
+
+/// NVML: who drives a fan: the driver's curve (0) or a manual speed (1).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFanControlPolicy_v2(
+    device: nvmlDevice_t,
+    fan: c_uint,
+    policy: *mut nvmlFanControlPolicy_t,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: the pointer is null or valid for a write.
+    unsafe {
+        get_from_gpu(device, policy, |faults, gpu| {
+            if faults.fans_not_supported || gpu.spec.fan_count == 0 {
+                return Err(NOT_SUPPORTED);
+            }
+            match gpu.settings.fan_manual_pct.get(fan as usize) {
+                Some(Some(_)) => Ok(NVML_FAN_POLICY_MANUAL),
+                Some(None) => Ok(NVML_FAN_POLICY_TEMPERATURE_CONTINOUS_SW),
+                None => Err(INVALID_ARGUMENT),
+            }
+        })
+    }
+}
+
+/// NVML: the speed a fan is driven towards, percent: the manual speed, or the driver curve's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTargetFanSpeed(
+    device: nvmlDevice_t,
+    fan: c_uint,
+    target_speed: *mut c_uint,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: the pointer is null or valid for a write.
+    unsafe {
+        get_from_gpu(device, target_speed, |faults, gpu| {
+            if faults.fans_not_supported || gpu.spec.fan_count == 0 {
+                return Err(NOT_SUPPORTED);
+            }
+            match gpu.settings.fan_manual_pct.get(fan as usize) {
+                Some(Some(speed_pct)) => Ok(*speed_pct),
+                Some(None) => gpu
+                    .fan_speed_pct(fan)
+                    .map_err(|error| sim_error_code(&error)),
+                None => Err(INVALID_ARGUMENT),
+            }
+        })
+    }
 }

@@ -1,0 +1,438 @@
+//! The engine's folder: per GPU, a lock (one engine changes a card at a time, and a lock dies
+//! with its process, so a `kill -9` never leaves a card blocked), a journal of what puts the
+//! card back (written before every temporary change), and the record of the clock locks gputune
+//! set (NVML cannot read them back). Every file is small, read through `fsafe` (no FIFO, no
+//! symlink, no huge file) and written atomically; a damaged one is set aside and reported,
+//! never a reason to stall.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::sim::wall_clock_ms;
+use crate::device::{BackendKind, Setting};
+use crate::fsafe::{self, FileError, Links};
+use crate::tuning::in_force::LockRecord;
+
+/// Environment variable that overrides the state folder (tests, unusual set-ups).
+pub const STATE_DIR_ENV: &str = "GPUTUNE_STATE_DIR";
+/// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
+const JOURNAL_FORMAT: u32 = 2;
+/// A journal lists one setting per control; a few dozen at most. More is not a journal.
+const MOST_RESTORE_ENTRIES: usize = 64;
+/// The largest journal or record read: a real one is a few hundred bytes.
+const MOST_FILE_BYTES: u64 = 64 * 1024;
+/// The largest lock-holder description read.
+const MOST_HOLDER_BYTES: u64 = 4096;
+
+/// The user's state folder: `GPUTUNE_STATE_DIR`, else the platform's state (or local data)
+/// folder.
+pub fn default_state_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(STATE_DIR_ENV).filter(|dir| !dir.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let dirs = directories::ProjectDirs::from("", "", "gputune")?;
+    Some(
+        dirs.state_dir()
+            .unwrap_or_else(|| dirs.data_local_dir())
+            .to_path_buf(),
+    )
+}
+
+/// What puts one GPU back as it was before gputune's temporary changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuJournal {
+    pub format_version: u32,
+    /// A simulated GPU's journal is never applied to a real one (and a simulated card ends with
+    /// its process, so its journal is simply dropped).
+    pub backend: BackendKind,
+    pub uuid: String,
+    /// The GPU's index when written, for messages only: the UUID finds the card.
+    pub index: u32,
+    /// Settings that put the card back, written in this order.
+    pub restore: Vec<Setting>,
+    /// Who made the changes, for messages.
+    pub by: String,
+    pub written_at_ms: u64,
+}
+
+impl GpuJournal {
+    /// A journal of this engine's making.
+    pub fn new(
+        backend: BackendKind,
+        uuid: &str,
+        index: u32,
+        restore: Vec<Setting>,
+        by: &str,
+    ) -> Self {
+        GpuJournal {
+            format_version: JOURNAL_FORMAT,
+            backend,
+            uuid: uuid.to_string(),
+            index,
+            restore,
+            by: by.to_string(),
+            written_at_ms: wall_clock_ms(),
+        }
+    }
+}
+
+/// The clock-lock record of one GPU, valid for the boot it was written in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordFile {
+    boot_id: String,
+    locks: LockRecord,
+}
+
+/// A problem with a file in the state folder, reported to the user; the engine carries on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderProblem {
+    pub message: String,
+}
+
+/// A GPU's lock, held until dropped (or the process ends).
+#[derive(Debug)]
+pub struct GpuLock {
+    _file: File,
+}
+
+/// Another process holds a GPU's lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockBusy {
+    /// What the holder wrote about itself ("gputune apply --try 60 (pid 4242, user alice)").
+    pub holder: String,
+}
+
+/// The engine's state folder.
+#[derive(Debug, Clone)]
+pub struct StateFolder {
+    dir: PathBuf,
+}
+
+impl StateFolder {
+    /// Opens (creating it when missing) a folder only this user can write.
+    pub fn open(dir: &Path) -> Result<StateFolder, FileError> {
+        fsafe::ensure_private_folder(dir, 0o700)?;
+        Ok(StateFolder {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, prefix: &str, uuid: &str, extension: &str) -> PathBuf {
+        self.dir
+            .join(format!("{prefix}-{}.{extension}", file_safe(uuid)))
+    }
+
+    /// Takes GPU `uuid`'s lock without waiting, and writes `holder` into it for others to read.
+    pub fn try_lock(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockBusy> {
+        let path = self.path("lock", uuid, "lock");
+        let busy = |holder: String| LockBusy { holder };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+            .map_err(|error| {
+                busy(format!(
+                    "nobody: the lock file {} cannot be opened ({error})",
+                    path.display()
+                ))
+            })?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = fsafe::read_limited(&path, MOST_HOLDER_BYTES, Links::Refuse)
+                    .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+                    .ok()
+                    .filter(|text| !text.is_empty())
+                    .unwrap_or_else(|| "another gputune".to_string());
+                return Err(busy(crate::text::printable(&holder)));
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                return Err(busy(format!(
+                    "nobody: the lock file {} cannot be locked ({error})",
+                    path.display()
+                )));
+            }
+        }
+        // Who holds it, for the message another process shows; best effort.
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(holder.as_bytes()));
+        Ok(GpuLock { _file: file })
+    }
+
+    /// The journal waiting for GPU `uuid`, if any. A damaged, oversized or unknown journal is set
+    /// aside (renamed, never deleted) and reported.
+    pub fn read_journal(&self, uuid: &str) -> Result<Option<GpuJournal>, FolderProblem> {
+        self.read_journal_at(&self.path("journal", uuid, "json"))
+    }
+
+    fn read_journal_at(&self, path: &Path) -> Result<Option<GpuJournal>, FolderProblem> {
+        let bytes = match fsafe::read_limited(path, MOST_FILE_BYTES, Links::Refuse) {
+            Ok(bytes) => bytes,
+            Err(error) if error.is_not_found() => return Ok(None),
+            Err(error) => return Err(self.set_aside(path, &error.to_string())),
+        };
+        let journal: GpuJournal = match serde_json::from_slice(&bytes) {
+            Ok(journal) => journal,
+            Err(error) => return Err(self.set_aside(path, &format!("it is damaged ({error})"))),
+        };
+        if journal.format_version != JOURNAL_FORMAT {
+            return Err(self.set_aside(
+                path,
+                &format!(
+                    "it has format version {}, which this gputune does not know",
+                    journal.format_version
+                ),
+            ));
+        }
+        if journal.restore.len() > MOST_RESTORE_ENTRIES {
+            return Err(self.set_aside(
+                path,
+                &format!(
+                    "it lists {} settings, more than a card has (at most {MOST_RESTORE_ENTRIES})",
+                    journal.restore.len()
+                ),
+            ));
+        }
+        Ok(Some(journal))
+    }
+
+    /// Writes GPU `journal.uuid`'s journal (removing it when there is nothing to restore).
+    pub fn write_journal(&self, journal: &GpuJournal) -> Result<(), FileError> {
+        let path = self.path("journal", &journal.uuid, "json");
+        if journal.restore.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Ok(()) => Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(error) => Err(FileError::Write {
+                    path,
+                    detail: error.to_string(),
+                }),
+            };
+        }
+        let text = serde_json::to_vec_pretty(journal).map_err(|error| FileError::Write {
+            path: path.clone(),
+            detail: error.to_string(),
+        })?;
+        fsafe::write_atomically(&path, &text, 0o600)
+    }
+
+    /// The UUIDs with a journal file in the folder (for restoring at start).
+    pub fn journal_uuids(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut uuids: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let name = entry.file_name().to_str()?.to_string();
+                let uuid = name.strip_prefix("journal-")?.strip_suffix(".json")?;
+                Some(uuid.to_string())
+            })
+            .collect();
+        uuids.sort();
+        uuids
+    }
+
+    /// Renames a bad file to `<name>.set-aside-<ms>` so it stops blocking anything, and says so.
+    fn set_aside(&self, path: &Path, why: &str) -> FolderProblem {
+        let aside = path.with_extension(format!("json.set-aside-{}", wall_clock_ms()));
+        let moved = std::fs::rename(path, &aside);
+        FolderProblem {
+            message: match moved {
+                Ok(()) => format!(
+                    "The journal {} could not be used: {why}. It was moved to {}; check the GPU's settings with `gputune status`.",
+                    path.display(),
+                    aside.display()
+                ),
+                Err(error) => format!(
+                    "The journal {} could not be used: {why}; it could not be moved aside either ({error}).",
+                    path.display()
+                ),
+            },
+        }
+    }
+
+    /// The clock locks gputune recorded for GPU `uuid` in this boot (unknown otherwise).
+    pub fn read_locks(&self, uuid: &str) -> LockRecord {
+        let path = self.path("record", uuid, "json");
+        let record = fsafe::read_limited(&path, MOST_FILE_BYTES, Links::Refuse)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<RecordFile>(&bytes).ok());
+        match (record, boot_id()) {
+            (Some(record), Some(boot)) if record.boot_id == boot => record.locks,
+            _ => LockRecord::default(),
+        }
+    }
+
+    /// Records the clock locks gputune set on GPU `uuid`.
+    pub fn write_locks(&self, uuid: &str, locks: LockRecord) -> Result<(), FileError> {
+        let path = self.path("record", uuid, "json");
+        let record = RecordFile {
+            boot_id: boot_id().unwrap_or_default(),
+            locks,
+        };
+        let text = serde_json::to_vec_pretty(&record).map_err(|error| FileError::Write {
+            path: path.clone(),
+            detail: error.to_string(),
+        })?;
+        fsafe::write_atomically(&path, &text, 0o600)
+    }
+}
+
+/// This boot's id: clock locks do not survive a reboot, so neither does their record.
+fn boot_id() -> Option<String> {
+    fsafe::read_limited(
+        Path::new("/proc/sys/kernel/random/boot_id"),
+        64,
+        Links::Follow,
+    )
+    .ok()
+    .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+}
+
+/// A UUID as part of a file name: letters, digits and '-' only.
+fn file_safe(uuid: &str) -> String {
+    let safe: String = uuid
+        .chars()
+        .map(|character| {
+            if character.is_ascii_alphanumeric() || character == '-' {
+                character
+            } else {
+                '_'
+            }
+        })
+        .take(96)
+        .collect();
+    if safe.is_empty() {
+        "_".to_string()
+    } else {
+        safe
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder() -> (tempfile::TempDir, StateFolder) {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = StateFolder::open(&dir.path().join("state")).unwrap();
+        (dir, folder)
+    }
+
+    #[test]
+    fn a_journal_round_trips_and_an_empty_one_is_removed() {
+        let (_dir, folder) = folder();
+        let journal = GpuJournal::new(
+            BackendKind::Nvml,
+            "GPU-1234",
+            0,
+            vec![Setting::PowerLimit {
+                power_limit_mw: 450_000,
+            }],
+            "test",
+        );
+        folder.write_journal(&journal).unwrap();
+        assert_eq!(folder.journal_uuids(), vec!["GPU-1234".to_string()]);
+        assert_eq!(
+            folder.read_journal("GPU-1234").unwrap(),
+            Some(journal.clone())
+        );
+        folder
+            .write_journal(&GpuJournal {
+                restore: Vec::new(),
+                ..journal
+            })
+            .unwrap();
+        assert_eq!(folder.read_journal("GPU-1234").unwrap(), None);
+        assert!(folder.journal_uuids().is_empty());
+    }
+
+    #[test]
+    fn damaged_huge_and_oversized_journals_are_set_aside_and_reported() {
+        let (_dir, folder) = folder();
+        let path = folder.path("journal", "GPU-bad", "json");
+        std::fs::write(&path, "{ not json").unwrap();
+        let problem = folder.read_journal("GPU-bad").unwrap_err();
+        assert!(problem.message.contains("damaged"), "{}", problem.message);
+        assert!(!path.exists());
+        assert!(folder.journal_uuids().is_empty());
+
+        let many = GpuJournal::new(
+            BackendKind::Nvml,
+            "GPU-many",
+            0,
+            vec![Setting::ResetGpuClocks; 20_000],
+            "test",
+        );
+        std::fs::write(
+            folder.path("journal", "GPU-many", "json"),
+            serde_json::to_vec(&many).unwrap(),
+        )
+        .unwrap();
+        let problem = folder.read_journal("GPU-many").unwrap_err();
+        assert!(
+            problem.message.contains("could not be used"),
+            "{}",
+            problem.message
+        );
+        assert_eq!(folder.read_journal("GPU-many").unwrap(), None);
+    }
+
+    #[test]
+    fn a_lock_is_exclusive_names_its_holder_and_dies_with_its_owner() {
+        let (_dir, folder) = folder();
+        let held = folder.try_lock("GPU-1", "gputune apply (pid 1)").unwrap();
+        let busy = folder.try_lock("GPU-1", "another").unwrap_err();
+        assert_eq!(busy.holder, "gputune apply (pid 1)");
+        assert!(folder.try_lock("GPU-2", "another").is_ok());
+        drop(held);
+        assert!(folder.try_lock("GPU-1", "another").is_ok());
+    }
+
+    #[test]
+    fn a_planted_symlink_is_never_followed() {
+        let (dir, folder) = folder();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, folder.path("lock", "GPU-1", "lock")).unwrap();
+        assert!(folder.try_lock("GPU-1", "me").is_err());
+        std::os::unix::fs::symlink(&victim, folder.path("journal", "GPU-2", "json")).unwrap();
+        assert!(folder.read_journal("GPU-2").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn locks_are_recorded_for_this_boot() {
+        let (_dir, folder) = folder();
+        let locks = LockRecord {
+            gpu_clock_lock: crate::tuning::in_force::ClockLock::Locked {
+                min_mhz: 210,
+                max_mhz: 2520,
+            },
+            memory_clock_lock: crate::tuning::in_force::ClockLock::Unlocked,
+        };
+        assert_eq!(folder.read_locks("GPU-1"), LockRecord::default());
+        folder.write_locks("GPU-1", locks).unwrap();
+        if boot_id().is_some() {
+            assert_eq!(folder.read_locks("GPU-1"), locks);
+        }
+        assert_eq!(file_safe("GPU-ab/../x"), "GPU-ab____x");
+    }
+}
