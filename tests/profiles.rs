@@ -673,3 +673,272 @@ fn the_default_store_follows_the_config_dir_variable() {
     assert_eq!(store.folder(), directory.path().join("profiles"));
     assert!(Path::new(store.folder()).starts_with(directory.path()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile files: FIFOs, devices, huge files, planted links, terminal escapes.
+
+/// Generous: every refusal below is immediate; a read that blocked would never return at all.
+const QUICKLY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The things a hostile folder can hold instead of a profile file: a FIFO, `/dev/zero`, links
+/// to both, a 10 GiB sparse file (no disk used) and a folder, each with the words its error
+/// must hold.
+fn plant_hostile_files(folder: &Path) -> Vec<(PathBuf, &'static str)> {
+    std::fs::create_dir_all(folder).unwrap();
+    let fifo = folder.join("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let zero = folder.join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let fifo_link = folder.join("fifo-link.toml");
+    std::os::unix::fs::symlink(&fifo, &fifo_link).unwrap();
+    let sparse = folder.join("sparse.toml");
+    std::fs::File::create(&sparse)
+        .and_then(|file| file.set_len(10 << 30))
+        .unwrap();
+    let directory = folder.join("folder.toml");
+    std::fs::create_dir(&directory).unwrap();
+    vec![
+        (fifo, "FIFO"),
+        (zero, "character device"),
+        (fifo_link, "FIFO"),
+        (sparse, "too large"),
+        (directory, "folder"),
+    ]
+}
+
+/// Whether `path` is still what `plant_hostile_files` made (nothing was written through it).
+fn assert_unchanged(path: &Path) {
+    let metadata = std::fs::symlink_metadata(path).unwrap();
+    let name = path.file_name().and_then(|name| name.to_str()).unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    match name {
+        "fifo.toml" => assert!(metadata.file_type().is_fifo(), "{name}"),
+        "zero.toml" | "fifo-link.toml" => assert!(metadata.is_symlink(), "{name}"),
+        "sparse.toml" => assert_eq!(metadata.len(), 10 << 30, "{name}"),
+        "folder.toml" => assert!(metadata.is_dir(), "{name}"),
+        _ => panic!("{name}"),
+    }
+}
+
+#[test]
+fn fifos_devices_huge_files_and_folders_are_reported_quickly_and_left_alone() {
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    let (directory, store) = store();
+    store.save(&full_profile("Good", &identity)).unwrap();
+    let hostile = plant_hostile_files(store.folder());
+    let started = std::time::Instant::now();
+
+    // Listing: the good profile loads, every hostile entry is a problem that says what it is.
+    let (profiles, problems) = store.list();
+    assert_eq!(profiles.len(), 1);
+    assert_eq!(profiles[0].profile.name, "Good");
+    assert_eq!(problems.len(), hostile.len(), "{problems:#?}");
+    for (path, words) in &hostile {
+        let problem = problems
+            .iter()
+            .find(|problem| &problem.path == path)
+            .unwrap_or_else(|| panic!("{} is not reported", path.display()));
+        assert!(
+            problem.message.contains(&path.display().to_string())
+                && problem.message.contains(words),
+            "expected the path and {words:?} in: {}",
+            problem.message
+        );
+    }
+
+    // Loading one by name says why it cannot be read rather than "not found".
+    for (name, words) in [("fifo", "FIFO"), ("zero", "character device")] {
+        let error = store.load(name).unwrap_err();
+        assert!(matches!(error, StoreError::NotRegular { .. }), "{error:?}");
+        assert!(error.to_string().contains(words), "{error}");
+    }
+    assert!(matches!(
+        store.load("sparse"),
+        Err(StoreError::TooLarge { bytes, .. }) if bytes == 10 << 30
+    ));
+
+    // Importing any of them is refused, from inside the folder or from elsewhere.
+    let elsewhere = ProfileStore::at(directory.path().join("elsewhere"));
+    for (path, words) in &hostile {
+        for target in [&store, &elsewhere] {
+            let error = target.import(path).unwrap_err().to_string();
+            assert!(error.contains(words), "{}: {error}", path.display());
+        }
+    }
+    let dev_zero = elsewhere.import(Path::new("/dev/zero")).unwrap_err();
+    assert!(
+        matches!(dev_zero, StoreError::NotRegular { .. }),
+        "{dev_zero}"
+    );
+    assert!(!elsewhere.folder().exists(), "nothing was imported");
+
+    // Exporting over any of them is refused: nothing is written to or through it.
+    for (path, _) in &hostile {
+        assert!(
+            matches!(
+                store.export("Good", path),
+                Err(StoreError::WouldOverwrite { .. })
+            ),
+            "{}",
+            path.display()
+        );
+    }
+    // Saving a profile named like one of them picks another file name.
+    let mut fifo_named = full_profile("fifo", &identity);
+    fifo_named.default_for_card = false;
+    let saved = store.save(&fifo_named).unwrap();
+    assert_eq!(saved, store.folder().join("fifo-2.toml"));
+
+    assert!(started.elapsed() < QUICKLY, "took {:?}", started.elapsed());
+    for (path, _) in &hostile {
+        assert_unchanged(path);
+    }
+}
+
+/// The names in `folder`, sorted.
+fn names_in(folder: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn writes_never_follow_a_planted_link_and_leave_no_temporary_files() {
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    let (directory, store) = store();
+    let mut profile = full_profile("Quiet", &identity);
+    profile.default_for_card = false;
+    std::fs::create_dir_all(store.folder()).unwrap();
+    let victim = directory.path().join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+
+    // The names the old writer used for its temporary file (`.<file>.<pid>.tmp`), planted as
+    // links to the victim: a writer that followed them would overwrite it.
+    let pid = std::process::id();
+    let mut planted = Vec::new();
+    for file in ["quiet.toml", "quiet-2.toml", "renamed.toml", "shared.toml"] {
+        for folder in [store.folder(), directory.path()] {
+            let link = folder.join(format!(".{file}.{pid}.tmp"));
+            std::os::unix::fs::symlink(&victim, &link).unwrap();
+            planted.push(link);
+        }
+    }
+    let saved = store.save(&profile).unwrap();
+    assert_eq!(saved, store.folder().join("quiet.toml"));
+    profile.notes = "saved again".to_string();
+    store.save(&profile).unwrap();
+    store.set_default("Quiet").unwrap();
+    store.rename("Quiet", "Renamed").unwrap();
+    let exported = directory.path().join("shared.toml");
+    store.export("Renamed", &exported).unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    for link in &planted {
+        assert!(std::fs::symlink_metadata(link).unwrap().is_symlink());
+    }
+    let mut expected: Vec<String> = planted
+        .iter()
+        .filter(|link| link.parent() == Some(store.folder()))
+        .map(|link| link.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    expected.push("renamed.toml".to_string());
+    expected.sort();
+    assert_eq!(names_in(store.folder()), expected, "no temporary file left");
+
+    // A link at the target that leads to something that is not a profile: refused, the
+    // victim and the link stay as they are.
+    let link = directory.path().join("link.toml");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let error = store.export("Renamed", &link).unwrap_err();
+    assert!(
+        matches!(error, StoreError::WouldOverwrite { .. }),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    // A dangling link: refused too, and its target is not created.
+    let nowhere = directory.path().join("nowhere.toml");
+    let dangling = directory.path().join("dangling.toml");
+    std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+    assert!(matches!(
+        store.export("Renamed", &dangling),
+        Err(StoreError::WouldOverwrite { .. })
+    ));
+    assert!(!nowhere.exists());
+
+    // A link that leads to another profile (a profile kept elsewhere and linked into the
+    // folder): it is read through, and a write replaces the link, never the file behind it.
+    let outside = directory.path().join("outside.toml");
+    let mut linked = full_profile("Linked", &identity);
+    linked.default_for_card = false;
+    std::fs::write(&outside, profile_to_toml(&linked).unwrap()).unwrap();
+    let before = std::fs::read(&outside).unwrap();
+    let in_folder = store.folder().join("linked.toml");
+    std::os::unix::fs::symlink(&outside, &in_folder).unwrap();
+    assert_eq!(store.load("Linked").unwrap().profile, linked);
+    store.set_default("Linked").unwrap();
+    assert_eq!(
+        std::fs::read(&outside).unwrap(),
+        before,
+        "the link's target is untouched"
+    );
+    assert!(!std::fs::symlink_metadata(&in_folder).unwrap().is_symlink());
+    assert!(store.load("Linked").unwrap().profile.default_for_card);
+
+    // A rewritten file keeps its permissions.
+    use std::os::unix::fs::PermissionsExt;
+    let renamed = store.folder().join("renamed.toml");
+    std::fs::set_permissions(&renamed, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut again = store.load("Renamed").unwrap().profile;
+    again.notes = "private".to_string();
+    store.save(&again).unwrap();
+    let mode = std::fs::metadata(&renamed).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    expected.push("linked.toml".to_string());
+    expected.sort();
+    assert_eq!(names_in(store.folder()), expected, "no temporary file left");
+}
+
+#[test]
+fn a_file_name_with_terminal_escapes_is_reported_escaped() {
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    let (_directory, store) = store();
+    let clear = plant(&store, "\u{1b}[2J", b"not a profile");
+    let reversed = plant(&store, "\u{202E}lmot", b"");
+    store.save(&full_profile("Good", &identity)).unwrap();
+    let (profiles, problems) = store.list();
+    assert_eq!(profiles.len(), 1);
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    for problem in &problems {
+        assert!(
+            gputune::text::first_unsafe(&problem.message).is_none(),
+            "{:?}",
+            problem.message
+        );
+    }
+    let shown: Vec<&str> = problems
+        .iter()
+        .map(|problem| problem.message.as_str())
+        .collect();
+    assert!(
+        shown
+            .iter()
+            .any(|message| message.contains("\\u{1b}[2J.toml")),
+        "{shown:?}"
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|message| message.contains("\\u{202e}lmot.toml")),
+        "{shown:?}"
+    );
+    // The files are left as they were.
+    assert_eq!(std::fs::read(&clear).unwrap(), b"not a profile");
+    assert_eq!(std::fs::read(&reversed).unwrap(), b"");
+    // An error naming a file through `export` is escaped too.
+    let error = store.export("Good", &clear).unwrap_err().to_string();
+    assert!(error.contains("\\u{1b}[2J.toml"), "{error}");
+    assert!(gputune::text::first_unsafe(&error).is_none(), "{error:?}");
+}

@@ -1,13 +1,18 @@
 //! Where profiles live: one hand-editable TOML file per profile in `<config>/profiles/`
-//! (`GPUTUNE_CONFIG_DIR` overrides the config folder). Writes are atomic (a temporary file in
-//! the same folder, then a rename). A file that does not read as a profile — corrupt,
-//! truncated, from a newer gputune, hostile — is reported with its path and never overwritten,
-//! renamed or deleted; the other profiles still load.
+//! (`GPUTUNE_CONFIG_DIR` overrides the config folder). Files are read with `fsafe` (a FIFO, a
+//! device or a huge file is refused at once, never waited on) and written with
+//! `fsafe::write_atomically` (an exclusive temporary file in the same folder, then a rename; a
+//! link at the target is replaced, never followed). A file that does not read as a profile —
+//! corrupt, truncated, from a newer gputune, hostile — is reported with its path (escaped) and
+//! never overwritten, renamed or deleted; the other profiles still load.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::fsafe::{self, FileError, Links};
 use crate::profiles::profile::{Profile, SCHEMA_VERSION, check_name};
+use crate::text;
 
 /// Environment variable that overrides the config folder (tests, unusual set-ups).
 pub const CONFIG_DIR_ENV: &str = "GPUTUNE_CONFIG_DIR";
@@ -22,45 +27,68 @@ pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 const MAX_NESTING: usize = 8;
 /// The longest file-name stem made from a profile name.
 const SLUG_MAX_CHARS: usize = 64;
+/// The permissions of a new profile file (an existing file keeps its own).
+const NEW_FILE_MODE: u32 = 0o644;
 
 /// Why a profile could not be found, read or written. Every message names the file (or, when
-/// there is none, the folder and the name).
+/// there is none, the folder and the name), escaped with `text::printable`: a file called
+/// "\x1b[2J.toml" must not clear the terminal that shows the message.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
         "No config folder for profiles could be found: set {CONFIG_DIR_ENV} to a writable folder."
     )]
     NoConfigFolder,
-    #[error("The profile file {} could not be read ({detail}).", path.display())]
+    #[error(
+        "The profile file {} could not be read ({}).",
+        shown(path),
+        text::printable(detail)
+    )]
     Read { path: PathBuf, detail: String },
-    #[error("The profile file {} could not be written ({detail}).", path.display())]
+    #[error(
+        "The profile file {} could not be written ({}).",
+        shown(path),
+        text::printable(detail)
+    )]
     Write { path: PathBuf, detail: String },
     #[error(
-        "The profile file {} is damaged ({detail}); it was left as it is: fix it in an editor or delete it.",
-        path.display()
+        "The profile file {} is {kind}, not a regular file; it was not read and was left as it is.",
+        shown(path)
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error(
+        "The profile file {} is damaged ({}); it was left as it is: fix it in an editor or delete it.",
+        shown(path),
+        text::printable(detail)
     )]
     Corrupt { path: PathBuf, detail: String },
     #[error(
         "The profile file {} has schema version {found}, but this gputune reads version {SCHEMA_VERSION}; it was left as it is (a newer gputune wrote it).",
-        path.display()
+        shown(path)
     )]
     FutureVersion { path: PathBuf, found: i64 },
     #[error(
-        "The profile file {} holds a value gputune will not use: {detail}; it was left as it is.",
-        path.display()
+        "The profile file {} holds a value gputune will not use: {}; it was left as it is.",
+        shown(path),
+        text::printable(detail)
     )]
     Invalid { path: PathBuf, detail: String },
     #[error(
         "The profile file {} is {bytes} bytes, too large to be a profile (at most {MAX_FILE_BYTES}); it was left as it is.",
-        path.display()
+        shown(path)
     )]
     TooLarge { path: PathBuf, bytes: u64 },
-    #[error("No profile named \"{name}\" in {} (see `gputune profile list`).", folder.display())]
+    #[error(
+        "No profile named \"{}\" in {} (see `gputune profile list`).",
+        text::printable(name),
+        shown(folder)
+    )]
     NotFound { name: String, folder: PathBuf },
     #[error(
-        "Several files in {} hold a profile named \"{name}\": {}; rename or delete all but one.",
-        folder.display(),
-        paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
+        "Several files in {} hold a profile named \"{}\": {}; rename or delete all but one.",
+        shown(folder),
+        text::printable(name),
+        paths.iter().map(|path| shown(path)).collect::<Vec<_>>().join(", ")
     )]
     Ambiguous {
         name: String,
@@ -68,21 +96,32 @@ pub enum StoreError {
         paths: Vec<PathBuf>,
     },
     #[error(
-        "A profile named \"{name}\" already exists ({}); delete or rename it first.",
-        path.display()
+        "A profile named \"{}\" already exists ({}); delete or rename it first.",
+        text::printable(name),
+        shown(path)
     )]
     AlreadyExists { name: String, path: PathBuf },
     #[error(
         "The file {} exists and is not a gputune profile; it was not overwritten.",
-        path.display()
+        shown(path)
     )]
     WouldOverwrite { path: PathBuf },
-    #[error("The profile \"{name}\" cannot be saved to {}: {detail}.", folder.display())]
+    #[error(
+        "The profile \"{}\" cannot be saved to {}: {}.",
+        text::printable(name),
+        shown(folder),
+        text::printable(detail)
+    )]
     InvalidProfile {
         name: String,
         folder: PathBuf,
         detail: String,
     },
+}
+
+/// A path as messages show it: control and bidirectional characters escaped.
+fn shown(path: &Path) -> String {
+    text::printable(&path.to_string_lossy())
 }
 
 /// A profile and the file it was read from.
@@ -143,7 +182,7 @@ impl ProfileStore {
                     path: self.folder.clone(),
                     message: format!(
                         "The profiles folder {} could not be read ({error}).",
-                        self.folder.display()
+                        shown(&self.folder)
                     ),
                 });
                 return (profiles, problems);
@@ -285,7 +324,7 @@ impl ProfileStore {
             path: stored.path.clone(),
             detail: format!(
                 "the profile was saved as {}, but the old file could not be removed: {error}",
-                path.display()
+                shown(&path)
             ),
         })
     }
@@ -339,11 +378,7 @@ impl ProfileStore {
     /// Writes a copy of a profile to `path`. Overwrites a profile file there, nothing else.
     pub fn export(&self, name: &str, path: &Path) -> Result<(), StoreError> {
         let stored = self.load(name)?;
-        if path.exists() && read_profile_file(path).is_err() {
-            return Err(StoreError::WouldOverwrite {
-                path: path.to_path_buf(),
-            });
-        }
+        // `write_profile_file` refuses to replace anything that is not a profile.
         write_profile_file(path, &stored.profile)
     }
 
@@ -383,7 +418,7 @@ impl ProfileStore {
                 format!("{stem}-{number}.{EXTENSION}")
             };
             let path = self.folder.join(file_name);
-            if !path.exists() {
+            if !occupied(&path) {
                 return Ok(path);
             }
         }
@@ -420,43 +455,44 @@ pub fn slug(name: &str) -> String {
     }
 }
 
-/// `*.toml`, not hidden (temporary files start with a dot).
+/// `*.toml`, not hidden (temporary files start with a dot). Whatever it is (a FIFO, a device,
+/// a link to one, a folder) is then read with `fsafe`, which reports it rather than hanging.
 fn is_profile_file_name(path: &Path) -> bool {
     let Some(file_name) = path.file_name().and_then(|name| name.to_str()) else {
         return false;
     };
     !file_name.starts_with('.')
         && path.extension().and_then(|extension| extension.to_str()) == Some(EXTENSION)
-        && path.is_file()
 }
 
 /// Reads and checks one profile file. Any problem is an error naming the file; nothing here
-/// writes.
+/// writes. The file may be a symbolic link (its target is checked), but a FIFO, a device or a
+/// folder is refused without being read or waited on, and a file over [`MAX_FILE_BYTES`] is
+/// refused before it is read.
 pub fn read_profile_file(path: &Path) -> Result<Profile, StoreError> {
-    let read_error = |error: std::io::Error| StoreError::Read {
-        path: path.to_path_buf(),
-        detail: error.to_string(),
-    };
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    let bytes = file.metadata().map_err(read_error)?.len();
-    if bytes > MAX_FILE_BYTES {
-        return Err(StoreError::TooLarge {
-            path: path.to_path_buf(),
-            bytes,
-        });
-    }
-    let mut content = Vec::new();
-    // The size may change between the check and the read: never read more than the limit.
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut content)
-        .map_err(read_error)?;
-    if content.len() as u64 > MAX_FILE_BYTES {
-        return Err(StoreError::TooLarge {
-            path: path.to_path_buf(),
-            bytes: content.len() as u64,
-        });
-    }
+    let content = fsafe::read_limited(path, MAX_FILE_BYTES, Links::Follow)
+        .map_err(|error| read_failure(path, error))?;
     parse_profile(&content).map_err(|problem| problem.at(path))
+}
+
+/// The store's error for a file `fsafe` would not read.
+fn read_failure(path: &Path, error: FileError) -> StoreError {
+    let path = path.to_path_buf();
+    match error {
+        FileError::TooLarge { bytes, .. } => StoreError::TooLarge { path, bytes },
+        FileError::NotRegular { kind, .. } => StoreError::NotRegular { path, kind },
+        FileError::NotFound { .. } => StoreError::Read {
+            path,
+            detail: "it does not exist".to_string(),
+        },
+        FileError::Symlink { .. } => StoreError::Read {
+            path,
+            detail: "it is a symbolic link".to_string(),
+        },
+        FileError::Unsafe { reason: detail, .. }
+        | FileError::Read { detail, .. }
+        | FileError::Write { detail, .. } => StoreError::Read { path, detail },
+    }
 }
 
 /// What is wrong with a profile's text, before it is tied to a file.
@@ -539,41 +575,46 @@ pub fn profile_to_toml(profile: &Profile) -> Result<String, String> {
     ))
 }
 
-/// Writes a profile atomically: a temporary file in the same folder, synced, then renamed over
-/// `path`. A crash leaves the old file or the new one, never half of one.
+/// Writes a profile atomically with `fsafe::write_atomically`: an exclusively created temporary
+/// file in the same folder (never a planted file or link), synced, then renamed over `path`. A
+/// crash leaves the old file or the new one, never half of one; a symbolic link at `path` is
+/// replaced, never written through. Whatever is at `path` must read as a profile, else it stays.
+/// A new file gets mode 0644, a replaced one keeps its permissions.
 fn write_profile_file(path: &Path, profile: &Profile) -> Result<(), StoreError> {
     let failed = |detail: String| StoreError::Write {
         path: path.to_path_buf(),
         detail,
     };
-    if path.exists() {
-        // The last guard: whatever the caller thought, a file that is not a profile stays.
+    if occupied(path) {
+        // The last guard: whatever the caller thought, a file that is not a profile stays
+        // (a dangling link, a FIFO or a device included).
         if read_profile_file(path).is_err() {
             return Err(StoreError::WouldOverwrite {
                 path: path.to_path_buf(),
             });
         }
     }
+    let mode = std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map_or(NEW_FILE_MODE, |metadata| {
+            metadata.permissions().mode() & 0o777
+        });
     let text = profile_to_toml(profile).map_err(failed)?;
     let folder = match path.parent() {
         Some(folder) if !folder.as_os_str().is_empty() => folder,
         _ => Path::new("."),
     };
     std::fs::create_dir_all(folder).map_err(|error| failed(error.to_string()))?;
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "profile".to_string());
-    let temporary = folder.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let written = std::fs::File::create(&temporary).and_then(|mut file| {
-        file.write_all(text.as_bytes())?;
-        file.sync_all()
-    });
-    if let Err(error) = written.and_then(|()| std::fs::rename(&temporary, path)) {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(failed(error.to_string()));
-    }
-    Ok(())
+    fsafe::write_atomically(path, text.as_bytes(), mode).map_err(|error| match error {
+        FileError::Write { detail, .. } | FileError::Read { detail, .. } => failed(detail),
+        other => failed(other.to_string()),
+    })
+}
+
+/// Whether anything is at `path`, a dangling symbolic link included.
+fn occupied(path: &Path) -> bool {
+    !matches!(std::fs::symlink_metadata(path), Err(error) if error.kind() == ErrorKind::NotFound)
 }
 
 /// The deepest nesting of `[` / `{` outside strings and comments. Deliberately simple (it
@@ -628,7 +669,8 @@ fn one_line(message: &str) -> String {
         .map(str::trim)
         .filter(|line| !line.is_empty() && !is_source_echo(line))
         .collect();
-    let joined = lines.join("; ");
+    // The parser quotes the file (keys, values): escape what a terminal would act on.
+    let joined = text::printable(&lines.join("; "));
     if joined.chars().count() > 300 {
         let cut: String = joined.chars().take(300).collect();
         format!("{cut}...")
