@@ -902,6 +902,148 @@ fn writes_never_follow_a_planted_link_and_leave_no_temporary_files() {
 }
 
 #[test]
+fn control_and_bidi_characters_are_refused_in_names_notes_and_card_fields() {
+    use gputune::profiles::store::check_profile_name;
+    let (_, identity, _) = card(SimScenario::Rtx4090);
+    let (_directory, store) = store();
+
+    let error = check_profile_name("Quiet\u{1b}[2J").unwrap_err();
+    assert!(
+        error.contains("profile name") && error.contains("\\u{1b}"),
+        "{error}"
+    );
+    assert!(!error.contains('\u{1b}'), "{error:?}");
+    let error = check_profile_name("txt.\u{202E}exe").unwrap_err();
+    assert!(error.contains("\\u{202e}"), "{error}");
+    assert!(!error.contains('\u{202E}'), "{error:?}");
+
+    // At save: each field with an escape sequence or a bidi override is refused, naming the
+    // field and showing the character escaped; nothing is written.
+    type Edit = fn(&mut Profile);
+    let cases: [(&str, Edit, &str); 8] = [
+        (
+            "name ESC",
+            |p| p.name = "Quiet\u{1b}[2J".into(),
+            "profile name",
+        ),
+        (
+            "name RLO",
+            |p| p.name = "Quiet\u{202E}".into(),
+            "profile name",
+        ),
+        (
+            "name isolate",
+            |p| p.name = "a\u{2066}b".into(),
+            "profile name",
+        ),
+        (
+            "notes ESC",
+            |p| p.notes = "a\u{1b}]0;owned\u{7}".into(),
+            "notes",
+        ),
+        (
+            "notes RLO",
+            |p| p.notes = "line\n\u{202E}reversed".into(),
+            "notes",
+        ),
+        (
+            "card name",
+            |p| p.card.name = "RTX\u{202E}".into(),
+            "card.name",
+        ),
+        (
+            "card uuid",
+            |p| p.card.uuid = "GPU-\u{1b}[1m".into(),
+            "card.uuid",
+        ),
+        (
+            "pci id",
+            |p| p.card.pci_bus_id = "00:\u{9b}31m".into(),
+            "card.pci_bus_id",
+        ),
+    ];
+    for (case, edit, field) in cases {
+        let mut profile = full_profile("Hostile", &identity);
+        edit(&mut profile);
+        let error = store.save(&profile).unwrap_err();
+        assert!(
+            matches!(error, StoreError::InvalidProfile { .. }),
+            "{case}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(message.contains(field), "{case}: {message}");
+        assert!(
+            message.contains("\\u{"),
+            "{case}: the character is shown escaped: {message}"
+        );
+        assert!(
+            gputune::text::first_unsafe(&message).is_none(),
+            "{case}: {message:?}"
+        );
+        assert!(profile.check().is_err(), "{case}");
+    }
+    assert!(!store.folder().exists(), "nothing was written");
+    // Several lines and tabs in notes stay fine.
+    let mut multiline = full_profile("Multi", &identity);
+    multiline.notes = "first\n\tsecond".to_string();
+    assert!(multiline.check().is_ok());
+
+    // At load: hand-written files holding them are reported, escaped, and do not load.
+    let valid = profile_to_toml(&full_profile("Template", &identity)).unwrap();
+    let files = [
+        (
+            "esc-name",
+            valid.replace("name = \"Template\"", "name = \"x\\u001b[2J\""),
+            "profile name",
+        ),
+        (
+            "rlo-name",
+            valid.replace("name = \"Template\"", "name = \"x\\u202Etxt\""),
+            "profile name",
+        ),
+        (
+            "esc-notes",
+            valid.replace("notes = \"\"\"", "notes = \"\"\"\\u001b[31m"),
+            "notes",
+        ),
+        (
+            "rlo-card",
+            valid.replace("name = \"NVIDIA", "name = \"\\u202ENVIDIA"),
+            "card.name",
+        ),
+    ];
+    for (name, content, _) in &files {
+        assert_ne!(content, &valid, "{name}: the edit applied");
+        plant(&store, name, content.as_bytes());
+    }
+    let (profiles, problems) = store.list();
+    assert!(profiles.is_empty(), "{profiles:#?}");
+    assert_eq!(problems.len(), files.len(), "{problems:#?}");
+    for (name, _, field) in &files {
+        let problem = problems
+            .iter()
+            .find(|problem| problem.path.ends_with(format!("{name}.toml")))
+            .unwrap_or_else(|| panic!("{name} is not reported"));
+        assert!(
+            problem.message.contains(field),
+            "{name}: {}",
+            problem.message
+        );
+        assert!(
+            problem.message.contains("\\u{"),
+            "{name}: {}",
+            problem.message
+        );
+        assert!(
+            gputune::text::first_unsafe(&problem.message).is_none(),
+            "{:?}",
+            problem.message
+        );
+        assert!(store.import(&problem.path).is_err());
+    }
+}
+
+#[test]
 fn a_file_name_with_terminal_escapes_is_reported_escaped() {
     let (_, identity, _) = card(SimScenario::Rtx4090);
     let (_directory, store) = store();

@@ -8,6 +8,7 @@ use crate::device::gate::validate;
 use crate::device::{
     ClockRangeMhz, Constraints, CurrentSettings, GpuIdentity, OffsetRangeMhz, Setting,
 };
+use crate::text;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
 use crate::units::watts_exact;
 
@@ -163,6 +164,14 @@ impl Profile {
                 "notes are longer than {NOTES_MAX_CHARS} characters"
             ));
         }
+        // Notes may have several lines (and tabs); no other control or bidi character.
+        if let Some(character) = self
+            .notes
+            .chars()
+            .find(|&character| !matches!(character, '\n' | '\t') && text::is_unsafe(character))
+        {
+            return invalid(unsafe_character("notes", character));
+        }
         for (field, value) in [
             ("card.uuid", &self.card.uuid),
             ("card.name", &self.card.name),
@@ -173,8 +182,8 @@ impl Profile {
                     "{field} is longer than {IDENTITY_MAX_CHARS} characters"
                 ));
             }
-            if value.chars().any(char::is_control) {
-                return invalid(format!("{field} contains control characters"));
+            if let Some(character) = text::first_unsafe(value) {
+                return invalid(unsafe_character(field, character));
             }
         }
         if self.card.uuid.trim().is_empty() {
@@ -350,7 +359,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.trim() != name {
         return Err(format!(
             "the profile name \"{}\" starts or ends with spaces",
-            name.escape_debug()
+            text::printable(name)
         ));
     }
     if name.chars().count() > NAME_MAX_CHARS {
@@ -358,13 +367,22 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "the profile name is longer than {NAME_MAX_CHARS} characters"
         ));
     }
-    if name.chars().any(char::is_control) {
+    if let Some(character) = text::first_unsafe(name) {
         return Err(format!(
-            "the profile name \"{}\" contains control characters",
-            name.escape_debug()
+            "{} (in \"{}\")",
+            unsafe_character("the profile name", character),
+            text::printable(name)
         ));
     }
     Ok(())
+}
+
+/// "notes may not hold the character \u{1b}: ...": the field and the refused character, escaped.
+fn unsafe_character(field: &str, character: char) -> String {
+    format!(
+        "{field} may not hold the character {}: it is a control or bidirectional formatting character that could change how text is shown",
+        character.escape_unicode()
+    )
 }
 
 fn gpu_lock(min_mhz: u32, max_mhz: u32) -> Setting {
