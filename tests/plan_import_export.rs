@@ -631,6 +631,204 @@ fn random_bytes_never_panic() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Hostile files: FIFOs, devices, links to them, huge sparse files, folders, terminal escapes.
+
+/// Generous: every refusal below is immediate; a read that blocked would never return at all.
+const QUICKLY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What `kind` names, made at `path`, and the words its error must hold.
+fn plant_hostile(path: &Path, kind: &str) -> &'static str {
+    let fail = |error: std::io::Error| panic!("{}: {error}", path.display());
+    match kind {
+        "fifo" => {
+            nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU)
+                .unwrap_or_else(|error| panic!("{error}"));
+            "FIFO"
+        }
+        "dev-zero-link" => {
+            std::os::unix::fs::symlink("/dev/zero", path).unwrap_or_else(fail);
+            "character device"
+        }
+        "fifo-link" => {
+            let target = path.with_extension("target-fifo");
+            nix::unistd::mkfifo(&target, nix::sys::stat::Mode::S_IRWXU)
+                .unwrap_or_else(|error| panic!("{error}"));
+            std::os::unix::fs::symlink(&target, path).unwrap_or_else(fail);
+            "FIFO"
+        }
+        "folder" => {
+            std::fs::create_dir(path).unwrap_or_else(fail);
+            "folder"
+        }
+        _ => unreachable!("{kind}"),
+    }
+}
+
+const HOSTILE_KINDS: [&str; 4] = ["fifo", "dev-zero-link", "fifo-link", "folder"];
+
+/// A 10 GiB file that holds no data (sparse: it costs no disk).
+fn plant_sparse(path: &Path, start: &[u8]) {
+    std::fs::write(path, start).unwrap_or_else(|error| panic!("{error}"));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_len(10 << 30))
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+#[test]
+fn fifos_devices_links_and_folders_are_refused_quickly_by_every_reader() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let started = std::time::Instant::now();
+    let dev_zero = Path::new("/dev/zero");
+    assert_file_error(load_model(dev_zero), dev_zero, &["character device"]);
+    assert_file_error(
+        read_safetensors_header(dev_zero),
+        dev_zero,
+        &["character device"],
+    );
+    for kind in HOSTILE_KINDS {
+        let folder = new_folder(root.path(), kind);
+        // As the file given, under each name the reader treats differently.
+        for name in ["config.json", "model.safetensors", "weights"] {
+            let path = folder.join(name);
+            let words = plant_hostile(&path, kind);
+            // (A folder given as the model is looked into: "this folder has no config.json".)
+            assert_file_error(load_model(&path), &path, &[words]);
+            assert_file_error(read_safetensors_header(&path), &path, &[words]);
+        }
+    }
+    // A folder given as the model reads the config.json inside, whatever that is.
+    for kind in ["fifo", "dev-zero-link", "fifo-link"] {
+        let folder = new_folder(root.path(), &format!("model-{kind}"));
+        let config = folder.join("config.json");
+        let words = plant_hostile(&config, kind);
+        assert_file_error(load_model(&folder), &config, &[words]);
+    }
+    let no_config = new_folder(root.path(), "no-config");
+    assert_file_error(load_model(&no_config), &no_config, &["no config.json"]);
+    assert!(started.elapsed() < QUICKLY, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn huge_sparse_files_are_refused_without_being_read() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let started = std::time::Instant::now();
+    let config = root.path().join("config.json");
+    plant_sparse(&config, b"{\"model_type\": \"llama\", ");
+    assert_file_error(load_model(&config), &config, &["10737 MB", "too large"]);
+    // No telling extension: not a safetensors start, so read as JSON, and refused by size.
+    let weights = root.path().join("weights");
+    plant_sparse(&weights, b"");
+    assert_file_error(load_model(&weights), &weights, &["too large"]);
+    // A safetensors file: only its header is read, and a zero header length is no header.
+    let checkpoint = root.path().join("model.safetensors");
+    plant_sparse(&checkpoint, b"");
+    assert_file_error(load_model(&checkpoint), &checkpoint, &["not valid JSON"]);
+    // The largest header length the reader accepts, in a file big enough to hold it: refused
+    // as too large for a header without allocating the 10 GiB.
+    let huge_header = root.path().join("huge-header.safetensors");
+    plant_sparse(&huge_header, &(8u64 << 30).to_le_bytes());
+    assert_file_error(
+        read_safetensors_header(&huge_header),
+        &huge_header,
+        &["header length", "100 MB"],
+    );
+    assert!(started.elapsed() < QUICKLY, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn hostile_files_beside_a_checkpoint_are_reported_as_themselves() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let started = std::time::Instant::now();
+    // What `kind` names at `path`; a sparse file starts with `{` (JSON that is cut short).
+    let plant = |path: &Path, kind: &str| -> &'static str {
+        if kind == "sparse" {
+            plant_sparse(path, b"{");
+            "too large"
+        } else {
+            plant_hostile(path, kind)
+        }
+    };
+    for kind in HOSTILE_KINDS.into_iter().chain(["sparse"]) {
+        // The config.json beside the checkpoint.
+        let folder = new_folder(root.path(), &format!("config-{kind}"));
+        let checkpoint = folder.join("model.safetensors");
+        write_tensors(&checkpoint, &tiny_llama(0..1, true, true));
+        let config = folder.join("config.json");
+        let words = plant(&config, kind);
+        assert_file_error(load_model(&checkpoint), &config, &[words]);
+        // The header alone does not look at the folder.
+        assert!(read_safetensors_header(&checkpoint).is_ok());
+
+        // The shard index beside a shard.
+        let folder = new_folder(root.path(), &format!("index-{kind}"));
+        let shard = folder.join("model-00001-of-00002.safetensors");
+        write_tensors(&shard, &tiny_llama(0..1, true, false));
+        let index = folder.join("model.safetensors.index.json");
+        let words = plant(&index, kind);
+        assert_file_error(load_model(&shard), &index, &[words]);
+
+        // A shard the index lists (a sparse one: its first byte is no header length).
+        let folder = new_folder(root.path(), &format!("shard-{kind}"));
+        let first = folder.join("model-00001-of-00002.safetensors");
+        let second = folder.join("model-00002-of-00002.safetensors");
+        write_tensors(&first, &tiny_llama(0..1, true, false));
+        let words = match plant(&second, kind) {
+            "too large" => "not valid JSON",
+            words => words,
+        };
+        let index = json!({"weight_map": {
+            "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+            "lm_head.weight": "model-00002-of-00002.safetensors",
+        }});
+        std::fs::write(
+            folder.join("model.safetensors.index.json"),
+            index.to_string(),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        assert_file_error(load_model(&first), &second, &[words]);
+    }
+    assert!(started.elapsed() < QUICKLY, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn paths_and_file_contents_in_messages_are_escaped() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let folder = new_folder(root.path(), "\u{1b}[2J\u{202E}model");
+    let config = folder.join("config.json");
+    std::fs::write(&config, "{\"model_type\": \"\\u001b]0;owned\\u0007\"}")
+        .unwrap_or_else(|error| panic!("{error}"));
+    let checkpoint = folder.join("model.safetensors");
+    let header = br#"{"w\u001b[31m":{"dtype":"F32","shape":[1000],"data_offsets":[0,4000]}}"#;
+    write_raw(&checkpoint, header.len() as u64, header, 100);
+    let fifo = folder.join("pipe\u{1b}[1m.json");
+    plant_hostile(&fifo, "fifo");
+    for (result, words) in [
+        (load_model(&config).map(|_| ()), "model type"),
+        (load_model(&folder).map(|_| ()), "model type"),
+        (
+            read_safetensors_header(&checkpoint).map(|_| ()),
+            "truncated",
+        ),
+        (load_model(&fifo).map(|_| ()), "FIFO"),
+    ] {
+        let message = result.expect_err("expected an error").to_string();
+        assert!(message.contains(words), "{message}");
+        assert!(message.contains("\\u{1b}[2J\\u{202e}model"), "{message}");
+        assert!(
+            gputune::text::first_unsafe(&message).is_none(),
+            "{message:?}"
+        );
+    }
+    // A model named after a hostile folder is shown escaped too.
+    std::fs::copy(fixture("gpt2", "config.json"), &config)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let model = load_model(&config).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "\\u{1b}[2J\\u{202e}model");
+}
+
+// ---------------------------------------------------------------------------------------------
 // export
 
 fn llama() -> Model {

@@ -16,11 +16,15 @@ use serde_json::Value;
 
 use super::PlanError;
 use super::model::{Architecture, Model};
+use crate::fsafe::{self, FileError, Links};
+use crate::text;
 use config::config_architecture;
 use safetensors::{load_checkpoint, looks_like_safetensors, read_header};
 
-/// Largest config.json or shard index read: real ones are kilobytes (ViT's labels: ~70 kB).
-const MAX_JSON_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest config.json read: real ones are kilobytes (ViT's labels: ~70 kB).
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest sharded checkpoint index read: one line per tensor, a few MB for the largest models.
+const MAX_INDEX_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What a safetensors checkpoint holds, from its header alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -36,7 +40,9 @@ pub struct CheckpointSummary {
 pub fn load_model(path: &Path) -> Result<Model, PlanError> {
     if path.is_dir() {
         let config = path.join("config.json");
-        if config.is_file() {
+        // Whatever is there is read with `fsafe`: a FIFO or device named config.json is an
+        // error that says so, not a hang.
+        if occupied(&config) {
             return load_model(&config);
         }
         return Err(file_error(
@@ -47,7 +53,7 @@ pub fn load_model(path: &Path) -> Result<Model, PlanError> {
     if looks_like_safetensors(path) {
         load_checkpoint(path)
     } else {
-        let config = read_json(path, "config.json")?;
+        let config = read_json(path, "config.json", MAX_CONFIG_BYTES)?;
         let architecture =
             config_architecture(&config).map_err(|reason| file_error(path, reason))?;
         checked(
@@ -66,11 +72,24 @@ pub fn read_safetensors_header(path: &Path) -> Result<CheckpointSummary, PlanErr
     Ok(read_header(path)?.0)
 }
 
+/// The error for a model file. The path and the reason (which may quote the file: a tensor
+/// name, a model type) are shown with `text::printable`, so nothing in them reaches a terminal
+/// as a control sequence.
 fn file_error(path: &Path, reason: impl Into<String>) -> PlanError {
     PlanError::ModelFile {
-        path: path.display().to_string(),
-        reason: reason.into(),
+        path: shown(path),
+        reason: text::printable(&reason.into()),
     }
+}
+
+/// A path as messages show it: control and bidirectional characters escaped.
+fn shown(path: &Path) -> String {
+    text::printable(&path.to_string_lossy())
+}
+
+/// Whether anything is at `path`, a dangling symbolic link included.
+fn occupied(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
 }
 
 fn unreadable(path: &Path, error: std::io::Error) -> PlanError {
@@ -82,30 +101,56 @@ fn unreadable(path: &Path, error: std::io::Error) -> PlanError {
     )
 }
 
-/// The model's name: the folder holding the file (Hugging Face downloads are one folder per model).
+/// The error for a file `fsafe` would not open or read; `expected` is what it should have been.
+fn refused(path: &Path, error: FileError, expected: &str) -> PlanError {
+    match error {
+        FileError::NotRegular { kind, .. } => file_error(
+            path,
+            format!(
+                "it is {kind}, not a regular file, so it was not read; give the model's {expected}."
+            ),
+        ),
+        FileError::TooLarge { bytes, .. } => file_error(
+            path,
+            format!(
+                "it is {} MB, far too large for a {expected} (a few kB); give the model's {expected}.",
+                bytes / 1_000_000
+            ),
+        ),
+        FileError::NotFound { .. } => unreadable(
+            path,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "it does not exist"),
+        ),
+        FileError::Symlink { .. } => file_error(
+            path,
+            format!("it is a symbolic link that was not followed; give the model's {expected}."),
+        ),
+        FileError::Unsafe { reason: detail, .. }
+        | FileError::Read { detail, .. }
+        | FileError::Write { detail, .. } => file_error(
+            path,
+            format!(
+                "it cannot be read ({detail}); check that the path is right and the file is readable."
+            ),
+        ),
+    }
+}
+
+/// The model's name: the folder holding the file (Hugging Face downloads are one folder per
+/// model), with control and bidirectional characters escaped.
 fn model_name(path: &Path) -> String {
     path.parent()
         .and_then(Path::file_name)
         .and_then(|name| name.to_str())
         .filter(|name| !name.is_empty())
-        .unwrap_or("custom")
-        .to_string()
+        .map_or_else(|| "custom".to_string(), text::printable)
 }
 
-fn read_json(path: &Path, expected: &str) -> Result<Value, PlanError> {
-    let size = std::fs::metadata(path)
-        .map_err(|error| unreadable(path, error))?
-        .len();
-    if size > MAX_JSON_BYTES {
-        return Err(file_error(
-            path,
-            format!(
-                "it is {} MB, far too large for a {expected} (a few kB); give the model's {expected}.",
-                size / 1_000_000
-            ),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|error| unreadable(path, error))?;
+/// Reads a JSON file of at most `limit_bytes` with `fsafe`: a FIFO, a device or a folder is
+/// refused without being waited on, a larger file before it is read.
+fn read_json(path: &Path, expected: &str, limit_bytes: u64) -> Result<Value, PlanError> {
+    let bytes = fsafe::read_limited(path, limit_bytes, Links::Follow)
+        .map_err(|error| refused(path, error, expected))?;
     serde_json::from_slice(&bytes).map_err(|error| {
         let what = if std::str::from_utf8(&bytes).is_err() {
             "it is not text (not UTF-8)".to_string()

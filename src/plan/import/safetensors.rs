@@ -1,14 +1,17 @@
 //! Safetensors checkpoints: header reading, shard sets, and inference from tensor names.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::config::{config_architecture, gelu_transformer};
-use super::{CheckpointSummary, checked, file_error, model_name, read_json, unreadable};
+use super::{
+    CheckpointSummary, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, checked, file_error, model_name,
+    occupied, read_json, refused, shown, unreadable,
+};
+use crate::fsafe::{self, Links};
 use crate::plan::PlanError;
 use crate::plan::model::{Architecture, MlpKind, Model, TransformerConfig, TransformerKind};
 
@@ -21,7 +24,8 @@ fn has_extension(path: &Path, extension: &str) -> bool {
 }
 
 /// `.safetensors` by name, or (for files without a telling extension) an 8-byte plausible
-/// header length followed by `{`.
+/// header length followed by `{`. Only a regular file is looked into (opened with `fsafe`, so
+/// a FIFO or device is never waited on); anything else is left to the JSON reader to report.
 pub(super) fn looks_like_safetensors(path: &Path) -> bool {
     if has_extension(path, "safetensors") {
         return true;
@@ -30,10 +34,11 @@ pub(super) fn looks_like_safetensors(path: &Path) -> bool {
         return false;
     }
     let mut start = [0u8; 9];
-    let read = File::open(path).and_then(|mut file| file.read_exact(&mut start));
+    let read = fsafe::open_regular(path, Links::Follow)
+        .is_ok_and(|mut file| file.read_exact(&mut start).is_ok());
     let mut length = [0u8; 8];
     length.copy_from_slice(&start[..8]);
-    read.is_ok() && start[8] == b'{' && u64::from_le_bytes(length) <= MAX_HEADER_BYTES
+    read && start[8] == b'{' && u64::from_le_bytes(length) <= MAX_HEADER_BYTES
 }
 
 /// Tensor shapes by name, from one or more headers.
@@ -60,7 +65,10 @@ pub(super) fn read_header(path: &Path) -> Result<(CheckpointSummary, Shapes), Pl
             ),
         )
     };
-    let mut file = File::open(path).map_err(|error| unreadable(path, error))?;
+    // Opened with `fsafe`: a FIFO, a device or a folder is refused at once. Only the first
+    // 8 + header bytes are ever read, whatever the file's size.
+    let mut file = fsafe::open_regular(path, Links::Follow)
+        .map_err(|error| refused(path, error, "safetensors checkpoint"))?;
     let file_bytes = file
         .metadata()
         .map_err(|error| unreadable(path, error))?
@@ -188,7 +196,7 @@ fn shard_set(path: &Path) -> Result<Vec<PathBuf>, PlanError> {
     });
     indexes.sort();
     for index in indexes {
-        let value = read_json(&index, "safetensors index")?;
+        let value = read_json(&index, "safetensors index", MAX_INDEX_BYTES)?;
         let shards: BTreeSet<&str> = value
             .get("weight_map")
             .and_then(Value::as_object)
@@ -201,13 +209,13 @@ fn shard_set(path: &Path) -> Result<Vec<PathBuf>, PlanError> {
         for shard in shards {
             let shard_path = folder.join(shard);
             if Path::new(shard).file_name().and_then(|name| name.to_str()) != Some(shard)
-                || !shard_path.is_file()
+                || !occupied(&shard_path)
             {
                 return Err(file_error(
                     path,
                     format!(
                         "the index {} lists the shard \"{shard}\", which is not in the folder; download every shard, or give the config.json alone.",
-                        index.display()
+                        shown(&index)
                     ),
                 ));
             }
@@ -234,8 +242,10 @@ pub(super) fn load_checkpoint(path: &Path) -> Result<Model, PlanError> {
         name.push_str(" (1 shard)");
     }
     let config = path.with_file_name("config.json");
-    let architecture = if config.is_file() {
-        config_architecture(&read_json(&config, "config.json")?)
+    // Whatever is there is read with `fsafe`: a FIFO or device named config.json is an error
+    // that says so, not a hang.
+    let architecture = if occupied(&config) {
+        config_architecture(&read_json(&config, "config.json", MAX_CONFIG_BYTES)?)
             .map_err(|reason| file_error(&config, reason))?
     } else {
         infer_architecture(&shapes).map_err(|reason| file_error(path, reason))?
