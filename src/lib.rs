@@ -1,11 +1,14 @@
-//! gputune: monitor, tune and plan NVIDIA GPUs for model training. See DESIGN.md in shared/ and
-//! the README for the architecture.
+//! gputune: monitor, tune and plan NVIDIA GPUs for model training. docs/architecture.md
+//! describes the rooms, the threads, the daemon's protocol and the safety rules.
 
 pub mod cli;
+pub mod daemon;
 pub mod device;
 pub mod fsafe;
+pub mod notice;
 pub mod plan;
 pub mod profiles;
+pub mod service;
 pub mod telemetry;
 pub mod text;
 pub mod tuning;

@@ -23,6 +23,11 @@ struct Cli {
     /// Workload the simulator runs.
     #[arg(long, global = true, value_enum, default_value_t = LoadPattern::Training)]
     sim_load: LoadPattern,
+    /// The gputune daemon's socket, also GPUTUNE_SOCKET (default: /run/gputune/gputune.sock
+    /// when a daemon listens there, else the engine runs in this process; an empty
+    /// GPUTUNE_SOCKET never uses a daemon).
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
     /// The window's sampling interval, 100 to 5000 ms (default: what it used last time, else 500).
     #[arg(long, value_name = "MS")]
     interval_ms: Option<u64>,
@@ -62,10 +67,10 @@ enum Command {
     },
     /// Save, list, apply and manage tuning profiles (one TOML file each).
     Profile(Box<gputune::cli::profile::ProfileArgs>),
-    /// Print the systemd unit that applies each card's default profile at boot; --install writes it.
-    BootService(gputune::cli::boot_service::BootServiceArgs),
     /// Run a command with a profile applied (and its fan curve followed), then restore and report.
     Run(Box<gputune::cli::run::RunArgs>),
+    /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
+    Daemon(Box<gputune::cli::daemon::DaemonArgs>),
 }
 
 fn main() -> ExitCode {
@@ -99,7 +104,10 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
     io_kind == Some(std::io::ErrorKind::BrokenPipe)
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(mut cli: Cli) -> anyhow::Result<()> {
+    if cli.socket.is_none() {
+        cli.socket = std::env::var_os(gputune::service::client::SOCKET_ENV).map(PathBuf::from);
+    }
     let options = BackendOptions {
         choice: cli.backend,
         nvml_library_path: cli.nvml_lib.clone(),
@@ -108,14 +116,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             load: cli.sim_load,
         },
     };
-    // Settings a crashed or killed trial left applied go back before anything else happens.
-    let restored = gputune::cli::apply::restore_from_journal(&options);
-    for line in &restored {
-        eprintln!("gputune: {line}");
+    let tuning = gputune::cli::connect::TuningOptions {
+        backend: options.clone(),
+        socket: gputune::service::client::SocketChoice::from_option(cli.socket.as_deref()),
+    };
+    // Commands that only read restore what a killed gputune left changed before anything else;
+    // the ones that tune do it as their engine starts.
+    if matches!(
+        cli.command,
+        Some(Command::Status { .. } | Command::Log { .. })
+    ) {
+        for notice in gputune::tuning::engine::restore_left_changes(&options) {
+            eprintln!("gputune: {}: {notice}", notice.level_word());
+        }
     }
     match cli.command {
-        Some(Command::Apply(args)) => gputune::cli::apply::run_command(&args, &options),
-        None => gputune::ui::run_window(options, cli.interval_ms, restored),
+        Some(Command::Apply(args)) => gputune::cli::apply::run_command(&args, &tuning),
+        None => gputune::ui::run_window(tuning, cli.interval_ms),
         Some(Command::Status { json, gpu }) => {
             let mut opened = open_backend(&options)?;
             let stdout = std::io::stdout();
@@ -141,17 +158,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut opened = open_backend(&options)?;
             gputune::cli::log::run(opened.backend.as_mut(), &request)
         }
-        Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &options),
-        Some(Command::BootService(args)) => {
-            let stdout = std::io::stdout();
-            gputune::cli::boot_service::run_command(
-                &args,
-                cli.nvml_lib.as_deref(),
-                &mut stdout.lock(),
-            )
+        Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &tuning),
+        Some(Command::Daemon(args)) => {
+            gputune::cli::daemon::run_command(&args, &options, cli.socket.clone())
         }
         Some(Command::Run(args)) => {
-            let exit_code = gputune::cli::run::run_command(&args, &options)?;
+            let exit_code = gputune::cli::run::run_command(&args, &tuning)?;
             if exit_code != 0 {
                 // The command's own status, passed through; everything is restored by now.
                 let _ = std::io::Write::flush(&mut std::io::stdout());

@@ -8,7 +8,7 @@ mod common;
 use common::process::{Running, spawn_piped};
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::FakeMachine;
 use gputune::device::Setting;
@@ -17,7 +17,7 @@ use nvidia_ml_fake::{WriteRecord, save_state};
 /// NVML_ERROR_NO_PERMISSION.
 const NO_PERMISSION: u32 = 4;
 
-/// A fake machine plus a state folder of its own for the trial journal.
+/// A fake machine; gputune's state folder (locks, journals) is its own.
 struct Machine {
     fake: FakeMachine,
 }
@@ -30,45 +30,28 @@ impl Machine {
     }
 
     fn state_dir(&self) -> PathBuf {
-        let state_path = self.fake.state_path();
-        state_path
-            .parent()
-            .map(|folder| folder.join("gputune-state"))
-            .unwrap_or_else(|| PathBuf::from("gputune-state"))
+        self.fake.state_dir()
     }
 
     fn journal(&self) -> PathBuf {
-        self.state_dir().join("journal.json")
-    }
-
-    fn command(&self, arguments: &[&str]) -> Command {
-        let mut command = self.fake.command(arguments);
-        command.env("GPUTUNE_STATE_DIR", self.state_dir());
-        command
+        self.fake.journal(0)
     }
 
     fn gputune(&self, arguments: &[&str]) -> Output {
-        self.command(arguments)
-            .output()
-            .expect("the gputune binary runs")
+        self.fake.gputune(arguments)
     }
 
-    /// Every write the fake driver saw; none when no process touched the driver yet.
     fn write_log(&self) -> Vec<WriteRecord> {
-        if self.fake.state_path().exists() {
-            self.fake.state().write_log
-        } else {
-            Vec::new()
-        }
+        self.fake.write_log()
     }
 
     fn power_limit_mw(&self, gpu: usize) -> u32 {
-        self.fake.state().machine.gpus[gpu].settings.power_limit_mw
+        self.fake.power_limit_mw(gpu)
     }
 
     /// Starts `gputune` with its stdout and stderr piped; stderr lines arrive on the channel.
     fn spawn(&self, arguments: &[&str]) -> Running {
-        spawn_piped(self.command(arguments))
+        spawn_piped(self.fake.command(arguments))
     }
 }
 
@@ -326,9 +309,11 @@ fn a_trial_puts_every_setting_back_and_prints_the_table() {
     }
     assert!(stderr.contains("s left"), "{stderr}");
     assert!(
-        stderr.contains("Reverted GPU 0 (power limit 450 W"),
+        stderr.contains("GPU 0: Time is up: put back power limit 450 W"),
         "{stderr}"
     );
+    // The lock was never set by gputune (NVML cannot read it): reset, and said so.
+    assert!(stderr.contains("reset rather than restored"), "{stderr}");
     let settings: Vec<Setting> = machine
         .write_log()
         .iter()
@@ -375,7 +360,7 @@ fn start_long_trial(machine: &Machine) -> Running {
         "--baseline-s",
         "1",
     ]);
-    running.wait_for_line("s left");
+    running.wait_for_line("Trying the new settings");
     assert_eq!(machine.power_limit_mw(0), 300_000);
     assert!(
         machine.journal().exists(),
@@ -397,7 +382,7 @@ fn ctrl_c_and_sigterm_put_the_card_back() {
         assert!(!machine.journal().exists(), "SIG{signal}");
         assert!(stderr.contains("Trial stopped early."), "{stderr}");
         assert!(
-            stderr.contains("Reverted GPU 0 (power limit 450 W)."),
+            stderr.contains("GPU 0: Reverted: put back power limit 450 W."),
             "{stderr}"
         );
         assert!(stdout.contains("Power, average"), "{stdout}");
@@ -419,9 +404,12 @@ fn after_kill_9_the_next_start_restores_from_the_journal() {
 
     let output = machine.gputune(&["status"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert_eq!(
-        text(&output.stderr),
-        "gputune: restored the settings a previous run left applied on GPU 0 (power limit 450 W).\n"
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with(
+            "gputune: notice: Restored the settings gputune apply --power-limit 300W --try 600"
+        ) && stderr.ends_with("left changed on GPU 0 (power limit 450 W).\n"),
+        "{stderr}"
     );
     assert_eq!(machine.power_limit_mw(0), 450_000);
     assert!(!machine.journal().exists());
@@ -443,7 +431,7 @@ fn a_gpu_lost_during_a_trial_keeps_the_journal_for_the_next_start() {
     let (status, _, stderr) = running.finish();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("GPU 0 stopped answering"), "{stderr}");
-    assert!(stderr.contains("the journal"), "{stderr}");
+    assert!(stderr.contains("journal is kept"), "{stderr}");
     assert!(
         machine.journal().exists(),
         "the journal stays for the next start"
@@ -455,9 +443,7 @@ fn a_gpu_lost_during_a_trial_keeps_the_journal_for_the_next_start() {
     machine.fake.set_faults("");
     let output = machine.gputune(&["status"]);
     assert!(
-        text(&output.stderr).contains(
-            "restored the settings a previous run left applied on GPU 0 (power limit 450 W)"
-        ),
+        text(&output.stderr).contains("left changed on GPU 0 (power limit 450 W)"),
         "{}",
         text(&output.stderr)
     );
@@ -466,41 +452,100 @@ fn a_gpu_lost_during_a_trial_keeps_the_journal_for_the_next_start() {
 }
 
 #[test]
-fn a_damaged_journal_is_named_and_kept_and_blocks_a_new_trial() {
-    let machine = Machine::new("rtx4090", "");
-    std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
-    std::fs::write(machine.journal(), "{ half a journal").expect("the journal is written");
-    let output = machine.gputune(&["status"]);
-    assert!(output.status.success(), "status still runs");
-    let stderr = text(&output.stderr);
-    assert!(
-        stderr.contains(&machine.journal().display().to_string()),
-        "{stderr}"
-    );
-    assert!(stderr.contains("damaged"), "{stderr}");
-    assert_eq!(
-        std::fs::read_to_string(machine.journal()).ok().as_deref(),
-        Some("{ half a journal")
-    );
-    let output = machine.gputune(&["apply", "--power-limit", "300", "--try", "5"]);
-    assert!(!output.status.success());
-    assert!(machine.write_log().is_empty());
+fn damaged_oversized_and_foreign_journals_are_set_aside_and_never_block_a_trial() {
+    let journals: [(&str, String); 3] = [
+        ("damaged", "{ half a journal".to_string()),
+        (
+            "20,000 entries",
+            format!(
+                r#"{{"format_version":2,"backend":"nvml","uuid":"{}","index":0,"restore":[{}],"by":"x","written_at_ms":0}}"#,
+                FakeMachine::new("rtx4090", "").uuid(0),
+                vec![r#""ResetGpuClocks""#; 20_000].join(",")
+            ),
+        ),
+        ("unknown version", r#"{"format_version":99}"#.to_string()),
+    ];
+    for (kind, content) in journals {
+        let machine = Machine::new("rtx4090", "");
+        std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
+        std::fs::write(machine.journal(), &content).expect("the journal is written");
+        let output = machine.gputune(&["status"]);
+        assert!(output.status.success(), "{kind}: status still runs");
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.contains(&machine.journal().display().to_string()),
+            "{kind}: {stderr}"
+        );
+        assert!(stderr.contains("was moved to"), "{kind}: {stderr}");
+        assert!(!machine.journal().exists(), "{kind}: set aside");
+        let aside: Vec<String> = std::fs::read_dir(machine.state_dir())
+            .expect("the state folder reads")
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.contains("set-aside"))
+            .collect();
+        assert_eq!(
+            aside.len(),
+            1,
+            "{kind}: kept for the user to look at: {aside:?}"
+        );
+        // A new trial is not blocked by it.
+        let output = machine.gputune(&[
+            "apply",
+            "--power-limit",
+            "300",
+            "--try",
+            "1",
+            "--baseline-s",
+            "0",
+        ]);
+        assert!(output.status.success(), "{kind}: {}", text(&output.stderr));
+        assert_eq!(machine.power_limit_mw(0), 450_000, "{kind}");
+    }
 }
 
 #[test]
 fn a_simulator_journal_left_behind_does_not_block_real_trials() {
     let machine = Machine::new("rtx4090", "");
     std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
+    let journal = machine.state_dir().join("journal-GPU-simulated.json");
     std::fs::write(
-        machine.journal(),
-        r#"{"format_version": 1, "backend": "sim", "owner": null, "gpus": [
-            {"uuid": "GPU-simulated", "index": 0,
-             "restore": [{"PowerLimit": {"power_limit_mw": 450000}}]}]}"#,
+        &journal,
+        r#"{"format_version": 2, "backend": "sim", "uuid": "GPU-simulated", "index": 0,
+            "restore": [{"PowerLimit": {"power_limit_mw": 450000}}], "by": "gputune", "written_at_ms": 0}"#,
     )
     .expect("the journal is written");
     let output = machine.gputune(&["status"]);
     assert!(output.status.success());
     assert_eq!(text(&output.stderr), "");
-    assert!(!machine.journal().exists());
+    assert!(!journal.exists());
     assert!(machine.write_log().is_empty());
+}
+
+#[test]
+fn the_journal_of_the_previous_gputune_is_restored_once() {
+    let machine = Machine::new("rtx4090", "");
+    assert!(
+        machine
+            .gputune(&["apply", "--power-limit", "300W"])
+            .status
+            .success()
+    );
+    std::fs::write(
+        machine.state_dir().join("journal.json"),
+        format!(
+            r#"{{"format_version": 1, "backend": "nvml", "owner": null, "gpus": [
+                {{"uuid": "{}", "index": 0, "restore": [{{"PowerLimit": {{"power_limit_mw": 450000}}}}]}}]}}"#,
+            machine.fake.uuid(0)
+        ),
+    )
+    .expect("the journal is written");
+    let output = machine.gputune(&["status"]);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("an older gputune left changed on GPU 0 (power limit 450 W)"),
+        "{stderr}"
+    );
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    assert!(!machine.state_dir().join("journal.json").exists());
 }

@@ -9,6 +9,7 @@ mod common;
 use common::process::{PATIENCE, Running, spawn_piped};
 
 use std::path::{Path, PathBuf};
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,6 @@ use nvidia_ml_fake::WriteRecord;
 
 struct Machine {
     fake: FakeMachine,
-    config: tempfile::TempDir,
 }
 
 impl Machine {
@@ -27,7 +27,6 @@ impl Machine {
     fn with_run_profile(fan_curve: bool) -> Machine {
         let machine = Machine {
             fake: FakeMachine::new("rtx4090", ""),
-            config: tempfile::tempdir().unwrap(),
         };
         machine.ok(&[
             "apply",
@@ -39,7 +38,7 @@ impl Machine {
         machine.ok(&["profile", "save", "Run"]);
         machine.ok(&["apply", "--power-limit", "450W", "--gpu-clock-offset", "0"]);
         if fan_curve {
-            let file = machine.config.path().join("profiles").join("run.toml");
+            let file = machine.config().join("profiles").join("run.toml");
             let mut text = std::fs::read_to_string(&file).unwrap();
             // Full speed at any temperature, so the test knows what the curve sets.
             text.push_str(
@@ -50,20 +49,16 @@ impl Machine {
         machine
     }
 
-    fn state_dir(&self) -> PathBuf {
-        self.config.path().join("state")
+    fn config(&self) -> PathBuf {
+        self.fake.config_dir()
     }
 
     fn journal(&self) -> PathBuf {
-        self.state_dir().join("journal.json")
+        self.fake.journal(0)
     }
 
     fn command(&self, arguments: &[&str]) -> Command {
-        let mut command = self.fake.command(arguments);
-        command
-            .env("GPUTUNE_STATE_DIR", self.state_dir())
-            .env("GPUTUNE_CONFIG_DIR", self.config.path());
-        command
+        self.fake.command(arguments)
     }
 
     fn gputune(&self, arguments: &[&str]) -> Output {
@@ -134,7 +129,7 @@ fn assert_restored(machine: &Machine) {
 #[test]
 fn a_successful_command_runs_with_the_profile_then_the_card_is_restored() {
     let machine = Machine::with_run_profile(false);
-    let log = machine.config.path().join("run.csv");
+    let log = machine.config().join("run.csv");
     let before = machine.write_log().len();
     let output = machine.gputune(&[
         "run",
@@ -159,7 +154,7 @@ fn a_successful_command_runs_with_the_profile_then_the_card_is_restored() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("Restored GPU 0 (power limit 450 W, GPU clock offset +0 MHz"),
+        stderr.contains("Put back GPU 0 (power limit 450 W, GPU clock offset +0 MHz"),
         "{stderr}"
     );
     let energy_wh = reported_energy_wh(&stderr);
@@ -262,7 +257,7 @@ fn sigterm_is_forwarded_to_the_command_then_the_card_is_restored() {
     // sleep ended by SIGTERM: 128 + 15, as a shell reports it.
     assert_eq!(status.code(), Some(143), "{stderr}");
     assert!(stderr.contains("stopping the command"), "{stderr}");
-    assert!(stderr.contains("Restored GPU 0"), "{stderr}");
+    assert!(stderr.contains("Put back GPU 0"), "{stderr}");
     assert!(stderr.contains("energy"), "{stderr}");
     assert_restored(&machine);
 }
@@ -304,7 +299,8 @@ fn the_fan_curve_is_followed_while_the_command_runs_and_the_fans_handed_back() {
 #[test]
 fn after_kill_9_the_next_start_restores_from_the_journal() {
     let machine = Machine::with_run_profile(false);
-    let pid_file = machine.config.path().join("command.pid");
+    std::fs::create_dir_all(machine.config()).unwrap();
+    let pid_file = machine.config().join("command.pid");
     let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
     let mut running = machine.spawn(&["run", "--profile", "Run", "--", "sh", "-c", &script]);
     running.wait_for_line("applied the profile");
@@ -323,7 +319,7 @@ fn after_kill_9_the_next_start_restores_from_the_journal() {
 
     let (_, stderr) = machine.ok(&["status"]);
     assert!(
-        stderr.contains("restored the settings a previous run left applied on GPU 0"),
+        stderr.contains("left changed on GPU 0 (power limit 450 W, GPU clock offset +0 MHz"),
         "{stderr}"
     );
     assert_restored(&machine);

@@ -13,7 +13,8 @@ use gputune::profiles::store::{parse_profile, profile_to_toml, slug};
 use gputune::profiles::{
     CardIdentity, ClockLock, PowerLimit, Profile, ProfileStore, SCHEMA_VERSION, StoreError,
 };
-use gputune::tuning::fan_curve::CurvePoint;
+use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
+use gputune::tuning::in_force::{ClockLock as LockState, LockRecord, SettingsInForce};
 use proptest::prelude::*;
 
 fn card(scenario: SimScenario) -> (SimBackend, GpuIdentity, Constraints) {
@@ -134,7 +135,8 @@ fn a_profile_from_current_settings_holds_what_can_be_read_back() {
             .unwrap();
     }
     let current = backend.current_settings(0).unwrap();
-    let profile = Profile::from_current("Saved", &identity, &constraints, &current);
+    let in_force = SettingsInForce::from_card(&current, LockRecord::default());
+    let profile = Profile::from_in_force("Saved", &identity, &constraints, &in_force, None, None);
     assert_eq!(profile.schema_version, SCHEMA_VERSION);
     assert_eq!(profile.card.uuid, identity.uuid);
     assert_eq!(
@@ -146,9 +148,46 @@ fn a_profile_from_current_settings_holds_what_can_be_read_back() {
     );
     assert_eq!(profile.gpu_clock_offset_mhz, Some(120));
     assert_eq!(profile.memory_clock_offset_mhz, Some(0));
-    assert_eq!(profile.gpu_clock_lock, None, "locks cannot be read back");
+    assert_eq!(
+        profile.gpu_clock_lock, None,
+        "an unknown lock (NVML cannot read it) is not saved"
+    );
     assert_eq!(profile.fan_curve, None);
     assert!(profile.check().is_ok());
+
+    // What gputune itself set is known: the lock and the curve it follows are saved, and what
+    // it cannot know is kept from the profile being replaced, with its notes.
+    let mut known = in_force.clone();
+    known.gpu_clock_lock = LockState::Locked {
+        min_mhz: 210,
+        max_mhz: 2520,
+    };
+    known.memory_clock_lock = LockState::Unknown;
+    let mut previous = profile.clone();
+    previous.memory_clock_lock = Some(ClockLock {
+        min_mhz: 405,
+        max_mhz: 10_501,
+    });
+    previous.notes = "nights".to_string();
+    let curve = FanCurve::default();
+    let saved = Profile::from_in_force(
+        "Saved",
+        &identity,
+        &constraints,
+        &known,
+        Some(&curve),
+        Some(&previous),
+    );
+    assert_eq!(
+        saved.gpu_clock_lock,
+        Some(ClockLock {
+            min_mhz: 210,
+            max_mhz: 2520
+        })
+    );
+    assert_eq!(saved.memory_clock_lock, previous.memory_clock_lock);
+    assert_eq!(saved.fan_curve, Some(curve.points().to_vec()));
+    assert_eq!(saved.notes, "nights");
 
     // On its own card, the profile writes back exactly what was read.
     let application = profile.for_card(&identity, &constraints);
@@ -190,7 +229,12 @@ fn an_rtx4090_profile_applies_to_the_h100_by_percentage_clamped_with_notices() {
         application.settings
     );
     assert_eq!(application.fan_curve, None);
-    let notices = application.notices.join("\n");
+    let notices = application
+        .notices
+        .iter()
+        .map(|notice| notice.text().to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(notices.contains("different model"), "{notices}");
     assert!(notices.contains("NVIDIA GeForce RTX 4090"), "{notices}");
     assert!(notices.contains("no controllable fans"), "{notices}");
@@ -216,24 +260,25 @@ fn an_rtx4090_profile_applies_to_the_h100_by_percentage_clamped_with_notices() {
         }
     );
     assert!(
-        application
-            .notices
-            .iter()
-            .any(|notice| notice.contains("150 %") && notice.contains("700 W is used")),
+        application.notices.iter().any(
+            |notice| notice.text().contains("150 %") && notice.text().contains("700 W is used")
+        ),
         "{:?}",
         application.notices
     );
 
     // And the other way: an H100 profile at 30 % on a 4090 (135 W) is raised to its 150 W
     // minimum.
-    let mut h100_profile = Profile::from_current(
+    let mut h100_profile = Profile::from_in_force(
         "h100 low",
         &h100,
         &h100_constraints,
-        &gputune::device::CurrentSettings {
+        &SettingsInForce {
             power_limit_mw: Some(210_000),
             ..Default::default()
         },
+        None,
+        None,
     );
     assert_eq!(
         h100_profile.power_limit.map(|p| p.percent_of_default),
@@ -271,7 +316,10 @@ fn another_card_of_the_same_model_gets_a_share_of_its_default() {
         }
     );
     assert!(
-        application.notices.iter().any(|n| n.contains("another")),
+        application
+            .notices
+            .iter()
+            .any(|n| n.text().contains("another")),
         "{:?}",
         application.notices
     );
@@ -279,7 +327,7 @@ fn another_card_of_the_same_model_gets_a_share_of_its_default() {
         !application
             .notices
             .iter()
-            .any(|n| n.contains("different model")),
+            .any(|n| n.text().contains("different model")),
         "{:?}",
         application.notices
     );

@@ -1,5 +1,6 @@
-//! The device-owner thread opens the backend itself, sends events, and wakes the UI for each;
-//! it survives a lost GPU and a slow driver, and the UI never waits for it.
+//! The window's link to the tuning service opens the engine itself (here, in this process),
+//! sends events, and wakes the UI for each; it survives a lost GPU, and reports a backend that
+//! cannot open.
 
 mod common;
 
@@ -9,125 +10,149 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use gputune::cli::connect::TuningOptions;
 use gputune::device::sim::{LoadPattern, SimOptions, SimScenario};
 use gputune::device::{BackendChoice, BackendKind, BackendOptions, DeviceError};
-use gputune::telemetry::sampler::{Event, Sampler};
+use gputune::service::client::SocketChoice;
+use gputune::ui::link::{Link, LinkEvent};
 
 /// Collects events until `done` says so; gives up (and fails) after a generous deadline, which
 /// only matters if the thread is broken.
-fn wait_for(sampler: &Sampler, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+fn wait_for(link: &Link, done: impl Fn(&[LinkEvent]) -> bool) -> Vec<LinkEvent> {
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut events = Vec::new();
     while !done(&events) {
         assert!(
             Instant::now() < deadline,
             "no such events arrived: {events:?}"
         );
-        events.extend(sampler.drain_events());
+        events.extend(link.drain_events());
         std::thread::sleep(Duration::from_millis(10));
     }
     events
 }
 
+fn in_process(backend: BackendOptions) -> TuningOptions {
+    TuningOptions {
+        backend,
+        socket: SocketChoice::None,
+    }
+}
+
+fn samples(events: &[LinkEvent]) -> Vec<&Vec<Result<gputune::device::Telemetry, DeviceError>>> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            LinkEvent::Samples(samples) => Some(samples),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn sampler_connects_then_samples_every_gpu_and_wakes_the_ui() {
+fn the_link_connects_then_samples_every_gpu_and_wakes_the_ui() {
+    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    // SAFETY: this test binary's other tests do not read the variable concurrently in a way
+    // that matters (each sets its own machine; the state folder is only written here).
+    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
     let wakeups = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&wakeups);
-    let options = BackendOptions {
+    let options = in_process(BackendOptions {
         choice: BackendChoice::Sim,
         sim: SimOptions {
             scenario: SimScenario::EightRtx4090,
             load: LoadPattern::Training,
         },
         ..BackendOptions::default()
-    };
-    let sampler = Sampler::spawn(options, 100, move || {
+    });
+    let link = Link::spawn(options, 100, move || {
         counter.fetch_add(1, Ordering::SeqCst);
     })
     .unwrap_or_else(|error| panic!("{error}"));
-    let events = wait_for(&sampler, |events| {
-        events
-            .iter()
-            .filter(|event| matches!(event, Event::Samples(_)))
-            .count()
-            >= 2
-    });
+    let events = wait_for(&link, |events| samples(events).len() >= 2);
     match &events[0] {
-        Event::Connected {
+        LinkEvent::Connected {
             backend,
             gpus,
             simulated_because,
+            daemon,
+            ..
         } => {
             assert_eq!(*backend, BackendKind::Sim);
             assert_eq!(gpus.len(), 8);
             assert_eq!(simulated_because, &None);
+            assert!(!daemon, "no daemon: the engine runs in this process");
         }
         other => panic!("the first event is Connected, not {other:?}"),
     }
-    for event in &events[1..] {
-        let Event::Samples(samples) = event else {
-            panic!("{event:?}")
-        };
-        assert_eq!(samples.len(), 8);
-        assert!(samples.iter().all(Result::is_ok));
+    let tunings = events
+        .iter()
+        .filter(|event| matches!(event, LinkEvent::Tuning(_)))
+        .count();
+    assert_eq!(
+        tunings, 8,
+        "what each card runs arrives before the readings"
+    );
+    for readings in samples(&events) {
+        assert_eq!(readings.len(), 8);
+        assert!(readings.iter().all(Result::is_ok));
     }
     assert!(
         wakeups.load(Ordering::SeqCst) >= events.len(),
         "one repaint request per event"
     );
-    drop(sampler); // joins the thread: it must notice the closed channel and stop
+    drop(link); // the thread must notice the closed channel and stop
 }
 
 #[test]
-fn sampler_reports_a_backend_that_cannot_open() {
-    let options = BackendOptions {
+fn the_link_reports_a_backend_that_cannot_open() {
+    let options = in_process(BackendOptions {
         choice: BackendChoice::Nvml,
         nvml_library_path: Some("/nonexistent/libnvidia-ml.so.1".into()),
         ..BackendOptions::default()
-    };
-    let sampler = Sampler::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
-    let events = wait_for(&sampler, |events| !events.is_empty());
-    assert!(
-        matches!(
-            events[0],
-            Event::Failed(DeviceError::LibraryNotLoaded { .. })
-        ),
-        "{events:?}"
-    );
-}
-
-fn nvml_options(machine: &FakeMachine) -> BackendOptions {
-    BackendOptions {
-        choice: BackendChoice::Nvml,
-        nvml_library_path: Some(machine.library.clone()),
-        ..BackendOptions::default()
+    });
+    let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
+    let events = wait_for(&link, |events| !events.is_empty());
+    match &events[0] {
+        LinkEvent::Failed(message) => {
+            assert!(message.contains("could not be loaded"), "{message}")
+        }
+        other => panic!("{other:?}"),
     }
 }
 
 #[test]
-fn sampler_survives_a_lost_gpu_and_keeps_reporting() {
-    let machine = FakeMachine::new("8x-rtx4090", "gpu_lost_after=400");
-    let sampler = Sampler::spawn(nvml_options(&machine), 100, || {})
-        .unwrap_or_else(|error| panic!("{error}"));
-    // Keep collecting until the loss has been reported a few times: the thread goes on sampling.
-    let events = wait_for(&sampler, |events| {
-        events
+fn the_link_survives_a_lost_gpu_and_keeps_reporting() {
+    let machine = FakeMachine::new("8x-rtx4090", "gpu_lost_after=700");
+    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    // SAFETY: FakeMachine holds this binary's environment lock for the test's length.
+    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
+    let options = in_process(BackendOptions {
+        choice: BackendChoice::Nvml,
+        nvml_library_path: Some(machine.library.clone()),
+        ..BackendOptions::default()
+    });
+    let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
+    // Keep collecting until the loss has been reported a few times: the service goes on.
+    let events = wait_for(&link, |events| {
+        samples(events)
             .iter()
-            .filter(|event| match event {
-                Event::Samples(samples) => samples
+            .filter(|readings| {
+                readings
                     .iter()
-                    .any(|sample| matches!(sample, Err(DeviceError::GpuLost { .. }))),
-                _ => false,
+                    .any(|reading| matches!(reading, Err(DeviceError::GpuLost { .. })))
             })
             .count()
             >= 3
     });
-    assert!(matches!(events[0], Event::Connected { .. }));
-    let healthy = events
+    assert!(
+        matches!(events[0], LinkEvent::Connected { .. }),
+        "{:?}",
+        events[0]
+    );
+    let healthy = samples(&events)
         .iter()
-        .filter(
-            |event| matches!(event, Event::Samples(samples) if samples.iter().all(Result::is_ok)),
-        )
+        .filter(|readings| readings.iter().all(Result::is_ok))
         .count();
     assert!(healthy >= 1, "it sampled normally before the loss");
 }

@@ -1,27 +1,35 @@
-//! A slow driver never blocks the window: the device-owner thread waits on NVML, the UI side
-//! does not. Its own test binary, because the thread it leaves behind keeps calling the fake
-//! library for a while after the test ends.
+//! A slow driver never blocks the window: the link (and the engine behind it) waits on NVML,
+//! the UI side does not. Its own test binary, because the thread it leaves behind keeps calling
+//! the fake library for a while after the test ends.
 
 mod common;
 
 use common::FakeMachine;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+use gputune::cli::connect::TuningOptions;
 use gputune::device::{BackendChoice, BackendOptions};
-use gputune::telemetry::sampler::Sampler;
+use gputune::service::client::SocketChoice;
 use gputune::ui::app::{AppState, RememberedState};
+use gputune::ui::link::Link;
 use gputune::ui::model::Model;
 
 #[test]
 fn a_slow_driver_never_blocks_the_window() {
     // Every NVML call takes a second: opening 8 GPUs takes minutes on the device-owner thread.
     let machine = FakeMachine::new("8x-rtx4090", "slow_ms=1000");
-    let options = BackendOptions {
-        choice: BackendChoice::Nvml,
-        nvml_library_path: Some(machine.library.clone()),
-        ..BackendOptions::default()
+    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    // SAFETY: FakeMachine holds this binary's environment lock for the test's length.
+    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
+    let options = TuningOptions {
+        backend: BackendOptions {
+            choice: BackendChoice::Nvml,
+            nvml_library_path: Some(machine.library.clone()),
+            ..BackendOptions::default()
+        },
+        socket: SocketChoice::None,
     };
-    let sampler = Sampler::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
+    let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     let mut harness = Harness::builder().build_ui_state(
         |ui, state: &mut AppState| {
             let _ = state.ui(ui);
@@ -33,7 +41,7 @@ fn a_slow_driver_never_blocks_the_window() {
     );
     // Frames keep coming while the thread sits in NVML; the window says what it is doing.
     for _ in 0..10 {
-        for event in sampler.drain_events() {
+        for event in link.drain_events() {
             harness.state_mut().apply(event, 0);
         }
         // `step`, not `run`: the "looking for GPUs" spinner keeps asking for frames.
@@ -41,5 +49,10 @@ fn a_slow_driver_never_blocks_the_window() {
     }
     harness.get_by_label("Looking for GPUs…");
     // Closing the window must not wait minutes for the stuck thread either.
-    drop(sampler);
+    let closing = std::time::Instant::now();
+    drop(link);
+    assert!(
+        closing.elapsed() < std::time::Duration::from_secs(10),
+        "closing waited on the driver"
+    );
 }

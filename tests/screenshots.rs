@@ -86,23 +86,24 @@ fn screenshots() {
 
     let mut profiles = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     profiles.tab = gputune::ui::app::Tab::Profiles;
-    let mut quiet = gputune::ui::profiles::profile_from_card(
+    let Some(mut quiet) = gputune::ui::profiles::profile_from_card(
         "quiet-70",
         "nights",
         &profiles.model.gpus[0],
-        &profiles.tune.applied,
-    );
+        None,
+    ) else {
+        panic!("the engine said what the card runs")
+    };
     quiet.power_limit = Some(gputune::profiles::profile::PowerLimit {
         percent_of_default: 70.0,
         watts: 315.0,
     });
     quiet.default_for_card = true;
-    let mut undervolt = gputune::ui::profiles::profile_from_card(
-        "undervolt",
-        "",
-        &profiles.model.gpus[0],
-        &profiles.tune.applied,
-    );
+    let Some(mut undervolt) =
+        gputune::ui::profiles::profile_from_card("undervolt", "", &profiles.model.gpus[0], None)
+    else {
+        panic!("the engine said what the card runs")
+    };
     undervolt.gpu_clock_lock = Some(gputune::profiles::profile::ClockLock {
         min_mhz: 210,
         max_mhz: 2_520,

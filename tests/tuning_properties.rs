@@ -1,17 +1,18 @@
 //! The write gate under fire: 10,000 random requests, as the window would send them (any
-//! numbers, NaN and infinities included) and as a user would type them (any text), parsed,
-//! validated and applied to the real NVML backend on the fake libnvidia-ml. The fake's write
-//! log must show zero writes outside the card's constraints, and every refused request must
-//! say why.
+//! numbers, NaN and infinities included) straight through the gate to the real NVML backend,
+//! and as a user would type them (any text), parsed and applied through the tuning engine (the
+//! one path every front end writes through) on the fake libnvidia-ml. The fake's write log must
+//! show zero writes outside the card's constraints, and every refused request must say why.
 
 mod common;
 
 use std::cell::RefCell;
 
 use common::FakeMachine;
-use gputune::cli::apply::{ApplyArgs, GpuChanges, apply_changes};
+use gputune::cli::apply::{ApplyArgs, changes_on_gpus};
 use gputune::device::nvml::NvmlBackend;
 use gputune::device::{Backend, Constraints, Setting};
+use gputune::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
 use gputune::tuning::request::{FanRequest, PowerLimitRequest, TuneRequest};
 use nvidia_ml_fake::{WriteRecord, save_state};
 use proptest::prelude::*;
@@ -425,16 +426,32 @@ fn numeric_requests_never_write_outside_the_constraints(scenario: &'static str, 
     assert!(audit.writes_checked > 0 && audit.requests_refused > 0);
 }
 
-/// Text from the command line: parse, validate on the GPU and write, as `gputune apply` does.
+/// Text from the command line: parse, turn into settings for the GPU and apply through the
+/// engine, as `gputune apply` does.
 fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, cases: u32) {
     let machine = FakeMachine::new(scenario, "");
-    let mut backend = open(&machine);
-    let constraints = backend
-        .constraints(0)
-        .unwrap_or_else(|error| panic!("{error}"));
-    let identity = backend
-        .identity(0)
-        .unwrap_or_else(|error| panic!("{error}"));
+    let state_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let (engine, notices) = Engine::open(
+        Box::new(open(&machine)),
+        &EngineOptions {
+            state_dir: state_dir.path().to_path_buf(),
+            ownership: Ownership::InProcess,
+            call_timeout: std::time::Duration::from_secs(30),
+            owner_label: "the property test".to_string(),
+        },
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert!(notices.is_empty(), "{notices:?}");
+    let gpus = engine.gpus();
+    let constraints = gpus[0].constraints.clone();
+    let client = ClientInfo {
+        id: 1,
+        pid: None,
+        uid: None,
+        user: None,
+        label: "the property test".to_string(),
+        may_write: true,
+    };
     let ranges = Ranges::of(&constraints);
     let audit = RefCell::new(WriteAudit {
         machine: &machine,
@@ -442,29 +459,21 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
         writes_checked: 0,
         requests_refused: 0,
     });
-    let backend = RefCell::new(backend);
+    let engine = RefCell::new(engine);
     let result = runner(cases).run(&typed_args(ranges), |args| {
         let mut audit = audit.borrow_mut();
-        let backend = &mut *backend.borrow_mut();
+        let engine = &mut *engine.borrow_mut();
         let plan = match args.plan() {
             Ok(plan) => plan,
             Err(error) => return audit.refused(&error.to_string()),
         };
-        // What `validate_on_gpus` does for one GPU, with the constraints read once: reading
-        // them takes a dozen driver calls, and they do not change.
-        match plan.request.validated(&constraints) {
-            Err(error) => audit.refused(&error.to_string()),
-            Ok(settings) => {
-                let changes = [GpuChanges {
-                    identity: identity.clone(),
-                    constraints: constraints.clone(),
-                    settings,
-                }];
-                let written = apply_changes(backend, &changes);
-                prop_assert!(written.is_ok(), "{:?}: {:?}", args, written);
-                audit.check(changes.iter().map(|gpu| gpu.settings.len()).sum())
-            }
-        }
+        let changes = match changes_on_gpus(&gpus, &plan) {
+            Ok(changes) => changes,
+            Err(error) => return audit.refused(&error.to_string()),
+        };
+        let written = engine.apply(&client, &changes);
+        prop_assert!(written.is_ok(), "{:?}: {:?}", args, written);
+        audit.check(changes.iter().map(|gpu| gpu.settings.len()).sum())
     });
     if let Err(error) = result {
         panic!("{scenario}: {error}");
@@ -475,6 +484,13 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
         audit.requests_refused, audit.writes_checked
     );
     assert!(audit.writes_checked > 0 && audit.requests_refused > 0);
+    assert!(
+        std::fs::read_dir(state_dir.path())
+            .unwrap_or_else(|error| panic!("{error}"))
+            .filter_map(Result::ok)
+            .all(|entry| !entry.file_name().to_string_lossy().starts_with("journal-")),
+        "every apply finished: no journal is left"
+    );
 }
 
 #[test]

@@ -9,8 +9,8 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::DeviceError;
 use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::telemetry::sampler::Event;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
+use gputune::ui::link::LinkEvent;
 use gputune::ui::model::Model;
 use gputune::ui::widgets::time_axis::TimeWindow;
 
@@ -166,7 +166,10 @@ fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
         }
     }
     samples[2] = Err(DeviceError::GpuLost { index: 2 });
-    state.apply(Event::Samples(samples), common::ui::START_MS + 120 * 500);
+    state.apply(
+        LinkEvent::Samples(samples),
+        common::ui::START_MS + 120 * 500,
+    );
     let harness = harness(state);
     harness.get_by_label_contains("GPU 2 stopped answering");
     assert_eq!(harness.query_all_by_label("Temperature").count(), 7);
@@ -181,9 +184,9 @@ fn before_the_backend_opens_and_when_it_cannot() {
     connecting.get_by_label("Looking for GPUs…");
 
     let mut state = AppState::new(Model::with_history_capacity(10), RememberedState::default());
-    state.apply(Event::Failed(DeviceError::NoGpus), 0);
+    state.apply(LinkEvent::Failed(DeviceError::NoGpus.to_string()), 0);
     let harness = harness(state);
-    harness.get_by_label("No GPU could be opened");
+    harness.get_by_label("No GPU could be reached");
     harness.get_by_label_contains("--backend sim");
 }
 
@@ -202,7 +205,7 @@ fn the_window_remembers_the_gpu_window_and_interval() {
     assert_eq!(restored.monitor.window, TimeWindow::SixHours);
     let mut next_run = AppState::new(Model::with_history_capacity(10), restored);
     let fresh = training(SimScenario::EightRtx4090);
-    let connected = Event::Connected {
+    let connected = LinkEvent::Connected {
         backend: gputune::device::BackendKind::Sim,
         simulated_because: None,
         gpus: fresh
@@ -211,6 +214,8 @@ fn the_window_remembers_the_gpu_window_and_interval() {
             .iter()
             .map(|gpu| gpu.info.clone())
             .collect(),
+        daemon: false,
+        notices: Vec::new(),
     };
     next_run.apply(connected, 0);
     assert_eq!(

@@ -1,15 +1,15 @@
-//! The Profiles tab: save the Tune tab's settings, apply or try, rename, delete after asking,
-//! make default; and the actions against a real profile folder.
+//! The Profiles tab: save what the card runs (the same profile `gputune profile save` writes),
+//! apply or try, rename, delete after asking, make default; and the actions against a real
+//! profile folder.
 
 mod common;
 
 use common::ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::profiles::store::ProfileStore;
-use gputune::tuning::control::TuneCommand;
+use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
 use gputune::ui::profiles::{ProfileAction, profile_from_card};
 
@@ -27,19 +27,15 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
 
     let mut harness = harness();
     harness.get_by_label("No profile saved for this card yet.");
-    // What this window applied earlier in the Tune tab: a clock lock NVML cannot read back.
-    harness
-        .state_mut()
-        .state
-        .tune
-        .applied
-        .record(&TuneCommand::Apply {
-            gpu_index: 0,
-            settings: vec![Setting::LockGpuClocks {
-                min_mhz: 210,
-                max_mhz: 2_400,
-            }],
-        });
+    // What the card runs, as the engine reports it: a clock lock gputune set (NVML cannot read
+    // it back, the engine's record knows it) and an offset read from the card.
+    if let Some(tuning) = harness.state_mut().state.model.gpus[0].tuning.as_mut() {
+        tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+            min_mhz: 210,
+            max_mhz: 2_400,
+        };
+        tuning.in_force.gpu_clock_offset_mhz = Some(150);
+    }
     harness.get_by_label("Name").click();
     harness.run();
     harness.get_by_label("Name").type_text("quiet-70");
@@ -58,7 +54,7 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
         panic!("a Save action: {:?}", harness.state().commands)
     };
     assert_eq!(profile.name, "quiet-70");
-    // The card's limit as read (the simulator runs at its 450 W default) and the remembered lock.
+    // The card's limit as read (the simulator runs at its 450 W default), the lock and the offset.
     assert_eq!(
         profile
             .power_limit
@@ -71,10 +67,7 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
             .map(|lock| (lock.min_mhz, lock.max_mhz)),
         Some((210, 2_400))
     );
-    assert_eq!(
-        profile.gpu_clock_offset_mhz, None,
-        "never applied, so not saved"
-    );
+    assert_eq!(profile.gpu_clock_offset_mhz, Some(150));
     assert_eq!(
         profile.card.uuid,
         harness.state().state.model.gpus[0].info.identity.uuid
@@ -165,7 +158,12 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
         2,
         500,
     );
-    let profile = profile_from_card("dc", "", &fanless.model.gpus[0], &fanless.tune.applied);
+    let profile = profile_from_card("dc", "", &fanless.model.gpus[0], None)
+        .unwrap_or_else(|| panic!("the engine said what the card runs"));
     assert_eq!(profile.power_limit.map(|power| power.watts), Some(700.0));
     assert_eq!(profile.fan_curve, None);
+    assert_eq!(
+        profile.gpu_clock_offset_mhz, None,
+        "no offsets on this card"
+    );
 }

@@ -1,5 +1,6 @@
-//! The Tune tab as a user drives it: the power slider shows watts, Apply sends a validated-size
-//! request, the undervolt preset sends a clock cap and an offset, fanless cards hide the curve.
+//! The Tune tab as a user drives it: it shows what the card runs (and follows a change made by
+//! another process), the power slider shows watts, Apply sends a validated-size request, the
+//! undervolt preset sends a clock cap and an offset, fanless cards hide the curve.
 
 mod common;
 
@@ -8,8 +9,12 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::tuning::control::TuneCommand;
+use gputune::notice::Notice;
+use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose};
+use gputune::tuning::fan_curve::FanCurve;
+use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
+use gputune::ui::link::{LinkEvent, TuneCommand};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
@@ -63,23 +68,114 @@ fn the_undervolt_preset_caps_the_clock_and_adds_an_offset() {
     );
 }
 
+/// What the card runs, as the engine would report it after `change`.
+fn tuning_after(
+    harness: &Harness<'static, Window>,
+    change: impl FnOnce(&mut GpuTuning),
+) -> LinkEvent {
+    let mut tuning = harness.state().state.model.gpus[0]
+        .tuning
+        .clone()
+        .unwrap_or_else(|| panic!("the engine said what the card runs"));
+    change(&mut tuning);
+    LinkEvent::Tuning(Box::new(tuning))
+}
+
 #[test]
-fn following_a_fan_curve_and_going_back_to_automatic() {
+fn following_a_fan_curve_and_stopping() {
     let mut harness = harness(SimScenario::Rtx4090);
+    assert!(harness.query_by_label("Stop following").is_none());
     harness.get_by_label("Follow this curve").click();
     harness.run();
-    harness.get_by_label("Automatic").click();
-    harness.run();
-    let commands = &harness.state().commands;
-    assert!(commands.iter().any(|command| matches!(
+    assert!(harness.state().commands.iter().any(|command| matches!(
         command,
         AppCommand::Tune(TuneCommand::SetFanCurve { curve: Some(_), .. })
     )));
+    // The engine says it follows the curve: the tab says so and offers to stop.
+    let following = tuning_after(&harness, |tuning| {
+        tuning.fan_curve = Some(FanCurve::default())
+    });
+    harness.state_mut().state.apply(following, 0);
+    harness.run();
+    harness.get_by_label("gputune follows a fan curve on this card.");
+    harness.get_by_label("Stop following").click();
+    harness.run();
     assert!(
-        commands.contains(&AppCommand::Tune(TuneCommand::SetFanCurve {
-            gpu_index: 0,
-            curve: None
-        }))
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Tune(TuneCommand::SetFanCurve {
+                gpu_index: 0,
+                curve: None
+            }))
+    );
+}
+
+#[test]
+fn the_tab_shows_what_the_card_runs_and_follows_a_change_made_elsewhere() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    harness.get_by_label_contains("power limit 450 W (100 % of default)");
+    // `gputune apply` in another terminal: 315 W, a GPU lock and +150 MHz.
+    let tuned = tuning_after(&harness, |tuning| {
+        tuning.in_force.power_limit_mw = Some(315_000);
+        tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+            min_mhz: 210,
+            max_mhz: 2520,
+        };
+        tuning.in_force.gpu_clock_offset_mhz = Some(150);
+    });
+    harness.state_mut().state.apply(tuned, 0);
+    harness.run();
+    harness.get_by_label_contains("power limit 315 W (70 % of default)");
+    harness.get_by_label_contains("GPU clocks 210-2520 MHz");
+    harness.get_by_label_contains("GPU offset +150 MHz");
+    harness.get_by_label("= 315 W");
+    assert_eq!(harness.state().state.tune.gpu_clock_offset_mhz, 150);
+    assert_eq!(harness.state().state.tune.gpu_clock_lock_mhz, (210, 2520));
+
+    // The user edits the memory offset; meanwhile someone else lowers the power limit. The
+    // power input follows the card, the edit in progress stays.
+    harness.state_mut().state.tune.memory_clock_offset_mhz = 500;
+    let lowered = tuning_after(&harness, |tuning| {
+        tuning.in_force.power_limit_mw = Some(300_000);
+    });
+    harness.state_mut().state.apply(lowered, 0);
+    harness.run();
+    harness.get_by_label("= 300 W");
+    assert_eq!(harness.state().state.tune.memory_clock_offset_mhz, 500);
+    // Apply sends what is shown: the card's own power limit, not a stale 100 %.
+    harness.get_by_label("Apply power limit").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Tune(TuneCommand::Apply {
+                gpu_index: 0,
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 300_000
+                }],
+            }))
+    );
+}
+
+#[test]
+fn a_card_held_by_another_client_says_by_whom_and_until_when() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    let held = tuning_after(&harness, |tuning| {
+        tuning.holder = Some(Holder {
+            session: 7,
+            purpose: SessionPurpose::Trial,
+            by: "gputune apply --try 60 (pid 4242, user alice)".to_string(),
+            client: 3,
+            since_ms: 0,
+            trial_ends_at_ms: Some(1_700_000_060_000),
+        });
+    });
+    harness.state_mut().state.apply(held, 0);
+    harness.run();
+    harness.get_by_label_contains(
+        "Held by a trial of gputune apply --try 60 (pid 4242, user alice) until",
     );
 }
 
@@ -111,40 +207,35 @@ fn try_sends_a_trial_and_a_running_trial_shows_a_countdown_that_revert_ends() {
         harness.state().commands
     );
 
-    // The device thread reports the trial running: countdown, before/during numbers, Revert.
+    // The engine reports the trial running: countdown, before/during numbers, Revert.
     harness.state_mut().state.model.gpus[0].trial = Some(common::ui::running_trial(18, 60));
     harness.run();
     harness.get_by_label("Trying power limit 315 W: reverts in 42 s");
-    harness.get_by_label("Average power");
+    // The same rows as `gputune apply --try`, with the change in %.
+    harness.get_by_label("Power, average");
+    harness.get_by_label("Fan speed, average");
+    harness.get_by_label("Temperature, peak");
     harness.get_by_label("Revert").click();
     harness.run();
     assert!(
         harness
             .state()
             .commands
-            .contains(&AppCommand::Tune(TuneCommand::RevertTrial))
+            .contains(&AppCommand::Tune(TuneCommand::RevertTrial { gpu_index: 0 }))
     );
 }
 
 #[test]
-fn a_permission_refusal_offers_apply_as_administrator() {
+fn a_permission_refusal_says_how_to_get_the_daemon() {
     let mut harness = harness(SimScenario::Rtx4090);
-    let refused = vec![Setting::PowerLimit {
-        power_limit_mw: 315_000,
-    }];
-    harness.state_mut().state.model.gpus[0].needs_administrator = Some(refused.clone());
-    harness.run();
-    harness.get_by_label("Apply as administrator").click();
-    harness.run();
-    let expected = AppCommand::ApplyAsAdministrator {
-        gpu_index: 0,
-        settings: refused,
+    let refusal = gputune::device::DeviceError::NoPermission {
+        action: "power limit 315 W".to_string(),
     };
-    assert!(
-        harness.state().commands.contains(&expected),
-        "{:?}",
-        harness.state().commands
-    );
+    harness.state_mut().state.model.gpus[0].tune_message = Some(Notice::Error(refusal.to_string()));
+    harness.run();
+    harness.get_by_label(&refusal.to_string());
+    assert!(refusal.to_string().contains("sudo gputune daemon install"));
+    harness.get_by_label_contains("No gputune daemon runs");
 }
 
 #[test]
@@ -168,6 +259,13 @@ fn every_change_can_be_tried() {
         "{:?}",
         harness.state().commands
     );
-    // Clock locks and offsets have their own Try buttons too.
-    assert_eq!(harness.query_all_by_label("Try").count(), 3);
+    // The power limit, clock locks and offsets have their own Try buttons too.
+    for label in [
+        "Try power limit",
+        "Try GPU clock lock",
+        "Try memory clock lock",
+        "Try offsets",
+    ] {
+        harness.get_by_label(label);
+    }
 }

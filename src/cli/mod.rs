@@ -1,9 +1,13 @@
-//! Command-line subcommands, one file each.
+//! Command-line subcommands, one file each; they parse and print. Changes go through the
+//! tuning engine (`connect`), reads through the device layer.
 
 pub mod apply;
-pub mod boot_service;
+mod as_user;
+pub mod connect;
+pub mod daemon;
 pub mod log;
 pub mod plan;
 pub mod profile;
 pub mod run;
+mod signals;
 pub mod status;

@@ -1,24 +1,26 @@
 //! `gputune profile ...`: list, show, save, apply, delete, export, import profiles and choose
-//! each card's default; `apply-defaults` is what the boot service runs.
+//! each card's default (handed to the daemon, which applies it at boot).
 //!
 //! Applying goes through `Profile::for_card` (values converted and clamped for the card, with
-//! notices) and then `device::gate` for every setting before the first write, all or nothing.
+//! notices) and then the tuning engine, which checks every setting with `device::gate` before
+//! the first write, all or nothing. Profiles stay in the user's folder and travel as values.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use serde::Serialize;
 
-use crate::cli::apply::{GpuChanges, apply_changes};
-use crate::device::gate::{ValidatedSetting, validate};
-use crate::device::{
-    Backend, BackendOptions, Constraints, DeviceError, GpuIdentity, Setting, open_backend,
-    resolve_gpu,
+use crate::cli::connect::{
+    TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
-use crate::profiles::profile::{Profile, ProfileApplication};
+use crate::device::{Constraints, Setting};
+use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoreError, StoredProfile};
+use crate::service::client::{ConnectError, TuningClient};
+use crate::service::protocol::{BootDefault, Request, Response};
+use crate::tuning::engine::GpuChange;
 use crate::units::watts_exact;
 
 /// The longest `apply-defaults --retry-s`: an hour.
@@ -64,7 +66,7 @@ pub enum ProfileCommand {
         #[arg(long, value_name = "UUID|INDEX")]
         gpu: Option<String>,
     },
-    /// Apply every card's default profile (what the boot service runs).
+    /// Apply every card's default profile now (the daemon applies them at boot by itself).
     ApplyDefaults {
         /// Keep trying for this many seconds while the driver does not answer yet.
         #[arg(long, value_name = "N", default_value_t = 0)]
@@ -76,12 +78,12 @@ pub enum ProfileCommand {
     Export { name: String, file: PathBuf },
     /// Add a profile file to the saved profiles.
     Import { file: PathBuf },
-    /// Make a profile its card's default, applied at boot by `gputune boot-service`.
+    /// Make a profile its card's default, applied at boot by the gputune daemon.
     Default { name: String },
 }
 
 /// Runs `gputune profile ...`.
-pub fn run_command(args: &ProfileArgs, options: &BackendOptions) -> anyhow::Result<()> {
+pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Result<()> {
     let store = ProfileStore::open_default()?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -95,11 +97,10 @@ pub fn run_command(args: &ProfileArgs, options: &BackendOptions) -> anyhow::Resu
             notes,
             replace,
         } => {
-            let mut opened = open_backend(options)?;
-            refuse_fallback(opened.fallback_reason.as_deref(), "read")?;
+            let mut client = connect_for_changes(options, &mut messages)?;
             save(
                 &store,
-                opened.backend.as_mut(),
+                &mut client,
                 name,
                 gpu.as_deref(),
                 notes.as_deref(),
@@ -109,10 +110,9 @@ pub fn run_command(args: &ProfileArgs, options: &BackendOptions) -> anyhow::Resu
         }
         ProfileCommand::Apply { name, gpu } => {
             let stored = store.load(name)?;
-            let mut opened = open_backend(options)?;
-            refuse_fallback(opened.fallback_reason.as_deref(), "change")?;
+            let mut client = connect_for_changes(options, &mut messages)?;
             apply(
-                opened.backend.as_mut(),
+                &mut client,
                 &stored,
                 gpu.as_deref(),
                 &mut out,
@@ -164,21 +164,73 @@ pub fn run_command(args: &ProfileArgs, options: &BackendOptions) -> anyhow::Resu
             store.set_default(&stored.profile.name)?;
             writeln!(
                 out,
-                "\"{}\" is now the default profile of {} ({}); `gputune boot-service` applies it at boot.",
+                "\"{}\" is now the default profile of {} ({}).",
                 stored.profile.name, stored.profile.card.name, stored.profile.card.uuid
             )?;
-            Ok(())
+            hand_default_to_daemon(&stored.profile, options, &mut out, &mut messages)
         }
     }
 }
 
-/// `auto` fell back to the simulator: there is no real card to read or change.
-fn refuse_fallback(fallback_reason: Option<&str>, verb: &str) -> anyhow::Result<()> {
-    match fallback_reason {
-        Some(reason) => bail!(
-            "There is no NVIDIA GPU to {verb} ({reason}); add --backend sim to use the simulated GPU."
-        ),
-        None => Ok(()),
+/// Gives a card's new default to the daemon, which keeps it in its own folder and applies it
+/// at boot; without a daemon, says how to get one.
+fn hand_default_to_daemon(
+    profile: &Profile,
+    options: &TuningOptions,
+    out: &mut dyn Write,
+    messages: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let without_daemon = "The gputune daemon applies each card's default at boot; it is not running here: install it with `sudo gputune daemon install` and set the default again, or run `gputune profile apply-defaults` yourself.";
+    let connected = crate::service::client::connect(&crate::service::client::ConnectOptions {
+        backend: options.backend.clone(),
+        socket: options.socket.clone(),
+        label: crate::cli::connect::command_label(),
+    });
+    let mut client = match connected {
+        Ok(client) if client.is_daemon() => client,
+        Ok(_) | Err(ConnectError::NoDaemon { .. }) => {
+            writeln!(out, "{without_daemon}")?;
+            return Ok(());
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let gpus = snapshot(&mut client)?.gpus;
+    let Some(gpu) = gpus.iter().find(|gpu| profile.is_for(&gpu.identity.uuid)) else {
+        writeln!(
+            out,
+            "The card {} is not in this machine, so the daemon was not told; set the default again where the card is.",
+            profile.card.uuid
+        )?;
+        return Ok(());
+    };
+    let application = profile.for_card(&gpu.identity, &gpu.constraints);
+    for notice in &application.notices {
+        let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+    }
+    if application.fan_curve.is_some() {
+        let _ = writeln!(
+            messages,
+            "gputune: notice: the daemon applies the power limit, clock locks and offsets at boot; the fan curve is followed by the window and `gputune run`."
+        );
+    }
+    let request = Request::SetBootDefault {
+        gpu_uuid: gpu.identity.uuid.clone(),
+        default: Some(BootDefault {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            profile_name: profile.name.clone(),
+            settings: application.settings,
+        }),
+    };
+    match client.request(request).map_err(refusal)? {
+        Response::Done => {
+            writeln!(
+                out,
+                "The gputune daemon applies it to GPU {} at every boot.",
+                gpu.identity.index
+            )?;
+            Ok(())
+        }
+        other => Err(unexpected(&other)),
     }
 }
 
@@ -423,40 +475,10 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
     Ok(())
 }
 
-/// Picks the GPU for a command: `--gpu`, else `preferred_uuid` when present, else the only GPU.
-pub fn choose_gpu(
-    backend: &mut dyn Backend,
-    query: Option<&str>,
-    preferred_uuid: Option<&str>,
-) -> anyhow::Result<u32> {
-    if let Some(query) = query {
-        return Ok(resolve_gpu(backend, query)?);
-    }
-    let count = backend.gpu_count()?;
-    if let Some(uuid) = preferred_uuid {
-        for index in 0..count {
-            if backend
-                .identity(index)?
-                .uuid
-                .eq_ignore_ascii_case(uuid.trim())
-            {
-                return Ok(index);
-            }
-        }
-    }
-    match count {
-        0 => Err(DeviceError::NoGpus.into()),
-        1 => Ok(0),
-        _ => bail!(
-            "This machine has {count} GPUs: choose one with --gpu INDEX or --gpu UUID (see `gputune status`)."
-        ),
-    }
-}
-
-/// `profile save NAME`: the card's current settings under a name.
+/// `profile save NAME`: what the card runs now, as the engine knows it, under a name.
 pub fn save(
     store: &ProfileStore,
-    backend: &mut dyn Backend,
+    client: &mut TuningClient,
     name: &str,
     gpu: Option<&str>,
     notes: Option<&str>,
@@ -477,89 +499,34 @@ pub fn save(
             existing.path.display()
         );
     }
-    let index = choose_gpu(backend, gpu, None)?;
-    let identity = backend.identity(index)?;
-    let constraints = backend.constraints(index)?;
-    let current = backend.current_settings(index)?;
-    let mut profile = Profile::from_current(name, &identity, &constraints, &current);
+    let snapshot = snapshot(client)?;
+    let index = choose_gpu(&snapshot.gpus, gpu, None)?;
+    let info = &snapshot.gpus[index as usize];
+    let Some(tuning) = snapshot.tunings.get(index as usize) else {
+        bail!("The tuning engine did not say what GPU {index} runs.");
+    };
+    let mut profile = Profile::from_in_force(
+        name,
+        &info.identity,
+        &info.constraints,
+        &tuning.in_force,
+        tuning.fan_curve.as_ref(),
+        kept.as_ref().map(|stored| &stored.profile),
+    );
     if let Some(notes) = notes {
         profile.notes = notes.to_string();
-    }
-    if let Some(existing) = kept
-        && existing.profile.is_for(&identity.uuid)
-    {
-        // Replacing a profile of the same card keeps what cannot be read back from it.
-        profile.gpu_clock_lock = existing.profile.gpu_clock_lock;
-        profile.memory_clock_lock = existing.profile.memory_clock_lock;
-        profile.fan_curve = existing.profile.fan_curve;
-        profile.default_for_card = existing.profile.default_for_card;
-        if notes.is_none() {
-            profile.notes = existing.profile.notes;
-        }
     }
     let path = store.save(&profile)?;
     writeln!(
         out,
         "Saved GPU {} ({}) as the profile \"{}\" in {}: {}.",
         index,
-        identity.name,
+        info.identity.name,
         profile.name,
         path.display(),
         summary(&profile)
     )?;
     Ok(())
-}
-
-/// A profile converted for one GPU and checked by `device::gate`, ready to write.
-pub struct PreparedProfile {
-    pub identity: GpuIdentity,
-    pub constraints: Constraints,
-    pub application: ProfileApplication,
-    pub validated: Vec<ValidatedSetting>,
-}
-
-/// Converts `profile` for GPU `index` and validates every setting; nothing is written.
-pub fn prepare(
-    backend: &mut dyn Backend,
-    index: u32,
-    profile: &Profile,
-) -> anyhow::Result<PreparedProfile> {
-    let identity = backend.identity(index)?;
-    let constraints = backend.constraints(index)?;
-    let application = profile.for_card(&identity, &constraints);
-    let validated = application
-        .settings
-        .iter()
-        .map(|setting| validate(&constraints, *setting))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| anyhow!("{error} Nothing was changed."))?;
-    Ok(PreparedProfile {
-        identity,
-        constraints,
-        application,
-        validated,
-    })
-}
-
-/// Writes a prepared profile; the lines to print for what was written.
-pub fn write_prepared(
-    backend: &mut dyn Backend,
-    prepared: &PreparedProfile,
-) -> anyhow::Result<Vec<String>> {
-    let changes = [GpuChanges {
-        identity: prepared.identity.clone(),
-        constraints: prepared.constraints.clone(),
-        settings: prepared.validated.clone(),
-    }];
-    if let Err(failure) = apply_changes(backend, &changes) {
-        bail!("{}", failure.message());
-    }
-    Ok(prepared
-        .application
-        .settings
-        .iter()
-        .map(|setting| applied_line(setting, &prepared.constraints))
-        .collect())
 }
 
 /// "Power limit set to 315 W (70 % of 450 W)."
@@ -595,43 +562,69 @@ fn applied_line(setting: &Setting, constraints: &Constraints) -> String {
 /// The notice for a fan curve that a one-shot command cannot follow.
 pub const FAN_CURVE_ONE_SHOT_NOTICE: &str = "This profile has a fan curve, which a one-shot command cannot follow: the fans were left as they are. The window (`gputune`) or `gputune run --profile NAME -- COMMAND` follows fan curves.";
 
+/// Applies `profile` to GPU `index` through the engine; the lines to print.
+fn apply_to_gpu(
+    client: &mut TuningClient,
+    gpus: &[crate::tuning::engine::GpuInfo],
+    index: u32,
+    profile: &Profile,
+    messages: &mut dyn Write,
+) -> anyhow::Result<Vec<String>> {
+    let gpu = &gpus[index as usize];
+    let application = profile.for_card(&gpu.identity, &gpu.constraints);
+    for notice in &application.notices {
+        let _ = writeln!(
+            messages,
+            "gputune: {}: GPU {index}: {notice}",
+            notice.level_word()
+        );
+    }
+    if application.fan_curve.is_some() {
+        let _ = writeln!(messages, "gputune: notice: {FAN_CURVE_ONE_SHOT_NOTICE}");
+    }
+    if application.settings.is_empty() {
+        return Ok(vec![format!(
+            "the profile \"{}\" has nothing this card can apply; nothing was changed.",
+            profile.name
+        )]);
+    }
+    let request = Request::Apply {
+        changes: vec![GpuChange {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            settings: application.settings.clone(),
+        }],
+    };
+    match client.request(request).map_err(refusal)? {
+        Response::Applied { .. } => Ok(application
+            .settings
+            .iter()
+            .map(|setting| applied_line(setting, &gpu.constraints))
+            .collect()),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// `profile apply NAME`: notices on `messages`, what was written on `out`.
 pub fn apply(
-    backend: &mut dyn Backend,
+    client: &mut TuningClient,
     stored: &StoredProfile,
     gpu: Option<&str>,
     out: &mut dyn Write,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let profile = &stored.profile;
-    let index = choose_gpu(backend, gpu, Some(&profile.card.uuid))?;
-    let prepared = prepare(backend, index, profile)?;
-    for notice in &prepared.application.notices {
-        let _ = writeln!(messages, "gputune: notice: {notice}");
-    }
-    if prepared.application.fan_curve.is_some() {
-        let _ = writeln!(messages, "gputune: notice: {FAN_CURVE_ONE_SHOT_NOTICE}");
-    }
-    if prepared.validated.is_empty() {
-        writeln!(
-            out,
-            "GPU {index}: the profile \"{}\" has nothing this card can apply; nothing was changed.",
-            profile.name
-        )?;
-        return Ok(());
-    }
-    let lines = write_prepared(backend, &prepared)?;
-    for line in lines {
+    let gpus = snapshot(client)?.gpus;
+    let index = choose_gpu(&gpus, gpu, Some(&stored.profile.card.uuid))?;
+    for line in apply_to_gpu(client, &gpus, index, &stored.profile, messages)? {
         writeln!(out, "GPU {index}: {line}")?;
     }
     Ok(())
 }
 
 /// `profile apply-defaults`: every GPU's default profile, trying for `retry_s` seconds while
-/// the driver does not answer (at boot it may come up after us).
+/// the driver does not answer.
 pub fn apply_defaults(
     store: &ProfileStore,
-    options: &BackendOptions,
+    options: &TuningOptions,
     retry_s: u64,
     out: &mut dyn Write,
     messages: &mut dyn Write,
@@ -651,23 +644,13 @@ pub fn apply_defaults(
     }
     let deadline = Instant::now() + Duration::from_secs(retry_s);
     let mut said_waiting = false;
-    let (mut backend, count) = loop {
-        let attempt = open_backend(options).and_then(|opened| {
-            if let Some(reason) = opened.fallback_reason {
-                return Err(DeviceError::Other {
-                    what: "Finding the NVIDIA GPUs".to_string(),
-                    detail: reason,
-                });
+    let mut client = loop {
+        let mut quiet = Vec::new();
+        match connect_for_changes(options, &mut quiet) {
+            Ok(client) => {
+                let _ = messages.write_all(&quiet);
+                break client;
             }
-            let mut backend = opened.backend;
-            let count = backend.gpu_count()?;
-            if count == 0 {
-                return Err(DeviceError::NoGpus);
-            }
-            Ok((backend, count))
-        });
-        match attempt {
-            Ok(found) => break found,
             Err(error) if Instant::now() + RETRY_INTERVAL <= deadline => {
                 if !said_waiting {
                     let _ = writeln!(
@@ -681,37 +664,21 @@ pub fn apply_defaults(
             Err(error) => bail!("{error} No default profile was applied."),
         }
     };
+    let gpus = snapshot(&mut client)?.gpus;
     let mut failures = Vec::new();
-    for index in 0..count {
-        let identity = match backend.identity(index) {
-            Ok(identity) => identity,
-            Err(error) => {
-                failures.push(format!("GPU {index}: {error}"));
-                continue;
-            }
-        };
-        let Some(stored) = store.default_for(&identity.uuid) else {
-            writeln!(out, "GPU {index} ({}): no default profile.", identity.uuid)?;
+    for (index, gpu) in gpus.iter().enumerate() {
+        let index = index as u32;
+        let uuid = &gpu.identity.uuid;
+        let Some(stored) = store.default_for(uuid) else {
+            writeln!(out, "GPU {index} ({uuid}): no default profile.")?;
             continue;
         };
         writeln!(
             out,
-            "GPU {index} ({}): applying \"{}\".",
-            identity.uuid, stored.profile.name
+            "GPU {index} ({uuid}): applying \"{}\".",
+            stored.profile.name
         )?;
-        let result = prepare(backend.as_mut(), index, &stored.profile).and_then(|prepared| {
-            for notice in &prepared.application.notices {
-                let _ = writeln!(messages, "gputune: notice: GPU {index}: {notice}");
-            }
-            if prepared.application.fan_curve.is_some() {
-                let _ = writeln!(
-                    messages,
-                    "gputune: notice: GPU {index}: {FAN_CURVE_ONE_SHOT_NOTICE}"
-                );
-            }
-            write_prepared(backend.as_mut(), &prepared)
-        });
-        match result {
+        match apply_to_gpu(&mut client, &gpus, index, &stored.profile, messages) {
             Ok(lines) => {
                 for line in lines {
                     writeln!(out, "GPU {index}: {line}")?;

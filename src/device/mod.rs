@@ -281,6 +281,10 @@ pub trait Backend: Send {
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError>;
     /// The settings NVML can read back; `None` for what the card does not report.
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError>;
+    /// The power limit the card enforces now (one cheap read, unlike a whole snapshot).
+    fn enforced_power_limit(&mut self, index: u32) -> Result<Option<u32>, DeviceError> {
+        Ok(self.telemetry(index)?.power_limit_mw)
+    }
     /// Writes one setting. Only `device::gate` can make a `ValidatedSetting`.
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError>;
     /// How to open another handle to the same GPUs (the same simulated machine, the same
@@ -350,28 +354,38 @@ pub fn open_backend(options: &BackendOptions) -> Result<OpenedBackend, DeviceErr
 /// Finds a GPU by index ("0") or UUID (full, or a unique prefix of at least 8 characters).
 pub fn resolve_gpu(backend: &mut dyn Backend, query: &str) -> Result<u32, DeviceError> {
     let count = backend.gpu_count()?;
+    let uuids = (0..count)
+        .map(|index| backend.identity(index).map(|identity| identity.uuid))
+        .collect::<Result<Vec<_>, _>>()?;
+    resolve_among(&uuids, query)
+}
+
+/// Finds a GPU among `uuids` (in index order) by index or UUID (full, or a unique prefix of
+/// at least 8 characters).
+pub fn resolve_among(uuids: &[String], query: &str) -> Result<u32, DeviceError> {
     let query = query.trim();
+    let not_found = || DeviceError::GpuNotFound {
+        query: crate::text::printable(query),
+    };
     if let Ok(index) = query.parse::<u32>() {
-        return if index < count {
+        return if (index as usize) < uuids.len() {
             Ok(index)
         } else {
-            Err(DeviceError::GpuNotFound {
-                query: query.to_string(),
-            })
+            Err(not_found())
         };
     }
     let wanted = query.to_ascii_lowercase();
-    let mut matches = Vec::new();
-    for index in 0..count {
-        let uuid = backend.identity(index)?.uuid.to_ascii_lowercase();
-        if uuid == wanted || (wanted.len() >= 8 && uuid.starts_with(&wanted)) {
-            matches.push(index);
-        }
-    }
+    let matches: Vec<u32> = uuids
+        .iter()
+        .enumerate()
+        .filter(|(_, uuid)| {
+            let uuid = uuid.to_ascii_lowercase();
+            uuid == wanted || (wanted.len() >= 8 && uuid.starts_with(&wanted))
+        })
+        .map(|(index, _)| index as u32)
+        .collect();
     match matches.as_slice() {
         [index] => Ok(*index),
-        _ => Err(DeviceError::GpuNotFound {
-            query: query.to_string(),
-        }),
+        _ => Err(not_found()),
     }
 }

@@ -371,6 +371,11 @@ impl Backend for NvmlBackend {
         result.map_err(|error| map_error(error, &setting.describe(), index))
     }
 
+    fn enforced_power_limit(&mut self, index: u32) -> Result<Option<u32>, DeviceError> {
+        let device = self.device(index)?;
+        optional(device.enforced_power_limit(), "enforced power limit", index)
+    }
+
     fn reopener(&self) -> Reopener {
         let library_path = self.library_path.clone();
         Arc::new(move || {

@@ -177,6 +177,20 @@ impl FromIterator<ThrottleReason> for ThrottleReasons {
     }
 }
 
+impl Serialize for ThrottleReason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for ThrottleReason {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        ThrottleReason::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown throttle reason \"{name}\"")))
+    }
+}
+
 impl Serialize for ThrottleReasons {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.iter().map(ThrottleReason::name))

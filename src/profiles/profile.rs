@@ -5,11 +5,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::gate::validate;
-use crate::device::{
-    ClockRangeMhz, Constraints, CurrentSettings, GpuIdentity, OffsetRangeMhz, Setting,
-};
+use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
+use crate::notice::Notice;
 use crate::text;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
+use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
 use crate::units::watts_exact;
 
 /// The version of the profile file format this gputune writes and reads. A file with a higher
@@ -93,7 +93,7 @@ pub struct ProfileApplication {
     pub fan_curve: Option<FanCurve>,
     /// What was changed or left out, one sentence each: clamped values, another model, a
     /// control the card does not have.
-    pub notices: Vec<String>,
+    pub notices: Vec<Notice>,
 }
 
 /// Why a profile's contents cannot be used. Names the field and the value.
@@ -104,15 +104,22 @@ pub enum ProfileError {
 }
 
 impl Profile {
-    /// A profile of what can be read back from a card now: its power limit and clock offsets.
-    /// Clock locks cannot be read from NVML and fan curves live in gputune, so they are `None`.
-    pub fn from_current(
+    /// A profile of what a card runs now, as the engine knows it: the power limit (as watts
+    /// and as a share of the default), the clock locks gputune set, the clock offsets, and the
+    /// fan curve gputune follows. What neither the card nor gputune can tell (a clock lock set
+    /// by another tool, a curve not followed now) is kept from `previous`, the profile of the
+    /// same card being replaced, with its notes and default flag. The window and
+    /// `gputune profile save` both save through here, so they write the same file.
+    pub fn from_in_force(
         name: &str,
         identity: &GpuIdentity,
         constraints: &Constraints,
-        current: &CurrentSettings,
+        in_force: &SettingsInForce,
+        fan_curve: Option<&FanCurve>,
+        previous: Option<&Profile>,
     ) -> Profile {
-        let power_limit = current.power_limit_mw.and_then(|power_limit_mw| {
+        let previous = previous.filter(|previous| previous.is_for(&identity.uuid));
+        let power_limit = in_force.power_limit_mw.and_then(|power_limit_mw| {
             let default_mw = constraints
                 .power_limit_default_mw
                 .filter(|default_mw| *default_mw > 0)?;
@@ -123,22 +130,38 @@ impl Profile {
                 watts: f64::from(power_limit_mw) / 1000.0,
             })
         });
+        let lock = |lock: ClockLockState, kept: Option<ClockLock>| match lock {
+            ClockLockState::Locked { min_mhz, max_mhz } => Some(ClockLock { min_mhz, max_mhz }),
+            ClockLockState::Unlocked => None,
+            ClockLockState::Unknown => kept,
+        };
         Profile {
             schema_version: SCHEMA_VERSION,
             name: name.trim().to_string(),
-            notes: String::new(),
+            notes: previous
+                .map(|previous| previous.notes.clone())
+                .unwrap_or_default(),
             card: CardIdentity {
                 uuid: identity.uuid.clone(),
                 name: identity.name.clone(),
                 pci_bus_id: identity.pci_bus_id.clone(),
             },
-            default_for_card: false,
+            default_for_card: previous.is_some_and(|previous| previous.default_for_card),
             power_limit,
-            gpu_clock_lock: None,
-            memory_clock_lock: None,
-            gpu_clock_offset_mhz: current.gpu_clock_offset_mhz,
-            memory_clock_offset_mhz: current.memory_clock_offset_mhz,
-            fan_curve: None,
+            gpu_clock_lock: lock(
+                in_force.gpu_clock_lock,
+                previous.and_then(|previous| previous.gpu_clock_lock),
+            ),
+            memory_clock_lock: lock(
+                in_force.memory_clock_lock,
+                previous.and_then(|previous| previous.memory_clock_lock),
+            ),
+            gpu_clock_offset_mhz: in_force.gpu_clock_offset_mhz,
+            memory_clock_offset_mhz: in_force.memory_clock_offset_mhz,
+            fan_curve: match fan_curve {
+                Some(curve) => Some(curve.points().to_vec()),
+                None => previous.and_then(|previous| previous.fan_curve.clone()),
+            },
         }
     }
 
@@ -257,7 +280,8 @@ impl Profile {
         identity: &GpuIdentity,
         constraints: &Constraints,
     ) -> ProfileApplication {
-        let mut notices = Vec::new();
+        let mut notices: Vec<String> = Vec::new();
+        let mut different_model = false;
         let mut settings = Vec::new();
         let same_card = self.is_for(&identity.uuid);
         if !same_card {
@@ -267,8 +291,9 @@ impl Profile {
                     self.card.name, self.card.uuid
                 ));
             } else {
+                different_model = true;
                 notices.push(format!(
-                    "Warning: this profile was saved from a different model ({}); it is applied to this {} by percentage of its default power limit and clamped to what it accepts.",
+                    "This profile was saved from a different model ({}); it is applied to this {} by percentage of its default power limit and clamped to what it accepts.",
                     self.card.name, identity.name
                 ));
             }
@@ -346,7 +371,17 @@ impl Profile {
         ProfileApplication {
             settings,
             fan_curve,
-            notices,
+            notices: notices
+                .into_iter()
+                .enumerate()
+                .map(|(position, text)| {
+                    if different_model && position == 0 {
+                        Notice::Warning(text)
+                    } else {
+                        Notice::Info(text)
+                    }
+                })
+                .collect(),
         }
     }
 }

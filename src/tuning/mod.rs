@@ -1,11 +1,21 @@
-//! Changing GPU settings safely. Every write passes `device::gate`.
+//! Changing GPU settings safely: what a user asks for (`request`), fan curves, what a card
+//! runs (`in_force`), the statistics of a trial, and the one engine that writes (`engine`),
+//! with its state folder of locks, journals and records. Every write passes `device::gate`.
 
-pub mod control;
-pub mod elevate;
+pub mod engine;
 pub mod fan_curve;
-pub mod gui_trial;
 pub mod in_force;
-pub mod journal;
 pub mod request;
 pub mod state_folder;
-pub mod trial;
+pub mod stats;
+
+use crate::device::Setting;
+
+/// "power limit 450 W, GPU clock reset".
+pub fn describe_all(settings: &[Setting]) -> String {
+    settings
+        .iter()
+        .map(Setting::describe)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,6 +1,6 @@
 //! The application: `AppState` holds what the window shows and routes the panels' actions (it
-//! is what UI tests drive); `GpuTuneApp` connects it to eframe, the device-owner thread, file
-//! dialogs and storage.
+//! is what UI tests drive); `GpuTuneApp` connects it to eframe, the link to the tuning service,
+//! file dialogs and storage.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -8,6 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use eframe::egui;
 use serde::{Deserialize, Serialize};
 
+use super::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use super::model::{Connection, Model};
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
@@ -15,13 +16,14 @@ use super::plan::{PlanAction, PlanPanel};
 use super::profiles::{ProfileAction, ProfilesPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
+use crate::cli::connect::TuningOptions;
 use crate::device::sim::wall_clock_ms;
-use crate::device::{BackendOptions, Setting};
-use crate::telemetry::sampler::{
-    DEFAULT_INTERVAL_MS, Event, INTERVAL_RANGE_MS, Sampler, SamplerCommand,
-};
-use crate::tuning::control::TuneCommand;
+use crate::notice::Notice;
+use crate::service::INTERVAL_RANGE_MS;
 use eframe::egui::RichText;
+
+/// The window's sampling interval when the user has not chosen one.
+pub const DEFAULT_INTERVAL_MS: u64 = 500;
 
 /// Storage key for what the window remembers between runs.
 const STORAGE_KEY: &str = "gputune-window";
@@ -64,15 +66,10 @@ pub enum Tab {
 /// What the app must do outside the UI.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AppCommand {
-    /// A change for the device thread to validate and write.
+    /// A change for the engine to validate and write.
     Tune(TuneCommand),
     /// Something the Profiles tab asked for, on the GPU the Tune and Profiles tabs work on.
     Profile(ProfileAction),
-    /// Retry settings the driver refused, through `pkexec gputune apply ...`.
-    ApplyAsAdministrator {
-        gpu_index: usize,
-        settings: Vec<Setting>,
-    },
     /// Something the planner panel asked for (a file dialog, an export).
     Plan(PlanAction),
     /// Tell the device-owner thread to sample at this interval.
@@ -95,8 +92,8 @@ pub struct AppState {
     pub selected_gpu: Option<usize>,
     pub monitor: MonitorView,
     pub interval_ms: u64,
-    /// The last message for the user (an export's result), and whether it is an error.
-    pub status: Option<(String, bool)>,
+    /// The last message for the user (an export's result).
+    pub status: Option<Notice>,
     /// A GPU remembered from the last run, opened when it shows up again.
     wanted_gpu_uuid: Option<String>,
 }
@@ -121,9 +118,9 @@ impl AppState {
         }
     }
 
-    /// Takes in one event from the device-owner thread.
-    pub fn apply(&mut self, event: Event, received_at_ms: u64) {
-        let connected = matches!(event, Event::Connected { .. });
+    /// Takes in one event from the link to the tuning service.
+    pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+        let connected = matches!(event, LinkEvent::Connected { .. });
         self.model.apply(event, received_at_ms);
         if connected {
             self.plan.detected_card = self.model.gpus.first().map(|gpu| {
@@ -180,9 +177,17 @@ impl AppState {
         if !connection_banner(ui, &self.model.connection) {
             return commands;
         }
-        if let Some((message, is_error)) = &self.status {
-            let text = egui::RichText::new(message.as_str());
-            ui.label(if *is_error {
+        if let Some(notice) = &self.status {
+            let text = egui::RichText::new(notice.text());
+            ui.label(if notice.is_error() {
+                text.color(ERROR_TEXT)
+            } else {
+                text
+            });
+        }
+        for notice in &self.model.notices {
+            let text = egui::RichText::new(notice.text());
+            ui.label(if notice.is_error() {
                 text.color(ERROR_TEXT)
             } else {
                 text
@@ -196,12 +201,9 @@ impl AppState {
             if self.pick_tune_gpu(ui)
                 && let Some(gpu) = self.model.gpus.get(self.tune_gpu)
             {
-                let actions = self.profiles.profiles_ui(
-                    ui,
-                    gpu,
-                    &self.tune.applied,
-                    &mut self.apply_default_profiles_on_start,
-                );
+                let actions =
+                    self.profiles
+                        .profiles_ui(ui, gpu, &mut self.apply_default_profiles_on_start);
                 commands.extend(actions.into_iter().map(AppCommand::Profile));
             }
             return commands;
@@ -276,18 +278,13 @@ impl AppState {
         if !self.pick_tune_gpu(ui) {
             return;
         }
+        let daemon = matches!(
+            self.model.connection,
+            Connection::Connected { daemon: true, .. }
+        );
         if let Some(gpu) = self.model.gpus.get(self.tune_gpu) {
-            let (tune_commands, elevate) = self.tune.tune_ui(ui, gpu);
-            for command in &tune_commands {
-                self.tune.applied.record(command);
-            }
+            let tune_commands = self.tune.tune_ui(ui, gpu, daemon);
             commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
-            if let Some(settings) = elevate {
-                commands.push(AppCommand::ApplyAsAdministrator {
-                    gpu_index: self.tune_gpu,
-                    settings,
-                });
-            }
         }
     }
 }
@@ -297,15 +294,15 @@ type ExportResult = Result<String, String>;
 
 /// The running application.
 pub struct GpuTuneApp {
-    sampler: Sampler,
+    link: Link,
     state: AppState,
     export_results: (Sender<ExportResult>, Receiver<ExportResult>),
 }
 
 impl GpuTuneApp {
-    /// Starts the device-owner thread; it repaints `context` whenever it has news.
+    /// Starts the link to the tuning service; it repaints `context` whenever it has news.
     pub fn start(
-        options: BackendOptions,
+        options: TuningOptions,
         interval_ms: Option<u64>,
         context: egui::Context,
         storage: Option<&dyn eframe::Storage>,
@@ -317,33 +314,20 @@ impl GpuTuneApp {
             remembered.interval_ms = interval_ms;
         }
         let state = AppState::new(Model::default(), remembered);
-        let sampler = Sampler::spawn(options, state.interval_ms, move || {
+        let link = Link::spawn(options, state.interval_ms, move || {
             context.request_repaint()
         })?;
         Ok(GpuTuneApp {
-            sampler,
+            link,
             state,
             export_results: mpsc::channel(),
         })
     }
 
-    /// Shows a message above the panels (e.g. what was restored at start).
-    pub fn set_status(&mut self, message: String, is_error: bool) {
-        self.state.status = Some((message, is_error));
-    }
-
     fn run(&mut self, command: AppCommand, context: &egui::Context) {
         match command {
-            AppCommand::Tune(command) => self.sampler.send(SamplerCommand::Tune(command)),
-            AppCommand::Profile(action) => {
-                super::profile_actions::run_profile_action(&mut self.state, &self.sampler, action);
-            }
-            AppCommand::ApplyAsAdministrator {
-                gpu_index,
-                settings,
-            } => {
-                self.apply_as_administrator(gpu_index, settings, context.clone());
-            }
+            AppCommand::Tune(command) => self.link.send(LinkCommand::Tune(command)),
+            AppCommand::Profile(action) => self.run_profile_action(action),
             AppCommand::Plan(PlanAction::OpenModelFile) => {
                 let Some(path) = rfd::FileDialog::new()
                     .add_filter("Model config or checkpoint", &["json", "safetensors"])
@@ -380,8 +364,7 @@ impl GpuTuneApp {
                 });
             }
             AppCommand::SetInterval { interval_ms } => {
-                self.sampler
-                    .send(SamplerCommand::SetInterval { interval_ms });
+                self.link.send(LinkCommand::SetInterval { interval_ms });
             }
             AppCommand::ExportCsv { gpu_index } => {
                 let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
@@ -404,47 +387,20 @@ impl GpuTuneApp {
         }
     }
 
-    /// Runs `pkexec gputune apply ...` on its own thread; its outcome arrives as a status.
-    fn apply_as_administrator(
-        &mut self,
-        gpu_index: usize,
-        settings: Vec<Setting>,
-        context: egui::Context,
-    ) {
-        let Some(gpu) = self.state.model.gpus.get_mut(gpu_index) else {
-            return;
-        };
-        gpu.needs_administrator = None;
-        let uuid = gpu.info.identity.uuid.clone();
-        let executable = match std::env::current_exe() {
-            Ok(executable) => executable,
-            Err(error) => {
-                self.state.status = Some((
-                    format!(
-                        "gputune could not find its own program to run as administrator: {error}"
-                    ),
-                    true,
-                ));
-                return;
-            }
-        };
-        let results = self.export_results.0.clone();
-        self.state.status = Some(("Asking for administrator rights…".to_string(), false));
-        let spawned = std::thread::Builder::new().name("gputune-pkexec".to_string()).spawn(move || {
-            let output = crate::tuning::elevate::pkexec_command(&executable, &uuid, &settings).output();
-            let result = match output {
-                Ok(output) if output.status.success() => Ok(format!("Applied as administrator: {}", crate::tuning::journal::describe_all(&settings))),
-                Ok(output) => {
-                    let stderr = String::from_utf8_lossy(&output.stderr);
-                    Err(format!("Applying as administrator failed: {}", stderr.trim()))
-                }
-                Err(error) => Err(format!("pkexec could not be started ({error}): install polkit, or run `sudo gputune apply ...`.")),
-            };
-            let _ = results.send(result);
-            context.request_repaint();
-        });
-        if let Err(error) = spawned {
-            self.state.status = Some((format!("Could not start pkexec: {error}"), true));
+    /// Runs a Profiles-tab action and takes in its outcome.
+    fn run_profile_action(&mut self, action: ProfileAction) {
+        let outcome = super::profile_actions::run_profile_action(
+            action,
+            self.state.model.gpus.get(self.state.tune_gpu),
+            self.state.tune.trial_duration_s,
+        );
+        self.state.profiles.profiles = outcome.profiles;
+        self.state.profiles.problems = outcome.problems;
+        if let Some(message) = outcome.message {
+            self.state.profiles.message = Some(message);
+        }
+        for command in outcome.commands {
+            self.link.send(LinkCommand::Tune(command));
         }
     }
 
@@ -456,7 +412,7 @@ impl GpuTuneApp {
         let identity = gpu.info.identity.clone();
         let history = gpu.history.clone();
         let results = self.export_results.0.clone();
-        self.state.status = Some((format!("Saving {}…", path.display()), false));
+        self.state.status = Some(Notice::Info(format!("Saving {}…", path.display())));
         let spawned = std::thread::Builder::new()
             .name("gputune-export".to_string())
             .spawn(move || {
@@ -467,7 +423,9 @@ impl GpuTuneApp {
                 context.request_repaint();
             });
         if let Err(error) = spawned {
-            self.state.status = Some((format!("The export could not start: {error}"), true));
+            self.state.status = Some(Notice::Error(format!(
+                "The export could not start: {error}"
+            )));
         }
     }
 }
@@ -475,22 +433,27 @@ impl GpuTuneApp {
 impl eframe::App for GpuTuneApp {
     fn logic(&mut self, _context: &egui::Context, _frame: &mut eframe::Frame) {
         let now_ms = wall_clock_ms();
-        for event in self.sampler.drain_events() {
-            let connected = matches!(event, Event::Connected { .. });
+        for event in self.link.drain_events() {
+            let connected = matches!(event, LinkEvent::Connected { .. });
             self.state.apply(event, now_ms);
             if connected {
-                super::profile_actions::apply_default_profiles(&mut self.state, &self.sampler);
-                super::profile_actions::run_profile_action(
-                    &mut self.state,
-                    &self.sampler,
-                    super::profiles::ProfileAction::Refresh,
-                );
+                if self.state.apply_default_profiles_on_start {
+                    let (commands, said) =
+                        super::profile_actions::default_profile_commands(&self.state.model.gpus);
+                    for command in commands {
+                        self.link.send(LinkCommand::Tune(command));
+                    }
+                    if !said.is_empty() {
+                        self.state.status = Some(Notice::Info(said.join(" ")));
+                    }
+                }
+                self.run_profile_action(ProfileAction::Refresh);
             }
         }
         while let Ok(result) = self.export_results.1.try_recv() {
             self.state.status = Some(match result {
-                Ok(message) => (message, false),
-                Err(message) => (message, true),
+                Ok(message) => Notice::Info(message),
+                Err(message) => Notice::Error(message),
             });
         }
     }

@@ -1,7 +1,9 @@
-//! The egui application: `app` owns the window and the device-owner thread; each panel is a
-//! file with its state and a `*_ui` method, and never touches hardware or files.
+//! The egui application: `app` owns the window and the link to the tuning service (`link`);
+//! each panel is a file with its state and a `*_ui` method, and never touches hardware or
+//! files.
 
 pub mod app;
+pub mod link;
 pub mod model;
 pub mod monitor;
 pub mod overview;
@@ -14,16 +16,12 @@ pub mod trial_view;
 pub mod tune;
 pub mod widgets;
 
-use crate::device::BackendOptions;
+use crate::cli::connect::TuningOptions;
 
 /// Opens the main window and runs until it closes. `interval_ms` overrides the remembered
 /// sampling interval.
-pub fn run_window(
-    options: BackendOptions,
-    interval_ms: Option<u64>,
-    startup_messages: Vec<String>,
-) -> anyhow::Result<()> {
-    let (min_ms, max_ms) = crate::telemetry::sampler::INTERVAL_RANGE_MS;
+pub fn run_window(options: TuningOptions, interval_ms: Option<u64>) -> anyhow::Result<()> {
+    let (min_ms, max_ms) = crate::service::INTERVAL_RANGE_MS;
     if let Some(interval_ms) = interval_ms
         && !(min_ms..=max_ms).contains(&interval_ms)
     {
@@ -49,8 +47,8 @@ pub fn run_window(
         "gputune",
         native_options,
         Box::new(move |creation| {
-            // SIGINT / SIGTERM close the window the normal way, so a running trial is reverted
-            // and fans go back to the driver.
+            // SIGINT / SIGTERM close the window the normal way, so its sessions end: a running
+            // trial is reverted and the fans go back to what they were.
             let context = creation.egui_ctx.clone();
             if let Err(error) = ctrlc::set_handler(move || {
                 context.send_viewport_cmd(eframe::egui::ViewportCommand::Close);
@@ -58,15 +56,12 @@ pub fn run_window(
             }) {
                 tracing::warn!("Ctrl-C and SIGTERM will not revert a running trial: {error}");
             }
-            let mut app = app::GpuTuneApp::start(
+            let app = app::GpuTuneApp::start(
                 options,
                 interval_ms,
                 creation.egui_ctx.clone(),
                 creation.storage,
             )?;
-            if !startup_messages.is_empty() {
-                app.set_status(startup_messages.join(" "), false);
-            }
             Ok(Box::new(app))
         }),
     )

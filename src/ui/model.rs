@@ -1,9 +1,11 @@
-//! What the window knows about the GPUs: the connection, each GPU's identity, latest reading and
-//! history. Fed only by events from the device-owner thread.
+//! What the window knows about the GPUs: the connection, each GPU's identity, latest reading,
+//! history, and what it runs. Fed only by events from the link to the tuning service.
 
 use crate::device::{BackendKind, DeviceError, Telemetry};
+use crate::notice::Notice;
 use crate::telemetry::history::GpuHistory;
-use crate::telemetry::sampler::{Event, GpuInfo};
+use crate::tuning::engine::{GpuInfo, GpuTuning, TrialStatus};
+use crate::ui::link::LinkEvent;
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -15,6 +17,8 @@ pub enum Connection {
         backend: BackendKind,
         /// Why the simulator stands in for NVML, when it does.
         simulated_because: Option<String>,
+        /// A daemon does the tuning (else an engine in this window).
+        daemon: bool,
     },
     Failed(String),
 }
@@ -25,18 +29,20 @@ pub struct GpuModel {
     /// The latest reading, or why it failed; `None` before the first sample.
     pub latest: Option<Result<Telemetry, DeviceError>>,
     pub history: GpuHistory,
-    /// The last word from the device thread about tuning this GPU, and whether it is an error.
-    pub tune_message: Option<(String, bool)>,
+    /// The last word about tuning this GPU.
+    pub tune_message: Option<Notice>,
     /// The trial running on this GPU, or the last one that ended.
-    pub trial: Option<crate::tuning::gui_trial::TrialStatus>,
-    /// Settings the driver refused for lack of rights, which "Apply as administrator" can retry.
-    pub needs_administrator: Option<Vec<crate::device::Setting>>,
+    pub trial: Option<TrialStatus>,
+    /// What the card runs, who holds it, its fan state: the card's truth, from the engine.
+    pub tuning: Option<GpuTuning>,
 }
 
 /// Everything the panels show, built from sampler events.
 pub struct Model {
     pub connection: Connection,
     pub gpus: Vec<GpuModel>,
+    /// News not about one GPU (what the engine restored when it started).
+    pub notices: Vec<Notice>,
     /// Samples each GPU's history keeps (24 h at 10 Hz by default).
     history_capacity: usize,
 }
@@ -52,23 +58,28 @@ impl Model {
         Model {
             connection: Connection::Connecting,
             gpus: Vec::new(),
+            notices: Vec::new(),
             history_capacity,
         }
     }
 
-    /// Takes in one event from the device-owner thread. `received_at_ms` (Unix ms) stamps a
-    /// failed read, which has no timestamp of its own.
-    pub fn apply(&mut self, event: Event, received_at_ms: u64) {
+    /// Takes in one event from the link. `received_at_ms` (Unix ms) stamps a failed read,
+    /// which has no timestamp of its own.
+    pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
         match event {
-            Event::Connected {
+            LinkEvent::Connected {
                 backend,
                 simulated_because,
                 gpus,
+                daemon,
+                notices,
             } => {
                 self.connection = Connection::Connected {
                     backend,
                     simulated_because,
+                    daemon,
                 };
+                self.notices = notices;
                 self.gpus = gpus
                     .into_iter()
                     .map(|info| GpuModel {
@@ -77,11 +88,11 @@ impl Model {
                         history: GpuHistory::with_capacity(self.history_capacity),
                         tune_message: None,
                         trial: None,
-                        needs_administrator: None,
+                        tuning: None,
                     })
                     .collect();
             }
-            Event::Samples(samples) => {
+            LinkEvent::Samples(samples) => {
                 for (gpu, sample) in self.gpus.iter_mut().zip(samples) {
                     match &sample {
                         Ok(reading) => gpu.history.push(reading.sampled_at_ms, Some(reading)),
@@ -90,26 +101,41 @@ impl Model {
                     gpu.latest = Some(sample);
                 }
             }
-            Event::Failed(error) => self.connection = Connection::Failed(error.to_string()),
-            Event::Applied(outcome) => {
-                if let Some(gpu) = self.gpus.get_mut(outcome.gpu_index as usize) {
-                    gpu.tune_message = Some((outcome.summary(), outcome.error.is_some()));
-                    gpu.needs_administrator =
-                        outcome.permission_denied.then(|| outcome.requested.clone());
+            LinkEvent::Failed(message) => self.connection = Connection::Failed(message),
+            LinkEvent::Tuning(tuning) => {
+                if let Some(gpu) = self.gpus.get_mut(tuning.gpu_index as usize) {
+                    gpu.tuning = Some(*tuning);
                 }
             }
-            Event::Trial(status) => {
+            LinkEvent::Applied { gpu_index, result } => {
+                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
+                    gpu.tune_message = Some(match result {
+                        Ok(applied) => {
+                            let mut text = format!(
+                                "Applied {}.",
+                                crate::tuning::describe_all(&applied.applied)
+                            );
+                            if let Some(enforced_mw) = applied.enforced_power_limit_mw {
+                                text.push_str(&format!(
+                                    " The card enforces {}.",
+                                    crate::units::watts_exact(enforced_mw)
+                                ));
+                            }
+                            Notice::Info(text)
+                        }
+                        Err(error) => Notice::Error(error.message),
+                    });
+                }
+            }
+            LinkEvent::Trial(status) => {
                 if let Some(gpu) = self.gpus.get_mut(status.gpu_index as usize) {
                     gpu.trial = Some(*status);
                 }
             }
-            Event::TuneMessage {
-                gpu_index,
-                message,
-                is_error,
-            } => {
-                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
-                    gpu.tune_message = Some((message, is_error));
+            LinkEvent::Notice { gpu_index, notice } => {
+                match gpu_index.and_then(|index| self.gpus.get_mut(index as usize)) {
+                    Some(gpu) => gpu.tune_message = Some(notice),
+                    None => self.notices.push(notice),
                 }
             }
         }

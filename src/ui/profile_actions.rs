@@ -1,36 +1,53 @@
 //! What the Profiles tab's actions do: file dialogs (rfd, on the UI thread) and the profile
-//! store (`profiles::store` owns the files); applying goes to the device thread as tuning
-//! commands, through the same gate as everything else.
+//! store (`profiles::store` owns the files). Applying becomes tuning commands for the engine,
+//! like every other change. The app calls these with what they need and takes the outcome.
 
-use crate::profiles::store::ProfileStore;
-use crate::telemetry::sampler::{Sampler, SamplerCommand};
-use crate::tuning::control::TuneCommand;
-use crate::ui::app::AppState;
+use crate::notice::Notice;
+use crate::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
+use crate::ui::link::TuneCommand;
+use crate::ui::model::GpuModel;
 use crate::ui::profiles::ProfileAction;
 
-/// Seconds a profile is tried for before it reverts (the Tune tab's setting).
-fn trial_seconds(state: &AppState) -> u64 {
-    state.tune.trial_duration_s
+/// What running an action came to.
+pub struct ProfileOutcome {
+    /// What to tell the user, if anything.
+    pub message: Option<Notice>,
+    /// Changes for the engine.
+    pub commands: Vec<TuneCommand>,
+    /// The store's profiles and bad files, read again.
+    pub profiles: Vec<StoredProfile>,
+    pub problems: Vec<LoadProblem>,
 }
 
-/// Runs one Profiles-tab action.
-pub fn run_profile_action(state: &mut AppState, sampler: &Sampler, action: ProfileAction) {
+/// Runs one Profiles-tab action on `gpu` (the Tune and Profiles tabs' GPU); a trial lasts
+/// `trial_duration_s`.
+pub fn run_profile_action(
+    action: ProfileAction,
+    gpu: Option<&GpuModel>,
+    trial_duration_s: u64,
+) -> ProfileOutcome {
     let store = match ProfileStore::open_default() {
         Ok(store) => store,
         Err(error) => {
-            state.profiles.message = Some((error.to_string(), true));
-            return;
+            return ProfileOutcome {
+                message: Some(Notice::Error(error.to_string())),
+                commands: Vec::new(),
+                profiles: Vec::new(),
+                problems: Vec::new(),
+            };
         }
     };
+    let mut commands = Vec::new();
     let outcome: Result<String, String> = match action {
         ProfileAction::Refresh => Ok(String::new()),
         ProfileAction::Save(profile) => store
             .save(&profile)
             .map(|path| format!("Saved {} to {}.", profile.name, path.display()))
             .map_err(|error| error.to_string()),
-        ProfileAction::Apply { name, try_first } => {
-            apply_profile(state, sampler, &store, &name, try_first)
-        }
+        ProfileAction::Apply { name, try_first } => match gpu {
+            Some(gpu) => apply_profile(&store, &name, gpu, try_first, trial_duration_s, &mut commands),
+            None => Err("No GPU to apply the profile to.".to_string()),
+        },
         ProfileAction::Rename { old, new } => store
             .rename(&old, &new)
             .map(|()| format!("Renamed {old} to {new}."))
@@ -41,7 +58,11 @@ pub fn run_profile_action(state: &mut AppState, sampler: &Sampler, action: Profi
             .map_err(|error| error.to_string()),
         ProfileAction::SetDefault { name } => store
             .set_default(&name)
-            .map(|()| format!("{name} is now this card's default profile."))
+            .map(|()| {
+                format!(
+                    "{name} is now this card's default profile; the gputune daemon applies it at boot once you run `gputune profile default {name}` where it runs."
+                )
+            })
             .map_err(|error| error.to_string()),
         ProfileAction::Import => match rfd::FileDialog::new()
             .add_filter("gputune profile", &["toml"])
@@ -67,73 +88,71 @@ pub fn run_profile_action(state: &mut AppState, sampler: &Sampler, action: Profi
         }
     };
     let (profiles, problems) = store.list();
-    state.profiles.profiles = profiles;
-    state.profiles.problems = problems;
-    match outcome {
-        Ok(message) if message.is_empty() => {}
-        Ok(message) => state.profiles.message = Some((message, false)),
-        Err(message) => state.profiles.message = Some((message, true)),
+    ProfileOutcome {
+        message: match outcome {
+            Ok(message) if message.is_empty() => None,
+            Ok(message) => Some(Notice::Info(message)),
+            Err(message) => Some(Notice::Error(message)),
+        },
+        commands,
+        profiles,
+        problems,
     }
 }
 
-/// Applies (or tries) a stored profile on the Tune/Profiles tabs' GPU.
+/// Applies (or tries) a stored profile on `gpu`: the engine gets the converted settings and
+/// the fan curve to follow.
 fn apply_profile(
-    state: &AppState,
-    sampler: &Sampler,
     store: &ProfileStore,
     name: &str,
+    gpu: &GpuModel,
     try_first: bool,
+    trial_duration_s: u64,
+    commands: &mut Vec<TuneCommand>,
 ) -> Result<String, String> {
     let stored = store.load(name).map_err(|error| error.to_string())?;
-    let gpu = state
-        .model
-        .gpus
-        .get(state.tune_gpu)
-        .ok_or("No GPU to apply the profile to.")?;
     let application = stored
         .profile
         .for_card(&gpu.info.identity, &gpu.info.constraints);
     let gpu_index = gpu.info.identity.index;
     if !application.settings.is_empty() {
-        let command = if try_first {
+        commands.push(if try_first {
             TuneCommand::StartTrial {
                 gpu_index,
                 settings: application.settings.clone(),
-                duration_s: trial_seconds(state),
+                duration_s: trial_duration_s,
             }
         } else {
             TuneCommand::Apply {
                 gpu_index,
                 settings: application.settings.clone(),
             }
-        };
-        sampler.send(SamplerCommand::Tune(command));
+        });
     }
     if let Some(curve) = application.fan_curve {
-        sampler.send(SamplerCommand::Tune(TuneCommand::SetFanCurve {
+        commands.push(TuneCommand::SetFanCurve {
             gpu_index,
             curve: Some(curve),
-        }));
+        });
     }
     let verb = if try_first { "Trying" } else { "Applying" };
     let mut message = format!("{verb} {name} on GPU {gpu_index}.");
     for notice in application.notices {
         message.push(' ');
-        message.push_str(&notice);
+        message.push_str(notice.text());
     }
     Ok(message)
 }
 
-/// Applies each connected card's default profile, once, when the option is on.
-pub fn apply_default_profiles(state: &mut AppState, sampler: &Sampler) {
-    if !state.apply_default_profiles_on_start {
-        return;
-    }
-    let Ok(store) = ProfileStore::open_default() else {
-        return;
-    };
+/// The commands that apply each card's default profile (when the window opens), and what to
+/// say about it.
+pub fn default_profile_commands(gpus: &[GpuModel]) -> (Vec<TuneCommand>, Vec<String>) {
+    let mut commands = Vec::new();
     let mut said = Vec::new();
-    for gpu in &state.model.gpus {
+    let Ok(store) = ProfileStore::open_default() else {
+        return (commands, said);
+    };
+    for gpu in gpus {
         let Some(stored) = store.default_for(&gpu.info.identity.uuid) else {
             continue;
         };
@@ -142,23 +161,21 @@ pub fn apply_default_profiles(state: &mut AppState, sampler: &Sampler) {
             .for_card(&gpu.info.identity, &gpu.info.constraints);
         let gpu_index = gpu.info.identity.index;
         if !application.settings.is_empty() {
-            sampler.send(SamplerCommand::Tune(TuneCommand::Apply {
+            commands.push(TuneCommand::Apply {
                 gpu_index,
                 settings: application.settings,
-            }));
+            });
         }
         if let Some(curve) = application.fan_curve {
-            sampler.send(SamplerCommand::Tune(TuneCommand::SetFanCurve {
+            commands.push(TuneCommand::SetFanCurve {
                 gpu_index,
                 curve: Some(curve),
-            }));
+            });
         }
         said.push(format!(
             "Applied the default profile {} to GPU {gpu_index}.",
             stored.profile.name
         ));
     }
-    if !said.is_empty() {
-        state.status = Some((said.join(" "), false));
-    }
+    (commands, said)
 }

@@ -4,10 +4,10 @@
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::profiles::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
+use crate::notice::Notice;
+use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, StoredProfile};
 use crate::ui::model::GpuModel;
-use crate::ui::tune::AppliedSettings;
 use crate::ui::widgets::banner::ERROR_TEXT;
 
 /// What the Profiles tab asks the app to do.
@@ -44,8 +44,8 @@ pub enum ProfileAction {
 pub struct ProfilesPanel {
     pub profiles: Vec<StoredProfile>,
     pub problems: Vec<LoadProblem>,
-    /// The last outcome, and whether it is an error.
-    pub message: Option<(String, bool)>,
+    /// The last outcome.
+    pub message: Option<Notice>,
     new_name: String,
     new_notes: String,
     /// A profile being renamed and the new name typed so far.
@@ -55,19 +55,18 @@ pub struct ProfilesPanel {
 }
 
 impl ProfilesPanel {
-    /// Draws the tab for the card `identity`; `tune` holds the settings "Save" captures.
+    /// Draws the tab for the card of `gpu`; "Save" captures what the card runs now.
     pub fn profiles_ui(
         &mut self,
         ui: &mut egui::Ui,
         gpu: &GpuModel,
-        applied: &AppliedSettings,
         apply_default_on_start: &mut bool,
     ) -> Vec<ProfileAction> {
         let identity = &gpu.info.identity;
         let mut actions = Vec::new();
-        if let Some((message, is_error)) = &self.message {
-            let text = RichText::new(message.as_str());
-            ui.label(if *is_error {
+        if let Some(message) = &self.message {
+            let text = RichText::new(message.text());
+            ui.label(if message.is_error() {
                 text.color(ERROR_TEXT)
             } else {
                 text.color(Color32::from_rgb(0x5c, 0xd6, 0x7a))
@@ -82,25 +81,28 @@ impl ProfilesPanel {
             ui.add(egui::TextEdit::singleline(&mut self.new_notes).hint_text("optional"))
                 .labelled_by(notes.id);
             let name = self.new_name.trim().to_string();
-            if ui
+            let previous = self
+                .profiles
+                .iter()
+                .find(|stored| stored.profile.name == name)
+                .map(|stored| &stored.profile);
+            let profile = profile_from_card(&name, &self.new_notes, gpu, previous);
+            let button = ui
                 .add_enabled(
-                    !name.is_empty(),
+                    !name.is_empty() && profile.is_some(),
                     egui::Button::new("Save the current settings"),
                 )
-                .clicked()
+                .on_disabled_hover_text("Type a name; the card's settings must have been read.");
+            if button.clicked()
+                && let Some(profile) = profile
             {
-                actions.push(ProfileAction::Save(Box::new(profile_from_card(
-                    &name,
-                    &self.new_notes,
-                    gpu,
-                    applied,
-                ))));
+                actions.push(ProfileAction::Save(Box::new(profile)));
             }
         });
         ui.label(
             RichText::new(
-                "Saves the card's power limit (also as a percentage of its default), and the clock locks, offsets and \
-                 fan curve this window applied.",
+                "Saves what the card runs now: its power limit (also as a percentage of its default), the clock locks \
+                 gputune set, the offsets, and the fan curve gputune follows — the same file as `gputune profile save`.",
             )
             .weak(),
         );
@@ -271,49 +273,25 @@ fn summary(profile: &Profile) -> String {
     }
 }
 
-/// A profile of the card's current settings: its power limit as read, and the clock locks,
-/// offsets and fan curve this window applied (NVML cannot read locks back).
+/// A profile of what the card runs now, as the engine reports it (the same conversion as
+/// `gputune profile save`); `None` before the engine has said.
 pub fn profile_from_card(
     name: &str,
     notes: &str,
     gpu: &GpuModel,
-    applied: &AppliedSettings,
-) -> Profile {
-    let identity = &gpu.info.identity;
-    let constraints = &gpu.info.constraints;
-    let enforced_mw = gpu
-        .latest
-        .as_ref()
-        .and_then(|latest| latest.as_ref().ok())
-        .and_then(|reading| reading.power_limit_mw);
-    let power_limit = match (enforced_mw, constraints.power_limit_default_mw) {
-        (Some(milliwatts), Some(default_mw)) if default_mw > 0 => Some(PowerLimit {
-            percent_of_default: (f64::from(milliwatts) / f64::from(default_mw) * 1000.0).round()
-                / 10.0,
-            watts: f64::from(milliwatts) / 1000.0,
-        }),
-        _ => None,
-    };
-    let lock =
-        |lock: Option<(u32, u32)>| lock.map(|(min_mhz, max_mhz)| ClockLock { min_mhz, max_mhz });
-    Profile {
-        schema_version: SCHEMA_VERSION,
-        name: name.to_string(),
-        notes: notes.trim().to_string(),
-        card: CardIdentity {
-            uuid: identity.uuid.clone(),
-            name: identity.name.clone(),
-            pci_bus_id: identity.pci_bus_id.clone(),
-        },
-        default_for_card: false,
-        power_limit,
-        gpu_clock_lock: lock(applied.gpu_clock_lock_mhz),
-        memory_clock_lock: lock(applied.memory_clock_lock_mhz),
-        gpu_clock_offset_mhz: applied.gpu_clock_offset_mhz,
-        memory_clock_offset_mhz: applied.memory_clock_offset_mhz,
-        fan_curve: applied
-            .fan_curve
-            .as_ref()
-            .map(|curve| curve.points().to_vec()),
+    previous: Option<&Profile>,
+) -> Option<Profile> {
+    let tuning = gpu.tuning.as_ref()?;
+    let mut profile = Profile::from_in_force(
+        name,
+        &gpu.info.identity,
+        &gpu.info.constraints,
+        &tuning.in_force,
+        tuning.fan_curve.as_ref(),
+        previous,
+    );
+    if !notes.trim().is_empty() {
+        profile.notes = notes.trim().to_string();
     }
+    Some(profile)
 }

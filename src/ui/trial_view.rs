@@ -1,41 +1,70 @@
 //! A trial in the Tune tab: what is being tried, the countdown with Keep and Revert, and the
-//! before / during numbers.
+//! before / during numbers — the same rows `gputune apply --try` prints.
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::tuning::control::TuneCommand;
-use crate::tuning::gui_trial::TrialStatus;
+use crate::tuning::engine::{TrialPhase, TrialStatus};
+use crate::tuning::stats::{comparison_rows, settling_note};
+use crate::ui::link::TuneCommand;
+use crate::ui::widgets::banner::ERROR_TEXT;
+
+const COUNTDOWN_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 
 /// The running (or last) trial: what is tried, the countdown, Keep / Revert, before and during.
 pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<TuneCommand>) {
+    let gpu_index = trial.gpu_index;
     egui::Frame::group(ui.style())
         .inner_margin(8.0)
         .show(ui, |ui| {
             ui.set_width(ui.available_width());
-            match trial.remaining_s {
-                Some(remaining_s) => {
-                    ui.horizontal(|ui| {
+            ui.horizontal(|ui| {
+                match trial.phase {
+                    TrialPhase::Measuring { left_s } => {
                         ui.label(
                             RichText::new(format!(
-                                "Trying {}: reverts in {remaining_s} s",
+                                "Measuring the baseline before trying {}: {left_s} s",
                                 trial.what
                             ))
                             .strong()
-                            .color(Color32::from_rgb(0xff, 0xc1, 0x4d)),
+                            .color(COUNTDOWN_TEXT),
                         );
-                        if ui.button("Keep").clicked() {
-                            commands.push(TuneCommand::KeepTrial);
-                        }
-                        if ui.button("Revert").clicked() {
-                            commands.push(TuneCommand::RevertTrial);
-                        }
-                    });
+                    }
+                    TrialPhase::Running { left_s } => {
+                        ui.label(
+                            RichText::new(format!("Trying {}: reverts in {left_s} s", trial.what))
+                                .strong()
+                                .color(COUNTDOWN_TEXT),
+                        );
+                    }
+                    TrialPhase::Ended => {
+                        let text =
+                            RichText::new(trial.message.clone().unwrap_or_default()).strong();
+                        ui.label(if trial.failed {
+                            text.color(ERROR_TEXT)
+                        } else {
+                            text
+                        });
+                    }
                 }
-                None => {
-                    ui.label(RichText::new(trial.message.clone().unwrap_or_default()).strong());
+                if trial.phase != TrialPhase::Ended {
+                    if ui.button("Keep").clicked() {
+                        commands.push(TuneCommand::KeepTrial { gpu_index });
+                    }
+                    if ui.button("Revert").clicked() {
+                        commands.push(TuneCommand::RevertTrial { gpu_index });
+                    }
                 }
+            });
+            if let Some(warning) = &trial.baseline_warning {
+                ui.label(RichText::new(warning).color(COUNTDOWN_TEXT));
             }
             trial_table(ui, trial);
+            if trial.phase == TrialPhase::Ended
+                && trial.during.samples > 0
+                && let Some(note) = settling_note(&trial.during)
+            {
+                ui.label(RichText::new(note).weak());
+            }
         });
     ui.add_space(6.0);
 }
@@ -44,69 +73,21 @@ fn trial_table(ui: &mut egui::Ui, trial: &TrialStatus) {
     if trial.baseline.samples == 0 && trial.during.samples == 0 {
         return;
     }
-    let number = |value: Option<f64>, unit: &str| {
-        value.map_or("n/a".to_string(), |value| format!("{value:.1} {unit}"))
-    };
-    let whole = |value: Option<u32>, unit: &str| {
-        value.map_or("n/a".to_string(), |value| format!("{value} {unit}"))
-    };
     egui::Grid::new(("trial", trial.gpu_index))
         .striped(true)
-        .num_columns(3)
+        .num_columns(4)
         .show(ui, |ui| {
             ui.label("");
-            ui.label(RichText::new(format!("Before ({:.0} s)", trial.baseline.duration_s)).weak());
-            ui.label(RichText::new(format!("During ({:.0} s)", trial.during.duration_s)).weak());
+            ui.label(RichText::new("Before").weak());
+            ui.label(RichText::new("During").weak());
+            ui.label(RichText::new("Change").weak());
             ui.end_row();
-            let rows: [(&str, String, String); 6] = [
-                (
-                    "Average power",
-                    number(trial.baseline.average_power_w, "W"),
-                    number(trial.during.average_power_w, "W"),
-                ),
-                (
-                    "Average SM clock",
-                    number(trial.baseline.average_sm_clock_mhz, "MHz"),
-                    number(trial.during.average_sm_clock_mhz, "MHz"),
-                ),
-                (
-                    "Minimum SM clock",
-                    whole(trial.baseline.min_sm_clock_mhz, "MHz"),
-                    whole(trial.during.min_sm_clock_mhz, "MHz"),
-                ),
-                (
-                    "Average temperature",
-                    number(trial.baseline.average_temperature_c, "°C"),
-                    number(trial.during.average_temperature_c, "°C"),
-                ),
-                (
-                    "Energy per minute",
-                    number(trial.baseline.energy_wh_per_min, "Wh"),
-                    number(trial.during.energy_wh_per_min, "Wh"),
-                ),
-                (
-                    "Throttled",
-                    throttle_text(&trial.baseline),
-                    throttle_text(&trial.during),
-                ),
-            ];
-            for (label, before, during) in rows {
-                ui.label(label);
-                ui.label(before);
-                ui.label(during);
+            for row in comparison_rows(&trial.baseline, &trial.during) {
+                ui.label(row.label);
+                ui.label(row.before);
+                ui.label(row.during);
+                ui.label(row.change);
                 ui.end_row();
             }
         });
-}
-
-fn throttle_text(stats: &crate::tuning::trial::TrialStats) -> String {
-    if stats.throttle_s.is_empty() {
-        return "none".to_string();
-    }
-    stats
-        .throttle_s
-        .iter()
-        .map(|(reason, seconds)| format!("{} {seconds:.0} s", reason.label()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

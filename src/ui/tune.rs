@@ -1,14 +1,21 @@
-//! The tuning panel: power limit as a percentage of the default (with watts), clock locks and
-//! offsets with an undervolt-style preset, and a fan curve. It only builds `TuneCommand`s; the
-//! device-owner thread validates (through `device::gate`) and writes.
+//! The tuning panel: what the card runs now (from the engine: read back from the card, or the
+//! engine's record where NVML cannot read), and the controls to change it — power limit as a
+//! percentage of the default (with watts), clock locks and offsets with an undervolt-style
+//! preset, and a fan curve. It only builds `TuneCommand`s; the engine validates and writes.
+//!
+//! The inputs follow the card: when a setting changes on the card (here, from the CLI, from
+//! another program), its input shows the new value; what the user is editing elsewhere stays.
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{HLine, Legend, Line, Plot, Points};
+use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 
 use crate::device::{Constraints, Setting};
-use crate::tuning::control::TuneCommand;
+use crate::notice::Notice;
+use crate::tuning::engine::GpuTuning;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
+use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::tuning::request::{PowerLimitRequest, TuneRequest};
+use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::trial_view::trial_box;
 use crate::ui::widgets::banner::ERROR_TEXT;
@@ -17,11 +24,24 @@ use crate::units::watts_exact;
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
 const UNDERVOLT_CAP_MHZ: u32 = 2_520;
 const UNDERVOLT_OFFSET_MHZ: i32 = 150;
+const GOOD_TEXT: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);
+const WARNING_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 
-/// What the user is editing; sent to the device thread only on Apply.
+/// What the card ran when the inputs last followed it.
+#[derive(Debug, Clone, PartialEq)]
+struct Synced {
+    uuid: String,
+    in_force: SettingsInForce,
+    fan_curve: Option<FanCurve>,
+}
+
+/// What the user is editing; sent to the engine only on Apply or Try.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TunePanel {
     pub power_limit_pct: f64,
+    /// The card's own limit while the slider shows it (the slider moves in whole percent, the
+    /// card's watts need not be a whole percent): what Apply sends until the slider moves.
+    card_power_limit_mw: Option<u32>,
     pub gpu_clock_lock_mhz: (u32, u32),
     pub memory_clock_lock_mhz: (u32, u32),
     pub gpu_clock_offset_mhz: i32,
@@ -29,72 +49,21 @@ pub struct TunePanel {
     pub fan_curve_points: Vec<CurvePoint>,
     /// How long a "Try" runs before it reverts, seconds.
     pub trial_duration_s: u64,
-    /// What this window has applied (or is trying) on the card, for "save as profile": NVML
-    /// cannot read clock locks back, so they are remembered here.
-    pub applied: AppliedSettings,
-    /// The GPU the inputs were last set up for, so switching GPUs starts from its defaults.
-    initialized_for: Option<String>,
+    synced: Option<Synced>,
 }
 
 impl Default for TunePanel {
     fn default() -> TunePanel {
         TunePanel {
             power_limit_pct: 100.0,
+            card_power_limit_mw: None,
             gpu_clock_lock_mhz: (210, UNDERVOLT_CAP_MHZ),
             memory_clock_lock_mhz: (405, 10_501),
             gpu_clock_offset_mhz: 0,
             memory_clock_offset_mhz: 0,
             fan_curve_points: FanCurve::default().points().to_vec(),
             trial_duration_s: 60,
-            applied: AppliedSettings::default(),
-            initialized_for: None,
-        }
-    }
-}
-
-/// Settings the window has sent to the card, as a profile would record them.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct AppliedSettings {
-    pub gpu_clock_lock_mhz: Option<(u32, u32)>,
-    pub memory_clock_lock_mhz: Option<(u32, u32)>,
-    pub gpu_clock_offset_mhz: Option<i32>,
-    pub memory_clock_offset_mhz: Option<i32>,
-    pub fan_curve: Option<FanCurve>,
-}
-
-impl AppliedSettings {
-    /// Notes what a command sent to the device thread will set.
-    pub fn record(&mut self, command: &TuneCommand) {
-        let settings = match command {
-            TuneCommand::Apply { settings, .. } | TuneCommand::StartTrial { settings, .. } => {
-                settings
-            }
-            TuneCommand::SetFanCurve { curve, .. } => {
-                self.fan_curve = curve.clone();
-                return;
-            }
-            TuneCommand::KeepTrial | TuneCommand::RevertTrial => return,
-        };
-        for setting in settings {
-            match *setting {
-                Setting::LockGpuClocks { min_mhz, max_mhz } => {
-                    self.gpu_clock_lock_mhz = Some((min_mhz, max_mhz))
-                }
-                Setting::ResetGpuClocks => self.gpu_clock_lock_mhz = None,
-                Setting::LockMemoryClocks { min_mhz, max_mhz } => {
-                    self.memory_clock_lock_mhz = Some((min_mhz, max_mhz))
-                }
-                Setting::ResetMemoryClocks => self.memory_clock_lock_mhz = None,
-                Setting::GpuClockOffset { offset_mhz } => {
-                    self.gpu_clock_offset_mhz = Some(offset_mhz)
-                }
-                Setting::MemoryClockOffset { offset_mhz } => {
-                    self.memory_clock_offset_mhz = Some(offset_mhz)
-                }
-                Setting::PowerLimit { .. }
-                | Setting::FanSpeed { .. }
-                | Setting::FanAutomatic { .. } => {}
-            }
+            synced: None,
         }
     }
 }
@@ -106,68 +75,91 @@ pub fn power_limit_mw(constraints: &Constraints, percent: f64) -> Option<u32> {
 }
 
 impl TunePanel {
-    fn initialize_for(&mut self, gpu: &GpuModel) {
+    /// Follows the card: a new GPU starts from its own values; on the same GPU, each input
+    /// whose setting changed on the card since the last look takes the new value.
+    fn follow_card(&mut self, gpu: &GpuModel) {
         let uuid = &gpu.info.identity.uuid;
-        if self.initialized_for.as_ref() == Some(uuid) {
-            return;
-        }
         let constraints = &gpu.info.constraints;
-        *self = TunePanel {
-            initialized_for: Some(uuid.clone()),
-            ..TunePanel::default()
+        let same_gpu = self
+            .synced
+            .as_ref()
+            .is_some_and(|synced| &synced.uuid == uuid);
+        if !same_gpu {
+            *self = TunePanel {
+                trial_duration_s: self.trial_duration_s,
+                ..TunePanel::default()
+            };
+            if let Some(range) = constraints.gpu_clock_range {
+                self.gpu_clock_lock_mhz = (
+                    range.min_mhz,
+                    UNDERVOLT_CAP_MHZ.clamp(range.min_mhz, range.max_mhz),
+                );
+            }
+            if let Some(range) = constraints.memory_clock_range {
+                self.memory_clock_lock_mhz = (range.min_mhz, range.max_mhz);
+            }
+        }
+        let Some(tuning) = &gpu.tuning else {
+            return;
         };
-        if let (Some(limit), Some(default)) = (
-            gpu.latest
+        let before = self.synced.as_ref().filter(|_| same_gpu).cloned();
+        let now = &tuning.in_force;
+        let changed = |pick: &dyn Fn(&SettingsInForce) -> String| {
+            before
                 .as_ref()
-                .and_then(|latest| latest.as_ref().ok())
-                .and_then(|reading| reading.power_limit_mw),
-            constraints.power_limit_default_mw,
-        ) && default > 0
+                .is_none_or(|before| pick(&before.in_force) != pick(now))
+        };
+        if changed(&|settings| format!("{:?}", settings.power_limit_mw))
+            && let (Some(limit), Some(default)) =
+                (now.power_limit_mw, constraints.power_limit_default_mw)
+            && default > 0
         {
             self.power_limit_pct = (f64::from(limit) / f64::from(default) * 100.0).round();
+            self.card_power_limit_mw = Some(limit);
         }
-        if let Some(range) = constraints.gpu_clock_range {
-            self.gpu_clock_lock_mhz = (
-                range.min_mhz,
-                UNDERVOLT_CAP_MHZ.clamp(range.min_mhz, range.max_mhz),
-            );
+        if changed(&|settings| format!("{:?}", settings.gpu_clock_lock))
+            && let ClockLock::Locked { min_mhz, max_mhz } = now.gpu_clock_lock
+        {
+            self.gpu_clock_lock_mhz = (min_mhz, max_mhz);
         }
-        if let Some(range) = constraints.memory_clock_range {
-            self.memory_clock_lock_mhz = (range.min_mhz, range.max_mhz);
+        if changed(&|settings| format!("{:?}", settings.memory_clock_lock))
+            && let ClockLock::Locked { min_mhz, max_mhz } = now.memory_clock_lock
+        {
+            self.memory_clock_lock_mhz = (min_mhz, max_mhz);
         }
+        if changed(&|settings| format!("{:?}", settings.gpu_clock_offset_mhz))
+            && let Some(offset) = now.gpu_clock_offset_mhz
+        {
+            self.gpu_clock_offset_mhz = offset;
+        }
+        if changed(&|settings| format!("{:?}", settings.memory_clock_offset_mhz))
+            && let Some(offset) = now.memory_clock_offset_mhz
+        {
+            self.memory_clock_offset_mhz = offset;
+        }
+        let curve_changed = before
+            .as_ref()
+            .is_none_or(|before| before.fan_curve != tuning.fan_curve);
+        if curve_changed && let Some(curve) = &tuning.fan_curve {
+            self.fan_curve_points = curve.points().to_vec();
+        }
+        self.synced = Some(Synced {
+            uuid: uuid.clone(),
+            in_force: now.clone(),
+            fan_curve: tuning.fan_curve.clone(),
+        });
     }
 
-    /// Draws the panel for one GPU; returns the commands to send to the device thread, and
-    /// settings to retry as administrator when the user asks.
-    pub fn tune_ui(
-        &mut self,
-        ui: &mut egui::Ui,
-        gpu: &GpuModel,
-    ) -> (Vec<TuneCommand>, Option<Vec<Setting>>) {
-        self.initialize_for(gpu);
+    /// Draws the panel for one GPU; returns the commands for the engine. `daemon` says who
+    /// makes the changes.
+    pub fn tune_ui(&mut self, ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) -> Vec<TuneCommand> {
+        self.follow_card(gpu);
         let mut commands = Vec::new();
         let gpu_index = gpu.info.identity.index;
         let constraints = gpu.info.constraints.clone();
-        if let Some((message, is_error)) = &gpu.tune_message {
-            let text = RichText::new(message.as_str());
-            ui.label(if *is_error {
-                text.color(ERROR_TEXT)
-            } else {
-                text.color(Color32::from_rgb(0x5c, 0xd6, 0x7a))
-            });
-        }
-        let mut elevate = None;
-        if let Some(settings) = &gpu.needs_administrator {
-            ui.horizontal(|ui| {
-                ui.label("Changing GPU settings needs administrator rights.");
-                if ui
-                    .button("Apply as administrator")
-                    .on_hover_text("Runs only `gputune apply ...` for these settings through pkexec; the window stays unprivileged")
-                    .clicked()
-                {
-                    elevate = Some(settings.clone());
-                }
-            });
+        in_force_box(ui, gpu, daemon);
+        if let Some(notice) = &gpu.tune_message {
+            notice_label(ui, notice);
         }
         if let Some(trial) = &gpu.trial {
             trial_box(ui, trial, &mut commands);
@@ -186,10 +178,10 @@ impl TunePanel {
             ui.columns(2, |columns| {
                 self.power_section(&mut columns[0], &constraints, gpu_index, &mut commands);
                 self.clock_section(&mut columns[0], &constraints, gpu_index, &mut commands);
-                self.fan_section(&mut columns[1], &constraints, gpu_index, &mut commands);
+                self.fan_section(&mut columns[1], gpu, &mut commands);
             });
         });
-        (commands, elevate)
+        commands
     }
 
     fn power_section(
@@ -218,13 +210,25 @@ impl TunePanel {
                 .step_by(1.0)
                 .text("of default"),
         );
-        let watts = power_limit_mw(constraints, self.power_limit_pct)
-            .map_or("n/a".to_string(), watts_exact);
+        if slider.changed() {
+            self.card_power_limit_mw = None;
+        }
+        // The card's own watts until the slider moves; then the percentage's.
+        let chosen_mw = self
+            .card_power_limit_mw
+            .filter(|card_mw| {
+                power_limit_mw(constraints, self.power_limit_pct).is_some_and(|shown_mw| {
+                    (f64::from(shown_mw) - f64::from(*card_mw)).abs()
+                        <= f64::from(default_mw) / 200.0
+                })
+            })
+            .or_else(|| power_limit_mw(constraints, self.power_limit_pct));
+        let watts = chosen_mw.map_or("n/a".to_string(), watts_exact);
         ui.label(RichText::new(format!("= {watts}")).strong().size(16.0))
             .labelled_by(slider.id);
         ui.label(
             RichText::new(format!(
-                "Default {}, allowed {} to {}. Training loses little speed down to about 70 %.",
+                "Default {}, allowed {} to {}. Training runs at the limit, so a lower one trades some speed for power: try it and compare.",
                 watts_exact(default_mw),
                 watts_exact(min_mw),
                 watts_exact(max_mw)
@@ -232,25 +236,19 @@ impl TunePanel {
             .weak(),
         );
         ui.horizontal(|ui| {
-            if ui.button("Apply power limit").clicked()
-                && let Some(power_limit_mw) = power_limit_mw(constraints, self.power_limit_pct)
-            {
-                commands.push(TuneCommand::Apply {
+            if let Some(power_limit_mw) = chosen_mw {
+                apply_or_try(
+                    ui,
+                    ("Apply power limit", "Try power limit"),
+                    vec![Setting::PowerLimit { power_limit_mw }],
                     gpu_index,
-                    settings: vec![Setting::PowerLimit { power_limit_mw }],
-                });
-            }
-            if ui.button("Try power limit").clicked()
-                && let Some(power_limit_mw) = power_limit_mw(constraints, self.power_limit_pct)
-            {
-                commands.push(TuneCommand::StartTrial {
-                    gpu_index,
-                    settings: vec![Setting::PowerLimit { power_limit_mw }],
-                    duration_s: self.trial_duration_s,
-                });
+                    self.trial_duration_s,
+                    commands,
+                );
             }
             if ui.button("Back to default").clicked() {
                 self.power_limit_pct = 100.0;
+                self.card_power_limit_mw = None;
                 commands.push(TuneCommand::Apply {
                     gpu_index,
                     settings: vec![Setting::PowerLimit {
@@ -270,171 +268,155 @@ impl TunePanel {
         commands: &mut Vec<TuneCommand>,
     ) {
         ui.heading("Clocks");
-        if let Some(range) = constraints.gpu_clock_range {
+        for (label, lock, range, lock_setting, reset_setting, name) in [
+            (
+                "GPU clock lock",
+                &mut self.gpu_clock_lock_mhz,
+                constraints.gpu_clock_range,
+                (|min_mhz, max_mhz| Setting::LockGpuClocks { min_mhz, max_mhz })
+                    as fn(u32, u32) -> Setting,
+                Setting::ResetGpuClocks,
+                "GPU",
+            ),
+            (
+                "Memory clock lock",
+                &mut self.memory_clock_lock_mhz,
+                constraints.memory_clock_range,
+                |min_mhz, max_mhz| Setting::LockMemoryClocks { min_mhz, max_mhz },
+                Setting::ResetMemoryClocks,
+                "memory",
+            ),
+        ] {
+            let Some(range) = range else { continue };
             ui.horizontal(|ui| {
-                let label = ui.label("GPU clock lock");
+                let label = ui.label(label);
                 ui.add(
-                    egui::DragValue::new(&mut self.gpu_clock_lock_mhz.0)
+                    egui::DragValue::new(&mut lock.0)
                         .range(range.min_mhz..=range.max_mhz)
                         .suffix(" MHz"),
                 )
                 .labelled_by(label.id);
                 ui.label("to");
                 ui.add(
-                    egui::DragValue::new(&mut self.gpu_clock_lock_mhz.1)
+                    egui::DragValue::new(&mut lock.1)
                         .range(range.min_mhz..=range.max_mhz)
                         .suffix(" MHz"),
                 )
                 .labelled_by(label.id);
             });
             ui.horizontal(|ui| {
-                let lock = vec![Setting::LockGpuClocks {
-                    min_mhz: self.gpu_clock_lock_mhz.0,
-                    max_mhz: self.gpu_clock_lock_mhz.1,
-                }];
                 apply_or_try(
                     ui,
-                    "Lock GPU clocks",
-                    lock,
+                    (
+                        &format!("Lock {name} clocks"),
+                        &format!("Try {name} clock lock"),
+                    ),
+                    vec![lock_setting(lock.0, lock.1)],
                     gpu_index,
                     self.trial_duration_s,
                     commands,
                 );
-                if ui.button("Reset GPU clocks").clicked() {
+                if ui.button(format!("Reset {name} clocks")).clicked() {
                     commands.push(TuneCommand::Apply {
                         gpu_index,
-                        settings: vec![Setting::ResetGpuClocks],
-                    });
-                }
-            });
-        }
-        if let Some(range) = constraints.memory_clock_range {
-            ui.horizontal(|ui| {
-                let label = ui.label("Memory clock lock");
-                ui.add(
-                    egui::DragValue::new(&mut self.memory_clock_lock_mhz.0)
-                        .range(range.min_mhz..=range.max_mhz)
-                        .suffix(" MHz"),
-                )
-                .labelled_by(label.id);
-                ui.label("to");
-                ui.add(
-                    egui::DragValue::new(&mut self.memory_clock_lock_mhz.1)
-                        .range(range.min_mhz..=range.max_mhz)
-                        .suffix(" MHz"),
-                )
-                .labelled_by(label.id);
-            });
-            ui.horizontal(|ui| {
-                let lock = vec![Setting::LockMemoryClocks {
-                    min_mhz: self.memory_clock_lock_mhz.0,
-                    max_mhz: self.memory_clock_lock_mhz.1,
-                }];
-                apply_or_try(
-                    ui,
-                    "Lock memory clocks",
-                    lock,
-                    gpu_index,
-                    self.trial_duration_s,
-                    commands,
-                );
-                if ui.button("Reset memory clocks").clicked() {
-                    commands.push(TuneCommand::Apply {
-                        gpu_index,
-                        settings: vec![Setting::ResetMemoryClocks],
+                        settings: vec![reset_setting],
                     });
                 }
             });
         }
         ui.add_space(8.0);
         ui.label(RichText::new("Clock offsets").strong());
-        match (
-            constraints.gpu_clock_offset_range,
-            constraints.memory_clock_offset_range,
-        ) {
-            (Some(gpu_range), memory_range) => {
-                ui.add(
-                    egui::Slider::new(
-                        &mut self.gpu_clock_offset_mhz,
-                        gpu_range.min_mhz..=gpu_range.max_mhz,
-                    )
-                    .suffix(" MHz")
-                    .text("GPU offset"),
-                );
-                if let Some(memory_range) = memory_range {
-                    ui.add(
-                        egui::Slider::new(
-                            &mut self.memory_clock_offset_mhz,
-                            memory_range.min_mhz..=memory_range.max_mhz,
-                        )
-                        .suffix(" MHz")
-                        .text("memory offset"),
-                    );
-                }
-                ui.label(
-                    RichText::new(
-                        "Offsets move the voltage/frequency curve and snap to the driver's 15 MHz steps. On an RTX 4090 \
-                         the memory offset counts double data rate: +1000 raises the memory clock NVML reports by 500 MHz.",
-                    )
-                    .weak(),
-                );
-                ui.horizontal(|ui| {
-                    let mut offsets = vec![Setting::GpuClockOffset { offset_mhz: self.gpu_clock_offset_mhz }];
-                    if memory_range.is_some() {
-                        offsets.push(Setting::MemoryClockOffset { offset_mhz: self.memory_clock_offset_mhz });
-                    }
-                    apply_or_try(ui, "Apply offsets", offsets, gpu_index, self.trial_duration_s, commands);
-                    if let Some(range) = constraints.gpu_clock_range {
-                        let cap = UNDERVOLT_CAP_MHZ.clamp(range.min_mhz, range.max_mhz);
-                        let preset = ui
-                            .button(format!("Undervolt-style: cap {cap} MHz, +{UNDERVOLT_OFFSET_MHZ} MHz"))
-                            .on_hover_text(
-                                "Capping the clock and adding an offset makes the card run that clock at the lower voltage \
-                                 the curve gives a slower clock, so it draws less power for the same speed.",
-                            );
-                        let offset_mhz = UNDERVOLT_OFFSET_MHZ.clamp(gpu_range.min_mhz, gpu_range.max_mhz);
-                        let undervolt = vec![
-                            Setting::LockGpuClocks { min_mhz: range.min_mhz, max_mhz: cap },
-                            Setting::GpuClockOffset { offset_mhz },
-                        ];
-                        let try_preset = ui.button("Try it");
-                        if preset.clicked() || try_preset.clicked() {
-                            self.gpu_clock_lock_mhz = (range.min_mhz, cap);
-                            self.gpu_clock_offset_mhz = offset_mhz;
-                        }
-                        if preset.clicked() {
-                            commands.push(TuneCommand::Apply { gpu_index, settings: undervolt.clone() });
-                        }
-                        if try_preset.clicked() {
-                            commands.push(TuneCommand::StartTrial {
-                                gpu_index,
-                                settings: undervolt,
-                                duration_s: self.trial_duration_s,
-                            });
-                        }
-                    }
-                });
-                ui.label(
-                    RichText::new(
-                        "Undervolt-style: a locked maximum clock plus a positive offset runs the capped clock at a lower \
-                         voltage, which saves power and heat for the same speed.",
-                    )
-                    .weak(),
-                );
-            }
-            (None, _) => {
-                ui.label("Not supported on this GPU or driver (they need a consumer card and driver 555 or newer).");
-            }
+        let Some(gpu_range) = constraints.gpu_clock_offset_range else {
+            ui.label("Not supported on this GPU or driver (they need a consumer card and driver 555 or newer).");
+            return;
+        };
+        let memory_range = constraints.memory_clock_offset_range;
+        ui.add(
+            egui::Slider::new(
+                &mut self.gpu_clock_offset_mhz,
+                gpu_range.min_mhz..=gpu_range.max_mhz,
+            )
+            .suffix(" MHz")
+            .text("GPU offset"),
+        );
+        if let Some(memory_range) = memory_range {
+            ui.add(
+                egui::Slider::new(
+                    &mut self.memory_clock_offset_mhz,
+                    memory_range.min_mhz..=memory_range.max_mhz,
+                )
+                .suffix(" MHz")
+                .text("memory offset"),
+            );
         }
+        ui.label(
+            RichText::new(
+                "Offsets move the voltage/frequency curve and snap to the driver's 15 MHz steps. On an RTX 4090 \
+                 the memory offset counts double data rate: +1000 raises the memory clock NVML reports by 500 MHz.",
+            )
+            .weak(),
+        );
+        ui.horizontal(|ui| {
+            let mut offsets = vec![Setting::GpuClockOffset {
+                offset_mhz: self.gpu_clock_offset_mhz,
+            }];
+            if memory_range.is_some() {
+                offsets.push(Setting::MemoryClockOffset {
+                    offset_mhz: self.memory_clock_offset_mhz,
+                });
+            }
+            apply_or_try(
+                ui,
+                ("Apply offsets", "Try offsets"),
+                offsets,
+                gpu_index,
+                self.trial_duration_s,
+                commands,
+            );
+        });
+        let Some(range) = constraints.gpu_clock_range else {
+            return;
+        };
+        let cap = UNDERVOLT_CAP_MHZ.clamp(range.min_mhz, range.max_mhz);
+        let offset_mhz = UNDERVOLT_OFFSET_MHZ.clamp(gpu_range.min_mhz, gpu_range.max_mhz);
+        ui.horizontal(|ui| {
+            let preset = ui
+                .button(format!("Undervolt-style: cap {cap} MHz, {offset_mhz:+} MHz"))
+                .on_hover_text(
+                    "Capping the clock and adding an offset makes the card run that clock at the lower voltage \
+                     the curve gives a slower clock, so it draws less power for the same speed.",
+                );
+            let try_preset = ui.button("Try it");
+            let undervolt = vec![
+                Setting::LockGpuClocks {
+                    min_mhz: range.min_mhz,
+                    max_mhz: cap,
+                },
+                Setting::GpuClockOffset { offset_mhz },
+            ];
+            if preset.clicked() || try_preset.clicked() {
+                self.gpu_clock_lock_mhz = (range.min_mhz, cap);
+                self.gpu_clock_offset_mhz = offset_mhz;
+            }
+            if preset.clicked() {
+                commands.push(TuneCommand::Apply {
+                    gpu_index,
+                    settings: undervolt.clone(),
+                });
+            }
+            if try_preset.clicked() {
+                commands.push(TuneCommand::StartTrial {
+                    gpu_index,
+                    settings: undervolt,
+                    duration_s: self.trial_duration_s,
+                });
+            }
+        });
     }
 
-    fn fan_section(
-        &mut self,
-        ui: &mut egui::Ui,
-        constraints: &Constraints,
-        gpu_index: u32,
-        commands: &mut Vec<TuneCommand>,
-    ) {
+    fn fan_section(&mut self, ui: &mut egui::Ui, gpu: &GpuModel, commands: &mut Vec<TuneCommand>) {
+        let constraints = &gpu.info.constraints;
+        let gpu_index = gpu.info.identity.index;
         ui.heading("Fan curve");
         let Some(range) = constraints
             .fan_speed_range
@@ -445,10 +427,28 @@ impl TunePanel {
             );
             return;
         };
+        let following = gpu
+            .tuning
+            .as_ref()
+            .and_then(|tuning| tuning.fan_curve.as_ref());
+        let safety = gpu
+            .tuning
+            .as_ref()
+            .is_some_and(|tuning| tuning.fan_safety_engaged);
+        if safety {
+            ui.label(
+                RichText::new(
+                    "The card neared its slowdown temperature: its fans are with the driver until it cools.",
+                )
+                .color(WARNING_TEXT),
+            );
+        } else if following.is_some() {
+            ui.label(RichText::new("gputune follows a fan curve on this card.").color(GOOD_TEXT));
+        }
         ui.label(
             RichText::new(format!(
-                "Temperature to fan speed. This card accepts {}-{} %: lower points run at {} %. The curve is followed by \
-                 gputune while it runs; when it exits, the fans go back to the driver.",
+                "Temperature to fan speed; the curve must rise. This card accepts {}-{} %: lower points run at {} %. \
+                 The curve is followed while this window is open; when it closes, the fans go back to what they were.",
                 range.min_pct, range.max_pct, range.min_pct
             ))
             .weak(),
@@ -494,6 +494,19 @@ impl TunePanel {
             .iter()
             .map(|point| [point.temperature_c, point.speed_pct])
             .collect();
+        let latest = gpu.latest.as_ref().and_then(|latest| latest.as_ref().ok());
+        let now = latest.and_then(|reading| {
+            let temperature = f64::from(reading.temperature_c?);
+            let fans: Vec<u32> = reading
+                .fans
+                .iter()
+                .flatten()
+                .filter_map(|fan| fan.speed_pct)
+                .collect();
+            let speed =
+                (!fans.is_empty()).then(|| f64::from(fans.iter().sum::<u32>()) / fans.len() as f64);
+            Some((temperature, speed))
+        });
         Plot::new(("fan-curve-plot", gpu_index))
             .height(200.0)
             .include_x(0.0)
@@ -520,6 +533,22 @@ impl TunePanel {
                 plot_ui.hline(
                     HLine::new("Card minimum", f64::from(range.min_pct)).color(Color32::GRAY),
                 );
+                if let Some((temperature, speed)) = now {
+                    plot_ui.vline(
+                        VLine::new(format!("Now {temperature:.0} °C"), temperature)
+                            .color(WARNING_TEXT),
+                    );
+                    if let Some(speed) = speed {
+                        plot_ui.points(
+                            Points::new(
+                                format!("Fans now {speed:.0} %"),
+                                vec![[temperature, speed]],
+                            )
+                            .radius(5.0)
+                            .color(WARNING_TEXT),
+                        );
+                    }
+                }
             });
         match curve {
             Ok(curve) => {
@@ -530,10 +559,11 @@ impl TunePanel {
                             curve: Some(curve),
                         });
                     }
-                    if ui
-                        .button("Automatic")
-                        .on_hover_text("Hand the fans back to the driver")
-                        .clicked()
+                    if following.is_some()
+                        && ui
+                            .button("Stop following")
+                            .on_hover_text("The fans go back to what they were before the curve (usually the driver's own)")
+                            .clicked()
                     {
                         commands.push(TuneCommand::SetFanCurve {
                             gpu_index,
@@ -549,10 +579,111 @@ impl TunePanel {
     }
 }
 
+/// What the card runs, who holds it, who changed it last, and who makes the changes.
+fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
+    egui::Frame::group(ui.style()).inner_margin(8.0).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        let Some(tuning) = &gpu.tuning else {
+            ui.label(RichText::new("Reading what the card runs…").weak());
+            return;
+        };
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new("In force:").strong());
+            ui.label(in_force_text(tuning, &gpu.info.constraints));
+        });
+        if matches!(tuning.in_force.gpu_clock_lock, ClockLock::Unknown) {
+            ui.label(
+                RichText::new(
+                    "Clock locks: not known — NVML cannot read them back, and gputune did not set them since the driver started.",
+                )
+                .weak(),
+            );
+        }
+        if let Some(holder) = &tuning.holder {
+            let this_window = holder.by.contains(&format!("pid {}", std::process::id()));
+            let until = holder
+                .trial_ends_at_ms
+                .map(|ends_ms| format!(" until {}", local_time(ends_ms)))
+                .unwrap_or_default();
+            let who = if this_window {
+                "this window".to_string()
+            } else {
+                holder.by.clone()
+            };
+            ui.label(
+                RichText::new(format!("Held by {} of {who}{until}.", holder.purpose.describe()))
+                    .color(WARNING_TEXT),
+            );
+        }
+        if let Some(change) = &tuning.last_change {
+            ui.label(
+                RichText::new(format!(
+                    "Last change at {}: {} (by {}).",
+                    local_time(change.at_ms),
+                    change.what,
+                    change.by
+                ))
+                .weak(),
+            );
+        }
+        ui.label(
+            RichText::new(if daemon {
+                "Changes go through the gputune daemon, which puts back what a trial or a session changed when it ends."
+            } else {
+                "No gputune daemon runs: this window makes the changes itself (a real card needs administrator rights: `sudo gputune daemon install`)."
+            })
+            .weak(),
+        );
+    });
+    ui.add_space(4.0);
+}
+
+/// "315 W (70 % of default), GPU clocks 210-2520 MHz, …".
+fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> String {
+    let mut text = tuning.in_force.summary();
+    if let (Some(limit), Some(default)) = (
+        tuning.in_force.power_limit_mw,
+        constraints.power_limit_default_mw,
+    ) && default > 0
+    {
+        let share = format!(
+            " ({:.0} % of default)",
+            f64::from(limit) / f64::from(default) * 100.0
+        );
+        let watts = format!("power limit {}", watts_exact(limit));
+        text = text.replacen(&watts, &format!("{watts}{share}"), 1);
+    }
+    if text.is_empty() {
+        "not reported by the card".to_string()
+    } else {
+        text
+    }
+}
+
+fn local_time(at_ms: u64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_millis_opt(at_ms as i64)
+        .single()
+        .map_or_else(
+            || "?".to_string(),
+            |time| time.format("%H:%M:%S").to_string(),
+        )
+}
+
+fn notice_label(ui: &mut egui::Ui, notice: &Notice) {
+    let text = RichText::new(notice.text());
+    ui.label(match notice {
+        Notice::Error(_) => text.color(ERROR_TEXT),
+        Notice::Warning(_) => text.color(WARNING_TEXT),
+        Notice::Info(_) => text.color(GOOD_TEXT),
+    });
+}
+
 /// An apply button and its "Try" twin for the same settings.
 fn apply_or_try(
     ui: &mut egui::Ui,
-    label: &str,
+    (label, try_label): (&str, &str),
     settings: Vec<Setting>,
     gpu_index: u32,
     duration_s: u64,
@@ -565,7 +696,7 @@ fn apply_or_try(
         });
     }
     if ui
-        .button("Try")
+        .button(try_label)
         .on_hover_text(format!(
             "{label} for {duration_s} s, then revert unless kept"
         ))

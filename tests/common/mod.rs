@@ -57,6 +57,48 @@ impl FakeMachine {
         self.directory.path().join("fake-nvml-state.json")
     }
 
+    /// gputune's state folder for this machine (locks, journals, clock-lock records).
+    pub fn state_dir(&self) -> PathBuf {
+        self.directory.path().join("gputune-state")
+    }
+
+    /// gputune's config folder for this machine (profiles).
+    pub fn config_dir(&self) -> PathBuf {
+        self.directory.path().join("gputune-config")
+    }
+
+    /// The journal the engine keeps for GPU `gpu` while it changes it temporarily.
+    pub fn journal(&self, gpu: usize) -> PathBuf {
+        self.state_dir()
+            .join(format!("journal-{}.json", self.uuid(gpu)))
+    }
+
+    /// GPU `gpu`'s UUID, as the simulator makes it.
+    pub fn uuid(&self, gpu: usize) -> String {
+        gputune::device::sim::SimMachine::new(
+            gputune::device::sim::SimScenario::from_name(self.scenario).expect("a known scenario"),
+            gputune::device::sim::LoadPattern::Idle,
+            0,
+        )
+        .gpus[gpu]
+            .uuid
+            .clone()
+    }
+
+    /// Every write the fake driver saw; none when no process touched the driver yet.
+    pub fn write_log(&self) -> Vec<nvidia_ml_fake::WriteRecord> {
+        if self.state_path().exists() {
+            self.state().write_log
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The power limit GPU `gpu` has now, milliwatts.
+    pub fn power_limit_mw(&self, gpu: usize) -> u32 {
+        self.state().machine.gpus[gpu].settings.power_limit_mw
+    }
+
     /// The variables that point the fake library at this machine.
     pub fn environment(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -82,12 +124,17 @@ impl FakeMachine {
         nvidia_ml_fake::load_state(self.state_path()).expect("the fake state file reads back")
     }
 
-    /// The gputune binary, pointed at this machine's fake library.
+    /// The gputune binary, pointed at this machine's fake library and its own state and config
+    /// folders, with no daemon (the engine runs in each process) unless a test names a socket.
     pub fn command(&self, arguments: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
         command
             .args(arguments)
             .env("GPUTUNE_NVML_LIB", &self.library)
+            .env("GPUTUNE_STATE_DIR", self.state_dir())
+            .env("GPUTUNE_CONFIG_DIR", self.config_dir())
+            .env("GPUTUNE_SOCKET", "")
+            .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR")
             .env_remove("GPUTUNE_LOG");
         for (name, value) in self.environment() {
             command.env(name, value);

@@ -6,9 +6,64 @@ use gputune::device::Backend;
 use gputune::device::sim::{
     LoadPattern, ManualClock, SimBackend, SimClock, SimOptions, SimScenario,
 };
-use gputune::telemetry::sampler::{connected_event, samples_event};
+use gputune::device::{BackendKind, DeviceError};
+use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
+use gputune::tuning::in_force::SettingsInForce;
+use gputune::tuning::stats::TrialStats;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
+use gputune::ui::link::LinkEvent;
 use gputune::ui::model::Model;
+
+/// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.
+pub fn connected_event(
+    backend: &mut SimBackend,
+    simulated_because: Option<String>,
+) -> Result<LinkEvent, DeviceError> {
+    let gpus = (0..backend.gpu_count()?)
+        .map(|index| {
+            Ok(GpuInfo {
+                identity: backend.identity(index)?,
+                constraints: backend.constraints(index)?,
+            })
+        })
+        .collect::<Result<Vec<_>, DeviceError>>()?;
+    Ok(LinkEvent::Connected {
+        backend: BackendKind::Sim,
+        simulated_because,
+        gpus,
+        daemon: false,
+        notices: Vec::new(),
+    })
+}
+
+/// One `Samples` event: a reading (or its error) from each of the first `gpu_count` GPUs.
+pub fn samples_event(backend: &mut SimBackend, gpu_count: usize) -> LinkEvent {
+    LinkEvent::Samples(
+        (0..gpu_count as u32)
+            .map(|index| backend.telemetry(index))
+            .collect(),
+    )
+}
+
+/// The `Tuning` event for GPU `index` of a simulated machine: what it runs as the engine reads it.
+pub fn tuning_event(backend: &mut SimBackend, index: u32) -> LinkEvent {
+    let current = backend
+        .current_settings(index)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let uuid = backend
+        .identity(index)
+        .map(|identity| identity.uuid)
+        .unwrap_or_default();
+    LinkEvent::Tuning(Box::new(GpuTuning {
+        gpu_index: index,
+        gpu_uuid: uuid,
+        in_force: SettingsInForce::from_card(&current, Default::default()),
+        fan_curve: None,
+        fan_safety_engaged: false,
+        holder: None,
+        last_change: None,
+    }))
+}
 
 pub const START_MS: u64 = 1_700_000_000_000;
 /// History kept per GPU in tests: an hour at 10 Hz is plenty and allocates little.
@@ -37,6 +92,9 @@ pub fn app_state(
         },
     );
     state.apply(connected, clock.now_ms());
+    for index in 0..gpu_count as u32 {
+        state.apply(tuning_event(&mut backend, index), clock.now_ms());
+    }
     for _ in 0..samples {
         clock.advance_ms(interval_ms);
         state.apply(samples_event(&mut backend, gpu_count), clock.now_ms());
@@ -66,13 +124,10 @@ pub fn window_harness(state: AppState, size: [f32; 2]) -> Harness<'static, Windo
 }
 
 /// A trial of a 70 % power limit on a simulated RTX 4090, `seconds_in` seconds into its
-/// `duration_s`, with a minute of baseline: real numbers for UI tests and screenshots.
-pub fn running_trial(seconds_in: u64, duration_s: u64) -> gputune::tuning::gui_trial::TrialStatus {
+/// `duration_s`, with 30 s of baseline: real numbers for UI tests and screenshots.
+pub fn running_trial(seconds_in: u64, duration_s: u64) -> TrialStatus {
     use gputune::device::Setting;
-    use gputune::tuning::control::Controller;
-    let state = tempfile::tempdir().expect("a temporary state folder");
-    // SAFETY: tests that call this do not read GPUTUNE_STATE_DIR concurrently.
-    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
+    use gputune::device::gate::validate;
     let clock = ManualClock::starting_at(START_MS);
     let mut backend = SimBackend::with_clock(
         &SimOptions {
@@ -81,28 +136,37 @@ pub fn running_trial(seconds_in: u64, duration_s: u64) -> gputune::tuning::gui_t
         },
         Box::new(clock.clone()),
     );
-    let mut controller = Controller::new(vec![backend.constraints(0).unwrap_or_default()]);
-    let tick = |backend: &mut SimBackend, controller: &mut Controller| {
-        clock.advance_ms(1_000);
-        let samples = vec![backend.telemetry(0)];
-        controller.observe_trial(backend, &samples)
+    let read = |backend: &mut SimBackend, seconds: u64| {
+        (0..seconds)
+            .map(|_| {
+                clock.advance_ms(1_000);
+                backend
+                    .telemetry(0)
+                    .unwrap_or_else(|error| panic!("{error}"))
+            })
+            .collect::<Vec<_>>()
     };
-    for _ in 0..60 {
-        tick(&mut backend, &mut controller);
+    let baseline = read(&mut backend, 30);
+    let trial = Setting::PowerLimit {
+        power_limit_mw: 315_000,
+    };
+    let constraints = backend.constraints(0).unwrap_or_default();
+    let validated = validate(&constraints, trial).unwrap_or_else(|error| panic!("{error}"));
+    backend
+        .apply(0, &validated)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let during = read(&mut backend, seconds_in);
+    TrialStatus {
+        gpu_index: 0,
+        session: 1,
+        what: trial.describe(),
+        phase: TrialPhase::Running {
+            left_s: duration_s.saturating_sub(seconds_in),
+        },
+        baseline: TrialStats::from_samples(&baseline),
+        during: TrialStats::from_samples(&during),
+        baseline_warning: None,
+        message: None,
+        failed: false,
     }
-    let mut status = controller.start_trial(
-        &mut backend,
-        0,
-        &[Setting::PowerLimit {
-            power_limit_mw: 315_000,
-        }],
-        duration_s,
-    );
-    for _ in 0..seconds_in {
-        if let Some(next) = tick(&mut backend, &mut controller) {
-            status = next;
-        }
-    }
-    controller.release(&mut backend);
-    status
 }

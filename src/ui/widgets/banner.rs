@@ -21,7 +21,7 @@ pub fn connection_banner(ui: &mut egui::Ui, connection: &Connection) -> bool {
             false
         }
         Connection::Failed(message) => {
-            ui.heading("No GPU could be opened");
+            ui.heading("No GPU could be reached");
             ui.label(RichText::new(message).color(ERROR_TEXT));
             ui.label("Start gputune with --backend sim to explore it on a simulated RTX 4090.");
             false
@@ -29,6 +29,7 @@ pub fn connection_banner(ui: &mut egui::Ui, connection: &Connection) -> bool {
         Connection::Connected {
             backend: BackendKind::Sim,
             simulated_because,
+            ..
         } => {
             simulated_banner(ui, simulated_because.as_deref());
             true

@@ -1,0 +1,117 @@
+//! How a CLI command reaches the tuning engine: the daemon when one answers, else an engine in
+//! this process, and the GPU the user named. Commands only parse and print; every change goes
+//! through the engine.
+
+use std::io::Write;
+
+use anyhow::{anyhow, bail};
+
+use crate::device::{BackendOptions, DeviceError, resolve_among};
+use crate::service::client::{ClientError, ConnectOptions, SocketChoice, TuningClient, connect};
+use crate::service::protocol::{Request, Response, Snapshot};
+use crate::tuning::engine::{GpuInfo, TuneErrorKind};
+
+/// What every tuning command needs to connect.
+#[derive(Debug, Clone)]
+pub struct TuningOptions {
+    pub backend: BackendOptions,
+    pub socket: SocketChoice,
+}
+
+/// This command as the engine names it in messages ("gputune apply --try 60").
+pub fn command_label() -> String {
+    let words: Vec<String> = std::env::args()
+        .enumerate()
+        .map(|(position, word)| {
+            if position == 0 {
+                "gputune".to_string()
+            } else {
+                word
+            }
+        })
+        .collect();
+    let label = crate::text::printable(&words.join(" "));
+    label.chars().take(120).collect()
+}
+
+/// Connects for a command that changes settings: a stand-in simulator is refused (there is no
+/// real card to change), and what the engine restored at its start is said on `messages`.
+pub fn connect_for_changes(
+    options: &TuningOptions,
+    messages: &mut dyn Write,
+) -> anyhow::Result<TuningClient> {
+    let client = connect(&ConnectOptions {
+        backend: options.backend.clone(),
+        socket: options.socket.clone(),
+        label: command_label(),
+    })?;
+    if let Some(reason) = &client.welcome().simulated_because {
+        bail!(
+            "There is no NVIDIA GPU to change ({reason}); add --backend sim to use the simulated GPU."
+        );
+    }
+    for notice in &client.welcome().notices {
+        let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+    }
+    Ok(client)
+}
+
+/// Every GPU, its tuning state and latest reading.
+pub fn snapshot(client: &mut TuningClient) -> anyhow::Result<Snapshot> {
+    match client.request(Request::Snapshot).map_err(refusal)? {
+        Response::Snapshot(snapshot) => Ok(*snapshot),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The GPU a command works on: `--gpu` (index or UUID), else `preferred_uuid` when present,
+/// else the only GPU.
+pub fn choose_gpu(
+    gpus: &[GpuInfo],
+    query: Option<&str>,
+    preferred_uuid: Option<&str>,
+) -> anyhow::Result<u32> {
+    let uuids: Vec<String> = gpus.iter().map(|gpu| gpu.identity.uuid.clone()).collect();
+    if let Some(query) = query {
+        return Ok(resolve_among(&uuids, query)?);
+    }
+    if let Some(wanted) = preferred_uuid
+        && let Some(index) = uuids
+            .iter()
+            .position(|uuid| uuid.eq_ignore_ascii_case(wanted.trim()))
+    {
+        return Ok(index as u32);
+    }
+    match uuids.len() {
+        0 => Err(DeviceError::NoGpus.into()),
+        1 => Ok(0),
+        count => bail!(
+            "This machine has {count} GPUs: choose one with --gpu INDEX or --gpu UUID (see `gputune status`)."
+        ),
+    }
+}
+
+/// A client error as the one sentence to print.
+pub fn refusal(error: ClientError) -> anyhow::Error {
+    match error {
+        ClientError::Refused(error) => anyhow!("{}", error.message),
+        other => anyhow!("{other}"),
+    }
+}
+
+/// Whether a refusal was for lack of rights.
+pub fn is_permission(error: &ClientError) -> bool {
+    error.refusal().is_some_and(|error| {
+        matches!(
+            error.kind,
+            TuneErrorKind::Permission | TuneErrorKind::NotAllowed
+        )
+    })
+}
+
+/// The engine answered something this command did not ask for.
+pub fn unexpected(response: &Response) -> anyhow::Error {
+    anyhow!(
+        "The tuning engine gave an unexpected answer ({response:?}); use the same gputune for the daemon and the command line."
+    )
+}

@@ -1,0 +1,88 @@
+//! `gputune daemon`: the tuning service on a Unix socket, run as root by systemd
+//! (`gputuned.service`), so the window and the CLI can change settings without root. It owns
+//! the one engine, checks each peer's credentials, validates every request again, never runs a
+//! program and never loads a library a client names (the NVML library is its own setting).
+
+pub mod install;
+mod peer;
+mod server;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::device::{BackendOptions, open_backend};
+use crate::service::{Service, ServiceOptions};
+use crate::tuning::engine::{EngineOptions, Ownership};
+
+pub use server::MOST_CONNECTIONS;
+
+/// The group whose members may change settings through the daemon.
+pub const DEFAULT_GROUP: &str = "gputune";
+/// Where systemd's `RuntimeDirectory=gputune` is (socket, journals: both end with the boot,
+/// like the settings they protect).
+pub const DEFAULT_RUNTIME_DIR: &str = "/run/gputune";
+/// Where systemd's `StateDirectory=gputune` is (boot defaults).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/gputune";
+/// The socket's file name in the runtime folder.
+pub const SOCKET_NAME: &str = "gputune.sock";
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub backend: BackendOptions,
+    pub socket: PathBuf,
+    pub group: String,
+    /// Journals and clock-lock records (cleared at boot).
+    pub runtime_dir: PathBuf,
+    /// Boot defaults (kept across boots).
+    pub state_dir: PathBuf,
+    /// How long to wait for the driver at start (at boot it may come up after the daemon).
+    pub driver_wait: Duration,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT; every session is put back before it exits.
+pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
+    if crate::fsafe::effective_uid() != 0 {
+        tracing::warn!(
+            "the gputune daemon runs without administrator rights: real GPUs will refuse its writes"
+        );
+    }
+    let opened = open_with_retries(&options.backend, options.driver_wait)?;
+    let mut service = Service::start(
+        opened,
+        ServiceOptions {
+            engine: EngineOptions {
+                state_dir: options.runtime_dir.join("state"),
+                ownership: Ownership::Daemon,
+                call_timeout: crate::device::worker::call_timeout_from_env(),
+                owner_label: format!("the gputune daemon (pid {})", std::process::id()),
+            },
+            daemon: true,
+            boot_defaults_dir: Some(options.state_dir.join("defaults")),
+        },
+    )?;
+    for notice in &service.welcome().notices {
+        eprintln!("gputune daemon: {}: {notice}", notice.level_word());
+    }
+    let served = server::serve(&service, &options.socket, &options.group);
+    service.stop();
+    served
+}
+
+/// Opens the backend, trying again every 2 s for up to `wait` while the driver is not up.
+fn open_with_retries(
+    options: &BackendOptions,
+    wait: Duration,
+) -> anyhow::Result<crate::device::OpenedBackend> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match open_backend(options) {
+            Ok(opened) => return Ok(opened),
+            Err(error) if Instant::now() < deadline => {
+                tracing::warn!("waiting for the NVIDIA driver: {error}");
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The tuning service: the device-owner threads around the one [`Engine`]. An engine thread
+//! answers clients' requests and ends trials on time; a sampler thread reads every GPU on its
+//! own handle (a slow driver slows the readings, never a revert) and reads the settings back,
+//! so a change made by another process shows. The daemon serves it on a Unix socket; without
+//! a daemon, the window and the CLI run it in their own process. Either way a client speaks
+//! the same [`protocol`].
+
+pub mod client;
+pub mod protocol;
+mod routing;
+mod sampler;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::device::{CurrentSettings, DeviceError, OpenedBackend, Telemetry};
+use crate::notice::Notice;
+use crate::tuning::engine::{ClientId, ClientInfo, Engine, EngineOptions, TuneError};
+
+use protocol::{BootDefault, Message, Request, Welcome};
+use routing::Router;
+
+/// The fastest and slowest sampling a client may ask for.
+pub const INTERVAL_RANGE_MS: (u64, u64) = (100, 5_000);
+/// The sampling interval before any client asks for one.
+pub const DEFAULT_INTERVAL_MS: u64 = 1_000;
+/// Messages waiting for one client before the service gives up on it (a client that stopped
+/// reading must not make the service hold its events forever).
+const CLIENT_BACKLOG: usize = 4_096;
+
+/// What reaches the engine thread.
+pub(crate) enum Input {
+    Open {
+        client: ClientInfo,
+        outbox: SyncSender<Message>,
+    },
+    Request {
+        client: ClientId,
+        id: u64,
+        request: Request,
+    },
+    Closed {
+        client: ClientId,
+    },
+    Samples(Vec<Result<Telemetry, DeviceError>>),
+    Settings {
+        gpu_index: u32,
+        current: CurrentSettings,
+        read_started: Instant,
+    },
+    Stop,
+}
+
+/// How a service is set up.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    pub engine: EngineOptions,
+    /// True for the daemon: clients are told so (and the daemon keeps boot defaults).
+    pub daemon: bool,
+    /// Where boot defaults are kept (the daemon's own folder); `None` in-process.
+    pub boot_defaults_dir: Option<std::path::PathBuf>,
+}
+
+/// A running service; dropping it stops it (sessions are put back, kept settings stay).
+pub struct Service {
+    input: Sender<Input>,
+    next_client: Arc<AtomicU64>,
+    engine_thread: Option<JoinHandle<()>>,
+    sampler: Option<sampler::SamplerHandle>,
+    welcome: Welcome,
+}
+
+impl Service {
+    /// Opens the engine on the backend (restoring what journals say), applies boot defaults
+    /// when it is the daemon, and starts the engine and sampler threads.
+    pub fn start(opened: OpenedBackend, options: ServiceOptions) -> Result<Service, TuneError> {
+        let reopener = opened.backend.reopener();
+        let (mut engine, mut notices) = Engine::open(opened.backend, &options.engine)?;
+        if let Some(dir) = &options.boot_defaults_dir {
+            notices.extend(routing::apply_boot_defaults(&mut engine, dir));
+        }
+        let welcome = Welcome {
+            protocol: protocol::PROTOCOL_VERSION,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            backend: engine.backend_kind(),
+            simulated_because: opened.fallback_reason,
+            gpus: engine.gpus(),
+            daemon: options.daemon,
+            notices,
+        };
+        let (input, inputs) = mpsc::channel();
+        let interval_ms = Arc::new(AtomicU64::new(DEFAULT_INTERVAL_MS));
+        let sampler = sampler::start(
+            reopener,
+            engine.gpus().len() as u32,
+            Arc::clone(&interval_ms),
+            input.clone(),
+        );
+        let router = Router::new(
+            welcome.clone(),
+            options.boot_defaults_dir.clone(),
+            interval_ms,
+        );
+        let engine_thread = std::thread::Builder::new()
+            .name("gputune-service".to_string())
+            .spawn(move || run_engine(engine, router, &inputs))
+            .map_err(|error| {
+                TuneError::new(
+                    crate::tuning::engine::TuneErrorKind::State,
+                    format!("The tuning thread could not start: {error}"),
+                )
+            })?;
+        Ok(Service {
+            input,
+            next_client: Arc::new(AtomicU64::new(1)),
+            engine_thread: Some(engine_thread),
+            sampler: Some(sampler),
+            welcome,
+        })
+    }
+
+    /// What the service says to a new client.
+    pub fn welcome(&self) -> &Welcome {
+        &self.welcome
+    }
+
+    /// A new client number.
+    pub fn next_client_id(&self) -> ClientId {
+        self.next_client.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Registers a client; what the service says to it arrives on the returned receiver.
+    pub(crate) fn open_client(&self, client: ClientInfo) -> Receiver<Message> {
+        let (outbox, messages) = mpsc::sync_channel(CLIENT_BACKLOG);
+        self.open_client_with(client, outbox);
+        messages
+    }
+
+    /// Registers a client whose messages go to `outbox`.
+    pub(crate) fn open_client_with(&self, client: ClientInfo, outbox: SyncSender<Message>) {
+        // A stopped service drops the message; the client then sees its channel close.
+        let _ = self.input.send(Input::Open { client, outbox });
+    }
+
+    /// A channel for a client's messages, of the size the service allows.
+    pub(crate) fn client_channel() -> (SyncSender<Message>, Receiver<Message>) {
+        mpsc::sync_channel(CLIENT_BACKLOG)
+    }
+
+    /// Where requests from a client go.
+    pub(crate) fn input(&self) -> Sender<Input> {
+        self.input.clone()
+    }
+
+    /// Stops the service: every session is put back first. Waits at most a few seconds for a
+    /// driver call in progress.
+    pub fn stop(&mut self) {
+        let _ = self.input.send(Input::Stop);
+        if let Some(sampler) = self.sampler.take() {
+            sampler.stop();
+        }
+        if let Some(thread) = self.engine_thread.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            } else {
+                tracing::error!("the tuning thread is stuck in a driver call; not waiting for it");
+            }
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The engine thread: requests, readings and deadlines, until told to stop.
+fn run_engine(mut engine: Engine, mut router: Router, inputs: &Receiver<Input>) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        loop {
+            let wait = engine
+                .next_wakeup()
+                .map_or(Duration::from_secs(1), |wakeup| {
+                    wakeup.saturating_duration_since(Instant::now())
+                })
+                .min(Duration::from_secs(1));
+            match inputs.recv_timeout(wait) {
+                Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Ok(input) => router.handle(&mut engine, input),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            engine.tick();
+            router.route(&mut engine);
+        }
+    }));
+    if outcome.is_err() {
+        tracing::error!(
+            "the tuning thread stopped after an internal error; putting every card back"
+        );
+    }
+    engine.shutdown();
+    router.route(&mut engine);
+}
+
+/// A boot default read back, or why not.
+pub(crate) type BootDefaults = (Vec<BootDefault>, Vec<Notice>);

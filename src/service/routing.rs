@@ -1,0 +1,429 @@
+//! The engine thread's switchboard: who is connected, what each asked, and who gets which
+//! event. A client that stops reading is dropped (and its sessions put back) rather than
+//! allowed to make the service hold its messages forever.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+
+use super::protocol::{
+    BootDefault, Event, Message, PROTOCOL_VERSION, Request, Response, Snapshot, Welcome,
+};
+use super::{DEFAULT_INTERVAL_MS, INTERVAL_RANGE_MS, Input};
+use crate::device::{DeviceError, Telemetry};
+use crate::fsafe::{self, Links};
+use crate::notice::Notice;
+use crate::tuning::engine::{
+    ClientId, ClientInfo, Engine, EngineEvent, GpuChange, TuneError, TuneErrorKind,
+};
+
+/// The longest client label kept, in characters.
+const MOST_LABEL_CHARS: usize = 200;
+/// A boot default is a handful of settings.
+const MOST_BOOT_SETTINGS: usize = 64;
+
+struct ClientSlot {
+    info: ClientInfo,
+    outbox: SyncSender<Message>,
+    /// The sampling interval it asked for, once subscribed.
+    subscribed_ms: Option<u64>,
+}
+
+pub(crate) struct Router {
+    welcome: Welcome,
+    clients: HashMap<ClientId, ClientSlot>,
+    latest: Vec<Option<Result<Telemetry, DeviceError>>>,
+    boot_defaults_dir: Option<PathBuf>,
+    interval_ms: Arc<AtomicU64>,
+    /// Clients to drop once the current message is handled.
+    dropped: Vec<ClientId>,
+}
+
+impl Router {
+    pub fn new(
+        welcome: Welcome,
+        boot_defaults_dir: Option<PathBuf>,
+        interval_ms: Arc<AtomicU64>,
+    ) -> Router {
+        let gpu_count = welcome.gpus.len();
+        Router {
+            welcome,
+            clients: HashMap::new(),
+            latest: vec![None; gpu_count],
+            boot_defaults_dir,
+            interval_ms,
+            dropped: Vec::new(),
+        }
+    }
+
+    pub fn handle(&mut self, engine: &mut Engine, input: Input) {
+        match input {
+            Input::Open { client, outbox } => {
+                self.clients.insert(
+                    client.id,
+                    ClientSlot {
+                        info: client,
+                        outbox,
+                        subscribed_ms: None,
+                    },
+                );
+            }
+            Input::Closed { client } => self.drop_client(engine, client),
+            Input::Request {
+                client,
+                id,
+                request,
+            } => {
+                let response = self.answer(engine, client, request);
+                self.send(client, Message::Response { id, response });
+            }
+            Input::Samples(readings) => {
+                engine.on_samples(&readings);
+                for (slot, reading) in self.latest.iter_mut().zip(&readings) {
+                    *slot = Some(reading.clone());
+                }
+                let subscribers: Vec<ClientId> = self
+                    .clients
+                    .iter()
+                    .filter(|(_, slot)| slot.subscribed_ms.is_some())
+                    .map(|(id, _)| *id)
+                    .collect();
+                for client in subscribers {
+                    self.send(
+                        client,
+                        Message::Event {
+                            event: Event::Samples {
+                                readings: readings.clone(),
+                            },
+                        },
+                    );
+                }
+            }
+            Input::Settings {
+                gpu_index,
+                current,
+                read_started,
+            } => engine.on_settings(gpu_index, &current, read_started),
+            Input::Stop => {}
+        }
+        for client in std::mem::take(&mut self.dropped) {
+            self.drop_client(engine, client);
+        }
+    }
+
+    fn drop_client(&mut self, engine: &mut Engine, client: ClientId) {
+        if self.clients.remove(&client).is_some() {
+            engine.client_gone(client);
+            self.update_interval();
+        }
+    }
+
+    /// Sends the engine's news to whom it concerns.
+    pub fn route(&mut self, engine: &mut Engine) {
+        for event in engine.take_events() {
+            match &event {
+                EngineEvent::Tuning { .. } | EngineEvent::Notice { .. } => {
+                    let subscribers: Vec<ClientId> = self
+                        .clients
+                        .iter()
+                        .filter(|(_, slot)| slot.subscribed_ms.is_some())
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for client in subscribers {
+                        self.send(
+                            client,
+                            Message::Event {
+                                event: Event::Engine {
+                                    event: Box::new(event.clone()),
+                                },
+                            },
+                        );
+                    }
+                }
+                EngineEvent::Trial { client, .. } | EngineEvent::SessionEnded { client, .. } => {
+                    let client = *client;
+                    self.send(
+                        client,
+                        Message::Event {
+                            event: Event::Engine {
+                                event: Box::new(event),
+                            },
+                        },
+                    );
+                }
+            }
+        }
+        for client in std::mem::take(&mut self.dropped) {
+            self.drop_client(engine, client);
+        }
+    }
+
+    fn send(&mut self, client: ClientId, message: Message) {
+        let Some(slot) = self.clients.get(&client) else {
+            return;
+        };
+        match slot.outbox.try_send(message) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                tracing::warn!(
+                    "{} stopped reading its messages; disconnecting it",
+                    slot.info.describe()
+                );
+                self.dropped.push(client);
+            }
+            Err(TrySendError::Disconnected(_)) => self.dropped.push(client),
+        }
+    }
+
+    fn update_interval(&self) {
+        let fastest = self
+            .clients
+            .values()
+            .filter_map(|slot| slot.subscribed_ms)
+            .min()
+            .unwrap_or(DEFAULT_INTERVAL_MS);
+        self.interval_ms.store(fastest, Ordering::SeqCst);
+    }
+
+    fn answer(&mut self, engine: &mut Engine, client: ClientId, request: Request) -> Response {
+        let Some(info) = self.clients.get(&client).map(|slot| slot.info.clone()) else {
+            return error(TuneErrorKind::NotFound, "This connection is closed.");
+        };
+        if request.writes() && !info.may_write {
+            return error(
+                TuneErrorKind::NotAllowed,
+                "Only root and members of the gputune group may change GPU settings through the daemon: `sudo usermod -aG gputune $USER`, then log in again.",
+            );
+        }
+        let answer = |result: Result<Response, TuneError>| {
+            result.unwrap_or_else(|error| Response::Error { error })
+        };
+        match request {
+            Request::Hello {
+                protocol,
+                client: label,
+            } => {
+                if protocol != PROTOCOL_VERSION {
+                    return error(
+                        TuneErrorKind::Refused,
+                        format!(
+                            "This gputune speaks protocol {protocol} and the daemon protocol {PROTOCOL_VERSION} (gputune {}): use the same version for both, e.g. restart the daemon after an update (`sudo systemctl restart gputuned`).",
+                            self.welcome.version
+                        ),
+                    );
+                }
+                if let Some(slot) = self.clients.get_mut(&client) {
+                    let label: String = crate::text::printable(label.trim())
+                        .chars()
+                        .take(MOST_LABEL_CHARS)
+                        .collect();
+                    if !label.is_empty() {
+                        slot.info.label = label;
+                    }
+                }
+                Response::Welcome(Box::new(Welcome {
+                    gpus: engine.gpus(),
+                    ..self.welcome.clone()
+                }))
+            }
+            Request::Snapshot => Response::Snapshot(Box::new(Snapshot {
+                gpus: engine.gpus(),
+                tunings: engine.tunings(),
+                latest: self.latest.clone(),
+            })),
+            Request::Subscribe { interval_ms } => {
+                let interval_ms = interval_ms.clamp(INTERVAL_RANGE_MS.0, INTERVAL_RANGE_MS.1);
+                if let Some(slot) = self.clients.get_mut(&client) {
+                    slot.subscribed_ms = Some(interval_ms);
+                }
+                self.update_interval();
+                Response::Done
+            }
+            Request::Apply { changes } => answer(
+                engine
+                    .apply(&info, &changes)
+                    .map(|gpus| Response::Applied { gpus }),
+            ),
+            Request::StartSession { session } => answer(
+                engine
+                    .start_session(&info, &session)
+                    .map(Response::SessionStarted),
+            ),
+            Request::SessionApply { session, changes } => answer(
+                engine
+                    .session_apply(&info, session, &changes)
+                    .map(|gpus| Response::Applied { gpus }),
+            ),
+            Request::EndSession { session, keep } => answer(
+                engine
+                    .end_session(&info, session, keep)
+                    .map(|report| Response::SessionEnded { report }),
+            ),
+            Request::StartTrial { trial } => answer(engine.start_trial(&info, &trial).map(
+                |status| Response::Trial {
+                    status: Box::new(status),
+                },
+            )),
+            Request::FinishTrial { gpu_uuid, keep } => answer(
+                engine
+                    .finish_trial(&info, &gpu_uuid, keep)
+                    .map(|status| Response::Trial {
+                        status: Box::new(status),
+                    }),
+            ),
+            Request::FollowFanCurve { gpu_uuid, curve } => answer(
+                engine
+                    .set_fan_curve(&info, &gpu_uuid, curve)
+                    .map(|()| Response::Done),
+            ),
+            Request::SetBootDefault { gpu_uuid, default } => {
+                answer(self.set_boot_default(engine, &gpu_uuid, default))
+            }
+            Request::BootDefaults => match &self.boot_defaults_dir {
+                Some(dir) => Response::BootDefaults {
+                    defaults: read_boot_defaults(dir).0,
+                },
+                None => Response::BootDefaults {
+                    defaults: Vec::new(),
+                },
+            },
+        }
+    }
+
+    fn set_boot_default(
+        &self,
+        engine: &Engine,
+        gpu_uuid: &str,
+        default: Option<BootDefault>,
+    ) -> Result<Response, TuneError> {
+        let Some(dir) = &self.boot_defaults_dir else {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                "Boot defaults are kept and applied by the gputune daemon, which is not running: install it with `sudo gputune daemon install`.",
+            ));
+        };
+        let index = engine.gpu_index(gpu_uuid)?;
+        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
+        let path = boot_default_path(dir, &uuid);
+        match default {
+            None => match std::fs::remove_file(&path) {
+                Ok(()) => Ok(Response::Done),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Response::Done),
+                Err(error) => Err(TuneError::new(
+                    TuneErrorKind::State,
+                    format!("{} could not be removed: {error}", path.display()),
+                )),
+            },
+            Some(default) => {
+                if default.settings.len() > MOST_BOOT_SETTINGS {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Refused,
+                        format!("A boot default holds at most {MOST_BOOT_SETTINGS} settings."),
+                    ));
+                }
+                engine.check_settings(index, &default.settings)?;
+                let default = BootDefault {
+                    gpu_uuid: uuid,
+                    profile_name: crate::text::printable(&default.profile_name)
+                        .chars()
+                        .take(MOST_LABEL_CHARS)
+                        .collect(),
+                    settings: default.settings,
+                };
+                let text = serde_json::to_vec_pretty(&default)
+                    .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
+                fsafe::ensure_private_folder(dir, 0o700)
+                    .and_then(|()| fsafe::write_atomically(&path, &text, 0o600))
+                    .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
+                Ok(Response::Done)
+            }
+        }
+    }
+}
+
+fn error(kind: TuneErrorKind, message: impl Into<String>) -> Response {
+    Response::Error {
+        error: TuneError::new(kind, message),
+    }
+}
+
+fn boot_default_path(dir: &Path, uuid: &str) -> PathBuf {
+    let safe: String = uuid
+        .chars()
+        .map(|character| {
+            if character.is_ascii_alphanumeric() || character == '-' {
+                character
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join(format!("boot-{safe}.json"))
+}
+
+/// Every stored boot default, and a notice for each file that could not be read.
+fn read_boot_defaults(dir: &Path) -> super::BootDefaults {
+    let mut defaults = Vec::new();
+    let mut notices = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (defaults, notices);
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with("boot-") && name.ends_with(".json"))
+        })
+        .collect();
+    paths.sort();
+    for path in paths {
+        let read = fsafe::read_limited(&path, 64 * 1024, Links::Refuse)
+            .map_err(|error| error.to_string())
+            .and_then(|bytes| {
+                serde_json::from_slice::<BootDefault>(&bytes)
+                    .map_err(|error| format!("{} is damaged ({error})", path.display()))
+            });
+        match read {
+            Ok(default) => defaults.push(default),
+            Err(message) => notices.push(Notice::Warning(format!(
+                "A boot default could not be read: {message}; it was left as it is."
+            ))),
+        }
+    }
+    (defaults, notices)
+}
+
+/// Applies every card's stored boot default (the daemon does this when it starts).
+pub(crate) fn apply_boot_defaults(engine: &mut Engine, dir: &Path) -> Vec<Notice> {
+    let (defaults, mut notices) = read_boot_defaults(dir);
+    let daemon = ClientInfo {
+        id: 0,
+        pid: Some(std::process::id()),
+        uid: None,
+        user: None,
+        label: "the gputune daemon (boot default)".to_string(),
+        may_write: true,
+    };
+    for default in defaults {
+        let change = GpuChange {
+            gpu_uuid: default.gpu_uuid.clone(),
+            settings: default.settings.clone(),
+        };
+        let name = crate::text::printable(&default.profile_name);
+        notices.push(match engine.apply(&daemon, &[change]) {
+            Ok(applied) => Notice::Info(format!(
+                "Applied the boot default \"{name}\" to GPU {} ({}).",
+                applied.first().map_or(0, |gpu| gpu.gpu_index),
+                crate::tuning::describe_all(&default.settings)
+            )),
+            Err(error) => Notice::Error(format!(
+                "The boot default \"{name}\" could not be applied: {error}"
+            )),
+        });
+    }
+    notices
+}

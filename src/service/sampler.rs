@@ -1,0 +1,122 @@
+//! The sampler thread: reads every GPU on its own driver handle at the interval the clients
+//! ask for, and the settings back once a second, and hands both to the engine thread. It is
+//! the only reader that may be slow: a driver that takes a second per call slows the readings,
+//! never a trial's revert, which runs on the engine's own handle.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::Input;
+use crate::device::{Backend, Reopener};
+
+/// How often the settings are read back (to see changes made by other programs).
+const SETTINGS_EVERY: Duration = Duration::from_secs(1);
+
+pub(super) struct SamplerHandle {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SamplerHandle {
+    /// Asks the thread to stop; waits briefly, never on a hung driver call.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// Starts sampling `gpu_count` GPUs on a handle opened with `reopener`.
+pub(super) fn start(
+    reopener: Reopener,
+    gpu_count: u32,
+    interval_ms: Arc<AtomicU64>,
+    engine: Sender<Input>,
+) -> SamplerHandle {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("gputune-sampler".to_string())
+        .spawn(move || {
+            let mut backend = match reopener() {
+                Ok(backend) => backend,
+                Err(error) => {
+                    tracing::error!("the sampler could not open the GPUs: {error}");
+                    return;
+                }
+            };
+            run(
+                backend.as_mut(),
+                gpu_count,
+                &interval_ms,
+                &engine,
+                &stopping,
+            );
+        });
+    match thread {
+        Ok(thread) => SamplerHandle {
+            stop,
+            thread: Some(thread),
+        },
+        Err(error) => {
+            tracing::error!("the sampler thread could not start: {error}");
+            SamplerHandle { stop, thread: None }
+        }
+    }
+}
+
+fn run(
+    backend: &mut dyn Backend,
+    gpu_count: u32,
+    interval_ms: &AtomicU64,
+    engine: &Sender<Input>,
+    stop: &AtomicBool,
+) {
+    let mut next_settings = Instant::now();
+    let mut next_sample = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        let readings = (0..gpu_count)
+            .map(|index| backend.telemetry(index))
+            .collect();
+        if engine.send(Input::Samples(readings)).is_err() {
+            return;
+        }
+        if Instant::now() >= next_settings {
+            for gpu_index in 0..gpu_count {
+                let read_started = Instant::now();
+                if let Ok(current) = backend.current_settings(gpu_index) {
+                    let sent = engine.send(Input::Settings {
+                        gpu_index,
+                        current,
+                        read_started,
+                    });
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            }
+            next_settings = Instant::now() + SETTINGS_EVERY;
+        }
+        // A fixed schedule, so a slow read does not shift every later sample.
+        let interval = Duration::from_millis(interval_ms.load(Ordering::SeqCst).max(1));
+        next_sample += interval;
+        let now = Instant::now();
+        if next_sample < now {
+            next_sample = now;
+        }
+        while !stop.load(Ordering::SeqCst) && Instant::now() < next_sample {
+            let left = next_sample.saturating_duration_since(Instant::now());
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Writing settings: a plain apply (permanent, all or nothing: what it wrote is rolled back
+//! when a later write fails) and the temporary writes of sessions and trials, each journaled
+//! before it is made.
+
+use super::{
+    ClientInfo, Engine, GpuApplied, GpuChange, Layer, RestoreMap, TuneError, TuneErrorKind,
+};
+use crate::device::Setting;
+use crate::device::gate::ValidatedSetting;
+use crate::tuning::in_force::Control;
+
+impl Engine {
+    /// Applies every change, permanently. Validated on every GPU first (nothing is written if
+    /// one value is refused); journaled while it runs, so a crash mid-way is put back at the next
+    /// start; and when the driver refuses a write, what this apply wrote before is rolled back.
+    pub fn apply(
+        &mut self,
+        client: &ClientInfo,
+        changes: &[GpuChange],
+    ) -> Result<Vec<GpuApplied>, TuneError> {
+        self.check_may_write(client)?;
+        let mut plan: Vec<(u32, Vec<ValidatedSetting>)> = Vec::new();
+        for change in changes {
+            let index = self.index_of(&change.gpu_uuid)?;
+            self.check_present(index)?;
+            self.check_not_held_by_other(index, client.id)?;
+            self.check_own_session_allows(index, &change.settings)?;
+            let settings = self.validate_all(index, &change.settings)?;
+            match plan.iter_mut().find(|(planned, _)| *planned == index) {
+                Some((_, existing)) => existing.extend(settings),
+                None => plan.push((index, settings)),
+            }
+        }
+        if plan.iter().all(|(_, settings)| settings.is_empty()) {
+            return Err(TuneError::new(TuneErrorKind::Refused, "Nothing to apply."));
+        }
+        for (position, (index, _)) in plan.iter().enumerate() {
+            if let Err(error) = self.take_lock(*index, client) {
+                for (taken, _) in &plan[..position] {
+                    self.release_lock(*taken);
+                }
+                return Err(error);
+            }
+        }
+        let by = client.describe();
+        let mut done: Vec<(u32, RestoreMap, Vec<Setting>)> = Vec::new();
+        let mut failure = None;
+        for (index, settings) in &plan {
+            let mut map = RestoreMap::new();
+            match self.write_temporary(*index, settings, &mut map, Layer::Pending) {
+                Ok(written) => done.push((*index, map, written)),
+                Err((written, error)) => {
+                    done.push((*index, map, written));
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let Some(error) = failure else {
+            // Success: the changes are permanent, so nothing is left to restore.
+            let mut applied = Vec::new();
+            for (index, _, written) in done {
+                if let Err(error) = self.write_journal(index, None) {
+                    tracing::error!("{error}");
+                }
+                self.forget_in_session(index, &written);
+                self.note_change(index, &by, crate::tuning::describe_all(&written));
+                applied.push(self.applied_report(index, written));
+                self.release_lock(index);
+            }
+            return Ok(applied);
+        };
+        // Roll back what this apply wrote, newest GPU first.
+        let mut said = Vec::new();
+        for (index, map, written) in done.into_iter().rev() {
+            if written.is_empty() {
+                let _ = self.write_journal(index, None);
+                self.release_lock(index);
+                continue;
+            }
+            let restored = self.restore_map(index, &map);
+            let left: RestoreMap = restored
+                .left
+                .iter()
+                .map(|(setting, _)| (Control::of(setting), (*setting, false)))
+                .collect();
+            if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
+                tracing::error!("{error}");
+            }
+            said.push(if restored.is_complete() {
+                format!(
+                    "What was written on GPU {index} ({}) was rolled back.",
+                    crate::tuning::describe_all(&written)
+                )
+            } else {
+                format!(
+                    "GPU {index}: {} was written and could not all be rolled back ({}); the journal is kept for the next start.",
+                    crate::tuning::describe_all(&written),
+                    restored
+                        .left
+                        .iter()
+                        .map(|(setting, reason)| format!("{}: {reason}", setting.describe()))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            });
+            self.release_lock(index);
+            self.announce(index);
+        }
+        let outcome = if said.is_empty() {
+            "Nothing was changed.".to_string()
+        } else {
+            said.join(" ")
+        };
+        Err(TuneError::new(
+            error.kind,
+            format!("{} {outcome}", error.message),
+        ))
+    }
+
+    /// Writes `settings` to GPU `index` as temporary changes recorded in `map` (which stands for
+    /// `layer` in the journal): the value each control had is recorded and journaled before the
+    /// first write to it. On failure, returns what was written before it; the failed control is
+    /// not left in `map` unless something else changed it earlier.
+    pub(super) fn write_temporary(
+        &mut self,
+        index: u32,
+        settings: &[ValidatedSetting],
+        map: &mut RestoreMap,
+        layer: Layer,
+    ) -> Result<Vec<Setting>, (Vec<Setting>, TuneError)> {
+        let mut written = Vec::new();
+        for setting in settings {
+            let control = Control::of(setting.setting());
+            let recorded_now = !map.contains_key(&control);
+            if recorded_now {
+                let Some(value) = self.gpu(index).in_force.restoring(control) else {
+                    return Err((
+                        written,
+                        TuneError::new(
+                            TuneErrorKind::Refused,
+                            format!(
+                                "GPU {index} does not report {}, so gputune could not put it back: it is not changed.",
+                                control.describe()
+                            ),
+                        ),
+                    ));
+                };
+                map.insert(control, value);
+                if let Err(error) = self.write_journal(index, Some((map, layer))) {
+                    map.remove(&control);
+                    return Err((written, error));
+                }
+            }
+            if let Err(error) = self.write(index, *setting) {
+                if recorded_now {
+                    map.remove(&control);
+                    let _ = self.write_journal(index, Some((map, layer)));
+                }
+                return Err((
+                    written,
+                    TuneError::device(&error, &format!("GPU {index}: ")),
+                ));
+            }
+            written.push(*setting.setting());
+        }
+        Ok(written)
+    }
+
+    /// A plain apply by the holder of a card makes its change permanent: the session no longer
+    /// puts those controls back.
+    fn forget_in_session(&mut self, index: u32, written: &[Setting]) {
+        let Some(id) = self.gpu(index).holder else {
+            return;
+        };
+        if let Some(part) = self.session_part_mut(id, index) {
+            for setting in written {
+                part.restore.remove(&Control::of(setting));
+            }
+        }
+        let _ = self.write_journal(index, None);
+    }
+
+    /// The holder's own plain apply must not fight its trial or its fan curve.
+    fn check_own_session_allows(&self, index: u32, settings: &[Setting]) -> Result<(), TuneError> {
+        let Some(id) = self.gpu(index).holder else {
+            return Ok(());
+        };
+        let Some(part) = self
+            .sessions
+            .get(&id)
+            .and_then(|session| session.gpus.get(&index))
+        else {
+            return Ok(());
+        };
+        if part.trial.is_some() {
+            return Err(TuneError::new(
+                TuneErrorKind::Held,
+                format!(
+                    "A trial runs on GPU {index}: keep or revert it before applying anything else."
+                ),
+            ));
+        }
+        let touches_fans = settings
+            .iter()
+            .any(|setting| matches!(Control::of(setting), Control::Fan { .. }));
+        if part.follows_curve && touches_fans {
+            return Err(TuneError::new(
+                TuneErrorKind::Held,
+                format!(
+                    "gputune follows a fan curve on GPU {index}: stop following it before setting the fans by hand."
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What GPU `index` runs after `written`, with the enforced limit read back.
+    pub(super) fn applied_report(&mut self, index: u32, written: Vec<Setting>) -> GpuApplied {
+        self.refresh_settings(index);
+        let enforced_power_limit_mw = self.read_enforced_limit(index);
+        GpuApplied {
+            gpu_index: index,
+            applied: written,
+            in_force: self.gpu(index).in_force.clone(),
+            enforced_power_limit_mw,
+        }
+    }
+
+    /// Refuses fan control on a card without controllable fans.
+    pub(super) fn check_fans(&self, index: u32) -> Result<(), TuneError> {
+        let constraints = &self.gpu(index).info.constraints;
+        if constraints.fan_count == 0 || constraints.fan_speed_range.is_none() {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                format!(
+                    "GPU {index} has no fans to control (datacenter cards are cooled by the chassis)."
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,315 @@
+//! Fans: following a curve while a session holds the card, and the safety net that hands the
+//! fans back to the driver when a card gputune drives nears its slowdown temperature.
+
+use super::{ClientInfo, Engine, Layer, SessionId, SessionPurpose, TuneError, TuneErrorKind};
+use crate::device::gate::validate;
+use crate::device::{FanMode, Setting, Telemetry};
+use crate::notice::Notice;
+use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::Control;
+
+/// The safety net takes over this many degrees below the card's slowdown temperature.
+pub const SAFETY_MARGIN_C: u32 = 5;
+/// ... and gives the fans back to the curve once the card is this far below it.
+pub const SAFETY_RELEASE_C: u32 = 15;
+
+/// The fan state the engine keeps per GPU.
+#[derive(Debug, Clone, Default)]
+pub(super) struct FanFollower {
+    /// The curve followed now.
+    pub curve: Option<FanCurve>,
+    /// The speed last written by the curve, to write only on change.
+    pub target_pct: Option<u32>,
+    /// The fans are the driver's until the card cools.
+    pub safety_engaged: bool,
+}
+
+impl Engine {
+    /// Follows `curve` on every fan of a GPU while the client stays connected (`None` stops,
+    /// and the fans go back to what they were before). Within the client's own session on the
+    /// card, or in a new fan-curve session.
+    pub fn set_fan_curve(
+        &mut self,
+        client: &ClientInfo,
+        gpu_uuid: &str,
+        curve: Option<FanCurve>,
+    ) -> Result<(), TuneError> {
+        self.check_may_write(client)?;
+        let index = self.index_of(gpu_uuid)?;
+        self.check_not_held_by_other(index, client.id)?;
+        let own = self.gpu(index).holder;
+        match curve {
+            Some(curve) => {
+                self.check_fans(index)?;
+                self.check_present(index)?;
+                let id = match own {
+                    Some(id) => {
+                        let trial_touches_fans = self
+                            .sessions
+                            .get(&id)
+                            .and_then(|session| session.gpus.get(&index))
+                            .and_then(|part| part.trial.as_ref())
+                            .is_some_and(|trial| {
+                                trial
+                                    .restore
+                                    .keys()
+                                    .any(|control| matches!(control, Control::Fan { .. }))
+                            });
+                        if trial_touches_fans {
+                            return Err(TuneError::new(
+                                TuneErrorKind::Held,
+                                format!(
+                                    "A trial of fan speeds runs on GPU {index}: keep or revert it first."
+                                ),
+                            ));
+                        }
+                        id
+                    }
+                    None => self.open_session(client, SessionPurpose::FanCurve, &[index])?,
+                };
+                if let Err(error) = self.start_curve(id, index, curve) {
+                    if own.is_none() {
+                        self.end_session_now(id, false, "Put back");
+                    }
+                    return Err(error);
+                }
+                self.announce(index);
+                Ok(())
+            }
+            None => {
+                let follows = own.is_some_and(|id| {
+                    self.sessions
+                        .get(&id)
+                        .and_then(|session| session.gpus.get(&index))
+                        .is_some_and(|part| part.follows_curve)
+                });
+                let Some(id) = own.filter(|_| follows) else {
+                    return Err(TuneError::new(
+                        TuneErrorKind::NotFound,
+                        format!("gputune follows no fan curve of yours on GPU {index}."),
+                    ));
+                };
+                self.stop_curve(id, index);
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts following `curve` on GPU `index` for session `id`: what the fans were is recorded
+    /// (and journaled) before the curve writes anything.
+    pub(super) fn start_curve(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        curve: FanCurve,
+    ) -> Result<(), TuneError> {
+        self.check_fans(index)?;
+        let fan_count = self.gpu(index).info.constraints.fan_count;
+        let mut map = self
+            .session_part_mut(id, index)
+            .map(|part| std::mem::take(&mut part.restore))
+            .unwrap_or_default();
+        for fan_index in 0..fan_count {
+            let control = Control::Fan { fan_index };
+            // A driver that does not say who drives the fans: they were the driver's.
+            let value = self
+                .gpu(index)
+                .in_force
+                .restoring(control)
+                .unwrap_or((Setting::FanAutomatic { fan_index }, false));
+            map.entry(control).or_insert(value);
+        }
+        let journaled = self.write_journal(index, Some((&map, Layer::Session)));
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.restore = map;
+            if journaled.is_ok() {
+                part.follows_curve = true;
+            }
+        }
+        journaled?;
+        let fans = &mut self.gpu_mut(index).fans;
+        fans.curve = Some(curve);
+        fans.target_pct = None;
+        if let Some(latest) = self.gpu(index).recent.back().cloned() {
+            self.drive_fans(index, &latest);
+        }
+        Ok(())
+    }
+
+    /// Stops the curve of session `id` on GPU `index` and puts the fans back.
+    fn stop_curve(&mut self, id: SessionId, index: u32) {
+        let fans = &mut self.gpu_mut(index).fans;
+        fans.curve = None;
+        fans.target_pct = None;
+        let purpose = self.sessions.get(&id).map(|session| session.purpose);
+        let alone = self
+            .sessions
+            .get(&id)
+            .and_then(|session| session.gpus.get(&index))
+            .is_some_and(|part| part.trial.is_none())
+            && purpose == Some(SessionPurpose::FanCurve);
+        if alone {
+            // The session was only the curve: ending it puts the fans back and frees the card.
+            self.end_session_now(id, false, "Stopped following the fan curve: put back");
+            return;
+        }
+        let fan_entries = match self.session_part_mut(id, index) {
+            Some(part) => {
+                part.follows_curve = false;
+                let entries: super::RestoreMap = part
+                    .restore
+                    .iter()
+                    .filter(|(control, _)| matches!(control, Control::Fan { .. }))
+                    .map(|(control, value)| (*control, *value))
+                    .collect();
+                part.restore
+                    .retain(|control, _| !matches!(control, Control::Fan { .. }));
+                entries
+            }
+            None => return,
+        };
+        let report = self.restore_map(index, &fan_entries);
+        let left: super::RestoreMap = report
+            .left
+            .iter()
+            .map(|(setting, _)| (Control::of(setting), (*setting, false)))
+            .collect();
+        if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
+            tracing::error!("{error}");
+        }
+        self.announce(index);
+    }
+
+    /// After each reading: the safety net, then the curve.
+    pub(super) fn drive_fans(&mut self, index: u32, reading: &Telemetry) {
+        let constraints = self.gpu(index).info.constraints.clone();
+        let Some(range) = constraints
+            .fan_speed_range
+            .filter(|_| constraints.fan_count > 0)
+        else {
+            return;
+        };
+        if self.gpu(index).lost.is_some() {
+            return;
+        }
+        let following = self.gpu(index).fans.curve.is_some();
+        let manual = self.gpu(index).in_force.fans.as_ref().is_some_and(|fans| {
+            fans.iter()
+                .any(|mode| matches!(mode, FanMode::Manual { .. }))
+        });
+        if let (Some(slowdown_c), Some(temperature_c)) =
+            (constraints.slowdown_temperature_c, reading.temperature_c)
+        {
+            let engage_c = slowdown_c.saturating_sub(SAFETY_MARGIN_C);
+            let release_c = slowdown_c.saturating_sub(SAFETY_RELEASE_C);
+            if self.gpu(index).fans.safety_engaged {
+                if temperature_c > release_c {
+                    return;
+                }
+                self.gpu_mut(index).fans.safety_engaged = false;
+                if following {
+                    self.notice(
+                        Some(index),
+                        Notice::Info(format!(
+                            "GPU {index} cooled to {temperature_c} °C: gputune follows the fan curve again."
+                        )),
+                    );
+                }
+                self.announce(index);
+            } else if temperature_c >= engage_c && (following || manual) {
+                self.engage_safety_net(index, temperature_c, slowdown_c, following);
+                return;
+            }
+        }
+        if !following {
+            return;
+        }
+        let Some(curve) = self.gpu(index).fans.curve.clone() else {
+            return;
+        };
+        let temperature = reading.temperature_c.map_or(f64::INFINITY, f64::from);
+        let previous = self.gpu(index).fans.target_pct;
+        let target = curve.target_pct(temperature, previous, range);
+        if previous == Some(target) {
+            return;
+        }
+        for fan_index in 0..constraints.fan_count {
+            let setting = Setting::FanSpeed {
+                fan_index,
+                speed_pct: target,
+            };
+            let result = validate(&constraints, setting)
+                .map_err(|error| error.to_string())
+                .and_then(|validated| {
+                    self.write(index, validated)
+                        .map_err(|error| error.to_string())
+                });
+            if let Err(error) = result {
+                // Said once; no retry loop against a driver that says no.
+                let fans = &mut self.gpu_mut(index).fans;
+                fans.curve = None;
+                fans.target_pct = None;
+                if let Some(id) = self.gpu(index).holder
+                    && let Some(part) = self.session_part_mut(id, index)
+                {
+                    part.follows_curve = false;
+                }
+                self.notice(
+                    Some(index),
+                    Notice::Error(format!(
+                        "The fan curve could not set GPU {index}'s fans ({error}); gputune stopped following it."
+                    )),
+                );
+                self.announce(index);
+                return;
+            }
+        }
+        self.gpu_mut(index).fans.target_pct = Some(target);
+    }
+
+    fn engage_safety_net(
+        &mut self,
+        index: u32,
+        temperature_c: u32,
+        slowdown_c: u32,
+        following: bool,
+    ) {
+        let constraints = self.gpu(index).info.constraints.clone();
+        let mut failed = None;
+        for fan_index in 0..constraints.fan_count {
+            let result = validate(&constraints, Setting::FanAutomatic { fan_index })
+                .map_err(|error| error.to_string())
+                .and_then(|validated| {
+                    self.write(index, validated)
+                        .map_err(|error| error.to_string())
+                });
+            if let Err(error) = result {
+                failed = Some(error);
+                break;
+            }
+        }
+        let fans = &mut self.gpu_mut(index).fans;
+        fans.safety_engaged = true;
+        fans.target_pct = None;
+        let release_c = slowdown_c.saturating_sub(SAFETY_RELEASE_C);
+        let notice = match failed {
+            None => Notice::Warning(format!(
+                "GPU {index} reached {temperature_c} °C, close to its slowdown temperature of {slowdown_c} °C: its fans are back under the driver's control{}.",
+                if following {
+                    format!(" until it cools to {release_c} °C")
+                } else {
+                    String::new()
+                }
+            )),
+            Some(error) => Notice::Error(format!(
+                "GPU {index} reached {temperature_c} °C, close to its slowdown temperature of {slowdown_c} °C, and its fans could not be handed back to the driver: {error}"
+            )),
+        };
+        self.notice(Some(index), notice);
+        self.note_change(
+            index,
+            "gputune's fan safety net",
+            format!("fans handed to the driver at {temperature_c} °C"),
+        );
+    }
+}

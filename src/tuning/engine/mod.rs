@@ -1,0 +1,510 @@
+//! The one tuning engine. Every write to a card — the window, `apply`, `apply --try`, `run`,
+//! `profile apply`, boot defaults, sweeps — goes through an [`Engine`], owned by the daemon or,
+//! without one, by the process that may write. It validates through `device::gate`, journals
+//! what puts a card back before any temporary change, keeps what each card runs
+//! ([`SettingsInForce`]), holds one session per card, follows fan curves with a safety net, ends
+//! trials by the clock and puts back exactly what was there when a session ends or its client
+//! goes away.
+//!
+//! The engine is single-threaded: the service's engine thread calls it, and it talks to the
+//! driver through a [`DeviceWorker`], where every call has a deadline.
+
+mod apply;
+mod fans;
+mod open;
+mod restore;
+mod session;
+mod trial;
+mod types;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+pub use open::{EngineOptions, restore_left_changes};
+pub use session::{SessionRequest, SessionStarted};
+pub use trial::{LONGEST_BASELINE_S, LONGEST_TRIAL_S, TrialRequest};
+pub use types::*;
+
+use crate::device::gate::{ValidatedSetting, validate};
+use crate::device::sim::wall_clock_ms;
+use crate::device::worker::DeviceWorker;
+use crate::device::{
+    BackendKind, Constraints, CurrentSettings, DeviceError, GpuIdentity, Setting, Telemetry,
+};
+use crate::notice::Notice;
+use crate::tuning::in_force::{Control, SettingsInForce};
+use crate::tuning::state_folder::{GpuJournal, GpuLock, StateFolder};
+
+use fans::FanFollower;
+use session::Session;
+
+/// How much recent history each GPU keeps, for trial baselines.
+const RECENT_WINDOW_MS: u64 = 120_000;
+
+/// What puts controls back: for each, the setting that restores it and whether exactly.
+pub(crate) type RestoreMap = BTreeMap<Control, (Setting, bool)>;
+
+/// Where a temporary change is recorded, oldest first: the journal restores the oldest value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layer {
+    Session = 0,
+    Trial = 1,
+    /// A plain apply in progress: permanent once it succeeds.
+    Pending = 2,
+}
+
+/// Who owns the engine, which decides how it holds the cards' locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// The daemon: it holds every card's lock for as long as it runs.
+    Daemon,
+    /// A gputune process without a daemon: a card's lock is taken for an apply or a session
+    /// and given back after, so the next gputune process can change the card too.
+    InProcess,
+}
+
+/// A GPU as the engine found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub identity: GpuIdentity,
+    pub constraints: Constraints,
+}
+
+use serde::{Deserialize, Serialize};
+
+/// One GPU's state in the engine.
+struct Gpu {
+    info: GpuInfo,
+    in_force: SettingsInForce,
+    /// The session that holds the card.
+    holder: Option<SessionId>,
+    lock: Option<GpuLock>,
+    /// Readings of the last two minutes, for baselines.
+    recent: VecDeque<Telemetry>,
+    fans: FanFollower,
+    last_change: Option<ChangeNote>,
+    /// When the engine last wrote to the card: a settings read begun before that is stale.
+    last_write: Option<Instant>,
+    /// The GPU fell off the bus or its driver stopped answering: nothing more is written.
+    lost: Option<String>,
+}
+
+/// See the module documentation.
+pub struct Engine {
+    worker: DeviceWorker,
+    backend_kind: BackendKind,
+    call_timeout: Duration,
+    ownership: Ownership,
+    folder: StateFolder,
+    gpus: Vec<Gpu>,
+    sessions: BTreeMap<SessionId, Session>,
+    next_session: SessionId,
+    /// Events for the service to route; taken with [`Engine::take_events`].
+    events: Vec<EngineEvent>,
+}
+
+impl Engine {
+    /// The GPUs, in index order.
+    pub fn gpus(&self) -> Vec<GpuInfo> {
+        self.gpus.iter().map(|gpu| gpu.info.clone()).collect()
+    }
+
+    pub fn backend_kind(&self) -> BackendKind {
+        self.backend_kind
+    }
+
+    /// Tuning state of every GPU.
+    pub fn tunings(&self) -> Vec<GpuTuning> {
+        (0..self.gpus.len() as u32)
+            .filter_map(|index| self.tuning(index))
+            .collect()
+    }
+
+    /// Tuning state of one GPU.
+    pub fn tuning(&self, index: u32) -> Option<GpuTuning> {
+        let gpu = self.gpus.get(index as usize)?;
+        Some(GpuTuning {
+            gpu_index: index,
+            gpu_uuid: gpu.info.identity.uuid.clone(),
+            in_force: gpu.in_force.clone(),
+            fan_curve: gpu.fans.curve.clone(),
+            fan_safety_engaged: gpu.fans.safety_engaged,
+            holder: gpu.holder.and_then(|id| self.holder_of(id, index)),
+            last_change: gpu.last_change.clone(),
+        })
+    }
+
+    /// The events produced since the last call.
+    pub fn take_events(&mut self) -> Vec<EngineEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// When the engine next needs [`Engine::tick`] (a trial's deadline or end of baseline).
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.sessions
+            .values()
+            .flat_map(|session| session.gpus.values())
+            .filter_map(|part| part.trial.as_ref().map(|trial| trial.wakeup()))
+            .min()
+    }
+
+    /// Index of the GPU with this UUID, for clients.
+    pub fn gpu_index(&self, uuid: &str) -> Result<u32, TuneError> {
+        self.index_of(uuid)
+    }
+
+    /// Whether every setting would pass the gate on GPU `index` (nothing is written).
+    pub fn check_settings(&self, index: u32, settings: &[Setting]) -> Result<(), TuneError> {
+        if index as usize >= self.gpus.len() {
+            return Err(TuneError::new(
+                TuneErrorKind::NotFound,
+                format!("There is no GPU {index}."),
+            ));
+        }
+        self.validate_all(index, settings).map(|_| ())
+    }
+
+    /// Index of the GPU with this UUID.
+    fn index_of(&self, uuid: &str) -> Result<u32, TuneError> {
+        self.gpus
+            .iter()
+            .position(|gpu| gpu.info.identity.uuid.eq_ignore_ascii_case(uuid.trim()))
+            .map(|index| index as u32)
+            .ok_or_else(|| {
+                TuneError::new(
+                    TuneErrorKind::NotFound,
+                    format!(
+                        "No GPU has the UUID \"{}\": see `gputune status`.",
+                        crate::text::printable(uuid)
+                    ),
+                )
+            })
+    }
+
+    fn gpu(&self, index: u32) -> &Gpu {
+        &self.gpus[index as usize]
+    }
+
+    fn gpu_mut(&mut self, index: u32) -> &mut Gpu {
+        &mut self.gpus[index as usize]
+    }
+
+    /// Every setting through the gate for GPU `index`: all of them, or the first refusal.
+    fn validate_all(
+        &self,
+        index: u32,
+        settings: &[Setting],
+    ) -> Result<Vec<ValidatedSetting>, TuneError> {
+        let constraints = &self.gpu(index).info.constraints;
+        settings
+            .iter()
+            .map(|setting| {
+                validate(constraints, *setting).map_err(|error| {
+                    TuneError::new(TuneErrorKind::Refused, format!("GPU {index}: {error}"))
+                })
+            })
+            .collect()
+    }
+
+    /// Refuses when GPU `index` fell off the bus earlier.
+    fn check_present(&self, index: u32) -> Result<(), TuneError> {
+        match &self.gpu(index).lost {
+            Some(reason) => Err(TuneError::new(
+                TuneErrorKind::Device,
+                format!("GPU {index} is not answering ({reason}); nothing is sent to it."),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes one validated setting through the worker, with the deadline.
+    fn write(&mut self, index: u32, setting: ValidatedSetting) -> Result<(), DeviceError> {
+        let what = format!(
+            "writing the {} on GPU {index}",
+            setting.setting().describe()
+        );
+        let result = self.worker.call(&what, self.call_timeout, move |backend| {
+            backend.apply(index, &setting)
+        });
+        self.gpu_mut(index).last_write = Some(Instant::now());
+        match &result {
+            Ok(()) => {
+                let gpu = self.gpu_mut(index);
+                gpu.in_force.record_applied(setting.setting());
+                if matches!(
+                    Control::of(setting.setting()),
+                    Control::GpuClockLock | Control::MemoryClockLock
+                ) {
+                    let (uuid, locks) = (gpu.info.identity.uuid.clone(), gpu.in_force.locks());
+                    if let Err(error) = self.folder.write_locks(&uuid, locks) {
+                        tracing::warn!("the clock-lock record could not be written: {error}");
+                    }
+                }
+            }
+            Err(error) if error.is_fatal() => {
+                self.gpu_mut(index).lost = Some(error.to_string());
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// Reads GPU `index`'s settings back now and takes them in.
+    fn refresh_settings(&mut self, index: u32) {
+        let what = format!("reading the settings of GPU {index}");
+        let read = self.worker.call(&what, self.call_timeout, move |backend| {
+            backend.current_settings(index)
+        });
+        match read {
+            Ok(current) => self.gpu_mut(index).in_force.refresh_from_card(&current),
+            Err(error) => tracing::warn!("GPU {index}: {error}"),
+        }
+    }
+
+    /// The enforced power limit, read now.
+    fn read_enforced_limit(&mut self, index: u32) -> Option<u32> {
+        let what = format!("reading the enforced power limit of GPU {index}");
+        self.worker
+            .call(&what, self.call_timeout, move |backend| {
+                backend.enforced_power_limit(index)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Writes GPU `index`'s journal: for every control changed temporarily, the oldest value
+    /// (what the card had before any of it): the session's, then its trial's, then a pending
+    /// apply's. `replacing` stands in for one of those layers while its owner edits it.
+    fn write_journal(
+        &self,
+        index: u32,
+        replacing: Option<(&RestoreMap, Layer)>,
+    ) -> Result<(), TuneError> {
+        let gpu = self.gpu(index);
+        let session = gpu.holder.and_then(|id| self.sessions.get(&id));
+        let part = session.and_then(|session| session.gpus.get(&index));
+        let mut layers: [Option<&RestoreMap>; 3] = [
+            part.map(|part| &part.restore),
+            part.and_then(|part| part.trial.as_ref().map(|trial| &trial.restore)),
+            None,
+        ];
+        if let Some((map, layer)) = replacing {
+            layers[layer as usize] = Some(map);
+        }
+        let mut merged: RestoreMap = BTreeMap::new();
+        for layer in layers.into_iter().flatten() {
+            for (control, value) in layer {
+                merged.entry(*control).or_insert(*value);
+            }
+        }
+        let by = session.map_or_else(
+            || "gputune".to_string(),
+            |session| session.client.describe(),
+        );
+        let journal = GpuJournal::new(
+            self.backend_kind,
+            &gpu.info.identity.uuid,
+            index,
+            merged.values().map(|(setting, _)| *setting).collect(),
+            &by,
+        );
+        self.folder.write_journal(&journal).map_err(|error| {
+            TuneError::new(
+                TuneErrorKind::State,
+                format!("{error} Nothing more was changed: gputune writes down how to undo a change before making it."),
+            )
+        })
+    }
+
+    /// Takes GPU `index`'s lock for `client` when the engine does not hold it already.
+    fn take_lock(&mut self, index: u32, client: &ClientInfo) -> Result<(), TuneError> {
+        if self.gpu(index).lock.is_some() {
+            return Ok(());
+        }
+        let uuid = self.gpu(index).info.identity.uuid.clone();
+        match self.folder.try_lock(&uuid, &client.describe()) {
+            Ok(lock) => {
+                self.gpu_mut(index).lock = Some(lock);
+                // Another process may have changed the card since this engine last looked.
+                self.gpu_mut(index).in_force.gpu_clock_lock =
+                    self.folder.read_locks(&uuid).gpu_clock_lock;
+                self.gpu_mut(index).in_force.memory_clock_lock =
+                    self.folder.read_locks(&uuid).memory_clock_lock;
+                Ok(())
+            }
+            Err(busy) => Err(TuneError::new(
+                TuneErrorKind::Held,
+                format!(
+                    "GPU {index} is being changed by {}: wait for it to finish, or stop it first.",
+                    busy.holder
+                ),
+            )),
+        }
+    }
+
+    /// Gives GPU `index`'s lock back when no session needs it (in-process engines only).
+    fn release_lock(&mut self, index: u32) {
+        if self.ownership == Ownership::InProcess && self.gpu(index).holder.is_none() {
+            self.gpu_mut(index).lock = None;
+        }
+    }
+
+    /// Notes who changed what on GPU `index`, and tells every client.
+    fn note_change(&mut self, index: u32, by: &str, what: String) {
+        if what.is_empty() {
+            return;
+        }
+        self.gpu_mut(index).last_change = Some(ChangeNote {
+            at_ms: wall_clock_ms(),
+            by: by.to_string(),
+            what,
+        });
+        self.announce(index);
+    }
+
+    /// Tells every client GPU `index`'s tuning state.
+    fn announce(&mut self, index: u32) {
+        if let Some(tuning) = self.tuning(index) {
+            self.events.push(EngineEvent::Tuning { tuning });
+        }
+    }
+
+    fn notice(&mut self, gpu_index: Option<u32>, notice: Notice) {
+        match &notice {
+            Notice::Error(text) => tracing::error!("{text}"),
+            Notice::Warning(text) => tracing::warn!("{text}"),
+            Notice::Info(text) => tracing::info!("{text}"),
+        }
+        self.events.push(EngineEvent::Notice { gpu_index, notice });
+    }
+
+    /// Takes in a round of readings (one per GPU, in index order): baselines, sessions, trials
+    /// and fan curves follow them.
+    pub fn on_samples(&mut self, readings: &[Result<Telemetry, DeviceError>]) {
+        for (index, reading) in readings.iter().enumerate().take(self.gpus.len()) {
+            let index = index as u32;
+            let reading = match reading {
+                Ok(reading) => reading,
+                Err(error) if error.is_fatal() => {
+                    self.gpu_lost(index, error);
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            let gpu = self.gpu_mut(index);
+            // It answers: whatever was lost is back.
+            gpu.lost = None;
+            gpu.recent.push_back(reading.clone());
+            while gpu.recent.front().is_some_and(|oldest| {
+                reading.sampled_at_ms.saturating_sub(oldest.sampled_at_ms) > RECENT_WINDOW_MS
+            }) {
+                gpu.recent.pop_front();
+            }
+            self.record_in_sessions(index, reading);
+            self.drive_fans(index, reading);
+        }
+        self.trial_progress();
+    }
+
+    /// GPU `index` stopped answering: a session on it ends (what cannot be put back stays in
+    /// its journal for when the card is back), and its client is told.
+    fn gpu_lost(&mut self, index: u32, error: &DeviceError) {
+        let first_time = self.gpu(index).lost.is_none();
+        self.gpu_mut(index).lost = Some(error.to_string());
+        let Some(id) = self.gpu(index).holder else {
+            if first_time {
+                self.announce(index);
+            }
+            return;
+        };
+        let reason = format!("{error} Its session ended:");
+        let trial_only = self.sessions.get(&id).is_some_and(|session| {
+            session.purpose == SessionPurpose::Trial
+                && session
+                    .gpus
+                    .get(&index)
+                    .is_some_and(|part| part.trial.is_some())
+        });
+        if trial_only {
+            self.finish_trial_with(id, index, false, &reason, true);
+            return;
+        }
+        let client = self.sessions.get(&id).map(|session| session.client.id);
+        let report = self.end_session_now(id, false, &reason);
+        if let Some(client) = client {
+            self.events
+                .push(EngineEvent::SessionEnded { client, report });
+        }
+    }
+
+    /// Takes in settings read back from GPU `index` by the sampler, whose read began at
+    /// `read_started`: a change nobody here made is somebody else's.
+    pub fn on_settings(&mut self, index: u32, current: &CurrentSettings, read_started: Instant) {
+        let Some(gpu) = self.gpus.get_mut(index as usize) else {
+            return;
+        };
+        // A read begun before the engine's last write may show the value before it.
+        if gpu
+            .last_write
+            .is_some_and(|written| read_started <= written)
+        {
+            return;
+        }
+        let before = gpu.in_force.clone();
+        gpu.in_force.refresh_from_card(current);
+        let changed = gpu.in_force.readable_differences(&before);
+        if changed.is_empty() {
+            return;
+        }
+        let what = changed
+            .iter()
+            .map(|control| control.describe())
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.note_change(index, "outside gputune", format!("{what} changed"));
+    }
+
+    /// Reverts every session (the daemon or the window is stopping). Kept settings stay.
+    pub fn shutdown(&mut self) {
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for id in ids {
+            let report = self.end_session_now(id, false, "gputune is stopping: put back");
+            for line in report_lines(&report) {
+                tracing::warn!("{line}");
+            }
+        }
+    }
+}
+
+/// Lines for people about a session's end: one per GPU restored, one per setting left.
+pub fn report_lines(report: &SessionReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for gpu in &report.restored {
+        if !gpu.restored.is_empty() {
+            lines.push(format!(
+                "{} GPU {} ({}).",
+                report.message,
+                gpu.gpu_index,
+                crate::tuning::describe_all(&gpu.restored)
+            ));
+        }
+        for (setting, reason) in &gpu.left {
+            lines.push(format!(
+                "Could not put back the {} on GPU {} ({}): {reason}",
+                setting.describe(),
+                gpu.gpu_index,
+                gpu.gpu_uuid
+            ));
+        }
+        if !gpu.exact {
+            lines.push(format!(
+                "GPU {}'s clock lock was set outside gputune, which cannot read it back: it was reset instead.",
+                gpu.gpu_index
+            ));
+        }
+    }
+    if lines.is_empty() {
+        lines.push(format!("{}.", report.message));
+    }
+    lines
+}

@@ -1,0 +1,153 @@
+//! Starting an engine: the GPUs, what they run, the locks, and the journals left to restore.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::fans::FanFollower;
+use super::{Engine, Gpu, GpuInfo, Ownership, TuneError, TuneErrorKind};
+use crate::device::worker::DeviceWorker;
+use crate::device::{Backend, CurrentSettings};
+use crate::notice::Notice;
+use crate::tuning::in_force::SettingsInForce;
+use crate::tuning::state_folder::StateFolder;
+
+/// How an engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Where its locks, journals and clock-lock records live.
+    pub state_dir: PathBuf,
+    pub ownership: Ownership,
+    /// The deadline of one driver call.
+    pub call_timeout: Duration,
+    /// Describes the owner in the locks it holds ("the gputune daemon (pid 1)").
+    pub owner_label: String,
+}
+
+impl Engine {
+    /// Opens the engine on `backend`: reads every GPU, takes the locks (the daemon holds them
+    /// all), and restores what journals left by a gputune that ended badly say. The notices say
+    /// what was restored or could not be.
+    pub fn open(
+        backend: Box<dyn Backend>,
+        options: &EngineOptions,
+    ) -> Result<(Engine, Vec<Notice>), TuneError> {
+        let folder = StateFolder::open(&options.state_dir).map_err(|error| {
+            TuneError::new(
+                TuneErrorKind::State,
+                format!("gputune's state folder cannot be used: {error}"),
+            )
+        })?;
+        let backend_kind = backend.kind();
+        let mut worker = DeviceWorker::start(backend, "gputune-engine");
+        let timeout = options.call_timeout;
+        let device = |error: crate::device::DeviceError| TuneError::device(&error, "");
+        let count = worker
+            .call("counting the GPUs", timeout, |backend| backend.gpu_count())
+            .map_err(device)?;
+        let mut gpus = Vec::new();
+        for index in 0..count {
+            let what = format!("reading GPU {index}");
+            let (identity, constraints, current) = worker
+                .call(&what, timeout, move |backend| {
+                    let identity = backend.identity(index)?;
+                    let constraints = backend.constraints(index)?;
+                    // A card that cannot report its settings is still one to monitor.
+                    let current = backend.current_settings(index).unwrap_or_else(|error| {
+                        tracing::warn!("GPU {index}: its settings cannot be read: {error}");
+                        CurrentSettings::default()
+                    });
+                    Ok((identity, constraints, current))
+                })
+                .map_err(device)?;
+            let locks = folder.read_locks(&identity.uuid);
+            gpus.push(Gpu {
+                info: GpuInfo {
+                    identity,
+                    constraints,
+                },
+                in_force: SettingsInForce::from_card(&current, locks),
+                holder: None,
+                lock: None,
+                recent: VecDeque::new(),
+                fans: FanFollower::default(),
+                last_change: None,
+                last_write: None,
+                lost: None,
+            });
+        }
+        let mut engine = Engine {
+            worker,
+            backend_kind,
+            call_timeout: timeout,
+            ownership: options.ownership,
+            folder,
+            gpus,
+            sessions: BTreeMap::new(),
+            next_session: 1,
+            events: Vec::new(),
+        };
+        if options.ownership == Ownership::Daemon {
+            for index in 0..count {
+                let uuid = engine.gpu(index).info.identity.uuid.clone();
+                let lock = engine
+                    .folder
+                    .try_lock(&uuid, &options.owner_label)
+                    .map_err(|busy| {
+                        TuneError::new(
+                            TuneErrorKind::Held,
+                            format!(
+                                "GPU {index} is being changed by {}; start the daemon once it has finished.",
+                                busy.holder
+                            ),
+                        )
+                    })?;
+                engine.gpu_mut(index).lock = Some(lock);
+            }
+        }
+        let notices = engine.restore_pending();
+        Ok((engine, notices))
+    }
+}
+
+/// At the start of a command that only reads: puts back what a gputune that ended badly (a
+/// crash, `kill -9`, a power cut mid-trial) left changed, as its journals in the user's state
+/// folder say. Costs one folder listing when there is nothing to do.
+pub fn restore_left_changes(options: &crate::device::BackendOptions) -> Vec<Notice> {
+    let Some(dir) = crate::tuning::state_folder::default_state_dir() else {
+        return Vec::new();
+    };
+    let has_journal = std::fs::read_dir(&dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|entry| {
+            entry.file_name().to_str().is_some_and(|name| {
+                (name.starts_with("journal-") && name.ends_with(".json")) || name == "journal.json"
+            })
+        })
+    });
+    if !has_journal {
+        return Vec::new();
+    }
+    let opened = match crate::device::open_backend(options) {
+        Ok(opened) => opened,
+        Err(error) => {
+            return vec![Notice::Warning(format!(
+                "Settings a previous gputune left changed (journals in {}) could not be restored: {error}",
+                dir.display()
+            ))];
+        }
+    };
+    if opened.fallback_reason.is_some() {
+        // The journals are for real GPUs, which are not reachable now; they wait for them.
+        return Vec::new();
+    }
+    let options = EngineOptions {
+        state_dir: dir,
+        ownership: Ownership::InProcess,
+        call_timeout: crate::device::worker::call_timeout_from_env(),
+        owner_label: format!("gputune (pid {}, restoring)", std::process::id()),
+    };
+    match Engine::open(opened.backend, &options) {
+        Ok((_, notices)) => notices,
+        Err(error) => vec![Notice::Error(error.message)],
+    }
+}

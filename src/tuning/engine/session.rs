@@ -1,0 +1,506 @@
+//! Sessions: a trial, a run, a window's fan curve or a sweep holds its cards, changes them
+//! temporarily, and puts back exactly what was there when it ends, is stopped, or its client
+//! goes away. One session per card at a time.
+
+use std::collections::BTreeMap;
+
+use super::trial::Trial;
+use super::{
+    ClientId, ClientInfo, Engine, GpuApplied, GpuChange, Holder, Layer, RestoreMap, SessionId,
+    SessionPurpose, SessionReport, TuneError, TuneErrorKind,
+};
+use crate::device::Telemetry;
+use crate::device::sim::wall_clock_ms;
+use crate::notice::Notice;
+use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::Control;
+use crate::tuning::stats::TrialStats;
+
+/// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
+/// every other one is dropped, so a week-long run costs the same memory as a day.
+const MOST_SESSION_SAMPLES: usize = 86_400;
+
+/// A session's part on one GPU.
+pub(super) struct SessionGpu {
+    /// What the session's unkept changes replaced.
+    pub restore: RestoreMap,
+    pub trial: Option<Trial>,
+    /// Readings since the session began.
+    pub during: Vec<Telemetry>,
+    /// The session follows a fan curve on this card.
+    pub follows_curve: bool,
+}
+
+pub(super) struct Session {
+    pub client: ClientInfo,
+    pub purpose: SessionPurpose,
+    pub started_at_ms: u64,
+    pub gpus: BTreeMap<u32, SessionGpu>,
+}
+
+/// What a new session asks for.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRequest {
+    pub purpose: SessionPurpose,
+    /// Settings applied (temporarily) when the session starts.
+    pub changes: Vec<GpuChange>,
+    /// Fan curves followed while it lasts, per GPU UUID.
+    pub fan_curves: Vec<(String, FanCurve)>,
+}
+
+/// A session that started.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionStarted {
+    pub session: SessionId,
+    pub applied: Vec<GpuApplied>,
+}
+
+impl Engine {
+    /// Who holds GPU `index` through session `id`.
+    pub(super) fn holder_of(&self, id: SessionId, index: u32) -> Option<Holder> {
+        let session = self.sessions.get(&id)?;
+        let trial_ends_at_ms = session
+            .gpus
+            .get(&index)
+            .and_then(|part| part.trial.as_ref())
+            .and_then(Trial::ends_at_ms);
+        Some(Holder {
+            session: id,
+            purpose: session.purpose,
+            by: session.client.describe(),
+            client: session.client.id,
+            since_ms: session.started_at_ms,
+            trial_ends_at_ms,
+        })
+    }
+
+    /// Refuses a client that may not write.
+    pub(super) fn check_may_write(&self, client: &ClientInfo) -> Result<(), TuneError> {
+        if client.may_write {
+            Ok(())
+        } else {
+            Err(TuneError::new(
+                TuneErrorKind::NotAllowed,
+                "Only root and members of the gputune group may change GPU settings through the daemon: `sudo usermod -aG gputune $USER`, then log in again.",
+            ))
+        }
+    }
+
+    /// Refuses when another client's session holds GPU `index`, naming it.
+    pub(super) fn check_not_held_by_other(
+        &self,
+        index: u32,
+        client: ClientId,
+    ) -> Result<(), TuneError> {
+        let Some(holder) = self
+            .gpu(index)
+            .holder
+            .and_then(|id| self.holder_of(id, index))
+        else {
+            return Ok(());
+        };
+        if holder.client == client {
+            return Ok(());
+        }
+        let until = holder
+            .trial_ends_at_ms
+            .map(|ends_ms| format!(" until {}", clock_time(ends_ms)))
+            .unwrap_or_default();
+        Err(TuneError::new(
+            TuneErrorKind::Held,
+            format!(
+                "GPU {index} is held by {} of {}{until}: wait for it to end, or stop it there.",
+                holder.purpose.describe(),
+                holder.by
+            ),
+        ))
+    }
+
+    /// Starts a session: holds the cards, applies its changes and follows its curves. All or
+    /// nothing: what was written before a failure is put back, and the session does not start.
+    pub fn start_session(
+        &mut self,
+        client: &ClientInfo,
+        request: &SessionRequest,
+    ) -> Result<SessionStarted, TuneError> {
+        self.check_may_write(client)?;
+        // The cards, each once, in the order named.
+        let mut indices: Vec<u32> = Vec::new();
+        for uuid in request
+            .changes
+            .iter()
+            .map(|change| change.gpu_uuid.as_str())
+            .chain(request.fan_curves.iter().map(|(uuid, _)| uuid.as_str()))
+        {
+            let index = self.index_of(uuid)?;
+            if !indices.contains(&index) {
+                indices.push(index);
+            }
+        }
+        if indices.is_empty() {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                "A session needs at least one GPU to change.",
+            ));
+        }
+        let mut validated = BTreeMap::new();
+        for change in &request.changes {
+            let index = self.index_of(&change.gpu_uuid)?;
+            validated
+                .entry(index)
+                .or_insert_with(Vec::new)
+                .extend(self.validate_all(index, &change.settings)?);
+        }
+        for (uuid, _) in &request.fan_curves {
+            self.check_fans(self.index_of(uuid)?)?;
+        }
+        let id = self.open_session(client, request.purpose, &indices)?;
+        let mut applied = Vec::new();
+        for (&index, settings) in &validated {
+            match self.session_write(id, index, settings) {
+                Ok(written) => applied.push(written),
+                Err(error) => {
+                    let report = self.end_session_now(id, false, "Put back after a failed start");
+                    let restored = if report.is_complete() {
+                        " What was written was put back."
+                    } else {
+                        " Not everything written could be put back: see the messages."
+                    };
+                    return Err(TuneError::new(
+                        error.kind,
+                        format!("{}{restored}", error.message),
+                    ));
+                }
+            }
+        }
+        for (uuid, curve) in &request.fan_curves {
+            let index = self.index_of(uuid)?;
+            if let Err(error) = self.start_curve(id, index, curve.clone()) {
+                self.end_session_now(id, false, "Put back after a failed start");
+                return Err(error);
+            }
+        }
+        for &index in &indices {
+            self.announce(index);
+        }
+        Ok(SessionStarted {
+            session: id,
+            applied,
+        })
+    }
+
+    /// Holds `indices` for a new session of `client`: each card present, not in another
+    /// session, and its lock taken.
+    pub(super) fn open_session(
+        &mut self,
+        client: &ClientInfo,
+        purpose: SessionPurpose,
+        indices: &[u32],
+    ) -> Result<SessionId, TuneError> {
+        for &index in indices {
+            self.check_present(index)?;
+            if let Some(id) = self.gpu(index).holder {
+                let mine = self
+                    .sessions
+                    .get(&id)
+                    .is_some_and(|session| session.client.id == client.id);
+                if mine {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Held,
+                        format!("GPU {index} is already in one of your sessions: end it first."),
+                    ));
+                }
+            }
+            self.check_not_held_by_other(index, client.id)?;
+        }
+        for (position, &index) in indices.iter().enumerate() {
+            if let Err(error) = self.take_lock(index, client) {
+                for &taken in &indices[..position] {
+                    self.release_lock(taken);
+                }
+                return Err(error);
+            }
+        }
+        let id = self.next_session;
+        self.next_session += 1;
+        self.sessions.insert(
+            id,
+            Session {
+                client: client.clone(),
+                purpose,
+                started_at_ms: wall_clock_ms(),
+                gpus: indices
+                    .iter()
+                    .map(|&index| {
+                        (
+                            index,
+                            SessionGpu {
+                                restore: RestoreMap::new(),
+                                trial: None,
+                                during: Vec::new(),
+                                follows_curve: false,
+                            },
+                        )
+                    })
+                    .collect(),
+            },
+        );
+        for &index in indices {
+            self.gpu_mut(index).holder = Some(id);
+        }
+        Ok(id)
+    }
+
+    /// More temporary changes within a running session (a sweep's next step).
+    pub fn session_apply(
+        &mut self,
+        client: &ClientInfo,
+        id: SessionId,
+        changes: &[GpuChange],
+    ) -> Result<Vec<GpuApplied>, TuneError> {
+        self.own_session(client, id)?;
+        let mut applied = Vec::new();
+        for change in changes {
+            let index = self.index_of(&change.gpu_uuid)?;
+            let part = self
+                .sessions
+                .get(&id)
+                .and_then(|session| session.gpus.get(&index));
+            match part {
+                None => {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Refused,
+                        format!("GPU {index} is not part of this session."),
+                    ));
+                }
+                Some(part) if part.trial.is_some() => {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Refused,
+                        format!("A trial runs on GPU {index}: keep or revert it first."),
+                    ));
+                }
+                Some(_) => {}
+            }
+            let settings = self.validate_all(index, &change.settings)?;
+            applied.push(self.session_write(id, index, &settings)?);
+        }
+        Ok(applied)
+    }
+
+    /// Writes `settings` to GPU `index` as session `id`'s temporary changes.
+    fn session_write(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        settings: &[crate::device::gate::ValidatedSetting],
+    ) -> Result<GpuApplied, TuneError> {
+        let by = self
+            .sessions
+            .get(&id)
+            .map(|session| session.client.describe())
+            .unwrap_or_default();
+        let mut map = self
+            .session_part_mut(id, index)
+            .map(|part| std::mem::take(&mut part.restore))
+            .unwrap_or_default();
+        let result = self.write_temporary(index, settings, &mut map, Layer::Session);
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.restore = map;
+        }
+        let written = match result {
+            Ok(written) => written,
+            Err((written, error)) => {
+                self.note_change(index, &by, crate::tuning::describe_all(&written));
+                return Err(error);
+            }
+        };
+        self.note_change(index, &by, crate::tuning::describe_all(&written));
+        Ok(self.applied_report(index, written))
+    }
+
+    pub(super) fn session_part_mut(
+        &mut self,
+        id: SessionId,
+        index: u32,
+    ) -> Option<&mut SessionGpu> {
+        self.sessions.get_mut(&id)?.gpus.get_mut(&index)
+    }
+
+    /// Refuses a session that does not exist or is another client's.
+    pub(super) fn own_session(&self, client: &ClientInfo, id: SessionId) -> Result<(), TuneError> {
+        match self.sessions.get(&id) {
+            Some(session) if session.client.id == client.id => Ok(()),
+            Some(_) => Err(TuneError::new(
+                TuneErrorKind::NotAllowed,
+                format!("Session {id} belongs to another client."),
+            )),
+            None => Err(TuneError::new(
+                TuneErrorKind::NotFound,
+                format!("There is no session {id} (it may have ended already)."),
+            )),
+        }
+    }
+
+    /// Ends the client's session `id`: keeps its changes, or puts everything back.
+    pub fn end_session(
+        &mut self,
+        client: &ClientInfo,
+        id: SessionId,
+        keep: bool,
+    ) -> Result<SessionReport, TuneError> {
+        self.own_session(client, id)?;
+        let message = if keep {
+            "Kept the settings on"
+        } else {
+            "Put back"
+        };
+        Ok(self.end_session_now(id, keep, message))
+    }
+
+    /// A client disconnected (or was killed): its sessions end and their cards go back.
+    pub fn client_gone(&mut self, client: ClientId) {
+        let ids: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, session)| session.client.id == client)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            let by = self
+                .sessions
+                .get(&id)
+                .map(|session| session.client.describe())
+                .unwrap_or_default();
+            let report = self.end_session_now(id, false, "Put back");
+            let gpus: Vec<String> = report
+                .restored
+                .iter()
+                .map(|gpu| format!("GPU {}", gpu.gpu_index))
+                .collect();
+            let notice = if report.is_complete() {
+                Notice::Info(format!(
+                    "{by} went away during {}; its changes on {} were put back.",
+                    report.purpose.describe(),
+                    gpus.join(", ")
+                ))
+            } else {
+                Notice::Error(format!(
+                    "{by} went away during {}, and not everything on {} could be put back: {}",
+                    report.purpose.describe(),
+                    gpus.join(", "),
+                    super::report_lines(&report).join(" ")
+                ))
+            };
+            self.notice(report.restored.first().map(|gpu| gpu.gpu_index), notice);
+        }
+    }
+
+    /// Ends session `id` now (nothing checked): its trials, its curves, its changes.
+    pub(super) fn end_session_now(
+        &mut self,
+        id: SessionId,
+        keep: bool,
+        message: &str,
+    ) -> SessionReport {
+        let Some(session) = self.sessions.remove(&id) else {
+            return SessionReport {
+                session: id,
+                purpose: SessionPurpose::Trial,
+                kept: keep,
+                restored: Vec::new(),
+                stats: Vec::new(),
+                message: format!("There is no session {id}."),
+            };
+        };
+        let by = session.client.describe();
+        let mut restored = Vec::new();
+        let mut stats = Vec::new();
+        for (index, part) in session.gpus {
+            if part.follows_curve {
+                let fans = &mut self.gpu_mut(index).fans;
+                fans.curve = None;
+                fans.target_pct = None;
+            }
+            // Oldest value wins: the session's own record, then its trial's.
+            let mut map = part.restore;
+            if let Some(trial) = &part.trial {
+                for (control, value) in &trial.restore {
+                    map.entry(*control).or_insert(*value);
+                }
+            }
+            // The card is free again before the restore's writes, so they journal nothing new.
+            self.gpu_mut(index).holder = None;
+            let report = if keep {
+                super::GpuRestored {
+                    gpu_index: index,
+                    gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
+                    restored: Vec::new(),
+                    left: Vec::new(),
+                    exact: true,
+                }
+            } else {
+                self.restore_map(index, &map)
+            };
+            let left: RestoreMap = report
+                .left
+                .iter()
+                .map(|(setting, _)| (Control::of(setting), (*setting, false)))
+                .collect();
+            if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
+                tracing::error!("{error}");
+            }
+            if !report.restored.is_empty() {
+                self.note_change(
+                    index,
+                    &by,
+                    format!("put back {}", crate::tuning::describe_all(&report.restored)),
+                );
+            }
+            self.release_lock(index);
+            self.announce(index);
+            stats.push((index, TrialStats::from_samples(&part.during)));
+            restored.push(report);
+        }
+        SessionReport {
+            session: id,
+            purpose: session.purpose,
+            kept: keep,
+            restored,
+            stats,
+            message: message.to_string(),
+        }
+    }
+
+    /// Files a reading of GPU `index` with the session that holds it, if any.
+    pub(super) fn record_in_sessions(&mut self, index: u32, reading: &Telemetry) {
+        let Some(id) = self.gpu(index).holder else {
+            return;
+        };
+        let Some(part) = self.session_part_mut(id, index) else {
+            return;
+        };
+        if part.during.len() >= MOST_SESSION_SAMPLES {
+            let mut keep = false;
+            part.during.retain(|_| {
+                keep = !keep;
+                keep
+            });
+        }
+        part.during.push(reading.clone());
+        if let Some(trial) = part.trial.as_mut() {
+            trial.observe(reading);
+        }
+    }
+}
+
+/// "21:30:05" in local time, for "held until".
+fn clock_time(at_ms: u64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_millis_opt(at_ms as i64)
+        .single()
+        .map_or_else(
+            || format!("{at_ms} ms"),
+            |time| time.format("%H:%M:%S").to_string(),
+        )
+}

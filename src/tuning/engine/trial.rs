@@ -1,0 +1,529 @@
+//! Trials: settings tried for a while and reverted unless kept, ended by the wall clock. A
+//! trial measures a baseline first (from the engine's recent history when it has one), then
+//! applies, counts down, and reports before / during numbers all along.
+
+use std::time::{Duration, Instant};
+
+use super::session::SessionGpu;
+use super::{
+    ClientInfo, Engine, EngineEvent, Layer, RestoreMap, SessionId, SessionPurpose, TrialPhase,
+    TrialStatus, TuneError, TuneErrorKind,
+};
+use crate::device::Telemetry;
+use crate::device::gate::ValidatedSetting;
+use crate::device::sim::wall_clock_ms;
+use crate::tuning::in_force::Control;
+use crate::tuning::stats::TrialStats;
+
+/// The longest trial: a day. Longer is a setting to apply, not to try.
+pub const LONGEST_TRIAL_S: u64 = 86_400;
+/// The longest baseline a trial waits for.
+pub const LONGEST_BASELINE_S: u64 = 600;
+
+enum Phase {
+    Measuring { until: Instant },
+    Running { deadline: Instant, ends_at_ms: u64 },
+}
+
+/// A trial on one GPU, inside a session.
+pub(super) struct Trial {
+    what: String,
+    settings: Vec<ValidatedSetting>,
+    duration: Duration,
+    phase: Phase,
+    /// When the baseline began (wall clock), to see whether a setting changed within it.
+    baseline_from_ms: u64,
+    baseline: Vec<Telemetry>,
+    during: Vec<Telemetry>,
+    /// What the trial's changes replaced.
+    pub restore: RestoreMap,
+    baseline_warning: Option<String>,
+    /// The client that started it, to tell after its session is gone.
+    client: Option<super::ClientId>,
+}
+
+impl Trial {
+    /// When the engine must look at the trial next.
+    pub fn wakeup(&self) -> Instant {
+        match self.phase {
+            Phase::Measuring { until } => until,
+            Phase::Running { deadline, .. } => deadline,
+        }
+    }
+
+    /// When it reverts, once it runs.
+    pub fn ends_at_ms(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Running { ends_at_ms, .. } => Some(ends_at_ms),
+            Phase::Measuring { .. } => None,
+        }
+    }
+
+    /// Files a reading under the baseline or the trial.
+    pub fn observe(&mut self, reading: &Telemetry) {
+        match self.phase {
+            Phase::Measuring { .. } => self.baseline.push(reading.clone()),
+            Phase::Running { .. } => self.during.push(reading.clone()),
+        }
+    }
+
+    fn status(&self, index: u32, session: SessionId, message: Option<String>) -> TrialStatus {
+        self.status_of(index, session, message, false)
+    }
+
+    fn status_of(
+        &self,
+        index: u32,
+        session: SessionId,
+        message: Option<String>,
+        failed: bool,
+    ) -> TrialStatus {
+        let now = Instant::now();
+        let left_s =
+            |until: Instant| until.saturating_duration_since(now).as_secs_f64().ceil() as u64;
+        TrialStatus {
+            gpu_index: index,
+            session,
+            what: self.what.clone(),
+            phase: match (&message, &self.phase) {
+                (Some(_), _) => TrialPhase::Ended,
+                (None, Phase::Measuring { until }) => TrialPhase::Measuring {
+                    left_s: left_s(*until),
+                },
+                (None, Phase::Running { deadline, .. }) => TrialPhase::Running {
+                    left_s: left_s(*deadline),
+                },
+            },
+            baseline: TrialStats::from_samples(&self.baseline),
+            during: TrialStats::from_samples(&self.during),
+            baseline_warning: self.baseline_warning.clone(),
+            message,
+            failed,
+        }
+    }
+}
+
+/// What a trial asks for.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TrialRequest {
+    pub gpu_uuid: String,
+    pub settings: Vec<crate::device::Setting>,
+    pub duration_s: u64,
+    /// Seconds of "before" numbers: taken from the recent past when the engine has them,
+    /// else measured before anything is applied.
+    pub baseline_s: u64,
+}
+
+impl Engine {
+    /// Starts a trial on one GPU: inside the client's own session on the card (the window
+    /// following a fan curve), or in a new trial session.
+    pub fn start_trial(
+        &mut self,
+        client: &ClientInfo,
+        request: &TrialRequest,
+    ) -> Result<TrialStatus, TuneError> {
+        self.check_may_write(client)?;
+        let index = self.index_of(&request.gpu_uuid)?;
+        self.check_present(index)?;
+        if request.settings.is_empty() {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                "A trial needs a setting to try.",
+            ));
+        }
+        if !(1..=LONGEST_TRIAL_S).contains(&request.duration_s) {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                format!(
+                    "A trial lasts 1 to {LONGEST_TRIAL_S} seconds, not {}.",
+                    request.duration_s
+                ),
+            ));
+        }
+        if request.baseline_s > LONGEST_BASELINE_S {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                format!(
+                    "A baseline lasts at most {LONGEST_BASELINE_S} seconds, not {}.",
+                    request.baseline_s
+                ),
+            ));
+        }
+        let settings = self.validate_all(index, &request.settings)?;
+        self.check_not_held_by_other(index, client.id)?;
+        let touches_fans = request
+            .settings
+            .iter()
+            .any(|setting| matches!(Control::of(setting), Control::Fan { .. }));
+        let id = match self.gpu(index).holder {
+            Some(id) => {
+                let part = self
+                    .sessions
+                    .get(&id)
+                    .and_then(|session| session.gpus.get(&index));
+                if part.is_some_and(|part| part.trial.is_some()) {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Held,
+                        format!("A trial already runs on GPU {index}: keep or revert it first."),
+                    ));
+                }
+                if part.is_some_and(|part| part.follows_curve) && touches_fans {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Held,
+                        format!(
+                            "gputune follows a fan curve on GPU {index}: stop following it before trying fan speeds."
+                        ),
+                    ));
+                }
+                id
+            }
+            None => self.open_session(client, SessionPurpose::Trial, &[index])?,
+        };
+
+        let now_ms = wall_clock_ms();
+        let baseline_ms = request.baseline_s * 1000;
+        let recent: Vec<Telemetry> = self
+            .gpu(index)
+            .recent
+            .iter()
+            .filter(|reading| now_ms.saturating_sub(reading.sampled_at_ms) <= baseline_ms)
+            .cloned()
+            .collect();
+        // Covered when the oldest usable reading is about as old as the baseline asks.
+        let covered_ms = recent
+            .first()
+            .map_or(0, |oldest| now_ms.saturating_sub(oldest.sampled_at_ms));
+        // A quarter of a second short is close enough: readings come once a second or faster.
+        let missing_ms = match baseline_ms.saturating_sub(covered_ms) {
+            short if short <= 250 => 0,
+            missing => missing,
+        };
+        let trial = Trial {
+            what: crate::tuning::describe_all(&request.settings),
+            settings,
+            duration: Duration::from_secs(request.duration_s),
+            phase: Phase::Measuring {
+                until: Instant::now() + Duration::from_millis(missing_ms),
+            },
+            baseline_from_ms: now_ms.saturating_sub(baseline_ms),
+            baseline: recent,
+            during: Vec::new(),
+            restore: RestoreMap::new(),
+            baseline_warning: None,
+            client: Some(client.id),
+        };
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.trial = Some(trial);
+        }
+        self.announce(index);
+        if missing_ms == 0 {
+            return Ok(self.apply_trial(id, index));
+        }
+        Ok(self
+            .trial_status(id, index, None)
+            .unwrap_or_else(|| ended_status(index, id, "The trial vanished.")))
+    }
+
+    /// Keeps or reverts the client's trial on a GPU.
+    pub fn finish_trial(
+        &mut self,
+        client: &ClientInfo,
+        gpu_uuid: &str,
+        keep: bool,
+    ) -> Result<TrialStatus, TuneError> {
+        let index = self.index_of(gpu_uuid)?;
+        let id = self
+            .gpu(index)
+            .holder
+            .filter(|id| {
+                self.sessions.get(id).is_some_and(|session| {
+                    session.client.id == client.id
+                        && session
+                            .gpus
+                            .get(&index)
+                            .is_some_and(|part| part.trial.is_some())
+                })
+            })
+            .ok_or_else(|| {
+                TuneError::new(
+                    TuneErrorKind::NotFound,
+                    format!(
+                        "You have no trial running on GPU {index} (it may have ended already)."
+                    ),
+                )
+            })?;
+        let reason = if keep { "Kept" } else { "Reverted: put back" };
+        Ok(self.finish_trial_now(id, index, keep, reason))
+    }
+
+    /// Applies a trial whose baseline is complete; ends it at once when a write fails.
+    fn apply_trial(&mut self, id: SessionId, index: u32) -> TrialStatus {
+        let Some(mut trial) = self
+            .session_part_mut(id, index)
+            .and_then(|part| part.trial.take())
+        else {
+            return ended_status(index, id, "The trial vanished.");
+        };
+        if let Some(change) = self
+            .gpu(index)
+            .last_change
+            .as_ref()
+            .filter(|change| change.at_ms >= trial.baseline_from_ms)
+        {
+            trial.baseline_warning = Some(format!(
+                "The baseline is not clean: {} ({}) within it, so its numbers mix two settings.",
+                change.what, change.by
+            ));
+        }
+        let settings = trial.settings.clone();
+        let mut map = std::mem::take(&mut trial.restore);
+        let part_trial = |engine: &mut Engine, trial: Trial| {
+            if let Some(part) = engine.session_part_mut(id, index) {
+                part.trial = Some(trial);
+            }
+        };
+        // The trial goes back in place while it writes, so the journal sees the session's layer.
+        part_trial(self, trial);
+        let result = self.write_temporary(index, &settings, &mut map, Layer::Trial);
+        let by = self
+            .sessions
+            .get(&id)
+            .map(|session| session.client.describe())
+            .unwrap_or_default();
+        let Some(trial) = self
+            .session_part_mut(id, index)
+            .and_then(|part| part.trial.as_mut())
+        else {
+            return ended_status(index, id, "The trial vanished.");
+        };
+        trial.restore = map;
+        match result {
+            Ok(written) => {
+                let deadline = Instant::now() + trial.duration;
+                let ends_at_ms = wall_clock_ms() + trial.duration.as_millis() as u64;
+                trial.phase = Phase::Running {
+                    deadline,
+                    ends_at_ms,
+                };
+                self.note_change(
+                    index,
+                    &by,
+                    format!("trying {}", crate::tuning::describe_all(&written)),
+                );
+                let status = self
+                    .trial_status(id, index, None)
+                    .unwrap_or_else(|| ended_status(index, id, "The trial vanished."));
+                self.send_trial(id, status.clone());
+                status
+            }
+            Err((written, error)) => {
+                let outcome = if written.is_empty() {
+                    "Nothing was changed.".to_string()
+                } else {
+                    format!(
+                        "{} was written and is put back.",
+                        crate::tuning::describe_all(&written)
+                    )
+                };
+                let message = format!("The trial could not start: {} {outcome}", error.message);
+                self.finish_trial_with(id, index, false, &message, true)
+            }
+        }
+    }
+
+    /// Ends a trial now: reverts it (or keeps it), tells its client, and ends a session that
+    /// existed only for it.
+    fn finish_trial_now(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        keep: bool,
+        reason: &str,
+    ) -> TrialStatus {
+        self.finish_trial_with(id, index, keep, reason, false)
+    }
+
+    pub(super) fn finish_trial_with(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        keep: bool,
+        reason: &str,
+        could_not_start: bool,
+    ) -> TrialStatus {
+        let Some(mut trial) = self
+            .session_part_mut(id, index)
+            .and_then(|part| part.trial.take())
+        else {
+            return ended_status(index, id, "No trial is running.");
+        };
+        let trial_only = self
+            .sessions
+            .get(&id)
+            .is_some_and(|session| session.purpose == SessionPurpose::Trial);
+        let mut incomplete = false;
+        let message = if keep {
+            if trial_only {
+                self.end_session_now(id, true, "Trial kept");
+            } else {
+                let _ = self.write_journal(index, None);
+                self.announce(index);
+            }
+            format!("{reason} {}.", trial.what)
+        } else {
+            let restore = std::mem::take(&mut trial.restore);
+            let report = if trial_only {
+                // The session exists for the trial: ending it puts everything back and frees the card.
+                if let Some(part) = self.session_part_mut(id, index) {
+                    part.restore = restore;
+                }
+                let report = self.end_session_now(id, false, reason);
+                report
+                    .restored
+                    .into_iter()
+                    .find(|gpu| gpu.gpu_index == index)
+            } else {
+                let report = self.restore_map(index, &restore);
+                let left: RestoreMap = report
+                    .left
+                    .iter()
+                    .map(|(setting, _)| (Control::of(setting), (*setting, false)))
+                    .collect();
+                if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
+                    tracing::error!("{error}");
+                }
+                let by = self
+                    .sessions
+                    .get(&id)
+                    .map(|session| session.client.describe())
+                    .unwrap_or_default();
+                if !report.restored.is_empty() {
+                    self.note_change(
+                        index,
+                        &by,
+                        format!("put back {}", crate::tuning::describe_all(&report.restored)),
+                    );
+                }
+                Some(report)
+            };
+            incomplete = report.as_ref().is_some_and(|report| !report.is_complete());
+            match report {
+                Some(report) if !report.is_complete() => {
+                    let left: Vec<String> = report
+                        .left
+                        .iter()
+                        .map(|(setting, why)| format!("{}: {why}", setting.describe()))
+                        .collect();
+                    format!(
+                        "{reason} only in part; not put back: {}. The journal is kept, so the next start of gputune tries again.",
+                        left.join("; ")
+                    )
+                }
+                Some(report) if !report.restored.is_empty() => {
+                    let inexact = if report.exact {
+                        ""
+                    } else {
+                        " The clock lock was set before gputune knew it (NVML cannot read locks), so it was reset rather than restored."
+                    };
+                    format!(
+                        "{reason} {}.{inexact}",
+                        crate::tuning::describe_all(&report.restored)
+                    )
+                }
+                _ => reason.to_string(),
+            }
+        };
+        let status = trial.status_of(index, id, Some(message), could_not_start || incomplete);
+        let client = self
+            .sessions
+            .get(&id)
+            .map(|session| session.client.id)
+            .or(trial.client);
+        if let Some(client) = client {
+            self.events.push(EngineEvent::Trial {
+                client,
+                status: status.clone(),
+            });
+        }
+        status
+    }
+
+    /// Moves trials on: an ended baseline applies, a passed deadline reverts.
+    pub fn tick(&mut self) {
+        let now = Instant::now();
+        let due: Vec<(SessionId, u32, bool)> = self
+            .sessions
+            .iter()
+            .flat_map(|(id, session)| {
+                session.gpus.iter().filter_map(move |(index, part)| {
+                    let trial = part.trial.as_ref()?;
+                    (trial.wakeup() <= now).then_some((
+                        *id,
+                        *index,
+                        matches!(trial.phase, Phase::Measuring { .. }),
+                    ))
+                })
+            })
+            .collect();
+        for (id, index, measuring) in due {
+            if measuring {
+                self.apply_trial(id, index);
+            } else {
+                self.finish_trial_now(id, index, false, "Time is up: put back");
+            }
+        }
+    }
+
+    /// Sends every running trial's status to its client (after each round of readings).
+    pub(super) fn trial_progress(&mut self) {
+        let running: Vec<(SessionId, u32)> = self
+            .sessions
+            .iter()
+            .flat_map(|(id, session)| {
+                session
+                    .gpus
+                    .iter()
+                    .filter(|(_, part)| part.trial.is_some())
+                    .map(move |(index, _)| (*id, *index))
+            })
+            .collect();
+        for (id, index) in running {
+            if let Some(status) = self.trial_status(id, index, None) {
+                self.send_trial(id, status);
+            }
+        }
+    }
+
+    fn trial_status(
+        &self,
+        id: SessionId,
+        index: u32,
+        message: Option<String>,
+    ) -> Option<TrialStatus> {
+        let part: &SessionGpu = self.sessions.get(&id)?.gpus.get(&index)?;
+        Some(part.trial.as_ref()?.status(index, id, message))
+    }
+
+    fn send_trial(&mut self, id: SessionId, status: TrialStatus) {
+        if let Some(session) = self.sessions.get(&id) {
+            self.events.push(EngineEvent::Trial {
+                client: session.client.id,
+                status,
+            });
+        }
+    }
+}
+
+fn ended_status(index: u32, session: SessionId, message: &str) -> TrialStatus {
+    TrialStatus {
+        gpu_index: index,
+        session,
+        what: String::new(),
+        phase: TrialPhase::Ended,
+        baseline: TrialStats::default(),
+        during: TrialStats::default(),
+        baseline_warning: None,
+        message: Some(message.to_string()),
+        failed: true,
+    }
+}

@@ -1,0 +1,275 @@
+//! What the engine tells its clients: who asks, what a card runs and who holds it, how an apply,
+//! a trial or a session went, and why a request was refused. All of it crosses the daemon's
+//! socket as JSON, so every type here is serializable.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::{DeviceError, Setting};
+use crate::notice::Notice;
+use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::SettingsInForce;
+use crate::tuning::stats::TrialStats;
+
+/// A connection to the engine, numbered by the service.
+pub type ClientId = u64;
+/// A session, numbered by the engine.
+pub type SessionId = u64;
+
+/// Who is asking: what the service knows of a client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub id: ClientId,
+    /// From the socket's peer credentials (or this process, in-process).
+    pub pid: Option<u32>,
+    pub uid: Option<u32>,
+    pub user: Option<String>,
+    /// What the client says it is ("gputune apply --try 60"), already made printable.
+    pub label: String,
+    /// Whether it may change settings (root, the daemon's own user, or the socket's group).
+    pub may_write: bool,
+}
+
+impl ClientInfo {
+    /// "gputune apply --try 60 (pid 4242, user alice)", for messages that name a holder.
+    pub fn describe(&self) -> String {
+        let mut details = Vec::new();
+        if let Some(pid) = self.pid {
+            details.push(format!("pid {pid}"));
+        }
+        match (&self.user, self.uid) {
+            (Some(user), _) => details.push(format!("user {user}")),
+            (None, Some(uid)) => details.push(format!("uid {uid}")),
+            (None, None) => {}
+        }
+        if details.is_empty() {
+            self.label.clone()
+        } else {
+            format!("{} ({})", self.label, details.join(", "))
+        }
+    }
+}
+
+/// What a client wants to change on one GPU, named by UUID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuChange {
+    pub gpu_uuid: String,
+    pub settings: Vec<Setting>,
+}
+
+/// Why a session exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionPurpose {
+    /// Settings tried for a while, then reverted unless kept.
+    Trial,
+    /// Settings (and a fan curve) for the length of one command.
+    Run,
+    /// A fan curve followed while a client (the window) is connected.
+    FanCurve,
+    /// Settings stepped through while a training job runs.
+    Sweep,
+}
+
+impl SessionPurpose {
+    pub fn describe(self) -> &'static str {
+        match self {
+            SessionPurpose::Trial => "a trial",
+            SessionPurpose::Run => "a run",
+            SessionPurpose::FanCurve => "a fan curve",
+            SessionPurpose::Sweep => "a sweep",
+        }
+    }
+}
+
+/// Who holds a GPU: the session on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub session: SessionId,
+    pub purpose: SessionPurpose,
+    /// The client, described ("gputune run --profile Quiet (pid 77, user bob)").
+    pub by: String,
+    pub client: ClientId,
+    pub since_ms: u64,
+    /// When a trial on the card reverts, if one runs.
+    pub trial_ends_at_ms: Option<u64>,
+}
+
+/// The last change to a card's settings and who made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeNote {
+    pub at_ms: u64,
+    /// A client's description, "the engine's fan safety net", or "outside gputune".
+    pub by: String,
+    pub what: String,
+}
+
+/// Everything about tuning one GPU, as every client shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuTuning {
+    pub gpu_index: u32,
+    pub gpu_uuid: String,
+    pub in_force: SettingsInForce,
+    /// The curve the engine follows on this card now.
+    pub fan_curve: Option<FanCurve>,
+    /// The fans were handed back to the driver because the card neared its slowdown
+    /// temperature.
+    pub fan_safety_engaged: bool,
+    pub holder: Option<Holder>,
+    pub last_change: Option<ChangeNote>,
+}
+
+/// What one GPU got from an apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuApplied {
+    pub gpu_index: u32,
+    /// The settings the driver accepted, in order.
+    pub applied: Vec<Setting>,
+    /// What the card runs afterwards.
+    pub in_force: SettingsInForce,
+    /// The limit the card enforces afterwards, read back.
+    pub enforced_power_limit_mw: Option<u32>,
+}
+
+/// Where a trial stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum TrialPhase {
+    /// Measuring the baseline before anything is written.
+    Measuring {
+        left_s: u64,
+    },
+    /// The settings are on the card; they revert in `left_s` unless kept.
+    Running {
+        left_s: u64,
+    },
+    Ended,
+}
+
+/// A trial's status: the countdown, the numbers before and during, and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialStatus {
+    pub gpu_index: u32,
+    pub session: SessionId,
+    /// What is tried ("power limit 315 W").
+    pub what: String,
+    pub phase: TrialPhase,
+    pub baseline: TrialStats,
+    pub during: TrialStats,
+    /// Set when a setting changed within the baseline, so its numbers mix two settings.
+    pub baseline_warning: Option<String>,
+    /// How it ended, or why it could not start.
+    pub message: Option<String>,
+    /// It could not start, or not everything could be put back.
+    #[serde(default)]
+    pub failed: bool,
+}
+
+/// One GPU's part of a restore: what was written and what could not be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuRestored {
+    pub gpu_index: u32,
+    pub gpu_uuid: String,
+    pub restored: Vec<Setting>,
+    /// Settings not restored, each with the reason.
+    pub left: Vec<(Setting, String)>,
+    /// Whether every control is back at exactly its value before (a clock lock set outside
+    /// gputune can only be reset, not restored).
+    pub exact: bool,
+}
+
+impl GpuRestored {
+    pub fn is_complete(&self) -> bool {
+        self.left.is_empty()
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionReport {
+    pub session: SessionId,
+    pub purpose: SessionPurpose,
+    /// The changes were kept (nothing restored).
+    pub kept: bool,
+    pub restored: Vec<GpuRestored>,
+    /// What each GPU did while the session ran.
+    pub stats: Vec<(u32, TrialStats)>,
+    /// One sentence: why and how it ended.
+    pub message: String,
+}
+
+impl SessionReport {
+    /// Whether everything that had to go back went back.
+    pub fn is_complete(&self) -> bool {
+        self.restored.iter().all(GpuRestored::is_complete)
+    }
+}
+
+/// What kind of refusal: lets a client react without parsing messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TuneErrorKind {
+    /// A value outside the card's constraints, or a request that makes no sense.
+    Refused,
+    /// Another session holds the card.
+    Held,
+    /// The driver refused for lack of rights.
+    Permission,
+    /// The driver failed (lost GPU, timeout, ...).
+    Device,
+    /// No such GPU or session.
+    NotFound,
+    /// The client may not change settings.
+    NotAllowed,
+    /// A file of the engine's could not be written (its journal): nothing was changed.
+    State,
+}
+
+/// A refused or failed request, as one sentence that says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct TuneError {
+    pub kind: TuneErrorKind,
+    pub message: String,
+}
+
+impl TuneError {
+    pub fn new(kind: TuneErrorKind, message: impl Into<String>) -> TuneError {
+        TuneError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A driver error, classified.
+    pub fn device(error: &DeviceError, context: &str) -> TuneError {
+        let kind = match error {
+            DeviceError::NoPermission { .. } => TuneErrorKind::Permission,
+            _ => TuneErrorKind::Device,
+        };
+        TuneError::new(kind, format!("{context}{error}"))
+    }
+}
+
+/// What the engine has to say to its clients, collected as it works and routed by the service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EngineEvent {
+    /// A card's settings, holder or fan state changed: for every client.
+    Tuning { tuning: GpuTuning },
+    /// A trial's countdown or end: for the client that started it.
+    Trial {
+        client: ClientId,
+        status: TrialStatus,
+    },
+    /// A session ended without its client asking (its trial's time was up, its GPU was lost):
+    /// for the client that started it.
+    SessionEnded {
+        client: ClientId,
+        report: SessionReport,
+    },
+    /// News about a card (the fan safety net, a fan curve that stopped): for every client.
+    Notice {
+        gpu_index: Option<u32>,
+        notice: Notice,
+    },
+}

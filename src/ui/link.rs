@@ -1,0 +1,372 @@
+//! The window's link to the tuning service (the daemon, or an engine in this process): a
+//! thread that connects, subscribes to readings and tuning news, and sends the window's
+//! requests. The window never waits on it; it repaints when news arrives.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::cli::connect::TuningOptions;
+use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
+use crate::notice::Notice;
+use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
+use crate::service::protocol::{Event, Request, Response};
+use crate::tuning::engine::{
+    EngineEvent, GpuApplied, GpuInfo, GpuTuning, TrialRequest, TrialStatus, TuneError,
+};
+use crate::tuning::fan_curve::FanCurve;
+
+/// Seconds of "before" numbers a trial in the window compares with (the recent past).
+pub const WINDOW_BASELINE_S: u64 = 30;
+
+/// What the window hears from the service.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkEvent {
+    /// Connected; these are the GPUs.
+    Connected {
+        backend: BackendKind,
+        /// Why the simulator stands in for NVML, when it does.
+        simulated_because: Option<String>,
+        gpus: Vec<GpuInfo>,
+        /// A daemon answers (else an engine runs in this window).
+        daemon: bool,
+        /// What the engine restored when it started, and the like.
+        notices: Vec<Notice>,
+    },
+    /// One reading per GPU, in index order; a GPU that failed to read carries its error.
+    Samples(Vec<Result<Telemetry, DeviceError>>),
+    /// No service could be reached, or it went away.
+    Failed(String),
+    /// What a card runs, who holds it, its fan state.
+    Tuning(Box<GpuTuning>),
+    /// What an apply did, or why it was refused.
+    Applied {
+        gpu_index: u32,
+        result: Result<GpuApplied, TuneError>,
+    },
+    /// Where a trial stands (every reading while it runs, and once as it ends).
+    Trial(Box<TrialStatus>),
+    /// News about a card, or the refusal of a request.
+    Notice {
+        gpu_index: Option<u32>,
+        notice: Notice,
+    },
+}
+
+/// What the window asks of the service.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TuneCommand {
+    Apply {
+        gpu_index: u32,
+        settings: Vec<Setting>,
+    },
+    /// Try settings for a while, then revert unless kept.
+    StartTrial {
+        gpu_index: u32,
+        settings: Vec<Setting>,
+        duration_s: u64,
+    },
+    KeepTrial {
+        gpu_index: u32,
+    },
+    RevertTrial {
+        gpu_index: u32,
+    },
+    /// Follow this curve while the window is open; `None` stops and puts the fans back.
+    SetFanCurve {
+        gpu_index: u32,
+        curve: Option<FanCurve>,
+    },
+}
+
+/// What the window sends to the link thread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkCommand {
+    SetInterval { interval_ms: u64 },
+    Tune(TuneCommand),
+}
+
+/// The window's end of the link. Dropping it closes the connection, which ends the window's
+/// sessions (its fan curves and trials are put back).
+pub struct Link {
+    commands: Option<Sender<LinkCommand>>,
+    events: Receiver<LinkEvent>,
+    thread: Option<JoinHandle<()>>,
+    /// Set once connected: only then may closing have sessions to put back, worth waiting for.
+    connected: Arc<AtomicBool>,
+}
+
+impl Link {
+    /// Starts the link thread. `notify` runs after every event is sent (the window passes
+    /// `egui::Context::request_repaint`).
+    pub fn spawn(
+        options: TuningOptions,
+        interval_ms: u64,
+        notify: impl Fn() + Send + 'static,
+    ) -> Result<Link, std::io::Error> {
+        let (command_sender, commands) = mpsc::channel();
+        let (event_sender, events) = mpsc::channel();
+        let connected = Arc::new(AtomicBool::new(false));
+        let connected_flag = Arc::clone(&connected);
+        let thread = std::thread::Builder::new()
+            .name("gputune-link".to_string())
+            .spawn(move || {
+                let send = |event: LinkEvent| {
+                    if matches!(event, LinkEvent::Connected { .. }) {
+                        connected_flag.store(true, Ordering::SeqCst);
+                    }
+                    let delivered = event_sender.send(event).is_ok();
+                    notify();
+                    delivered
+                };
+                run(&options, interval_ms, &commands, &send);
+            })?;
+        Ok(Link {
+            commands: Some(command_sender),
+            events,
+            thread: Some(thread),
+            connected,
+        })
+    }
+
+    /// Events that arrived since the last call, oldest first; never blocks.
+    pub fn drain_events(&self) -> Vec<LinkEvent> {
+        self.events.try_iter().collect()
+    }
+
+    pub fn send(&self, command: LinkCommand) {
+        if let Some(commands) = &self.commands {
+            // A closed channel means the thread ended; its last event said why.
+            let _ = commands.send(command);
+        }
+    }
+}
+
+/// How long closing the window waits for the link thread (and an in-process engine putting
+/// the window's sessions back).
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.commands = None;
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        if !self.connected.load(Ordering::SeqCst) {
+            // Still connecting (a slow driver): nothing to put back yet, nothing to wait for.
+            return;
+        }
+        let deadline = std::time::Instant::now() + STOP_WAIT;
+        while !thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        } else {
+            tracing::warn!("the link thread is stuck; not waiting for it");
+        }
+    }
+}
+
+fn run(
+    options: &TuningOptions,
+    interval_ms: u64,
+    commands: &Receiver<LinkCommand>,
+    send: &dyn Fn(LinkEvent) -> bool,
+) {
+    let connected = connect(&ConnectOptions {
+        backend: options.backend.clone(),
+        socket: options.socket.clone(),
+        label: "the gputune window".to_string(),
+    });
+    let mut client = match connected {
+        Ok(client) => client,
+        Err(error) => {
+            send(LinkEvent::Failed(error.to_string()));
+            return;
+        }
+    };
+    let welcome = client.welcome().clone();
+    if !send(LinkEvent::Connected {
+        backend: welcome.backend,
+        simulated_because: welcome.simulated_because.clone(),
+        gpus: welcome.gpus.clone(),
+        daemon: welcome.daemon,
+        notices: welcome.notices.clone(),
+    }) {
+        return;
+    }
+    match client.request(Request::Snapshot) {
+        Ok(Response::Snapshot(snapshot)) => {
+            for tuning in snapshot.tunings {
+                send(LinkEvent::Tuning(Box::new(tuning)));
+            }
+        }
+        Ok(_) => {}
+        Err(error) => {
+            send(LinkEvent::Failed(error.to_string()));
+            return;
+        }
+    }
+    if let Err(error) = client.request(Request::Subscribe { interval_ms }) {
+        send(LinkEvent::Failed(error.to_string()));
+        return;
+    }
+    loop {
+        loop {
+            match commands.try_recv() {
+                Ok(command) => {
+                    if let Err(error) = handle(&mut client, &welcome.gpus, command, send) {
+                        send(LinkEvent::Failed(error.to_string()));
+                        return;
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                // The window closed: dropping the client ends its sessions.
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+        match client.next_event(Duration::from_millis(50)) {
+            Ok(Some(event)) => {
+                if !forward(event, send) {
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(error) => {
+                send(LinkEvent::Failed(error.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+/// Passes one service event to the window; false when the window is gone.
+fn forward(event: Event, send: &dyn Fn(LinkEvent) -> bool) -> bool {
+    match event {
+        Event::Samples { readings } => send(LinkEvent::Samples(readings)),
+        Event::Engine { event } => match *event {
+            EngineEvent::Tuning { tuning } => send(LinkEvent::Tuning(Box::new(tuning))),
+            EngineEvent::Trial { status, .. } => send(LinkEvent::Trial(Box::new(status))),
+            EngineEvent::Notice { gpu_index, notice } => {
+                send(LinkEvent::Notice { gpu_index, notice })
+            }
+            EngineEvent::SessionEnded { report, .. } => send(LinkEvent::Notice {
+                gpu_index: report.restored.first().map(|gpu| gpu.gpu_index),
+                notice: if report.is_complete() {
+                    Notice::Info(crate::tuning::engine::report_lines(&report).join(" "))
+                } else {
+                    Notice::Error(crate::tuning::engine::report_lines(&report).join(" "))
+                },
+            }),
+        },
+    }
+}
+
+/// Runs one of the window's commands; an error only when the service is gone.
+fn handle(
+    client: &mut TuningClient,
+    gpus: &[GpuInfo],
+    command: LinkCommand,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
+    let uuid = |gpu_index: u32| {
+        gpus.get(gpu_index as usize)
+            .map(|gpu| gpu.identity.uuid.clone())
+            .unwrap_or_default()
+    };
+    let (gpu_index, request) = match command {
+        LinkCommand::SetInterval { interval_ms } => (None, Request::Subscribe { interval_ms }),
+        LinkCommand::Tune(TuneCommand::Apply {
+            gpu_index,
+            settings,
+        }) => (
+            Some(gpu_index),
+            Request::Apply {
+                changes: vec![crate::tuning::engine::GpuChange {
+                    gpu_uuid: uuid(gpu_index),
+                    settings,
+                }],
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::StartTrial {
+            gpu_index,
+            settings,
+            duration_s,
+        }) => (
+            Some(gpu_index),
+            Request::StartTrial {
+                trial: TrialRequest {
+                    gpu_uuid: uuid(gpu_index),
+                    settings,
+                    duration_s,
+                    baseline_s: WINDOW_BASELINE_S,
+                },
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::KeepTrial { gpu_index }) => (
+            Some(gpu_index),
+            Request::FinishTrial {
+                gpu_uuid: uuid(gpu_index),
+                keep: true,
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::RevertTrial { gpu_index }) => (
+            Some(gpu_index),
+            Request::FinishTrial {
+                gpu_uuid: uuid(gpu_index),
+                keep: false,
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::SetFanCurve { gpu_index, curve }) => {
+            let following = curve.is_some();
+            let result = client.request(Request::FollowFanCurve {
+                gpu_uuid: uuid(gpu_index),
+                curve,
+            });
+            let notice = match result {
+                Ok(_) if following => Notice::Info("The fans follow the curve.".to_string()),
+                Ok(_) => Notice::Info(
+                    "The fans are back to what they were before the curve.".to_string(),
+                ),
+                Err(ClientError::Refused(error)) => Notice::Error(error.message),
+                Err(error) => return Err(error),
+            };
+            send(LinkEvent::Notice {
+                gpu_index: Some(gpu_index),
+                notice,
+            });
+            return Ok(());
+        }
+    };
+    match (client.request(request), gpu_index) {
+        (Ok(Response::Applied { gpus }), Some(gpu_index)) => {
+            for applied in gpus {
+                send(LinkEvent::Applied {
+                    gpu_index,
+                    result: Ok(applied),
+                });
+            }
+        }
+        (Ok(Response::Trial { status }), _) => {
+            send(LinkEvent::Trial(status));
+        }
+        (Ok(_), _) => {}
+        (Err(ClientError::Refused(error)), Some(gpu_index)) => {
+            send(LinkEvent::Applied {
+                gpu_index,
+                result: Err(error),
+            });
+        }
+        (Err(ClientError::Refused(error)), None) => {
+            send(LinkEvent::Notice {
+                gpu_index: None,
+                notice: Notice::Error(error.message),
+            });
+        }
+        (Err(error), _) => return Err(error),
+    }
+    Ok(())
+}
