@@ -75,10 +75,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The daemon's log is the record of what it did to the cards: it says more by default.
+    let default_filter = if matches!(cli.command, Some(Command::Daemon(_))) {
+        "error,gputune=info"
+    } else {
+        "error,gputune=warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("GPUTUNE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,gputune=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -134,14 +140,17 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         Some(Command::Apply(args)) => gputune::cli::apply::run_command(&args, &tuning),
         None => gputune::ui::run_window(tuning, cli.interval_ms),
         Some(Command::Status { json, gpu }) => {
-            let mut opened = open_backend(&options)?;
+            let opened = open_backend(&options)?;
+            let mut worker =
+                gputune::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
             let stdout = std::io::stdout();
             gputune::cli::status::run(
-                opened.backend.as_mut(),
+                &mut worker,
                 opened.fallback_reason.as_deref(),
                 gpu.as_deref(),
                 json,
                 &mut stdout.lock(),
+                &mut std::io::stderr(),
             )
         }
         Some(Command::Plan(args)) => {

@@ -1,9 +1,11 @@
 //! `gputune status`: every GPU's identity, constraints and one snapshot, as text or JSON.
 
 use std::io::Write;
+use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::device::{
     Backend, Constraints, DeviceError, GpuIdentity, Telemetry, ThrottleReasons, resolve_gpu,
 };
@@ -70,23 +72,47 @@ pub fn read_gpu(backend: &mut dyn Backend, index: u32) -> Result<GpuStatus, Devi
     })
 }
 
+/// How long a GPU may take to answer before `status` says it is waiting.
+const SLOW_AFTER: Duration = Duration::from_secs(2);
+
 /// Prints the status of every GPU (or the one `gpu_query` names). A GPU that fails to read is
-/// reported and makes the command fail, after the others are printed.
+/// reported and makes the command fail, after the others are printed. Every GPU is read on
+/// the worker with a deadline (a few driver-call deadlines: one read is a few dozen calls), and
+/// a slow one is said on `messages` rather than waited for in silence.
 pub fn run(
-    backend: &mut dyn Backend,
+    worker: &mut DeviceWorker,
     simulated_because: Option<&str>,
     gpu_query: Option<&str>,
     json: bool,
     out: &mut dyn Write,
+    messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let indices: Vec<u32> = match gpu_query {
-        Some(query) => vec![resolve_gpu(backend, query)?],
-        None => (0..backend.gpu_count()?).collect(),
-    };
+    let timeout = call_timeout_from_env() * 3;
+    let query = gpu_query.map(str::to_string);
+    let indices: Vec<u32> = worker.call("listing the GPUs", timeout, move |backend| {
+        Ok(match query {
+            Some(query) => vec![resolve_gpu(backend, &query)?],
+            None => (0..backend.gpu_count()?).collect(),
+        })
+    })?;
     let mut entries = Vec::new();
     let mut first_error = None;
     for index in indices {
-        match read_gpu(backend, index) {
+        let mut say_slow = || {
+            let _ = writeln!(
+                messages,
+                "gputune: GPU {index} is answering slowly (the driver is busy or hung); waiting up to {} s.",
+                timeout.as_secs()
+            );
+        };
+        let read = worker.call_noticing(
+            &format!("reading GPU {index}"),
+            timeout,
+            SLOW_AFTER,
+            &mut say_slow,
+            move |backend| read_gpu(backend, index),
+        );
+        match read {
             Ok(status) => entries.push(GpuEntry::Read(Box::new(status))),
             Err(error) => {
                 entries.push(GpuEntry::Failed(GpuFailure {
@@ -99,14 +125,14 @@ pub fn run(
     }
     if json {
         let report = StatusReport {
-            backend: backend.kind().as_str(),
+            backend: worker.kind().as_str(),
             simulated_because,
             gpus: entries,
         };
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else {
-        write_text(out, backend.kind().as_str(), simulated_because, &entries)?;
+        write_text(out, worker.kind().as_str(), simulated_because, &entries)?;
     }
     match first_error {
         Some(error) => Err(error.into()),

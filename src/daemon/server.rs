@@ -165,7 +165,10 @@ fn accept(service: &Service, stream: UnixStream, group: &str, connections: &Arc<
         .spawn(move || {
             read_requests(&stream, id, &input, &outbox, &in_flight);
             let _ = input.send(Input::Closed { client: id });
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            // The writer sends what is queued (an error reply) and closes the socket when the
+            // last sender of its channel is gone.
+            let _ = stream.shutdown(std::net::Shutdown::Read);
+            drop(outbox);
             reader_connections.fetch_sub(1, Ordering::SeqCst);
         });
     if writer.is_err() || reader.is_err() {
@@ -245,10 +248,10 @@ fn write_messages(stream: UnixStream, messages: &Receiver<Message>, in_flight: &
             });
         }
         if write_message(&mut stream, &message).is_err() {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return;
+            break;
         }
     }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 fn write_message(stream: &mut impl Write, message: &Message) -> std::io::Result<()> {

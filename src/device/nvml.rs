@@ -19,11 +19,23 @@ use super::{
     ThrottleReasons,
 };
 
+/// An NVML device handle, kept between calls so each reading or write is one driver call,
+/// not two (with a slow driver, the second call was a second more).
+#[derive(Clone, Copy)]
+struct DeviceHandle(nvml_wrapper_sys::bindings::nvmlDevice_t);
+
+// SAFETY: an NVML device handle is an opaque token that NVML accepts from any thread (NVML is
+// thread-safe); it stays valid until `nvmlShutdown`, which runs when the `Nvml` that made it is
+// dropped, and the handles live in the same `NvmlBackend` as that `Nvml`.
+unsafe impl Send for DeviceHandle {}
+
 /// Talks to real GPUs through libnvidia-ml.
 pub struct NvmlBackend {
     nvml: Nvml,
     /// The library this handle loaded, so another handle loads the same one.
     library_path: Option<PathBuf>,
+    /// Device handles by index, once asked for.
+    handles: Vec<Option<DeviceHandle>>,
 }
 
 impl NvmlBackend {
@@ -37,6 +49,7 @@ impl NvmlBackend {
         let mut backend = NvmlBackend {
             nvml,
             library_path: library_path.map(Path::to_path_buf),
+            handles: Vec::new(),
         };
         if backend.gpu_count()? == 0 {
             return Err(DeviceError::NoGpus);
@@ -44,15 +57,33 @@ impl NvmlBackend {
         Ok(backend)
     }
 
-    fn device(&self, index: u32) -> Result<nvml_wrapper::Device<'_>, DeviceError> {
-        self.nvml
+    /// GPU `index`'s handle: asked of NVML once, then kept.
+    fn handle(&mut self, index: u32) -> Result<DeviceHandle, DeviceError> {
+        if let Some(Some(handle)) = self.handles.get(index as usize).copied() {
+            return Ok(handle);
+        }
+        let device = self
+            .nvml
             .device_by_index(index)
             .map_err(|error| match error {
                 NvmlError::InvalidArg | NvmlError::NotFound => DeviceError::GpuNotFound {
                     query: index.to_string(),
                 },
                 other => map_error(other, "opening the GPU", index),
-            })
+            })?;
+        // SAFETY: reading the handle of a live device of this `Nvml`.
+        let handle = DeviceHandle(unsafe { device.handle() });
+        if self.handles.len() <= index as usize {
+            self.handles.resize(index as usize + 1, None);
+        }
+        self.handles[index as usize] = Some(handle);
+        Ok(handle)
+    }
+
+    /// The device behind a kept handle.
+    fn device_at(&self, handle: DeviceHandle) -> nvml_wrapper::Device<'_> {
+        // SAFETY: the handle came from this `Nvml` (`handle`), which is still initialized.
+        unsafe { nvml_wrapper::Device::new(handle.0, &self.nvml) }
     }
 }
 
@@ -135,7 +166,8 @@ impl Backend for NvmlBackend {
     }
 
     fn identity(&mut self, index: u32) -> Result<GpuIdentity, DeviceError> {
-        let device = self.device(index)?;
+        let handle = self.handle(index)?;
+        let device = self.device_at(handle);
         let uuid = device
             .uuid()
             .map_err(|error| map_error(error, "reading the UUID", index))?;
@@ -161,7 +193,8 @@ impl Backend for NvmlBackend {
     }
 
     fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError> {
-        let device = self.device(index)?;
+        let handle = self.handle(index)?;
+        let device = self.device_at(handle);
         let power = optional(
             device.power_management_limit_constraints(),
             "power limit range",
@@ -234,7 +267,8 @@ impl Backend for NvmlBackend {
     }
 
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
-        let device = self.device(index)?;
+        let handle = self.handle(index)?;
+        let device = self.device_at(handle);
         let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
         let mut fans = Vec::new();
         for fan in 0..fan_count {
@@ -293,7 +327,8 @@ impl Backend for NvmlBackend {
     }
 
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {
-        let device = self.device(index)?;
+        let handle = self.handle(index)?;
+        let device = self.device_at(handle);
         let offset = |clock: Clock, what: &str| {
             optional(
                 device.clock_offset(clock, PerformanceState::Zero),
@@ -340,7 +375,8 @@ impl Backend for NvmlBackend {
 
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
         let setting = *setting.setting();
-        let mut device = self.device(index)?;
+        let handle = self.handle(index)?;
+        let mut device = self.device_at(handle);
         let result = match setting {
             Setting::PowerLimit { power_limit_mw } => {
                 device.set_power_management_limit(power_limit_mw)
@@ -372,7 +408,8 @@ impl Backend for NvmlBackend {
     }
 
     fn enforced_power_limit(&mut self, index: u32) -> Result<Option<u32>, DeviceError> {
-        let device = self.device(index)?;
+        let handle = self.handle(index)?;
+        let device = self.device_at(handle);
         optional(device.enforced_power_limit(), "enforced power limit", index)
     }
 

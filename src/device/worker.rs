@@ -96,6 +96,19 @@ impl DeviceWorker {
         timeout: Duration,
         job: impl FnOnce(&mut dyn Backend) -> Result<R, DeviceError> + Send + 'static,
     ) -> Result<R, DeviceError> {
+        self.call_noticing(what, timeout, timeout, &mut || {}, job)
+    }
+
+    /// Like [`DeviceWorker::call`], and calls `slow` once if the answer takes longer than
+    /// `slow_after` (so a command can say it is waiting instead of sitting silent).
+    pub fn call_noticing<R: Send + 'static>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        slow_after: Duration,
+        slow: &mut dyn FnMut(),
+        job: impl FnOnce(&mut dyn Backend) -> Result<R, DeviceError> + Send + 'static,
+    ) -> Result<R, DeviceError> {
         let jobs = match &self.jobs {
             Some(jobs) => jobs.clone(),
             None => {
@@ -114,7 +127,15 @@ impl DeviceWorker {
             self.jobs = None;
             return Err(stopped(what));
         }
-        match answer.recv_timeout(timeout) {
+        let first_wait = slow_after.min(timeout);
+        let answered = match answer.recv_timeout(first_wait) {
+            Err(RecvTimeoutError::Timeout) if first_wait < timeout => {
+                slow();
+                answer.recv_timeout(timeout - first_wait)
+            }
+            other => other,
+        };
+        match answered {
             Ok(result) => result,
             Err(RecvTimeoutError::Timeout) => {
                 // Leave the stuck thread behind: the next call gets a fresh one.

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod process;
 pub mod ui;
 
@@ -108,8 +109,25 @@ impl FakeMachine {
             ),
             (nvidia_ml_fake::SCENARIO_ENV, self.scenario.to_string()),
             (nvidia_ml_fake::FAULTS_ENV, self.faults.clone()),
+            (
+                nvidia_ml_fake::FAULTS_FILE_ENV,
+                self.faults_file().display().to_string(),
+            ),
             (nvidia_ml_fake::LOAD_ENV, self.load.to_string()),
         ]
+    }
+
+    /// The file of faults every process on this machine reads on each call: write it to break
+    /// or slow the driver under processes already running.
+    pub fn faults_file(&self) -> PathBuf {
+        self.directory.path().join("fake-nvml-faults")
+    }
+
+    /// Changes the faults of every process on this machine, running ones included.
+    pub fn set_shared_faults(&self, faults: &str) {
+        let temporary = self.faults_file().with_extension("tmp");
+        std::fs::write(&temporary, faults).expect("the faults file is written");
+        std::fs::rename(&temporary, self.faults_file()).expect("the faults file is replaced");
     }
 
     /// Changes the faults for the calls that follow (the fake reads them on every call).
@@ -156,6 +174,7 @@ impl Drop for FakeMachine {
             nvidia_ml_fake::STATE_ENV,
             nvidia_ml_fake::SCENARIO_ENV,
             nvidia_ml_fake::FAULTS_ENV,
+            nvidia_ml_fake::FAULTS_FILE_ENV,
             nvidia_ml_fake::LOAD_ENV,
         ] {
             // SAFETY: as in `with_load`; the turn is still held while this runs.

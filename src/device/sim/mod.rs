@@ -206,6 +206,14 @@ impl SimBackend {
         }
     }
 
+    /// Another handle on the same simulated machine (what a second NVML handle is to a card).
+    pub fn share(&self) -> SimBackend {
+        SimBackend {
+            machine: Arc::clone(&self.machine),
+            clock: Arc::clone(&self.clock),
+        }
+    }
+
     /// A copy of the simulated cards, for tests that look beneath the backend.
     pub fn machine(&self) -> SimMachine {
         self.machine
@@ -333,14 +341,8 @@ impl Backend for SimBackend {
     }
 
     fn reopener(&self) -> Reopener {
-        let machine = Arc::clone(&self.machine);
-        let clock = Arc::clone(&self.clock);
-        Arc::new(move || {
-            Ok(Box::new(SimBackend {
-                machine: Arc::clone(&machine),
-                clock: Arc::clone(&clock),
-            }) as Box<dyn Backend>)
-        })
+        let handle = self.share();
+        Arc::new(move || Ok(Box::new(handle.share()) as Box<dyn Backend>))
     }
 }
 

@@ -325,11 +325,12 @@ impl Engine {
         match self.folder.try_lock(&uuid, &client.describe()) {
             Ok(lock) => {
                 self.gpu_mut(index).lock = Some(lock);
-                // Another process may have changed the card since this engine last looked.
-                self.gpu_mut(index).in_force.gpu_clock_lock =
-                    self.folder.read_locks(&uuid).gpu_clock_lock;
-                self.gpu_mut(index).in_force.memory_clock_lock =
-                    self.folder.read_locks(&uuid).memory_clock_lock;
+                // Another process may have changed the card since this engine last looked: what
+                // a session would put back must be what the card runs now.
+                let locks = self.folder.read_locks(&uuid);
+                self.gpu_mut(index).in_force.gpu_clock_lock = locks.gpu_clock_lock;
+                self.gpu_mut(index).in_force.memory_clock_lock = locks.memory_clock_lock;
+                self.refresh_settings(index);
                 Ok(())
             }
             Err(busy) => Err(TuneError::new(
@@ -461,7 +462,7 @@ impl Engine {
             .map(|control| control.describe())
             .collect::<Vec<_>>()
             .join(", ");
-        self.note_change(index, "outside gputune", format!("{what} changed"));
+        self.note_change(index, "another program", format!("{what} changed"));
     }
 
     /// Reverts every session (the daemon or the window is stopping). Kept settings stay.

@@ -98,7 +98,7 @@ pub struct Holder {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeNote {
     pub at_ms: u64,
-    /// A client's description, "the engine's fan safety net", or "outside gputune".
+    /// A client's description, "gputune's fan safety net", or "another program".
     pub by: String,
     pub what: String,
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gputune::device::Setting;
 
-use crate::FAULTS_ENV;
+use crate::{FAULTS_ENV, FAULTS_FILE_ENV};
 
 /// The faults in force for one call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,15 +31,28 @@ const KNOWN_FAULTS: &str = "no_permission, fans_not_supported, gpu_lost_after=N,
                             offsets_not_supported, driver_not_loaded, no_gpus";
 
 impl Faults {
-    /// The faults `FAKE_NVML_FAULTS` asks for (none when it is unset).
+    /// The faults `FAKE_NVML_FAULTS` asks for, and those listed in the file
+    /// `FAKE_NVML_FAULTS_FILE` names (read on every call, so a test can change the faults of a
+    /// process already running); none when neither is set.
     pub(crate) fn from_env() -> Result<Faults, String> {
-        match std::env::var(FAULTS_ENV) {
-            Ok(list) => {
-                Faults::parse(&list).map_err(|error| format!("{FAULTS_ENV}={list:?}: {error}"))
+        let mut list = match std::env::var(FAULTS_ENV) {
+            Ok(list) => list,
+            Err(VarError::NotPresent) => String::new(),
+            Err(VarError::NotUnicode(_)) => return Err(format!("{FAULTS_ENV} is not valid UTF-8")),
+        };
+        if let Some(path) = std::env::var_os(FAULTS_FILE_ENV).filter(|path| !path.is_empty()) {
+            match std::fs::read_to_string(&path) {
+                Ok(more) => {
+                    list.push(',');
+                    list.push_str(more.trim());
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(format!("{FAULTS_FILE_ENV}={path:?}: {error}"));
+                }
             }
-            Err(VarError::NotPresent) => Ok(Faults::default()),
-            Err(VarError::NotUnicode(_)) => Err(format!("{FAULTS_ENV} is not valid UTF-8")),
         }
+        Faults::parse(&list).map_err(|error| format!("faults {list:?}: {error}"))
     }
 
     /// Parses a comma-separated fault list; blank entries are ignored.

@@ -20,7 +20,9 @@
 //! `game`, are read once, when the state is created. An unknown name makes that call return
 //! `UNKNOWN` and says why on stderr.
 //!
-//! **Faults.** `FAKE_NVML_FAULTS` is a comma-separated list, read on every call:
+//! **Faults.** `FAKE_NVML_FAULTS` is a comma-separated list, read on every call; the file
+//! `FAKE_NVML_FAULTS_FILE` names, when it exists, adds its own list (also read on every call,
+//! so a test can slow down or break a driver under a process that is already running):
 //! - `no_permission`: every set/reset call returns `NO_PERMISSION` (4), as for a normal user;
 //! - `fans_not_supported`: fan count, speed, RPM, range and the fan setters return
 //!   `NOT_SUPPORTED` (3);
@@ -43,7 +45,9 @@
 //! panics across the C boundary: a panic inside becomes `UNKNOWN`.
 //!
 //! **What the card reports.** The fanless datacenter card has 0 fans (successfully); its fan
-//! speed, RPM and range, and its clock offsets, are `NOT_SUPPORTED`. The SM clock equals the
+//! speed, RPM, range and control policy, and its clock offsets, are `NOT_SUPPORTED`. A fan's
+//! control policy is manual when a speed was set, else the driver's curve; its target speed is
+//! the speed set, or the curve's. The SM clock equals the
 //! graphics clock; the video clock is `NOT_SUPPORTED`. Temperature thresholds: shutdown (0) =
 //! the card's shutdown temperature, slowdown (1) = its hardware slowdown, GPU max (3) and
 //! acoustic current (5) = its thermal target; others `NOT_SUPPORTED`. Clock offsets are one
@@ -77,6 +81,8 @@ pub const SCENARIO_ENV: &str = "FAKE_NVML_SCENARIO";
 pub const LOAD_ENV: &str = "FAKE_NVML_LOAD";
 /// Environment variable listing the faults to inject (see the crate documentation).
 pub const FAULTS_ENV: &str = "FAKE_NVML_FAULTS";
+/// Environment variable naming a file of more faults, read on every call.
+pub const FAULTS_FILE_ENV: &str = "FAKE_NVML_FAULTS_FILE";
 
 /// The driver version the fake reports (`nvmlSystemGetDriverVersion`).
 pub const DRIVER_VERSION: &str = "fake-560.35";

@@ -1,0 +1,139 @@
+//! A real `gputune daemon` process on the fake libnvidia-ml, with its own socket, runtime and
+//! state folders, for tests that drive it with real client processes.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::FakeMachine;
+use super::process::PATIENCE;
+
+/// A running daemon; killed (SIGKILL) when dropped.
+pub struct Daemon {
+    pub child: Child,
+    pub socket: PathBuf,
+    pub runtime_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts a daemon for `machine` and waits until its socket answers.
+    pub fn start(machine: &FakeMachine) -> Daemon {
+        let base = machine.state_dir().with_file_name("daemon");
+        let runtime_dir = base.join("run");
+        let state_dir = base.join("state");
+        Daemon::start_in(machine, runtime_dir, state_dir)
+    }
+
+    /// Starts a daemon with these folders (a restart passes the ones of the daemon before).
+    pub fn start_in(machine: &FakeMachine, runtime_dir: PathBuf, state_dir: PathBuf) -> Daemon {
+        std::fs::create_dir_all(&runtime_dir).expect("the runtime folder is made");
+        let socket = runtime_dir.join("gputune.sock");
+        let log = runtime_dir.join(format!(
+            "daemon-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_nanos())
+        ));
+        let log_file = std::fs::File::create(&log).expect("the daemon log is made");
+        let mut command = machine.command(&[
+            "daemon",
+            "--runtime-dir",
+            runtime_dir.to_str().expect("a UTF-8 path"),
+            "--state-dir",
+            state_dir.to_str().expect("a UTF-8 path"),
+            "--driver-wait-s",
+            "0",
+        ]);
+        command
+            .env("GPUTUNE_SOCKET", &socket)
+            .env("GPUTUNE_LOG", "gputune=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        let child = command.spawn().expect("the daemon starts");
+        let daemon = Daemon {
+            child,
+            socket,
+            runtime_dir,
+            state_dir,
+            log,
+        };
+        daemon.wait_until_listening();
+        daemon
+    }
+
+    fn wait_until_listening(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon never listened; its log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the daemon wrote to stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `gputune ARGS` as a client of this daemon.
+    pub fn client(&self, machine: &FakeMachine, arguments: &[&str]) -> Command {
+        let mut command = machine.command(arguments);
+        command.env("GPUTUNE_SOCKET", &self.socket);
+        command
+    }
+
+    /// The daemon's journal for GPU `gpu` (in its runtime folder).
+    pub fn journal(&self, machine: &FakeMachine, gpu: usize) -> PathBuf {
+        self.runtime_dir
+            .join("state")
+            .join(format!("journal-{}.json", machine.uuid(gpu)))
+    }
+
+    /// SIGTERM, and waits for the daemon to end; returns its exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the daemon did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, as the OOM killer would.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `condition` holds (polling every 10 ms); returns how long it took. Fails after
+/// the common patience, which only matters when something is broken.
+pub fn wait_until(what: &str, condition: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < PATIENCE, "never: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    started.elapsed()
+}

@@ -1,0 +1,388 @@
+//! The tuning engine itself, driven the way the service drives it: the fan safety net, a fan
+//! write the driver refuses (said once, not retried in a loop), a plain apply rolled back when
+//! a later write fails, the window's trial inside its fan-curve session, a plain apply by the
+//! holder, holders named in refusals, and a client that goes away.
+
+mod common;
+
+use std::time::Duration;
+
+use common::FakeMachine;
+use gputune::device::nvml::NvmlBackend;
+use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
+use gputune::device::{Backend, FanMode, Setting};
+use gputune::notice::Notice;
+use gputune::tuning::engine::{
+    ClientInfo, Engine, EngineEvent, EngineOptions, GpuChange, Ownership, SessionPurpose,
+    SessionRequest, TrialRequest, TuneErrorKind,
+};
+use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
+
+fn client(id: u64, label: &str) -> ClientInfo {
+    ClientInfo {
+        id,
+        pid: Some(1000 + id as u32),
+        uid: Some(1000),
+        user: Some("alice".to_string()),
+        label: label.to_string(),
+        may_write: true,
+    }
+}
+
+fn options(folder: &tempfile::TempDir) -> EngineOptions {
+    EngineOptions {
+        state_dir: folder.path().join("state"),
+        ownership: Ownership::Daemon,
+        call_timeout: Duration::from_secs(30),
+        owner_label: "the test's engine".to_string(),
+    }
+}
+
+/// An engine on a simulated RTX 4090 whose clock the test moves, and the sampler's handle on
+/// the same machine.
+fn simulated(load: LoadPattern) -> (Engine, SimBackend, ManualClock, tempfile::TempDir) {
+    let clock = ManualClock::starting_at(1_700_000_000_000);
+    let backend = SimBackend::with_clock(
+        &SimOptions {
+            scenario: SimScenario::Rtx4090,
+            load,
+        },
+        Box::new(clock.clone()),
+    );
+    let sampler = backend.share();
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (engine, notices) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(notices.is_empty());
+    (engine, sampler, clock, folder)
+}
+
+/// Moves simulated time on by `seconds`, feeding the engine a reading every second.
+fn run_for(engine: &mut Engine, sampler: &mut SimBackend, clock: &ManualClock, seconds: u64) {
+    for _ in 0..seconds {
+        clock.advance_ms(1_000);
+        engine.on_samples(&[sampler.telemetry(0)]);
+        engine.tick();
+    }
+}
+
+fn notices(engine: &mut Engine) -> Vec<Notice> {
+    engine
+        .take_events()
+        .into_iter()
+        .filter_map(|event| match event {
+            EngineEvent::Notice { notice, .. } => Some(notice),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_safety_net_hands_hot_fans_back_to_the_driver_until_the_card_cools() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let window = client(1, "the gputune window");
+    // The lowest curve allowed: 30 % until 75 °C, 70 % at 85 °C. Fans pinned low, a card at
+    // full load heats past its slowdown margin (90 - 5 °C) at some point or holds below it.
+    let curve = FanCurve::new(
+        vec![
+            CurvePoint {
+                temperature_c: 75.0,
+                speed_pct: 30.0,
+            },
+            CurvePoint {
+                temperature_c: 85.0,
+                speed_pct: 70.0,
+            },
+        ],
+        3.0,
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    engine
+        .set_fan_curve(&window, &uuid, Some(curve))
+        .unwrap_or_else(|error| panic!("{error}"));
+    // A manual 30 % by a trial instead forces the heat: the net takes the fans back.
+    engine
+        .set_fan_curve(&window, &uuid, None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let trial = TrialRequest {
+        gpu_uuid: uuid.clone(),
+        settings: vec![
+            Setting::FanSpeed {
+                fan_index: 0,
+                speed_pct: 30,
+            },
+            Setting::FanSpeed {
+                fan_index: 1,
+                speed_pct: 30,
+            },
+            Setting::PowerLimit {
+                power_limit_mw: 600_000,
+            },
+        ],
+        duration_s: 3_600,
+        baseline_s: 0,
+    };
+    engine
+        .start_trial(&window, &trial)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let _ = engine.take_events();
+    let mut engaged = None;
+    for second in 0..1_800 {
+        run_for(&mut engine, &mut sampler, &clock, 1);
+        if let Some(notice) = notices(&mut engine)
+            .into_iter()
+            .find(|notice| notice.text().contains("back under the driver's control"))
+        {
+            let reading = sampler
+                .telemetry(0)
+                .unwrap_or_else(|error| panic!("{error}"));
+            engaged = Some((second, notice, reading.temperature_c));
+            break;
+        }
+    }
+    let Some((second, notice, temperature_c)) = engaged else {
+        panic!(
+            "the card never got hot enough: {:?}",
+            sampler.telemetry(0).map(|reading| reading.temperature_c)
+        )
+    };
+    eprintln!("after {second} s at 30 %: {notice}");
+    assert!(
+        temperature_c.is_some_and(|celsius| celsius >= 85),
+        "{temperature_c:?}"
+    );
+    assert!(
+        notice.text().contains("slowdown temperature of 90 °C"),
+        "{notice}"
+    );
+    assert_eq!(
+        sampler.current_settings(0).map(|current| current.fans),
+        Ok(Some(vec![FanMode::Automatic, FanMode::Automatic])),
+    );
+    let tuning = engine.tuning(0).unwrap_or_else(|| panic!("GPU 0"));
+    assert!(tuning.fan_safety_engaged);
+    assert!(
+        tuning
+            .last_change
+            .is_some_and(|change| change.by == "gputune's fan safety net")
+    );
+}
+
+#[test]
+fn a_trial_in_the_window_s_fan_curve_session_is_kept_beyond_the_window() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let window = client(1, "the gputune window");
+    engine
+        .set_fan_curve(&window, &uuid, Some(FanCurve::default()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    run_for(&mut engine, &mut sampler, &clock, 2);
+    let holder = engine.tuning(0).and_then(|tuning| tuning.holder);
+    assert_eq!(
+        holder.map(|holder| holder.purpose),
+        Some(SessionPurpose::FanCurve)
+    );
+    let trial = TrialRequest {
+        gpu_uuid: uuid.clone(),
+        settings: vec![Setting::PowerLimit {
+            power_limit_mw: 315_000,
+        }],
+        duration_s: 60,
+        baseline_s: 0,
+    };
+    engine
+        .start_trial(&window, &trial)
+        .unwrap_or_else(|error| panic!("{error}"));
+    // Another client may not touch the card meanwhile, and is told by whom it is held.
+    let cli = client(2, "gputune apply --power-limit 70%");
+    let refused = engine
+        .apply(
+            &cli,
+            &[GpuChange {
+                gpu_uuid: uuid.clone(),
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 300_000,
+                }],
+            }],
+        )
+        .expect_err("held");
+    assert_eq!(refused.kind, TuneErrorKind::Held);
+    assert!(
+        refused
+            .message
+            .contains("the gputune window (pid 1001, user alice)"),
+        "{refused}"
+    );
+    engine
+        .finish_trial(&window, &uuid, true)
+        .unwrap_or_else(|error| panic!("{error}"));
+    // The window closes: the curve's fans go back, the kept limit stays.
+    engine.client_gone(window.id);
+    let current = sampler
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(current.power_limit_mw, Some(315_000));
+    assert_eq!(
+        current.fans,
+        Some(vec![FanMode::Automatic, FanMode::Automatic])
+    );
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.holder.is_none())
+    );
+}
+
+#[test]
+fn the_holder_s_own_apply_is_permanent_and_its_session_does_not_undo_it() {
+    let (mut engine, _sampler, _clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let run = client(3, "gputune run");
+    engine
+        .start_session(
+            &run,
+            &SessionRequest {
+                purpose: SessionPurpose::Run,
+                changes: vec![GpuChange {
+                    gpu_uuid: uuid.clone(),
+                    settings: vec![Setting::PowerLimit {
+                        power_limit_mw: 315_000,
+                    }],
+                }],
+                fan_curves: Vec::new(),
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    engine
+        .apply(
+            &run,
+            &[GpuChange {
+                gpu_uuid: uuid.clone(),
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 350_000,
+                }],
+            }],
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    engine.client_gone(run.id);
+    assert_eq!(
+        engine
+            .tuning(0)
+            .and_then(|tuning| tuning.in_force.power_limit_mw),
+        Some(350_000)
+    );
+}
+
+#[test]
+fn a_plain_apply_rolls_back_what_it_wrote_when_a_later_write_is_refused() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    // The driver stops accepting offsets after the engine read the card's constraints.
+    machine.set_shared_faults("offsets_not_supported");
+    let refused = engine
+        .apply(
+            &client(1, "gputune apply"),
+            &[GpuChange {
+                gpu_uuid: uuid,
+                settings: vec![
+                    Setting::PowerLimit {
+                        power_limit_mw: 300_000,
+                    },
+                    Setting::GpuClockOffset { offset_mhz: 100 },
+                ],
+            }],
+        )
+        .expect_err("refused by the driver");
+    assert!(refused.message.contains("was rolled back"), "{refused}");
+    let writes: Vec<Setting> = machine
+        .write_log()
+        .iter()
+        .map(|write| write.setting)
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            Setting::PowerLimit {
+                power_limit_mw: 300_000
+            },
+            Setting::GpuClockOffset { offset_mhz: 100 },
+            Setting::PowerLimit {
+                power_limit_mw: 450_000
+            },
+        ]
+    );
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    let journals = std::fs::read_dir(folder.path().join("state"))
+        .unwrap_or_else(|error| panic!("{error}"))
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("journal-"))
+        .count();
+    assert_eq!(journals, 0);
+}
+
+#[test]
+fn a_refused_fan_write_stops_the_curve_and_is_said_once() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let mut reader =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    machine.set_shared_faults("no_permission");
+    let window = client(1, "the gputune window");
+    engine
+        .set_fan_curve(&window, &uuid, Some(FanCurve::default()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let _ = engine.take_events();
+    for _ in 0..20 {
+        engine.on_samples(&[reader.telemetry(0)]);
+    }
+    let said: Vec<Notice> = notices(&mut engine)
+        .into_iter()
+        .filter(|notice| notice.text().contains("could not set GPU 0's fans"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].is_error());
+    let attempts = machine
+        .write_log()
+        .iter()
+        .filter(|write| matches!(write.setting, Setting::FanSpeed { .. }))
+        .count();
+    assert_eq!(attempts, 1, "one refused write, then no retry loop");
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.fan_curve.is_none())
+    );
+    machine.set_shared_faults("");
+}
+
+#[test]
+fn a_client_that_may_not_write_is_refused_before_anything() {
+    let (mut engine, _sampler, _clock, _folder) = simulated(LoadPattern::Idle);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let mut stranger = client(9, "gputune apply");
+    stranger.may_write = false;
+    let refused = engine
+        .start_trial(
+            &stranger,
+            &TrialRequest {
+                gpu_uuid: uuid,
+                settings: vec![Setting::ResetGpuClocks],
+                duration_s: 5,
+                baseline_s: 0,
+            },
+        )
+        .expect_err("not allowed");
+    assert_eq!(refused.kind, TuneErrorKind::NotAllowed);
+    assert!(refused.message.contains("usermod -aG gputune"), "{refused}");
+}

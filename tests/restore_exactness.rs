@@ -1,0 +1,310 @@
+//! On a tuned card (a power limit, both clock locks, both offsets, manual fans), every way a
+//! session can end puts back exactly what was there: trials that time out, are stopped or
+//! whose client is killed; runs that succeed, fail, cannot start, are stopped or killed; the
+//! window's fan curve and a trial inside it; the daemon stopped or killed mid-trial; and the
+//! same without a daemon. Prints the count for docs/architecture.md.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::FakeMachine;
+use common::daemon::{Daemon, wait_until};
+use common::process::spawn_piped;
+use gputune::cli::connect::TuningOptions;
+use gputune::device::sim::SimSettings;
+use gputune::device::{BackendChoice, BackendOptions};
+use gputune::service::client::SocketChoice;
+use gputune::tuning::fan_curve::FanCurve;
+use gputune::ui::link::{Link, LinkCommand, LinkEvent, TuneCommand};
+
+const TUNE: [&str; 13] = [
+    "apply",
+    "--power-limit",
+    "400W",
+    "--lock-gpu-clocks",
+    "210,2520",
+    "--lock-mem-clocks",
+    "405,10501",
+    "--gpu-clock-offset",
+    "150",
+    "--mem-clock-offset",
+    "500",
+    "--fan-speed",
+    "60",
+];
+
+/// Every control, set otherwise.
+const TRIAL: [&str; 12] = [
+    "--power-limit",
+    "70%",
+    "--lock-gpu-clocks",
+    "300,2000",
+    "--lock-mem-clocks",
+    "405,5001",
+    "--gpu-clock-offset",
+    "0",
+    "--mem-clock-offset",
+    "0",
+    "--fan-speed",
+    "80",
+];
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn settings(machine: &FakeMachine) -> SimSettings {
+    machine.state().machine.gpus[0].settings.clone()
+}
+
+fn trial(seconds: &str) -> Vec<&str> {
+    let mut arguments = vec!["apply", "--try", seconds, "--baseline-s", "0"];
+    arguments.extend(TRIAL);
+    arguments
+}
+
+/// A profile "Everything": every control otherwise, and a fan curve at full speed.
+fn write_profile(machine: &FakeMachine) {
+    let folder = machine.config_dir().join("profiles");
+    std::fs::create_dir_all(&folder).expect("a profile folder");
+    std::fs::write(
+        folder.join("everything.toml"),
+        format!(
+            "schema_version = 1\nname = \"Everything\"\ngpu_clock_offset_mhz = 0\nmemory_clock_offset_mhz = 0\n\
+             gpu_clock_lock = {{ min_mhz = 300, max_mhz = 2000 }}\nmemory_clock_lock = {{ min_mhz = 405, max_mhz = 5001 }}\n\
+             [card]\nuuid = \"{}\"\nname = \"NVIDIA GeForce RTX 4090\"\npci_bus_id = \"\"\n\n\
+             [power_limit]\npercent_of_default = 70.0\nwatts = 315.0\n\n\
+             [[fan_curve]]\ntemperature_c = 0.0\nspeed_pct = 100.0\n\n[[fan_curve]]\ntemperature_c = 110.0\nspeed_pct = 100.0\n",
+            machine.uuid(0)
+        ),
+    )
+    .expect("the profile is written");
+}
+
+fn must(output: Output, what: &str) {
+    assert!(output.status.success(), "{what}: {}", text(&output.stderr));
+}
+
+/// Counts endings, and says which were not exact.
+struct Tally {
+    exact: usize,
+    total: usize,
+    wrong: Vec<String>,
+}
+
+impl Tally {
+    fn check(&mut self, ending: &str, machine: &FakeMachine, tuned: &SimSettings) {
+        // Put-backs may still be arriving (a killed client's): give them a moment.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while settings(machine) != *tuned && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.total += 1;
+        let now = settings(machine);
+        if now == *tuned {
+            self.exact += 1;
+        } else {
+            self.wrong
+                .push(format!("{ending}: {now:?} instead of {tuned:?}"));
+        }
+    }
+}
+
+/// Waits for a link event that satisfies `wanted`.
+fn wait_for_link(link: &Link, wanted: impl Fn(&LinkEvent) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if link.drain_events().iter().any(&wanted) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the link never said it");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
+    let machine = FakeMachine::new("rtx4090", "");
+    write_profile(&machine);
+    let mut tally = Tally {
+        exact: 0,
+        total: 0,
+        wrong: Vec::new(),
+    };
+
+    // Through the daemon.
+    let mut daemon = Daemon::start(&machine);
+    must(
+        daemon.client(&machine, &TUNE).output().expect("runs"),
+        "tune",
+    );
+    let tuned = settings(&machine);
+    must(
+        daemon.client(&machine, &trial("1")).output().expect("runs"),
+        "trial",
+    );
+    tally.check("trial, time up", &machine, &tuned);
+    for (signal, ending) in [
+        ("INT", "trial, Ctrl-C"),
+        ("TERM", "trial, SIGTERM"),
+        ("KILL", "trial, client killed"),
+    ] {
+        let mut running = spawn_piped(daemon.client(&machine, &trial("600")));
+        running.wait_for_line("Trying the new settings");
+        running.signal(signal);
+        let _ = running.finish();
+        tally.check(ending, &machine, &tuned);
+    }
+    for (command, ending) in [
+        (vec!["true"], "run, command succeeds"),
+        (vec!["sh", "-c", "exit 3"], "run, command fails"),
+        (vec!["/no/such/program"], "run, command cannot start"),
+    ] {
+        let mut arguments = vec!["run", "--profile", "Everything", "--"];
+        arguments.extend(command);
+        let _ = daemon.client(&machine, &arguments).output().expect("runs");
+        tally.check(ending, &machine, &tuned);
+    }
+    for (signal, ending) in [("TERM", "run, SIGTERM"), ("KILL", "run, gputune killed")] {
+        let mut running = spawn_piped(daemon.client(
+            &machine,
+            &["run", "--profile", "Everything", "--", "sleep", "2"],
+        ));
+        running.wait_for_line("applied the profile");
+        running.signal(signal);
+        let _ = running.finish();
+        tally.check(ending, &machine, &tuned);
+    }
+
+    // The window: a fan curve while it is open, a trial inside it, then it closes.
+    let options = TuningOptions {
+        backend: BackendOptions {
+            choice: BackendChoice::Nvml,
+            nvml_library_path: Some(machine.library.clone()),
+            ..BackendOptions::default()
+        },
+        socket: SocketChoice::Path(daemon.socket.clone()),
+    };
+    let link = Link::spawn(options.clone(), 500, || {}).expect("the link starts");
+    wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
+    link.send(LinkCommand::Tune(TuneCommand::SetFanCurve {
+        gpu_index: 0,
+        curve: Some(FanCurve::default()),
+    }));
+    wait_until("the window's curve drives the fans", || {
+        settings(&machine).fan_manual_pct != tuned.fan_manual_pct
+    });
+    drop(link);
+    tally.check("window fan curve, window closed", &machine, &tuned);
+    let link = Link::spawn(options, 500, || {}).expect("the link starts");
+    wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
+    link.send(LinkCommand::Tune(TuneCommand::SetFanCurve {
+        gpu_index: 0,
+        curve: Some(FanCurve::default()),
+    }));
+    link.send(LinkCommand::Tune(TuneCommand::StartTrial {
+        gpu_index: 0,
+        settings: vec![gputune::device::Setting::PowerLimit {
+            power_limit_mw: 300_000,
+        }],
+        duration_s: 600,
+    }));
+    wait_until("the window's trial is on", || {
+        settings(&machine).power_limit_mw == 300_000
+    });
+    link.send(LinkCommand::Tune(TuneCommand::RevertTrial { gpu_index: 0 }));
+    wait_until("the window's trial is reverted", || {
+        settings(&machine).power_limit_mw == tuned.power_limit_mw
+    });
+    drop(link);
+    tally.check(
+        "window trial reverted, then window closed",
+        &machine,
+        &tuned,
+    );
+
+    // The daemon itself going away mid-trial.
+    let mut running = spawn_piped(daemon.client(&machine, &trial("600")));
+    running.wait_for_line("Trying the new settings");
+    let (runtime, state) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
+    assert_eq!(daemon.stop(), Some(0));
+    let _ = running.finish();
+    tally.check("trial, daemon stopped (SIGTERM)", &machine, &tuned);
+    daemon = Daemon::start_in(&machine, runtime.clone(), state.clone());
+    let mut running = spawn_piped(daemon.client(&machine, &trial("600")));
+    running.wait_for_line("Trying the new settings");
+    daemon.kill();
+    let _ = running.finish();
+    let _restarted = Daemon::start_in(&machine, runtime, state);
+    tally.check("trial, daemon killed, then started again", &machine, &tuned);
+    drop(_restarted);
+
+    // Without a daemon: the engine in each process, its journal for the next start.
+    must(machine.gputune(&TUNE), "tune in-process");
+    let tuned = settings(&machine);
+    must(machine.gputune(&trial("1")), "in-process trial");
+    tally.check("in-process trial, time up", &machine, &tuned);
+    let mut running = spawn_piped(machine.command(&trial("600")));
+    running.wait_for_line("Trying the new settings");
+    running.signal("KILL");
+    let _ = running.finish();
+    must(machine.gputune(&["status"]), "status restores");
+    tally.check("in-process trial killed, next start", &machine, &tuned);
+    let _ = machine.gputune(&["run", "--profile", "Everything", "--", "true"]);
+    tally.check("in-process run", &machine, &tuned);
+    let mut running =
+        spawn_piped(machine.command(&["run", "--profile", "Everything", "--", "sleep", "2"]));
+    running.wait_for_line("applied the profile");
+    running.signal("KILL");
+    let _ = running.finish();
+    std::thread::sleep(Duration::from_secs(2));
+    must(machine.gputune(&["status"]), "status restores");
+    tally.check("in-process run killed, next start", &machine, &tuned);
+
+    eprintln!(
+        "restore exactness: {} of {} endings put the tuned card back exactly",
+        tally.exact, tally.total
+    );
+    assert!(tally.wrong.is_empty(), "{:#?}", tally.wrong);
+}
+
+#[test]
+fn a_kept_trial_stays_and_leaves_no_journal() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let daemon = Daemon::start(&machine);
+    must(
+        daemon.client(&machine, &TUNE).output().expect("runs"),
+        "tune",
+    );
+    let options = TuningOptions {
+        backend: BackendOptions {
+            choice: BackendChoice::Nvml,
+            nvml_library_path: Some(machine.library.clone()),
+            ..BackendOptions::default()
+        },
+        socket: SocketChoice::Path(daemon.socket.clone()),
+    };
+    let link = Link::spawn(options, 500, || {}).expect("the link starts");
+    wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
+    link.send(LinkCommand::Tune(TuneCommand::StartTrial {
+        gpu_index: 0,
+        settings: vec![gputune::device::Setting::PowerLimit {
+            power_limit_mw: 300_000,
+        }],
+        duration_s: 600,
+    }));
+    wait_until("the trial is on", || {
+        settings(&machine).power_limit_mw == 300_000
+    });
+    link.send(LinkCommand::Tune(TuneCommand::KeepTrial { gpu_index: 0 }));
+    wait_for_link(
+        &link,
+        |event| matches!(event, LinkEvent::Trial(status) if status.message.as_deref().is_some_and(|message| message.starts_with("Kept"))),
+    );
+    drop(link);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(settings(&machine).power_limit_mw, 300_000, "kept");
+    assert!(!daemon.journal(&machine, 0).exists());
+}
