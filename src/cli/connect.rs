@@ -6,17 +6,11 @@ use std::io::Write;
 
 use anyhow::{anyhow, bail};
 
-use crate::device::{BackendOptions, DeviceError, resolve_among};
-use crate::service::client::{ClientError, ConnectOptions, SocketChoice, TuningClient, connect};
+use crate::device::{DeviceError, resolve_among};
+pub use crate::service::client::TuningOptions;
+use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
 use crate::service::protocol::{Request, Response, Snapshot};
 use crate::tuning::engine::{GpuInfo, TuneErrorKind};
-
-/// What every tuning command needs to connect.
-#[derive(Debug, Clone)]
-pub struct TuningOptions {
-    pub backend: BackendOptions,
-    pub socket: SocketChoice,
-}
 
 /// This command as the engine names it in messages ("gputune apply --try 60").
 pub fn command_label() -> String {

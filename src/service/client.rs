@@ -48,6 +48,13 @@ impl SocketChoice {
     }
 }
 
+/// Where the GPUs are and where the daemon is: what every front end is started with.
+#[derive(Debug, Clone)]
+pub struct TuningOptions {
+    pub backend: BackendOptions,
+    pub socket: SocketChoice,
+}
+
 /// How a client connects.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {

@@ -16,10 +16,10 @@ use super::plan::{PlanAction, PlanPanel};
 use super::profiles::{ProfileAction, ProfilesPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
-use crate::cli::connect::TuningOptions;
 use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
 use crate::service::INTERVAL_RANGE_MS;
+use crate::service::client::TuningOptions;
 use eframe::egui::RichText;
 
 /// The window's sampling interval when the user has not chosen one.

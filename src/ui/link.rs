@@ -8,9 +8,9 @@ use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::cli::connect::TuningOptions;
 use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
 use crate::notice::Notice;
+use crate::service::client::TuningOptions;
 use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
 use crate::service::protocol::{Event, Request, Response};
 use crate::tuning::engine::{

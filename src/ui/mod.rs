@@ -16,7 +16,7 @@ pub mod trial_view;
 pub mod tune;
 pub mod widgets;
 
-use crate::cli::connect::TuningOptions;
+use crate::service::client::TuningOptions;
 
 /// Opens the main window and runs until it closes. `interval_ms` overrides the remembered
 /// sampling interval.

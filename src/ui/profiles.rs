@@ -73,6 +73,20 @@ impl ProfilesPanel {
             });
         }
         ui.heading("Save");
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new("The card runs now:").strong());
+            ui.label(match &gpu.tuning {
+                Some(tuning) if !tuning.in_force.summary().is_empty() => {
+                    let mut text = tuning.in_force.summary();
+                    if tuning.fan_curve.is_some() {
+                        text.push_str(", following a fan curve");
+                    }
+                    text
+                }
+                Some(_) => "nothing it reports".to_string(),
+                None => "reading…".to_string(),
+            });
+        });
         ui.horizontal(|ui| {
             let label = ui.label("Name");
             ui.add(egui::TextEdit::singleline(&mut self.new_name).hint_text("e.g. quiet-70"))
