@@ -272,7 +272,8 @@ impl DeviceError {
 /// Opens another handle to the same GPUs, for another thread (see `device::worker`).
 pub type Reopener = std::sync::Arc<dyn Fn() -> Result<Box<dyn Backend>, DeviceError> + Send + Sync>;
 
-/// A source of GPUs: the real driver or the simulator. Owned by one thread (see DESIGN.md).
+/// A source of GPUs: the real driver or the simulator. Each handle is used by one thread at a
+/// time; `reopener` makes another for another thread (docs/architecture.md, Threads).
 pub trait Backend: Send {
     fn kind(&self) -> BackendKind;
     fn gpu_count(&mut self) -> Result<u32, DeviceError>;

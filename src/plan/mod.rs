@@ -1,5 +1,5 @@
 //! The VRAM planner: pure arithmetic from a model and a training setup to per-GPU memory and
-//! recommendations. No egui, no threads, no hardware (see DESIGN.md).
+//! recommendations. No egui, no threads, no hardware (docs/architecture.md).
 
 mod activations;
 pub mod export;
