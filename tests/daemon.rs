@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use common::daemon::{Daemon, wait_until};
+use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::{Running, spawn_piped};
 use gputune::device::sim::SimSettings;
 
@@ -38,53 +38,10 @@ fn ok(daemon: &Daemon, machine: &FakeMachine, arguments: &[&str]) -> String {
     text(&output.stdout)
 }
 
-/// Tunes the card the way a user would: a power limit, both clock locks, both offsets and
-/// manual fans. Every ending must bring back exactly this.
+/// Tunes the card (see `TUNE`) through the daemon; returns what it runs then.
 fn tune(daemon: &Daemon, machine: &FakeMachine) -> SimSettings {
-    ok(
-        daemon,
-        machine,
-        &[
-            "apply",
-            "--power-limit",
-            "400W",
-            "--lock-gpu-clocks",
-            "210,2520",
-            "--lock-mem-clocks",
-            "405,10501",
-            "--gpu-clock-offset",
-            "150",
-            "--mem-clock-offset",
-            "500",
-            "--fan-speed",
-            "60",
-        ],
-    );
+    ok(daemon, machine, &TUNE);
     settings(machine)
-}
-
-/// Everything a trial can touch, set differently.
-const TRIAL: [&str; 14] = [
-    "--power-limit",
-    "70%",
-    "--lock-gpu-clocks",
-    "300,2000",
-    "--lock-mem-clocks",
-    "405,5001",
-    "--gpu-clock-offset",
-    "0",
-    "--mem-clock-offset",
-    "0",
-    "--fan-speed",
-    "80",
-    "--baseline-s",
-    "0",
-];
-
-fn trial_arguments(seconds: &str) -> Vec<&str> {
-    let mut arguments = vec!["apply", "--try", seconds];
-    arguments.extend(TRIAL);
-    arguments
 }
 
 fn spawn_client(daemon: &Daemon, machine: &FakeMachine, arguments: &[&str]) -> Running {
@@ -363,23 +320,26 @@ fn the_daemon_refuses_a_socket_path_it_does_not_own() {
     let victim = folder.join("victim");
     std::fs::write(&victim, "precious").expect("a victim file");
     let socket = folder.join("gputune.sock");
+    let start_daemon = |runtime: &std::path::Path| {
+        machine
+            .command(&[
+                "daemon",
+                "--runtime-dir",
+                runtime.to_str().expect("UTF-8"),
+                "--state-dir",
+                folder.join("state").to_str().expect("UTF-8"),
+            ])
+            .env("GPUTUNE_SOCKET", &socket)
+            .output()
+            .expect("the daemon runs")
+    };
     for planted in ["symlink", "file"] {
         let _ = std::fs::remove_file(&socket);
         match planted {
             "symlink" => std::os::unix::fs::symlink(&victim, &socket).expect("a link"),
             _ => std::fs::write(&socket, "not a socket").expect("a file"),
         }
-        let output = machine
-            .command(&[
-                "daemon",
-                "--runtime-dir",
-                folder.to_str().expect("UTF-8"),
-                "--state-dir",
-                folder.join("state").to_str().expect("UTF-8"),
-            ])
-            .env("GPUTUNE_SOCKET", &socket)
-            .output()
-            .expect("the daemon runs");
+        let output = start_daemon(&folder);
         assert!(!output.status.success(), "{planted}");
         assert!(
             text(&output.stderr).contains("is not a socket"),
@@ -396,17 +356,7 @@ fn the_daemon_refuses_a_socket_path_it_does_not_own() {
     let runtime = folder.join("run");
     std::fs::create_dir_all(&runtime).expect("a runtime folder");
     std::os::unix::fs::symlink(&folder, runtime.join("state")).expect("a link");
-    let output = machine
-        .command(&[
-            "daemon",
-            "--runtime-dir",
-            runtime.to_str().expect("UTF-8"),
-            "--state-dir",
-            folder.join("state").to_str().expect("UTF-8"),
-        ])
-        .env("GPUTUNE_SOCKET", &socket)
-        .output()
-        .expect("the daemon runs");
+    let output = start_daemon(&runtime);
     assert!(!output.status.success());
     assert!(
         text(&output.stderr).contains("symbolic link"),
@@ -766,16 +716,10 @@ fn tune_tab_shows(state: gputune::ui::app::AppState, label_contains: &str) {
 
 #[test]
 fn the_window_shows_a_change_another_process_made() {
-    use gputune::cli::connect::TuningOptions;
     use gputune::service::client::SocketChoice;
     use gputune::ui::app::{AppState, RememberedState};
     use gputune::ui::model::Model;
     let machine = FakeMachine::new("rtx4090", "");
-    let backend = gputune::device::BackendOptions {
-        choice: gputune::device::BackendChoice::Nvml,
-        nvml_library_path: Some(machine.library.clone()),
-        ..gputune::device::BackendOptions::default()
-    };
     let power_limit_is = |watts: u32| {
         move |state: &AppState| {
             state
@@ -790,10 +734,7 @@ fn the_window_shows_a_change_another_process_made() {
     // Through the daemon: another client's apply reaches the window, with who made it.
     let daemon = Daemon::start(&machine);
     let link = gputune::ui::link::Link::spawn(
-        TuningOptions {
-            backend: backend.clone(),
-            socket: SocketChoice::Path(daemon.socket.clone()),
-        },
+        window_options(&machine, SocketChoice::Path(daemon.socket.clone())),
         500,
         || {},
     )
@@ -823,15 +764,9 @@ fn the_window_shows_a_change_another_process_made() {
     assert_eq!(daemon.stop(), Some(0));
 
     // Without a daemon: the window's own engine reads the card back and sees the change.
-    let link = gputune::ui::link::Link::spawn(
-        TuningOptions {
-            backend,
-            socket: SocketChoice::None,
-        },
-        500,
-        || {},
-    )
-    .expect("the link starts");
+    let link =
+        gputune::ui::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
+            .expect("the link starts");
     let mut state = AppState::new(
         Model::with_history_capacity(100),
         RememberedState::default(),

@@ -10,46 +10,12 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use common::daemon::{Daemon, wait_until};
+use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::spawn_piped;
-use gputune::cli::connect::TuningOptions;
 use gputune::device::sim::SimSettings;
-use gputune::device::{BackendChoice, BackendOptions};
 use gputune::service::client::SocketChoice;
 use gputune::tuning::fan_curve::FanCurve;
 use gputune::ui::link::{Link, LinkCommand, LinkEvent, TuneCommand};
-
-const TUNE: [&str; 13] = [
-    "apply",
-    "--power-limit",
-    "400W",
-    "--lock-gpu-clocks",
-    "210,2520",
-    "--lock-mem-clocks",
-    "405,10501",
-    "--gpu-clock-offset",
-    "150",
-    "--mem-clock-offset",
-    "500",
-    "--fan-speed",
-    "60",
-];
-
-/// Every control, set otherwise.
-const TRIAL: [&str; 12] = [
-    "--power-limit",
-    "70%",
-    "--lock-gpu-clocks",
-    "300,2000",
-    "--lock-mem-clocks",
-    "405,5001",
-    "--gpu-clock-offset",
-    "0",
-    "--mem-clock-offset",
-    "0",
-    "--fan-speed",
-    "80",
-];
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -57,12 +23,6 @@ fn text(bytes: &[u8]) -> String {
 
 fn settings(machine: &FakeMachine) -> SimSettings {
     machine.state().machine.gpus[0].settings.clone()
-}
-
-fn trial(seconds: &str) -> Vec<&str> {
-    let mut arguments = vec!["apply", "--try", seconds, "--baseline-s", "0"];
-    arguments.extend(TRIAL);
-    arguments
 }
 
 /// A profile "Everything": every control otherwise, and a fan curve at full speed.
@@ -142,7 +102,10 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
     );
     let tuned = settings(&machine);
     must(
-        daemon.client(&machine, &trial("1")).output().expect("runs"),
+        daemon
+            .client(&machine, &trial_arguments("1"))
+            .output()
+            .expect("runs"),
         "trial",
     );
     tally.check("trial, time up", &machine, &tuned);
@@ -151,7 +114,7 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
         ("TERM", "trial, SIGTERM"),
         ("KILL", "trial, client killed"),
     ] {
-        let mut running = spawn_piped(daemon.client(&machine, &trial("600")));
+        let mut running = spawn_piped(daemon.client(&machine, &trial_arguments("600")));
         running.wait_for_line("Trying the new settings");
         running.signal(signal);
         let _ = running.finish();
@@ -179,14 +142,7 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
     }
 
     // The window: a fan curve while it is open, a trial inside it, then it closes.
-    let options = TuningOptions {
-        backend: BackendOptions {
-            choice: BackendChoice::Nvml,
-            nvml_library_path: Some(machine.library.clone()),
-            ..BackendOptions::default()
-        },
-        socket: SocketChoice::Path(daemon.socket.clone()),
-    };
+    let options = window_options(&machine, SocketChoice::Path(daemon.socket.clone()));
     let link = Link::spawn(options.clone(), 500, || {}).expect("the link starts");
     wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
     link.send(LinkCommand::Tune(TuneCommand::SetFanCurve {
@@ -226,14 +182,14 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
     );
 
     // The daemon itself going away mid-trial.
-    let mut running = spawn_piped(daemon.client(&machine, &trial("600")));
+    let mut running = spawn_piped(daemon.client(&machine, &trial_arguments("600")));
     running.wait_for_line("Trying the new settings");
     let (runtime, state) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
     assert_eq!(daemon.stop(), Some(0));
     let _ = running.finish();
     tally.check("trial, daemon stopped (SIGTERM)", &machine, &tuned);
     daemon = Daemon::start_in(&machine, runtime.clone(), state.clone());
-    let mut running = spawn_piped(daemon.client(&machine, &trial("600")));
+    let mut running = spawn_piped(daemon.client(&machine, &trial_arguments("600")));
     running.wait_for_line("Trying the new settings");
     daemon.kill();
     let _ = running.finish();
@@ -244,9 +200,9 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
     // Without a daemon: the engine in each process, its journal for the next start.
     must(machine.gputune(&TUNE), "tune in-process");
     let tuned = settings(&machine);
-    must(machine.gputune(&trial("1")), "in-process trial");
+    must(machine.gputune(&trial_arguments("1")), "in-process trial");
     tally.check("in-process trial, time up", &machine, &tuned);
-    let mut running = spawn_piped(machine.command(&trial("600")));
+    let mut running = spawn_piped(machine.command(&trial_arguments("600")));
     running.wait_for_line("Trying the new settings");
     running.signal("KILL");
     let _ = running.finish();
@@ -278,14 +234,7 @@ fn a_kept_trial_stays_and_leaves_no_journal() {
         daemon.client(&machine, &TUNE).output().expect("runs"),
         "tune",
     );
-    let options = TuningOptions {
-        backend: BackendOptions {
-            choice: BackendChoice::Nvml,
-            nvml_library_path: Some(machine.library.clone()),
-            ..BackendOptions::default()
-        },
-        socket: SocketChoice::Path(daemon.socket.clone()),
-    };
+    let options = window_options(&machine, SocketChoice::Path(daemon.socket.clone()));
     let link = Link::spawn(options, 500, || {}).expect("the link starts");
     wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
     link.send(LinkCommand::Tune(TuneCommand::StartTrial {

@@ -84,13 +84,7 @@ impl Router {
                 for (slot, reading) in self.latest.iter_mut().zip(&readings) {
                     *slot = Some(reading.clone());
                 }
-                let subscribers: Vec<ClientId> = self
-                    .clients
-                    .iter()
-                    .filter(|(_, slot)| slot.subscribed_ms.is_some())
-                    .map(|(id, _)| *id)
-                    .collect();
-                for client in subscribers {
+                for client in self.subscribers() {
                     self.send(
                         client,
                         Message::Event {
@@ -125,13 +119,7 @@ impl Router {
         for event in engine.take_events() {
             match &event {
                 EngineEvent::Tuning { .. } | EngineEvent::Notice { .. } => {
-                    let subscribers: Vec<ClientId> = self
-                        .clients
-                        .iter()
-                        .filter(|(_, slot)| slot.subscribed_ms.is_some())
-                        .map(|(id, _)| *id)
-                        .collect();
-                    for client in subscribers {
+                    for client in self.subscribers() {
                         self.send(
                             client,
                             Message::Event {
@@ -158,6 +146,15 @@ impl Router {
         for client in std::mem::take(&mut self.dropped) {
             self.drop_client(engine, client);
         }
+    }
+
+    /// The clients that asked for readings and news.
+    fn subscribers(&self) -> Vec<ClientId> {
+        self.clients
+            .iter()
+            .filter(|(_, slot)| slot.subscribed_ms.is_some())
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     fn send(&mut self, client: ClientId, message: Message) {
@@ -350,17 +347,10 @@ fn error(kind: TuneErrorKind, message: impl Into<String>) -> Response {
 }
 
 fn boot_default_path(dir: &Path, uuid: &str) -> PathBuf {
-    let safe: String = uuid
-        .chars()
-        .map(|character| {
-            if character.is_ascii_alphanumeric() || character == '-' {
-                character
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    dir.join(format!("boot-{safe}.json"))
+    dir.join(format!(
+        "boot-{}.json",
+        crate::tuning::state_folder::file_safe(uuid)
+    ))
 }
 
 /// Every stored boot default, and a notice for each file that could not be read.

@@ -307,7 +307,7 @@ fn boot_id() -> Option<String> {
 }
 
 /// A UUID as part of a file name: letters, digits and '-' only.
-fn file_safe(uuid: &str) -> String {
+pub fn file_safe(uuid: &str) -> String {
     let safe: String = uuid
         .chars()
         .map(|character| {

@@ -137,3 +137,59 @@ pub fn wait_until(what: &str, condition: impl Fn() -> bool) -> Duration {
     }
     started.elapsed()
 }
+
+/// `gputune apply` that tunes a card the way a user would: a power limit, both clock locks,
+/// both offsets and manual fans. Every ending of a session must bring back exactly this.
+pub const TUNE: [&str; 13] = [
+    "apply",
+    "--power-limit",
+    "400W",
+    "--lock-gpu-clocks",
+    "210,2520",
+    "--lock-mem-clocks",
+    "405,10501",
+    "--gpu-clock-offset",
+    "150",
+    "--mem-clock-offset",
+    "500",
+    "--fan-speed",
+    "60",
+];
+
+/// Every control, set otherwise than [`TUNE`].
+pub const TRIAL: [&str; 12] = [
+    "--power-limit",
+    "70%",
+    "--lock-gpu-clocks",
+    "300,2000",
+    "--lock-mem-clocks",
+    "405,5001",
+    "--gpu-clock-offset",
+    "0",
+    "--mem-clock-offset",
+    "0",
+    "--fan-speed",
+    "80",
+];
+
+/// `gputune apply --try SECONDS` of [`TRIAL`], with no baseline to wait for.
+pub fn trial_arguments(seconds: &str) -> Vec<&str> {
+    let mut arguments = vec!["apply", "--try", seconds, "--baseline-s", "0"];
+    arguments.extend(TRIAL);
+    arguments
+}
+
+/// How the window (its link) reaches `socket` on `machine`'s fake library.
+pub fn window_options(
+    machine: &FakeMachine,
+    socket: gputune::service::client::SocketChoice,
+) -> gputune::service::client::TuningOptions {
+    gputune::service::client::TuningOptions {
+        backend: gputune::device::BackendOptions {
+            choice: gputune::device::BackendChoice::Nvml,
+            nvml_library_path: Some(machine.library.clone()),
+            ..gputune::device::BackendOptions::default()
+        },
+        socket,
+    }
+}

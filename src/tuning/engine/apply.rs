@@ -79,14 +79,7 @@ impl Engine {
                 continue;
             }
             let restored = self.restore_map(index, &map);
-            let left: RestoreMap = restored
-                .left
-                .iter()
-                .map(|(setting, _)| (Control::of(setting), (*setting, false)))
-                .collect();
-            if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
-                tracing::error!("{error}");
-            }
+            self.journal_what_is_left(index, &restored);
             said.push(if restored.is_complete() {
                 format!(
                     "What was written on GPU {index} ({}) was rolled back.",

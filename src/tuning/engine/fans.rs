@@ -169,14 +169,7 @@ impl Engine {
             None => return,
         };
         let report = self.restore_map(index, &fan_entries);
-        let left: super::RestoreMap = report
-            .left
-            .iter()
-            .map(|(setting, _)| (Control::of(setting), (*setting, false)))
-            .collect();
-        if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
-            tracing::error!("{error}");
-        }
+        self.journal_what_is_left(index, &report);
         self.announce(index);
     }
 

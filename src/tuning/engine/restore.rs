@@ -10,6 +10,7 @@ use crate::device::gate::validate;
 use crate::device::{BackendKind, Setting};
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;
+use crate::tuning::in_force::Control;
 
 /// The single journal of gputune 0.1 (`journal.json`, all GPUs in one file).
 #[derive(Debug, Deserialize)]
@@ -78,6 +79,19 @@ impl Engine {
             report.exact = false;
         }
         report
+    }
+
+    /// After a restore: GPU `index`'s journal keeps only what could not be put back (and is
+    /// removed when that is nothing).
+    pub(super) fn journal_what_is_left(&self, index: u32, report: &GpuRestored) {
+        let left: super::RestoreMap = report
+            .left
+            .iter()
+            .map(|(setting, _)| (Control::of(setting), (*setting, false)))
+            .collect();
+        if let Err(error) = self.write_journal(index, Some((&left, super::Layer::Pending))) {
+            tracing::error!("{error}");
+        }
     }
 
     /// Restores what journals in the state folder say a gputune that ended badly left on the

@@ -13,7 +13,6 @@ use crate::device::Telemetry;
 use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::Control;
 use crate::tuning::stats::TrialStats;
 
 /// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
@@ -441,14 +440,7 @@ impl Engine {
             } else {
                 self.restore_map(index, &map)
             };
-            let left: RestoreMap = report
-                .left
-                .iter()
-                .map(|(setting, _)| (Control::of(setting), (*setting, false)))
-                .collect();
-            if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
-                tracing::error!("{error}");
-            }
+            self.journal_what_is_left(index, &report);
             if !report.restored.is_empty() {
                 self.note_change(
                     index,

@@ -384,14 +384,7 @@ impl Engine {
                     .find(|gpu| gpu.gpu_index == index)
             } else {
                 let report = self.restore_map(index, &restore);
-                let left: RestoreMap = report
-                    .left
-                    .iter()
-                    .map(|(setting, _)| (Control::of(setting), (*setting, false)))
-                    .collect();
-                if let Err(error) = self.write_journal(index, Some((&left, Layer::Pending))) {
-                    tracing::error!("{error}");
-                }
+                self.journal_what_is_left(index, &report);
                 let by = self
                     .sessions
                     .get(&id)
