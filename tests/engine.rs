@@ -386,3 +386,48 @@ fn a_client_that_may_not_write_is_refused_before_anything() {
     assert_eq!(refused.kind, TuneErrorKind::NotAllowed);
     assert!(refused.message.contains("usermod -aG gputune"), "{refused}");
 }
+
+#[test]
+fn a_trial_stopped_while_its_baseline_is_measured_changes_nothing() {
+    let (mut engine, mut sampler, _clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let window = client(1, "the gputune window");
+    let before = sampler
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let status = engine
+        .start_trial(
+            &window,
+            &TrialRequest {
+                gpu_uuid: uuid.clone(),
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 315_000,
+                }],
+                duration_s: 60,
+                baseline_s: 30,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        matches!(
+            status.phase,
+            gputune::tuning::engine::TrialPhase::Measuring { .. }
+        ),
+        "no history yet: the baseline is measured first ({:?})",
+        status.phase
+    );
+    // "Keep" before anything was tried keeps nothing.
+    let ended = engine
+        .finish_trial(&window, &uuid, true)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        ended.message.as_deref(),
+        Some("Cancelled before anything was changed.")
+    );
+    assert_eq!(sampler.current_settings(0), Ok(before));
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.holder.is_none())
+    );
+}

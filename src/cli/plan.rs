@@ -241,8 +241,7 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
     let recommendation = recommend(&model, &setup, &card, target)?;
     if let (Some(path), Some(format)) = (&args.export, args.format) {
         let text = export_setup(&model, &setup, recommendation.grad_accum_steps, format)?;
-        std::fs::write(path, text)
-            .map_err(|error| anyhow::anyhow!("{} could not be written: {error}", path.display()))?;
+        crate::fsafe::write_atomically(path, text.as_bytes(), 0o644)?;
         eprintln!("Wrote {} config to {}.", format.name(), path.display());
     }
     let counts = parameter_counts(&model, &setup.method);

@@ -358,10 +358,12 @@ impl GpuTuneApp {
                     return;
                 };
                 // A few hundred bytes: written here, through the path the dialog gave.
-                self.state.plan.model_message = Some(match std::fs::write(&path, text) {
-                    Ok(()) => format!("Saved {}.", path.display()),
-                    Err(error) => format!("{} could not be written: {error}", path.display()),
-                });
+                self.state.plan.model_message = Some(
+                    match crate::fsafe::write_atomically(&path, text.as_bytes(), 0o644) {
+                        Ok(()) => format!("Saved {}.", path.display()),
+                        Err(error) => error.to_string(),
+                    },
+                );
             }
             AppCommand::SetInterval { interval_ms } => {
                 self.link.send(LinkCommand::SetInterval { interval_ms });

@@ -46,13 +46,21 @@ pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<Tune
                         });
                     }
                 }
-                if trial.phase != TrialPhase::Ended {
-                    if ui.button("Keep").clicked() {
-                        commands.push(TuneCommand::KeepTrial { gpu_index });
+                match trial.phase {
+                    TrialPhase::Running { .. } => {
+                        if ui.button("Keep").clicked() {
+                            commands.push(TuneCommand::KeepTrial { gpu_index });
+                        }
+                        if ui.button("Revert").clicked() {
+                            commands.push(TuneCommand::RevertTrial { gpu_index });
+                        }
                     }
-                    if ui.button("Revert").clicked() {
-                        commands.push(TuneCommand::RevertTrial { gpu_index });
+                    TrialPhase::Measuring { .. } => {
+                        if ui.button("Cancel").clicked() {
+                            commands.push(TuneCommand::RevertTrial { gpu_index });
+                        }
                     }
+                    TrialPhase::Ended => {}
                 }
             });
             if let Some(warning) = &trial.baseline_warning {

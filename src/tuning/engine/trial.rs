@@ -252,6 +252,21 @@ impl Engine {
                     ),
                 )
             })?;
+        let measuring = self
+            .sessions
+            .get(&id)
+            .and_then(|session| session.gpus.get(&index))
+            .and_then(|part| part.trial.as_ref())
+            .is_some_and(|trial| matches!(trial.phase, Phase::Measuring { .. }));
+        if measuring {
+            // Nothing is on the card yet: there is nothing to keep or put back.
+            return Ok(self.finish_trial_now(
+                id,
+                index,
+                false,
+                "Cancelled before anything was changed.",
+            ));
+        }
         let reason = if keep { "Kept" } else { "Reverted: put back" };
         Ok(self.finish_trial_now(id, index, keep, reason))
     }
