@@ -78,11 +78,32 @@ fn screenshots() {
     detail.selected_gpu = Some(0);
     render(detail, [1280.0, 1500.0], "detail-rtx4090-stop-and-go.png");
 
+    // The window, through the daemon, trying 70 % for a minute, 25 s in.
     let mut tune = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     tune.tab = gputune::ui::app::Tab::Tune;
-    tune.tune.power_limit_pct = 70.0;
-    tune.model.gpus[0].trial = Some(common::ui::running_trial(25, 60));
-    render(tune, [1300.0, 900.0], "tune-rtx4090.png");
+    if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut tune.model.connection {
+        *daemon = true;
+    }
+    let trial = common::ui::running_trial(25, 60);
+    let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
+    if let Some(tuning) = tune.model.gpus[0].tuning.as_mut() {
+        tuning.in_force.power_limit_mw = Some(315_000);
+        tuning.holder = Some(gputune::tuning::engine::Holder {
+            session: trial.session,
+            purpose: gputune::tuning::engine::SessionPurpose::Trial,
+            by: this_window.clone(),
+            client: 1,
+            since_ms: common::ui::START_MS,
+            trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
+        });
+        tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+            at_ms: common::ui::START_MS,
+            by: this_window,
+            what: "trying power limit 315 W".to_string(),
+        });
+    }
+    tune.model.gpus[0].trial = Some(trial);
+    render(tune, [1280.0, 900.0], "tune-rtx4090.png");
 
     let mut profiles = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     profiles.tab = gputune::ui::app::Tab::Profiles;

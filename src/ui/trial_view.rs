@@ -11,8 +11,10 @@ use crate::ui::widgets::banner::ERROR_TEXT;
 const COUNTDOWN_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 
 /// The running (or last) trial: what is tried, the countdown, Keep / Revert, before and during.
-pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<TuneCommand>) {
+/// Returns true when the user closes an ended trial's numbers.
+pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<TuneCommand>) -> bool {
     let gpu_index = trial.gpu_index;
+    let mut closed = false;
     egui::Frame::group(ui.style())
         .inner_margin(8.0)
         .show(ui, |ui| {
@@ -60,7 +62,9 @@ pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<Tune
                             commands.push(TuneCommand::RevertTrial { gpu_index });
                         }
                     }
-                    TrialPhase::Ended => {}
+                    TrialPhase::Ended => {
+                        closed = ui.button("Close").clicked();
+                    }
                 }
             });
             if let Some(warning) = &trial.baseline_warning {
@@ -75,6 +79,7 @@ pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<Tune
             }
         });
     ui.add_space(6.0);
+    closed
 }
 
 fn trial_table(ui: &mut egui::Ui, trial: &TrialStatus) {

@@ -50,6 +50,8 @@ pub struct TunePanel {
     /// How long a "Try" runs before it reverts, seconds.
     pub trial_duration_s: u64,
     synced: Option<Synced>,
+    /// The ended trial whose numbers the user closed.
+    dismissed_trial: Option<(u32, u64)>,
 }
 
 impl Default for TunePanel {
@@ -64,6 +66,7 @@ impl Default for TunePanel {
             fan_curve_points: FanCurve::default().points().to_vec(),
             trial_duration_s: 60,
             synced: None,
+            dismissed_trial: None,
         }
     }
 }
@@ -162,7 +165,10 @@ impl TunePanel {
             notice_label(ui, notice);
         }
         if let Some(trial) = &gpu.trial {
-            trial_box(ui, trial, &mut commands);
+            let key = (trial.gpu_index, trial.session);
+            if self.dismissed_trial != Some(key) && trial_box(ui, trial, &mut commands) {
+                self.dismissed_trial = Some(key);
+            }
         }
         ui.horizontal(|ui| {
             let label = ui.label("Try settings for");
@@ -515,7 +521,8 @@ impl TunePanel {
             .include_y(100.0)
             .x_axis_label("°C")
             .y_axis_label("fan %")
-            .legend(Legend::default().position(egui_plot::Corner::RightBottom))
+            // Top left: the curve is low there, and the card's own point stays in view.
+            .legend(Legend::default().position(egui_plot::Corner::LeftTop))
             .allow_drag(false)
             .allow_zoom(false)
             .allow_scroll(false)
