@@ -429,3 +429,28 @@ fn unreadable_profile_files_are_named_and_left_alone() {
     );
     assert_eq!(std::fs::read_to_string(&future).unwrap(), future_text);
 }
+
+#[test]
+fn under_sudo_the_profiles_are_the_invoking_user_s() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let config = tempfile::tempdir().unwrap();
+    let machine = Machine::new("rtx4090", "", config.path());
+    let nobody = nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .expect("a nobody user");
+    let output = machine
+        .command(&["profile", "list"])
+        .env_remove("GPUTUNE_CONFIG_DIR")
+        .env("SUDO_UID", nobody.uid.to_string())
+        .output()
+        .unwrap();
+    let folder = nobody.dir.join(".config").join("gputune").join("profiles");
+    assert!(
+        text(&output.stdout).contains(&folder.display().to_string()),
+        "{}",
+        text(&output.stdout)
+    );
+}

@@ -344,3 +344,62 @@ fn kill_orphan(pid_file: &Path) {
         let _ = Command::new("kill").arg(pid.trim()).status();
     }
 }
+
+#[test]
+fn under_sudo_the_command_runs_as_the_user_who_ran_sudo() {
+    if !nix::unistd::geteuid().is_root() {
+        // Not root: nothing to drop; the command runs as this user, which is what is wanted.
+        let machine = Machine::with_run_profile(false);
+        let (stdout, _) = machine.ok(&["run", "--profile", "Run", "--", "id", "-u"]);
+        assert_eq!(stdout.trim(), nix::unistd::geteuid().to_string());
+        return;
+    }
+    let machine = Machine::with_run_profile(false);
+    let nobody = nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .expect("a nobody user");
+    let output = machine
+        .command(&["run", "--profile", "Run", "--", "id", "-u"])
+        .env("SUDO_UID", nobody.uid.to_string())
+        .env("SUDO_USER", &nobody.name)
+        .current_dir("/")
+        .output()
+        .expect("the gputune binary runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        text(&output.stdout).trim(),
+        nobody.uid.to_string(),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the command runs as nobody, not as root"),
+        "{stderr}"
+    );
+    assert_restored(&machine);
+    // --keep-root keeps root, when asked.
+    let output = machine
+        .command(&["run", "--keep-root", "--profile", "Run", "--", "id", "-u"])
+        .env("SUDO_UID", nobody.uid.to_string())
+        .output()
+        .expect("the gputune binary runs");
+    assert_eq!(text(&output.stdout).trim(), "0");
+}
+
+#[test]
+fn a_second_run_on_the_same_card_is_refused_and_names_the_first() {
+    let machine = Machine::with_run_profile(false);
+    let mut first = machine.spawn(&["run", "--profile", "Run", "--", "sleep", "30"]);
+    first.wait_for_line("applied the profile");
+    let output = machine.gputune(&["run", "--profile", "Run", "--", "true"]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("is being changed by gputune run --profile Run -- sleep 30"),
+        "{stderr}"
+    );
+    first.signal("TERM");
+    let _ = first.finish();
+    assert_restored(&machine);
+}

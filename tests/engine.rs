@@ -431,3 +431,45 @@ fn a_trial_stopped_while_its_baseline_is_measured_changes_nothing() {
             .is_some_and(|tuning| tuning.holder.is_none())
     );
 }
+
+#[test]
+fn a_trial_the_driver_refuses_changes_nothing_and_leaves_no_journal() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    machine.set_shared_faults("no_permission");
+    let status = engine
+        .start_trial(
+            &client(1, "the gputune window"),
+            &TrialRequest {
+                gpu_uuid: uuid,
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 315_000,
+                }],
+                duration_s: 60,
+                baseline_s: 0,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    machine.set_shared_faults("");
+    let message = status.message.unwrap_or_default();
+    assert!(status.failed);
+    assert!(message.contains("Nothing was changed"), "{message}");
+    assert!(message.contains("administrator rights"), "{message}");
+    assert!(!message.contains("only in part"), "{message}");
+    let journals = std::fs::read_dir(folder.path().join("state"))
+        .unwrap_or_else(|error| panic!("{error}"))
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("journal-"))
+        .count();
+    assert_eq!(journals, 0, "nothing to restore, so no journal");
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.holder.is_none())
+    );
+}

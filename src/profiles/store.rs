@@ -119,6 +119,22 @@ pub enum StoreError {
     },
 }
 
+/// When root runs gputune through `sudo`, the invoking user's config folder
+/// (`~USER/.config/gputune`), so `sudo gputune profile apply Quiet` finds that user's profile.
+fn invoking_user_config() -> Option<PathBuf> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let uid: u32 = std::env::var("SUDO_UID").ok()?.trim().parse().ok()?;
+    if uid == 0 {
+        return None;
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()?;
+    Some(user.dir.join(".config").join("gputune"))
+}
+
 /// A path as messages show it: control and bidirectional characters escaped.
 fn shown(path: &Path) -> String {
     text::printable(&path.to_string_lossy())
@@ -147,13 +163,17 @@ pub struct ProfileStore {
 
 impl ProfileStore {
     /// The user's profiles: `<GPUTUNE_CONFIG_DIR or the platform config folder>/profiles`.
+    /// Under `sudo`, the profiles are those of the user who ran it, not root's.
     pub fn open_default() -> Result<ProfileStore, StoreError> {
         let config = match std::env::var_os(CONFIG_DIR_ENV).filter(|dir| !dir.is_empty()) {
             Some(dir) => PathBuf::from(dir),
-            None => directories::ProjectDirs::from("", "", "gputune")
-                .ok_or(StoreError::NoConfigFolder)?
-                .config_dir()
-                .to_path_buf(),
+            None => match invoking_user_config() {
+                Some(config) => config,
+                None => directories::ProjectDirs::from("", "", "gputune")
+                    .ok_or(StoreError::NoConfigFolder)?
+                    .config_dir()
+                    .to_path_buf(),
+            },
         };
         Ok(ProfileStore::at(config.join(PROFILES_FOLDER)))
     }
