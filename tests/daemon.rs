@@ -784,3 +784,30 @@ fn the_window_shows_a_change_another_process_made() {
     drop(link);
     tune_tab_shows(state, "Last change at");
 }
+
+#[test]
+fn a_critical_gpu_error_mid_trial_puts_the_card_back_at_once() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let daemon = Daemon::start(&machine);
+    let tuned = tune(&daemon, &machine);
+
+    let trial = spawn_client(&daemon, &machine, &trial_arguments("600"));
+    let mut trial = trial;
+    trial.wait_for_line("Trying the new settings");
+    assert_eq!(settings(&machine).power_limit_mw, 315_000);
+    // The driver reports Xid 13 now, as an unstable clock offset would make it.
+    machine.set_shared_faults("xid_after_ms=0");
+    let restored = wait_until("the trial's card is put back", || {
+        settings(&machine) == tuned
+    });
+    eprintln!("Xid mid-trial: restored after {} ms", restored.as_millis());
+    let (status, _, stderr) = trial.finish();
+    machine.set_shared_faults("");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Xid 13"), "{stderr}");
+    assert!(stderr.contains("graphics engine exception"), "{stderr}");
+    eprintln!("the trial said:\n{stderr}");
+    assert!(!daemon.journal(&machine, 0).exists());
+    let log = daemon.log_text();
+    assert!(log.contains("Xid 13"), "{log}");
+}

@@ -202,6 +202,34 @@ impl Setting {
     }
 }
 
+/// A GPU error NVML reports as an event (an "Xid"): the sign of an unstable setting, or worse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriticalEvent {
+    pub gpu_index: u32,
+    pub xid: u64,
+}
+
+impl CriticalEvent {
+    /// What NVIDIA's documentation says an Xid usually means, for the common ones.
+    pub fn meaning(&self) -> &'static str {
+        match self.xid {
+            13 => "a graphics engine exception, often an unstable clock or offset",
+            31 => "a GPU memory page fault",
+            43 => "the GPU stopped processing",
+            45 => "a context was cleaned up after an error",
+            48 => "a double-bit ECC error",
+            61 | 62 => "an internal micro-controller error",
+            63 | 64 => "an ECC page retirement",
+            74 => "an NVLink error",
+            79 => "the GPU fell off the bus",
+            92 => "a high single-bit ECC error rate",
+            94 | 95 => "an ECC error",
+            119 | 120 => "a GSP firmware error",
+            _ => "a GPU error",
+        }
+    }
+}
+
 /// Which backend is talking to the GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -291,6 +319,19 @@ pub trait Backend: Send {
     /// How to open another handle to the same GPUs (the same simulated machine, the same
     /// NVML library), so a second thread can sample or revert while this one is busy.
     fn reopener(&self) -> Reopener;
+    /// Starts listening for critical errors (Xids) on every GPU that reports them. A simulated
+    /// card never has one.
+    fn watch_critical_events(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    /// Waits at most `timeout_ms` for the next critical error; `None` when none came.
+    fn next_critical_event(
+        &mut self,
+        timeout_ms: u32,
+    ) -> Result<Option<CriticalEvent>, DeviceError> {
+        std::thread::sleep(std::time::Duration::from_millis(u64::from(timeout_ms)));
+        Ok(None)
+    }
 }
 
 /// Which backend the user asked for.

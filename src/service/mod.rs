@@ -51,6 +51,8 @@ pub(crate) enum Input {
         current: CurrentSettings,
         read_started: Instant,
     },
+    /// The driver reported a critical error (an Xid).
+    CriticalEvent(crate::device::CriticalEvent),
     Stop,
 }
 

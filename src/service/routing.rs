@@ -100,6 +100,7 @@ impl Router {
                 current,
                 read_started,
             } => engine.on_settings(gpu_index, &current, read_started),
+            Input::CriticalEvent(event) => engine.on_critical_event(event),
             Input::Stop => {}
         }
         for client in std::mem::take(&mut self.dropped) {

@@ -18,13 +18,18 @@ const SETTINGS_EVERY: Duration = Duration::from_secs(1);
 pub(super) struct SamplerHandle {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// The thread that waits for critical errors (Xids), when the driver reports them.
+    events: Option<JoinHandle<()>>,
 }
 
 impl SamplerHandle {
-    /// Asks the thread to stop; waits briefly, never on a hung driver call.
+    /// Asks the threads to stop; waits briefly, never on a hung driver call.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
+        for thread in [self.thread.take(), self.events.take()]
+            .into_iter()
+            .flatten()
+        {
             let deadline = Instant::now() + Duration::from_secs(2);
             while !thread.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -36,7 +41,11 @@ impl SamplerHandle {
     }
 }
 
-/// Starts sampling `gpu_count` GPUs on a handle opened with `reopener`.
+/// How long one wait for a critical error lasts before the watcher looks whether to stop.
+const EVENT_WAIT_MS: u32 = 500;
+
+/// Starts sampling `gpu_count` GPUs on a handle opened with `reopener`, and watching them for
+/// critical errors on another.
 pub(super) fn start(
     reopener: Reopener,
     gpu_count: u32,
@@ -44,6 +53,7 @@ pub(super) fn start(
     engine: Sender<Input>,
 ) -> SamplerHandle {
     let stop = Arc::new(AtomicBool::new(false));
+    let events = watch_events(Arc::clone(&reopener), engine.clone(), Arc::clone(&stop));
     let stopping = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name("gputune-sampler".to_string())
@@ -67,12 +77,57 @@ pub(super) fn start(
         Ok(thread) => SamplerHandle {
             stop,
             thread: Some(thread),
+            events,
         },
         Err(error) => {
             tracing::error!("the sampler thread could not start: {error}");
-            SamplerHandle { stop, thread: None }
+            SamplerHandle {
+                stop,
+                thread: None,
+                events,
+            }
         }
     }
+}
+
+/// A thread that hands every critical error the driver reports to the engine.
+fn watch_events(
+    reopener: Reopener,
+    engine: Sender<Input>,
+    stop: Arc<AtomicBool>,
+) -> Option<JoinHandle<()>> {
+    let spawned = std::thread::Builder::new()
+        .name("gputune-events".to_string())
+        .spawn(move || {
+            let mut backend = match reopener() {
+                Ok(backend) => backend,
+                Err(error) => {
+                    tracing::warn!("GPU errors are not watched: {error}");
+                    return;
+                }
+            };
+            if let Err(error) = backend.watch_critical_events() {
+                tracing::warn!("GPU errors are not watched: {error}");
+                return;
+            }
+            while !stop.load(Ordering::SeqCst) {
+                match backend.next_critical_event(EVENT_WAIT_MS) {
+                    Ok(Some(event)) => {
+                        if engine.send(Input::CriticalEvent(event)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!("GPU errors are no longer watched: {error}");
+                        return;
+                    }
+                }
+            }
+        });
+    spawned
+        .map_err(|error| tracing::error!("the GPU error watcher could not start: {error}"))
+        .ok()
 }
 
 fn run(

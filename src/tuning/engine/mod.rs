@@ -29,7 +29,8 @@ use crate::device::gate::{ValidatedSetting, validate};
 use crate::device::sim::wall_clock_ms;
 use crate::device::worker::DeviceWorker;
 use crate::device::{
-    BackendKind, Constraints, CurrentSettings, DeviceError, GpuIdentity, Setting, Telemetry,
+    BackendKind, Constraints, CriticalEvent, CurrentSettings, DeviceError, GpuIdentity, Setting,
+    Telemetry,
 };
 use crate::notice::Notice;
 use crate::tuning::in_force::{Control, SettingsInForce};
@@ -436,6 +437,58 @@ impl Engine {
             self.events
                 .push(EngineEvent::SessionEnded { client, report });
         }
+    }
+
+    /// The driver reported a critical error: a session on that GPU ends at once, everything it
+    /// changed put back (an unstable setting must not stay), and every client is told.
+    pub fn on_critical_event(&mut self, event: CriticalEvent) {
+        let index = event.gpu_index;
+        if index as usize >= self.gpus.len() {
+            return;
+        }
+        let what = format!(
+            "GPU {index} reported Xid {} ({})",
+            event.xid,
+            event.meaning()
+        );
+        let Some(id) = self.gpu(index).holder else {
+            self.notice(Some(index), Notice::Warning(format!("{what}.")));
+            return;
+        };
+        let (client, purpose, by) = match self.sessions.get(&id) {
+            Some(session) => (
+                session.client.id,
+                session.purpose,
+                session.client.describe(),
+            ),
+            None => return,
+        };
+        let reason = format!("Xid {} ({}); put back at once:", event.xid, event.meaning());
+        let trial_only = purpose == SessionPurpose::Trial
+            && self
+                .sessions
+                .get(&id)
+                .and_then(|session| session.gpus.get(&index))
+                .is_some_and(|part| part.trial.is_some());
+        if trial_only {
+            self.finish_trial_with(id, index, false, &reason, true);
+        } else {
+            let mut report = self.end_session_now(
+                id,
+                false,
+                &format!("{what}; everything the session changed was put back at once"),
+            );
+            report.critical_event = Some(event);
+            self.events
+                .push(EngineEvent::SessionEnded { client, report });
+        }
+        self.notice(
+            Some(index),
+            Notice::Error(format!(
+                "{what} during {} of {by}; everything it changed was put back.",
+                purpose.describe()
+            )),
+        );
     }
 
     /// Takes in settings read back from GPU `index` by the sampler, whose read began at

@@ -409,6 +409,7 @@ impl Engine {
                 restored: Vec::new(),
                 stats: Vec::new(),
                 message: format!("There is no session {id}."),
+                critical_event: None,
             };
         };
         let by = session.client.describe();
@@ -460,6 +461,7 @@ impl Engine {
             restored,
             stats,
             message: message.to_string(),
+            critical_event: None,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{DeviceError, Setting};
+use crate::device::{CriticalEvent, DeviceError, Setting};
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::SettingsInForce;
@@ -195,6 +195,9 @@ pub struct SessionReport {
     pub stats: Vec<(u32, TrialStats)>,
     /// One sentence: why and how it ended.
     pub message: String,
+    /// The critical GPU error that ended it, if one did.
+    #[serde(default)]
+    pub critical_event: Option<CriticalEvent>,
 }
 
 impl SessionReport {

@@ -18,6 +18,7 @@ pub(crate) const GPU_IS_LOST: Code = nvml::nvmlReturn_enum_NVML_ERROR_GPU_IS_LOS
 pub(crate) const ARGUMENT_VERSION_MISMATCH: Code =
     nvml::nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 pub(crate) const UNKNOWN: Code = nvml::nvmlReturn_enum_NVML_ERROR_UNKNOWN;
+pub(crate) const TIMEOUT: Code = nvml::nvmlReturn_enum_NVML_ERROR_TIMEOUT;
 
 /// The driver's answer for what the simulated card refused.
 pub(crate) fn sim_error_code(error: &SimError) -> Code {

@@ -25,10 +25,12 @@ pub(crate) struct Faults {
     pub driver_not_loaded: bool,
     /// The driver sees no GPU.
     pub no_gpus: bool,
+    /// An event set reports one critical error (Xid 13 on GPU 0) once it is this old.
+    pub xid_after_ms: Option<u64>,
 }
 
 const KNOWN_FAULTS: &str = "no_permission, fans_not_supported, gpu_lost_after=N, slow_ms=N, \
-                            offsets_not_supported, driver_not_loaded, no_gpus";
+                            offsets_not_supported, driver_not_loaded, no_gpus, xid_after_ms=N";
 
 impl Faults {
     /// The faults `FAKE_NVML_FAULTS` asks for, and those listed in the file
@@ -77,6 +79,9 @@ impl Faults {
                     faults.gpu_lost_after_calls = Some(parse_count(name, value)?);
                 }
                 ("slow_ms", Some(value)) => faults.slow_ms = parse_count(name, value)?,
+                ("xid_after_ms", Some(value)) => {
+                    faults.xid_after_ms = Some(parse_count(name, value)?);
+                }
                 _ => return Err(format!("unknown fault {item:?} (known: {KNOWN_FAULTS})")),
             }
         }
@@ -126,7 +131,7 @@ mod tests {
     fn parses_every_fault() {
         let faults = Faults::parse(
             " no_permission,fans_not_supported, gpu_lost_after=3,slow_ms = 5,\
-             offsets_not_supported,driver_not_loaded,no_gpus,",
+             offsets_not_supported,driver_not_loaded,no_gpus,xid_after_ms=7,",
         );
         assert_eq!(
             faults,
@@ -138,6 +143,7 @@ mod tests {
                 offsets_not_supported: true,
                 driver_not_loaded: true,
                 no_gpus: true,
+                xid_after_ms: Some(7),
             })
         );
         assert_eq!(Faults::parse(""), Ok(Faults::default()));

@@ -31,7 +31,9 @@
 //! - `slow_ms=N`: every call sleeps N ms first;
 //! - `offsets_not_supported`: clock offset get/set return `NOT_SUPPORTED`;
 //! - `driver_not_loaded`: `nvmlInit_v2` returns `DRIVER_NOT_LOADED` (9);
-//! - `no_gpus`: the device count is 0 and no handle can be had.
+//! - `no_gpus`: the device count is 0 and no handle can be had;
+//! - `xid_after_ms=N`: an event set reports one critical error, Xid 13 on the first GPU
+//!   registered to it, once the set is N ms old (once per set; sets live in their process).
 //!
 //! An unknown fault makes `nvmlInit_v2` (and every later call) return `UNKNOWN`, saying why on
 //! stderr. A "device call" is any call that takes a device handle.

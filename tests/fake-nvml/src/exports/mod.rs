@@ -5,6 +5,7 @@
 //! from `nvmlDeviceGetHandleByIndex_v2` and are never dereferenced.
 
 mod clocks;
+mod events;
 mod fans;
 mod identity;
 mod power;
