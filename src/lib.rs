@@ -9,6 +9,7 @@ pub mod notice;
 pub mod plan;
 pub mod profiles;
 pub mod service;
+pub mod sweep;
 pub mod telemetry;
 pub mod text;
 pub mod tuning;

@@ -69,6 +69,9 @@ enum Command {
     Profile(Box<gputune::cli::profile::ProfileArgs>),
     /// Run a command with a profile applied (and its fan curve followed), then restore and report.
     Run(Box<gputune::cli::run::RunArgs>),
+    /// Find the power limit (and clock cap) at which your training job does the most work per
+    /// joule: steps through settings while it runs, measures its own speed, recommends one.
+    Sweep(Box<gputune::cli::sweep::SweepArgs>),
     /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
     Daemon(Box<gputune::cli::daemon::DaemonArgs>),
 }
@@ -170,6 +173,14 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &tuning),
         Some(Command::Daemon(args)) => {
             gputune::cli::daemon::run_command(&args, &options, cli.socket.clone())
+        }
+        Some(Command::Sweep(args)) => {
+            let exit_code = gputune::cli::sweep::run_command(&args, &tuning)?;
+            if exit_code != 0 {
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                std::process::exit(exit_code);
+            }
+            Ok(())
         }
         Some(Command::Run(args)) => {
             let exit_code = gputune::cli::run::run_command(&args, &tuning)?;

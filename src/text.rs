@@ -36,6 +36,17 @@ pub fn printable(text: &str) -> String {
     shown
 }
 
+/// A number as people write it: "70", "62.5"; far-out magnitudes in exponent form, so a
+/// mistyped 1e300 does not print 300 digits.
+pub fn number(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(1e-3..1e6).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,3 +11,4 @@ pub mod profile;
 pub mod run;
 mod signals;
 pub mod status;
+pub mod sweep;

@@ -28,7 +28,7 @@ use crate::tuning::engine::{
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// In a terminal, a Ctrl-C reaches the command directly; gputune waits this long for it to end
 /// by itself before sending SIGTERM, so a training script's own Ctrl-C handling can finish.
-const TERMINAL_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const TERMINAL_GRACE: Duration = Duration::from_secs(3);
 /// How often readings arrive for the log and the statistics.
 const SAMPLE_INTERVAL_MS: u64 = 1_000;
 /// The exit status when the command cannot be started, as a shell gives it.
@@ -383,7 +383,7 @@ fn supervise(
 }
 
 /// Asks the command to end with SIGTERM.
-fn terminate(child: &mut Child) {
+pub(crate) fn terminate(child: &mut Child) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_err() {
         let _ = child.kill();
@@ -392,7 +392,7 @@ fn terminate(child: &mut Child) {
 
 /// Whether gputune runs in the foreground of a terminal, where a Ctrl-C reaches the command
 /// too.
-fn in_terminal_foreground() -> bool {
+pub(crate) fn in_terminal_foreground() -> bool {
     let Ok(terminal) = std::fs::File::open("/dev/tty") else {
         return false;
     };
@@ -403,7 +403,7 @@ fn in_terminal_foreground() -> bool {
 }
 
 /// The command's exit code, or 128 + the signal that ended it, as a shell reports it.
-fn exit_code_of(status: ExitStatus) -> i32 {
+pub(crate) fn exit_code_of(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         return code;
@@ -411,7 +411,7 @@ fn exit_code_of(status: ExitStatus) -> i32 {
     status.signal().map_or(1, |signal| 128 + signal)
 }
 
-fn describe_status(status: ExitStatus) -> String {
+pub(crate) fn describe_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         return format!("exited with status {code}");

@@ -147,14 +147,7 @@ pub fn parse_fan(option: &'static str, text: &str) -> Result<FanRequest, Request
 }
 
 /// A user's number as they would write it: "312.5", "-5", "1e300" (never 300 digits).
-fn number(value: f64) -> String {
-    let magnitude = value.abs();
-    if magnitude != 0.0 && !(1e-3..1e6).contains(&magnitude) {
-        format!("{value:e}")
-    } else {
-        format!("{value}")
-    }
-}
+use crate::text::number;
 
 fn parse_finite(text: &str) -> Option<f64> {
     // Rust's float parser accepts "inf" and "NaN"; a power limit is neither.

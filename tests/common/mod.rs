@@ -19,7 +19,9 @@ static ENVIRONMENT: Mutex<()> = Mutex::new(());
 
 /// A fake GPU machine in a temporary state file, for this process and for child processes.
 pub struct FakeMachine {
-    _turn: MutexGuard<'static, ()>,
+    /// Held by machines whose fake runs in this process too; `None` for one only child
+    /// processes use (those run side by side).
+    _turn: Option<MutexGuard<'static, ()>>,
     directory: tempfile::TempDir,
     pub library: PathBuf,
     pub scenario: &'static str,
@@ -36,22 +38,37 @@ impl FakeMachine {
         let turn = ENVIRONMENT
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let machine = FakeMachine::unlocked(scenario, faults, load, Some(turn));
+        for (name, value) in machine.environment() {
+            // SAFETY: every test in this binary that touches these variables holds ENVIRONMENT.
+            unsafe { std::env::set_var(name, value) };
+        }
+        machine
+    }
+
+    /// A machine that only child processes (started with [`FakeMachine::command`]) use: it
+    /// leaves this process's environment alone, so such tests run side by side.
+    pub fn for_processes(scenario: &'static str, load: &'static str) -> FakeMachine {
+        FakeMachine::unlocked(scenario, "", load, None)
+    }
+
+    fn unlocked(
+        scenario: &'static str,
+        faults: &str,
+        load: &'static str,
+        turn: Option<MutexGuard<'static, ()>>,
+    ) -> FakeMachine {
         let library = nvidia_ml_fake::fake_library_path()
             .expect("the fake libnvidia-ml is built by `cargo test` (it is a dev-dependency)");
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let machine = FakeMachine {
+        FakeMachine {
             _turn: turn,
             directory,
             library,
             scenario,
             faults: faults.to_string(),
             load,
-        };
-        for (name, value) in machine.environment() {
-            // SAFETY: every test in this binary that touches these variables holds ENVIRONMENT.
-            unsafe { std::env::set_var(name, value) };
         }
-        machine
     }
 
     pub fn state_path(&self) -> PathBuf {

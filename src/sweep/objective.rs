@@ -1,0 +1,423 @@
+//! Which measured setting to recommend. Every step is compared with the first setting (the
+//! card's stock behaviour for the swept controls), averaged with its repeat at the end; the
+//! difference between those two is the run's noise, reported with the answer.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sweep::measure::StepResult;
+
+/// The slowdown the default objective accepts, % of the first setting's throughput.
+pub const DEFAULT_MAX_SLOWDOWN_PCT: f64 = 3.0;
+
+/// What "best" means.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "objective", rename_all = "snake_case")]
+pub enum Objective {
+    /// The least energy per unit of work, however slow.
+    LeastEnergy,
+    /// The most throughput per watt of average power. On one card this ranks settings as
+    /// energy per unit does (it is its inverse); it is offered under the name people use.
+    PerfPerWatt,
+    /// The least energy per unit of work among settings at most this much slower.
+    EnergyWithinSlowdown { max_slowdown_pct: f64 },
+}
+
+impl Objective {
+    /// Parses `energy`, `perf-per-watt` or `within-slowdown` (with the slowdown given).
+    pub fn parse(name: &str, max_slowdown_pct: f64) -> Result<Objective, String> {
+        if !max_slowdown_pct.is_finite() || !(0.0..=90.0).contains(&max_slowdown_pct) {
+            return Err(format!(
+                "A slowdown of {max_slowdown_pct} % makes no sense: give 0 to 90 (the default is {DEFAULT_MAX_SLOWDOWN_PCT})."
+            ));
+        }
+        match name.trim() {
+            "energy" => Ok(Objective::LeastEnergy),
+            "perf-per-watt" => Ok(Objective::PerfPerWatt),
+            "within-slowdown" => Ok(Objective::EnergyWithinSlowdown { max_slowdown_pct }),
+            other => Err(format!(
+                "Unknown objective {other:?}: give energy, perf-per-watt or within-slowdown."
+            )),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Objective::LeastEnergy => "least energy per unit of work".to_string(),
+            Objective::PerfPerWatt => "best throughput per watt".to_string(),
+            Objective::EnergyWithinSlowdown { max_slowdown_pct } => format!(
+                "least energy per unit of work at most {} % slower",
+                crate::text::number((max_slowdown_pct * 100.0).round() / 100.0)
+            ),
+        }
+    }
+}
+
+impl Default for Objective {
+    fn default() -> Objective {
+        Objective::EnergyWithinSlowdown {
+            max_slowdown_pct: DEFAULT_MAX_SLOWDOWN_PCT,
+        }
+    }
+}
+
+/// The run's noise: how much the first setting moved between its two measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Noise {
+    pub throughput_drift_pct: f64,
+    pub energy_drift_pct: Option<f64>,
+}
+
+impl Noise {
+    /// The band within which two settings cannot be told apart, %.
+    pub fn band_pct(&self) -> f64 {
+        self.throughput_drift_pct
+            .max(self.energy_drift_pct.unwrap_or(0.0))
+    }
+}
+
+/// The reference every step is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Reference {
+    pub units_per_s: f64,
+    pub energy_per_unit_j: f64,
+}
+
+/// One step against the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Positive: slower than the reference.
+    pub slowdown_pct: f64,
+    /// Positive: less energy per unit of work than the reference.
+    pub energy_saved_pct: f64,
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// Index into the results.
+    pub step_index: usize,
+    pub label: String,
+    pub comparison: Comparison,
+    pub noise: Option<Noise>,
+    /// The recommendation differs from the first setting by less than the noise.
+    pub within_noise: bool,
+    /// The answer in one or two sentences.
+    pub sentence: String,
+}
+
+/// The first setting (with its repeat, when measured) as the reference, and the noise.
+pub fn reference(results: &[StepResult]) -> Option<(Reference, Option<Noise>)> {
+    let first = results.iter().find(|result| !result.step.is_repeat)?;
+    let first_values = values(first)?;
+    let repeat = results
+        .iter()
+        .rev()
+        .find(|result| result.step.is_repeat && result.unstable.is_none())
+        .and_then(values);
+    Some(match repeat {
+        Some(again) => {
+            let units_per_s = (first_values.0 + again.0) / 2.0;
+            let energy = (first_values.1 + again.1) / 2.0;
+            (
+                Reference {
+                    units_per_s,
+                    energy_per_unit_j: energy,
+                },
+                Some(Noise {
+                    throughput_drift_pct: (again.0 - first_values.0).abs() / units_per_s * 100.0,
+                    energy_drift_pct: Some((again.1 - first_values.1).abs() / energy * 100.0),
+                }),
+            )
+        }
+        None => (
+            Reference {
+                units_per_s: first_values.0,
+                energy_per_unit_j: first_values.1,
+            },
+            None,
+        ),
+    })
+}
+
+fn values(result: &StepResult) -> Option<(f64, f64)> {
+    let units_per_s = result.throughput?.units_per_s;
+    let energy = result.energy_per_unit_j?;
+    (units_per_s > 0.0 && energy > 0.0).then_some((units_per_s, energy))
+}
+
+/// `result` against the reference.
+pub fn compare(result: &StepResult, reference: &Reference) -> Option<Comparison> {
+    let (units_per_s, energy) = values(result)?;
+    Some(Comparison {
+        slowdown_pct: (1.0 - units_per_s / reference.units_per_s) * 100.0,
+        energy_saved_pct: (1.0 - energy / reference.energy_per_unit_j) * 100.0,
+    })
+}
+
+/// Marks each step whose own spread is larger than the difference it measured from the
+/// reference: that difference cannot be trusted.
+pub fn flag_noisy_steps(results: &mut [StepResult]) {
+    let Some((reference, _)) = reference(results) else {
+        return;
+    };
+    // The first setting is the reference: its drift is the noise, reported on its own.
+    for result in results.iter_mut().skip(1) {
+        if result.step.is_repeat || result.unstable.is_some() {
+            continue;
+        }
+        let (Some(comparison), Some(spread)) = (
+            compare(result, &reference),
+            result
+                .throughput
+                .and_then(|throughput| throughput.spread_pct),
+        ) else {
+            continue;
+        };
+        let difference = comparison.slowdown_pct.abs();
+        result.noisy = (spread > difference && difference > 0.0).then(|| {
+            format!(
+                "its throughput spread ({spread:.1} %) is larger than its difference from the first setting ({difference:.1} %)"
+            )
+        });
+    }
+}
+
+/// The setting `objective` picks among the stable, measured steps.
+pub fn recommend(results: &[StepResult], objective: Objective) -> Result<Recommendation, String> {
+    let (reference, noise) = reference(results).ok_or(
+        "The first setting has no measurement (no throughput or power was read), so nothing can be compared: see the messages above.",
+    )?;
+    let first_label = results
+        .iter()
+        .find(|result| !result.step.is_repeat)
+        .map(|result| result.step.label.clone())
+        .unwrap_or_default();
+    let candidates: Vec<(usize, Comparison)> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, result)| !result.step.is_repeat && result.unstable.is_none())
+        .filter_map(|(index, result)| {
+            // The first setting stands for itself at the reference (the mean with its repeat).
+            let comparison = if index == 0 {
+                Comparison {
+                    slowdown_pct: 0.0,
+                    energy_saved_pct: 0.0,
+                }
+            } else {
+                compare(result, &reference)?
+            };
+            Some((index, comparison))
+        })
+        .collect();
+    let allowed: Vec<&(usize, Comparison)> = candidates
+        .iter()
+        .filter(|(_, comparison)| match objective {
+            Objective::EnergyWithinSlowdown { max_slowdown_pct } => {
+                comparison.slowdown_pct <= max_slowdown_pct
+            }
+            Objective::LeastEnergy | Objective::PerfPerWatt => true,
+        })
+        .collect();
+    let best = allowed
+        .iter()
+        .max_by(|a, b| a.1.energy_saved_pct.total_cmp(&b.1.energy_saved_pct))
+        .ok_or("No setting was measured.")?;
+    let (step_index, comparison) = (best.0, best.1);
+    let label = results[step_index].step.label.clone();
+    let band = noise.map(|noise| noise.band_pct());
+    let within_noise = band.is_some_and(|band| {
+        comparison.energy_saved_pct.abs() <= band && comparison.slowdown_pct.abs() <= band
+    });
+    let unit = "unit of work";
+    let mut sentence = if step_index == 0 {
+        format!(
+            "Keep {label}: no other setting used less energy per {unit} ({}).",
+            objective.describe()
+        )
+    } else {
+        let speed = if comparison.slowdown_pct >= 0.0 {
+            format!("{:.1} % slower", comparison.slowdown_pct)
+        } else {
+            format!("{:.1} % faster", -comparison.slowdown_pct)
+        };
+        let energy = if comparison.energy_saved_pct >= 0.0 {
+            format!("{:.1} % less energy", comparison.energy_saved_pct)
+        } else {
+            format!("{:.1} % more energy", -comparison.energy_saved_pct)
+        };
+        format!(
+            "Run at {label}: {speed}, {energy} per {unit} than {first_label} ({}).",
+            objective.describe()
+        )
+    };
+    match (noise, within_noise) {
+        (Some(noise), false) => sentence.push_str(&format!(
+            " Run-to-run noise: {:.1} % (the first setting measured again at the end).",
+            noise.band_pct()
+        )),
+        (Some(noise), true) => sentence.push_str(&format!(
+            " That is within the run's noise ({:.1} %): measure longer steps (--step-s) to tell them apart.",
+            noise.band_pct()
+        )),
+        (None, _) => sentence.push_str(" The noise is unknown: the first setting was not measured again."),
+    }
+    Ok(Recommendation {
+        step_index,
+        label,
+        comparison,
+        noise,
+        within_noise,
+        sentence,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::measure::Throughput;
+    use crate::sweep::plan::SweepStep;
+    use crate::tuning::stats::TrialStats;
+
+    fn result(percent: f64, units_per_s: f64, watts: f64, is_repeat: bool) -> StepResult {
+        StepResult {
+            step: SweepStep {
+                label: format!("{percent} %"),
+                power_limit_pct: percent,
+                power_limit_mw: (percent * 4_500.0) as u32,
+                clock_cap_mhz: None,
+                gpu_clock_offset_mhz: None,
+                settings: Vec::new(),
+                is_repeat,
+            },
+            throughput: Some(Throughput {
+                units_per_s,
+                spread_pct: Some(0.5),
+            }),
+            average_power_w: Some(watts),
+            energy_per_unit_j: Some(watts / units_per_s),
+            stats: TrialStats::default(),
+            measured_s: 70.0,
+            unstable: None,
+            noisy: None,
+        }
+    }
+
+    /// A 4090-like curve: speed falls slowly, power fast.
+    fn sweep() -> Vec<StepResult> {
+        vec![
+            result(100.0, 10.0, 440.0, false),
+            result(90.0, 9.9, 400.0, false),
+            result(80.0, 9.75, 355.0, false),
+            result(70.0, 9.4, 312.0, false),
+            result(60.0, 8.6, 268.0, false),
+            result(100.0, 10.0, 440.0, true),
+        ]
+    }
+
+    #[test]
+    fn each_objective_picks_its_setting_and_says_what_it_costs() {
+        let results = sweep();
+        let within = recommend(&results, Objective::default()).unwrap();
+        assert_eq!(within.label, "80 %");
+        assert!((within.comparison.slowdown_pct - 2.5).abs() < 1e-9);
+        assert!(
+            within.sentence.contains("2.5 % slower"),
+            "{}",
+            within.sentence
+        );
+        assert!(
+            within.sentence.contains("less energy"),
+            "{}",
+            within.sentence
+        );
+        let energy = recommend(&results, Objective::LeastEnergy).unwrap();
+        // 268/8.6 = 31.2 J against 312/9.4 = 33.2 J: 60 % wins on energy alone.
+        assert_eq!(energy.label, "60 %");
+        assert_eq!(
+            recommend(&results, Objective::PerfPerWatt).unwrap().label,
+            "60 %"
+        );
+        let strict = recommend(
+            &results,
+            Objective::EnergyWithinSlowdown {
+                max_slowdown_pct: 1.5,
+            },
+        )
+        .unwrap();
+        assert_eq!(strict.label, "90 %");
+    }
+
+    #[test]
+    fn an_unstable_setting_is_never_recommended() {
+        let mut results = sweep();
+        results[2].unstable = Some("Xid 13".to_string());
+        let within = recommend(&results, Objective::default()).unwrap();
+        assert_eq!(within.label, "90 %");
+    }
+
+    #[test]
+    fn the_repeat_gives_the_noise_and_a_difference_inside_it_is_said() {
+        let mut results = sweep();
+        // The card warmed up: the repeat runs 2 % slower.
+        results[5] = result(100.0, 9.8, 440.0, true);
+        let (reference, noise) = reference(&results).unwrap();
+        assert!((reference.units_per_s - 9.9).abs() < 1e-9);
+        let noise = noise.unwrap();
+        assert!(
+            (noise.throughput_drift_pct - 2.0202).abs() < 1e-3,
+            "{noise:?}"
+        );
+        let strict = recommend(
+            &results,
+            Objective::EnergyWithinSlowdown {
+                max_slowdown_pct: 0.5,
+            },
+        )
+        .unwrap();
+        // 90 % is 0 % slower than the mean of 10.0 and 9.8 and saves 8 %: outside the noise.
+        assert_eq!(strict.label, "90 %");
+        assert!(!strict.within_noise);
+        let mut flat = sweep();
+        for step in &mut flat {
+            step.throughput = Some(Throughput {
+                units_per_s: 10.0,
+                spread_pct: Some(3.0),
+            });
+            step.energy_per_unit_j = Some(44.0);
+        }
+        flat[5].throughput = Some(Throughput {
+            units_per_s: 10.2,
+            spread_pct: Some(3.0),
+        });
+        flat[1].throughput = Some(Throughput {
+            units_per_s: 9.95,
+            spread_pct: Some(3.0),
+        });
+        flat[1].energy_per_unit_j = Some(43.8);
+        let answer = recommend(&flat, Objective::default()).unwrap();
+        assert!(answer.within_noise, "{answer:?}");
+        assert!(
+            answer.sentence.contains("within the run's noise"),
+            "{}",
+            answer.sentence
+        );
+        flag_noisy_steps(&mut flat);
+        assert!(flat[1].noisy.as_deref().unwrap().contains("spread (3.0 %)"));
+    }
+
+    #[test]
+    fn without_a_first_measurement_there_is_no_answer() {
+        let mut results = sweep();
+        results[0].throughput = None;
+        results[0].energy_per_unit_j = None;
+        assert!(recommend(&results, Objective::default()).is_err());
+        assert!(Objective::parse("fastest", 3.0).is_err());
+        assert!(Objective::parse("energy", f64::NAN).is_err());
+        assert_eq!(
+            Objective::parse("within-slowdown", 5.0),
+            Ok(Objective::EnergyWithinSlowdown {
+                max_slowdown_pct: 5.0
+            })
+        );
+    }
+}

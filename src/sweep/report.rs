@@ -1,0 +1,353 @@
+//! A sweep's result for people (a table), for scripts (JSON, CSV) and as a profile.
+
+use std::path::Path;
+
+use crate::device::{Constraints, GpuIdentity};
+use crate::profiles::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
+use crate::sweep::measure::StepResult;
+use crate::sweep::objective::{Comparison, compare, reference};
+use crate::sweep::runner::{SweepEnd, SweepOutcome};
+
+/// Each step compared with the first setting, where both were measured.
+pub fn comparisons(outcome: &SweepOutcome) -> Vec<Option<Comparison>> {
+    let reference = reference(&outcome.results).map(|(reference, _)| reference);
+    outcome
+        .results
+        .iter()
+        .map(|result| {
+            reference
+                .as_ref()
+                .and_then(|reference| compare(result, reference))
+        })
+        .collect()
+}
+
+fn or_dash(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "—".to_string())
+}
+
+/// The throttle reasons a step spent time under, longest first ("Power cap 58 s").
+pub fn throttle_summary(result: &StepResult) -> String {
+    let mut reasons: Vec<(String, f64)> = result
+        .stats
+        .throttle_s
+        .iter()
+        .filter(|(_, seconds)| *seconds >= 0.5)
+        .map(|(reason, seconds)| (reason.label().to_string(), *seconds))
+        .collect();
+    reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
+    if reasons.is_empty() {
+        return "none".to_string();
+    }
+    reasons
+        .iter()
+        .map(|(label, seconds)| format!("{label} {seconds:.0} s"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The result table, the notes under it, the answer and what was put back.
+pub fn table(outcome: &SweepOutcome) -> String {
+    let unit = outcome
+        .measured_by
+        .as_ref()
+        .map_or_else(|| "unit".to_string(), |by| by.unit_name());
+    let comparisons = comparisons(outcome);
+    let recommended = outcome
+        .recommendation
+        .as_ref()
+        .ok()
+        .map(|recommendation| recommendation.step_index);
+    let head = vec![
+        "".to_string(),
+        "Setting".to_string(),
+        format!("{unit}/s"),
+        "±".to_string(),
+        "Power".to_string(),
+        format!("J/{unit}"),
+        "Speed".to_string(),
+        "Energy".to_string(),
+        "SM clock".to_string(),
+        "Temp".to_string(),
+        "Fan".to_string(),
+        "Throttled".to_string(),
+    ];
+    let mut rows = vec![head];
+    for (index, result) in outcome.results.iter().enumerate() {
+        let comparison = comparisons.get(index).copied().flatten();
+        let marker = if Some(index) == recommended {
+            "→"
+        } else if result.unstable.is_some() {
+            "✗"
+        } else if result.noisy.is_some() {
+            "~"
+        } else {
+            ""
+        };
+        rows.push(vec![
+            marker.to_string(),
+            result.step.label.clone(),
+            or_dash(
+                result
+                    .throughput
+                    .map(|throughput| significant(throughput.units_per_s)),
+            ),
+            or_dash(
+                result
+                    .throughput
+                    .and_then(|throughput| throughput.spread_pct)
+                    .map(|spread| format!("{spread:.1} %")),
+            ),
+            or_dash(result.average_power_w.map(|watts| format!("{watts:.0} W"))),
+            or_dash(result.energy_per_unit_j.map(significant)),
+            or_dash(comparison.map(|comparison| format!("{:+.1} %", -comparison.slowdown_pct))),
+            or_dash(comparison.map(|comparison| format!("{:+.1} %", -comparison.energy_saved_pct))),
+            or_dash(
+                result
+                    .stats
+                    .average_sm_clock_mhz
+                    .map(|mhz| format!("{mhz:.0} MHz")),
+            ),
+            or_dash(
+                result
+                    .stats
+                    .average_temperature_c
+                    .map(|celsius| format!("{celsius:.0} °C")),
+            ),
+            or_dash(
+                result
+                    .stats
+                    .average_fan_speed_pct
+                    .map(|pct| format!("{pct:.0} %")),
+            ),
+            if result.measured_s > 0.0 {
+                throttle_summary(result)
+            } else {
+                "—".to_string()
+            },
+        ]);
+    }
+    let mut text = format_rows(&rows);
+    for result in &outcome.results {
+        if let Some(why) = &result.unstable {
+            text.push_str(&format!("✗ {}: unstable, {why}.\n", result.step.label));
+        }
+        if let Some(why) = &result.noisy {
+            text.push_str(&format!("~ {}: noisy, {why}.\n", result.step.label));
+        }
+    }
+    if let Some(by) = &outcome.measured_by {
+        text.push_str(&format!(
+            "Speed and energy are compared with the first setting; throughput is measured by {}.\n",
+            by.describe()
+        ));
+    }
+    match &outcome.recommendation {
+        Ok(recommendation) => text.push_str(&format!("→ {}\n", recommendation.sentence)),
+        Err(why) => text.push_str(&format!("No recommendation: {why}\n")),
+    }
+    match &outcome.ended {
+        SweepEnd::Completed => {}
+        SweepEnd::Stopped { reason } => {
+            text.push_str(&format!("The sweep stopped early: {reason}\n"));
+        }
+        SweepEnd::JobFailed { message, .. } => {
+            text.push_str(&format!("The sweep stopped: {message}\n"));
+        }
+        SweepEnd::Failed { reason } => text.push_str(&format!("The sweep failed: {reason}\n")),
+    }
+    for line in &outcome.restored {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Three significant digits, enough to tell settings apart: "9.87", "43.2", "1234".
+fn significant(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude >= 100.0 {
+        format!("{value:.0}")
+    } else if magnitude >= 10.0 {
+        format!("{value:.1}")
+    } else if magnitude >= 1.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+fn format_rows(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|column| {
+            rows.iter()
+                .map(|row| row.get(column).map_or(0, |cell| cell.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(column, cell)| {
+                let pad = widths[column].saturating_sub(cell.chars().count());
+                // Words to the left, numbers to the right.
+                if column <= 1 || column == columns - 1 {
+                    format!("{cell}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{cell}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// The result as CSV: one row per step, with the comparison and the verdicts.
+pub fn csv_bytes(outcome: &SweepOutcome) -> Result<Vec<u8>, csv::Error> {
+    let comparisons = comparisons(outcome);
+    let unit = outcome
+        .measured_by
+        .as_ref()
+        .map_or_else(|| "unit".to_string(), |by| by.unit_name());
+    let recommended = outcome
+        .recommendation
+        .as_ref()
+        .ok()
+        .map(|recommendation| recommendation.step_index);
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record([
+        "step",
+        "label",
+        "power_limit_pct",
+        "power_limit_w",
+        "clock_cap_mhz",
+        "gpu_clock_offset_mhz",
+        "repeat_of_first",
+        "unit",
+        "throughput_per_s",
+        "spread_pct",
+        "average_power_w",
+        "energy_per_unit_j",
+        "slowdown_pct",
+        "energy_saved_pct",
+        "sm_clock_mhz",
+        "temperature_c",
+        "fan_pct",
+        "throttled",
+        "measured_s",
+        "unstable",
+        "noisy",
+        "recommended",
+    ])?;
+    let number = |value: Option<f64>| value.map_or_else(String::new, |value| format!("{value:.4}"));
+    for (index, result) in outcome.results.iter().enumerate() {
+        let comparison = comparisons.get(index).copied().flatten();
+        writer.write_record([
+            (index + 1).to_string(),
+            result.step.label.clone(),
+            format!("{}", result.step.power_limit_pct),
+            format!("{}", f64::from(result.step.power_limit_mw) / 1000.0),
+            result
+                .step
+                .clock_cap_mhz
+                .map_or_else(String::new, |mhz| mhz.to_string()),
+            result
+                .step
+                .gpu_clock_offset_mhz
+                .map_or_else(String::new, |mhz| mhz.to_string()),
+            result.step.is_repeat.to_string(),
+            unit.clone(),
+            number(result.throughput.map(|throughput| throughput.units_per_s)),
+            number(
+                result
+                    .throughput
+                    .and_then(|throughput| throughput.spread_pct),
+            ),
+            number(result.average_power_w),
+            number(result.energy_per_unit_j),
+            number(comparison.map(|comparison| comparison.slowdown_pct)),
+            number(comparison.map(|comparison| comparison.energy_saved_pct)),
+            number(result.stats.average_sm_clock_mhz),
+            number(result.stats.average_temperature_c),
+            number(result.stats.average_fan_speed_pct),
+            throttle_summary(result),
+            format!("{:.1}", result.measured_s),
+            result.unstable.clone().unwrap_or_default(),
+            result.noisy.clone().unwrap_or_default(),
+            (Some(index) == recommended).to_string(),
+        ])?;
+    }
+    writer
+        .into_inner()
+        .map_err(|error| error.into_error().into())
+}
+
+/// Writes the CSV to `path` atomically (a half-written file never replaces a good one).
+pub fn write_csv(outcome: &SweepOutcome, path: &Path) -> anyhow::Result<()> {
+    let bytes = csv_bytes(outcome)?;
+    crate::fsafe::write_atomically(path, &bytes, 0o644)?;
+    Ok(())
+}
+
+/// The recommended setting as a profile named `name`, for the card it was measured on.
+pub fn recommended_profile(
+    outcome: &SweepOutcome,
+    name: &str,
+    identity: &GpuIdentity,
+    constraints: &Constraints,
+) -> Result<Profile, String> {
+    let recommendation = outcome
+        .recommendation
+        .as_ref()
+        .map_err(|why| format!("There is no recommendation to save: {why}"))?;
+    let step = &outcome
+        .results
+        .get(recommendation.step_index)
+        .ok_or("The recommendation names no measured setting.")?
+        .step;
+    let default_mw = constraints.power_limit_default_mw.unwrap_or(0);
+    let percent = if default_mw > 0 {
+        (f64::from(step.power_limit_mw) / f64::from(default_mw) * 10_000.0).round() / 100.0
+    } else {
+        step.power_limit_pct
+    };
+    let gpu_clock_lock = match (step.clock_cap_mhz, constraints.gpu_clock_range) {
+        (Some(cap), Some(range)) => Some(ClockLock {
+            min_mhz: range.min_mhz,
+            max_mhz: cap,
+        }),
+        _ => None,
+    };
+    let profile = Profile {
+        schema_version: SCHEMA_VERSION,
+        name: name.trim().to_string(),
+        notes: format!(
+            "Found by gputune sweep ({}): {}",
+            outcome.objective.describe(),
+            recommendation.sentence
+        ),
+        card: CardIdentity {
+            uuid: identity.uuid.clone(),
+            name: identity.name.clone(),
+            pci_bus_id: identity.pci_bus_id.clone(),
+        },
+        default_for_card: false,
+        power_limit: Some(PowerLimit {
+            percent_of_default: percent,
+            watts: f64::from(step.power_limit_mw) / 1000.0,
+        }),
+        gpu_clock_lock,
+        memory_clock_lock: None,
+        gpu_clock_offset_mhz: step.gpu_clock_offset_mhz,
+        memory_clock_offset_mhz: None,
+        fan_curve: None,
+    };
+    profile.check().map_err(|error| error.to_string())?;
+    Ok(profile)
+}

@@ -1,0 +1,568 @@
+//! The sweep itself: a state machine over a [`TuningClient`] that the CLI and the window both
+//! drive (one engine, two front ends). It never blocks: the caller hands it the service's
+//! events and the job's progress, and calls [`Sweep::tick`] often (every 50 ms or so).
+//!
+//! All settings are one session of the tuning engine: the first step starts it, each next
+//! step is a `SessionApply`, the end (or a stop) ends it and everything is put back. A client
+//! that dies leaves the daemon to put the card back; a critical GPU error (Xid) makes the
+//! engine put it back at once, the step is marked unstable and the sweep goes on in a new
+//! session.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::Telemetry;
+use crate::service::client::{ClientError, TuningClient};
+use crate::service::protocol::{Event, Request, Response};
+use crate::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
+use crate::sweep::objective::{Objective, Recommendation, flag_noisy_steps, recommend};
+use crate::sweep::plan::SweepStep;
+use crate::sweep::progress::ProgressReading;
+use crate::tuning::engine::{
+    EngineEvent, GpuChange, GpuInfo, SessionId, SessionPurpose, SessionReport, SessionRequest,
+    report_lines,
+};
+
+/// The shortest step that leaves a second to measure after a warm-up of zero.
+const SHORTEST_STEP_S: f64 = 2.0;
+/// An hour per setting is more than any job needs.
+const LONGEST_STEP_S: f64 = 3_600.0;
+
+/// How long each setting runs, and how much of it is discarded as warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SweepTiming {
+    pub step_s: f64,
+    pub warmup_s: f64,
+    /// How long to wait for the job's first progress line before falling back to the proxy.
+    pub wait_for_progress_s: f64,
+}
+
+impl SweepTiming {
+    pub fn new(
+        step_s: f64,
+        warmup_s: f64,
+        wait_for_progress_s: f64,
+    ) -> Result<SweepTiming, String> {
+        if !step_s.is_finite() || !(SHORTEST_STEP_S..=LONGEST_STEP_S).contains(&step_s) {
+            return Err(format!(
+                "--step-s {step_s}: give {SHORTEST_STEP_S} to {LONGEST_STEP_S} seconds per setting (90 is a good start)."
+            ));
+        }
+        if !warmup_s.is_finite() || warmup_s < 0.0 || warmup_s > step_s - 1.0 {
+            return Err(format!(
+                "--warmup-s {warmup_s}: give 0 up to a second less than --step-s ({step_s} s), so something is measured."
+            ));
+        }
+        if !wait_for_progress_s.is_finite()
+            || !(0.0..=LONGEST_STEP_S).contains(&wait_for_progress_s)
+        {
+            return Err(format!(
+                "--wait-s {wait_for_progress_s}: give 0 to {LONGEST_STEP_S} seconds."
+            ));
+        }
+        Ok(SweepTiming {
+            step_s,
+            warmup_s,
+            wait_for_progress_s,
+        })
+    }
+
+    /// The whole sweep's length for `steps` settings, the wait for progress excluded.
+    pub fn total_s(&self, steps: usize) -> f64 {
+        self.step_s * steps as f64
+    }
+}
+
+/// Milliseconds since the sweep began: the one clock for progress and readings. Progress
+/// readers stamp their readings with it.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepClock(Instant);
+
+impl SweepClock {
+    pub fn start() -> SweepClock {
+        SweepClock(Instant::now())
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// How a sweep ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ended", rename_all = "snake_case")]
+pub enum SweepEnd {
+    Completed,
+    /// Stopped before its end (Ctrl-C, the window's Stop, the job ending early).
+    Stopped {
+        reason: String,
+    },
+    /// The job exited with an error.
+    JobFailed {
+        exit_code: i32,
+        message: String,
+    },
+    /// The service ended the session or went away.
+    Failed {
+        reason: String,
+    },
+}
+
+/// Everything a sweep found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepOutcome {
+    pub gpu_index: u32,
+    pub gpu_name: String,
+    pub gpu_uuid: String,
+    pub objective: Objective,
+    /// `None` when no step was measured.
+    pub measured_by: Option<MeasuredBy>,
+    pub results: Vec<StepResult>,
+    pub recommendation: Result<Recommendation, String>,
+    pub ended: SweepEnd,
+    /// What was put back, as the engine reported it.
+    pub restored: Vec<String>,
+    pub restore_complete: bool,
+    pub duration_s: f64,
+}
+
+/// News for the front end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SweepUpdate {
+    /// The job printed progress (or the wait ended); measuring starts.
+    Measuring {
+        by_proxy_unless_progress: bool,
+    },
+    StepStarted {
+        index: usize,
+        count: usize,
+        label: String,
+    },
+    StepMeasured(Box<StepResult>),
+    /// A sentence worth showing (a refused setting, an Xid, the proxy).
+    Note(String),
+    Finished(Box<SweepOutcome>),
+}
+
+/// Where the sweep stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SweepPhase {
+    WaitingForProgress,
+    /// Step `index`: `measuring` once its warm-up has passed.
+    Step {
+        index: usize,
+        measuring: bool,
+        elapsed_s: f64,
+    },
+    Finished,
+}
+
+enum State {
+    WaitingForProgress {
+        until_ms: u64,
+    },
+    Step {
+        index: usize,
+        started_ms: u64,
+    },
+    /// The engine ended the session after a critical error; the next step starts anew.
+    AfterCriticalError {
+        next: usize,
+    },
+    Finished,
+}
+
+/// A sweep on one GPU.
+pub struct Sweep {
+    gpu_index: u32,
+    gpu: GpuInfo,
+    plan: Vec<SweepStep>,
+    timing: SweepTiming,
+    objective: Objective,
+    clock: SweepClock,
+    state: State,
+    session: Option<SessionId>,
+    measurement: StepMeasurement,
+    measured_by: Option<MeasuredBy>,
+    results: Vec<StepResult>,
+    progress_seen: bool,
+    updates: Vec<SweepUpdate>,
+    outcome: Option<SweepOutcome>,
+}
+
+impl Sweep {
+    /// A sweep of `plan` on GPU `gpu_index`; nothing is written before the job's first
+    /// progress line (or the wait's end).
+    pub fn new(
+        gpu_index: u32,
+        gpu: GpuInfo,
+        plan: Vec<SweepStep>,
+        timing: SweepTiming,
+        objective: Objective,
+        clock: SweepClock,
+    ) -> Sweep {
+        let until_ms = clock.now_ms() + seconds_ms(timing.wait_for_progress_s);
+        Sweep {
+            gpu_index,
+            gpu,
+            plan,
+            timing,
+            objective,
+            clock,
+            state: State::WaitingForProgress { until_ms },
+            session: None,
+            measurement: StepMeasurement::new(0),
+            measured_by: None,
+            results: Vec::new(),
+            progress_seen: false,
+            updates: Vec::new(),
+            outcome: None,
+        }
+    }
+
+    pub fn clock(&self) -> SweepClock {
+        self.clock
+    }
+
+    pub fn plan(&self) -> &[SweepStep] {
+        &self.plan
+    }
+
+    pub fn results(&self) -> &[StepResult] {
+        &self.results
+    }
+
+    pub fn gpu_index(&self) -> u32 {
+        self.gpu_index
+    }
+
+    pub fn timing(&self) -> SweepTiming {
+        self.timing
+    }
+
+    pub fn measured_by(&self) -> Option<&MeasuredBy> {
+        self.measured_by.as_ref()
+    }
+
+    pub fn outcome(&self) -> Option<&SweepOutcome> {
+        self.outcome.as_ref()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// News since the last call.
+    pub fn take_updates(&mut self) -> Vec<SweepUpdate> {
+        std::mem::take(&mut self.updates)
+    }
+
+    pub fn phase(&self) -> SweepPhase {
+        match self.state {
+            State::WaitingForProgress { .. } | State::AfterCriticalError { .. } => {
+                if self.results.is_empty() {
+                    SweepPhase::WaitingForProgress
+                } else {
+                    SweepPhase::Step {
+                        index: self.results.len(),
+                        measuring: false,
+                        elapsed_s: 0.0,
+                    }
+                }
+            }
+            State::Step { index, started_ms } => {
+                let elapsed_s = self.clock.now_ms().saturating_sub(started_ms) as f64 / 1000.0;
+                SweepPhase::Step {
+                    index,
+                    measuring: elapsed_s >= self.timing.warmup_s,
+                    elapsed_s,
+                }
+            }
+            State::Finished => SweepPhase::Finished,
+        }
+    }
+
+    /// The running step measured so far (after its warm-up), for a live view.
+    pub fn live_result(&self) -> Option<StepResult> {
+        let State::Step { index, .. } = self.state else {
+            return None;
+        };
+        let now_ms = self.clock.now_ms();
+        if now_ms <= self.measurement.start_ms {
+            return None;
+        }
+        let by = self
+            .measured_by
+            .clone()
+            .or_else(|| self.progress_by())
+            .unwrap_or(MeasuredBy::Proxy);
+        Some(self.measurement.result(&self.plan[index], now_ms, &by))
+    }
+
+    /// Takes a line of the job's progress.
+    pub fn on_progress(&mut self, reading: ProgressReading) {
+        self.progress_seen = true;
+        self.measurement.progress.push(reading);
+    }
+
+    /// Takes an event from the service.
+    pub fn on_event(&mut self, event: &Event) {
+        match event {
+            Event::Samples { readings } => {
+                if let Some(Ok(reading)) = readings.get(self.gpu_index as usize) {
+                    self.take_sample(reading.clone());
+                }
+            }
+            Event::Engine { event } => {
+                if let EngineEvent::SessionEnded { report, .. } = event.as_ref()
+                    && self.session == Some(report.session)
+                {
+                    self.session = None;
+                    self.ended_by_engine(report);
+                }
+            }
+        }
+    }
+
+    fn take_sample(&mut self, reading: Telemetry) {
+        let now_ms = self.clock.now_ms();
+        self.measurement.samples.push((now_ms, reading));
+    }
+
+    /// Moves the sweep on: starts the first step once progress shows, ends steps whose time
+    /// is up, ends the sweep after the last.
+    pub fn tick(&mut self, client: &mut TuningClient) {
+        let now_ms = self.clock.now_ms();
+        match self.state {
+            State::WaitingForProgress { until_ms } => {
+                if self.progress_seen || now_ms >= until_ms {
+                    self.updates.push(SweepUpdate::Measuring {
+                        by_proxy_unless_progress: !self.progress_seen,
+                    });
+                    self.start_step(client, 0, true);
+                }
+            }
+            State::Step { index, started_ms } => {
+                if now_ms >= started_ms + seconds_ms(self.timing.step_s) {
+                    self.end_step(index, now_ms);
+                    self.start_step(client, index + 1, false);
+                }
+            }
+            State::AfterCriticalError { next } => self.start_step(client, next, true),
+            State::Finished => {}
+        }
+    }
+
+    /// Stops early: the card is put back, the steps measured so far are reported.
+    pub fn stop(&mut self, client: &mut TuningClient, ended: SweepEnd) {
+        if self.outcome.is_some() {
+            return;
+        }
+        if let State::Step { index, .. } = self.state {
+            self.updates.push(SweepUpdate::Note(format!(
+                "The setting {} was not measured to its end; it is left out.",
+                self.plan[index].label
+            )));
+        }
+        self.finish(client, ended);
+    }
+
+    fn start_step(&mut self, client: &mut TuningClient, index: usize, new_session: bool) {
+        let Some(step) = self.plan.get(index).cloned() else {
+            self.finish(client, SweepEnd::Completed);
+            return;
+        };
+        let change = GpuChange {
+            gpu_uuid: self.gpu.identity.uuid.clone(),
+            settings: step.settings.clone(),
+        };
+        let request = match self.session {
+            Some(session) if !new_session => Request::SessionApply {
+                session,
+                changes: vec![change],
+            },
+            _ => Request::StartSession {
+                session: SessionRequest {
+                    purpose: SessionPurpose::Sweep,
+                    changes: vec![change],
+                    fan_curves: Vec::new(),
+                },
+            },
+        };
+        match client.request(request) {
+            Ok(Response::SessionStarted(started)) => self.session = Some(started.session),
+            Ok(Response::Applied { .. }) => {}
+            Ok(other) => {
+                self.finish(
+                    client,
+                    SweepEnd::Failed {
+                        reason: format!("The service answered {other:?} to a sweep step."),
+                    },
+                );
+                return;
+            }
+            Err(ClientError::Refused(error)) if self.session.is_some() || index > 0 => {
+                // This setting cannot be run; the next may.
+                let result = StepResult::unmeasured(&step, format!("refused: {}", error.message));
+                self.updates.push(SweepUpdate::Note(format!(
+                    "{} was refused ({}); going on with the next setting.",
+                    step.label, error.message
+                )));
+                self.results.push(result);
+                self.start_step(client, index + 1, self.session.is_none());
+                return;
+            }
+            Err(error) => {
+                self.finish(
+                    client,
+                    SweepEnd::Failed {
+                        reason: format!("The sweep could not start: {error}"),
+                    },
+                );
+                return;
+            }
+        }
+        let now_ms = self.clock.now_ms();
+        self.measurement = StepMeasurement::new(now_ms + seconds_ms(self.timing.warmup_s));
+        self.state = State::Step {
+            index,
+            started_ms: now_ms,
+        };
+        self.updates.push(SweepUpdate::StepStarted {
+            index,
+            count: self.plan.len(),
+            label: step.label,
+        });
+    }
+
+    /// The progress unit the first step's readings show, if any.
+    fn progress_by(&self) -> Option<MeasuredBy> {
+        self.measurement
+            .dominant_unit()
+            .map(|(source, unit)| MeasuredBy::Progress { source, unit })
+    }
+
+    fn end_step(&mut self, index: usize, now_ms: u64) {
+        if self.measured_by.is_none() {
+            let by = self.progress_by().unwrap_or(MeasuredBy::Proxy);
+            if by == MeasuredBy::Proxy {
+                self.updates.push(SweepUpdate::Note(format!(
+                    "No progress could be read from the job during the first setting, so the sweep measures {}.",
+                    by.describe()
+                )));
+            }
+            self.measured_by = Some(by);
+        }
+        let by = self.measured_by.clone().unwrap_or(MeasuredBy::Proxy);
+        let result = self.measurement.result(&self.plan[index], now_ms, &by);
+        if result.throughput.is_none() {
+            self.updates.push(SweepUpdate::Note(format!(
+                "No throughput was measured at {}: the job printed no {} progress in its {:.0} measured seconds (use a longer --step-s).",
+                result.step.label,
+                by.unit_name(),
+                result.measured_s
+            )));
+        }
+        self.updates
+            .push(SweepUpdate::StepMeasured(Box::new(result.clone())));
+        self.results.push(result);
+    }
+
+    fn ended_by_engine(&mut self, report: &SessionReport) {
+        let State::Step { index, .. } = self.state else {
+            return;
+        };
+        match report.critical_event {
+            Some(event) => {
+                let now_ms = self.clock.now_ms();
+                let by = self.measured_by.clone().unwrap_or(MeasuredBy::Proxy);
+                let mut result = self.measurement.result(&self.plan[index], now_ms, &by);
+                let why = format!("Xid {} ({})", event.xid, event.meaning());
+                result.unstable = Some(why.clone());
+                self.updates.push(SweepUpdate::Note(format!(
+                    "GPU {} reported {why} at {}: the card was put back at once and the setting is marked unstable.",
+                    event.gpu_index, result.step.label
+                )));
+                self.updates
+                    .push(SweepUpdate::StepMeasured(Box::new(result.clone())));
+                self.results.push(result);
+                self.state = State::AfterCriticalError { next: index + 1 };
+            }
+            None => {
+                let restored = report_lines(report);
+                self.finish_with(
+                    SweepEnd::Failed {
+                        reason: format!("The tuning engine ended the sweep: {}", report.message),
+                    },
+                    restored,
+                    report.is_complete(),
+                );
+            }
+        }
+    }
+
+    fn finish(&mut self, client: &mut TuningClient, ended: SweepEnd) {
+        let (restored, complete) = match self.session.take() {
+            Some(session) => match client.request(Request::EndSession {
+                session,
+                keep: false,
+            }) {
+                Ok(Response::SessionEnded { report }) => {
+                    (report_lines(&report), report.is_complete())
+                }
+                Ok(_) => (Vec::new(), true),
+                Err(error) => (
+                    vec![format!(
+                        "The session could not be ended ({error}); the daemon puts the card back when the connection closes."
+                    )],
+                    true,
+                ),
+            },
+            None => (Vec::new(), true),
+        };
+        self.finish_with(ended, restored, complete);
+    }
+
+    fn finish_with(&mut self, ended: SweepEnd, restored: Vec<String>, restore_complete: bool) {
+        self.state = State::Finished;
+        flag_noisy_steps(&mut self.results);
+        let recommendation = recommend(&self.results, self.objective);
+        let outcome = SweepOutcome {
+            gpu_index: self.gpu_index,
+            gpu_name: self.gpu.identity.name.clone(),
+            gpu_uuid: self.gpu.identity.uuid.clone(),
+            objective: self.objective,
+            measured_by: self.measured_by.clone(),
+            results: self.results.clone(),
+            recommendation,
+            ended,
+            restored,
+            restore_complete,
+            duration_s: self.clock.now_ms() as f64 / 1000.0,
+        };
+        self.updates
+            .push(SweepUpdate::Finished(Box::new(outcome.clone())));
+        self.outcome = Some(outcome);
+    }
+}
+
+fn seconds_ms(seconds: f64) -> u64 {
+    (seconds * 1000.0).round().max(0.0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_are_checked() {
+        assert!(SweepTiming::new(90.0, 20.0, 120.0).is_ok());
+        assert!(SweepTiming::new(1.0, 0.0, 0.0).is_err());
+        assert!(SweepTiming::new(10.0, 9.5, 0.0).is_err());
+        assert!(SweepTiming::new(f64::INFINITY, 0.0, 0.0).is_err());
+        assert!(SweepTiming::new(10.0, -1.0, 0.0).is_err());
+        assert!(SweepTiming::new(10.0, 1.0, -1.0).is_err());
+        assert_eq!(SweepTiming::new(90.0, 20.0, 0.0).unwrap().total_s(6), 540.0);
+    }
+}

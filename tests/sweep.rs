@@ -1,0 +1,475 @@
+//! `gputune sweep` end to end, on the fake libnvidia-ml, with a stand-in training job
+//! (tests/examples/fake_training.rs) whose speed follows the fake card's SM clock: the sweep
+//! recovers the simulator's curve and each objective picks the setting the simulator's own
+//! numbers say; attach mode with a log file; the proxy fallback; an Xid mid-step; the job
+//! failing mid-sweep; the client killed mid-sweep. Each test has its own machine and runs
+//! beside the others.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use common::FakeMachine;
+use common::daemon::{Daemon, wait_until};
+use common::process::spawn_piped;
+use gputune::sweep::measure::{MeasuredBy, StepResult, Throughput};
+use gputune::sweep::objective::{Objective, recommend};
+use gputune::sweep::runner::{SweepEnd, SweepOutcome};
+
+/// Steps per second of the stand-in job at 2520 MHz.
+const RATE_AT_REFERENCE: f64 = 20.0;
+const REFERENCE_CLOCK_MHZ: f64 = 2520.0;
+
+fn fake_training() -> PathBuf {
+    let examples = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("examples")))
+        .expect("the test binary is in target/*/deps");
+    let path = examples.join("fake_training");
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds it (or `cargo build --example fake_training`)",
+        path.display()
+    );
+    path
+}
+
+/// The stand-in job's command line.
+fn job(machine: &FakeMachine, format: &str, seconds: u32, extra: &[&str]) -> Vec<String> {
+    let mut words = vec![
+        fake_training().display().to_string(),
+        "--nvml-lib".to_string(),
+        machine.library.display().to_string(),
+        "--format".to_string(),
+        format.to_string(),
+        "--seconds".to_string(),
+        seconds.to_string(),
+        "--rate".to_string(),
+        RATE_AT_REFERENCE.to_string(),
+    ];
+    words.extend(extra.iter().map(|word| word.to_string()));
+    words
+}
+
+/// `gputune sweep ARGS -- JOB` (no `--` when `job` is empty).
+fn sweep(
+    machine: &FakeMachine,
+    daemon: Option<&Daemon>,
+    arguments: &[&str],
+    job: &[String],
+) -> Command {
+    let mut words: Vec<String> = vec!["sweep".to_string()];
+    words.extend(arguments.iter().map(|word| word.to_string()));
+    if !job.is_empty() {
+        words.push("--".to_string());
+        words.extend(job.iter().cloned());
+    }
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match daemon {
+        Some(daemon) => daemon.client(machine, &words),
+        None => machine.command(&words),
+    }
+}
+
+fn outcome(output: &Output) -> SweepOutcome {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "the JSON result reads ({error}); stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The job's real speed over a step: its rate at the SM clock the card ran (as read by the
+/// sweep from the same fake driver).
+fn true_throughput(result: &StepResult) -> f64 {
+    let clock = result
+        .stats
+        .average_sm_clock_mhz
+        .expect("the fake card reports its SM clock");
+    RATE_AT_REFERENCE * clock / REFERENCE_CLOCK_MHZ
+}
+
+/// The results with the job's real speed in place of the measured one.
+fn truth(results: &[StepResult]) -> Vec<StepResult> {
+    results
+        .iter()
+        .map(|result| {
+            let units_per_s = true_throughput(result);
+            StepResult {
+                throughput: Some(Throughput {
+                    units_per_s,
+                    spread_pct: None,
+                }),
+                energy_per_unit_j: result.average_power_w.map(|watts| watts / units_per_s),
+                ..result.clone()
+            }
+        })
+        .collect()
+}
+
+fn assert_card_is_back(machine: &FakeMachine) {
+    let settings = machine.state().machine.gpus[0].settings.clone();
+    assert_eq!(settings.power_limit_mw, 450_000, "the stock limit is back");
+    assert_eq!(settings.gpu_locked_clocks, None);
+    assert_eq!(settings.gpu_clock_offset_mhz, 0);
+    assert!(!machine.journal(0).exists(), "no journal is left");
+}
+
+#[test]
+fn the_sweep_recovers_the_simulators_curve_and_each_objective_picks_its_setting() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let csv = machine.state_dir().with_file_name("sweep.csv");
+    let started = Instant::now();
+    let output = sweep(
+        &machine,
+        None,
+        &[
+            "--json",
+            "--power-limits",
+            "100,90,80,70,60",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+            "--objective",
+            "energy",
+            "--csv",
+            csv.to_str().expect("a UTF-8 path"),
+            "--save-profile",
+            "Sweet spot",
+        ],
+        &job(&machine, "tqdm", 27, &[]),
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let outcome = outcome(&output);
+    eprintln!(
+        "a 6-step sweep of 4 s steps took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(outcome.ended, SweepEnd::Completed, "{stderr}");
+    assert_eq!(outcome.results.len(), 6);
+    assert!(matches!(
+        outcome.measured_by,
+        Some(MeasuredBy::Progress { .. })
+    ));
+    // The curve, point by point, against the simulator's own clock.
+    eprintln!("setting: measured step/s, simulator's step/s, error");
+    for result in &outcome.results {
+        let measured = result.throughput.expect("every step measured").units_per_s;
+        let expected = true_throughput(result);
+        let error_pct = (measured - expected).abs() / expected * 100.0;
+        eprintln!(
+            "{}: {measured:.2}, {expected:.2}, {error_pct:.1} %",
+            result.step.label
+        );
+        assert!(error_pct < 5.0, "{}: {error_pct:.1} %", result.step.label);
+    }
+    // Lower limits: slower, and less energy per step.
+    let speeds: Vec<f64> = outcome.results[..5]
+        .iter()
+        .map(|result| {
+            result
+                .throughput
+                .map_or(0.0, |throughput| throughput.units_per_s)
+        })
+        .collect();
+    assert!(
+        speeds.windows(2).all(|pair| pair[1] <= pair[0] * 1.01),
+        "{speeds:?}"
+    );
+    // Each objective picks what the simulator's own numbers pick.
+    let truth = truth(&outcome.results);
+    let cli_pick = outcome.recommendation.as_ref().expect("a recommendation");
+    let expected = recommend(&truth, Objective::LeastEnergy).expect("a pick");
+    assert_eq!(cli_pick.label, expected.label);
+    assert_eq!(
+        recommend(&outcome.results, Objective::PerfPerWatt)
+            .expect("a pick")
+            .label,
+        expected.label
+    );
+    // Within a slowdown: thresholds half-way between the simulator's own slowdowns, where the
+    // answer cannot flip on noise.
+    let reference = truth[0]
+        .throughput
+        .map_or(1.0, |throughput| throughput.units_per_s);
+    let mut slowdowns: Vec<f64> = truth[1..5]
+        .iter()
+        .map(|result| (1.0 - result.throughput.map_or(0.0, |t| t.units_per_s) / reference) * 100.0)
+        .collect();
+    slowdowns.sort_by(f64::total_cmp);
+    let mut checked = 0;
+    for pair in slowdowns.windows(2) {
+        if pair[1] - pair[0] < 3.0 {
+            continue;
+        }
+        let objective = Objective::EnergyWithinSlowdown {
+            max_slowdown_pct: (pair[0] + pair[1]) / 2.0,
+        };
+        let measured = recommend(&outcome.results, objective).expect("a pick");
+        let expected = recommend(&truth, objective).expect("a pick");
+        eprintln!(
+            "{}: {} (expected {})",
+            objective.describe(),
+            measured.label,
+            expected.label
+        );
+        assert_eq!(measured.label, expected.label);
+        checked += 1;
+    }
+    assert!(checked >= 2, "the curve has distinct points: {slowdowns:?}");
+    // CSV, the profile and the card.
+    let written = std::fs::read_to_string(&csv).expect("the CSV is written");
+    assert_eq!(written.lines().count(), 7, "{written}");
+    assert!(written.starts_with("step,label,power_limit_pct"));
+    let profiles = machine.config_dir().join("profiles");
+    let profile = std::fs::read_to_string(profiles.join("sweet-spot.toml"))
+        .expect("the recommended setting is saved");
+    assert!(
+        profile.contains(&format!(
+            "watts = {}",
+            expected
+                .label
+                .split('(')
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .unwrap_or("?")
+        )),
+        "{profile}"
+    );
+    assert_card_is_back(&machine);
+}
+
+#[test]
+fn attached_to_a_running_job_the_sweep_follows_its_log_file() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let log = machine.state_dir().with_file_name("train.log");
+    let log_file = std::fs::File::create(&log).expect("the log is created");
+    // A job in "another terminal": Hugging Face Trainer's log dicts, every 5 steps.
+    let words = job(
+        &machine,
+        "hf",
+        30,
+        &["--log-every", "5", "--steps-per-epoch", "200"],
+    );
+    let mut training = Command::new(&words[0]);
+    training
+        .args(&words[1..])
+        .stdout(log_file)
+        .stderr(Stdio::null());
+    for (name, value) in machine.environment() {
+        training.env(name, value);
+    }
+    let mut training = training.spawn().expect("the job starts");
+    let output = sweep(
+        &machine,
+        None,
+        &[
+            "--json",
+            "--progress-file",
+            log.to_str().expect("a UTF-8 path"),
+            "--power-limits",
+            "100,60",
+            "--step-s",
+            "5",
+            "--warmup-s",
+            "1",
+        ],
+        &[],
+    )
+    .output()
+    .expect("gputune runs");
+    let _ = training.kill();
+    let _ = training.wait();
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let outcome = outcome(&output);
+    assert_eq!(outcome.ended, SweepEnd::Completed, "{stderr}");
+    assert_eq!(
+        outcome.measured_by,
+        Some(MeasuredBy::Progress {
+            source: gputune::sweep::progress::ProgressSource::HuggingFace,
+            unit: gputune::sweep::progress::WorkUnit::Epoch,
+        })
+    );
+    let full = outcome.results[0].throughput.expect("measured").units_per_s;
+    let low = outcome.results[1].throughput.expect("measured").units_per_s;
+    // 20 steps/s at 2520 MHz, 200 steps an epoch: about 0.1 epoch/s.
+    assert!((0.07..0.14).contains(&full), "{full}");
+    assert!(low < full * 0.97, "60 % is slower: {low} vs {full}");
+    for result in &outcome.results {
+        let error_pct = (result.throughput.expect("measured").units_per_s * 200.0
+            - true_throughput(result))
+        .abs()
+            / true_throughput(result)
+            * 100.0;
+        assert!(error_pct < 8.0, "{}: {error_pct:.1} %", result.step.label);
+    }
+    assert_card_is_back(&machine);
+}
+
+#[test]
+fn a_job_that_prints_no_progress_is_measured_by_the_proxy_and_says_so() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = sweep(
+        &machine,
+        None,
+        &[
+            "--json",
+            "--power-limits",
+            "100,60",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+            "--wait-s",
+            "1",
+        ],
+        &job(&machine, "quiet", 16, &[]),
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let outcome = outcome(&output);
+    assert_eq!(outcome.measured_by, Some(MeasuredBy::Proxy));
+    assert!(
+        stderr.contains("GPU-side proxy (SM clock × utilization)"),
+        "{stderr}"
+    );
+    let full = outcome.results[0].throughput.expect("measured").units_per_s;
+    let low = outcome.results[1].throughput.expect("measured").units_per_s;
+    assert!(low < full, "{low} vs {full}");
+    assert_card_is_back(&machine);
+}
+
+#[test]
+fn an_xid_during_a_step_restores_at_once_and_marks_the_setting_unstable() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    let mut running = spawn_piped(sweep(
+        &machine,
+        Some(&daemon),
+        &[
+            "--json",
+            "--power-limits",
+            "100,80,60",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+        ],
+        &job(&machine, "lightning", 21, &[]),
+    ));
+    running.wait_for_line("[2/4] 80 % (360 W)");
+    wait_until("80 % is applied", || machine.power_limit_mw(0) == 360_000);
+    machine.set_shared_faults("xid_after_ms=0");
+    let restored = wait_until("the card is put back at once", || {
+        machine.power_limit_mw(0) == 450_000
+    });
+    eprintln!("Xid mid-sweep: put back after {} ms", restored.as_millis());
+    machine.set_shared_faults("");
+    let (status, stdout, stderr) = running.finish();
+    assert!(status.success(), "{stderr}");
+    let outcome: SweepOutcome = serde_json::from_str(&stdout).expect("the JSON result reads");
+    assert_eq!(outcome.ended, SweepEnd::Completed, "{stderr}");
+    let unstable = outcome.results[1]
+        .unstable
+        .as_deref()
+        .expect("80 % is unstable");
+    assert!(unstable.contains("Xid 13"), "{unstable}");
+    assert!(stderr.contains("marked unstable"), "{stderr}");
+    // The sweep went on in a new session: 60 % and the repeat were measured.
+    assert!(outcome.results[2].throughput.is_some(), "{stderr}");
+    assert!(outcome.results[3].throughput.is_some(), "{stderr}");
+    let pick = outcome.recommendation.expect("a recommendation");
+    assert_ne!(
+        pick.step_index, 1,
+        "an unstable setting is never recommended"
+    );
+    assert_card_is_back(&machine);
+}
+
+#[test]
+fn a_job_failing_mid_sweep_stops_it_restores_and_passes_its_status_on() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = sweep(
+        &machine,
+        None,
+        &[
+            "--json",
+            "--power-limits",
+            "100,80,60",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+        ],
+        &job(&machine, "tqdm", 60, &["--fail-after-s", "6"]),
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("illegal memory access"),
+        "the job's output is passed on"
+    );
+    let outcome = outcome(&output);
+    assert_eq!(
+        outcome.ended,
+        SweepEnd::JobFailed {
+            exit_code: 3,
+            message: "the command exited with status 3.".to_string()
+        }
+    );
+    assert_eq!(outcome.results.len(), 1, "only the first setting ended");
+    assert!(stderr.contains("was not measured to its end"), "{stderr}");
+    assert_card_is_back(&machine);
+}
+
+#[test]
+fn a_sweep_client_killed_mid_step_is_put_back_by_the_daemon() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    let mut running = spawn_piped(sweep(
+        &machine,
+        Some(&daemon),
+        &[
+            "--power-limits",
+            "70,100",
+            "--step-s",
+            "30",
+            "--warmup-s",
+            "1",
+        ],
+        &job(&machine, "tqdm", 20, &[]),
+    ));
+    running.wait_for_line("[1/3] 70 % (315 W)");
+    wait_until("70 % is applied", || machine.power_limit_mw(0) == 315_000);
+    assert!(daemon.journal(&machine, 0).exists(), "journaled first");
+    running.child.kill().expect("SIGKILL is sent");
+    let killed = Instant::now();
+    wait_until("the daemon puts the card back", || {
+        machine.power_limit_mw(0) == 450_000
+    });
+    eprintln!(
+        "sweep client killed: put back after {} ms",
+        killed.elapsed().as_millis()
+    );
+    let _ = running.finish();
+    let log = daemon.log_text();
+    assert!(log.contains("went away during a sweep"), "{log}");
+    assert!(!daemon.journal(&machine, 0).exists());
+}
