@@ -105,6 +105,31 @@ fn screenshots() {
     tune.model.gpus[0].trial = Some(trial);
     render(tune, [1280.0, 900.0], "tune-rtx4090.png");
 
+    // "Find the efficient setting": a finished sweep of the default power limits, and one
+    // half-way (its live point moving).
+    for (name, measured_steps, elapsed_s) in [
+        ("tune-sweep-rtx4090.png", 6, 0),
+        ("tune-sweep-running-rtx4090.png", 3, 55),
+    ] {
+        let mut sweep = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+        sweep.tab = gputune::ui::app::Tab::Tune;
+        sweep.tune_view = gputune::ui::app::TuneView::Sweep;
+        sweep.sweep.progress_file = "/home/ana/runs/llama-lora/train.log".to_string();
+        let view = common::sweep_view::simulated_sweep(
+            &[100.0, 90.0, 80.0, 70.0, 60.0],
+            measured_steps,
+            elapsed_s,
+        );
+        sweep.apply(
+            gputune::ui::link::LinkEvent::Sweep {
+                view: Box::new(view),
+                notes: Vec::new(),
+            },
+            common::ui::START_MS,
+        );
+        render(sweep, [1280.0, 720.0], name);
+    }
+
     let mut profiles = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     profiles.tab = gputune::ui::app::Tab::Profiles;
     let Some(mut quiet) = gputune::ui::profiles::profile_from_card(

@@ -184,6 +184,15 @@ pub fn flag_noisy_steps(results: &mut [StepResult]) {
 
 /// The setting `objective` picks among the stable, measured steps.
 pub fn recommend(results: &[StepResult], objective: Objective) -> Result<Recommendation, String> {
+    recommend_in(results, objective, "unit of work")
+}
+
+/// [`recommend`], its answer naming the job's own unit ("step", "sample").
+pub fn recommend_in(
+    results: &[StepResult],
+    objective: Objective,
+    unit: &str,
+) -> Result<Recommendation, String> {
     let (reference, noise) = reference(results).ok_or(
         "The first setting has no measurement (no throughput or power was read), so nothing can be compared: see the messages above.",
     )?;
@@ -228,7 +237,6 @@ pub fn recommend(results: &[StepResult], objective: Objective) -> Result<Recomme
     let within_noise = band.is_some_and(|band| {
         comparison.energy_saved_pct.abs() <= band && comparison.slowdown_pct.abs() <= band
     });
-    let unit = "unit of work";
     let mut sentence = if step_index == 0 {
         format!(
             "Keep {label}: no other setting used less energy per {unit} ({}).",

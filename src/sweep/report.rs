@@ -10,9 +10,13 @@ use crate::sweep::runner::{SweepEnd, SweepOutcome};
 
 /// Each step compared with the first setting, where both were measured.
 pub fn comparisons(outcome: &SweepOutcome) -> Vec<Option<Comparison>> {
-    let reference = reference(&outcome.results).map(|(reference, _)| reference);
-    outcome
-        .results
+    comparisons_of(&outcome.results)
+}
+
+/// Each of `results` compared with the first setting, where both were measured.
+pub fn comparisons_of(results: &[StepResult]) -> Vec<Option<Comparison>> {
+    let reference = reference(results).map(|(reference, _)| reference);
+    results
         .iter()
         .map(|result| {
             reference
@@ -20,6 +24,16 @@ pub fn comparisons(outcome: &SweepOutcome) -> Vec<Option<Comparison>> {
                 .and_then(|reference| compare(result, reference))
         })
         .collect()
+}
+
+/// A signed percentage with one decimal, never "-0.0 %".
+pub fn signed_pct(value: f64) -> String {
+    let rounded = (value * 10.0).round() / 10.0;
+    if rounded == 0.0 {
+        "0.0 %".to_string()
+    } else {
+        format!("{rounded:+.1} %")
+    }
 }
 
 fn or_dash(value: Option<String>) -> String {
@@ -100,8 +114,8 @@ pub fn table(outcome: &SweepOutcome) -> String {
             ),
             or_dash(result.average_power_w.map(|watts| format!("{watts:.0} W"))),
             or_dash(result.energy_per_unit_j.map(significant)),
-            or_dash(comparison.map(|comparison| format!("{:+.1} %", -comparison.slowdown_pct))),
-            or_dash(comparison.map(|comparison| format!("{:+.1} %", -comparison.energy_saved_pct))),
+            or_dash(comparison.map(|comparison| signed_pct(-comparison.slowdown_pct))),
+            or_dash(comparison.map(|comparison| signed_pct(-comparison.energy_saved_pct))),
             or_dash(
                 result
                     .stats
@@ -164,7 +178,7 @@ pub fn table(outcome: &SweepOutcome) -> String {
 }
 
 /// Three significant digits, enough to tell settings apart: "9.87", "43.2", "1234".
-fn significant(value: f64) -> String {
+pub fn significant(value: f64) -> String {
     let magnitude = value.abs();
     if magnitude >= 100.0 {
         format!("{value:.0}")

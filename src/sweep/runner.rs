@@ -16,7 +16,7 @@ use crate::device::Telemetry;
 use crate::service::client::{ClientError, TuningClient};
 use crate::service::protocol::{Event, Request, Response};
 use crate::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
-use crate::sweep::objective::{Objective, Recommendation, flag_noisy_steps, recommend};
+use crate::sweep::objective::{Objective, Recommendation, flag_noisy_steps, recommend_in};
 use crate::sweep::plan::SweepStep;
 use crate::sweep::progress::ProgressReading;
 use crate::tuning::engine::{
@@ -125,6 +125,22 @@ pub struct SweepOutcome {
     pub restored: Vec<String>,
     pub restore_complete: bool,
     pub duration_s: f64,
+}
+
+/// A sweep as a window shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepView {
+    pub gpu_index: u32,
+    pub plan: Vec<SweepStep>,
+    pub results: Vec<StepResult>,
+    pub phase: SweepPhase,
+    pub timing: SweepTiming,
+    /// The running step measured so far.
+    pub live: Option<StepResult>,
+    pub measured_by: Option<MeasuredBy>,
+    /// Where progress is read from, for people ("train.log", "the GPU-side proxy").
+    pub progress_from: String,
+    pub outcome: Option<SweepOutcome>,
 }
 
 /// News for the front end.
@@ -298,6 +314,21 @@ impl Sweep {
             .or_else(|| self.progress_by())
             .unwrap_or(MeasuredBy::Proxy);
         Some(self.measurement.result(&self.plan[index], now_ms, &by))
+    }
+
+    /// Everything a window shows of the sweep now.
+    pub fn view(&self, progress_from: &str) -> SweepView {
+        SweepView {
+            gpu_index: self.gpu_index,
+            plan: self.plan.clone(),
+            results: self.results.clone(),
+            phase: self.phase(),
+            timing: self.timing,
+            live: self.live_result(),
+            measured_by: self.measured_by.clone(),
+            progress_from: progress_from.to_string(),
+            outcome: self.outcome.clone(),
+        }
     }
 
     /// Takes a line of the job's progress.
@@ -527,7 +558,11 @@ impl Sweep {
     fn finish_with(&mut self, ended: SweepEnd, restored: Vec<String>, restore_complete: bool) {
         self.state = State::Finished;
         flag_noisy_steps(&mut self.results);
-        let recommendation = recommend(&self.results, self.objective);
+        let unit = self
+            .measured_by
+            .as_ref()
+            .map_or_else(|| "unit of work".to_string(), MeasuredBy::unit_name);
+        let recommendation = recommend_in(&self.results, self.objective, &unit);
         let outcome = SweepOutcome {
             gpu_index: self.gpu_index,
             gpu_name: self.gpu.identity.name.clone(),

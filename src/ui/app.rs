@@ -14,6 +14,7 @@ use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
 use super::plan::{PlanAction, PlanPanel};
 use super::profiles::{ProfileAction, ProfilesPanel};
+use super::sweep_panel::{SweepAction, SweepPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
 use crate::device::sim::wall_clock_ms;
@@ -76,6 +77,16 @@ pub enum AppCommand {
     SetInterval { interval_ms: u64 },
     /// Ask for a file name and save this GPU's history as CSV.
     ExportCsv { gpu_index: usize },
+    /// Something the sweep panel asked for.
+    Sweep(SweepAction),
+}
+
+/// What the Tune tab shows: the settings, or the sweep that finds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TuneView {
+    #[default]
+    Settings,
+    Sweep,
 }
 
 /// Everything the window shows and the user chose.
@@ -84,6 +95,8 @@ pub struct AppState {
     pub profiles: ProfilesPanel,
     pub apply_default_profiles_on_start: bool,
     pub tune: TunePanel,
+    pub tune_view: TuneView,
+    pub sweep: SweepPanel,
     /// The GPU the Tune tab works on.
     pub tune_gpu: usize,
     pub plan: PlanPanel,
@@ -105,6 +118,8 @@ impl AppState {
             profiles: ProfilesPanel::default(),
             apply_default_profiles_on_start: remembered.apply_default_profiles_on_start,
             tune: TunePanel::default(),
+            tune_view: TuneView::default(),
+            sweep: SweepPanel::default(),
             tune_gpu: 0,
             plan: PlanPanel::default(),
             model,
@@ -282,9 +297,26 @@ impl AppState {
             self.model.connection,
             Connection::Connected { daemon: true, .. }
         );
-        if let Some(gpu) = self.model.gpus.get(self.tune_gpu) {
-            let tune_commands = self.tune.tune_ui(ui, gpu, daemon);
-            commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut self.tune_view, TuneView::Settings, "Settings");
+            ui.selectable_value(
+                &mut self.tune_view,
+                TuneView::Sweep,
+                "Find the efficient setting",
+            );
+        });
+        let Some(gpu) = self.model.gpus.get(self.tune_gpu) else {
+            return;
+        };
+        match self.tune_view {
+            TuneView::Settings => {
+                let tune_commands = self.tune.tune_ui(ui, gpu, daemon);
+                commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
+            }
+            TuneView::Sweep => {
+                let actions = self.sweep.sweep_ui(ui, gpu);
+                commands.extend(actions.into_iter().map(AppCommand::Sweep));
+            }
         }
     }
 }
@@ -367,6 +399,28 @@ impl GpuTuneApp {
             }
             AppCommand::SetInterval { interval_ms } => {
                 self.link.send(LinkCommand::SetInterval { interval_ms });
+            }
+            AppCommand::Sweep(SweepAction::Start(launch)) => {
+                self.state.sweep.message = None;
+                self.link.send(LinkCommand::StartSweep(launch));
+            }
+            AppCommand::Sweep(SweepAction::Stop { gpu_index }) => {
+                self.link.send(LinkCommand::StopSweep { gpu_index });
+            }
+            AppCommand::Sweep(SweepAction::BrowseProgressFile) => {
+                if let Some(path) = rfd::FileDialog::new()
+                    .add_filter("Logs", &["log", "txt", "out"])
+                    .add_filter("Any file", &["*"])
+                    .pick_file()
+                {
+                    self.state.sweep.progress_file = path.display().to_string();
+                }
+            }
+            AppCommand::Sweep(SweepAction::SaveProfile { gpu_index, name }) => {
+                let gpu = self.state.model.gpus.get(gpu_index as usize);
+                self.state.sweep.message =
+                    Some(super::profile_actions::save_sweep_profile(gpu, &name));
+                self.run_profile_action(ProfileAction::Refresh);
             }
             AppCommand::ExportCsv { gpu_index } => {
                 let Some(gpu) = self.state.model.gpus.get(gpu_index) else {

@@ -13,10 +13,12 @@ use crate::notice::Notice;
 use crate::service::client::TuningOptions;
 use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
 use crate::service::protocol::{Event, Request, Response};
+use crate::sweep::runner::SweepView;
 use crate::tuning::engine::{
     EngineEvent, GpuApplied, GpuInfo, GpuTuning, TrialRequest, TrialStatus, TuneError,
 };
 use crate::tuning::fan_curve::FanCurve;
+use crate::ui::link_sweep::{ActiveSweep, SweepLaunch};
 
 /// Seconds of "before" numbers a trial in the window compares with (the recent past).
 pub const WINDOW_BASELINE_S: u64 = 30;
@@ -53,6 +55,11 @@ pub enum LinkEvent {
         gpu_index: Option<u32>,
         notice: Notice,
     },
+    /// Where a sweep started from the window stands (every step, and every second).
+    Sweep {
+        view: Box<SweepView>,
+        notes: Vec<String>,
+    },
 }
 
 /// What the window asks of the service.
@@ -86,6 +93,8 @@ pub enum TuneCommand {
 pub enum LinkCommand {
     SetInterval { interval_ms: u64 },
     Tune(TuneCommand),
+    StartSweep(Box<SweepLaunch>),
+    StopSweep { gpu_index: u32 },
 }
 
 /// The window's end of the link. Dropping it closes the connection, which ends the window's
@@ -214,9 +223,21 @@ fn run(
         send(LinkEvent::Failed(error.to_string()));
         return;
     }
+    let mut sweeps: Vec<ActiveSweep> = Vec::new();
     loop {
         loop {
             match commands.try_recv() {
+                Ok(LinkCommand::StartSweep(launch)) => {
+                    start_sweep(*launch, &welcome.gpus, &mut sweeps, send);
+                }
+                Ok(LinkCommand::StopSweep { gpu_index }) => {
+                    for sweep in sweeps
+                        .iter_mut()
+                        .filter(|sweep| sweep.gpu_index() == gpu_index)
+                    {
+                        sweep.stop(&mut client);
+                    }
+                }
                 Ok(command) => {
                     if let Err(error) = handle(&mut client, &welcome.gpus, command, send) {
                         send(LinkEvent::Failed(error.to_string()));
@@ -230,6 +251,9 @@ fn run(
         }
         match client.next_event(Duration::from_millis(50)) {
             Ok(Some(event)) => {
+                for sweep in &mut sweeps {
+                    sweep.on_event(&event);
+                }
                 if !forward(event, send) {
                     return;
                 }
@@ -240,6 +264,43 @@ fn run(
                 return;
             }
         }
+        for sweep in &mut sweeps {
+            if let Some(view) = sweep.tick(&mut client) {
+                send(LinkEvent::Sweep {
+                    view: Box::new(view),
+                    notes: sweep.notes.clone(),
+                });
+            }
+        }
+        sweeps.retain(|sweep| !sweep.is_finished());
+    }
+}
+
+/// Starts a sweep the window asked for, one per GPU; a refusal is said as a notice.
+fn start_sweep(
+    launch: SweepLaunch,
+    gpus: &[GpuInfo],
+    sweeps: &mut Vec<ActiveSweep>,
+    send: &dyn Fn(LinkEvent) -> bool,
+) {
+    let gpu_index = launch.gpu_index;
+    let refused = |message: String| {
+        send(LinkEvent::Notice {
+            gpu_index: Some(gpu_index),
+            notice: Notice::Error(message),
+        });
+    };
+    if sweeps.iter().any(|sweep| sweep.gpu_index() == gpu_index) {
+        refused(format!("A sweep already runs on GPU {gpu_index}."));
+        return;
+    }
+    let Some(gpu) = gpus.get(gpu_index as usize) else {
+        refused(format!("There is no GPU {gpu_index}."));
+        return;
+    };
+    match ActiveSweep::start(launch, gpu) {
+        Ok(sweep) => sweeps.push(sweep),
+        Err(message) => refused(message),
     }
 }
 
@@ -278,6 +339,8 @@ fn handle(
             .unwrap_or_default()
     };
     let (gpu_index, request) = match command {
+        // Handled by the loop, which owns the sweeps.
+        LinkCommand::StartSweep(_) | LinkCommand::StopSweep { .. } => return Ok(()),
         LinkCommand::SetInterval { interval_ms } => (None, Request::Subscribe { interval_ms }),
         LinkCommand::Tune(TuneCommand::Apply {
             gpu_index,

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod link;
+pub mod link_sweep;
 pub mod model;
 pub mod monitor;
 pub mod overview;
@@ -12,6 +13,7 @@ pub mod plan_charts;
 mod plan_inputs;
 mod profile_actions;
 pub mod profiles;
+pub mod sweep_panel;
 pub mod trial_view;
 pub mod tune;
 pub mod widgets;

@@ -3,6 +3,7 @@
 
 use crate::device::{BackendKind, DeviceError, Telemetry};
 use crate::notice::Notice;
+use crate::sweep::runner::SweepView;
 use crate::telemetry::history::GpuHistory;
 use crate::tuning::engine::{GpuInfo, GpuTuning, TrialStatus};
 use crate::ui::link::LinkEvent;
@@ -35,6 +36,15 @@ pub struct GpuModel {
     pub trial: Option<TrialStatus>,
     /// What the card runs, who holds it, its fan state: the card's truth, from the engine.
     pub tuning: Option<GpuTuning>,
+    /// The sweep started from this window on this GPU (running, or the last one's result).
+    pub sweep: Option<SweepState>,
+}
+
+/// A sweep as the window knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepState {
+    pub view: SweepView,
+    pub notes: Vec<String>,
 }
 
 /// Everything the panels show, built from sampler events.
@@ -89,6 +99,7 @@ impl Model {
                         tune_message: None,
                         trial: None,
                         tuning: None,
+                        sweep: None,
                     })
                     .collect();
             }
@@ -130,6 +141,11 @@ impl Model {
             LinkEvent::Trial(status) => {
                 if let Some(gpu) = self.gpus.get_mut(status.gpu_index as usize) {
                     gpu.trial = Some(*status);
+                }
+            }
+            LinkEvent::Sweep { view, notes } => {
+                if let Some(gpu) = self.gpus.get_mut(view.gpu_index as usize) {
+                    gpu.sweep = Some(SweepState { view: *view, notes });
                 }
             }
             LinkEvent::Notice { gpu_index, notice } => {

@@ -179,3 +179,27 @@ pub fn default_profile_commands(gpus: &[GpuModel]) -> (Vec<TuneCommand>, Vec<Str
     }
     (commands, said)
 }
+
+/// Saves the recommendation of the last sweep on `gpu` as the profile `name`.
+pub fn save_sweep_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, String> {
+    let gpu = gpu.ok_or("No GPU.")?;
+    let outcome = gpu
+        .sweep
+        .as_ref()
+        .and_then(|sweep| sweep.view.outcome.as_ref())
+        .ok_or("No sweep has ended on this GPU.")?;
+    let profile = crate::sweep::report::recommended_profile(
+        outcome,
+        name,
+        &gpu.info.identity,
+        &gpu.info.constraints,
+    )?;
+    let store = ProfileStore::open_default().map_err(|error| error.to_string())?;
+    let path = store.save(&profile).map_err(|error| error.to_string())?;
+    Ok(format!(
+        "Saved the profile \"{}\" ({}): apply it from the Profiles tab, or run your job with gputune run --profile \"{}\".",
+        profile.name,
+        path.display(),
+        profile.name
+    ))
+}

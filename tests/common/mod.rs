@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod process;
+pub mod sweep_view;
 pub mod ui;
 
 use std::path::PathBuf;
