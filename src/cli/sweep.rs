@@ -423,7 +423,7 @@ fn supervise(
                 sweep.stop(
                     client,
                     SweepEnd::Stopped {
-                        reason: "interrupted (Ctrl-C or SIGTERM).".to_string(),
+                        reason: "Interrupted (Ctrl-C or SIGTERM).".to_string(),
                     },
                 );
             }
@@ -527,7 +527,7 @@ fn job_ended(
     let exit_code = exit_code_of(status);
     let ended = if exit_code == 0 {
         SweepEnd::Stopped {
-            reason: "the command ended before the sweep did.".to_string(),
+            reason: "The command ended before the sweep did.".to_string(),
         }
     } else {
         SweepEnd::JobFailed {

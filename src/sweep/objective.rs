@@ -193,6 +193,9 @@ pub fn recommend_in(
     objective: Objective,
     unit: &str,
 ) -> Result<Recommendation, String> {
+    if results.is_empty() {
+        return Err("No setting was measured to its end.".to_string());
+    }
     let (reference, noise) = reference(results).ok_or(
         "The first setting has no measurement (no throughput or power was read), so nothing can be compared: see the messages above.",
     )?;
@@ -234,14 +237,37 @@ pub fn recommend_in(
     let (step_index, comparison) = (best.0, best.1);
     let label = results[step_index].step.label.clone();
     let band = noise.map(|noise| noise.band_pct());
-    let within_noise = band.is_some_and(|band| {
-        comparison.energy_saved_pct.abs() <= band && comparison.slowdown_pct.abs() <= band
-    });
+    // Keeping the first setting compares it with nothing: no difference to be lost in noise.
+    let within_noise = step_index != 0
+        && band.is_some_and(|band| {
+            comparison.energy_saved_pct.abs() <= band && comparison.slowdown_pct.abs() <= band
+        });
+    // The setting that saved energy but was ruled out as too slow, the least slow of them.
+    let too_slow = candidates
+        .iter()
+        .filter(|(_, other)| other.energy_saved_pct > 0.0)
+        .filter(|(index, _)| {
+            !allowed
+                .iter()
+                .any(|(allowed_index, _)| allowed_index == index)
+        })
+        .min_by(|a, b| a.1.slowdown_pct.total_cmp(&b.1.slowdown_pct));
     let mut sentence = if step_index == 0 {
-        format!(
-            "Keep {label}: no other setting used less energy per {unit} ({}).",
-            objective.describe()
-        )
+        match (objective, too_slow) {
+            (Objective::EnergyWithinSlowdown { max_slowdown_pct }, Some((index, other))) => {
+                format!(
+                    "Keep {label}: the settings that use less energy per {unit} are more than {} % slower (the closest, {}, is {:.1} % slower for {:.1} % less energy).",
+                    crate::text::number(max_slowdown_pct),
+                    results[*index].step.label,
+                    other.slowdown_pct,
+                    other.energy_saved_pct
+                )
+            }
+            _ => format!(
+                "Keep {label}: no other setting used less energy per {unit} ({}).",
+                objective.describe()
+            ),
+        }
     } else {
         let speed = if comparison.slowdown_pct >= 0.0 {
             format!("{:.1} % slower", comparison.slowdown_pct)
@@ -353,6 +379,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(strict.label, "90 %");
+    }
+
+    #[test]
+    fn keeping_the_first_setting_names_the_nearest_one_ruled_out() {
+        let results = sweep();
+        let keep = recommend_in(
+            &results,
+            Objective::EnergyWithinSlowdown {
+                max_slowdown_pct: 0.5,
+            },
+            "step",
+        )
+        .unwrap();
+        assert_eq!(keep.step_index, 0);
+        assert!(!keep.within_noise);
+        assert!(
+            keep.sentence.starts_with("Keep 100 %: the settings that use less energy per step are more than 0.5 % slower (the closest, 90 %, is 1.0 % slower for 8.2 % less energy)."),
+            "{}",
+            keep.sentence
+        );
+        assert!(
+            keep.sentence.contains("Run-to-run noise: 0.0 %"),
+            "{}",
+            keep.sentence
+        );
     }
 
     #[test]

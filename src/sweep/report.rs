@@ -163,7 +163,7 @@ pub fn table(outcome: &SweepOutcome) -> String {
     match &outcome.ended {
         SweepEnd::Completed => {}
         SweepEnd::Stopped { reason } => {
-            text.push_str(&format!("The sweep stopped early: {reason}\n"));
+            text.push_str(&format!("The sweep stopped early. {reason}\n"));
         }
         SweepEnd::JobFailed { message, .. } => {
             text.push_str(&format!("The sweep stopped: {message}\n"));

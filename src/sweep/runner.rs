@@ -325,7 +325,8 @@ impl Sweep {
             phase: self.phase(),
             timing: self.timing,
             live: self.live_result(),
-            measured_by: self.measured_by.clone(),
+            // During the first setting, the unit its progress shows so far.
+            measured_by: self.measured_by.clone().or_else(|| self.progress_by()),
             progress_from: progress_from.to_string(),
             outcome: self.outcome.clone(),
         }

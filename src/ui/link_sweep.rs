@@ -102,7 +102,7 @@ impl ActiveSweep {
         self.sweep.stop(
             client,
             SweepEnd::Stopped {
-                reason: "stopped from the window.".to_string(),
+                reason: "Stopped from the window.".to_string(),
             },
         );
     }

@@ -348,6 +348,21 @@ impl SweepPanel {
             })
             .weak(),
         );
+        for note in notes.iter().rev().take(3).rev() {
+            ui.label(note);
+        }
+        if view.results.is_empty() && view.live.is_none() {
+            ui.add_space(20.0);
+            ui.label(
+                RichText::new(if view.outcome.is_some() {
+                    "No setting was measured to its end."
+                } else {
+                    "Nothing measured yet: each setting's point appears once its warm-up has passed."
+                })
+                .weak(),
+            );
+            return;
+        }
         let recommended = view
             .outcome
             .as_ref()
@@ -372,9 +387,6 @@ impl SweepPanel {
             );
         });
         results_grid(ui, view, recommended, &unit, gpu_index);
-        for note in notes.iter().rev().take(3).rev() {
-            ui.label(RichText::new(note).weak());
-        }
         let Some(outcome) = &view.outcome else {
             return;
         };

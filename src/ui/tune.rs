@@ -234,7 +234,7 @@ impl TunePanel {
             .labelled_by(slider.id);
         ui.label(
             RichText::new(format!(
-                "Default {}, allowed {} to {}. Training runs at the limit, so a lower one trades some speed for power: try it and compare.",
+                "Default {}, allowed {} to {}. Training runs at the limit, so a lower one trades some speed for power: \"Find the efficient setting\" measures how much on your own job.",
                 watts_exact(default_mw),
                 watts_exact(min_mw),
                 watts_exact(max_mw)
