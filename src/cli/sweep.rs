@@ -650,3 +650,38 @@ fn report(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        sweep: SweepArgs,
+    }
+
+    #[test]
+    fn undervolt_without_a_value_is_the_default_offset_and_checks_refuse_nonsense() {
+        let parsed =
+            Wrapper::parse_from(["x", "--clock-caps", "2400", "--undervolt", "--", "python"]);
+        assert_eq!(
+            parsed.sweep.undervolt,
+            Some(crate::sweep::plan::DEFAULT_UNDERVOLT_OFFSET_MHZ)
+        );
+        assert!(check(&parsed.sweep).is_ok());
+        let no_job = Wrapper::parse_from(["x"]);
+        let error = check(&no_job.sweep).err().map(|error| error.to_string());
+        assert!(error.is_some_and(|error| error.contains("--progress-file")));
+        let bad_regex =
+            Wrapper::parse_from(["x", "--progress-regex", "speed (\\d+)", "--", "python"]);
+        assert!(check(&bad_regex.sweep).is_err());
+        let bad_objective = Wrapper::parse_from(["x", "--objective", "fastest", "--", "python"]);
+        assert!(check(&bad_objective.sweep).is_err());
+        let bad_timing =
+            Wrapper::parse_from(["x", "--step-s", "10", "--warmup-s", "10", "--", "python"]);
+        assert!(check(&bad_timing.sweep).is_err());
+    }
+}
