@@ -284,14 +284,23 @@ impl Watcher {
 
 /// Starts the command (as the invoking user under sudo); `None` when it cannot start.
 fn spawn(args: &RunArgs, messages: &mut dyn Write) -> Option<Child> {
-    let program = &args.command[0];
-    let mut command = Command::new(program);
+    let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    if !args.keep_root {
+    start_command(command, args.keep_root, messages)
+}
+
+/// Starts a user's command — under sudo as the user who ran sudo unless `keep_root` — and
+/// says why when it cannot start (`None`). `gputune run` and `gputune sweep` start theirs here.
+pub(crate) fn start_command(
+    mut command: Command,
+    keep_root: bool,
+    messages: &mut dyn Write,
+) -> Option<Child> {
+    if !keep_root {
         match super::as_user::drop_to_invoking_user(&mut command) {
             Ok(Some(user)) => {
                 let _ = writeln!(
@@ -312,7 +321,7 @@ fn spawn(args: &RunArgs, messages: &mut dyn Write) -> Option<Child> {
             let _ = writeln!(
                 messages,
                 "gputune: {} could not be started ({error}).",
-                crate::text::printable(&program.to_string_lossy())
+                crate::text::printable(&command.get_program().to_string_lossy())
             );
             None
         }

@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
 use crate::cli::run::{
     EXIT_NOT_STARTED, TERMINAL_GRACE, describe_status, exit_code_of, in_terminal_foreground,
-    terminate,
+    start_command, terminate,
 };
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
@@ -314,32 +314,7 @@ fn spawn_job(
     if std::env::var_os("PYTHONUNBUFFERED").is_none() {
         command.env("PYTHONUNBUFFERED", "1");
     }
-    if !args.keep_root {
-        match super::as_user::drop_to_invoking_user(&mut command) {
-            Ok(Some(user)) => {
-                let _ = writeln!(
-                    messages,
-                    "gputune: the command runs as {user}, not as root (add --keep-root to keep root)."
-                );
-            }
-            Ok(None) => {}
-            Err(error) => {
-                let _ = writeln!(messages, "gputune: {error}");
-                return None;
-            }
-        }
-    }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(error) => {
-            let _ = writeln!(
-                messages,
-                "gputune: {} could not be started ({error}).",
-                crate::text::printable(&program.to_string_lossy())
-            );
-            return None;
-        }
-    };
+    let mut child = start_command(command, args.keep_root, messages)?;
     // Progress comes from the output unless a file was named.
     let regex = args.progress_regex.as_deref();
     let parse = args.progress_file.is_none();

@@ -26,6 +26,16 @@ pub fn comparisons_of(results: &[StepResult]) -> Vec<Option<Comparison>> {
         .collect()
 }
 
+/// Seconds as people say them: "45 s", "9 min 2 s".
+pub fn duration_text(seconds: f64) -> String {
+    let whole = seconds.max(0.0).round() as u64;
+    if whole < 60 {
+        format!("{whole} s")
+    } else {
+        format!("{} min {} s", whole / 60, whole % 60)
+    }
+}
+
 /// A signed percentage with one decimal, never "-0.0 %".
 pub fn signed_pct(value: f64) -> String {
     let rounded = (value * 10.0).round() / 10.0;
@@ -170,6 +180,10 @@ pub fn table(outcome: &SweepOutcome) -> String {
         }
         SweepEnd::Failed { reason } => text.push_str(&format!("The sweep failed: {reason}\n")),
     }
+    text.push_str(&format!(
+        "The sweep took {}.\n",
+        crate::sweep::report::duration_text(outcome.duration_s)
+    ));
     for line in &outcome.restored {
         text.push_str(line);
         text.push('\n');

@@ -426,12 +426,8 @@ impl Sweep {
             Ok(Response::SessionStarted(started)) => self.session = Some(started.session),
             Ok(Response::Applied { .. }) => {}
             Ok(other) => {
-                self.finish(
-                    client,
-                    SweepEnd::Failed {
-                        reason: format!("The service answered {other:?} to a sweep step."),
-                    },
-                );
+                let reason = format!("The service answered {other:?} to a sweep step.");
+                self.finish(client, SweepEnd::Failed { reason });
                 return;
             }
             Err(ClientError::Refused(error)) if self.session.is_some() || index > 0 => {
@@ -446,12 +442,8 @@ impl Sweep {
                 return;
             }
             Err(error) => {
-                self.finish(
-                    client,
-                    SweepEnd::Failed {
-                        reason: format!("The sweep could not start: {error}"),
-                    },
-                );
+                let reason = format!("The sweep could not start: {error}");
+                self.finish(client, SweepEnd::Failed { reason });
                 return;
             }
         }
