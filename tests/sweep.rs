@@ -73,6 +73,19 @@ fn sweep(
     }
 }
 
+/// A short sweep of `power_limits` (4 s a setting, 1 s warm-up) with its result as JSON.
+fn short_json(power_limits: &str) -> [&str; 7] {
+    [
+        "--json",
+        "--power-limits",
+        power_limits,
+        "--step-s",
+        "4",
+        "--warmup-s",
+        "1",
+    ]
+}
+
 fn outcome(output: &Output) -> SweepOutcome {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
         panic!(
@@ -361,15 +374,7 @@ fn an_xid_during_a_step_restores_at_once_and_marks_the_setting_unstable() {
     let mut running = spawn_piped(sweep(
         &machine,
         Some(&daemon),
-        &[
-            "--json",
-            "--power-limits",
-            "100,80,60",
-            "--step-s",
-            "4",
-            "--warmup-s",
-            "1",
-        ],
+        &short_json("100,80,60"),
         &job(&machine, "lightning", 21, &[]),
     ));
     running.wait_for_line("[2/4] 80 % (360 W)");
@@ -407,15 +412,7 @@ fn a_job_failing_mid_sweep_stops_it_restores_and_passes_its_status_on() {
     let output = sweep(
         &machine,
         None,
-        &[
-            "--json",
-            "--power-limits",
-            "100,80,60",
-            "--step-s",
-            "4",
-            "--warmup-s",
-            "1",
-        ],
+        &short_json("100,80,60"),
         &job(&machine, "tqdm", 60, &["--fail-after-s", "6"]),
     )
     .output()
