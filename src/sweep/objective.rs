@@ -255,13 +255,26 @@ pub fn recommend_in(
     let mut sentence = if step_index == 0 {
         match (objective, too_slow) {
             (Objective::EnergyWithinSlowdown { max_slowdown_pct }, Some((index, other))) => {
-                format!(
+                let mut text = format!(
                     "Keep {label}: the settings that use less energy per {unit} are more than {} % slower (the closest, {}, is {:.1} % slower for {:.1} % less energy).",
                     crate::text::number(max_slowdown_pct),
                     results[*index].step.label,
                     other.slowdown_pct,
                     other.energy_saved_pct
-                )
+                );
+                // Over the limit by less than the measurement can tell: say so, it may flip.
+                let spread = results[*index]
+                    .throughput
+                    .and_then(|throughput| throughput.spread_pct)
+                    .unwrap_or(0.0)
+                    .max(band.unwrap_or(0.0));
+                if other.slowdown_pct - max_slowdown_pct <= spread {
+                    text.push_str(&format!(
+                        " That is over your limit by less than the measurement's spread ({spread:.1} %): longer steps (--step-s) or a limit of {} % would decide.",
+                        crate::text::number((other.slowdown_pct + 0.5).ceil())
+                    ));
+                }
+                text
             }
             _ => format!(
                 "Keep {label}: no other setting used less energy per {unit} ({}).",
