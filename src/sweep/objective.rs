@@ -417,6 +417,13 @@ mod tests {
             "{}",
             keep.sentence
         );
+        // 90 % is over the 0.5 % limit by 0.5 %, no more than its spread: it could flip.
+        assert!(
+            keep.sentence
+                .contains("over your limit by less than the measurement's spread (0.5 %)"),
+            "{}",
+            keep.sentence
+        );
     }
 
     #[test]
