@@ -30,7 +30,7 @@ fn fake_training() -> PathBuf {
     let path = examples.join("fake_training");
     assert!(
         path.exists(),
-        "{} is missing: `cargo test` builds it (or `cargo build --example fake_training`)",
+        "{} is missing: `cargo test` builds it, `cargo test --all-targets` does not (run `cargo build --examples` first, as .ci/run does)",
         path.display()
     );
     path
