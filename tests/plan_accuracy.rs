@@ -87,6 +87,8 @@ fn setup_for(point: &Measurement) -> TrainingSetup {
         } else {
             Task::LanguageModel
         },
+        activation_offload: point.notes.contains("activation offloading"),
+        chunked_cross_entropy: point.notes.contains("chunked cross-entropy"),
         overheads: Overheads {
             cuda_context_bytes: point
                 .cuda_context_mib

@@ -58,6 +58,8 @@ proptest! {
         sharding_index in 0u8..6,
         checkpointing in any::<bool>(),
         eager in any::<bool>(),
+        activation_offload in any::<bool>(),
+        chunked_cross_entropy in any::<bool>(),
         context_mib in prop_oneof![Just(0u64), 1u64..10_000, Just(u64::MAX / (1 << 20))],
         reserve in prop_oneof![Just(f64::NAN), Just(-1.0), 0.0f64..2.0, Just(f64::INFINITY)],
     ) {
@@ -79,6 +81,8 @@ proptest! {
             sharding: sharding(sharding_index),
             offload: Offload::None,
             task: gputune::plan::setup::Task::LanguageModel,
+            activation_offload,
+            chunked_cross_entropy,
             overheads: Overheads { cuda_context_bytes: context_mib.saturating_mul(1 << 20), allocator_reserve_fraction: reserve },
         };
         match estimate(&model, &setup) {

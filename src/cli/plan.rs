@@ -225,6 +225,8 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         sharding: args.sharding,
         offload: args.offload,
         task: args.task,
+        activation_offload: false,
+        chunked_cross_entropy: false,
         overheads: Overheads {
             cuda_context_bytes: args.cuda_context_mib.saturating_mul(1024 * 1024),
             allocator_reserve_fraction: if args.allocator_reserve_pct.is_finite() {

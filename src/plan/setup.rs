@@ -188,6 +188,15 @@ pub struct TrainingSetup {
     pub sharding: Sharding,
     pub offload: Offload,
     pub task: Task,
+    /// Saved activations wait in pinned CPU memory between the forward and the backward pass
+    /// (torchtune's `enable_activation_offloading`): only the block being computed keeps its
+    /// activations on the GPU.
+    #[serde(default)]
+    pub activation_offload: bool,
+    /// The loss is computed over chunks of the sequence (torchtune's chunked cross-entropy):
+    /// the fp32 upcast of the logits exists for one chunk at a time.
+    #[serde(default)]
+    pub chunked_cross_entropy: bool,
     pub overheads: Overheads,
 }
 
@@ -206,6 +215,8 @@ impl TrainingSetup {
             sharding: Sharding::None,
             offload: Offload::None,
             task: Task::LanguageModel,
+            activation_offload: false,
+            chunked_cross_entropy: false,
             overheads: Overheads::default(),
         }
     }
