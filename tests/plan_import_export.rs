@@ -98,20 +98,35 @@ fn write_config(folder: &Path, name: &str, config: &Value) -> PathBuf {
 }
 
 #[test]
-fn unknown_model_types_with_llama_fields_are_llama_style() {
+fn unknown_model_types_are_refused_not_guessed() {
     let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-    let config = json!({
+    // Llama-like fields are no proof of a Llama layout (Phi-2 and GPT-NeoX have them too).
+    let olmo = json!({
         "model_type": "olmo2", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
         "intermediate_size": 8192, "vocab_size": 100352, "tie_word_embeddings": true,
     });
-    let model = load_model(&write_config(folder.path(), "olmo", &config))
-        .unwrap_or_else(|error| panic!("{error}"));
-    let config = transformer(&model);
-    assert_eq!(
-        (config.kv_heads, config.mlp, config.tied_embeddings),
-        (16, MlpKind::SwiGlu, true)
+    let path = write_config(folder.path(), "olmo", &olmo);
+    assert_file_error(
+        load_model(&path),
+        &path,
+        &[
+            "\"olmo2\" is not one gputune knows",
+            "gpt_neox",
+            "closest preset",
+        ],
     );
-    assert_eq!(model.name, "olmo");
+    let t5 = json!({"model_type": "t5", "d_model": 512, "num_layers": 6, "vocab_size": 32128});
+    let path = write_config(folder.path(), "t5", &t5);
+    assert_file_error(load_model(&path), &path, &["encoder-decoder"]);
+    let gemma3 = json!({"model_type": "gemma3", "text_config": {"hidden_size": 2560}});
+    let path = write_config(folder.path(), "gemma3", &gemma3);
+    assert_file_error(load_model(&path), &path, &["multimodal", "gemma3_text"]);
+    let untyped = json!({
+        "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
+        "intermediate_size": 8192, "vocab_size": 100352,
+    });
+    let path = write_config(folder.path(), "untyped", &untyped);
+    assert_file_error(load_model(&path), &path, &["no \"model_type\""]);
 }
 
 #[test]
@@ -349,7 +364,11 @@ fn llama_style_checkpoints_are_inferred_from_tensor_names() {
     assert_eq!(summary.bytes_by_dtype["F32"], 5 * 256 * 4);
 
     let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(model.name, "tiny-llama");
+    // The head count is in no tensor: the name says what was assumed.
+    assert_eq!(
+        model.name,
+        "tiny-llama (no config.json: 128-wide heads assumed)"
+    );
     assert_eq!(model.exact_parameter_count, Some(summary.parameters));
     let config = transformer(&model);
     let shape = (
@@ -474,11 +493,31 @@ fn sharded_checkpoints_read_every_shard_named_in_the_index() {
             .map(|summary| summary.parameters)
             .unwrap_or(0);
 
-    // Without the index, one shard is all there is.
+    // Without the index or a config.json, a lone shard is only part of a model: refused, with
+    // what to download.
+    assert_file_error(
+        load_model(&first),
+        &first,
+        &[
+            "shard 1 of 2",
+            "model.safetensors.index.json",
+            "every shard",
+        ],
+    );
+    // With the config.json beside it, the config describes the whole model.
+    let config = json!({
+        "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "intermediate_size": 512, "vocab_size": 100,
+    });
+    let config_path = folder.join("config.json");
+    std::fs::write(&config_path, config.to_string()).unwrap_or_else(|error| panic!("{error}"));
     let model = load_model(&first).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(model.name, "sharded (1 shard)");
-    assert_eq!(model.exact_parameter_count, None);
-    assert_eq!(transformer(&model).layers, 1);
+    assert_eq!(
+        (model.name.as_str(), model.exact_parameter_count),
+        ("sharded", None)
+    );
+    assert_eq!(transformer(&model).layers, 2);
+    std::fs::remove_file(&config_path).unwrap_or_else(|error| panic!("{error}"));
 
     let mut weight_map = serde_json::Map::new();
     for (tensors, file) in [
@@ -505,7 +544,10 @@ fn sharded_checkpoints_read_every_shard_named_in_the_index() {
     );
     for shard in [&first, &second] {
         let model = load_model(shard).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(model.name, "sharded");
+        assert_eq!(
+            model.name,
+            "sharded (no config.json: 128-wide heads assumed)"
+        );
         assert_eq!(model.exact_parameter_count, Some(total));
         assert_eq!(transformer(&model).layers, 2);
     }

@@ -4,7 +4,7 @@
 //! grouped-query attention, SwiGLU MLPs, no dropout and SDPA/flash attention. CNNs are counted
 //! tensor by tensor from their stages (docs/planner.md).
 
-use super::model::{Architecture, CnnConfig, MlpKind, RESNET_WIDTHS, TransformerConfig, head_dim};
+use super::model::{Architecture, CnnConfig, MlpKind, RESNET_WIDTHS, TransformerConfig};
 use super::setup::{Attention, Checkpointing, Precision, Task, TrainingSetup};
 
 /// The transformer shape that matters for activations.
@@ -60,7 +60,7 @@ fn text_shape(config: &TransformerConfig) -> Shape {
     Shape {
         layers: config.layers as f64,
         hidden: config.hidden_size as f64,
-        kv_width: (config.kv_heads * head_dim(config.hidden_size, config.attention_heads)) as f64,
+        kv_width: config.kv_width() as f64,
         heads: config.attention_heads as f64,
         intermediate: config.intermediate_size as f64,
         swiglu: config.mlp == MlpKind::SwiGlu,

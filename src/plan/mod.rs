@@ -3,9 +3,11 @@
 
 mod activations;
 pub mod export;
+pub mod family;
 pub mod import;
 pub mod memory;
 pub mod model;
+mod presets;
 pub mod recommend;
 pub mod setup;
 
@@ -42,8 +44,11 @@ pub fn model_checks(model: &Model) -> Result<(), PlanError> {
             if config.hidden_size == 0 || config.attention_heads == 0 || config.kv_heads == 0 {
                 return invalid("a zero hidden size or head count");
             }
-            if config.hidden_size % config.attention_heads != 0
+            let head_width_fits =
+                config.head_dim.is_some() || config.hidden_size % config.attention_heads == 0;
+            if !head_width_fits
                 || config.attention_heads % config.kv_heads != 0
+                || config.head_dim == Some(0)
             {
                 return invalid("a hidden size or head counts that do not divide evenly");
             }

@@ -185,6 +185,7 @@ fn check_sizes(architecture: &Architecture) -> Result<(), String> {
             ("hidden size", config.hidden_size, 1 << 20),
             ("number of attention heads", config.attention_heads, 1 << 20),
             ("number of key/value heads", config.kv_heads, 1 << 20),
+            ("head size", config.head_dim.unwrap_or(0), 1 << 16),
             ("MLP size", config.intermediate_size, 1 << 22),
             ("vocabulary size", config.vocab_size, 1 << 24),
             ("number of positions", config.learned_positions, 1 << 24),

@@ -13,7 +13,9 @@ use super::{
 };
 use crate::fsafe::{self, Links};
 use crate::plan::PlanError;
-use crate::plan::model::{Architecture, MlpKind, Model, TransformerConfig, TransformerKind};
+use crate::plan::model::{
+    Architecture, Family, MlpKind, Model, TransformerConfig, TransformerKind,
+};
 
 /// Largest safetensors header read: real ones are a few MB even for the largest models.
 const MAX_HEADER_BYTES: u64 = 100_000_000;
@@ -235,21 +237,32 @@ pub(super) fn load_checkpoint(path: &Path) -> Result<Model, PlanError> {
         parameters = parameters.saturating_add(summary.parameters);
         shapes.extend(shard_shapes);
     }
-    // One shard of several: its tensors are only part of the model, so its count is no total.
-    let complete = shards.len() > 1 || shard_numbers(path).is_none_or(|(_, of)| of <= 1);
+    // One shard of several: its tensors are only part of the model, so neither its count nor
+    // its layers are the model's. Only a config.json beside it can say what the model is.
+    let lone_shard = shard_numbers(path).filter(|&(_, of)| of > 1 && shards.len() == 1);
     let mut name = model_name(path);
-    if !complete {
-        name.push_str(" (1 shard)");
-    }
     let config = path.with_file_name("config.json");
     // Whatever is there is read with `fsafe`: a FIFO or device named config.json is an error
     // that says so, not a hang.
     let architecture = if occupied(&config) {
         config_architecture(&read_json(&config, "config.json", MAX_CONFIG_BYTES)?)
             .map_err(|reason| file_error(&config, reason))?
+    } else if let Some((shard, of)) = lone_shard {
+        return Err(file_error(
+            path,
+            format!(
+                "it is shard {shard} of {of}, and neither the checkpoint's index (model.safetensors.index.json) nor a config.json is in its folder, so its tensors are only part of the model; download the index and every shard, or give the model's config.json."
+            ),
+        ));
     } else {
-        infer_architecture(&shapes).map_err(|reason| file_error(path, reason))?
+        let (architecture, assumed_head_dim) =
+            infer_architecture(&shapes).map_err(|reason| file_error(path, reason))?;
+        if let Some(head_dim) = assumed_head_dim {
+            name.push_str(&format!(" (no config.json: {head_dim}-wide heads assumed)"));
+        }
+        architecture
     };
+    let complete = lone_shard.is_none();
     checked(
         path,
         Model {
@@ -288,17 +301,30 @@ fn block_count(shapes: &Shapes, marker: &str, suffix: &str) -> u64 {
 
 const NEEDS_CONFIG: &str = "so gputune cannot tell its architecture from the tensor names; put the model's config.json in the same folder.";
 
+/// A 1-D tensor's length.
+fn vector_length(shapes: &Shapes, suffix: &str) -> Option<u64> {
+    shapes
+        .iter()
+        .find(|(name, shape)| shape.len() == 1 && name.ends_with(&format!(".{suffix}")))
+        .map(|(_, shape)| shape[0])
+}
+
 /// A Llama-style or GPT-2-style architecture from tensor names and shapes (no config.json).
-/// Head counts are not in a checkpoint: head size 128 (Llama-style) or 64 (GPT-2) is assumed.
-fn infer_architecture(shapes: &Shapes) -> Result<Architecture, String> {
+/// Widths come from the shapes; the head count is in no tensor. Qwen3's per-head query norm
+/// gives the head size; otherwise `model_name` says which head size was assumed (it only
+/// matters for eager attention's score matrices).
+fn infer_architecture(shapes: &Shapes) -> Result<(Architecture, Option<u64>), String> {
     if let (Some(query), Some(key)) = (
         matrix(shapes, "self_attn.q_proj.weight"),
         matrix(shapes, "self_attn.k_proj.weight"),
     ) {
-        let (hidden, kv_width) = (query[1], key[0]);
-        let head_dim = [128, 64]
+        // Linear weights are [out, in].
+        let (query_width, hidden, kv_width) = (query[0], query[1], key[0]);
+        let query_norm = vector_length(shapes, "self_attn.q_norm.weight");
+        let assumed = [128, 64]
             .into_iter()
-            .find(|size| hidden % size == 0 && kv_width % size == 0 && kv_width > 0);
+            .find(|size| query_width % size == 0 && kv_width % size == 0 && kv_width > 0);
+        let head_dim = query_norm.or(assumed);
         let intermediate =
             matrix(shapes, "mlp.gate_proj.weight").or_else(|| matrix(shapes, "mlp.up_proj.weight"));
         let vocab =
@@ -309,12 +335,24 @@ fn infer_architecture(shapes: &Shapes) -> Result<Architecture, String> {
                 "it looks Llama-style but lacks the MLP or embedding tensors, or has unusual head sizes, {NEEDS_CONFIG}"
             ));
         };
-        return Ok(Architecture::Transformer(TransformerConfig {
+        if head_dim == 0 || query_width % head_dim != 0 || kv_width % head_dim != 0 {
+            return Err(format!(
+                "its query and key widths ({query_width}, {kv_width}) do not split into heads of {head_dim}, {NEEDS_CONFIG}"
+            ));
+        }
+        let family = if query_norm.is_some() {
+            Family::Qwen3
+        } else {
+            Family::Llama
+        };
+        let config = TransformerConfig {
+            family,
             kind: TransformerKind::DecoderOnly,
             layers: block_count(shapes, "layers", "self_attn.q_proj.weight"),
             hidden_size: hidden,
-            attention_heads: hidden / head_dim,
+            attention_heads: query_width / head_dim,
             kv_heads: kv_width / head_dim,
+            head_dim: (query_width != hidden).then_some(head_dim),
             intermediate_size: intermediate[0],
             vocab_size: vocab[0],
             learned_positions: 0,
@@ -328,7 +366,9 @@ fn infer_architecture(shapes: &Shapes) -> Result<Architecture, String> {
                 .keys()
                 .any(|name| name.ends_with("self_attn.o_proj.bias")),
             dropout: false,
-        }));
+        };
+        let assumed_head_dim = query_norm.is_none().then_some(head_dim);
+        return Ok((Architecture::Transformer(config), assumed_head_dim));
     }
     if let Some(attention) = matrix(shapes, "attn.c_attn.weight") {
         // GPT-2's Conv1D stores weights as [in, out].
@@ -349,6 +389,7 @@ fn infer_architecture(shapes: &Shapes) -> Result<Architecture, String> {
             ));
         }
         let mut config = gelu_transformer(
+            Family::Gpt2,
             TransformerKind::DecoderOnly,
             [
                 block_count(shapes, "h", "attn.c_attn.weight"),
@@ -360,7 +401,8 @@ fn infer_architecture(shapes: &Shapes) -> Result<Architecture, String> {
             ],
         );
         config.tied_embeddings = matrix(shapes, "lm_head.weight").is_none();
-        return Ok(Architecture::Transformer(config));
+        // GPT-2's heads are 64 wide at every size it was released in.
+        return Ok((Architecture::Transformer(config), Some(64)));
     }
     Err(format!(
         "its tensors are not those of a Llama-style or GPT-2-style model, {NEEDS_CONFIG}"
