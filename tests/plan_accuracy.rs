@@ -76,6 +76,7 @@ fn setup_for(point: &Measurement) -> TrainingSetup {
         precision: point.precision,
         optimizer: point.optimizer,
         micro_batch: point.micro_batch,
+        gradient_accumulation_steps: 1,
         sequence_length: point.seq_len.or(point.image_size).unwrap_or(512),
         checkpointing: point.checkpointing,
         attention: point.attention,

@@ -74,6 +74,7 @@ proptest! {
             precision: precision(precision_index),
             optimizer: optimizer(optimizer_index),
             micro_batch,
+            gradient_accumulation_steps: 1,
             sequence_length,
             checkpointing: if checkpointing { Checkpointing::Full } else { Checkpointing::None },
             attention: if eager { Attention::Eager } else { Attention::Flash },

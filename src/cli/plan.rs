@@ -218,6 +218,7 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         precision: args.precision,
         optimizer: args.optimizer,
         micro_batch: args.micro_batch,
+        gradient_accumulation_steps: 1,
         sequence_length: args.seq_len.or(args.image_size).unwrap_or(default_size),
         checkpointing: args.checkpointing,
         attention: args.attention,

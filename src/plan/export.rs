@@ -186,6 +186,7 @@ fn hf(model: &Model, setup: &TrainingSetup, grad_accum_steps: u64) -> Value {
     );
     let optim = match setup.optimizer {
         Optimizer::Adamw => "adamw_torch",
+        Optimizer::AdamwFused => "adamw_torch_fused",
         Optimizer::Adamw8bit => "adamw_bnb_8bit",
         Optimizer::PagedAdamw8bit => "paged_adamw_8bit",
         Optimizer::Adafactor => "adafactor",
@@ -394,7 +395,7 @@ fn deepspeed(setup: &TrainingSetup, grad_accum_steps: u64) -> Value {
         "gradient_clipping": 1.0,
     });
     if setup.offload != Offload::None {
-        if setup.optimizer == Optimizer::Adamw {
+        if matches!(setup.optimizer, Optimizer::Adamw | Optimizer::AdamwFused) {
             // DeepSpeed refuses a client optimizer with offload; its CPU AdamW is the fast path.
             // "auto" lets the Hugging Face Trainer fill in its own learning rate and betas.
             config["optimizer"] = json!({

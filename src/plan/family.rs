@@ -121,6 +121,11 @@ impl Family {
         }
     }
 
+    /// Whether attention scores and logits are soft-capped with a tanh (Gemma 2).
+    pub fn logit_softcapping(self) -> bool {
+        self == Family::Gemma2
+    }
+
     /// Whether the output head has a bias (Phi's `lm_head`).
     pub fn output_head_bias(self) -> bool {
         self == Family::Phi

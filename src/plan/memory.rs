@@ -5,28 +5,75 @@
 use serde::Serialize;
 
 use super::PlanError;
-use super::activations::activation_bytes;
+use super::activations::activation_profile;
 use super::model::{Architecture, Model};
 use super::setup::{Method, Offload, Optimizer, Precision, Sharding, TrainingSetup};
 
-/// Peak memory of one GPU, split by what holds it. `total` is what nvidia-smi would show.
+/// The moments of a training step the peak can fall in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// The end of the forward pass: every saved activation and the loss are held.
+    Forward,
+    /// The backward pass: its start (the loss's gradients) or, under checkpointing, a block
+    /// being recomputed.
+    Backward,
+    /// `optimizer.step()`: every gradient, the optimizer's states and its temporaries.
+    OptimizerStep,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Forward => "end of the forward pass",
+            Phase::Backward => "backward pass",
+            Phase::OptimizerStep => "optimizer step",
+        }
+    }
+}
+
+/// Tensor bytes live at each phase's own peak (before overhead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PhasePeaks {
+    pub forward: u64,
+    pub backward: u64,
+    pub optimizer_step: u64,
+}
+
+/// Peak memory of one GPU, split by what holds it at the peak. `total` is what nvidia-smi
+/// would show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MemoryBreakdown {
+    /// Parameters as stored, plus the 16-bit copies autocast holds between a layer's forward
+    /// and backward pass when the peak falls there.
     pub weights: u64,
+    /// Gradients live at the peak (none before the backward pass unless they accumulate).
     pub gradients: u64,
     pub optimizer: u64,
+    /// Saved activations live at the peak, the loss's included.
     pub activations: u64,
+    /// Short-lived buffers at the peak: the loss's gradients, a recomputed block, or the
+    /// optimizer step's temporaries.
+    pub temporaries: u64,
     /// CUDA context plus what the caching allocator reserves beyond the tensors.
     pub overhead: u64,
+    /// Where in the step the peak falls.
+    pub peak_phase: Phase,
+    pub phases: PhasePeaks,
 }
 
 impl MemoryBreakdown {
     pub fn total(&self) -> u64 {
+        self.tensors().saturating_add(self.overhead)
+    }
+
+    /// Live tensor bytes at the peak (what `torch.cuda.max_memory_allocated` reports).
+    pub fn tensors(&self) -> u64 {
         self.weights
             .saturating_add(self.gradients)
             .saturating_add(self.optimizer)
             .saturating_add(self.activations)
-            .saturating_add(self.overhead)
+            .saturating_add(self.temporaries)
     }
 }
 
@@ -61,6 +108,12 @@ pub fn validate(model: &Model, setup: &TrainingSetup) -> Result<(), PlanError> {
         return invalid(format!(
             "The {size_name} must be between 1 and {MAX_SEQUENCE_LENGTH}, not {}.",
             setup.sequence_length
+        ));
+    }
+    if !(1..=MAX_MICRO_BATCH).contains(&setup.gradient_accumulation_steps) {
+        return invalid(format!(
+            "The gradient accumulation steps must be between 1 and {MAX_MICRO_BATCH}, not {}.",
+            setup.gradient_accumulation_steps
         ));
     }
     if !(1..=MAX_GPUS).contains(&setup.gpus) {
@@ -113,7 +166,7 @@ pub fn parameter_counts(model: &Model, method: &Method) -> ParameterCounts {
     ParameterCounts { total, trainable }
 }
 
-/// The per-GPU peak memory of one training step.
+/// The per-GPU peak memory of one training step: the largest of its phases.
 pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown, PlanError> {
     validate(model, setup)?;
     let counts = parameter_counts(model, &setup.method);
@@ -123,9 +176,15 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
     let sharded_optimizer = sharded_gradients || setup.sharding == Sharding::Zero1;
 
     let mut weights = weight_bytes(model, setup, &counts);
+    let mut autocast_copies = 0.0;
     if setup.offload != Offload::None && setup.method == Method::Full && is_mixed(setup.precision) {
         // The fp32 master copy moves to the CPU with the optimizer; the 16-bit copy stays.
         weights = 2.0 * counts.total;
+    } else if setup.method == Method::Full && is_mixed(setup.precision) && !sharded_parameters {
+        // Autocast casts each matmul weight to 16 bits once per forward pass; the copy lives
+        // until that layer's backward pass. FSDP's mixed precision gathers 16-bit parameters
+        // and frees them instead.
+        autocast_copies = 2.0 * castable_parameters(model).min(counts.total);
     }
     if sharded_parameters {
         weights /= shards;
@@ -143,29 +202,156 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         4.0
     };
     let mut gradients = counts.trainable * gradient_bytes_per_value;
+    // The output head's gradient appears as soon as the backward pass starts.
+    let mut head_gradient = if setup.method == Method::Full {
+        output_head_parameters(model) * gradient_bytes_per_value
+    } else {
+        0.0
+    };
     if sharded_gradients {
         gradients /= shards;
+        head_gradient /= shards;
     }
 
     let mut optimizer = optimizer_bytes(model, setup, &counts);
+    let mut step_temporaries = optimizer_step_temporaries(setup, &counts);
     if sharded_optimizer {
         optimizer /= shards;
+        step_temporaries /= shards;
     }
     if setup.offload != Offload::None {
         optimizer = 0.0;
+        step_temporaries = 0.0;
     }
 
-    let activations = activation_bytes(&model.architecture, setup);
-    let tensors = weights + gradients + optimizer + activations;
+    let activations = activation_profile(&model.architecture, setup);
+    // Accumulating gradients are held through every later micro-batch's forward and backward.
+    let held_gradients = if setup.gradient_accumulation_steps > 1 {
+        gradients
+    } else {
+        0.0
+    };
+    let backward_gradients = held_gradients.max(head_gradient);
+    let base = weights + autocast_copies + optimizer;
+    let candidates = [
+        (
+            Phase::Forward,
+            [base, held_gradients, activations.saved, 0.0],
+        ),
+        (
+            Phase::Backward,
+            [
+                base,
+                backward_gradients,
+                activations.saved,
+                activations.backward_start,
+            ],
+        ),
+        (
+            Phase::Backward,
+            [
+                base,
+                backward_gradients,
+                activations.saved - activations.loss_saved,
+                activations.recomputed_block,
+            ],
+        ),
+        (
+            Phase::OptimizerStep,
+            [weights + optimizer, gradients, 0.0, step_temporaries],
+        ),
+    ];
+    let sum = |parts: &[f64; 4]| parts.iter().sum::<f64>();
+    let phase_peak = |phase: Phase| {
+        candidates
+            .iter()
+            .filter(|(candidate, _)| *candidate == phase)
+            .map(|(_, parts)| sum(parts))
+            .fold(0.0, f64::max)
+    };
+    let (peak_phase, peak_parts) = candidates
+        .iter()
+        .copied()
+        .fold(candidates[0], |best, next| {
+            if sum(&next.1) > sum(&best.1) {
+                next
+            } else {
+                best
+            }
+        });
+    let [
+        _,
+        gradients_at_peak,
+        activations_at_peak,
+        temporaries_at_peak,
+    ] = peak_parts;
+    let weights_at_peak = if peak_phase == Phase::OptimizerStep {
+        weights
+    } else {
+        weights + autocast_copies
+    };
+    let tensors = sum(&peak_parts);
     let overhead = setup.overheads.cuda_context_bytes as f64
         + tensors * setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
     Ok(MemoryBreakdown {
-        weights: to_bytes(weights),
-        gradients: to_bytes(gradients),
+        weights: to_bytes(weights_at_peak),
+        gradients: to_bytes(gradients_at_peak),
         optimizer: to_bytes(optimizer),
-        activations: to_bytes(activations),
+        activations: to_bytes(activations_at_peak),
+        temporaries: to_bytes(temporaries_at_peak),
         overhead: to_bytes(overhead),
+        peak_phase,
+        phases: PhasePeaks {
+            forward: to_bytes(phase_peak(Phase::Forward)),
+            backward: to_bytes(phase_peak(Phase::Backward)),
+            optimizer_step: to_bytes(phase_peak(Phase::OptimizerStep)),
+        },
     })
+}
+
+/// Parameters autocast casts for matmuls: every linear and conv weight, the output head
+/// included, but not the input embedding table (an embedding lookup is not cast) nor norms.
+fn castable_parameters(model: &Model) -> f64 {
+    let block_linears = model.block_linear_parameter_count() as f64;
+    match &model.architecture {
+        Architecture::Transformer(config) => {
+            let encoder_transform = if config.kind == super::model::TransformerKind::EncoderOnly {
+                (config.hidden_size * config.hidden_size) as f64
+            } else {
+                0.0
+            };
+            block_linears + output_head_parameters(model) + encoder_transform
+        }
+        Architecture::Vit(config) => {
+            let patch = 3 * config.patch_size * config.patch_size * config.hidden_size;
+            block_linears + (patch + config.hidden_size * config.classes) as f64
+        }
+        Architecture::Cnn(_) => model.parameter_count() as f64,
+    }
+}
+
+/// The language-model head's matrix (the tied embedding table when tied).
+fn output_head_parameters(model: &Model) -> f64 {
+    match &model.architecture {
+        Architecture::Transformer(config) => (config.vocab_size * config.hidden_size) as f64,
+        Architecture::Vit(config) => (config.hidden_size * config.classes) as f64,
+        Architecture::Cnn(_) => 0.0,
+    }
+}
+
+/// What `optimizer.step()` allocates beyond the states: PyTorch's default (foreach) AdamW
+/// takes the square root of every second moment at once, a temporary the size of that state.
+/// Fused AdamW (Hugging Face Trainer's default `adamw_torch_fused`) allocates none.
+fn optimizer_step_temporaries(setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
+    let state_value = if setup.precision == Precision::Bf16 {
+        2.0
+    } else {
+        4.0
+    };
+    match setup.optimizer {
+        Optimizer::Adamw => state_value * counts.trainable,
+        _ => 0.0,
+    }
 }
 
 fn is_mixed(precision: Precision) -> bool {
@@ -180,14 +366,15 @@ fn to_bytes(value: f64) -> u64 {
     }
 }
 
-/// Weights on the GPU before sharding.
+/// Weights on the GPU before sharding (autocast's copies are counted apart).
 fn weight_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
     let frozen = counts.total;
     let adapters = 4.0 * counts.trainable;
     match (setup.method, setup.precision) {
-        (Method::Full, Precision::Fp32) => 4.0 * counts.total,
-        // fp32 master weights plus the 16-bit copies autocast makes for the matmuls.
-        (Method::Full, Precision::Fp16Mixed | Precision::Bf16Mixed) => 6.0 * counts.total,
+        // fp32 master weights (autocast's 16-bit copies are counted apart).
+        (Method::Full, Precision::Fp32 | Precision::Fp16Mixed | Precision::Bf16Mixed) => {
+            4.0 * counts.total
+        }
         (Method::Full, Precision::Bf16) => 2.0 * counts.total,
         (Method::Lora { .. }, Precision::Fp32) => 4.0 * frozen + adapters,
         (Method::Lora { .. }, _) => 2.0 * frozen + adapters,
@@ -220,7 +407,7 @@ fn optimizer_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCount
         4.0
     };
     match setup.optimizer {
-        Optimizer::Adamw => 2.0 * state_value * counts.trainable,
+        Optimizer::Adamw | Optimizer::AdamwFused => 2.0 * state_value * counts.trainable,
         // bitsandbytes: two 8-bit states per parameter plus a float per 2048-value block.
         Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => counts.trainable * (2.0 + 8.0 / 2048.0),
         Optimizer::Adafactor => adafactor_bytes(model, setup, counts),

@@ -1,7 +1,8 @@
 //! The VRAM planner: pure arithmetic from a model and a training setup to per-GPU memory and
 //! recommendations. No egui, no threads, no hardware (docs/architecture.md).
 
-mod activations;
+pub mod activations;
+mod cnn;
 pub mod export;
 pub mod family;
 pub mod import;

@@ -68,7 +68,14 @@ impl Precision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Optimizer {
+    /// PyTorch's AdamW as it runs by default on a GPU (`foreach`): its step allocates a
+    /// temporary the size of one state.
     Adamw,
+    /// AdamW with a fused kernel (`fused=True`; the Hugging Face Trainer's default
+    /// `adamw_torch_fused`) or a per-parameter loop: no model-wide temporary.
+    #[value(name = "adamw-fused")]
+    #[serde(rename = "adamw-fused")]
+    AdamwFused,
     #[value(name = "adamw-8bit")]
     #[serde(rename = "adamw-8bit")]
     Adamw8bit,
@@ -84,6 +91,7 @@ impl Optimizer {
     pub fn name(self) -> &'static str {
         match self {
             Optimizer::Adamw => "adamw",
+            Optimizer::AdamwFused => "adamw-fused",
             Optimizer::Adamw8bit => "adamw-8bit",
             Optimizer::PagedAdamw8bit => "paged-adamw-8bit",
             Optimizer::Adafactor => "adafactor",
@@ -173,6 +181,10 @@ impl Default for Overheads {
     }
 }
 
+fn one() -> u64 {
+    1
+}
+
 /// One training configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TrainingSetup {
@@ -180,6 +192,10 @@ pub struct TrainingSetup {
     pub precision: Precision,
     pub optimizer: Optimizer,
     pub micro_batch: u64,
+    /// Micro-batches whose gradients add up before each optimizer step. Above 1, the gradients
+    /// of the earlier micro-batches are held through the next forward and backward passes.
+    #[serde(default = "one")]
+    pub gradient_accumulation_steps: u64,
     /// Tokens per sample for text models; the image side in pixels for vision models.
     pub sequence_length: u64,
     pub checkpointing: Checkpointing,
@@ -208,6 +224,7 @@ impl TrainingSetup {
             precision: Precision::Bf16Mixed,
             optimizer: Optimizer::Adamw,
             micro_batch,
+            gradient_accumulation_steps: 1,
             sequence_length,
             checkpointing: Checkpointing::None,
             attention: Attention::Sdpa,

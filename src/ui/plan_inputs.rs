@@ -96,6 +96,7 @@ impl PlanPanel {
                         &mut setup.optimizer,
                         &[
                             (Optimizer::Adamw, "AdamW"),
+                            (Optimizer::AdamwFused, "AdamW (fused)"),
                             (Optimizer::Adamw8bit, "8-bit AdamW"),
                             (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
                             (Optimizer::Adafactor, "Adafactor"),
