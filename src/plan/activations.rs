@@ -75,7 +75,9 @@ pub fn activation_profile(architecture: &Architecture, setup: &TrainingSetup) ->
             };
             // The image, and the patch embedding's input copy under autocast.
             let pixels = 3.0 * (setup.sequence_length as f64).powi(2) * batch;
-            let image = pixels * (4.0 + if types.autocast { types.compute } else { 0.0 });
+            // The images arrive in the weights' type; autocast gives the patch conv a copy.
+            let image =
+                pixels * (types.residual + if types.autocast { types.compute } else { 0.0 });
             let mut profile = transformer_profile(&shape, patches + 1.0, batch, types, setup);
             profile.saved += image;
             profile
@@ -404,21 +406,28 @@ fn transformer_profile(
     // The final norm (pre-norm decoders) and the head's input copy.
     let head = if lm {
         let final_norm = if shape.encoder { 0.0 } else { norm_saved };
-        // A masked-LM head has a dense layer, GELU and LayerNorm before the decoder.
-        let transform = if shape.encoder {
-            shape.hidden * (types.compute + 2.0 * types.compute + 4.0)
-        } else {
-            0.0
-        };
         // A frozen head keeps no input.
         let head_input = if shape.adapters.is_some() {
             0.0
         } else {
             linear_inputs(shape.hidden, norm_out, 1.0, types)
         };
+        // A masked-LM head runs dense → GELU → LayerNorm before the decoder: the dense layer's
+        // input (the last block's output), the GELU's input and the LayerNorm's input.
+        let transform = if shape.encoder {
+            linear_inputs(shape.hidden, norm_out, 1.0, types)
+                + shape.hidden * (types.compute + norm_saved)
+        } else {
+            0.0
+        };
         positions * (shape.hidden * final_norm + head_input + transform)
-    } else {
+    } else if shape.encoder {
         0.0
+    } else {
+        // A classifier reads one token of the final norm's output through a view that keeps
+        // the whole output alive (autocast's cast copies only that token).
+        let kept_output = if types.autocast { 0.0 } else { norm_out };
+        positions * shape.hidden * (norm_saved + kept_output)
     };
     let logits = if lm { positions * shape.vocab } else { 0.0 };
     // Gemma 2 soft-caps the logits with a tanh, which keeps its output.
@@ -427,16 +436,23 @@ fn transformer_profile(
     } else {
         0.0
     };
-    // The loss keeps its fp32 log-softmax (4 bytes per logit); the backward pass starts with
-    // its fp32 gradient and the gradient of the upcast (8 more). Chunked cross-entropy keeps
-    // the 16-bit logits and does the fp32 part one chunk (of 8) at a time.
+    // The loss keeps its log-softmax; the backward pass starts with its gradient and the
+    // gradient of its input, in the same type. Causal-LM losses upcast the logits to fp32
+    // first; BERT's masked-LM loss takes them as they are (fp32 under autocast, which runs
+    // the loss in fp32). Chunked cross-entropy keeps the 16-bit logits and does the fp32 part
+    // one chunk (of 8) at a time.
+    let loss_value = if shape.family.loss_upcast() || types.autocast {
+        4.0
+    } else {
+        types.compute
+    };
     let (loss_saved, loss_backward) = if setup.chunked_cross_entropy {
         (
             logits * types.compute,
-            logits * (types.compute + 12.0 / 8.0),
+            logits * (types.compute + 3.0 * loss_value / 8.0),
         )
     } else {
-        (logits * 4.0, logits * 8.0)
+        (logits * loss_value, logits * 2.0 * loss_value)
     };
     ActivationProfile {
         saved: blocks + embedding + head + logit_softcap + loss_saved,

@@ -126,6 +126,12 @@ impl Family {
         self == Family::Gemma2
     }
 
+    /// Whether the loss upcasts the logits to fp32 (Hugging Face's causal-LM loss does; the
+    /// masked-LM heads of BERT and RoBERTa do not).
+    pub fn loss_upcast(self) -> bool {
+        !matches!(self, Family::Bert | Family::Roberta)
+    }
+
     /// Whether the output head has a bias (Phi's `lm_head`).
     pub fn output_head_bias(self) -> bool {
         self == Family::Phi
