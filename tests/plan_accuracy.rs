@@ -38,18 +38,19 @@ struct Measurement {
     notes: String,
     cuda_context_mib: Option<u64>,
     excluded: Option<String>,
+    gradient_accumulation_steps: Option<u64>,
+    activation_offload: Option<bool>,
+    chunked_cross_entropy: Option<bool>,
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// What the planner predicts for the quantity the source measured.
 fn predicted_bytes(breakdown: &MemoryBreakdown, overheads: &Overheads, measurement: &str) -> f64 {
-    let tensors =
-        (breakdown.weights + breakdown.gradients + breakdown.optimizer + breakdown.activations)
-            as f64;
+    let tensors = breakdown.tensors() as f64;
     match measurement {
         "torch-max-allocated" => tensors,
-        "torch-max-reserved" => tensors * (1.0 + overheads.allocator_reserve_fraction),
+        "torch-max-reserved" => tensors + breakdown.allocator_reserve as f64,
         _ => breakdown.total() as f64,
     }
 }
@@ -76,7 +77,7 @@ fn setup_for(point: &Measurement) -> TrainingSetup {
         precision: point.precision,
         optimizer: point.optimizer,
         micro_batch: point.micro_batch,
-        gradient_accumulation_steps: 1,
+        gradient_accumulation_steps: point.gradient_accumulation_steps.unwrap_or(1),
         sequence_length: point.seq_len.or(point.image_size).unwrap_or(512),
         checkpointing: point.checkpointing,
         attention: point.attention,
@@ -88,8 +89,8 @@ fn setup_for(point: &Measurement) -> TrainingSetup {
         } else {
             Task::LanguageModel
         },
-        activation_offload: point.notes.contains("activation offloading"),
-        chunked_cross_entropy: point.notes.contains("chunked cross-entropy"),
+        activation_offload: point.activation_offload.unwrap_or(false),
+        chunked_cross_entropy: point.chunked_cross_entropy.unwrap_or(false),
         overheads: Overheads {
             cuda_context_bytes: point
                 .cuda_context_mib

@@ -79,7 +79,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "MIB", default_value_t = 500)]
     pub cuda_context_mib: u64,
     /// Caching-allocator reserve on top of the tensors, percent.
-    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    #[arg(long, value_name = "PCT", default_value_t = 20.0)]
     pub allocator_reserve_pct: f64,
     /// Tokens (or images) to train on, for a time estimate.
     #[arg(long, value_name = "N")]

@@ -57,6 +57,8 @@ pub struct MemoryBreakdown {
     pub temporaries: u64,
     /// CUDA context plus what the caching allocator reserves beyond the tensors.
     pub overhead: u64,
+    /// The caching allocator's part of `overhead`: blocks reserved beyond the live tensors.
+    pub allocator_reserve: u64,
     /// Where in the step the peak falls.
     pub peak_phase: Phase,
     pub phases: PhasePeaks,
@@ -290,9 +292,11 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
     } else {
         weights + autocast_copies
     };
+    // What the caching allocator holds beyond the live tensors at their peak (fragmentation,
+    // cached free blocks), as a fraction of them.
     let tensors = sum(&peak_parts);
-    let overhead = setup.overheads.cuda_context_bytes as f64
-        + tensors * setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
+    let allocator_reserve = tensors * setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
+    let overhead = setup.overheads.cuda_context_bytes as f64 + allocator_reserve;
     Ok(MemoryBreakdown {
         weights: to_bytes(weights_at_peak),
         gradients: to_bytes(gradients_at_peak),
@@ -300,6 +304,7 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         activations: to_bytes(activations_at_peak),
         temporaries: to_bytes(temporaries_at_peak),
         overhead: to_bytes(overhead),
+        allocator_reserve: to_bytes(allocator_reserve),
         peak_phase,
         phases: PhasePeaks {
             forward: to_bytes(phase_peak(Phase::Forward)),

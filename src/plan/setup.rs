@@ -176,7 +176,7 @@ impl Default for Overheads {
     fn default() -> Overheads {
         Overheads {
             cuda_context_bytes: 500 * 1024 * 1024,
-            allocator_reserve_fraction: 0.10,
+            allocator_reserve_fraction: 0.20,
         }
     }
 }
