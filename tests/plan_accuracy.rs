@@ -46,7 +46,7 @@ struct Measurement {
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// What the planner predicts for the quantity the source measured.
-fn predicted_bytes(breakdown: &MemoryBreakdown, overheads: &Overheads, measurement: &str) -> f64 {
+fn predicted_bytes(breakdown: &MemoryBreakdown, measurement: &str) -> f64 {
     let tensors = breakdown.tensors() as f64;
     match measurement {
         "torch-max-allocated" => tensors,
@@ -125,7 +125,7 @@ fn planner_matches_published_measurements() {
         let setup = setup_for(point);
         let breakdown =
             estimate(&model, &setup).unwrap_or_else(|error| panic!("{}: {error}", point.id));
-        let predicted = predicted_bytes(&breakdown, &setup.overheads, &point.measurement) / GIB;
+        let predicted = predicted_bytes(&breakdown, &point.measurement) / GIB;
         let error = (predicted - point.measured_gib) / point.measured_gib;
         let judged = match &point.excluded {
             None => {
