@@ -226,7 +226,18 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         step_temporaries = 0.0;
     }
 
-    let activations = activation_profile(&model.architecture, setup);
+    let mut activations = activation_profile(&model.architecture, setup);
+    if matches!(setup.method, Method::Qlora { .. }) {
+        // bitsandbytes dequantizes a 4-bit weight to 16 bits for each matmul, forward and
+        // backward: one block's largest matrix at a time.
+        let largest = model
+            .lora_target_shapes(super::model::LoraTargets::AllLinear)
+            .iter()
+            .map(|(inputs, outputs)| (inputs * outputs) as f64)
+            .fold(0.0, f64::max);
+        activations.backward_start += 2.0 * largest;
+        activations.recomputed_block += 2.0 * largest;
+    }
     // Accumulating gradients are held through every later micro-batch's forward and backward.
     let held_gradients = if setup.gradient_accumulation_steps > 1 {
         gradients

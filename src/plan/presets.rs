@@ -5,7 +5,7 @@ use super::model::{
 };
 
 /// The names `--model` accepts, in the order `--list-models` prints them.
-pub const PRESET_NAMES: [&str; 22] = [
+pub const PRESET_NAMES: [&str; 27] = [
     "gpt2",
     "gpt2-xl",
     "bert-base-uncased",
@@ -20,6 +20,11 @@ pub const PRESET_NAMES: [&str; 22] = [
     "mistral-7b",
     "qwen2.5-7b",
     "qwen2.5-14b",
+    "qwen3-0.6b",
+    "qwen3-8b",
+    "mistral-nemo-12b",
+    "gemma-2-9b",
+    "phi-3-mini",
     "vit-b-16",
     "vit-l-16",
     "resnet50",
@@ -131,6 +136,30 @@ pub fn preset(name: &str) -> Option<Model> {
             qkv_bias: true,
             ..llama(48, 5_120, 40, 8, 13_824, 152_064, false)
         }),
+        "qwen3-0.6b" => transformer(TransformerConfig {
+            family: Family::Qwen3,
+            head_dim: Some(128),
+            ..llama(28, 1_024, 16, 8, 3_072, 151_936, true)
+        }),
+        "qwen3-8b" => transformer(TransformerConfig {
+            family: Family::Qwen3,
+            head_dim: Some(128),
+            ..llama(36, 4_096, 32, 8, 12_288, 151_936, false)
+        }),
+        "mistral-nemo-12b" => transformer(TransformerConfig {
+            family: Family::Mistral,
+            head_dim: Some(128),
+            ..llama(40, 5_120, 32, 8, 14_336, 131_072, false)
+        }),
+        "gemma-2-9b" => transformer(TransformerConfig {
+            family: Family::Gemma2,
+            head_dim: Some(256),
+            ..llama(42, 3_584, 16, 8, 14_336, 256_000, true)
+        }),
+        "phi-3-mini" => transformer(TransformerConfig {
+            family: Family::Phi3,
+            ..llama(32, 3_072, 32, 32, 8_192, 32_064, false)
+        }),
         "vit-b-16" => Some(Architecture::Vit(vit(12, 768, 12))),
         "vit-l-16" => Some(Architecture::Vit(vit(24, 1_024, 16))),
         "resnet50" => Some(Architecture::Cnn(CnnConfig::ResNet {
@@ -169,7 +198,7 @@ mod tests {
     /// Published parameter counts (model cards, torchvision/timm docs), within 1.5 %.
     #[test]
     fn presets_have_their_published_parameter_counts() {
-        let published: [(&str, f64); 22] = [
+        let published: [(&str, f64); 27] = [
             ("gpt2", 124.4e6),
             ("gpt2-xl", 1_557.6e6),
             ("bert-base-uncased", 110e6),
@@ -184,6 +213,11 @@ mod tests {
             ("mistral-7b", 7_242e6),
             ("qwen2.5-7b", 7_616e6),
             ("qwen2.5-14b", 14_770e6),
+            ("qwen3-0.6b", 596e6),
+            ("qwen3-8b", 8_191e6),
+            ("mistral-nemo-12b", 12_248e6),
+            ("gemma-2-9b", 9_242e6),
+            ("phi-3-mini", 3_821e6),
             ("vit-b-16", 86.6e6),
             ("vit-l-16", 304.3e6),
             ("resnet50", 25.557e6),
