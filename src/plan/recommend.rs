@@ -1,361 +1,357 @@
-//! Recommendations: does it fit, the largest micro-batch, gradient accumulation, a strategy
-//! table, precision advice and a time estimate.
+//! Recommendations: whether a setup fits, the micro-batch, accumulation and precision to use,
+//! what to change when it does not fit (cheapest in speed first), a strategy table, precision
+//! advice and a time estimate. The user's own setup stays beside the recommendation, with its
+//! numbers, to compare.
+
+mod advice;
+mod batch;
+mod cards;
+mod fallback;
+mod strategies;
 
 use serde::Serialize;
 
+pub use advice::{advice, training_seconds};
+pub use batch::{
+    BatchAnswer, BatchChoice, MaxBatches, SAFETY_MARGIN, batch_product, choose_batch, fits,
+    gradient_accumulation_steps, max_micro_batch, usable_bytes,
+};
+pub use cards::{GpuCard, card, card_for_gpu, cards, supports_bf16};
+pub use fallback::{Change, ChangeKind, FALLBACK_ORDER, methods_after, preferred_precision};
+pub use strategies::{Strategy, strategy_table};
+
 use super::PlanError;
-use super::memory::{MemoryBreakdown, estimate, parameter_counts};
-use super::model::{LoraTargets, Model};
-use super::setup::{Attention, Checkpointing, Method, Precision, TrainingSetup};
+use super::memory::{MemoryBreakdown, estimate};
+use super::model::{Architecture, CnnConfig, Model};
+use super::setup::{Precision, TrainingSetup};
+use fallback::Probe;
 
-const MIB: u64 = 1024 * 1024;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// A GPU the planner can plan for.
+/// A setup with its micro-batch and accumulation, and what it needs on the card.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GpuCard {
-    pub name: String,
-    pub memory_bytes: u64,
-    /// Chip generation, for precision advice ("Ada", "Ampere", "Hopper", ...).
-    pub architecture: String,
-    /// Dense bf16 tensor throughput with fp32 accumulation, TFLOP/s.
-    pub dense_bf16_tflops: f64,
+pub struct PlannedSetup {
+    /// `micro_batch` and `gradient_accumulation_steps` are the planned ones.
+    pub setup: TrainingSetup,
+    /// Micro-batch × accumulation steps × GPUs.
+    pub global_batch: u64,
+    pub per_gpu_bytes: u64,
+    pub breakdown: MemoryBreakdown,
+    pub fits: bool,
 }
 
-/// (name, MiB as NVML reports it, generation, dense bf16 TFLOP/s) from NVIDIA's datasheets.
-const CARD_TABLE: [(&str, u64, &str, f64); 8] = [
-    ("RTX 4090", 24_564, "Ada", 165.2),
-    ("RTX 3090", 24_576, "Ampere", 71.0),
-    ("RTX 4080", 16_376, "Ada", 97.5),
-    ("RTX 5090", 32_607, "Blackwell", 209.5),
-    ("A100 40GB", 40_960, "Ampere", 312.0),
-    ("A100 80GB", 81_920, "Ampere", 312.0),
-    ("H100 80GB", 81_559, "Hopper", 989.4),
-    ("L40S", 46_068, "Ada", 362.1),
-];
-
-/// Every card in the built-in list.
-pub fn cards() -> Vec<GpuCard> {
-    CARD_TABLE
-        .iter()
-        .map(|&(name, mib, architecture, tflops)| GpuCard {
-            name: name.to_string(),
-            memory_bytes: mib * MIB,
-            architecture: architecture.to_string(),
-            dense_bf16_tflops: tflops,
+impl PlannedSetup {
+    fn new(
+        model: &Model,
+        setup: TrainingSetup,
+        choice: BatchChoice,
+        card: &GpuCard,
+    ) -> Result<PlannedSetup, PlanError> {
+        let setup = TrainingSetup {
+            micro_batch: choice.micro_batch,
+            gradient_accumulation_steps: choice.grad_accum_steps,
+            ..setup
+        };
+        let breakdown = estimate(model, &setup)?;
+        Ok(PlannedSetup {
+            setup,
+            global_batch: choice.global_batch,
+            per_gpu_bytes: breakdown.total(),
+            breakdown,
+            fits: fits(&breakdown, card.memory_bytes),
         })
-        .collect()
-}
-
-/// The built-in card with this name (case and spaces ignored: "rtx4090", "A100 80GB").
-pub fn card(name: &str) -> Option<GpuCard> {
-    let wanted: String = name
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect::<String>()
-        .to_lowercase();
-    cards()
-        .into_iter()
-        .find(|card| card.name.replace(' ', "").to_lowercase() == wanted)
-}
-
-/// The built-in card a detected GPU is (its memory as the driver reports it), or a card with the
-/// GPU's own name, memory and generation and an RTX 4090's throughput when it is not listed.
-/// The planner takes the three facts, not a device type: it knows nothing of drivers.
-pub fn card_for_gpu(name: &str, memory_total_bytes: u64, architecture: Option<&str>) -> GpuCard {
-    let listed = cards().into_iter().find(|card| name.contains(&card.name));
-    match listed {
-        Some(card) => GpuCard {
-            memory_bytes: memory_total_bytes,
-            ..card
-        },
-        None => GpuCard {
-            name: name.to_string(),
-            memory_bytes: memory_total_bytes,
-            architecture: architecture.unwrap_or_default().to_string(),
-            dense_bf16_tflops: CARD_TABLE[0].3,
-        },
     }
-}
 
-/// Memory kept free so a run does not die on fragmentation spikes.
-pub const SAFETY_MARGIN: f64 = 0.05;
-
-/// Whether a breakdown fits a card with the safety margin.
-pub fn fits(breakdown: &MemoryBreakdown, memory_bytes: u64) -> bool {
-    (breakdown.total() as f64) <= memory_bytes as f64 * (1.0 - SAFETY_MARGIN)
-}
-
-/// The largest micro-batch that fits, or `None` if not even 1 does.
-pub fn max_micro_batch(
-    model: &Model,
-    setup: &TrainingSetup,
-    memory_bytes: u64,
-) -> Result<Option<u64>, PlanError> {
-    let fits_with = |micro_batch: u64| -> Result<bool, PlanError> {
-        let breakdown = estimate(
-            model,
-            &TrainingSetup {
-                micro_batch,
-                ..*setup
-            },
-        )?;
-        Ok(fits(&breakdown, memory_bytes))
-    };
-    if !fits_with(1)? {
-        return Ok(None);
-    }
-    // Memory grows with the batch, so bisect between a size that fits and one that does not.
-    let (mut low, mut high) = (1u64, 2u64);
-    while high <= 1 << 16 && fits_with(high)? {
-        low = high;
-        high *= 2;
-    }
-    if high > 1 << 16 {
-        return Ok(Some(low));
-    }
-    while high - low > 1 {
-        let middle = low + (high - low) / 2;
-        if fits_with(middle)? {
-            low = middle;
-        } else {
-            high = middle;
+    pub fn batch(&self) -> BatchChoice {
+        BatchChoice {
+            micro_batch: self.setup.micro_batch,
+            grad_accum_steps: self.setup.gradient_accumulation_steps,
+            global_batch: self.global_batch,
         }
     }
-    Ok(Some(low))
-}
-
-/// Accumulation steps so that micro-batch × GPUs × steps reaches at least the target.
-pub fn gradient_accumulation_steps(target_global_batch: u64, micro_batch: u64, gpus: u64) -> u64 {
-    let per_step = micro_batch.max(1).saturating_mul(gpus.max(1));
-    target_global_batch.max(1).div_ceil(per_step).max(1)
-}
-
-/// One row of the strategy table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Strategy {
-    pub method: &'static str,
-    pub precision: &'static str,
-    pub checkpointing: bool,
-    /// Per-GPU memory at micro-batch 1.
-    pub per_gpu_bytes_at_batch_1: u64,
-    /// `None` when even micro-batch 1 does not fit.
-    pub max_micro_batch: Option<u64>,
-}
-
-/// Full / LoRA / QLoRA × precision × checkpointing on this card, best first: what fits before
-/// what does not, then full before LoRA before QLoRA, then no recomputation before
-/// checkpointing, then the larger micro-batch.
-pub fn strategy_table(
-    model: &Model,
-    setup: &TrainingSetup,
-    card: &GpuCard,
-) -> Result<Vec<Strategy>, PlanError> {
-    let (rank, targets) = match setup.method {
-        Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } => (rank, targets),
-        Method::Full => (16, LoraTargets::AllLinear),
-    };
-    let mut methods = vec![Method::Full];
-    if !model.lora_target_shapes(targets).is_empty() {
-        methods.push(Method::Lora { rank, targets });
-        methods.push(Method::Qlora {
-            rank,
-            targets,
-            double_quantization: true,
-        });
-    }
-    let precisions: Vec<Precision> = if supports_bf16(&card.architecture) {
-        vec![Precision::Bf16Mixed, Precision::Bf16, Precision::Fp32]
-    } else {
-        vec![Precision::Fp16Mixed, Precision::Fp32]
-    };
-    let mut rows = Vec::new();
-    for (method_rank, method) in methods.iter().enumerate() {
-        for (precision_rank, &precision) in precisions.iter().enumerate() {
-            if matches!(method, Method::Qlora { .. }) && precision == Precision::Fp32 {
-                continue;
-            }
-            for checkpointing in [Checkpointing::None, Checkpointing::Full] {
-                let candidate = TrainingSetup {
-                    method: *method,
-                    precision,
-                    checkpointing,
-                    micro_batch: 1,
-                    ..*setup
-                };
-                let at_one = estimate(model, &candidate)?;
-                let max_batch = max_micro_batch(model, &candidate, card.memory_bytes)?;
-                rows.push((
-                    (
-                        max_batch.is_none(),
-                        method_rank,
-                        checkpointing == Checkpointing::Full,
-                        precision_rank,
-                        std::cmp::Reverse(max_batch),
-                    ),
-                    Strategy {
-                        method: method.name(),
-                        precision: precision.name(),
-                        checkpointing: checkpointing == Checkpointing::Full,
-                        per_gpu_bytes_at_batch_1: at_one.total(),
-                        max_micro_batch: max_batch,
-                    },
-                ));
-            }
-        }
-    }
-    rows.sort_by_key(|(rank, _)| *rank);
-    Ok(rows.into_iter().map(|(_, row)| row).collect())
-}
-
-fn supports_bf16(architecture: &str) -> bool {
-    matches!(architecture, "Ampere" | "Ada" | "Hopper" | "Blackwell")
-}
-
-/// Advice on precision and multi-GPU settings for this card and setup.
-pub fn advice(card: &GpuCard, setup: &TrainingSetup) -> Vec<String> {
-    let mut lines = Vec::new();
-    if supports_bf16(&card.architecture) {
-        lines.push(format!(
-            "{} ({}) supports bf16: prefer bf16 mixed precision, which needs no loss scaling.",
-            card.name, card.architecture
-        ));
-        if matches!(setup.precision, Precision::Bf16Mixed | Precision::Bf16)
-            && setup.attention == Attention::Flash
-        {
-            lines.push(
-                "bf16 with flash attention has a known failure mode where the loss suddenly blows up: if it does, \
-                 switch to fp16 with loss scaling or to eager attention."
-                    .to_string(),
-            );
-        }
-    } else {
-        lines.push(format!(
-            "{} ({}) has no fast bf16: use fp16 mixed precision with dynamic loss scaling.",
-            card.name, card.architecture
-        ));
-        if matches!(setup.precision, Precision::Bf16Mixed | Precision::Bf16) {
-            lines.push(
-                "bf16 is emulated or unsupported on this GPU: expect it to be slow or to fail."
-                    .to_string(),
-            );
-        }
-    }
-    if setup.gpus > 1 && card.architecture == "Ada" && card.name.starts_with("RTX") {
-        lines.push(
-            "GeForce RTX 40-series cards have no peer-to-peer access: set NCCL_P2P_DISABLE=1 (and \
-             NCCL_IB_DISABLE=1 without InfiniBand) or NCCL may hang."
-                .to_string(),
-        );
-    }
-    lines
-}
-
-/// Seconds to train on `tokens` tokens: 6 FLOPs per parameter per token for full training
-/// (forward 2, backward 4), 4 per frozen parameter plus 6 per adapter parameter for LoRA
-/// (no weight gradients for frozen weights), over the GPUs' dense bf16 rate at `utilization`.
-pub fn training_seconds(
-    model: &Model,
-    method: &Method,
-    tokens: f64,
-    card: &GpuCard,
-    gpus: u64,
-    utilization: f64,
-) -> f64 {
-    let counts = parameter_counts(model, method);
-    let flops_per_token = match method {
-        Method::Full => 6.0 * counts.total,
-        _ => 4.0 * counts.total + 6.0 * counts.trainable,
-    };
-    let rate = card.dense_bf16_tflops * 1e12 * gpus.max(1) as f64 * utilization.clamp(0.01, 1.0);
-    flops_per_token * tokens.max(0.0) / rate
 }
 
 /// Everything the planner answers for one setup on one card.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Recommendation {
+    /// The user's setup at their own micro-batch (with the accumulation that reaches the
+    /// target).
     pub breakdown: MemoryBreakdown,
+    /// Whether the user's setup fits at their own micro-batch.
     pub fits: bool,
+    /// The largest micro-batch the user's setup allows (with its accumulation).
     pub max_micro_batch: Option<u64>,
+    /// The recommendation's accumulation steps (the user's when nothing fits).
     pub grad_accum_steps: u64,
+    pub target_global_batch: Option<u64>,
+    /// The user's own setup, as they set it, with its numbers.
+    pub yours: PlannedSetup,
+    /// What gputune recommends: `None` when nothing fits the card.
+    pub recommended: Option<PlannedSetup>,
+    /// Whether the user's method and memory options fit at some micro-batch: the
+    /// recommendation then only chooses the micro-batch, accumulation and precision.
+    pub fits_as_set_up: bool,
+    /// From the user's setup to the recommendation, in order (micro-batch and accumulation
+    /// are in the two rows).
+    pub changes: Vec<Change>,
+    /// About the recommended batch: the nearest global batch when none is exact, BatchNorm.
+    pub batch_notes: Vec<String>,
     pub strategies: Vec<Strategy>,
     pub advice: Vec<String>,
     pub summary: String,
 }
 
-/// The full answer: breakdown, fit, largest micro-batch, accumulation, strategy table, advice.
+/// The full answer for a target global batch (see [`recommend_for_target`]).
 pub fn recommend(
     model: &Model,
     setup: &TrainingSetup,
     card: &GpuCard,
     target_global_batch: u64,
 ) -> Result<Recommendation, PlanError> {
-    let breakdown = estimate(model, setup)?;
-    let fits_now = fits(&breakdown, card.memory_bytes);
-    let max_batch = max_micro_batch(model, setup, card.memory_bytes)?;
-    let micro_batch = if fits_now {
-        setup.micro_batch
-    } else {
-        max_batch.unwrap_or(setup.micro_batch)
+    recommend_for_target(model, setup, card, Some(target_global_batch))
+}
+
+/// The full answer: the user's row, the recommended setup (micro-batch, accumulation,
+/// precision, and the fallbacks it needs), the strategy table and advice. Without a target,
+/// the recommended micro-batch is the largest that fits, without accumulation.
+pub fn recommend_for_target(
+    model: &Model,
+    setup: &TrainingSetup,
+    card: &GpuCard,
+    target: Option<u64>,
+) -> Result<Recommendation, PlanError> {
+    let yours_batch = BatchChoice::with_micro_batch(setup.micro_batch, setup.gpus, target);
+    let yours = PlannedSetup::new(model, *setup, yours_batch, card)?;
+    let yours_max = MaxBatches::find(model, setup, card.memory_bytes)?;
+    let probe = Probe {
+        model,
+        card,
+        steps_at_one: target.map_or(1, |target| {
+            gradient_accumulation_steps(target, 1, setup.gpus)
+        }),
     };
-    let grad_accum_steps =
-        gradient_accumulation_steps(target_global_batch, micro_batch, setup.gpus);
+    let fits_as_set_up = probe.fits(setup)?;
+    let route = if fits_as_set_up {
+        Some(choose_precision(&probe, setup, target, yours_max)?)
+    } else {
+        with_fallbacks(&probe, setup)?
+    };
+    let mut recommended = None;
+    let mut changes = Vec::new();
+    let mut batch_notes = Vec::new();
+    if let Some(route) = route {
+        let max = MaxBatches::find(model, &route.chosen, card.memory_bytes)?;
+        if let Some(answer) = choose_batch(max, setup.gpus, target) {
+            let planned = PlannedSetup::new(model, route.chosen, answer.choice, card)?;
+            changes = probe.describe(&route.base, &route.leading, &route.fallbacks)?;
+            batch_notes = notes(model, &planned, answer.note)?;
+            recommended = Some(planned);
+        }
+    }
+    if let Some(target) = target
+        && yours.global_batch != target
+    {
+        batch_notes.push(format!(
+            "Your micro-batch {} gives a global batch of {}, not your target of {target}.",
+            yours.setup.micro_batch,
+            batch_product(yours.batch(), yours.setup.gpus)
+        ));
+    }
     let strategies = strategy_table(model, setup, card)?;
     let summary = summary(
-        setup,
         card,
-        fits_now,
-        max_batch,
-        grad_accum_steps,
-        &strategies,
+        setup.gpus,
+        probe.bytes(setup)?,
+        recommended.as_ref(),
+        fits_as_set_up,
+        &changes,
     );
     Ok(Recommendation {
-        breakdown,
-        fits: fits_now,
-        max_micro_batch: max_batch,
-        grad_accum_steps,
+        breakdown: yours.breakdown,
+        fits: yours.fits,
+        max_micro_batch: if yours_batch.grad_accum_steps > 1 {
+            yours_max.accumulating
+        } else {
+            yours_max.single_step
+        },
+        grad_accum_steps: recommended
+            .as_ref()
+            .map_or(yours_batch.grad_accum_steps, |planned| {
+                planned.setup.gradient_accumulation_steps
+            }),
+        target_global_batch: target,
+        yours,
+        recommended,
+        fits_as_set_up,
+        changes,
+        batch_notes,
         strategies,
         advice: advice(card, setup),
         summary,
     })
 }
 
-fn summary(
+/// How the recommendation gets from the user's setup to its own: `leading` changes made
+/// first (precision, method), giving `base`; then `fallbacks`, giving `chosen`.
+struct Route {
+    base: TrainingSetup,
+    leading: Vec<ChangeKind>,
+    fallbacks: Vec<ChangeKind>,
+    chosen: TrainingSetup,
+}
+
+/// For a setup that fits as it is: the card's preferred mixed precision when it fits with at
+/// least half the micro-batch the user's precision allows, else the user's precision.
+fn choose_precision(
+    probe: &Probe,
     setup: &TrainingSetup,
+    target: Option<u64>,
+    yours_max: MaxBatches,
+) -> Result<Route, PlanError> {
+    let keep = Route {
+        base: *setup,
+        leading: Vec::new(),
+        fallbacks: Vec::new(),
+        chosen: *setup,
+    };
+    let preferred = TrainingSetup {
+        precision: preferred_precision(probe.card),
+        ..*setup
+    };
+    if preferred.precision == setup.precision || !probe.fits(&preferred)? {
+        return Ok(keep);
+    }
+    let max = MaxBatches::find(probe.model, &preferred, probe.card.memory_bytes)?;
+    let micro = |max| choose_batch(max, setup.gpus, target).map(|answer| answer.choice.micro_batch);
+    match (micro(max), micro(yours_max)) {
+        (Some(preferred_micro), Some(yours_micro)) if preferred_micro * 2 >= yours_micro => {
+            Ok(Route {
+                base: preferred,
+                leading: vec![ChangeKind::Precision],
+                fallbacks: Vec::new(),
+                chosen: preferred,
+            })
+        }
+        _ => Ok(keep),
+    }
+}
+
+/// For a setup that does not fit: the user's method with the fewest fallbacks, cheapest in
+/// speed first; only when none are enough, the next method (LoRA, then QLoRA).
+fn with_fallbacks(probe: &Probe, setup: &TrainingSetup) -> Result<Option<Route>, PlanError> {
+    // A user's pure bf16 stays; anything else starts from the card's preferred precision.
+    let precision = if setup.precision == Precision::Bf16 && supports_bf16(&probe.card.architecture)
+    {
+        Precision::Bf16
+    } else {
+        preferred_precision(probe.card)
+    };
+    let methods = std::iter::once(setup.method).chain(methods_after(&setup.method, probe.model));
+    for method in methods {
+        let base = TrainingSetup {
+            method,
+            precision,
+            ..*setup
+        };
+        let Some((chosen, fallbacks)) = probe.fallbacks(&base)? else {
+            continue;
+        };
+        let mut leading = Vec::new();
+        if precision != setup.precision
+            && chosen.precision != setup.precision
+            && !fallbacks.contains(&ChangeKind::PureBf16)
+        {
+            leading.push(ChangeKind::Precision);
+        }
+        if method != setup.method {
+            leading.push(ChangeKind::Method);
+        }
+        return Ok(Some(Route {
+            base,
+            leading,
+            fallbacks,
+            chosen,
+        }));
+    }
+    Ok(None)
+}
+
+/// Sentences about the recommended batch: the nearest global batch when none is exact,
+/// BatchNorm with small micro-batches, and the CPU memory offloading takes.
+fn notes(
+    model: &Model,
+    planned: &PlannedSetup,
+    batch_note: Option<String>,
+) -> Result<Vec<String>, PlanError> {
+    let mut notes: Vec<String> = batch_note.into_iter().collect();
+    if matches!(
+        model.architecture,
+        Architecture::Cnn(CnnConfig::ResNet { .. })
+    ) && planned.setup.micro_batch < 16
+    {
+        notes.push(format!(
+            "ResNet's BatchNorm averages over each GPU's micro-batch: at {} its statistics are noisy; use SyncBatchNorm across GPUs or a larger card.",
+            planned.setup.micro_batch
+        ));
+    }
+    if planned.setup.activation_offload {
+        let kept = estimate(
+            model,
+            &TrainingSetup {
+                activation_offload: false,
+                ..planned.setup
+            },
+        )?;
+        let host_gib = kept.tensors().saturating_sub(planned.breakdown.tensors()) as f64 / GIB;
+        notes.push(format!(
+            "Offloading keeps about {host_gib:.1} GiB of saved activations per GPU in pinned CPU memory."
+        ));
+    }
+    Ok(notes)
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / GIB)
+}
+
+/// The answer in one or two sentences.
+fn summary(
     card: &GpuCard,
-    fits_now: bool,
-    max_batch: Option<u64>,
-    grad_accum_steps: u64,
-    strategies: &[Strategy],
+    gpus: u64,
+    yours_at_one_bytes: u64,
+    recommended: Option<&PlannedSetup>,
+    fits_as_set_up: bool,
+    changes: &[Change],
 ) -> String {
-    let gpus = if setup.gpus > 1 {
-        format!("{} × {}", setup.gpus, card.name)
+    let on = if gpus > 1 {
+        format!("{gpus} × {}", card.name)
     } else {
         card.name.clone()
     };
-    match (fits_now, max_batch) {
-        (true, Some(max)) => format!(
-            "Fits on {gpus}: micro-batch {} (up to {max}) with {grad_accum_steps} accumulation step(s).",
-            setup.micro_batch
-        ),
-        (false, Some(max)) => format!(
-            "Micro-batch {} does not fit on {gpus}; use micro-batch {max} with {grad_accum_steps} accumulation step(s).",
-            setup.micro_batch
-        ),
-        (_, None) => match strategies.iter().find(|row| row.max_micro_batch.is_some()) {
-            Some(best) => format!(
-                "Does not fit on {gpus} even at micro-batch 1; {} in {}{} fits (micro-batch up to {}).",
-                best.method,
-                best.precision,
-                if best.checkpointing {
-                    " with gradient checkpointing"
-                } else {
-                    ""
-                },
-                best.max_micro_batch.unwrap_or(1)
-            ),
-            None => format!(
-                "Does not fit on {gpus} in any strategy: shard across more GPUs or offload to the CPU."
-            ),
-        },
+    let Some(planned) = recommended else {
+        return format!(
+            "Does not fit on {on} in any strategy: shard across more GPUs or offload to the CPU."
+        );
+    };
+    let batch = format!(
+        "micro-batch {} × {} accumulation step(s) = global batch {}, {}, {} per GPU",
+        planned.setup.micro_batch,
+        planned.setup.gradient_accumulation_steps,
+        planned.global_batch,
+        planned.setup.precision.name(),
+        gib(planned.per_gpu_bytes)
+    );
+    if fits_as_set_up {
+        return format!("Fits on {on}: {batch}.");
     }
+    let steps: Vec<String> = changes
+        .iter()
+        .map(|change| format!("{} ({})", change.advice, gib(change.per_gpu_bytes)))
+        .collect();
+    format!(
+        "Does not fit on {on} as set ({} per GPU even at micro-batch 1, {} usable): {}. Then {batch}.",
+        gib(yours_at_one_bytes),
+        gib(usable_bytes(card.memory_bytes) as u64),
+        steps.join(", then ")
+    )
 }
