@@ -1,25 +1,49 @@
 //! `gputune plan`: will a training run fit, and how to set it up. Flag names are fixed by the
-//! issue: other tools script against them.
+//! issue: other tools script against them. The exit status says whether it fits (see
+//! `EXIT_STATUS_HELP`).
+
+mod text;
 
 use std::io::Write;
 use std::path::Path;
 
 use clap::Args;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::device::BackendOptions;
 use crate::plan::PlanError;
-use crate::plan::export::{ExportFormat, export_setup};
+use crate::plan::export::{ExportFormat, export_plan, model_load_settings};
 use crate::plan::memory::{MemoryBreakdown, parameter_counts};
 use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
-use crate::plan::recommend::{GpuCard, Strategy, card, cards, recommend, training_seconds};
+use crate::plan::recommend::{
+    Change, GpuCard, PlannedSetup, Recommendation, Strategy, card, cards, recommend_for_target,
+    training_seconds,
+};
 use crate::plan::setup::{
     Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
     TrainingSetup,
 };
 
+/// The setup fits the card (at the recommended micro-batch); an `--export` file was written.
+pub const EXIT_FITS: i32 = 0;
+/// The setup does not fit as set: the output says what to change. `--export` writes nothing
+/// unless `--force`.
+pub const EXIT_DOES_NOT_FIT: i32 = 3;
+
+/// What `gputune plan --help` says about the exit status.
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0  the setup fits (at the recommended micro-batch); an --export file was written
+  1  an error: bad input, a model file that cannot be read, a setup the export format cannot
+     express, a file that cannot be written
+  2  the command line could not be parsed
+  3  the setup does not fit the card as set: the output says what to change. --export writes
+     nothing unless --force (which writes your setup as given; the status stays 3)";
+
 /// The `plan` subcommand's options.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_STATUS_HELP)]
 pub struct PlanArgs {
     /// List the preset models and exit.
     #[arg(long)]
@@ -54,6 +78,15 @@ pub struct PlanArgs {
     pub image_size: Option<u64>,
     #[arg(long, value_enum, default_value_t = Checkpointing::None)]
     pub checkpointing: Checkpointing,
+    /// Keep saved activations in CPU memory between the forward and the backward pass
+    /// (torchtune's enable_activation_offloading; with --checkpointing full, each block's
+    /// input waits there). Text models.
+    #[arg(long)]
+    pub activation_offload: bool,
+    /// Compute the loss over chunks of the sequence, so the fp32 logits never exist whole
+    /// (torchtune's chunked cross-entropy; Liger's fused loss in the Hugging Face Trainer).
+    #[arg(long)]
+    pub chunked_cross_entropy: bool,
     #[arg(long, value_enum, default_value_t = Attention::Sdpa)]
     pub attention: Attention,
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -72,7 +105,9 @@ pub struct PlanArgs {
     /// "detected" for GPU 0 of the device layer (the simulator's RTX 4090 without a driver).
     #[arg(long, value_name = "NAME", default_value = "detected")]
     pub card: String,
-    /// Global batch to reach with gradient accumulation (default: micro-batch × GPUs).
+    /// Global batch to reach with gradient accumulation: the recommended micro-batch divides
+    /// it, or the output names the nearest global batch (default: none; the largest
+    /// micro-batch that fits, without accumulation).
     #[arg(long, value_name = "N")]
     pub target_batch: Option<u64>,
     /// CUDA context and library workspaces, MiB.
@@ -89,15 +124,21 @@ pub struct PlanArgs {
     pub utilization_pct: f64,
     #[arg(long)]
     pub json: bool,
-    /// Also write the setup as a trainer config to this file.
+    /// Also write the recommended setup as a trainer config to this file (nothing is written
+    /// when the setup does not fit, unless --force).
     #[arg(long, value_name = "FILE", requires = "format")]
     pub export: Option<std::path::PathBuf>,
     /// The trainer config to write with --export.
     #[arg(long, value_enum, requires = "export")]
     pub format: Option<ExportFormat>,
+    /// With --export: write your setup as given even when it does not fit (the exit status
+    /// is still 3).
+    #[arg(long, requires = "export")]
+    pub force: bool,
 }
 
-/// What `plan --json` prints.
+/// What `plan --json` prints. `per_gpu_bytes`, `breakdown_bytes`, `fits` and
+/// `max_micro_batch` are the user's own setup; `grad_accum_steps` is the recommendation's.
 #[derive(Debug, Serialize)]
 struct PlanReport<'a> {
     model: &'a str,
@@ -110,6 +151,14 @@ struct PlanReport<'a> {
     fits: bool,
     max_micro_batch: Option<u64>,
     grad_accum_steps: u64,
+    target_global_batch: Option<u64>,
+    fits_as_set_up: bool,
+    yours: &'a PlannedSetup,
+    recommended: Option<&'a PlannedSetup>,
+    changes: &'a [Change],
+    batch_notes: &'a [String],
+    /// How to load the model for the recommended setup (PEFT, bitsandbytes, attention).
+    model_load: Value,
     strategies: &'a [Strategy],
     advice: &'a [String],
     summary: &'a str,
@@ -197,8 +246,23 @@ fn detected_card(backend: &BackendOptions) -> GpuCard {
     )
 }
 
-/// Runs `gputune plan`.
+/// Runs `gputune plan` and ends the process with its exit status when that is not 0.
 pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    let status = run_command(args, backend, out)?;
+    if status != EXIT_FITS {
+        out.flush()?;
+        std::process::exit(status);
+    }
+    Ok(())
+}
+
+/// Runs `gputune plan`: the report on `out`, the export (if asked for and allowed), and the
+/// exit status: [`EXIT_FITS`] or [`EXIT_DOES_NOT_FIT`].
+pub fn run_command(
+    args: &PlanArgs,
+    backend: &BackendOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<i32> {
     if args.list_models {
         for name in PRESET_NAMES {
             if let Some(model) = preset(name) {
@@ -209,49 +273,21 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
                 )?;
             }
         }
-        return Ok(());
+        return Ok(EXIT_FITS);
     }
     let model = load_model(args.model.as_deref().unwrap_or_default())?;
-    let default_size = if model.is_vision() { 224 } else { 2048 };
-    let setup = TrainingSetup {
-        method: method(args)?,
-        precision: args.precision,
-        optimizer: args.optimizer,
-        micro_batch: args.micro_batch,
-        gradient_accumulation_steps: 1,
-        sequence_length: args.seq_len.or(args.image_size).unwrap_or(default_size),
-        checkpointing: args.checkpointing,
-        attention: args.attention,
-        gpus: args.gpus,
-        sharding: args.sharding,
-        offload: args.offload,
-        task: args.task,
-        activation_offload: false,
-        chunked_cross_entropy: false,
-        overheads: Overheads {
-            cuda_context_bytes: args.cuda_context_mib.saturating_mul(1024 * 1024),
-            allocator_reserve_fraction: if args.allocator_reserve_pct.is_finite() {
-                args.allocator_reserve_pct.clamp(0.0, 100.0) / 100.0
-            } else {
-                0.1
-            },
-        },
-    };
+    let setup = training_setup(args, &model)?;
     let card = target_card(args, backend)?;
-    let target = args
-        .target_batch
-        .unwrap_or(args.micro_batch.saturating_mul(args.gpus));
-    let recommendation = recommend(&model, &setup, &card, target)?;
-    if let (Some(path), Some(format)) = (&args.export, args.format) {
-        let text = export_setup(&model, &setup, recommendation.grad_accum_steps, format)?;
-        crate::fsafe::write_atomically(path, text.as_bytes(), 0o644)?;
-        eprintln!("Wrote {} config to {}.", format.name(), path.display());
-    }
-    let counts = parameter_counts(&model, &setup.method);
+    let recommendation = recommend_for_target(&model, &setup, &card, args.target_batch)?;
+    let planned = recommendation
+        .recommended
+        .as_ref()
+        .unwrap_or(&recommendation.yours);
+    let counts = parameter_counts(&model, &planned.setup.method);
     let seconds = args.tokens.map(|tokens| {
         training_seconds(
             &model,
-            &setup.method,
+            &planned.setup.method,
             tokens,
             &card,
             setup.gpus,
@@ -270,6 +306,13 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
             fits: recommendation.fits,
             max_micro_batch: recommendation.max_micro_batch,
             grad_accum_steps: recommendation.grad_accum_steps,
+            target_global_batch: recommendation.target_global_batch,
+            fits_as_set_up: recommendation.fits_as_set_up,
+            yours: &recommendation.yours,
+            recommended: recommendation.recommended.as_ref(),
+            changes: &recommendation.changes,
+            batch_notes: &recommendation.batch_notes,
+            model_load: model_load_settings(&model, &planned.setup),
             strategies: &recommendation.strategies,
             advice: &recommendation.advice,
             summary: &recommendation.summary,
@@ -277,80 +320,91 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         };
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
-        return Ok(());
-    }
-    write_text(
-        out,
-        &model,
-        &card,
-        &recommendation,
-        counts.trainable,
-        seconds,
-    )?;
-    Ok(())
-}
-
-fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
-}
-
-fn write_text(
-    out: &mut dyn Write,
-    model: &Model,
-    card: &GpuCard,
-    recommendation: &crate::plan::recommend::Recommendation,
-    trainable: f64,
-    seconds: Option<f64>,
-) -> std::io::Result<()> {
-    let breakdown = &recommendation.breakdown;
-    writeln!(
-        out,
-        "{}: {:.2} B parameters ({:.1} M trained) on {} ({})",
-        model.name,
-        model.parameter_count() as f64 / 1e9,
-        trainable / 1e6,
-        card.name,
-        gib(card.memory_bytes)
-    )?;
-    for (label, bytes) in [
-        ("Weights", breakdown.weights),
-        ("Gradients", breakdown.gradients),
-        ("Optimizer", breakdown.optimizer),
-        ("Activations", breakdown.activations),
-        ("Overhead", breakdown.overhead),
-    ] {
-        writeln!(out, "  {label:<12} {:>11}", gib(bytes))?;
-    }
-    writeln!(
-        out,
-        "  {:<12} {:>11} per GPU, as nvidia-smi would show it",
-        "Total",
-        gib(breakdown.total())
-    )?;
-    writeln!(out, "{}", recommendation.summary)?;
-    if let Some(seconds) = seconds {
-        writeln!(out, "Time estimate: {:.1} h", seconds / 3600.0)?;
-    }
-    writeln!(out, "\nStrategies on {} (best first):", card.name)?;
-    writeln!(
-        out,
-        "  {:<6} {:<11} {:<14} {:>12} {:>10}",
-        "method", "precision", "checkpointing", "at batch 1", "max batch"
-    )?;
-    for row in &recommendation.strategies {
-        writeln!(
+    } else {
+        text::write_report(
             out,
-            "  {:<6} {:<11} {:<14} {:>12} {:>10}",
-            row.method,
-            row.precision,
-            if row.checkpointing { "full" } else { "none" },
-            gib(row.per_gpu_bytes_at_batch_1),
-            row.max_micro_batch
-                .map_or("no fit".to_string(), |batch| batch.to_string())
+            &model,
+            &card,
+            &recommendation,
+            counts.trainable,
+            seconds,
         )?;
     }
-    for line in &recommendation.advice {
-        writeln!(out, "Note: {line}")?;
+    if let (Some(path), Some(format)) = (&args.export, args.format) {
+        export(args, path, format, &model, &card, &recommendation)?;
+    }
+    Ok(if recommendation.fits_as_set_up {
+        EXIT_FITS
+    } else {
+        EXIT_DOES_NOT_FIT
+    })
+}
+
+/// The training setup the options describe.
+fn training_setup(args: &PlanArgs, model: &Model) -> Result<TrainingSetup, PlanError> {
+    let default_size = if model.is_vision() { 224 } else { 2048 };
+    Ok(TrainingSetup {
+        method: method(args)?,
+        precision: args.precision,
+        optimizer: args.optimizer,
+        micro_batch: args.micro_batch,
+        gradient_accumulation_steps: 1,
+        sequence_length: args.seq_len.or(args.image_size).unwrap_or(default_size),
+        checkpointing: args.checkpointing,
+        attention: args.attention,
+        gpus: args.gpus,
+        sharding: args.sharding,
+        offload: args.offload,
+        task: args.task,
+        activation_offload: args.activation_offload,
+        chunked_cross_entropy: args.chunked_cross_entropy,
+        overheads: Overheads {
+            cuda_context_bytes: args.cuda_context_mib.saturating_mul(1024 * 1024),
+            allocator_reserve_fraction: if args.allocator_reserve_pct.is_finite() {
+                args.allocator_reserve_pct.clamp(0.0, 100.0) / 100.0
+            } else {
+                0.1
+            },
+        },
+    })
+}
+
+/// Writes the recommendation as a trainer config; when the setup does not fit, writes nothing
+/// (and says what to do) unless `--force`, which writes the user's setup as given.
+fn export(
+    args: &PlanArgs,
+    path: &Path,
+    format: ExportFormat,
+    model: &Model,
+    card: &GpuCard,
+    recommendation: &Recommendation,
+) -> anyhow::Result<()> {
+    let planned = match &recommendation.recommended {
+        Some(planned) if recommendation.fits_as_set_up => planned,
+        _ if args.force => &recommendation.yours,
+        _ => {
+            eprintln!(
+                "gputune: nothing written to {}: {}",
+                crate::text::printable(&path.display().to_string()),
+                text::refusal(recommendation, card)
+            );
+            return Ok(());
+        }
+    };
+    let export = export_plan(model, planned, format)?;
+    crate::fsafe::write_atomically(path, export.text.as_bytes(), 0o644)?;
+    let what = if std::ptr::eq(planned, &recommendation.yours) {
+        "your setup (it does not fit; written because of --force)"
+    } else {
+        "the recommended setup"
+    };
+    eprintln!(
+        "Wrote {what} as a {} file to {}.",
+        format.title(),
+        crate::text::printable(&path.display().to_string())
+    );
+    for note in &export.notes {
+        eprintln!("Note: {note}");
     }
     Ok(())
 }
