@@ -136,7 +136,7 @@ pub fn advice(kind: ChangeKind, after: &TrainingSetup) -> String {
         ChangeKind::PureBf16 => "train in pure bf16 (bf16 weights and optimizer states)".into(),
         ChangeKind::Method => match after.method {
             Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } => format!(
-                "use {} (rank {rank} on {})",
+                "use {}, rank {rank} on {}",
                 if matches!(after.method, Method::Qlora { .. }) {
                     "QLoRA"
                 } else {
