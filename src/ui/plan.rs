@@ -1,17 +1,26 @@
-//! The VRAM planner panel: inputs on the left; on the right the memory breakdown against the
-//! card, memory against micro-batch with the fit limit, the strategy table and the
-//! recommendation in one sentence. Everything updates as the inputs change.
+//! The VRAM planner panel: inputs on the left; on the right the recommendation in one
+//! sentence, the recommended setup and the user's own as two rows to compare, the changes
+//! between them, the export buttons, the memory breakdown of both against the card, memory
+//! against micro-batch with the fit limit, and the strategy table. Everything updates as the
+//! inputs change. Exports go through the app (`PlanAction::Export`), which writes the file.
 
-use eframe::egui::{self, Color32, RichText};
+mod fields;
+mod rows;
+
+use eframe::egui::{self, RichText};
 
 use crate::plan::PlanError;
-use crate::plan::export::ExportFormat;
-
+use crate::plan::export::{ExportFormat, export_plan};
 use crate::plan::model::{LoraTargets, Model, preset};
-use crate::plan::recommend::{GpuCard, Recommendation, cards, recommend, training_seconds};
+use crate::plan::recommend::{
+    GpuCard, Recommendation, batch_product, cards, recommend, training_seconds, usable_bytes,
+};
 use crate::plan::setup::{Checkpointing, Method, TrainingSetup};
 use crate::ui::plan_charts::{batch_curve, breakdown_chart, strategy_table};
 use crate::ui::widgets::banner::ERROR_TEXT;
+
+pub use fields::{KindFields, ModelKind};
+pub use rows::EXPORT_BUTTONS;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -50,7 +59,27 @@ pub struct PlanPanel {
     pub tokens_millions: f64,
     /// Share of the card's dense bf16 throughput the run achieves, percent.
     pub utilization_pct: f64,
+    /// With a setup that does not fit, export the user's own setup anyway.
+    pub export_anyway: bool,
+    /// What the last export did, shown beside the export buttons.
+    pub export_status: Option<ExportStatus>,
+    /// The micro-batch axis of the memory curve as last drawn: its first and last value.
+    pub batch_axis: Option<(f64, f64)>,
+    /// An export was asked of the app and its outcome has not come back yet.
+    pub(crate) export_pending: bool,
+    /// The inputs each kind of model keeps while another kind is chosen.
+    kinds: fields::KindMemory,
     answer: Option<(PlanInputs, Result<Recommendation, PlanError>)>,
+}
+
+/// What an export did: refused (and why), or made and waiting for a file name, then saved or
+/// not; with the notes that go with the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportStatus {
+    pub format: ExportFormat,
+    pub failed: bool,
+    pub message: String,
+    pub notes: Vec<String>,
 }
 
 /// Everything an answer depends on, to recompute only when something changed.
@@ -75,6 +104,7 @@ impl Default for PlanPanel {
             exact_parameter_count: None,
         });
         PlanPanel {
+            kinds: fields::KindMemory::new(&model),
             model,
             method: MethodChoice::Qlora,
             lora_rank: 16,
@@ -89,21 +119,115 @@ impl Default for PlanPanel {
             model_message: None,
             tokens_millions: 100.0,
             utilization_pct: 40.0,
+            export_anyway: false,
+            export_status: None,
+            batch_axis: None,
+            export_pending: false,
             answer: None,
         }
     }
 }
 
 impl PlanPanel {
-    /// The config text for the current setup, with the accumulation the answer recommends.
+    /// The config text to export: the recommended setup when the user's fits as set (its
+    /// micro-batch, accumulation and precision), the user's own when it does not and
+    /// `export_anyway` is ticked; otherwise an error that says what to do. The outcome is also
+    /// kept for the window (`export_status`).
     pub fn export_text(&mut self, format: ExportFormat) -> Result<String, PlanError> {
-        let setup = self.current_setup();
+        self.match_fields_to_model();
         let model = self.model.clone();
-        let grad_accum_steps = match self.answer() {
-            Ok(answer) => answer.grad_accum_steps,
-            Err(error) => return Err(error.clone()),
+        let card = self.card();
+        let answer = match self.answer() {
+            Ok(answer) => answer.clone(),
+            Err(error) => {
+                let error = error.clone();
+                self.export_failed(format, error.to_string());
+                return Err(error);
+            }
         };
-        crate::plan::export::export_setup(&model, &setup, grad_accum_steps, format)
+        let (planned, which) = match &answer.recommended {
+            Some(planned) if answer.fits_as_set_up => (planned, "the recommended setup"),
+            _ if self.export_anyway => (&answer.yours, "your setup, which does not fit"),
+            _ => {
+                let why = refusal(&answer, &card);
+                self.export_failed(format, why.clone());
+                return Err(PlanError::InvalidInput(why));
+            }
+        };
+        match export_plan(&model, planned, format) {
+            Ok(export) => {
+                self.export_status = Some(ExportStatus {
+                    format,
+                    failed: false,
+                    message: format!(
+                        "{}: {which}, micro-batch {}. Choose where to save it.",
+                        format.title(),
+                        batch_product(planned.batch(), planned.setup.gpus)
+                    ),
+                    notes: export.notes,
+                });
+                Ok(export.text)
+            }
+            Err(error) => {
+                self.export_failed(format, error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    fn export_failed(&mut self, format: ExportFormat, message: String) {
+        self.export_status = Some(ExportStatus {
+            format,
+            failed: true,
+            message: format!("{} not exported: {message}", format.title()),
+            notes: Vec::new(),
+        });
+    }
+
+    fn export_requested(&mut self) {
+        self.export_pending = true;
+        self.export_status = None;
+        self.model_message = None;
+    }
+
+    /// The app reports an export's end in `model_message` ("Saved …", or why the file could
+    /// not be written): it belongs beside the export buttons, with the export's status.
+    fn take_export_outcome(&mut self) {
+        if !self.export_pending {
+            return;
+        }
+        let Some(message) = self.model_message.take() else {
+            return;
+        };
+        self.export_pending = false;
+        match &mut self.export_status {
+            // The refusal the app repeats: already shown.
+            Some(status) if status.failed => {}
+            Some(status) => {
+                status.failed = !message.starts_with("Saved ");
+                status.message = message;
+            }
+            None => self.model_message = Some(message),
+        }
+    }
+
+    /// Sets the inputs to `setup` (the recommended one), keeping the target and the card.
+    pub fn use_setup(&mut self, setup: &TrainingSetup) {
+        self.method = match setup.method {
+            Method::Full => MethodChoice::Full,
+            Method::Lora { rank, targets } => {
+                (self.lora_rank, self.lora_targets) = (rank, targets);
+                MethodChoice::Lora
+            }
+            Method::Qlora { rank, targets, .. } => {
+                (self.lora_rank, self.lora_targets) = (rank, targets);
+                MethodChoice::Qlora
+            }
+        };
+        self.setup = TrainingSetup {
+            gradient_accumulation_steps: 1,
+            ..*setup
+        };
     }
 
     /// The card being planned for.
@@ -140,6 +264,7 @@ impl PlanPanel {
 
     /// The answer for the current inputs, computed only when they changed.
     pub fn answer(&mut self) -> &Result<Recommendation, PlanError> {
+        self.match_fields_to_model();
         let inputs = PlanInputs {
             model: self.model.clone(),
             setup: self.current_setup(),
@@ -152,6 +277,8 @@ impl PlanPanel {
             .is_some_and(|(previous, _)| *previous != inputs)
         {
             self.answer = None;
+            // What the last export said was about other inputs.
+            self.export_status = None;
         }
         let (_, result) = self.answer.get_or_insert_with(|| {
             let result = recommend(
@@ -166,10 +293,12 @@ impl PlanPanel {
     }
 
     pub fn plan_ui(&mut self, ui: &mut egui::Ui) -> Vec<PlanAction> {
+        self.match_fields_to_model();
+        self.take_export_outcome();
         let mut actions = Vec::new();
         egui::Panel::left("plan-inputs")
             .resizable(false)
-            .exact_size(300.0)
+            .exact_size(340.0)
             .show(ui, |ui| {
                 egui::ScrollArea::vertical().show(ui, |ui| self.inputs_ui(ui, &mut actions));
             });
@@ -182,7 +311,6 @@ impl PlanPanel {
     fn results_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
         let card = self.card();
         let model = self.model.clone();
-        let setup = self.current_setup();
         let answer = match self.answer() {
             Ok(answer) => answer.clone(),
             Err(error) => {
@@ -190,48 +318,22 @@ impl PlanPanel {
                 return;
             }
         };
-        let colour = if answer.fits {
-            Color32::from_rgb(0x5c, 0xd6, 0x7a)
-        } else {
-            Color32::from_rgb(0xff, 0x8a, 0x80)
-        };
-        ui.label(
-            RichText::new(&answer.summary)
-                .size(16.0)
-                .color(colour)
-                .strong(),
-        );
-        ui.horizontal(|ui| {
-            ui.label(format!(
-                "{:.2} GiB per GPU of {:.1} GiB on {}",
-                answer.breakdown.total() as f64 / GIB,
-                card.memory_bytes as f64 / GIB,
-                card.name
-            ));
-            for (format, label) in [
-                (ExportFormat::Hf, "Export TrainingArguments…"),
-                (ExportFormat::Accelerate, "Export accelerate config…"),
-                (ExportFormat::Deepspeed, "Export DeepSpeed config…"),
-            ] {
-                if ui.button(label).clicked() {
-                    actions.push(PlanAction::Export(format));
-                }
-            }
-        });
+        self.recommendation_ui(ui, &answer, &card, actions);
+        let planned = answer.recommended.as_ref().unwrap_or(&answer.yours);
         if !model.is_vision() {
             let seconds = training_seconds(
                 &model,
-                &setup.method,
+                &planned.setup.method,
                 self.tokens_millions * 1e6,
                 &card,
-                setup.gpus,
+                planned.setup.gpus,
                 self.utilization_pct / 100.0,
             );
             ui.label(format!(
                 "Time estimate: {} for {} M tokens on {} × {} at {:.0} % of its dense bf16 rate.",
                 duration_text(seconds),
                 self.tokens_millions,
-                setup.gpus,
+                planned.setup.gpus,
                 card.name,
                 self.utilization_pct
             ));
@@ -240,9 +342,30 @@ impl PlanPanel {
             ui.label(RichText::new(line).weak());
         }
         ui.add_space(6.0);
-        breakdown_chart(ui, &answer.breakdown, card.memory_bytes);
-        batch_curve(ui, &model, &setup, &card);
+        breakdown_chart(ui, &answer, card.memory_bytes);
+        self.batch_axis = Some(batch_curve(ui, &model, &answer, &card));
         strategy_table(ui, &answer);
+    }
+}
+
+/// Why the window exports nothing for a setup that does not fit, and what to do.
+fn refusal(answer: &Recommendation, card: &GpuCard) -> String {
+    let yours = &answer.yours;
+    let needs = format!(
+        "your setup does not fit on {} ({:.2} GiB per GPU at micro-batch {}, {:.2} GiB usable)",
+        card.name,
+        yours.per_gpu_bytes as f64 / GIB,
+        yours.setup.micro_batch,
+        usable_bytes(card.memory_bytes) / GIB
+    );
+    if answer.recommended.is_some() {
+        format!(
+            "{needs}. Click \u{201c}Use the recommended setup\u{201d} and export again, or tick \u{201c}or your setup\u{201d} to export it anyway."
+        )
+    } else {
+        format!(
+            "{needs}, and no strategy fits: plan for more GPUs with sharding, or CPU offload; or tick \u{201c}or your setup\u{201d} to export it anyway."
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 
 use eframe::egui::{self, RichText};
 
-use super::plan::{MethodChoice, PlanAction, PlanPanel};
+use super::plan::{MethodChoice, ModelKind, PlanAction, PlanPanel};
 use crate::plan::model::{LoraTargets, PRESET_NAMES, preset};
 use crate::plan::recommend::cards;
 use crate::plan::setup::{
@@ -23,6 +23,7 @@ impl PlanPanel {
                     {
                         self.model = model;
                         self.model_message = None;
+                        self.match_fields_to_model();
                     }
                 }
             })
@@ -30,10 +31,12 @@ impl PlanPanel {
             .labelled_by(heading.id);
         if ui.button("Open config.json or .safetensors…").clicked() {
             actions.push(PlanAction::OpenModelFile);
+            self.export_pending = false;
         }
         if let Some(message) = &self.model_message {
             ui.label(RichText::new(message).color(ERROR_TEXT));
         }
+        let kind = ModelKind::of(&self.model);
         ui.label(format!(
             "{:.2} B parameters",
             self.model.parameter_count() as f64 / 1e9
@@ -41,10 +44,10 @@ impl PlanPanel {
         ui.separator();
 
         ui.heading("Training");
-        let size_label = if self.model.is_vision() {
+        let size_label = if kind.is_vision() {
             "Image size (px)"
         } else {
-            "Sequence length"
+            "Sequence length (tokens)"
         };
         egui::Grid::new("plan-training")
             .num_columns(2)
@@ -52,8 +55,12 @@ impl PlanPanel {
                 ui.label("Method");
                 ui.horizontal(|ui| {
                     ui.selectable_value(&mut self.method, MethodChoice::Full, "Full");
-                    ui.selectable_value(&mut self.method, MethodChoice::Lora, "LoRA");
-                    ui.selectable_value(&mut self.method, MethodChoice::Qlora, "QLoRA");
+                    if kind.takes_adapters() {
+                        ui.selectable_value(&mut self.method, MethodChoice::Lora, "LoRA");
+                        ui.selectable_value(&mut self.method, MethodChoice::Qlora, "QLoRA");
+                    } else {
+                        ui.label(RichText::new("(a CNN trains every weight)").weak());
+                    }
                 });
                 ui.end_row();
                 if self.method != MethodChoice::Full {
@@ -119,29 +126,51 @@ impl PlanPanel {
                         &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
                     )
                 });
-                row(ui, "Attention", |ui| {
-                    choice(
-                        ui,
-                        "plan-attention",
-                        &mut setup.attention,
-                        &[
-                            (Attention::Sdpa, "SDPA"),
-                            (Attention::Flash, "flash"),
-                            (Attention::Eager, "eager"),
-                        ],
-                    )
-                });
-                row(ui, "Task", |ui| {
-                    choice(
-                        ui,
-                        "plan-task",
-                        &mut setup.task,
-                        &[
-                            (Task::LanguageModel, "language model"),
-                            (Task::Classification, "classification"),
-                        ],
-                    )
-                });
+                if kind == ModelKind::Text {
+                    row(ui, "Activation offload", |ui| {
+                        ui.checkbox(&mut setup.activation_offload, "to CPU memory")
+                            .on_hover_text(
+                                "Saved activations wait in pinned CPU memory between the forward and the backward pass (torchtune's enable_activation_offloading; with checkpointing, each block's input)",
+                            )
+                    });
+                    row(ui, "Chunked cross-entropy", |ui| {
+                        ui.checkbox(&mut setup.chunked_cross_entropy, "loss in chunks")
+                            .on_hover_text(
+                                "The loss's fp32 part one chunk of the sequence at a time (torchtune's chunked cross-entropy; Liger's fused loss in the Hugging Face Trainer)",
+                            )
+                    });
+                }
+                if kind.takes_adapters() {
+                    row(ui, "Attention", |ui| {
+                        choice(
+                            ui,
+                            "plan-attention",
+                            &mut setup.attention,
+                            &[
+                                (Attention::Sdpa, "SDPA"),
+                                (Attention::Flash, "flash"),
+                                (Attention::Eager, "eager"),
+                            ],
+                        )
+                    });
+                }
+                if kind == ModelKind::Text {
+                    row(ui, "Task", |ui| {
+                        choice(
+                            ui,
+                            "plan-task",
+                            &mut setup.task,
+                            &[
+                                (Task::LanguageModel, "language model"),
+                                (Task::Classification, "classification"),
+                            ],
+                        )
+                    });
+                } else {
+                    ui.label("Task");
+                    ui.label("image classification");
+                    ui.end_row();
+                }
             });
         ui.separator();
         ui.heading("GPUs");
