@@ -399,9 +399,9 @@ fn export(
         "the recommended setup"
     };
     eprintln!(
-        "Wrote {what} as a {} file to {}.",
-        format.title(),
-        crate::text::printable(&path.display().to_string())
+        "Wrote {what} to {} ({}).",
+        crate::text::printable(&path.display().to_string()),
+        format.title()
     );
     for note in &export.notes {
         eprintln!("Note: {note}");
