@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use gputune::plan::PlanError;
-use gputune::plan::export::{ExportFormat, export_setup};
+use gputune::plan::export::{ExportFormat, export_setup, export_with_notes, model_load_settings};
 use gputune::plan::import::{load_model, read_safetensors_header};
 use gputune::plan::model::{Architecture, LoraTargets, MlpKind, Model, TransformerKind, preset};
 use gputune::plan::setup::{
@@ -881,6 +881,19 @@ fn export(setup: &TrainingSetup, format: ExportFormat) -> String {
     export_setup(&llama(), setup, 8, format).unwrap_or_else(|error| panic!("{format:?}: {error}"))
 }
 
+/// `from_pretrained`'s and PEFT's settings for `setup` on the Llama model.
+fn load_settings(setup: &TrainingSetup) -> Value {
+    model_load_settings(&llama(), setup)
+}
+
+/// The notes that go with an export, as one text.
+fn export_notes(setup: &TrainingSetup, format: ExportFormat) -> String {
+    export_with_notes(&llama(), setup, 8, format)
+        .unwrap_or_else(|error| panic!("{format:?}: {error}"))
+        .notes
+        .join("\n")
+}
+
 fn export_json(setup: &TrainingSetup, format: ExportFormat) -> Value {
     serde_json::from_str(&export(setup, format))
         .unwrap_or_else(|error| panic!("{format:?} is not JSON: {error}"))
@@ -995,16 +1008,19 @@ fn full_bf16_mixed_on_one_gpu() {
     );
     assert_eq!(hf["optim"], "adamw_torch");
     assert_eq!(hf["gradient_checkpointing"], false);
-    assert_eq!(hf["_gputune_attn_implementation"], "sdpa");
-    assert_eq!(hf["_gputune_model"], "llama-3.1-8b");
-    for absent in [
-        "fsdp",
-        "deepspeed",
-        "_gputune_peft",
-        "_gputune_bnb",
-        "_gputune_note",
-    ] {
+    // Only TrainingArguments' own keys: what belongs to loading the model comes apart.
+    assert!(
+        hf.as_object()
+            .is_some_and(|args| args.keys().all(|key| !key.starts_with('_')))
+    );
+    for absent in ["fsdp", "deepspeed", "attn_implementation", "lora_config"] {
         assert!(hf.get(absent).is_none(), "{absent}");
+    }
+    let load = load_settings(&setup);
+    assert_eq!(load["attn_implementation"], "sdpa");
+    assert_eq!(load["model"], "llama-3.1-8b");
+    for absent in ["lora_config", "quantization_config", "dtype"] {
+        assert!(load.get(absent).is_none(), "{absent}");
     }
 
     let yaml = parse_yaml(&export(&setup, ExportFormat::Accelerate));
@@ -1029,14 +1045,19 @@ fn full_bf16_mixed_on_one_gpu() {
 
 #[test]
 fn lora_exports() {
-    let hf = export_json(&lora(16, LoraTargets::Attention), ExportFormat::Hf);
+    let load = load_settings(&lora(16, LoraTargets::Attention));
     assert_eq!(
-        hf["_gputune_peft"],
+        load["lora_config"],
         json!({"r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]})
     );
-    let hf = export_json(&lora(8, LoraTargets::AllLinear), ExportFormat::Hf);
-    assert_eq!(hf["_gputune_peft"]["target_modules"], "all-linear");
-    assert!(hf.get("_gputune_bnb").is_none());
+    let notes = export_notes(&lora(16, LoraTargets::Attention), ExportFormat::Hf);
+    assert!(
+        notes.contains("get_peft_model(model, LoraConfig("),
+        "{notes}"
+    );
+    let load = load_settings(&lora(8, LoraTargets::AllLinear));
+    assert_eq!(load["lora_config"]["target_modules"], "all-linear");
+    assert!(load.get("quantization_config").is_none());
 
     // Other architectures name their attention layers differently.
     for (name, modules) in [
@@ -1047,15 +1068,8 @@ fn lora_exports() {
         ),
     ] {
         let model = preset(name).unwrap_or_else(|| panic!("preset"));
-        let text = export_setup(
-            &model,
-            &lora(8, LoraTargets::Attention),
-            1,
-            ExportFormat::Hf,
-        )
-        .unwrap_or_else(|error| panic!("{error}"));
-        let hf: Value = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(hf["_gputune_peft"]["target_modules"], modules, "{name}");
+        let load = model_load_settings(&model, &lora(8, LoraTargets::Attention));
+        assert_eq!(load["lora_config"]["target_modules"], modules, "{name}");
     }
 
     let yaml = parse_yaml(&export(
@@ -1073,10 +1087,11 @@ fn qlora_exports() {
     assert_eq!(hf["optim"], "paged_adamw_8bit");
     assert_eq!(hf["gradient_checkpointing"], true);
     assert_eq!(hf["per_device_train_batch_size"], 2);
-    assert_eq!(hf["_gputune_peft"]["r"], 64);
-    assert_eq!(hf["_gputune_peft"]["lora_alpha"], 128);
+    let load = load_settings(&qlora());
+    assert_eq!(load["lora_config"]["r"], 64);
+    assert_eq!(load["lora_config"]["lora_alpha"], 128);
     assert_eq!(
-        hf["_gputune_bnb"],
+        load["quantization_config"],
         json!({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, "bnb_4bit_compute_dtype": "bfloat16"})
     );
     let fp16 = TrainingSetup {
@@ -1084,7 +1099,14 @@ fn qlora_exports() {
         ..qlora()
     };
     let hf = export_json(&fp16, ExportFormat::Hf);
-    assert_eq!(hf["_gputune_bnb"]["bnb_4bit_compute_dtype"], "float16");
+    assert_eq!(
+        load_settings(&fp16)["quantization_config"]["bnb_4bit_compute_dtype"],
+        "float16"
+    );
+    assert!(
+        export_notes(&fp16, ExportFormat::Hf).contains("BitsAndBytesConfig("),
+        "the notes say how to load the 4-bit model"
+    );
     assert_eq!(
         (hf["bf16"].as_bool(), hf["fp16"].as_bool()),
         (Some(false), Some(true))
@@ -1104,7 +1126,7 @@ fn qlora_exports() {
         ..qlora()
     };
     assert_eq!(
-        export_json(&sharded, ExportFormat::Hf)["_gputune_bnb"]["bnb_4bit_quant_storage"],
+        load_settings(&sharded)["quantization_config"]["bnb_4bit_quant_storage"],
         "bfloat16"
     );
 }
@@ -1116,11 +1138,8 @@ fn fsdp_on_two_gpus() {
     // Trainer wants FSDP's own activation checkpointing, not gradient_checkpointing, with FSDP.
     assert_eq!(hf["gradient_checkpointing"], false);
     assert_eq!(hf["fsdp_config"]["activation_checkpointing"], true);
-    assert!(
-        hf["_gputune_note"]
-            .as_str()
-            .is_some_and(|note| note.contains("torchrun"))
-    );
+    let notes = export_notes(&fsdp(), ExportFormat::Hf);
+    assert!(notes.contains("torchrun"), "{notes}");
 
     let yaml = parse_yaml(&export(&fsdp(), ExportFormat::Accelerate));
     assert_eq!(yaml["distributed_type"], "FSDP");
@@ -1263,7 +1282,7 @@ fn notes_for_pure_bf16_and_sgd_momentum() {
     let hf = export_json(&pure, ExportFormat::Hf);
     assert_eq!(hf["bf16"], true);
     assert_eq!(hf["optim"], "sgd");
-    let note = hf["_gputune_note"].as_str().unwrap_or_default();
+    let note = export_notes(&pure, ExportFormat::Hf);
     assert!(
         note.contains("bfloat16") && note.contains("momentum"),
         "{note}"
