@@ -1050,11 +1050,14 @@ fn lora_exports() {
         load["lora_config"],
         json!({"r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]})
     );
+    // The frozen model loads in the compute type, as the plan counts it.
+    assert_eq!(load["dtype"], "bfloat16");
     let notes = export_notes(&lora(16, LoraTargets::Attention), ExportFormat::Hf);
     assert!(
         notes.contains("get_peft_model(model, LoraConfig("),
         "{notes}"
     );
+    assert!(notes.contains("dtype=torch.bfloat16"), "{notes}");
     let load = load_settings(&lora(8, LoraTargets::AllLinear));
     assert_eq!(load["lora_config"]["target_modules"], "all-linear");
     assert!(load.get("quantization_config").is_none());

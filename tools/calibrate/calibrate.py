@@ -55,7 +55,10 @@ def build_model(setup):
         config = build_config(setup)
         model = MODELS[setup.model][1](config)
     model.train()
-    if setup.precision == "bf16":
+    # Pure bf16 trains a bf16 model; LoRA under bf16-mixed loads the frozen model in bf16
+    # (from_pretrained(dtype=torch.bfloat16), as the planner's export says) and PEFT keeps
+    # the adapters in fp32.
+    if setup.precision == "bf16" or (setup.method == "lora" and setup.precision == "bf16-mixed"):
         model.to(torch.bfloat16)
     if setup.checkpointing == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -254,6 +257,9 @@ def notes(setup):
     if setup.method == "lora" and setup.precision == "bf16":
         out.append("PEFT keeps the adapters in fp32 (autocast_adapter_dtype) and casts their "
                    "inputs to fp32")
+    if setup.method == "lora" and setup.precision == "bf16-mixed":
+        out.append("frozen model loaded in bf16, adapters in fp32 (autocast_adapter_dtype), "
+                   "autocast bf16")
     if setup.method == "lora" and setup.checkpointing != "none":
         out.append("enable_input_require_grads, as PEFT recipes do with checkpointing")
     if setup.model in ("bert", "roberta"):
@@ -338,7 +344,9 @@ def main(argv):
         if config_path is not None:
             config = result["config_object"]
             # The weights' type, as a released config.json records it.
-            config.dtype = "bfloat16" if setup.precision == "bf16" else "float32"
+            bf16_weights = setup.precision == "bf16" or (
+                setup.method == "lora" and setup.precision == "bf16-mixed")
+            config.dtype = "bfloat16" if bf16_weights else "float32"
             config.to_json_file(ROOT / config_path, use_diff=False)
     table.write_text(toml_out.render([row(*r) for r in rows]))
     print(f"wrote {table} and {len(rows)} configs", flush=True)

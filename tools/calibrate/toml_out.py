@@ -29,7 +29,9 @@ HEADER = """\
 #   lora_rank, lora_alpha, lora_targets (attention | all-linear), lora_modules (the exact
 #                         target_modules given to PEFT, matched as name suffixes), lora_layers
 #                         (how many linear layers got an adapter): LoRA rows only; lora_dropout 0
-#   precision             fp32 | bf16-mixed (fp32 weights, torch.autocast bf16) | bf16 (model in bf16)
+#   precision             fp32 | bf16-mixed (torch.autocast bf16; fp32 weights, but LoRA's frozen
+#                         model in bf16 as from_pretrained(dtype=bfloat16) loads it) | bf16 (model
+#                         in bf16; PEFT's adapters stay fp32)
 #   optimizer             adamw (torch.optim.AdamW, foreach, weight_decay 0.01) | sgd (momentum 0.9,
 #                         foreach)
 #   micro_batch           sequences (or images) in the step

@@ -120,8 +120,20 @@ pub fn model_load_settings(model: &Model, setup: &TrainingSetup) -> Value {
         };
         load.insert("attn_implementation".into(), json!(attention));
     }
-    if setup.precision == Precision::Bf16 {
-        load.insert("dtype".into(), json!("bfloat16"));
+    // Pure bf16 loads the model in bf16; LoRA and QLoRA load the frozen model in the compute
+    // type (PEFT keeps the adapters in fp32), as the plan counts them.
+    let adapters = !matches!(setup.method, Method::Full);
+    match setup.precision {
+        Precision::Bf16 => {
+            load.insert("dtype".into(), json!("bfloat16"));
+        }
+        Precision::Bf16Mixed if adapters => {
+            load.insert("dtype".into(), json!("bfloat16"));
+        }
+        Precision::Fp16Mixed if adapters => {
+            load.insert("dtype".into(), json!("float16"));
+        }
+        _ => {}
     }
     if let Method::Lora { rank, targets } | Method::Qlora { rank, targets, .. } = setup.method {
         load.insert(
@@ -162,8 +174,8 @@ pub(super) fn model_load_notes(model: &Model, setup: &TrainingSetup) -> Vec<Stri
     if let Some(attention) = load.get("attn_implementation") {
         load_arguments.push(format!("attn_implementation={}", python_literal(attention)));
     }
-    if load.get("dtype").is_some() {
-        load_arguments.push("dtype=torch.bfloat16".to_string());
+    if let Some(dtype) = load.get("dtype").and_then(Value::as_str) {
+        load_arguments.push(format!("dtype=torch.{dtype}"));
     }
     if let Some(bnb) = load.get("quantization_config") {
         load_arguments.push(format!(
