@@ -1,5 +1,5 @@
 //! The planner against published, measured peak memory (tests/data/planner_measurements.toml,
-//! every point cited there): median absolute error ≤ 10 %, none over 30 %. Run with
+//! every point cited there): median absolute error ≤ 5 %, none over 12 %. Run with
 //! `-- --nocapture` to print the table that docs/planner.md shows.
 
 use gputune::plan::memory::{MemoryBreakdown, estimate};
@@ -154,18 +154,18 @@ fn planner_matches_published_measurements() {
     let median = errors[errors.len() / 2].0;
     let (worst, worst_id) = errors.last().cloned().unwrap_or_default();
     println!(
-        "\n{} points counted: median absolute error {:.1} %, worst {:.1} % ({worst_id})",
+        "\n{} points counted: median absolute error {:.2} %, worst {:.2} % ({worst_id})",
         errors.len(),
         median * 100.0,
         worst * 100.0
     );
     assert!(
-        median <= 0.10,
+        median <= 0.05,
         "median absolute error {:.1} %",
         median * 100.0
     );
     assert!(
-        worst <= 0.30,
+        worst <= 0.12,
         "worst error {:.1} % at {worst_id}",
         worst * 100.0
     );

@@ -113,8 +113,9 @@ pub struct PlanArgs {
     /// CUDA context and library workspaces, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 500)]
     pub cuda_context_mib: u64,
-    /// Caching-allocator reserve on top of the tensors, percent.
-    #[arg(long, value_name = "PCT", default_value_t = 20.0)]
+    /// Caching-allocator reserve on top of the tensors, percent of what a step allocates and
+    /// frees (weights and optimizer states count 65 % of it)
+    #[arg(long, value_name = "PCT", default_value_t = 25.0)]
     pub allocator_reserve_pct: f64,
     /// Tokens (or images) to train on, for a time estimate.
     #[arg(long, value_name = "N")]
@@ -363,7 +364,7 @@ fn training_setup(args: &PlanArgs, model: &Model) -> Result<TrainingSetup, PlanE
             allocator_reserve_fraction: if args.allocator_reserve_pct.is_finite() {
                 args.allocator_reserve_pct.clamp(0.0, 100.0) / 100.0
             } else {
-                0.1
+                Overheads::default().allocator_reserve_fraction
             },
         },
     })

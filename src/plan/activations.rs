@@ -22,6 +22,12 @@ pub struct ActivationProfile {
     pub recomputed_block: f64,
     /// The part of `saved` that belongs to the loss (freed before any block is recomputed).
     pub loss_saved: f64,
+    /// The gradient of the logits in the output head's type, live when the head's backward
+    /// pass makes the head's weight gradient (the loss's tensors are gone by then).
+    pub logits_gradient: f64,
+    /// Beside `saved`, while the loss is computed at the end of the forward pass: the logits
+    /// and their fp32 copy, which only the log-softmax's output outlives.
+    pub loss_temporaries: f64,
 }
 
 /// How values are stored while a step runs.
@@ -446,19 +452,31 @@ fn transformer_profile(
     } else {
         types.compute
     };
-    let (loss_saved, loss_backward) = if setup.chunked_cross_entropy {
+    let upcast = if loss_value > types.compute {
+        loss_value
+    } else {
+        0.0
+    };
+    let (loss_saved, loss_backward, loss_temporaries) = if setup.chunked_cross_entropy {
         (
             logits * types.compute,
             logits * (types.compute + 3.0 * loss_value / 8.0),
+            logits * upcast / 8.0,
         )
     } else {
-        (logits * loss_value, logits * 2.0 * loss_value)
+        (
+            logits * loss_value,
+            logits * 2.0 * loss_value,
+            logits * (types.compute + upcast),
+        )
     };
     ActivationProfile {
         saved: blocks + embedding + head + logit_softcap + loss_saved,
         backward_start: loss_backward,
         recomputed_block,
         loss_saved,
+        logits_gradient: logits * types.compute,
+        loss_temporaries,
     }
 }
 

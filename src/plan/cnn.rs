@@ -1,7 +1,59 @@
 //! CNN activations, counted tensor by tensor from each stage's blocks (docs/planner.md).
 
 use super::activations::Types;
-use super::model::{CnnConfig, RESNET_WIDTHS};
+use super::model::{Architecture, CnnConfig, RESNET_WIDTHS, architecture_parameter_count};
+
+/// The stem and the first stages of a CNN: what the backward pass, which runs from the last
+/// stage to the first, still holds while it works through the last of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct StagePrefix {
+    /// Saved tensors of the stem and these stages (the image and pooling indices included).
+    pub saved_bytes: f64,
+    pub parameters: f64,
+}
+
+/// For each stage `s`, the stem and stages `0..=s`: while stage `s` runs backward these
+/// stages' tensors are still saved and every later layer (the classifier included) has its
+/// gradient.
+pub(super) fn backward_prefixes(
+    config: &CnnConfig,
+    image_size: f64,
+    batch: f64,
+    types: Types,
+) -> Vec<StagePrefix> {
+    (0..4)
+        .map(|last_stage| {
+            let keep = |blocks: &[u64; 4]| {
+                let mut kept = *blocks;
+                kept.iter_mut()
+                    .skip(last_stage + 1)
+                    .for_each(|count| *count = 0);
+                kept
+            };
+            let prefix = match config {
+                CnnConfig::ResNet {
+                    blocks_per_stage, ..
+                } => CnnConfig::ResNet {
+                    blocks_per_stage: keep(blocks_per_stage),
+                    classes: 0,
+                },
+                CnnConfig::ConvNeXt {
+                    blocks_per_stage,
+                    channels_per_stage,
+                    ..
+                } => CnnConfig::ConvNeXt {
+                    blocks_per_stage: keep(blocks_per_stage),
+                    channels_per_stage: *channels_per_stage,
+                    classes: 0,
+                },
+            };
+            StagePrefix {
+                saved_bytes: cnn_bytes(&prefix, image_size, batch, types),
+                parameters: architecture_parameter_count(&Architecture::Cnn(prefix)) as f64,
+            }
+        })
+        .collect()
+}
 
 /// A CNN's saved tensors, counted block by block from its stages.
 pub(super) fn cnn_bytes(config: &CnnConfig, image_size: f64, batch: f64, types: Types) -> f64 {
@@ -61,6 +113,10 @@ fn convnext_elements(
     let mut total = 3.0 * image_size * image_size + 2.0 * first * area;
     for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate()
     {
+        // Stages left out (a prefix of the network) have no blocks.
+        if blocks == 0 {
+            break;
+        }
         if stage > 0 {
             // Downsampling LayerNorm output (the 2×2 conv's input) at the previous size.
             total += channels_per_stage[stage - 1] as f64 * area;

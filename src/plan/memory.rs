@@ -7,7 +7,10 @@ use serde::Serialize;
 use super::PlanError;
 use super::activations::activation_profile;
 use super::model::{Architecture, Model};
-use super::setup::{Method, Offload, Optimizer, Precision, Sharding, TrainingSetup};
+use super::setup::{
+    Checkpointing, Method, Offload, Optimizer, PERSISTENT_RESERVE_SHARE, Precision, Sharding,
+    TrainingSetup,
+};
 
 /// The moments of a training step the peak can fall in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -47,6 +50,8 @@ pub struct MemoryBreakdown {
     /// Parameters as stored, plus the 16-bit copies autocast holds between a layer's forward
     /// and backward pass when the peak falls there.
     pub weights: u64,
+    /// The part of `weights` that is autocast's 16-bit copies.
+    pub autocast_copies: u64,
     /// Gradients live at the peak (none before the backward pass unless they accumulate).
     pub gradients: u64,
     pub optimizer: u64,
@@ -198,11 +203,7 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         weights += gather_buffer_bytes(model, counts.total);
     }
 
-    let gradient_bytes_per_value = if setup.precision == Precision::Bf16 {
-        2.0
-    } else {
-        4.0
-    };
+    let gradient_bytes_per_value = trained_value_bytes(setup);
     let mut gradients = counts.trainable * gradient_bytes_per_value;
     // The output head's gradient appears as soon as the backward pass starts.
     let mut head_gradient = if setup.method == Method::Full {
@@ -244,18 +245,34 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
     } else {
         0.0
     };
-    let backward_gradients = held_gradients.max(head_gradient);
+    // Under checkpointing the blocks keep no 16-bit weight copies (they are recast when a block
+    // is recomputed); the head's copy stays.
+    if setup.checkpointing == Checkpointing::Full && autocast_copies > 0.0 {
+        autocast_copies = 2.0 * output_head_parameters(model).min(counts.total);
+    }
+    // The head's backward pass makes its weight gradient after the loss's tensors are freed;
+    // under autocast the 16-bit gradient of the weight's copy comes first, then its fp32 cast.
+    let head_gradient_cast = if autocast_copies > 0.0 {
+        2.0 * output_head_parameters(model)
+    } else {
+        0.0
+    };
     let base = weights + autocast_copies + optimizer;
-    let candidates = [
+    let mut candidates = vec![
         (
             Phase::Forward,
-            [base, held_gradients, activations.saved, 0.0],
+            [
+                base,
+                held_gradients,
+                activations.saved,
+                activations.loss_temporaries,
+            ],
         ),
         (
             Phase::Backward,
             [
                 base,
-                backward_gradients,
+                held_gradients,
                 activations.saved,
                 activations.backward_start,
             ],
@@ -264,7 +281,16 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
             Phase::Backward,
             [
                 base,
-                backward_gradients,
+                held_gradients.max(head_gradient),
+                activations.saved - activations.loss_saved,
+                activations.logits_gradient + head_gradient_cast,
+            ],
+        ),
+        (
+            Phase::Backward,
+            [
+                base,
+                held_gradients.max(head_gradient),
                 activations.saved - activations.loss_saved,
                 activations.recomputed_block,
             ],
@@ -274,6 +300,36 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
             [weights + optimizer, gradients, 0.0, step_temporaries],
         ),
     ];
+    if let Architecture::Cnn(config) = &model.architecture {
+        // A CNN's backward pass frees each stage's activations as it passes and leaves its
+        // gradients behind: while it works through stage s, the stem's and stages 0..=s's
+        // tensors (and autocast's copies of their weights) and every later gradient coexist.
+        let types = super::activations::Types::of(setup);
+        let prefixes = super::cnn::backward_prefixes(
+            config,
+            setup.sequence_length as f64,
+            setup.micro_batch as f64,
+            types,
+        );
+        for prefix in prefixes {
+            let copies = if autocast_copies > 0.0 {
+                2.0 * prefix.parameters
+            } else {
+                0.0
+            };
+            let later_gradients =
+                (counts.trainable - prefix.parameters).max(0.0) * gradient_bytes_per_value;
+            candidates.push((
+                Phase::Backward,
+                [
+                    weights + copies + optimizer,
+                    held_gradients.max(later_gradients),
+                    prefix.saved_bytes,
+                    0.0,
+                ],
+            ));
+        }
+    }
     let sum = |parts: &[f64; 4]| parts.iter().sum::<f64>();
     let phase_peak = |phase: Phase| {
         candidates
@@ -298,18 +354,21 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         activations_at_peak,
         temporaries_at_peak,
     ] = peak_parts;
-    let weights_at_peak = if peak_phase == Phase::OptimizerStep {
-        weights
-    } else {
-        weights + autocast_copies
-    };
+    // What the peak's moment holds beyond the stored weights and the optimizer states.
+    let copies_at_peak = (peak_parts[0] - weights - optimizer).max(0.0);
+    let weights_at_peak = weights + copies_at_peak;
     // What the caching allocator holds beyond the live tensors at their peak (fragmentation,
-    // cached free blocks), as a fraction of them.
+    // cached free blocks): a fraction of what the step allocates and frees, less of what
+    // lives through it.
     let tensors = sum(&peak_parts);
-    let allocator_reserve = tensors * setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
+    let persistent = weights + optimizer;
+    let reserve_fraction = setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
+    let allocator_reserve = reserve_fraction
+        * ((tensors - persistent).max(0.0) + PERSISTENT_RESERVE_SHARE * persistent);
     let overhead = setup.overheads.cuda_context_bytes as f64 + allocator_reserve;
     Ok(MemoryBreakdown {
         weights: to_bytes(weights_at_peak),
+        autocast_copies: to_bytes(copies_at_peak),
         gradients: to_bytes(gradients_at_peak),
         optimizer: to_bytes(optimizer),
         activations: to_bytes(activations_at_peak),
@@ -359,14 +418,20 @@ fn output_head_parameters(model: &Model) -> f64 {
 /// takes the square root of every second moment at once, a temporary the size of that state.
 /// Fused AdamW (Hugging Face Trainer's default `adamw_torch_fused`) allocates none.
 fn optimizer_step_temporaries(setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
-    let state_value = if setup.precision == Precision::Bf16 {
+    match setup.optimizer {
+        Optimizer::Adamw => trained_value_bytes(setup) * counts.trainable,
+        _ => 0.0,
+    }
+}
+
+/// Bytes of a trained parameter's gradient and of each optimizer state: pure bf16 full
+/// training keeps them in bf16; PEFT keeps LoRA adapters (and so their gradients and states)
+/// in fp32 whatever the frozen model's type.
+fn trained_value_bytes(setup: &TrainingSetup) -> f64 {
+    if setup.precision == Precision::Bf16 && setup.method == Method::Full {
         2.0
     } else {
         4.0
-    };
-    match setup.optimizer {
-        Optimizer::Adamw => state_value * counts.trainable,
-        _ => 0.0,
     }
 }
 
@@ -416,12 +481,7 @@ fn weight_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) 
 
 /// Optimizer state before sharding.
 fn optimizer_bytes(model: &Model, setup: &TrainingSetup, counts: &ParameterCounts) -> f64 {
-    // Pure bf16 training keeps the optimizer state in the parameters' type.
-    let state_value = if setup.precision == Precision::Bf16 {
-        2.0
-    } else {
-        4.0
-    };
+    let state_value = trained_value_bytes(setup);
     match setup.optimizer {
         Optimizer::Adamw | Optimizer::AdamwFused => 2.0 * state_value * counts.trainable,
         // bitsandbytes: two 8-bit states per parameter plus a float per 2048-value block.

@@ -202,7 +202,7 @@ fn transformer_linear_shapes(config: &TransformerConfig, targets: LoraTargets) -
     shapes
 }
 
-fn architecture_parameter_count(architecture: &Architecture) -> u64 {
+pub(crate) fn architecture_parameter_count(architecture: &Architecture) -> u64 {
     match architecture {
         Architecture::Transformer(config) => transformer_parameters(config),
         Architecture::Vit(config) => vit_parameters(config),
@@ -316,6 +316,10 @@ fn convnext_parameters(
     let mut total = 3 * 16 * first + first + layer_norm(first);
     for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate()
     {
+        // Stages left out (a prefix of the network) have no blocks.
+        if blocks == 0 {
+            break;
+        }
         if stage > 0 {
             let previous = channels_per_stage[stage - 1];
             total += layer_norm(previous) + previous * channels * 4 + channels;

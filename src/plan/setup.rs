@@ -168,15 +168,24 @@ pub enum Task {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Overheads {
     pub cuda_context_bytes: u64,
-    /// Reserved beyond the peak of allocated tensors, as a fraction of that peak.
+    /// Reserved beyond the peak of allocated tensors, as a fraction of the tensors that come
+    /// and go within a step (gradients, activations, temporaries, autocast's copies); the
+    /// tensors that live through it (stored weights, optimizer states) count for
+    /// [`PERSISTENT_RESERVE_SHARE`] of that fraction.
     pub allocator_reserve_fraction: f64,
 }
+
+/// How much of the allocator's reserve fraction applies to the weights and optimizer states,
+/// which are allocated once and fragment the cache less than what each step frees and
+/// allocates again (fit with the default fraction to the published reserved / nvidia-smi
+/// points, docs/planner.md).
+pub const PERSISTENT_RESERVE_SHARE: f64 = 0.65;
 
 impl Default for Overheads {
     fn default() -> Overheads {
         Overheads {
             cuda_context_bytes: 500 * 1024 * 1024,
-            allocator_reserve_fraction: 0.20,
+            allocator_reserve_fraction: 0.25,
         }
     }
 }
