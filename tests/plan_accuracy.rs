@@ -18,7 +18,7 @@ struct Measurements {
 #[derive(Debug, Deserialize)]
 struct Measurement {
     id: String,
-    source: String,
+    url: String,
     model: String,
     method: String,
     lora_rank: Option<u64>,
@@ -112,7 +112,9 @@ fn planner_matches_published_measurements() {
     let data: Measurements =
         toml::from_str(&text).unwrap_or_else(|error| panic!("parsing the measurements: {error}"));
     let mut errors = Vec::new();
-    println!("| point | model | method | measured (GiB) | predicted (GiB) | error | source |");
+    println!(
+        "| point | model | method | setup; measured as | measured (GiB) | predicted (GiB) | error |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for point in &data.measurement {
         let Some(model) = preset(&point.model) else {
@@ -132,17 +134,50 @@ fn planner_matches_published_measurements() {
                 errors.push((error.abs(), point.id.clone()));
                 String::new()
             }
-            Some(reason) => format!(" (not counted: {reason})"),
+            Some(reason) => format!(" — not counted: {reason}"),
+        };
+        let size = match (point.seq_len, point.image_size) {
+            (_, Some(pixels)) => format!("{pixels} px"),
+            (Some(tokens), None) => format!("seq {tokens}"),
+            (None, None) => String::new(),
+        };
+        let mut options = Vec::new();
+        if setup.gradient_accumulation_steps > 1 {
+            options.push(format!(
+                "{} accumulation steps",
+                setup.gradient_accumulation_steps
+            ));
+        }
+        if setup.activation_offload {
+            options.push("activation offload".to_string());
+        }
+        if setup.chunked_cross_entropy {
+            options.push("chunked cross-entropy".to_string());
+        }
+        if point.offload != Offload::None {
+            options.push(format!("offload {:?}", point.offload).to_lowercase());
+        }
+        let options = if options.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", options.join(", "))
         };
         println!(
-            "| {} | {} | {} | {:.2} | {:.2} | {:+.1} %{judged} | {} |",
+            "| [{}]({}) | {} | {} | {}, {}, micro-batch {}, {size}, checkpointing {}, {} GPU {}{options}; {} | {:.2} | {:.2} | {:+.1} %{judged} |",
             point.id,
+            point.url,
             point.model,
             point.method,
+            point.precision.name(),
+            point.optimizer.name(),
+            point.micro_batch,
+            format!("{:?}", point.checkpointing).to_lowercase(),
+            point.gpus,
+            format!("{:?}", point.sharding).to_lowercase(),
+            point.measurement,
             point.measured_gib,
             predicted,
             error * 100.0,
-            point.source
         );
     }
     assert!(
