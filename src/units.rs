@@ -38,6 +38,27 @@ pub fn energy(millijoules: u64) -> String {
     }
 }
 
+/// A parameter count as people write it: "8.03 B", "124 M", "25.6 M", "13.5 k".
+pub fn parameters(count: u64) -> String {
+    let count = count as f64;
+    let (value, unit) = if count >= 1e9 {
+        (count / 1e9, "B")
+    } else if count >= 1e6 {
+        (count / 1e6, "M")
+    } else if count >= 1e3 {
+        (count / 1e3, "k")
+    } else {
+        return format!("{count:.0}");
+    };
+    if value >= 100.0 {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
 /// `value` formatted by `format`, or "n/a".
 pub fn or_na<T>(value: Option<T>, format: impl FnOnce(T) -> String) -> String {
     value.map_or_else(|| NOT_AVAILABLE.to_string(), format)
@@ -58,5 +79,16 @@ mod tests {
         assert_eq!(energy(5_400_000_000_000 / 1000), "1.50 kWh");
         assert_eq!(or_na(None::<u32>, |c| format!("{c} °C")), "n/a");
         assert_eq!(or_na(Some(67u32), |c| format!("{c} °C")), "67 °C");
+    }
+
+    #[test]
+    fn parameter_counts_read_as_people_write_them() {
+        assert_eq!(parameters(8_030_261_248), "8.03 B");
+        assert_eq!(parameters(70_553_706_496), "70.6 B");
+        assert_eq!(parameters(124_439_808), "124 M");
+        assert_eq!(parameters(25_557_032), "25.6 M");
+        assert_eq!(parameters(41_943_040), "41.9 M");
+        assert_eq!(parameters(13_500), "13.5 k");
+        assert_eq!(parameters(0), "0");
     }
 }

@@ -269,8 +269,8 @@ pub fn run_command(
             if let Some(model) = preset(name) {
                 writeln!(
                     out,
-                    "{name:<20} {:>8.2} B parameters",
-                    model.parameter_count() as f64 / 1e9
+                    "{name:<20} {:>8} parameters",
+                    crate::units::parameters(model.parameter_count())
                 )?;
             }
         }

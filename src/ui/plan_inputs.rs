@@ -38,8 +38,8 @@ impl PlanPanel {
         }
         let kind = ModelKind::of(&self.model);
         ui.label(format!(
-            "{:.2} B parameters",
-            self.model.parameter_count() as f64 / 1e9
+            "{} parameters",
+            crate::units::parameters(self.model.parameter_count())
         ));
         ui.separator();
 

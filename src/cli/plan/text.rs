@@ -25,10 +25,10 @@ pub(super) fn write_report(
 ) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {:.2} B parameters ({:.1} M trained) on {} ({})",
+        "{}: {} parameters ({} trained) on {} ({})",
         crate::text::printable(&model.name),
-        model.parameter_count() as f64 / 1e9,
-        trainable / 1e6,
+        crate::units::parameters(model.parameter_count()),
+        crate::units::parameters(trainable.max(0.0) as u64),
         card.name,
         gib(card.memory_bytes)
     )?;
