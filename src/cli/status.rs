@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::device::process::mib;
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::device::{
-    Backend, Constraints, DeviceError, GpuIdentity, Telemetry, ThrottleReasons, resolve_gpu,
+    Backend, Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons,
+    resolve_gpu,
 };
 use crate::units::{energy, gib, or_na, watts};
 
@@ -53,7 +55,8 @@ struct StatusReport<'a> {
 pub fn read_gpu(backend: &mut dyn Backend, index: u32) -> Result<GpuStatus, DeviceError> {
     let identity = backend.identity(index)?;
     let constraints = backend.constraints(index)?;
-    let telemetry = backend.telemetry(index)?;
+    let mut telemetry = backend.telemetry(index)?;
+    telemetry.processes = backend.processes(index)?;
     let fan_speed_pct = telemetry
         .fans
         .as_ref()
@@ -249,5 +252,33 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         "  Energy       {} since the driver loaded",
         or_na(reading.energy_total_mj, energy)
     )?;
+    write_processes_text(out, reading.processes.as_deref())
+}
+
+/// One line per process: pid, user, VRAM, kind and command.
+fn write_processes_text(
+    out: &mut dyn Write,
+    processes: Option<&[GpuProcess]>,
+) -> std::io::Result<()> {
+    let processes = match processes {
+        None => return writeln!(out, "  Processes    n/a (this GPU does not list them)"),
+        Some([]) => return writeln!(out, "  Processes    none"),
+        Some(processes) => processes,
+    };
+    for (number, process) in processes.iter().enumerate() {
+        writeln!(
+            out,
+            "  {:<13}pid {:<8} {:<12} {:>10}  {:<3}  {}",
+            if number == 0 { "Processes" } else { "" },
+            process.pid,
+            process.user_text(),
+            or_na(process.used_memory_bytes, |bytes| format!(
+                "{} MiB",
+                mib(bytes)
+            )),
+            process.kind.short(),
+            process.command_text()
+        )?;
+    }
     Ok(())
 }

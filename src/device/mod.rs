@@ -3,6 +3,8 @@
 
 pub mod gate;
 pub mod nvml;
+pub mod process;
+pub mod procfs;
 pub mod sim;
 mod throttle;
 pub mod worker;
@@ -11,6 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use process::{GpuProcess, ProcessKind};
 pub use throttle::{ThrottleReason, ThrottleReasons};
 
 use crate::units::watts_exact;
@@ -67,6 +70,12 @@ pub struct Telemetry {
     pub pcie_link_width_max: Option<u32>,
     /// Energy used since the driver loaded, millijoules.
     pub energy_total_mj: Option<u64>,
+    /// The processes on the GPU, most VRAM first; `None` when the card does not list them.
+    /// `Backend::telemetry` leaves it `None`: the sampler fills it from `Backend::processes`
+    /// (at most once a second, the same list on the samples in between), and so does
+    /// `gputune status`.
+    #[serde(default)]
+    pub processes: Option<Vec<GpuProcess>>,
 }
 
 /// An inclusive clock range in MHz.
@@ -314,6 +323,9 @@ pub trait Backend: Send {
     fn enforced_power_limit(&mut self, index: u32) -> Result<Option<u32>, DeviceError> {
         Ok(self.telemetry(index)?.power_limit_mw)
     }
+    /// The processes using GPU `index`, most VRAM first, with their users and commands;
+    /// `None` when the card does not list them.
+    fn processes(&mut self, index: u32) -> Result<Option<Vec<GpuProcess>>, DeviceError>;
     /// Writes one setting. Only `device::gate` can make a `ValidatedSetting`.
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError>;
     /// How to open another handle to the same GPUs (the same simulated machine, the same

@@ -1,6 +1,8 @@
 //! The real NVIDIA backend, through nvml-wrapper. NVML is loaded at run time, from the system's
 //! default search path or from a path the user gives (WSL and non-standard installs need that).
 
+mod processes;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,11 +14,12 @@ use nvml_wrapper::enums::device::{FanControlPolicy, GpuLockedClocksSetting};
 use nvml_wrapper::error::NvmlError;
 
 use super::gate::ValidatedSetting;
+use super::procfs::ProcReader;
 use super::sim::wall_clock_ms;
 use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
-    FanMode, FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, Reopener, Setting, Telemetry,
-    ThrottleReasons,
+    FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, Reopener, Setting,
+    Telemetry, ThrottleReasons,
 };
 
 /// An NVML device handle, kept between calls so each reading or write is one driver call,
@@ -45,6 +48,8 @@ pub struct NvmlBackend {
     handles: Vec<Option<DeviceHandle>>,
     /// The set critical errors are reported to, once watched.
     events: Option<EventSet>,
+    /// Who the processes on the GPUs are (/proc), with the user names already looked up.
+    proc_reader: ProcReader,
 }
 
 impl Drop for NvmlBackend {
@@ -74,6 +79,7 @@ impl NvmlBackend {
             library_path: library_path.map(Path::to_path_buf),
             handles: Vec::new(),
             events: None,
+            proc_reader: ProcReader::default(),
         };
         if backend.gpu_count()? == 0 {
             return Err(DeviceError::NoGpus);
@@ -347,7 +353,19 @@ impl Backend for NvmlBackend {
                 index,
             )?,
             energy_total_mj: optional(device.total_energy_consumption(), "energy counter", index)?,
+            processes: None,
         })
+    }
+
+    fn processes(&mut self, index: u32) -> Result<Option<Vec<GpuProcess>>, DeviceError> {
+        let handle = self.handle(index)?;
+        let listed = processes::listed_processes(&self.device_at(handle), index)?;
+        Ok(listed.map(|listed| {
+            listed
+                .into_iter()
+                .map(|process| self.proc_reader.describe(process))
+                .collect()
+        }))
     }
 
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {

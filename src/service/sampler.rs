@@ -10,10 +10,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Input;
-use crate::device::{Backend, Reopener};
+use crate::device::{Backend, DeviceError, GpuProcess, Reopener, Telemetry};
 
 /// How often the settings are read back (to see changes made by other programs).
 const SETTINGS_EVERY: Duration = Duration::from_secs(1);
+/// How often the processes on each GPU are listed (two NVML calls and /proc per process):
+/// they change slowly, and the samples in between carry the last list.
+const PROCESSES_EVERY: Duration = Duration::from_secs(1);
 
 pub(super) struct SamplerHandle {
     stop: Arc<AtomicBool>,
@@ -139,9 +142,14 @@ fn run(
 ) {
     let mut next_settings = Instant::now();
     let mut next_sample = Instant::now();
+    let mut processes = ProcessLists::default();
     while !stop.load(Ordering::SeqCst) {
+        let refresh_processes = processes.due();
         let readings = (0..gpu_count)
-            .map(|index| backend.telemetry(index))
+            .map(|index| {
+                let reading = backend.telemetry(index);
+                processes.attach(backend, index, reading, refresh_processes)
+            })
             .collect();
         if engine.send(Input::Samples(readings)).is_err() {
             return;
@@ -173,5 +181,48 @@ fn run(
             let left = next_sample.saturating_duration_since(Instant::now());
             std::thread::sleep(left.min(Duration::from_millis(50)));
         }
+    }
+}
+
+/// The last process list of each GPU, listed again every `PROCESSES_EVERY`.
+#[derive(Default)]
+struct ProcessLists {
+    lists: Vec<Option<Vec<GpuProcess>>>,
+    next_read: Option<Instant>,
+}
+
+impl ProcessLists {
+    /// Whether this round of samples lists the processes again.
+    fn due(&mut self) -> bool {
+        let now = Instant::now();
+        let due = self.next_read.is_none_or(|next| now >= next);
+        if due {
+            self.next_read = Some(now + PROCESSES_EVERY);
+        }
+        due
+    }
+
+    /// GPU `index`'s reading with its process list (read again when `refresh`). A GPU that
+    /// failed to read is not asked for its processes.
+    fn attach(
+        &mut self,
+        backend: &mut dyn Backend,
+        index: u32,
+        reading: Result<Telemetry, DeviceError>,
+        refresh: bool,
+    ) -> Result<Telemetry, DeviceError> {
+        let mut reading = reading?;
+        let slot = index as usize;
+        if self.lists.len() <= slot {
+            self.lists.resize(slot + 1, None);
+        }
+        if refresh {
+            self.lists[slot] = backend.processes(index).unwrap_or_else(|error| {
+                tracing::debug!("GPU {index}: processes not listed: {error}");
+                None
+            });
+        }
+        reading.processes = self.lists[slot].clone();
+        Ok(reading)
     }
 }

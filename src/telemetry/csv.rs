@@ -265,6 +265,7 @@ fn reading_from_history(history: &GpuHistory, index: usize) -> Option<Telemetry>
         pcie_link_gen_max: small(Metric::PcieLinkGenMax),
         pcie_link_width_max: small(Metric::PcieLinkWidthMax),
         energy_total_mj: None,
+        processes: None,
     };
     let failed_read = Telemetry {
         sampled_at_ms,
@@ -427,6 +428,7 @@ mod tests {
             pcie_link_gen_max: Some(4),
             pcie_link_width_max: Some(16),
             energy_total_mj: Some(123_456_789),
+            processes: None,
         }
     }
 

@@ -5,6 +5,7 @@ mod card;
 mod controls;
 mod load;
 mod physics;
+mod processes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,11 +17,12 @@ pub use card::{CardSpec, VfPoint};
 pub use load::{LoadPattern, LoadPoint};
 use physics::splitmix64;
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
+pub use processes::{SIM_FIRST_PID, SIM_USER};
 
 use super::gate::ValidatedSetting;
 use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanMode,
-    FanReading, GpuIdentity, Reopener, Setting, Telemetry, ThrottleReasons,
+    FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
 };
 
 /// Which machine to simulate.
@@ -334,6 +336,13 @@ impl Backend for SimBackend {
         })
     }
 
+    fn processes(&mut self, index: u32) -> Result<Option<Vec<GpuProcess>>, DeviceError> {
+        let gpu_count = self.gpu_count()?;
+        self.with_gpu(index, |gpu| {
+            Some(processes::sim_processes(gpu, index, gpu_count))
+        })
+    }
+
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
         let setting = *setting.setting();
         self.with_gpu(index, |gpu| apply_to_sim(gpu, &setting))?
@@ -376,6 +385,7 @@ fn sim_telemetry(gpu: &SimGpu, sampled_at_ms: u64) -> Telemetry {
         pcie_link_gen_max: Some(gpu.spec.pcie_link_gen_max),
         pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
         energy_total_mj: Some(gpu.energy_total_mj()),
+        processes: None,
     }
 }
 

@@ -1,0 +1,176 @@
+//! The processes that use a GPU: what NVML lists (pid, kind of context, VRAM), and who they are
+//! (user and command, from /proc; see `procfs`).
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of context a process holds on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessKind {
+    /// A compute context (CUDA, a training job): `nvmlDeviceGetComputeRunningProcesses`.
+    Compute,
+    /// A graphics context (OpenGL, Vulkan, a desktop): `nvmlDeviceGetGraphicsRunningProcesses`.
+    Graphics,
+    /// Listed by both.
+    ComputeAndGraphics,
+}
+
+impl ProcessKind {
+    /// nvidia-smi's letters: "C", "G", "C+G".
+    pub fn short(self) -> &'static str {
+        match self {
+            ProcessKind::Compute => "C",
+            ProcessKind::Graphics => "G",
+            ProcessKind::ComputeAndGraphics => "C+G",
+        }
+    }
+
+    /// "compute", "graphics", "compute + graphics".
+    pub fn describe(self) -> &'static str {
+        match self {
+            ProcessKind::Compute => "compute",
+            ProcessKind::Graphics => "graphics",
+            ProcessKind::ComputeAndGraphics => "compute + graphics",
+        }
+    }
+
+    fn with(self, other: ProcessKind) -> ProcessKind {
+        if self == other {
+            self
+        } else {
+            ProcessKind::ComputeAndGraphics
+        }
+    }
+}
+
+/// One process using a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    /// As NVML reports it: the pid in the host's pid namespace.
+    pub pid: u32,
+    pub kind: ProcessKind,
+    /// VRAM the process holds on this GPU; `None` when the driver does not say (Windows' WDDM,
+    /// some MIG and vGPU setups).
+    pub used_memory_bytes: Option<u64>,
+    /// The owner's user name (or uid, when it has no name); `None` when it could not be read.
+    pub user: Option<String>,
+    /// The command line, made printable and cut to [`MAX_COMMAND_CHARS`]; `None` when it could
+    /// not be read.
+    pub command: Option<String>,
+    /// The process had ended by the time /proc was read (NVML lists a process a little longer
+    /// than it lives, and a pid can end between the two).
+    #[serde(default)]
+    pub exited: bool,
+}
+
+/// The longest command line kept, in characters; longer ones end in "…".
+pub const MAX_COMMAND_CHARS: usize = 240;
+
+impl GpuProcess {
+    /// The command as shown: the command line, "(exited)" or "(unknown)".
+    pub fn command_text(&self) -> &str {
+        match (&self.command, self.exited) {
+            (Some(command), _) => command,
+            (None, true) => "(exited)",
+            (None, false) => "(unknown)",
+        }
+    }
+
+    /// The user as shown, "?" when unknown.
+    pub fn user_text(&self) -> &str {
+        self.user.as_deref().unwrap_or("?")
+    }
+}
+
+/// One entry of an NVML process list, before /proc is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListedProcess {
+    pub pid: u32,
+    pub kind: ProcessKind,
+    pub used_memory_bytes: Option<u64>,
+}
+
+/// Merges the compute and graphics lists: a pid in both is one process of both kinds (with the
+/// larger VRAM figure; the driver gives the same one in both). Sorted by VRAM, largest first,
+/// then by pid.
+pub fn merge_lists(lists: impl IntoIterator<Item = ListedProcess>) -> Vec<ListedProcess> {
+    let mut merged: Vec<ListedProcess> = Vec::new();
+    for listed in lists {
+        match merged.iter_mut().find(|known| known.pid == listed.pid) {
+            Some(known) => {
+                known.kind = known.kind.with(listed.kind);
+                known.used_memory_bytes = match (known.used_memory_bytes, listed.used_memory_bytes)
+                {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => merged.push(listed),
+        }
+    }
+    merged.sort_by(|a, b| {
+        b.used_memory_bytes
+            .cmp(&a.used_memory_bytes)
+            .then(a.pid.cmp(&b.pid))
+    });
+    merged
+}
+
+/// The process that holds the most VRAM (the list is sorted that way), if any.
+pub fn top_process(processes: &[GpuProcess]) -> Option<&GpuProcess> {
+    processes.first()
+}
+
+/// Mebibytes, rounded down, for tables ("21450").
+pub fn mib(bytes: u64) -> u64 {
+    bytes / (1024 * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(pid: u32, kind: ProcessKind, mib: Option<u64>) -> ListedProcess {
+        ListedProcess {
+            pid,
+            kind,
+            used_memory_bytes: mib.map(|mib| mib << 20),
+        }
+    }
+
+    #[test]
+    fn a_pid_in_both_lists_is_one_process_of_both_kinds() {
+        let merged = merge_lists([
+            listed(10, ProcessKind::Compute, Some(100)),
+            listed(20, ProcessKind::Compute, Some(900)),
+            listed(10, ProcessKind::Graphics, Some(120)),
+            listed(30, ProcessKind::Graphics, None),
+        ]);
+        assert_eq!(
+            merged,
+            vec![
+                listed(20, ProcessKind::Compute, Some(900)),
+                listed(10, ProcessKind::ComputeAndGraphics, Some(120)),
+                listed(30, ProcessKind::Graphics, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_text_reads_as_exited_or_unknown() {
+        let mut process = GpuProcess {
+            pid: 1,
+            kind: ProcessKind::Compute,
+            used_memory_bytes: None,
+            user: None,
+            command: None,
+            exited: true,
+        };
+        assert_eq!(process.command_text(), "(exited)");
+        assert_eq!(process.user_text(), "?");
+        process.exited = false;
+        assert_eq!(process.command_text(), "(unknown)");
+        assert_eq!(ProcessKind::ComputeAndGraphics.short(), "C+G");
+        assert_eq!(mib(3 << 20), 3);
+    }
+}
