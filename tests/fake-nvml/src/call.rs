@@ -107,18 +107,30 @@ pub(crate) fn on_gpu<T>(
     handle: nvmlDevice_t,
     body: impl FnOnce(&mut SimGpu) -> Result<T, Code>,
 ) -> Result<T, Code> {
-    with_state(|state| {
-        let calls_before = count_device_call(state);
-        let index = index_of(state, faults, handle)?;
-        if faults.gpu_lost(calls_before) {
-            return Err(GPU_IS_LOST);
-        }
+    on_state(faults, handle, |state, index| {
         let gpu = state
             .machine
             .gpus
             .get_mut(index as usize)
             .ok_or(INVALID_ARGUMENT)?;
         body(gpu)
+    })
+}
+
+/// Runs `body` on the whole state and the index of the GPU `handle` names, as one counted
+/// device call (for what the state keeps beside the cards, such as their processes).
+pub(crate) fn on_state<T>(
+    faults: &Faults,
+    handle: nvmlDevice_t,
+    body: impl FnOnce(&mut FakeState, u32) -> Result<T, Code>,
+) -> Result<T, Code> {
+    with_state(|state| {
+        let calls_before = count_device_call(state);
+        let index = index_of(state, faults, handle)?;
+        if faults.gpu_lost(calls_before) {
+            return Err(GPU_IS_LOST);
+        }
+        body(state, index)
     })?
 }
 
@@ -220,15 +232,16 @@ pub(crate) unsafe fn write_c_string(
 }
 
 /// Copies a list into a caller's array NVML-style: `count` says how many entries the array
-/// holds on the way in and how many were written (or are needed) on the way out.
+/// holds on the way in and how many were written (or are needed) on the way out. An empty list
+/// is a success whatever the array.
 ///
 /// # Safety
 /// `count` must be null or valid for reads and writes; `array` must be null or valid for
 /// writes of `*count` entries.
-pub(crate) unsafe fn write_list(
+pub(crate) unsafe fn write_list<T: Copy>(
     count: *mut c_uint,
-    array: *mut c_uint,
-    values: &[u32],
+    array: *mut T,
+    values: &[T],
 ) -> Result<(), Code> {
     let count = Ptr::new(count)?;
     let needed = c_uint::try_from(values.len()).map_err(|_| UNKNOWN)?;
@@ -238,6 +251,11 @@ pub(crate) unsafe fn write_list(
         // SAFETY: as above.
         unsafe { count.write(needed) };
         return Err(INSUFFICIENT_SIZE);
+    }
+    if values.is_empty() {
+        // SAFETY: as above.
+        unsafe { count.write(0) };
+        return Ok(());
     }
     let array = Ptr::new(array)?;
     // SAFETY: the array holds `room >= values.len()` entries.

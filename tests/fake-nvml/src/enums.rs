@@ -21,3 +21,8 @@ pub(crate) const THRESHOLD_ACOUSTIC_CURRENT: nvml::nvmlTemperatureThresholds_t =
     nvml::nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR;
 pub(crate) const THRESHOLD_COUNT: nvml::nvmlTemperatureThresholds_t =
     nvml::nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_COUNT;
+
+pub(crate) const PCIE_UTIL_TX_BYTES: nvml::nvmlPcieUtilCounter_t =
+    nvml::nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_TX_BYTES;
+pub(crate) const PCIE_UTIL_RX_BYTES: nvml::nvmlPcieUtilCounter_t =
+    nvml::nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES;

@@ -27,10 +27,13 @@ pub(crate) struct Faults {
     pub no_gpus: bool,
     /// An event set reports one critical error (Xid 13 on GPU 0) once it is this old.
     pub xid_after_ms: Option<u64>,
+    /// Neither process list is supported.
+    pub processes_not_supported: bool,
 }
 
 const KNOWN_FAULTS: &str = "no_permission, fans_not_supported, gpu_lost_after=N, slow_ms=N, \
-                            offsets_not_supported, driver_not_loaded, no_gpus, xid_after_ms=N";
+                            offsets_not_supported, driver_not_loaded, no_gpus, xid_after_ms=N, \
+                            processes_not_supported";
 
 impl Faults {
     /// The faults `FAKE_NVML_FAULTS` asks for, and those listed in the file
@@ -75,6 +78,7 @@ impl Faults {
                 ("offsets_not_supported", None) => faults.offsets_not_supported = true,
                 ("driver_not_loaded", None) => faults.driver_not_loaded = true,
                 ("no_gpus", None) => faults.no_gpus = true,
+                ("processes_not_supported", None) => faults.processes_not_supported = true,
                 ("gpu_lost_after", Some(value)) => {
                     faults.gpu_lost_after_calls = Some(parse_count(name, value)?);
                 }
@@ -131,7 +135,8 @@ mod tests {
     fn parses_every_fault() {
         let faults = Faults::parse(
             " no_permission,fans_not_supported, gpu_lost_after=3,slow_ms = 5,\
-             offsets_not_supported,driver_not_loaded,no_gpus,xid_after_ms=7,",
+             offsets_not_supported,driver_not_loaded,no_gpus,xid_after_ms=7,\
+             processes_not_supported",
         );
         assert_eq!(
             faults,
@@ -144,6 +149,7 @@ mod tests {
                 driver_not_loaded: true,
                 no_gpus: true,
                 xid_after_ms: Some(7),
+                processes_not_supported: true,
             })
         );
         assert_eq!(Faults::parse(""), Ok(Faults::default()));

@@ -20,6 +20,15 @@
 //! `game`, are read once, when the state is created. An unknown name makes that call return
 //! `UNKNOWN` and says why on stderr.
 //!
+//! **Processes.** `FAKE_NVML_PROCESSES`, read when the state is created, lists processes as
+//! comma-separated `GPU:PID:KIND:MIB` entries (KIND `compute`, `graphics` or `both`; MIB a
+//! number or `n/a`, listed as `NVML_VALUE_NOT_AVAILABLE`), e.g. `0:4242:compute:20480`;
+//! [`register_process`] and [`remove_process`] change the list in a state file later. The
+//! compute and graphics lists (`nvmlDevice{Compute,Graphics}RunningProcesses`, unversioned
+//! with `nvmlProcessInfo_v1_t`, `_v2` and `_v3` with `nvmlProcessInfo_v2_t`) hold the GPU's
+//! processes of that kind, in the order registered, nothing else: the simulated load runs no
+//! process of its own here. A pid is listed as given, whether or not it lives.
+//!
 //! **Faults.** `FAKE_NVML_FAULTS` is a comma-separated list, read on every call; the file
 //! `FAKE_NVML_FAULTS_FILE` names, when it exists, adds its own list (also read on every call,
 //! so a test can slow down or break a driver under a process that is already running):
@@ -33,7 +42,8 @@
 //! - `driver_not_loaded`: `nvmlInit_v2` returns `DRIVER_NOT_LOADED` (9);
 //! - `no_gpus`: the device count is 0 and no handle can be had;
 //! - `xid_after_ms=N`: an event set reports one critical error, Xid 13 on the first GPU
-//!   registered to it, once the set is N ms old (once per set; sets live in their process).
+//!   registered to it, once the set is N ms old (once per set; sets live in their process);
+//! - `processes_not_supported`: both process lists return `NOT_SUPPORTED`.
 //!
 //! An unknown fault makes `nvmlInit_v2` (and every later call) return `UNKNOWN`, saying why on
 //! stderr. A "device call" is any call that takes a device handle.
@@ -69,10 +79,12 @@ mod enums;
 mod exports;
 mod faults;
 mod locate;
+mod processes;
 mod state;
 mod store;
 
 pub use locate::fake_library_path;
+pub use processes::{FakeProcess, register_process, remove_process};
 pub use state::{FakeState, WriteRecord, load_state, save_state};
 
 /// Environment variable naming the state file shared between processes.
@@ -85,6 +97,8 @@ pub const LOAD_ENV: &str = "FAKE_NVML_LOAD";
 pub const FAULTS_ENV: &str = "FAKE_NVML_FAULTS";
 /// Environment variable naming a file of more faults, read on every call.
 pub const FAULTS_FILE_ENV: &str = "FAKE_NVML_FAULTS_FILE";
+/// Environment variable listing the processes the GPUs run when the state is created.
+pub const PROCESSES_ENV: &str = "FAKE_NVML_PROCESSES";
 
 /// The driver version the fake reports (`nvmlSystemGetDriverVersion`).
 pub const DRIVER_VERSION: &str = "fake-560.35";

@@ -6,8 +6,9 @@ use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimMachine, SimScenario};
 use serde::{Deserialize, Serialize};
 
+use crate::processes::{FakeProcess, parse_processes};
 use crate::store;
-use crate::{LOAD_ENV, SCENARIO_ENV};
+use crate::{LOAD_ENV, PROCESSES_ENV, SCENARIO_ENV};
 
 /// Everything the fake driver remembers between calls (and, with a state file, processes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,6 +21,9 @@ pub struct FakeState {
     /// Calls made on a device handle so far, in every process (drives `gpu_lost_after`).
     #[serde(default)]
     pub device_calls: u64,
+    /// The processes the GPUs list (`FAKE_NVML_PROCESSES`, [`crate::register_process`]).
+    #[serde(default)]
+    pub processes: Vec<FakeProcess>,
 }
 
 /// One set/reset call as the fake driver saw it.
@@ -44,6 +48,7 @@ impl FakeState {
             machine,
             write_log: Vec::new(),
             device_calls: 0,
+            processes: Vec::new(),
         }
     }
 
@@ -66,7 +71,11 @@ impl FakeState {
                 )
             })?,
         };
-        Ok(FakeState::new(SimMachine::new(scenario, load, now_ms)))
+        let mut state = FakeState::new(SimMachine::new(scenario, load, now_ms));
+        if let Some(list) = env_text(PROCESSES_ENV)? {
+            state.processes = parse_processes(&list)?;
+        }
+        Ok(state)
     }
 }
 

@@ -72,6 +72,16 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
     }
 }
 
+/// NVML: the first fan's speed now, percent (the name from before cards had several fans).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(
+    device: nvmlDevice_t,
+    speed: *mut c_uint,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract, passed on.
+    unsafe { nvmlDeviceGetFanSpeed_v2(device, 0, speed) }
+}
+
 /// NVML: one fan's speed now, RPM (`fan` in, `speed` out).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetFanSpeedRPM(

@@ -6,8 +6,8 @@ use nvml_wrapper_sys::bindings::{
     NVML_DEVICE_ARCH_ADA, NVML_DEVICE_ARCH_AMPERE, NVML_DEVICE_ARCH_BLACKWELL,
     NVML_DEVICE_ARCH_HOPPER, NVML_DEVICE_ARCH_KEPLER, NVML_DEVICE_ARCH_MAXWELL,
     NVML_DEVICE_ARCH_PASCAL, NVML_DEVICE_ARCH_TURING, NVML_DEVICE_ARCH_UNKNOWN,
-    NVML_DEVICE_ARCH_VOLTA, nvmlDevice_t, nvmlDeviceArchitecture_t, nvmlMemory_v2_t, nvmlPciInfo_t,
-    nvmlReturn_t,
+    NVML_DEVICE_ARCH_VOLTA, nvmlDevice_t, nvmlDeviceArchitecture_t, nvmlMemory_t, nvmlMemory_v2_t,
+    nvmlPciInfo_t, nvmlReturn_t,
 };
 
 use crate::call::{Ptr, api_call, get_from_gpu, on_gpu, write_c_string};
@@ -84,6 +84,26 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         }
         Ok(())
     })
+}
+
+/// NVML: memory size and use, in bytes, in the first layout (no version, no reserved).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    memory: *mut nvmlMemory_t,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: the pointer is null or valid for a write.
+    unsafe {
+        get_from_gpu(device, memory, |_, gpu| {
+            let total = gpu.spec.memory_total_bytes;
+            let used = gpu.reading.memory_used_bytes.min(total);
+            Ok(nvmlMemory_t {
+                total,
+                free: total - used,
+                used,
+            })
+        })
+    }
 }
 
 /// NVML: the chip generation.

@@ -55,6 +55,15 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
     api_call(|_| unsafe { write_c_string(version, length, NVML_VERSION) })
 }
 
+/// NVML: the CUDA version the driver supports, as 1000 * major + 10 * minor (the older name).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(
+    cuda_driver_version: *mut c_int,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract, passed on.
+    unsafe { nvmlSystemGetCudaDriverVersion_v2(cuda_driver_version) }
+}
+
 /// NVML: the CUDA version the driver supports, as 1000 * major + 10 * minor.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(
