@@ -155,6 +155,37 @@ impl FakeMachine {
         unsafe { std::env::set_var(nvidia_ml_fake::FAULTS_ENV, faults) };
     }
 
+    /// Makes GPU `gpu` list process `pid` (of `kind`, holding `mib` MiB, `None`: not
+    /// available) from the next driver call on, in this process and every other.
+    pub fn register_process(
+        &self,
+        gpu: u32,
+        pid: u32,
+        kind: gputune::device::ProcessKind,
+        mib: Option<u64>,
+    ) {
+        if !self.state_path().exists() {
+            // Created as this machine's scenario, whatever this process's environment says.
+            let machine = gputune::device::sim::SimMachine::new(
+                gputune::device::sim::SimScenario::from_name(self.scenario)
+                    .expect("a known scenario"),
+                serde_json::from_value(serde_json::Value::String(self.load.to_string()))
+                    .expect("a known load"),
+                gputune::device::sim::wall_clock_ms(),
+            );
+            nvidia_ml_fake::save_state(self.state_path(), &FakeState::new(machine))
+                .expect("the fake state is written");
+        }
+        let process = nvidia_ml_fake::FakeProcess {
+            gpu_index: gpu,
+            pid,
+            kind,
+            used_memory_bytes: mib.map(|mib| mib << 20),
+        };
+        nvidia_ml_fake::register_process(self.state_path(), process)
+            .expect("the process is registered");
+    }
+
     /// The fake "hardware" as it is now: settings, simulated cards and the write log.
     pub fn state(&self) -> FakeState {
         nvidia_ml_fake::load_state(self.state_path()).expect("the fake state file reads back")
