@@ -14,8 +14,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use gputune::device::nvml::NvmlBackend;
 use gputune::device::{Backend, Setting};
 use nvidia_ml_fake::{
-    DRIVER_VERSION, FAULTS_ENV, LOAD_ENV, NVML_VERSION, SCENARIO_ENV, STATE_ENV, fake_library_path,
-    load_state,
+    DRIVER_VERSION, FAULTS_ENV, LOAD_ENV, NVML_VERSION, PROCESSES_ENV, SCENARIO_ENV, STATE_ENV,
+    fake_library_path, load_state,
 };
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
@@ -23,7 +23,9 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 use nvml_wrapper::enums::device::{DeviceArchitecture, GpuLockedClocksSetting};
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper_sys::bindings::NvmlLib;
+use nvml_wrapper_sys::bindings::{
+    NvmlLib, nvmlDevice_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlReturn_t,
+};
 use tempfile::TempDir;
 
 static ENV_LOCK: Mutex<()> = Mutex::new(());
@@ -47,6 +49,7 @@ impl Fake {
         set_env(SCENARIO_ENV, Some(scenario));
         set_env(LOAD_ENV, Some("training"));
         set_env(FAULTS_ENV, Some(faults));
+        set_env(PROCESSES_ENV, None);
         fake
     }
 
@@ -679,4 +682,189 @@ fn processes_share_one_machine() {
     assert_eq!(state.write_log.len(), 3 * WRITES_PER_CHILD as usize);
     assert_eq!(state.device_calls, 3 * u64::from(WRITES_PER_CHILD));
     assert_eq!(state.machine.gpus[0].settings.power_limit_mw, 209_000);
+}
+
+#[test]
+fn processes_are_listed_in_every_version_of_the_calls() {
+    let _fake = Fake::new("rtx4090", "");
+    set_env(
+        PROCESSES_ENV,
+        Some("0:101:compute:2048,0:102:graphics:n/a,0:103:both:512"),
+    );
+    let nvml = open().expect("init");
+    let device = nvml.device_by_index(0).expect("handle");
+    let pids = |list: Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>| {
+        list.iter().map(|info| info.pid).collect::<Vec<_>>()
+    };
+    let compute = device.running_compute_processes().expect("compute _v3");
+    assert_eq!(pids(compute.clone()), vec![101, 103]);
+    assert_eq!(
+        compute[0].used_gpu_memory,
+        nvml_wrapper::enums::device::UsedGpuMemory::Used(2048 << 20)
+    );
+    assert_eq!(compute[0].gpu_instance_id, None, "no MIG");
+    let graphics = device.running_graphics_processes().expect("graphics _v3");
+    assert_eq!(pids(graphics.clone()), vec![102, 103]);
+    assert_eq!(
+        graphics[0].used_gpu_memory,
+        nvml_wrapper::enums::device::UsedGpuMemory::Unavailable
+    );
+    // The `_v2` calls share v3's layout; the unversioned call writes the two-field v1 layout.
+    let library = raw_library();
+    type ListCall<T> = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut T) -> nvmlReturn_t;
+    for name in [
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+    ] {
+        // SAFETY: the fake exports it with this signature.
+        let call =
+            unsafe { library.get::<ListCall<nvmlProcessInfo_v2_t>>(name.as_bytes()) }.expect(name);
+        let mut entries = [nvmlProcessInfo_v2_t {
+            pid: 0,
+            usedGpuMemory: 0,
+            gpuInstanceId: 0,
+            computeInstanceId: 0,
+        }; 4];
+        let mut count: c_uint = 4;
+        // SAFETY: a handle of this library; the array holds `count` entries.
+        let code = unsafe { call(device.handle(), &mut count, entries.as_mut_ptr()) };
+        assert_eq!((code, count, entries[1].pid), (0, 2, 103), "{name}");
+    }
+    // SAFETY: as above.
+    let v1 = unsafe {
+        library.get::<ListCall<nvmlProcessInfo_v1_t>>(b"nvmlDeviceGetComputeRunningProcesses")
+    }
+    .expect("unversioned symbol");
+    let mut entries = [nvmlProcessInfo_v1_t {
+        pid: 0,
+        usedGpuMemory: 0,
+    }; 4];
+    let mut count: c_uint = 4;
+    // SAFETY: a handle of this library; the array holds `count` entries.
+    let code = unsafe { v1(device.handle(), &mut count, entries.as_mut_ptr()) };
+    assert_eq!((code, count), (0, 2));
+    assert_eq!((entries[1].pid, entries[1].usedGpuMemory), (103, 512 << 20));
+    let mut count: c_uint = 0;
+    // SAFETY: as above, asking for the count with no array.
+    let code = unsafe { v1(device.handle(), &mut count, null_mut()) };
+    assert_eq!((code, count), (7, 2), "INSUFFICIENT_SIZE with the count");
+    let samples = device
+        .process_utilization_stats(None)
+        .expect("per-process utilization");
+    assert_eq!(samples.len(), 3);
+    set_env(PROCESSES_ENV, None);
+}
+
+#[test]
+fn what_monitors_read_besides_answers_as_the_card_would() {
+    use nvml_wrapper::enum_wrappers::device::{
+        ComputeMode, EccCounter, MemoryError, PcieUtilCounter,
+    };
+    let _fake = Fake::new("rtx4090", "");
+    let nvml = open().expect("init");
+    let geforce = nvml.device_by_index(0).expect("handle");
+    assert!(matches!(geforce.compute_mode(), Ok(ComputeMode::Default)));
+    assert!(!geforce.is_in_persistent_mode().expect("persistence"));
+    assert!(!geforce.is_display_active().expect("display active"));
+    assert!(!geforce.is_display_connected().expect("display mode"));
+    type DriverModelCall = unsafe extern "C" fn(nvmlDevice_t, *mut u32, *mut u32) -> nvmlReturn_t;
+    let library = raw_library();
+    // SAFETY: the fake exports it with this signature.
+    let driver_model = unsafe { library.get::<DriverModelCall>(b"nvmlDeviceGetDriverModel") }
+        .expect("driver model symbol");
+    let (mut current, mut pending) = (0, 0);
+    // SAFETY: a handle of this library; both pointers are valid for a write.
+    let code = unsafe { driver_model(geforce.handle(), &mut current, &mut pending) };
+    assert_eq!(code, 3, "NOT_SUPPORTED: Windows only");
+    let ecc = geforce.is_ecc_enabled().expect("ECC mode");
+    assert!(
+        !ecc.currently_enabled && !ecc.pending_enabled,
+        "a 4090 ships with ECC off"
+    );
+    assert_fails(
+        geforce.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+        NvmlError::NotSupported,
+    );
+    assert_fails(geforce.mig_mode(), NvmlError::NotSupported);
+    let encoder = geforce.encoder_utilization().expect("encoder");
+    assert_eq!((encoder.utilization, encoder.sampling_period), (0, 167_000));
+    assert_eq!(
+        geforce.decoder_utilization().expect("decoder").utilization,
+        0
+    );
+    let received = geforce
+        .pcie_throughput(PcieUtilCounter::Receive)
+        .expect("RX");
+    let sent = geforce.pcie_throughput(PcieUtilCounter::Send).expect("TX");
+    assert!(
+        received > 500_000 && sent > 0 && sent < received,
+        "{received} {sent}"
+    );
+    let lib = unsafe_lib();
+    let mut speed: c_uint = 0;
+    let fan_speed = lib.nvmlDeviceGetFanSpeed.as_ref().expect("v1 fan speed");
+    // SAFETY: a handle of this library; `speed` is valid for a write.
+    assert_eq!(unsafe { fan_speed(geforce.handle(), &mut speed) }, 0);
+    assert_eq!(speed, geforce.fan_speed(0).expect("fan 0"));
+    let memory_info = lib
+        .nvmlDeviceGetMemoryInfo
+        .as_ref()
+        .expect("v1 memory info");
+    let mut memory = nvml_wrapper_sys::bindings::nvmlMemory_t {
+        total: 0,
+        free: 0,
+        used: 0,
+    };
+    // SAFETY: as above.
+    assert_eq!(unsafe { memory_info(geforce.handle(), &mut memory) }, 0);
+    assert_eq!(memory.total, 24_564 * 1024 * 1024);
+    assert_eq!(memory.used + memory.free, memory.total);
+    let cuda = lib
+        .nvmlSystemGetCudaDriverVersion
+        .as_ref()
+        .expect("v1 CUDA version");
+    let mut version = 0;
+    // SAFETY: `version` is valid for a write.
+    assert_eq!(unsafe { cuda(&mut version) }, 0);
+    assert_eq!(version, 12_060);
+    drop(nvml);
+    drop(_fake);
+
+    let _fake = Fake::new("datacenter-fanless", "");
+    let nvml = open().expect("init");
+    let h100 = nvml.device_by_index(0).expect("handle");
+    assert!(h100.is_in_persistent_mode().expect("persistence"));
+    assert!(h100.is_ecc_enabled().expect("ECC mode").currently_enabled);
+    assert_eq!(
+        h100.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            .expect("ECC errors"),
+        0
+    );
+    assert_eq!(h100.mig_mode().expect("MIG mode").current, 0);
+    assert_fails(h100.encoder_utilization(), NvmlError::NotSupported);
+    assert!(h100.decoder_utilization().is_ok());
+    let mut speed: c_uint = 0;
+    let fan_speed = unsafe_lib()
+        .nvmlDeviceGetFanSpeed
+        .as_ref()
+        .map(|f| *f)
+        .expect("v1");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { fan_speed(h100.handle(), &mut speed) },
+        3,
+        "NOT_SUPPORTED: no fans"
+    );
+}
+
+/// The fake library itself, for symbols `NvmlLib` does not load on Linux.
+fn raw_library() -> libloading::Library {
+    // SAFETY: loading the fake library runs no code besides Rust's own initializers.
+    unsafe { libloading::Library::new(library()) }.expect("the fake library loads")
+}
+
+/// The fake library's symbols, loaded directly (for calls nvml-wrapper does not make).
+fn unsafe_lib() -> NvmlLib {
+    // SAFETY: loading the fake library runs no code besides Rust's own initializers.
+    unsafe { NvmlLib::new(library().as_os_str()) }.expect("the fake library loads")
 }
