@@ -201,6 +201,34 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
     Ok(connection)
 }
 
+/// A reading client of a service already running in this process (the daemon's metrics): it
+/// may not change settings.
+pub fn attach(service: &Service, label: &str) -> Result<TuningClient, ConnectError> {
+    let client = ClientInfo {
+        id: service.next_client_id(),
+        pid: Some(std::process::id()),
+        uid: Some(crate::fsafe::effective_uid()),
+        user: current_user_name(),
+        label: label.to_string(),
+        may_write: false,
+    };
+    let id = client.id;
+    let messages = service.open_client(client);
+    let mut connection = TuningClient {
+        transport: Transport::Local {
+            client: id,
+            input: service.input(),
+            messages,
+        },
+        next_id: 1,
+        backlog: VecDeque::new(),
+        welcome: service.welcome().clone(),
+        service: None,
+    };
+    connection.hello(label)?;
+    Ok(connection)
+}
+
 fn connect_socket(path: &Path, label: &str) -> Result<TuningClient, ConnectError> {
     let stream = UnixStream::connect(path).map_err(|error| match error.kind() {
         ErrorKind::PermissionDenied => ConnectError::Denied {

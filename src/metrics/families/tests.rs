@@ -1,0 +1,194 @@
+//! The families over a simulated eight-GPU box: dcgm-exporter's names and labels, gputune's
+//! own, and what is left out when a reading failed or is stale.
+
+use super::{Context, render};
+use crate::device::sim::{SimOptions, SimScenario};
+use crate::device::{BackendChoice, BackendKind, BackendOptions, DeviceError, FanMode};
+use crate::service::protocol::Snapshot;
+use crate::tuning::engine::{GpuInfo, GpuTuning, Holder, SessionPurpose};
+use crate::tuning::in_force::{ClockLock, SettingsInForce};
+
+fn eight_gpus() -> Snapshot {
+    let options = BackendOptions {
+        choice: BackendChoice::Sim,
+        nvml_library_path: None,
+        sim: SimOptions {
+            scenario: SimScenario::EightRtx4090,
+            ..SimOptions::default()
+        },
+    };
+    let mut backend = crate::device::open_backend(&options)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .backend;
+    let mut snapshot = Snapshot {
+        gpus: Vec::new(),
+        tunings: Vec::new(),
+        latest: Vec::new(),
+    };
+    for index in 0..8 {
+        let identity = backend.identity(index).unwrap_or_else(|e| panic!("{e}"));
+        let constraints = backend.constraints(index).unwrap_or_else(|e| panic!("{e}"));
+        let current = backend
+            .current_settings(index)
+            .unwrap_or_else(|e| panic!("{e}"));
+        snapshot.tunings.push(GpuTuning {
+            gpu_index: index,
+            gpu_uuid: identity.uuid.clone(),
+            in_force: SettingsInForce {
+                power_limit_mw: current.power_limit_mw,
+                fans: current.fans,
+                ..SettingsInForce::default()
+            },
+            fan_curve: None,
+            fan_safety_engaged: false,
+            holder: None,
+            last_change: None,
+        });
+        snapshot.gpus.push(GpuInfo {
+            identity,
+            constraints,
+        });
+        snapshot.latest.push(Some(backend.telemetry(index)));
+    }
+    snapshot
+}
+
+fn context() -> Context {
+    Context {
+        hostname: "box \"7\"".to_string(),
+        version: "0.1.0".to_string(),
+        backend: BackendKind::Sim,
+        daemon: false,
+    }
+}
+
+/// The sample lines of `name` (without HELP/TYPE).
+fn samples<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .collect()
+}
+
+#[test]
+fn dcgm_exporter_names_labels_and_units() {
+    let snapshot = eight_gpus();
+    let text = render(&snapshot, &context(), true);
+    let power = samples(&text, "DCGM_FI_DEV_POWER_USAGE");
+    assert_eq!(power.len(), 8);
+    let gpu3 = &snapshot.gpus[3].identity;
+    let expected_labels = format!(
+        "DCGM_FI_DEV_POWER_USAGE{{gpu=\"3\",UUID=\"{}\",pci_bus_id=\"{}\",device=\"nvidia3\",modelName=\"{}\",Hostname=\"box \\\"7\\\"\"",
+        gpu3.uuid, gpu3.pci_bus_id, gpu3.name
+    );
+    assert!(power[3].starts_with(&expected_labels), "{}", power[3]);
+    let Some(Ok(reading)) = &snapshot.latest[3] else {
+        panic!("GPU 3 reads");
+    };
+    let watts = f64::from(reading.power_draw_mw.unwrap_or_default()) / 1000.0;
+    assert!(power[3].ends_with(&format!("}} {watts}")), "{}", power[3]);
+    assert!(text.contains("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"));
+    assert!(text.contains("# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"));
+    let used_mib = reading.memory_used_bytes.unwrap_or_default() / (1024 * 1024);
+    assert!(samples(&text, "DCGM_FI_DEV_FB_USED")[3].ends_with(&format!(" {used_mib}")));
+    for family in [
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_PCIE_LINK_GEN",
+        "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "gputune_power_limit_watts",
+        "gputune_power_limit_enforced_watts",
+        "gputune_power_limit_default_watts",
+        "gputune_fan_curve_active",
+        "gputune_session_active",
+    ] {
+        assert_eq!(samples(&text, family).len(), 8, "{family}");
+        assert_eq!(text.matches(&format!("# TYPE {family} ")).count(), 1);
+    }
+    // Two fans per card; nine throttle reasons per card.
+    assert_eq!(samples(&text, "gputune_fan_speed_percent").len(), 16);
+    assert_eq!(samples(&text, "gputune_throttle_reason").len(), 72);
+    assert!(samples(&text, "gputune_exporter_info")[0].contains("backend=\"sim\""));
+    // gputune's own families: Prometheus's snake_case labels.
+    let own = format!(
+        "gputune_power_limit_default_watts{{gpu=\"3\",gpu_uuid=\"{}\",pci_bus_id=\"{}\",device=\"nvidia3\",model_name=\"{}\",{BASE_END}}} 450",
+        gpu3.uuid, gpu3.pci_bus_id, gpu3.name
+    );
+    assert_eq!(samples(&text, "gputune_power_limit_default_watts")[3], own);
+}
+
+/// Where gputune's own labels of a simulated GPU end.
+const BASE_END: &str = "hostname=\"box \\\"7\\\"\",driver_version=\"simulated\"";
+
+#[test]
+fn what_the_engine_holds_is_exported() {
+    let mut snapshot = eight_gpus();
+    let tuning = &mut snapshot.tunings[1];
+    tuning.in_force.power_limit_mw = Some(312_500);
+    tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+        min_mhz: 210,
+        max_mhz: 2520,
+    };
+    tuning.in_force.memory_clock_lock = ClockLock::Unlocked;
+    tuning.in_force.gpu_clock_offset_mhz = Some(-150);
+    tuning.in_force.fans = Some(vec![FanMode::Manual { speed_pct: 60 }, FanMode::Automatic]);
+    tuning.holder = Some(Holder {
+        session: 4,
+        purpose: SessionPurpose::Trial,
+        by: "gputune apply --try 60 (pid 42, user \"al\\ice\")".to_string(),
+        client: 3,
+        since_ms: 1_700_000_000_000,
+        trial_ends_at_ms: Some(1_700_000_060_500),
+    });
+    let text = render(&snapshot, &context(), true);
+    let one = |family: &str| -> Vec<String> {
+        samples(&text, family)
+            .into_iter()
+            .filter(|line| line.contains("gpu=\"1\""))
+            .map(|line| line.split_once(BASE_END).map_or(line, |x| x.1).to_string())
+            .collect()
+    };
+    assert_eq!(one("gputune_power_limit_watts"), ["} 312.5".to_string()]);
+    assert_eq!(one("gputune_clock_locked").len(), 2);
+    assert!(one("gputune_clock_lock_min_mhz")[0].ends_with(",clock=\"graphics\"} 210"));
+    assert!(one("gputune_clock_lock_max_mhz")[0].ends_with(" 2520"));
+    assert!(one("gputune_clock_offset_mhz")[0].ends_with(",clock=\"graphics\"} -150"));
+    assert_eq!(one("gputune_fan_manual_percent").len(), 1);
+    assert!(one("gputune_fan_manual_percent")[0].ends_with(",fan=\"0\"} 60"));
+    assert!(one("gputune_session_active")[0].ends_with(" 1"));
+    assert!(
+        one("gputune_session_info")[0].ends_with(
+            ",purpose=\"trial\",holder=\"gputune apply --try 60 (pid 42, user \\\"al\\\\ice\\\")\"} 1"
+        ),
+        "{:?}",
+        one("gputune_session_info")
+    );
+    assert!(one("gputune_trial_end_timestamp_seconds")[0].ends_with(" 1700000060.5"));
+    // Only GPU 1 is held.
+    assert_eq!(samples(&text, "gputune_session_info").len(), 1);
+}
+
+#[test]
+fn failed_and_stale_readings_are_left_out_and_said() {
+    let mut snapshot = eight_gpus();
+    snapshot.latest[2] = Some(Err(DeviceError::GpuLost { index: 2 }));
+    snapshot.latest[5] = None;
+    let text = render(&snapshot, &context(), true);
+    assert_eq!(samples(&text, "DCGM_FI_DEV_GPU_TEMP").len(), 6);
+    let ok = samples(&text, "gputune_reading_ok");
+    assert_eq!(ok.len(), 8);
+    assert!(ok[2].ends_with(" 0") && ok[5].ends_with(" 0") && ok[0].ends_with(" 1"));
+    // The power limits the engine knows stay.
+    assert_eq!(samples(&text, "gputune_power_limit_watts").len(), 8);
+    let stale = render(&snapshot, &context(), false);
+    assert!(samples(&stale, "DCGM_FI_DEV_GPU_TEMP").is_empty());
+    assert!(!stale.contains("# TYPE DCGM_FI_DEV_GPU_TEMP"));
+    assert_eq!(samples(&stale, "gputune_power_limit_max_watts").len(), 8);
+}
