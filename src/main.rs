@@ -74,6 +74,9 @@ enum Command {
     Sweep(Box<gputune::cli::sweep::SweepArgs>),
     /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
     Daemon(Box<gputune::cli::daemon::DaemonArgs>),
+    /// Serve Prometheus metrics (dcgm-exporter's names, and gputune's own) at
+    /// http://127.0.0.1:9400/metrics, from the last reading; until Ctrl-C or SIGTERM.
+    Exporter(Box<gputune::cli::exporter::ExporterArgs>),
 }
 
 fn main() -> ExitCode {
@@ -174,6 +177,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         Some(Command::Daemon(args)) => {
             gputune::cli::daemon::run_command(&args, &options, cli.socket.clone())
         }
+        Some(Command::Exporter(args)) => gputune::cli::exporter::run_command(&args, &tuning),
         Some(Command::Sweep(args)) => {
             let exit_code = gputune::cli::sweep::run_command(&args, &tuning)?;
             if exit_code != 0 {

@@ -28,6 +28,10 @@ pub struct DaemonArgs {
     /// How long to wait for the NVIDIA driver at start, seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub driver_wait_s: u64,
+    /// Also serve Prometheus metrics at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9400; off by
+    /// default). See docs/metrics.md.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::metrics::parse_listen)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// What `gputune daemon` does besides running.
@@ -81,5 +85,6 @@ pub fn run_command(
         runtime_dir,
         state_dir,
         driver_wait: Duration::from_secs(args.driver_wait_s.min(3_600)),
+        metrics_listen: args.metrics_listen,
     })
 }

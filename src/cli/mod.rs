@@ -5,6 +5,7 @@ pub mod apply;
 mod as_user;
 pub mod connect;
 pub mod daemon;
+pub mod exporter;
 pub mod log;
 pub mod plan;
 pub mod profile;

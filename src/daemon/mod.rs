@@ -7,6 +7,7 @@ pub mod install;
 mod peer;
 mod server;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,8 @@ pub struct DaemonOptions {
     pub state_dir: PathBuf,
     /// How long to wait for the driver at start (at boot it may come up after the daemon).
     pub driver_wait: Duration,
+    /// Where to serve Prometheus metrics, when asked (docs/metrics.md).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; every session is put back before it exits.
@@ -47,6 +50,11 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
             "the gputune daemon runs without administrator rights: real GPUs will refuse its writes"
         );
     }
+    // Bound first, so a port in use is said before any card is touched.
+    let metrics_listener = options
+        .metrics_listen
+        .map(crate::metrics::server::bind)
+        .transpose()?;
     let opened = open_with_retries(&options.backend, options.driver_wait)?;
     let mut service = Service::start(
         opened,
@@ -64,9 +72,42 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
     for notice in &service.welcome().notices {
         eprintln!("gputune daemon: {}: {notice}", notice.level_word());
     }
+    let mut metrics = match metrics_listener {
+        Some(listener) => Some(serve_metrics(&service, listener)?),
+        None => None,
+    };
     let served = server::serve(&service, &options.socket, &options.group);
+    if let Some(metrics) = &mut metrics {
+        metrics.stop();
+    }
     service.stop();
     served
+}
+
+/// The daemon's metrics: a reading client of its own service, in this process.
+fn serve_metrics(
+    service: &Service,
+    listener: std::net::TcpListener,
+) -> anyhow::Result<crate::metrics::MetricsEndpoint> {
+    let client =
+        crate::service::client::attach(service, "the daemon's metrics (--metrics-listen)")?;
+    // The service lives as long as the daemon: a lost connection is not reconnected.
+    let reconnect = Box::new(|| {
+        Err(crate::service::client::ConnectError::Protocol(
+            "the daemon's tuning service stopped".to_string(),
+        ))
+    });
+    let endpoint = crate::metrics::MetricsEndpoint::start(
+        listener,
+        client,
+        reconnect,
+        crate::service::DEFAULT_INTERVAL_MS,
+    )?;
+    eprintln!(
+        "gputune daemon: serving metrics on http://{}/metrics",
+        endpoint.address()
+    );
+    Ok(endpoint)
 }
 
 /// Opens the backend, trying again every 2 s for up to `wait` while the driver is not up.
