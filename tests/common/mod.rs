@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod metrics;
 pub mod process;
 pub mod sweep_view;
 pub mod ui;
