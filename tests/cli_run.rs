@@ -403,3 +403,44 @@ fn a_second_run_on_the_same_card_is_refused_and_names_the_first() {
     let _ = first.finish();
     assert_restored(&machine);
 }
+
+#[test]
+fn the_command_is_the_runs_job_for_every_client_of_the_daemon() {
+    let machine = Machine::with_run_profile(false);
+    let daemon = common::daemon::Daemon::start(&machine.fake);
+    let pid_file = machine.config().with_file_name("job.pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    let mut run = spawn_piped(daemon.client(
+        &machine.fake,
+        &["run", "--profile", "Run", "--", "sh", "-c", &script],
+    ));
+    run.wait_for_line("applied the profile");
+    wait_for_file(&pid_file);
+    let job_pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or_else(|error| panic!("the job wrote its pid: {error}"));
+    let mut watcher =
+        gputune::service::client::connect(&gputune::service::client::ConnectOptions {
+            backend: gputune::device::BackendOptions::default(),
+            socket: gputune::service::client::SocketChoice::Path(daemon.socket.clone()),
+            label: "a test watching the daemon".to_string(),
+        })
+        .unwrap_or_else(|error| panic!("{error}"));
+    let mut marked = || match watcher.request(gputune::service::protocol::Request::Snapshot) {
+        Ok(gputune::service::protocol::Response::Snapshot(snapshot)) => snapshot.tunings[0]
+            .holder
+            .as_ref()
+            .and_then(|holder| holder.job_pid),
+        other => panic!("a snapshot: {other:?}"),
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while marked() != Some(job_pid) {
+        assert!(Instant::now() < deadline, "the run's job is never marked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run.signal("TERM");
+    let _ = run.finish();
+    assert_eq!(marked(), None, "the run ended and holds nothing");
+}

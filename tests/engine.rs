@@ -251,6 +251,7 @@ fn the_holder_s_own_apply_is_permanent_and_its_session_does_not_undo_it() {
                     }],
                 }],
                 fan_curves: Vec::new(),
+                job_pid: None,
             },
         )
         .unwrap_or_else(|error| panic!("{error}"));
@@ -472,4 +473,56 @@ fn a_trial_the_driver_refuses_changes_nothing_and_leaves_no_journal() {
             .tuning(0)
             .is_some_and(|tuning| tuning.holder.is_none())
     );
+}
+
+#[test]
+fn a_sessions_job_is_named_to_every_client_and_only_its_owner_may_name_it() {
+    let (mut engine, _sampler, _clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let run = client(3, "gputune run");
+    let request = SessionRequest {
+        purpose: SessionPurpose::Run,
+        changes: vec![GpuChange {
+            gpu_uuid: uuid,
+            settings: vec![Setting::PowerLimit {
+                power_limit_mw: 315_000,
+            }],
+        }],
+        fan_curves: Vec::new(),
+        job_pid: None,
+    };
+    let started = engine
+        .start_session(&run, &request)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let job_pid = |engine: &Engine| {
+        engine
+            .tuning(0)
+            .and_then(|tuning| tuning.holder)
+            .and_then(|holder| holder.job_pid)
+    };
+    assert_eq!(job_pid(&engine), None, "not named yet");
+    let other = client(4, "gputune run");
+    assert!(
+        engine.set_session_job(&other, started.session, 77).is_err(),
+        "another client's session"
+    );
+    engine
+        .set_session_job(&run, started.session, 4242)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(job_pid(&engine), Some(4242));
+    engine
+        .end_session(&run, started.session, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(job_pid(&engine), None);
+
+    // A sweep names its job when its session starts.
+    let sweep = SessionRequest {
+        purpose: SessionPurpose::Sweep,
+        job_pid: Some(555),
+        ..request
+    };
+    engine
+        .start_session(&run, &sweep)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(job_pid(&engine), Some(555));
 }

@@ -95,6 +95,7 @@ fn screenshots() {
             client: 1,
             since_ms: common::ui::START_MS,
             trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
+            job_pid: None,
         });
         tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
             at_ms: common::ui::START_MS,

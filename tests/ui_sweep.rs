@@ -99,6 +99,7 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
         client: 9,
         since_ms: 0,
         trial_ends_at_ms: None,
+        job_pid: None,
     });
     harness
         .state_mut()

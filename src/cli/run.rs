@@ -21,7 +21,7 @@ use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
 use crate::telemetry::csv::{TelemetryCsvWriter, open_for_append};
 use crate::tuning::engine::{
-    EngineEvent, GpuChange, SessionPurpose, SessionReport, SessionRequest, report_lines,
+    EngineEvent, GpuChange, SessionId, SessionPurpose, SessionReport, SessionRequest, report_lines,
 };
 
 /// How often gputune looks whether the command has ended.
@@ -91,6 +91,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
             .clone()
             .map(|curve| vec![(uuid.clone(), curve)])
             .unwrap_or_default(),
+        job_pid: None,
     };
     if request.changes.is_empty() && request.fan_curves.is_empty() {
         let _ = writeln!(
@@ -144,13 +145,18 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     watcher.wait_for_reading(&mut client, &mut messages);
     let started = Instant::now();
     let status = match spawn(args, &mut messages) {
-        Some(child) => Some(supervise(
-            child,
-            &mut client,
-            &mut watcher,
-            &stop,
-            &mut messages,
-        )?),
+        Some(child) => {
+            if let Some(session) = session {
+                name_the_job(&mut client, session, child.id(), &mut messages);
+            }
+            Some(supervise(
+                child,
+                &mut client,
+                &mut watcher,
+                &stop,
+                &mut messages,
+            )?)
+        }
         None => None,
     };
     let duration_s = started.elapsed().as_secs_f64();
@@ -279,6 +285,17 @@ impl Watcher {
                 Ok(None) | Err(_) => break,
             }
         }
+    }
+}
+
+/// Tells the service which process is the session's job, so every client of a daemon (the
+/// window) marks it among the GPU's processes. Not worth stopping the command for when it fails.
+fn name_the_job(client: &mut TuningClient, session: SessionId, pid: u32, messages: &mut dyn Write) {
+    if let Err(error) = client.request(Request::SessionJob { session, pid }) {
+        let _ = writeln!(
+            messages,
+            "gputune: the command (pid {pid}) is not marked as this run's job: {error}"
+        );
     }
 }
 

@@ -214,6 +214,9 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         checked.objective,
         clock,
     );
+    if let Some(job) = &job {
+        sweep = sweep.with_job_pid(job.id());
+    }
     let mut reported = Ok(());
     let ended = supervise(
         &mut sweep,

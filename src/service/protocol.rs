@@ -74,6 +74,11 @@ pub enum Request {
         session: SessionId,
         keep: bool,
     },
+    /// The process the client started as the session's job (`gputune run`'s command).
+    SessionJob {
+        session: SessionId,
+        pid: u32,
+    },
     StartTrial {
         trial: TrialRequest,
     },

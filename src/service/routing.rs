@@ -254,6 +254,11 @@ impl Router {
                     .session_apply(&info, session, &changes)
                     .map(|gpus| Response::Applied { gpus }),
             ),
+            Request::SessionJob { session, pid } => answer(
+                engine
+                    .set_session_job(&info, session, pid)
+                    .map(|()| Response::Done),
+            ),
             Request::EndSession { session, keep } => answer(
                 engine
                     .end_session(&info, session, keep)

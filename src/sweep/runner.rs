@@ -205,6 +205,8 @@ pub struct Sweep {
     progress_seen: bool,
     updates: Vec<SweepUpdate>,
     outcome: Option<SweepOutcome>,
+    /// The job's process, when the sweep started it (named in each of its sessions).
+    job_pid: Option<u32>,
 }
 
 impl Sweep {
@@ -234,7 +236,15 @@ impl Sweep {
             progress_seen: false,
             updates: Vec::new(),
             outcome: None,
+            job_pid: None,
         }
+    }
+
+    /// Names the job's process, which the sweep's sessions carry (the CLI starts the job; the
+    /// window's sweep follows a log and knows no process).
+    pub fn with_job_pid(mut self, pid: u32) -> Sweep {
+        self.job_pid = Some(pid);
+        self
     }
 
     pub fn clock(&self) -> SweepClock {
@@ -419,6 +429,7 @@ impl Sweep {
                     purpose: SessionPurpose::Sweep,
                     changes: vec![change],
                     fan_curves: Vec::new(),
+                    job_pid: self.job_pid,
                 },
             },
         };

@@ -11,6 +11,7 @@
 
 mod apply;
 mod fans;
+mod job;
 mod open;
 mod restore;
 mod session;

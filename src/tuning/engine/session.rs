@@ -35,6 +35,8 @@ pub(super) struct Session {
     pub purpose: SessionPurpose,
     pub started_at_ms: u64,
     pub gpus: BTreeMap<u32, SessionGpu>,
+    /// The process the session's client started as its job, when it said.
+    pub job_pid: Option<u32>,
 }
 
 /// What a new session asks for.
@@ -45,6 +47,9 @@ pub struct SessionRequest {
     pub changes: Vec<GpuChange>,
     /// Fan curves followed while it lasts, per GPU UUID.
     pub fan_curves: Vec<(String, FanCurve)>,
+    /// The job's process, when it already runs (a sweep's); see `Engine::set_session_job`.
+    #[serde(default)]
+    pub job_pid: Option<u32>,
 }
 
 /// A session that started.
@@ -70,6 +75,7 @@ impl Engine {
             client: session.client.id,
             since_ms: session.started_at_ms,
             trial_ends_at_ms,
+            job_pid: session.job_pid,
         })
     }
 
@@ -154,6 +160,9 @@ impl Engine {
             self.check_fans(self.index_of(uuid)?)?;
         }
         let id = self.open_session(client, request.purpose, &indices)?;
+        if let Some(session) = self.sessions.get_mut(&id) {
+            session.job_pid = request.job_pid;
+        }
         let mut applied = Vec::new();
         for (&index, settings) in &validated {
             match self.session_write(id, index, settings) {
@@ -242,6 +251,7 @@ impl Engine {
                         )
                     })
                     .collect(),
+                job_pid: None,
             },
         );
         for &index in indices {

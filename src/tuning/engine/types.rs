@@ -92,6 +92,10 @@ pub struct Holder {
     pub since_ms: u64,
     /// When a trial on the card reverts, if one runs.
     pub trial_ends_at_ms: Option<u64>,
+    /// The session's job: the process `gputune run` or a sweep started, when its client said
+    /// (so every client can mark it among the GPU's processes).
+    #[serde(default)]
+    pub job_pid: Option<u32>,
 }
 
 /// The last change to a card's settings and who made it.
