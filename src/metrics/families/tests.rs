@@ -146,6 +146,7 @@ fn what_the_engine_holds_is_exported() {
         client: 3,
         since_ms: 1_700_000_000_000,
         trial_ends_at_ms: Some(1_700_000_060_500),
+        job_pid: None,
     });
     let text = render(&snapshot, &context(), true);
     let one = |family: &str| -> Vec<String> {
