@@ -76,7 +76,7 @@ fn screenshots() {
         250,
     );
     detail.selected_gpu = Some(0);
-    render(detail, [1280.0, 1500.0], "detail-rtx4090-stop-and-go.png");
+    render(detail, [1280.0, 1570.0], "detail-rtx4090-stop-and-go.png");
 
     // The window, through the daemon, trying 70 % for a minute, 25 s in.
     let mut tune = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
@@ -177,5 +177,5 @@ fn screenshots() {
         500,
     );
     training.selected_gpu = Some(0);
-    render(training, [1280.0, 1500.0], "detail-rtx4090-training.png");
+    render(training, [1280.0, 1570.0], "detail-rtx4090-training.png");
 }

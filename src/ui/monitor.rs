@@ -11,6 +11,7 @@ use crate::telemetry::history::Metric;
 use crate::ui::model::GpuModel;
 use crate::ui::overview::fans_text;
 use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::widgets::processes::{job_pid, processes_table};
 use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeWindow;
 use crate::ui::widgets::time_plot::{GraphSpec, TimeSpan, graph, series};
@@ -90,6 +91,9 @@ pub fn monitor_ui(
         )
         .on_hover_text(&hint.advice);
         ui.label(RichText::new(&hint.advice).weak());
+    }
+    if let Some(Ok(reading)) = &gpu.latest {
+        processes_table(ui, reading.processes.as_deref(), job_pid(gpu));
     }
     ui.add_space(4.0);
 

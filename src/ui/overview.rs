@@ -6,6 +6,7 @@ use eframe::egui::{self, RichText};
 use crate::device::{Telemetry, ThrottleReasons};
 use crate::ui::model::{GpuModel, Model};
 use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::widgets::processes::{card_summary, job_pid};
 use crate::units::{NOT_AVAILABLE, gib, or_na, watts};
 
 /// Width of one GPU card, in points.
@@ -151,6 +152,9 @@ fn readings(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
                     or_na(reading.pcie_link_width_max, |w| w.to_string())
                 ),
             );
+            ui.label(RichText::new("Processes").weak());
+            card_summary(ui, reading.processes.as_deref(), job_pid(gpu));
+            ui.end_row();
         });
 }
 

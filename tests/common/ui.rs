@@ -36,11 +36,16 @@ pub fn connected_event(
     })
 }
 
-/// One `Samples` event: a reading (or its error) from each of the first `gpu_count` GPUs.
+/// One `Samples` event: a reading (or its error) from each of the first `gpu_count` GPUs,
+/// with its processes, as the sampler sends it.
 pub fn samples_event(backend: &mut SimBackend, gpu_count: usize) -> LinkEvent {
     LinkEvent::Samples(
         (0..gpu_count as u32)
-            .map(|index| backend.telemetry(index))
+            .map(|index| {
+                let mut reading = backend.telemetry(index)?;
+                reading.processes = backend.processes(index)?;
+                Ok(reading)
+            })
             .collect(),
     )
 }
