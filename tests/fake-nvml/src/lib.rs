@@ -27,7 +27,9 @@
 //! compute and graphics lists (`nvmlDevice{Compute,Graphics}RunningProcesses`, unversioned
 //! with `nvmlProcessInfo_v1_t`, `_v2` and `_v3` with `nvmlProcessInfo_v2_t`) hold the GPU's
 //! processes of that kind, in the order registered, nothing else: the simulated load runs no
-//! process of its own here. A pid is listed as given, whether or not it lives.
+//! process of its own here. A pid is listed as given, whether or not it lives; a process on a
+//! GPU the machine lacks, or holding more VRAM than its GPU has, is refused (`UNKNOWN`, and
+//! an error from [`register_process`]).
 //!
 //! **Faults.** `FAKE_NVML_FAULTS` is a comma-separated list, read on every call; the file
 //! `FAKE_NVML_FAULTS_FILE` names, when it exists, adds its own list (also read on every call,

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use gputune::device::ProcessKind;
+use gputune::device::sim::SimMachine;
 use serde::{Deserialize, Serialize};
 
 use crate::PROCESSES_ENV;
@@ -51,9 +52,38 @@ fn update_processes(path: &Path, change: impl FnOnce(&mut Vec<FakeProcess>)) -> 
         Err(error) => return Err(format!("reading {}: {error}", path.display())),
     };
     change(&mut state.processes);
+    check_processes(&state.machine, &state.processes)?;
     store::write_atomically(path, &state)?;
     // Read back, so a caller learns at once if the file cannot be used.
     load_state(path).map(|_| ())
+}
+
+/// Refuses processes no driver would list: on a GPU the machine does not have, or holding more
+/// VRAM than their GPU has (monitors such as nvtop assert on that).
+pub(crate) fn check_processes(
+    machine: &SimMachine,
+    processes: &[FakeProcess],
+) -> Result<(), String> {
+    for process in processes {
+        let Some(gpu) = machine.gpus.get(process.gpu_index as usize) else {
+            return Err(format!(
+                "process {} is on GPU {}, but the machine has {} GPU(s)",
+                process.pid,
+                process.gpu_index,
+                machine.gpus.len()
+            ));
+        };
+        if process
+            .used_memory_bytes
+            .is_some_and(|bytes| bytes > gpu.spec.memory_total_bytes)
+        {
+            return Err(format!(
+                "process {} holds more VRAM than GPU {} has ({} bytes)",
+                process.pid, process.gpu_index, gpu.spec.memory_total_bytes
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses `FAKE_NVML_PROCESSES`: comma-separated `GPU:PID:KIND:MIB` entries, KIND `compute`,
@@ -124,6 +154,20 @@ mod tests {
             ])
         );
         assert_eq!(parse_processes(""), Ok(Vec::new()));
+        let machine = SimMachine::new(
+            gputune::device::sim::SimScenario::Rtx4090,
+            gputune::device::sim::LoadPattern::Idle,
+            0,
+        );
+        let fits = parse_processes("0:1:compute:20480").unwrap_or_default();
+        assert_eq!(check_processes(&machine, &fits), Ok(()));
+        for impossible in ["1:1:compute:10", "0:1:compute:70000"] {
+            let processes = parse_processes(impossible).unwrap_or_default();
+            assert!(
+                check_processes(&machine, &processes).is_err(),
+                "{impossible}"
+            );
+        }
         for bad in [
             "0:1:compute",
             "0:x:compute:1",

@@ -6,7 +6,7 @@ use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimMachine, SimScenario};
 use serde::{Deserialize, Serialize};
 
-use crate::processes::{FakeProcess, parse_processes};
+use crate::processes::{FakeProcess, check_processes, parse_processes};
 use crate::store;
 use crate::{LOAD_ENV, PROCESSES_ENV, SCENARIO_ENV};
 
@@ -74,6 +74,7 @@ impl FakeState {
         let mut state = FakeState::new(SimMachine::new(scenario, load, now_ms));
         if let Some(list) = env_text(PROCESSES_ENV)? {
             state.processes = parse_processes(&list)?;
+            check_processes(&state.machine, &state.processes)?;
         }
         Ok(state)
     }
