@@ -346,8 +346,16 @@ impl GpuTuneApp {
             remembered.interval_ms = interval_ms;
         }
         let state = AppState::new(Model::default(), remembered);
+        // News redraws the window once, at most four times a second however fast it samples.
+        let pacer = std::sync::Mutex::new(super::repaint::RepaintPacer::new(
+            super::repaint::MIN_FRAME_INTERVAL,
+        ));
         let link = Link::spawn(options, state.interval_ms, move || {
-            context.request_repaint()
+            let delay = pacer
+                .lock()
+                .map(|mut pacer| pacer.delay(std::time::Instant::now()))
+                .unwrap_or(super::repaint::MIN_FRAME_INTERVAL);
+            context.request_repaint_after(delay)
         })?;
         Ok(GpuTuneApp {
             link,
@@ -516,14 +524,27 @@ impl eframe::App for GpuTuneApp {
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         // Counted by the repaint measurement in docs/benchmarks.md (GPUTUNE_LOG=gputune::frames=trace).
-        tracing::trace!(target: "gputune::frames", "frame");
+        tracing::trace!(
+            target: "gputune::frames",
+            "frame {} pass {} causes {:?}",
+            ui.ctx().cumulative_frame_nr(),
+            ui.ctx().cumulative_pass_nr(),
+            ui.ctx().repaint_causes()
+        );
         let context = ui.ctx().clone();
-        let commands = egui::CentralPanel::default()
-            .show(ui, |ui| self.state.ui(ui))
-            .inner;
+        // The panel is not filled: the window's clear colour is the panel's colour. Under a
+        // software renderer (Mesa llvmpipe) every filled pixel is shaded, and a window-sized
+        // fill cost more than everything drawn on it (docs/benchmarks.md).
+        let panel = egui::CentralPanel::default()
+            .frame(egui::Frame::central_panel(ui.style()).fill(egui::Color32::TRANSPARENT));
+        let commands = panel.show(ui, |ui| self.state.ui(ui)).inner;
         for command in commands {
             self.run(command, &context);
         }
+    }
+
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        visuals.panel_fill.to_normalized_gamma_f32()
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

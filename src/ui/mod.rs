@@ -13,6 +13,7 @@ pub mod plan_charts;
 mod plan_inputs;
 mod profile_actions;
 pub mod profiles;
+pub mod repaint;
 pub mod sweep_panel;
 pub mod trial_view;
 pub mod tune;

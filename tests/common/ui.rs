@@ -83,6 +83,25 @@ pub fn app_state(
     samples: usize,
     interval_ms: u64,
 ) -> AppState {
+    app_state_with_history(
+        scenario,
+        load,
+        simulated_because,
+        samples,
+        interval_ms,
+        TEST_HISTORY_SAMPLES,
+    )
+}
+
+/// [`app_state`] keeping up to `history_samples` samples per GPU.
+pub fn app_state_with_history(
+    scenario: SimScenario,
+    load: LoadPattern,
+    simulated_because: Option<&str>,
+    samples: usize,
+    interval_ms: u64,
+    history_samples: usize,
+) -> AppState {
     let clock = ManualClock::starting_at(START_MS);
     let mut backend =
         SimBackend::with_clock(&SimOptions { scenario, load }, Box::new(clock.clone()));
@@ -90,7 +109,7 @@ pub fn app_state(
         .unwrap_or_else(|error| panic!("{error}"));
     let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
     let mut state = AppState::new(
-        Model::with_history_capacity(TEST_HISTORY_SAMPLES),
+        Model::with_history_capacity(history_samples),
         RememberedState {
             interval_ms,
             ..RememberedState::default()

@@ -64,6 +64,9 @@ pub(crate) fn plot_base<'a>(id: &'a str, span: TimeSpan) -> Plot<'a> {
         )
         .x_axis_formatter(|mark, range| axis_label(mark.value, range.end() - range.start()))
         .default_x_bounds(seconds(span.from_ms), seconds(span.to_ms))
+        // No filled background: the grid marks the plot, and under a software renderer each
+        // graph's fill was as costly as its lines.
+        .show_background(false)
 }
 
 pub(crate) fn seconds(unix_ms: u64) -> f64 {
