@@ -55,17 +55,23 @@ fn screenshots() {
         [1120.0, 520.0],
         "overview-rtx4090-sim.png",
     );
-    render(
-        app_state(
-            SimScenario::EightRtx4090,
-            LoadPattern::Training,
-            None,
-            60,
-            500,
-        ),
-        [1120.0, 900.0],
-        "overview-8x-rtx4090.png",
-    );
+    // The window's default size, and a 1280×720 screen: the eight cards reflow, no row cut.
+    for (size, name) in [
+        ([1120.0, 720.0], "overview-8x-rtx4090.png"),
+        ([1280.0, 720.0], "overview-8x-rtx4090-1280x720.png"),
+    ] {
+        render(
+            app_state(
+                SimScenario::EightRtx4090,
+                LoadPattern::Training,
+                None,
+                60,
+                500,
+            ),
+            size,
+            name,
+        );
+    }
     // Ten minutes of a job whose data loader starves the GPU: hints, gaps in utilization,
     // power-cap bursts in the throttle strip.
     let mut detail = app_state(

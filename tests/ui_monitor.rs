@@ -37,6 +37,32 @@ fn overview_shows_every_gpu_of_an_eight_gpu_box() {
 }
 
 #[test]
+fn eight_gpus_fit_at_1120x720_and_1280x720_in_four_columns_with_no_row_cut() {
+    for size in [[1120.0, 720.0], [1280.0, 720.0]] {
+        let harness = window_harness(training(SimScenario::EightRtx4090), size);
+        let titles: Vec<_> = (0..8)
+            .map(|index| {
+                harness
+                    .get_by_label(&format!("GPU {index} · NVIDIA GeForce RTX 4090"))
+                    .rect()
+            })
+            .collect();
+        let columns: std::collections::BTreeSet<i32> =
+            titles.iter().map(|rect| rect.left() as i32).collect();
+        assert_eq!(columns.len(), 4, "{size:?}: four columns, two rows");
+        let last_rows: Vec<_> = harness.query_all_by_label("Processes").collect();
+        assert_eq!(last_rows.len(), 8);
+        for row in last_rows {
+            assert!(
+                row.rect().bottom() <= size[1],
+                "{size:?}: every card's last row is inside the window ({:?})",
+                row.rect()
+            );
+        }
+    }
+}
+
+#[test]
 fn clicking_a_gpu_opens_its_graphs_and_back_returns() {
     let mut harness = harness(training(SimScenario::EightRtx4090));
     harness

@@ -9,10 +9,37 @@ use crate::ui::widgets::banner::ERROR_TEXT;
 use crate::ui::widgets::processes::{card_summary, job_pid};
 use crate::units::{NOT_AVAILABLE, gib, or_na, watts};
 
-/// Width of one GPU card, in points.
-const CARD_WIDTH: f32 = 300.0;
+/// Narrowest a GPU card's content gets, in points: as many columns as fit at this width.
+const CARD_MIN_WIDTH_PT: f32 = 240.0;
+/// Widest a GPU card's content gets, in points, when a row has room to spare.
+const CARD_MAX_WIDTH_PT: f32 = 330.0;
 /// Inner margin of a GPU card, in points.
-const CARD_MARGIN: f32 = 10.0;
+const CARD_MARGIN_PT: f32 = 10.0;
+/// What a card's frame adds to its content's width: both margins and the stroke.
+const CARD_FRAME_PT: f32 = 2.0 * CARD_MARGIN_PT + 2.0;
+
+/// How many cards of `card_outer_width_pt` fit side by side in `available_width_pt` with
+/// `spacing_pt` between them; at least one.
+pub fn columns_that_fit(
+    available_width_pt: f32,
+    card_outer_width_pt: f32,
+    spacing_pt: f32,
+) -> usize {
+    let columns = ((available_width_pt + spacing_pt) / (card_outer_width_pt + spacing_pt)).floor();
+    if columns.is_finite() && columns >= 1.0 {
+        columns as usize
+    } else {
+        1
+    }
+}
+
+/// The width of each card's content when `columns` cards share `available_width_pt`: the row
+/// filled, within the card's narrowest and widest.
+fn card_width_pt(available_width_pt: f32, columns: usize, spacing_pt: f32) -> f32 {
+    let columns = columns.max(1) as f32;
+    let share = (available_width_pt - spacing_pt * (columns - 1.0)) / columns - CARD_FRAME_PT;
+    share.floor().clamp(CARD_MIN_WIDTH_PT, CARD_MAX_WIDTH_PT)
+}
 
 /// The text of a card's title button; tests click it by this label.
 pub fn card_title(gpu: &GpuModel) -> String {
@@ -28,16 +55,15 @@ pub fn overview_ui(ui: &mut egui::Ui, model: &Model) -> Option<usize> {
     }
     let mut clicked = None;
     egui::ScrollArea::vertical().show(ui, |ui| {
-        // Whole cards per row: as many as fit the window, at least one.
-        let spacing = ui.spacing().item_spacing.x;
-        let card_outer_width = CARD_WIDTH + 2.0 * CARD_MARGIN + spacing + 2.0;
-        let per_row = ((ui.available_width() + spacing) / card_outer_width)
-            .floor()
-            .max(1.0) as usize;
+        // Whole cards per row: as many as fit the window, at least one; the rows scroll.
+        let spacing_pt = ui.spacing().item_spacing.x;
+        let available_pt = ui.available_width();
+        let per_row = columns_that_fit(available_pt, CARD_MIN_WIDTH_PT + CARD_FRAME_PT, spacing_pt);
+        let width_pt = card_width_pt(available_pt, per_row.min(model.gpus.len()), spacing_pt);
         for (row_index, row) in model.gpus.chunks(per_row).enumerate() {
             ui.horizontal_top(|ui| {
                 for (column, gpu) in row.iter().enumerate() {
-                    if gpu_card(ui, gpu) {
+                    if gpu_card(ui, gpu, width_pt) {
                         clicked = Some(row_index * per_row + column);
                     }
                 }
@@ -48,11 +74,11 @@ pub fn overview_ui(ui: &mut egui::Ui, model: &Model) -> Option<usize> {
 }
 
 /// One card; returns true when clicked.
-fn gpu_card(ui: &mut egui::Ui, gpu: &GpuModel) -> bool {
+fn gpu_card(ui: &mut egui::Ui, gpu: &GpuModel, width_pt: f32) -> bool {
     let frame = egui::Frame::group(ui.style())
-        .inner_margin(CARD_MARGIN)
+        .inner_margin(CARD_MARGIN_PT)
         .show(ui, |ui| {
-            ui.set_width(CARD_WIDTH);
+            ui.set_width(width_pt);
             // The row lays cards out left to right; a card's own content goes top to bottom.
             ui.vertical(|ui| card_content(ui, gpu)).inner
         });
@@ -69,10 +95,13 @@ fn card_content(ui: &mut egui::Ui, gpu: &GpuModel) -> bool {
     let title = ui
         .add(egui::Button::new(RichText::new(card_title(gpu)).strong().size(15.0)).frame(false))
         .on_hover_text("Open this GPU's graphs");
-    ui.label(
-        RichText::new(format!("{}  ·  {}", identity.uuid, identity.pci_bus_id))
-            .small()
-            .weak(),
+    ui.add(
+        egui::Label::new(
+            RichText::new(format!("{}  ·  {}", identity.uuid, identity.pci_bus_id))
+                .small()
+                .weak(),
+        )
+        .truncate(),
     );
     ui.add_space(4.0);
     match &gpu.latest {
@@ -122,7 +151,7 @@ fn readings(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
         .show(ui, |ui| {
             let mut row = |label: &str, value: String| {
                 ui.label(RichText::new(label).weak());
-                ui.label(value);
+                ui.add(egui::Label::new(value).truncate());
                 ui.end_row();
             };
             row(
@@ -145,7 +174,7 @@ fn readings(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
             row(
                 "PCIe link",
                 format!(
-                    "Gen {} x{} (max Gen {} x{})",
+                    "Gen {} x{} (max {} x{})",
                     or_na(reading.pcie_link_gen, |g| g.to_string()),
                     or_na(reading.pcie_link_width, |w| w.to_string()),
                     or_na(reading.pcie_link_gen_max, |g| g.to_string()),
@@ -167,5 +196,33 @@ pub fn fans_text(reading: &Telemetry) -> String {
             .map(|fan| or_na(fan.speed_pct, |pct| format!("{pct} %")))
             .collect::<Vec<_>>()
             .join(" · "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_many_columns_as_fit_and_at_least_one() {
+        let outer_pt = CARD_MIN_WIDTH_PT + CARD_FRAME_PT;
+        assert_eq!(
+            columns_that_fit(4.0 * outer_pt + 3.0 * 8.0, outer_pt, 8.0),
+            4
+        );
+        assert_eq!(
+            columns_that_fit(4.0 * outer_pt + 3.0 * 8.0 - 1.0, outer_pt, 8.0),
+            3
+        );
+        assert_eq!(columns_that_fit(100.0, outer_pt, 8.0), 1);
+        assert_eq!(columns_that_fit(f32::NAN, outer_pt, 8.0), 1);
+    }
+
+    #[test]
+    fn cards_fill_the_row_within_their_bounds() {
+        let width_pt = card_width_pt(1104.0, 4, 8.0);
+        assert!(4.0 * (width_pt + CARD_FRAME_PT) + 3.0 * 8.0 <= 1104.0);
+        assert!(width_pt >= CARD_MIN_WIDTH_PT);
+        assert_eq!(card_width_pt(3000.0, 1, 8.0), CARD_MAX_WIDTH_PT);
     }
 }
