@@ -63,6 +63,42 @@ fn eight_gpus_fit_at_1120x720_and_1280x720_in_four_columns_with_no_row_cut() {
 }
 
 #[test]
+fn box_totals_on_an_eight_gpu_box_and_none_on_one_gpu() {
+    let state = training(SimScenario::EightRtx4090);
+    let expected = gputune::ui::box_totals::box_totals(&state.model.gpus);
+    let Some(totals) = expected else {
+        panic!("an eight-GPU box has totals")
+    };
+    assert_eq!(totals.reporting_count, 8);
+    assert_eq!(totals.power_limit_mw, 8 * 450_000);
+    assert!(totals.energy_since_open_mj.is_some_and(|mj| mj > 0));
+    let harness = harness(state);
+    harness.get_by_label("All 8 GPUs");
+    harness.get_by_label_contains(" of 3600 W");
+    harness.get_by_label_contains("since the window opened");
+    let Some(hottest) = totals.hottest else {
+        panic!("the simulated cards report temperatures")
+    };
+    harness.get_by_label(&format!(
+        "Hottest GPU {} at {} °C",
+        hottest.gpu_index, hottest.temperature_c
+    ));
+    harness.get_by_label(&format!(
+        "VRAM {} of {}",
+        gputune::units::gib(totals.memory_used_bytes),
+        gputune::units::gib(totals.memory_total_bytes)
+    ));
+
+    let one = harness_one_gpu();
+    assert!(one.query_by_label_contains("All 1 GPUs").is_none());
+    assert!(one.query_by_label_contains("Hottest GPU").is_none());
+}
+
+fn harness_one_gpu() -> Harness<'static, Window> {
+    harness(training(SimScenario::Rtx4090))
+}
+
+#[test]
 fn clicking_a_gpu_opens_its_graphs_and_back_returns() {
     let mut harness = harness(training(SimScenario::EightRtx4090));
     harness

@@ -3,6 +3,7 @@
 //! files.
 
 pub mod app;
+pub mod box_totals;
 pub mod link;
 pub mod link_sweep;
 pub mod model;

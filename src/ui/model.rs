@@ -38,6 +38,8 @@ pub struct GpuModel {
     pub tuning: Option<GpuTuning>,
     /// The sweep started from this window on this GPU (running, or the last one's result).
     pub sweep: Option<SweepState>,
+    /// The card's energy counter (mJ) at the window's first reading that had one.
+    pub energy_at_open_mj: Option<u64>,
 }
 
 /// A sweep as the window knows it.
@@ -100,13 +102,19 @@ impl Model {
                         trial: None,
                         tuning: None,
                         sweep: None,
+                        energy_at_open_mj: None,
                     })
                     .collect();
             }
             LinkEvent::Samples(samples) => {
                 for (gpu, sample) in self.gpus.iter_mut().zip(samples) {
                     match &sample {
-                        Ok(reading) => gpu.history.push(reading.sampled_at_ms, Some(reading)),
+                        Ok(reading) => {
+                            gpu.history.push(reading.sampled_at_ms, Some(reading));
+                            if gpu.energy_at_open_mj.is_none() {
+                                gpu.energy_at_open_mj = reading.energy_total_mj;
+                            }
+                        }
                         Err(_) => gpu.history.push(received_at_ms, None),
                     }
                     gpu.latest = Some(sample);

@@ -4,6 +4,7 @@
 use eframe::egui::{self, RichText};
 
 use crate::device::{Telemetry, ThrottleReasons};
+use crate::ui::box_totals::box_totals_ui;
 use crate::ui::model::{GpuModel, Model};
 use crate::ui::widgets::banner::ERROR_TEXT;
 use crate::ui::widgets::processes::{card_summary, job_pid};
@@ -53,6 +54,7 @@ pub fn overview_ui(ui: &mut egui::Ui, model: &Model) -> Option<usize> {
         ui.label("The driver reports no GPUs.");
         return None;
     }
+    box_totals_ui(ui, &model.gpus);
     let mut clicked = None;
     egui::ScrollArea::vertical().show(ui, |ui| {
         // Whole cards per row: as many as fit the window, at least one; the rows scroll.
