@@ -89,13 +89,9 @@ fn box_totals_on_an_eight_gpu_box_and_none_on_one_gpu() {
         gputune::units::gib(totals.memory_total_bytes)
     ));
 
-    let one = harness_one_gpu();
+    let one = window_harness(training(SimScenario::Rtx4090), [1280.0, 1000.0]);
     assert!(one.query_by_label_contains("All 1 GPUs").is_none());
     assert!(one.query_by_label_contains("Hottest GPU").is_none());
-}
-
-fn harness_one_gpu() -> Harness<'static, Window> {
-    harness(training(SimScenario::Rtx4090))
 }
 
 #[test]
@@ -123,6 +119,37 @@ fn clicking_a_gpu_opens_its_graphs_and_back_returns() {
     harness.run();
     assert_eq!(harness.state().state.selected_gpu, None);
     harness.get_by_label("GPU 7 · NVIDIA GeForce RTX 4090");
+}
+
+#[test]
+fn the_gpu_switcher_opens_another_gpus_graphs_in_the_same_time_window() {
+    let mut state = training(SimScenario::EightRtx4090);
+    state.selected_gpu = Some(3);
+    state.monitor.set_window(TimeWindow::OneHour);
+    let mut harness = harness(state);
+    let switchers: Vec<_> = harness.query_all_by_label("Show").collect();
+    let Some(switcher) = switchers.last() else {
+        panic!("the graphs of an eight-GPU box have a GPU switcher")
+    };
+    switcher.click();
+    harness.run();
+    harness
+        .get_by_label("GPU 5 · NVIDIA GeForce RTX 4090")
+        .click();
+    harness.run();
+    assert_eq!(harness.state().state.selected_gpu, Some(5));
+    assert_eq!(harness.state().state.monitor.window, TimeWindow::OneHour);
+    harness.get_by_label("Power (W)");
+    harness.get_by_label("Back to all GPUs");
+
+    let mut one = training(SimScenario::Rtx4090);
+    one.selected_gpu = Some(0);
+    let one = window_harness(one, [1280.0, 1000.0]);
+    assert!(
+        one.query_by_label("Show").is_none(),
+        "one GPU: nothing to switch to"
+    );
+    one.get_by_label("GPU 0 · NVIDIA GeForce RTX 4090");
 }
 
 #[test]

@@ -232,10 +232,22 @@ impl AppState {
                     self.selected_gpu = Some(index);
                 }
             }
-            Some((index, gpu)) => {
-                for action in monitor_ui(ui, gpu, &mut self.monitor, self.interval_ms) {
+            Some((index, _)) => {
+                let actions = monitor_ui(
+                    ui,
+                    &self.model.gpus,
+                    index,
+                    &mut self.monitor,
+                    self.interval_ms,
+                );
+                for action in actions {
                     match action {
                         MonitorAction::BackToOverview => self.selected_gpu = None,
+                        MonitorAction::ShowGpu { gpu_index } => {
+                            if gpu_index < self.model.gpus.len() {
+                                self.selected_gpu = Some(gpu_index);
+                            }
+                        }
                         MonitorAction::ExportCsv => {
                             commands.push(AppCommand::ExportCsv { gpu_index: index })
                         }

@@ -11,6 +11,7 @@ use crate::telemetry::history::Metric;
 use crate::ui::model::GpuModel;
 use crate::ui::overview::fans_text;
 use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::widgets::gpu_switcher::gpu_switcher;
 use crate::ui::widgets::processes::{job_pid, processes_table};
 use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeWindow;
@@ -35,8 +36,14 @@ pub struct MonitorView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MonitorAction {
     BackToOverview,
+    /// Another GPU's graphs, in the same view.
+    ShowGpu {
+        gpu_index: usize,
+    },
     ExportCsv,
-    SetInterval { interval_ms: u64 },
+    SetInterval {
+        interval_ms: u64,
+    },
 }
 
 impl MonitorView {
@@ -59,16 +66,28 @@ impl MonitorView {
     }
 }
 
-/// Draws the detail view of `gpu`; returns what the user asked for.
+/// Draws the detail view of GPU `open_index` of `gpus`; returns what the user asked for.
 pub fn monitor_ui(
     ui: &mut egui::Ui,
-    gpu: &GpuModel,
+    gpus: &[GpuModel],
+    open_index: usize,
     view: &mut MonitorView,
     interval_ms: u64,
 ) -> Vec<MonitorAction> {
     let mut actions = Vec::new();
+    let Some(gpu) = gpus.get(open_index) else {
+        actions.push(MonitorAction::BackToOverview);
+        return actions;
+    };
     let latest_ms = gpu.history.last_time_ms().unwrap_or(0);
-    toolbar(ui, gpu, view, interval_ms, latest_ms, &mut actions);
+    toolbar(
+        ui,
+        (gpus, open_index),
+        view,
+        interval_ms,
+        latest_ms,
+        &mut actions,
+    );
     ui.separator();
     match &gpu.latest {
         Some(Ok(reading)) => readout(ui, gpu, reading),
@@ -118,7 +137,7 @@ pub fn monitor_ui(
 
 fn toolbar(
     ui: &mut egui::Ui,
-    gpu: &GpuModel,
+    (gpus, open_index): (&[GpuModel], usize),
     view: &mut MonitorView,
     interval_ms: u64,
     latest_ms: u64,
@@ -128,12 +147,9 @@ fn toolbar(
         if ui.button("Back to all GPUs").clicked() {
             actions.push(MonitorAction::BackToOverview);
         }
-        let identity = &gpu.info.identity;
-        ui.label(
-            RichText::new(format!("GPU {} · {}", identity.index, identity.name))
-                .strong()
-                .size(15.0),
-        );
+        if let Some(gpu_index) = gpu_switcher(ui, gpus, open_index) {
+            actions.push(MonitorAction::ShowGpu { gpu_index });
+        }
         ui.separator();
         ui.label("Window");
         for window in TimeWindow::ALL {
