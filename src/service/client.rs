@@ -175,42 +175,31 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
             boot_defaults_dir: None,
         },
     )?;
-    let client = ClientInfo {
-        id: service.next_client_id(),
-        pid: Some(std::process::id()),
-        uid: Some(crate::fsafe::effective_uid()),
-        user: current_user_name(),
-        label: options.label.clone(),
-        // The driver decides: root and the simulator may write, others are told how.
-        may_write: true,
-    };
-    let id = client.id;
-    let messages = service.open_client(client);
-    let mut connection = TuningClient {
-        transport: Transport::Local {
-            client: id,
-            input: service.input(),
-            messages,
-        },
-        next_id: 1,
-        backlog: VecDeque::new(),
-        welcome: service.welcome().clone(),
-        service: Some(service),
-    };
-    connection.hello(&options.label)?;
+    // The driver decides: root and the simulator may write, others are told how.
+    let mut connection = local_client(&service, &options.label, true)?;
+    connection.service = Some(service);
     Ok(connection)
 }
 
 /// A reading client of a service already running in this process (the daemon's metrics): it
 /// may not change settings.
 pub fn attach(service: &Service, label: &str) -> Result<TuningClient, ConnectError> {
+    local_client(service, label, false)
+}
+
+/// A client of `service` in this process, greeted; it does not own the service.
+fn local_client(
+    service: &Service,
+    label: &str,
+    may_write: bool,
+) -> Result<TuningClient, ConnectError> {
     let client = ClientInfo {
         id: service.next_client_id(),
         pid: Some(std::process::id()),
         uid: Some(crate::fsafe::effective_uid()),
         user: current_user_name(),
         label: label.to_string(),
-        may_write: false,
+        may_write,
     };
     let id = client.id;
     let messages = service.open_client(client);
