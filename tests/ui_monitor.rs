@@ -314,3 +314,46 @@ fn the_window_remembers_the_gpu_window_and_interval() {
     );
     assert_eq!(next_run.monitor.window, TimeWindow::SixHours);
 }
+
+#[test]
+fn a_setting_changed_by_another_program_is_marked_in_the_graphs_with_who_and_what() {
+    let mut state = training(SimScenario::Rtx4090);
+    let latest_ms = match &state.model.gpus[0].latest {
+        Some(Ok(reading)) => reading.sampled_at_ms,
+        _ => panic!("the simulated card has a reading"),
+    };
+    let Some(mut tuning) = state.model.gpus[0].tuning.clone() else {
+        panic!("the engine told the window what the card runs")
+    };
+    // Reported twice (every Tuning event carries the last change): kept once.
+    tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+        at_ms: latest_ms - 20_000,
+        by: "another program".to_string(),
+        what: "power limit changed".to_string(),
+    });
+    for _ in 0..2 {
+        state.apply(LinkEvent::Tuning(Box::new(tuning.clone())), latest_ms);
+    }
+    assert_eq!(state.model.gpus[0].changes.len(), 1);
+    state.selected_gpu = Some(0);
+    let window = harness(state);
+    window.get_by_label_contains("power limit changed (another program)");
+
+    // Outside the time window: not listed.
+    let mut state = training(SimScenario::Rtx4090);
+    if let Some(mut tuning) = state.model.gpus[0].tuning.clone() {
+        tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+            at_ms: latest_ms - 3_600_000,
+            by: "another program".to_string(),
+            what: "power limit changed".to_string(),
+        });
+        state.apply(LinkEvent::Tuning(Box::new(tuning)), latest_ms);
+    }
+    state.selected_gpu = Some(0);
+    let window = harness(state);
+    assert!(
+        window
+            .query_by_label_contains("Settings changed:")
+            .is_none()
+    );
+}

@@ -5,7 +5,7 @@ use crate::device::{BackendKind, DeviceError, Telemetry};
 use crate::notice::Notice;
 use crate::sweep::runner::SweepView;
 use crate::telemetry::history::GpuHistory;
-use crate::tuning::engine::{GpuInfo, GpuTuning, TrialStatus};
+use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialStatus};
 use crate::ui::link::LinkEvent;
 
 /// Where the connection to the GPUs stands.
@@ -40,7 +40,13 @@ pub struct GpuModel {
     pub sweep: Option<SweepState>,
     /// The card's energy counter (mJ) at the window's first reading that had one.
     pub energy_at_open_mj: Option<u64>,
+    /// Setting changes the engine reported while the window was open (and the last one before
+    /// it), oldest first, at most [`CHANGES_KEPT`]: the graphs mark them.
+    pub changes: Vec<ChangeNote>,
 }
+
+/// How many setting changes per GPU the window keeps for its graphs.
+pub const CHANGES_KEPT: usize = 500;
 
 /// A sweep as the window knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +109,7 @@ impl Model {
                         tuning: None,
                         sweep: None,
                         energy_at_open_mj: None,
+                        changes: Vec::new(),
                     })
                     .collect();
             }
@@ -123,6 +130,14 @@ impl Model {
             LinkEvent::Failed(message) => self.connection = Connection::Failed(message),
             LinkEvent::Tuning(tuning) => {
                 if let Some(gpu) = self.gpus.get_mut(tuning.gpu_index as usize) {
+                    if let Some(change) = &tuning.last_change
+                        && gpu.changes.last() != Some(change)
+                    {
+                        if gpu.changes.len() >= CHANGES_KEPT {
+                            gpu.changes.remove(0);
+                        }
+                        gpu.changes.push(change.clone());
+                    }
                     gpu.tuning = Some(*tuning);
                 }
             }

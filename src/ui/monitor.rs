@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::device::{Telemetry, ThrottleReasons};
 use crate::telemetry::health::{Severity, health_hints};
 use crate::telemetry::history::Metric;
+use crate::tuning::engine::ChangeNote;
 use crate::ui::model::GpuModel;
 use crate::ui::overview::fans_text;
 use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::widgets::change_marks::{change_list, changes_in_span};
 use crate::ui::widgets::gpu_switcher::gpu_switcher;
 use crate::ui::widgets::processes::{job_pid, processes_table};
 use crate::ui::widgets::throttle_strip::throttle_strip;
@@ -124,9 +126,11 @@ pub fn monitor_ui(
         gap_after_ms: (interval_ms * 3).max(1_500),
     };
     view.reset_time_axis = false;
+    let changes = changes_in_span(&gpu.changes, span);
+    change_list(ui, &changes);
     let mut user_moved_time_axis = false;
     egui::ScrollArea::vertical().show(ui, |ui| {
-        user_moved_time_axis |= graphs(ui, gpu, span);
+        user_moved_time_axis |= graphs(ui, gpu, span, &changes);
     });
     // Zooming or dragging a graph while following stops following, so the view stays put.
     if user_moved_time_axis && view.is_following() {
@@ -268,7 +272,7 @@ fn readout(ui: &mut egui::Ui, gpu: &GpuModel, reading: &Telemetry) {
 }
 
 /// All graphs; returns true when the user dragged or zoomed a time axis.
-fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan) -> bool {
+fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan, changes: &[&ChangeNote]) -> bool {
     let has_fans = gpu.info.constraints.fan_count > 0
         && !matches!(&gpu.latest, Some(Ok(reading)) if reading.fans.is_none());
     let total_gib = gpu.info.identity.memory_total_bytes as f64 / (1024.0 * 1024.0 * 1024.0);
@@ -281,7 +285,7 @@ fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan) -> bool {
             );
             continue;
         }
-        moved |= graph(ui, &gpu.history, span, &spec);
+        moved |= graph(ui, &gpu.history, span, &spec, changes);
     }
     moved |= throttle_strip(ui, &gpu.history, span);
     moved

@@ -1,6 +1,7 @@
 //! Pieces shared by the panels.
 
 pub mod banner;
+pub mod change_marks;
 pub mod gpu_switcher;
 pub mod processes;
 pub mod throttle_strip;

@@ -5,6 +5,8 @@ use egui_plot::{HLine, HoverPosition, Legend, Line, LineStyle, Plot, PlotUi};
 
 use crate::telemetry::decimate::decimate;
 use crate::telemetry::history::{GpuHistory, Metric};
+use crate::tuning::engine::ChangeNote;
+use crate::ui::widgets::change_marks::mark_changes;
 use crate::ui::widgets::time_axis::{axis_label, clock_time};
 
 /// Height of one graph, in points.
@@ -107,6 +109,7 @@ pub(crate) fn graph(
     history: &GpuHistory,
     span: TimeSpan,
     spec: &GraphSpec,
+    changes: &[&ChangeNote],
 ) -> bool {
     let GraphSpec {
         title,
@@ -149,6 +152,7 @@ pub(crate) fn graph(
                     );
                 }
             }
+            mark_changes(plot_ui, changes);
             if let Some((name, value)) = reference {
                 plot_ui.hline(
                     HLine::new(name, value)
