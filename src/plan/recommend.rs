@@ -41,6 +41,23 @@ pub struct PlannedSetup {
 }
 
 impl PlannedSetup {
+    /// The optimizer and the memory options, in a few words: "paged-adamw-8bit,
+    /// checkpointing, activation offload, chunked loss".
+    pub fn options_summary(&self) -> String {
+        let setup = &self.setup;
+        let mut options = vec![setup.optimizer.name().to_string()];
+        if setup.checkpointing == super::setup::Checkpointing::Full {
+            options.push("checkpointing".into());
+        }
+        if setup.activation_offload {
+            options.push("activation offload".into());
+        }
+        if setup.chunked_cross_entropy {
+            options.push("chunked loss".into());
+        }
+        options.join(", ")
+    }
+
     fn new(
         model: &Model,
         setup: TrainingSetup,

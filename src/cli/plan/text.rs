@@ -8,7 +8,7 @@ use crate::plan::model::{LoraTargets, Model};
 use crate::plan::recommend::{
     ChangeKind, GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes,
 };
-use crate::plan::setup::{Checkpointing, Method};
+use crate::plan::setup::Method;
 
 fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
@@ -146,28 +146,12 @@ fn write_rows(out: &mut dyn Write, recommendation: &Recommendation) -> std::io::
             planned.setup.method.name(),
             batch_product(planned.batch(), planned.setup.gpus),
             planned.setup.precision.name(),
-            options(planned),
+            planned.options_summary(),
             gib(planned.per_gpu_bytes),
             if planned.fits { "yes" } else { "no" }
         )?;
     }
     Ok(())
-}
-
-/// "paged-adamw-8bit, checkpointing, activation offload, chunked loss".
-pub(super) fn options(planned: &PlannedSetup) -> String {
-    let setup = &planned.setup;
-    let mut options = vec![setup.optimizer.name().to_string()];
-    if setup.checkpointing == Checkpointing::Full {
-        options.push("checkpointing".into());
-    }
-    if setup.activation_offload {
-        options.push("activation offload".into());
-    }
-    if setup.chunked_cross_entropy {
-        options.push("chunked loss".into());
-    }
-    options.join(", ")
 }
 
 /// Why nothing was exported, and what to do.

@@ -7,7 +7,6 @@ use eframe::egui::{self, Color32, RichText};
 use super::{ExportStatus, PlanAction, PlanPanel};
 use crate::plan::export::ExportFormat;
 use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes};
-use crate::plan::setup::Checkpointing;
 use crate::ui::widgets::banner::ERROR_TEXT;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -24,22 +23,6 @@ pub const EXPORT_BUTTONS: [(ExportFormat, &str); 3] = [
 
 fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / GIB)
-}
-
-/// The optimizer and the memory options, in a few words.
-fn options(planned: &PlannedSetup) -> String {
-    let setup = &planned.setup;
-    let mut options = vec![setup.optimizer.name().to_string()];
-    if setup.checkpointing == Checkpointing::Full {
-        options.push("checkpointing".into());
-    }
-    if setup.activation_offload {
-        options.push("activation offload".into());
-    }
-    if setup.chunked_cross_entropy {
-        options.push("chunked loss".into());
-    }
-    options.join(", ")
 }
 
 impl PlanPanel {
@@ -153,7 +136,7 @@ fn setup_row(ui: &mut egui::Ui, label: &str, planned: &PlannedSetup, target: Opt
         }
     }
     ui.label(planned.setup.precision.name());
-    ui.label(options(planned));
+    ui.label(planned.options_summary());
     ui.label(gib(planned.per_gpu_bytes));
     if planned.fits {
         ui.label(RichText::new("yes").color(FITS));
