@@ -9,12 +9,11 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use gputune::cli::connect::TuningOptions;
 use gputune::device::nvml::NvmlBackend;
 use gputune::device::sim::{
     LoadPattern, SIM_FIRST_PID, SIM_USER, SimBackend, SimOptions, SimScenario,
 };
-use gputune::device::{Backend, BackendChoice, BackendOptions, GpuProcess, ProcessKind};
+use gputune::device::{Backend, GpuProcess, ProcessKind};
 use gputune::service::client::SocketChoice;
 use gputune::ui::link::{Link, LinkEvent};
 use serde_json::Value;
@@ -206,14 +205,7 @@ fn the_sampler_hands_out_each_gpus_processes_with_its_readings() {
     let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
     // SAFETY: this binary's tests that read it hold the fake's environment turn (`machine`).
     unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
-    let options = TuningOptions {
-        backend: BackendOptions {
-            choice: BackendChoice::Nvml,
-            nvml_library_path: Some(machine.library.clone()),
-            ..BackendOptions::default()
-        },
-        socket: SocketChoice::None,
-    };
+    let options = common::daemon::window_options(&machine, SocketChoice::None);
     let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = 0;

@@ -34,11 +34,7 @@ fn eight_gpus() -> Snapshot {
         snapshot.tunings.push(GpuTuning {
             gpu_index: index,
             gpu_uuid: identity.uuid.clone(),
-            in_force: SettingsInForce {
-                power_limit_mw: current.power_limit_mw,
-                fans: current.fans,
-                ..SettingsInForce::default()
-            },
+            in_force: SettingsInForce::from_card(&current, Default::default()),
             fan_curve: None,
             fan_safety_engaged: false,
             holder: None,
