@@ -178,6 +178,7 @@ fn the_sweep_recovers_the_simulators_curve_and_each_objective_picks_its_setting(
     ));
     // The curve, point by point, against the simulator's own clock.
     eprintln!("setting: measured step/s, simulator's step/s, error");
+    let mut worst_error_pct: f64 = 0.0;
     for result in &outcome.results {
         let measured = result.throughput.expect("every step measured").units_per_s;
         let expected = true_throughput(result);
@@ -187,7 +188,11 @@ fn the_sweep_recovers_the_simulators_curve_and_each_objective_picks_its_setting(
             result.step.label
         );
         assert!(error_pct < 5.0, "{}: {error_pct:.1} %", result.step.label);
+        worst_error_pct = worst_error_pct.max(error_pct);
     }
+    // A slowdown compares two measured speeds, so it is off by at most twice the worst error of
+    // one (a bar redrawn every 0.1 s counts whole steps: about 1 step in 60 at each end).
+    let slowdown_noise_pct = 2.0 * worst_error_pct + 0.5;
     // Lower limits: slower, and less energy per step.
     let speeds: Vec<f64> = outcome.results[..5]
         .iter()
@@ -201,19 +206,38 @@ fn the_sweep_recovers_the_simulators_curve_and_each_objective_picks_its_setting(
         speeds.windows(2).all(|pair| pair[1] <= pair[0] * 1.01),
         "{speeds:?}"
     );
-    // Each objective picks what the simulator's own numbers pick.
+    // Each objective picks what the simulator's own numbers pick, or, where two settings are
+    // closer than the measurement can tell apart, one of those.
     let truth = truth(&outcome.results);
     let cli_pick = outcome.recommendation.as_ref().expect("a recommendation");
     let expected = recommend(&truth, Objective::LeastEnergy).expect("a pick");
-    assert_eq!(cli_pick.label, expected.label);
-    assert_eq!(
-        recommend(&outcome.results, Objective::PerfPerWatt)
-            .expect("a pick")
-            .label,
-        expected.label
-    );
-    // Within a slowdown: thresholds half-way between the simulator's own slowdowns, where the
-    // answer cannot flip on noise.
+    let true_energy = |label: &str| {
+        truth
+            .iter()
+            .find(|result| result.step.label == label)
+            .and_then(|result| result.energy_per_unit_j)
+            .expect("every setting has a true energy per step")
+    };
+    let energy_margin = 1.0 + 2.0 * worst_error_pct / 100.0;
+    for (pick, objective) in [
+        (cli_pick.label.clone(), "--objective energy"),
+        (
+            recommend(&outcome.results, Objective::PerfPerWatt)
+                .expect("a pick")
+                .label,
+            "perf per watt",
+        ),
+    ] {
+        eprintln!("{objective}: {pick} (expected {})", expected.label);
+        assert!(
+            true_energy(&pick) <= true_energy(&expected.label) * energy_margin,
+            "{objective} picked {pick}, whose true energy per step is more than the measurement's error above {}'s",
+            expected.label
+        );
+    }
+    // Within a slowdown: a threshold half-way between two of the simulator's own slowdowns. The
+    // pick must be the simulator's own pick for some threshold within the measurement's error of
+    // this one; where no setting's slowdown lies that close, that is exactly one setting.
     let reference = truth[0]
         .throughput
         .map_or(1.0, |throughput| throughput.units_per_s);
@@ -222,26 +246,46 @@ fn the_sweep_recovers_the_simulators_curve_and_each_objective_picks_its_setting(
         .map(|result| (1.0 - result.throughput.map_or(0.0, |t| t.units_per_s) / reference) * 100.0)
         .collect();
     slowdowns.sort_by(f64::total_cmp);
+    let pick_at = |max_slowdown_pct: f64| {
+        recommend(&truth, Objective::EnergyWithinSlowdown { max_slowdown_pct })
+            .expect("a pick")
+            .label
+    };
     let mut checked = 0;
     for pair in slowdowns.windows(2) {
-        if pair[1] - pair[0] < 3.0 {
-            continue;
-        }
+        let threshold = (pair[0] + pair[1]) / 2.0;
         let objective = Objective::EnergyWithinSlowdown {
-            max_slowdown_pct: (pair[0] + pair[1]) / 2.0,
+            max_slowdown_pct: threshold,
         };
         let measured = recommend(&outcome.results, objective).expect("a pick");
-        let expected = recommend(&truth, objective).expect("a pick");
+        let (low, high) = (
+            threshold - slowdown_noise_pct,
+            threshold + slowdown_noise_pct,
+        );
+        let mut acceptable = vec![pick_at(threshold), pick_at(low), pick_at(high)];
+        acceptable.extend(
+            slowdowns
+                .iter()
+                .filter(|slowdown| (low..=high).contains(*slowdown))
+                .map(|slowdown| pick_at(*slowdown)),
+        );
+        acceptable.sort();
+        acceptable.dedup();
         eprintln!(
-            "{}: {} (expected {})",
+            "{}: {} (the simulator's: {})",
             objective.describe(),
             measured.label,
-            expected.label
+            acceptable.join(" or ")
         );
-        assert_eq!(measured.label, expected.label);
+        assert!(
+            acceptable.contains(&measured.label),
+            "{}: picked {}, the simulator's numbers allow {acceptable:?}",
+            objective.describe(),
+            measured.label
+        );
         checked += 1;
     }
-    assert!(checked >= 2, "the curve has distinct points: {slowdowns:?}");
+    assert_eq!(checked, 3, "the curve has distinct points: {slowdowns:?}");
     // CSV, the profile and the card.
     let written = std::fs::read_to_string(&csv).expect("the CSV is written");
     assert_eq!(written.lines().count(), 7, "{written}");
@@ -252,7 +296,7 @@ fn the_sweep_recovers_the_simulators_curve_and_each_objective_picks_its_setting(
     assert!(
         profile.contains(&format!(
             "watts = {}",
-            expected
+            cli_pick
                 .label
                 .split('(')
                 .nth(1)
