@@ -260,6 +260,57 @@ pub fn ensure_private_folder(folder: &Path, mode: u32) -> Result<(), FileError> 
     Ok(())
 }
 
+/// Opens (creating with `mode` when missing) a file this process keeps and updates in place,
+/// in one of its private folders: a symbolic link, a FIFO, a device, a file of another user or
+/// one with a second hard link is refused before any byte is read or written. `append` opens it
+/// for appending only.
+pub fn open_for_update(path: &Path, mode: u32, append: bool) -> Result<File, FileError> {
+    // Read access too when appending: a FIFO then opens without a reader and is refused
+    // below by its type, with a clear message, rather than failing to open with ENXIO.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(!append)
+        .append(append)
+        .create(true)
+        .mode(mode)
+        .custom_flags(libc_flags::NONBLOCK | libc_flags::NOFOLLOW)
+        .open(path)
+        .map_err(|error| match error.raw_os_error() {
+            Some(code) if code == libc_flags::ELOOP => FileError::Symlink {
+                path: path.to_path_buf(),
+            },
+            _ => FileError::Write {
+                path: path.to_path_buf(),
+                detail: error.to_string(),
+            },
+        })?;
+    let metadata = file.metadata().map_err(|error| read_error(path, &error))?;
+    if !metadata.file_type().is_file() {
+        return Err(FileError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(&metadata.file_type()),
+        });
+    }
+    let unsafe_file = |reason: String| FileError::Unsafe {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if metadata.uid() != effective_uid() {
+        return Err(unsafe_file(format!(
+            "it belongs to user {} rather than {}",
+            metadata.uid(),
+            effective_uid()
+        )));
+    }
+    if metadata.nlink() != 1 {
+        return Err(unsafe_file(format!(
+            "it has {} hard links (another name could make a write land elsewhere)",
+            metadata.nlink()
+        )));
+    }
+    Ok(file)
+}
+
 /// This process's effective user id.
 pub fn effective_uid() -> u32 {
     nix::unistd::geteuid().as_raw()

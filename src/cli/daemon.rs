@@ -32,6 +32,11 @@ pub struct DaemonArgs {
     /// default). See docs/metrics.md.
     #[arg(long, value_name = "ADDR:PORT", value_parser = crate::metrics::parse_listen)]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Hours of history kept on disk (one sample a second per GPU, 3.46 MB per GPU-day, in
+    /// the state folder's `history/`), shown by the window when it opens; 0 keeps none.
+    #[arg(long, value_name = "HOURS", default_value_t = crate::telemetry::store::DEFAULT_KEEP_HOURS,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::telemetry::store::KEEP_HOURS_RANGE.1)))]
+    pub history_hours: u32,
 }
 
 /// What `gputune daemon` does besides running.
@@ -86,5 +91,6 @@ pub fn run_command(
         state_dir,
         driver_wait: Duration::from_secs(args.driver_wait_s.min(3_600)),
         metrics_listen: args.metrics_listen,
+        history_hours: args.history_hours,
     })
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{BackendOptions, open_backend};
 use crate::service::{Service, ServiceOptions};
+use crate::telemetry::store::HistoryOptions;
 use crate::tuning::engine::{EngineOptions, Ownership};
 
 pub use server::MOST_CONNECTIONS;
@@ -22,7 +23,7 @@ pub const DEFAULT_GROUP: &str = "gputune";
 /// Where systemd's `RuntimeDirectory=gputune` is (socket, journals: both end with the boot,
 /// like the settings they protect).
 pub const DEFAULT_RUNTIME_DIR: &str = "/run/gputune";
-/// Where systemd's `StateDirectory=gputune` is (boot defaults).
+/// Where systemd's `StateDirectory=gputune` is (boot defaults, history).
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/gputune";
 /// The socket's file name in the runtime folder.
 pub const SOCKET_NAME: &str = "gputune.sock";
@@ -41,6 +42,8 @@ pub struct DaemonOptions {
     pub driver_wait: Duration,
     /// Where to serve Prometheus metrics, when asked (docs/metrics.md).
     pub metrics_listen: Option<SocketAddr>,
+    /// Hours of history kept in `state_dir/history` (0: none).
+    pub history_hours: u32,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; every session is put back before it exits.
@@ -67,6 +70,10 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
             },
             daemon: true,
             boot_defaults_dir: Some(options.state_dir.join("defaults")),
+            history: (options.history_hours > 0).then(|| HistoryOptions {
+                dir: options.state_dir.join("history"),
+                keep_hours: options.history_hours,
+            }),
         },
     )?;
     for notice in &service.welcome().notices {

@@ -173,6 +173,7 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
             },
             daemon: false,
             boot_defaults_dir: None,
+            history: None,
         },
     )?;
     // The driver decides: root and the simulator may write, others are told how.

@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod protocol;
+mod recorder;
 mod routing;
 mod sampler;
 
@@ -64,6 +65,8 @@ pub struct ServiceOptions {
     pub daemon: bool,
     /// Where boot defaults are kept (the daemon's own folder); `None` in-process.
     pub boot_defaults_dir: Option<std::path::PathBuf>,
+    /// Where and how long the daemon keeps history on disk; `None` in-process.
+    pub history: Option<crate::telemetry::store::HistoryOptions>,
 }
 
 /// A running service; dropping it stops it (sessions are put back, kept settings stay).
@@ -84,6 +87,16 @@ impl Service {
         if let Some(dir) = &options.boot_defaults_dir {
             notices.extend(routing::apply_boot_defaults(&mut engine, dir));
         }
+        let recorder = match options.history.clone().map(recorder::Recorder::start) {
+            Some(Ok(recorder)) => Some(recorder),
+            Some(Err(error)) => {
+                notices.push(Notice::Warning(format!(
+                    "History is not kept while no window is open: {error}"
+                )));
+                None
+            }
+            None => None,
+        };
         let welcome = Welcome {
             protocol: protocol::PROTOCOL_VERSION,
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -105,6 +118,7 @@ impl Service {
             welcome.clone(),
             options.boot_defaults_dir.clone(),
             interval_ms,
+            recorder,
         );
         let engine_thread = std::thread::Builder::new()
             .name("gputune-service".to_string())

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
 use crate::notice::Notice;
+use crate::telemetry::store::HistoryPage;
 use crate::tuning::engine::{
     EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, SessionId, SessionReport,
     SessionRequest, SessionStarted, TrialRequest, TrialStatus, TuneError,
@@ -97,6 +98,13 @@ pub enum Request {
         default: Option<BootDefault>,
     },
     BootDefaults,
+    /// A page of a GPU's history kept by the daemon (Unix ms, both ends included); the answer
+    /// says where the next page starts.
+    History {
+        gpu_uuid: String,
+        from_ms: u64,
+        to_ms: u64,
+    },
 }
 
 impl Request {
@@ -108,6 +116,7 @@ impl Request {
                 | Request::Snapshot
                 | Request::Subscribe { .. }
                 | Request::BootDefaults
+                | Request::History { .. }
         )
     }
 }
@@ -148,6 +157,7 @@ pub enum Response {
     SessionEnded { report: SessionReport },
     Trial { status: Box<TrialStatus> },
     BootDefaults { defaults: Vec<BootDefault> },
+    History(Box<HistoryPage>),
     Done,
     Error { error: TuneError },
 }

@@ -11,10 +11,13 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use super::protocol::{
     BootDefault, Event, Message, PROTOCOL_VERSION, Request, Response, Snapshot, Welcome,
 };
+use super::recorder::{Recorder, RecorderInput};
 use super::{DEFAULT_INTERVAL_MS, INTERVAL_RANGE_MS, Input};
+use crate::device::sim::wall_clock_ms;
 use crate::device::{DeviceError, Telemetry};
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;
+use crate::telemetry::history::HistoryRow;
 use crate::tuning::engine::{
     ClientId, ClientInfo, Engine, EngineEvent, GpuChange, TuneError, TuneErrorKind,
 };
@@ -39,6 +42,8 @@ pub(crate) struct Router {
     interval_ms: Arc<AtomicU64>,
     /// Clients to drop once the current message is handled.
     dropped: Vec<ClientId>,
+    /// The daemon's history on disk; `None` in-process.
+    recorder: Option<Recorder>,
 }
 
 impl Router {
@@ -46,6 +51,7 @@ impl Router {
         welcome: Welcome,
         boot_defaults_dir: Option<PathBuf>,
         interval_ms: Arc<AtomicU64>,
+        recorder: Option<Recorder>,
     ) -> Router {
         let gpu_count = welcome.gpus.len();
         Router {
@@ -55,6 +61,7 @@ impl Router {
             boot_defaults_dir,
             interval_ms,
             dropped: Vec::new(),
+            recorder,
         }
     }
 
@@ -76,11 +83,14 @@ impl Router {
                 id,
                 request,
             } => {
-                let response = self.answer(engine, client, request);
-                self.send(client, Message::Response { id, response });
+                if let Some(request) = self.forward_history(client, id, request) {
+                    let response = self.answer(engine, client, request);
+                    self.send(client, Message::Response { id, response });
+                }
             }
             Input::Samples(readings) => {
                 engine.on_samples(&readings);
+                self.record(&readings);
                 for (slot, reading) in self.latest.iter_mut().zip(&readings) {
                     *slot = Some(reading.clone());
                 }
@@ -118,6 +128,15 @@ impl Router {
     /// Sends the engine's news to whom it concerns.
     pub fn route(&mut self, engine: &mut Engine) {
         for event in engine.take_events() {
+            if let EngineEvent::Tuning { tuning } = &event
+                && let (Some(recorder), Some(note)) = (&mut self.recorder, &tuning.last_change)
+            {
+                // Behind: this change is still the card's last one, and is offered again.
+                let _ = recorder.send(RecorderInput::Change {
+                    gpu_uuid: tuning.gpu_uuid.clone(),
+                    note: note.clone(),
+                });
+            }
             match &event {
                 EngineEvent::Tuning { .. } | EngineEvent::Notice { .. } => {
                     for client in self.subscribers() {
@@ -147,6 +166,70 @@ impl Router {
         for client in std::mem::take(&mut self.dropped) {
             self.drop_client(engine, client);
         }
+    }
+
+    /// Hands a `history` request of a known GPU to the recorder, which answers it; any other
+    /// request (or one the recorder cannot take) comes back to be answered here.
+    fn forward_history(&mut self, client: ClientId, id: u64, request: Request) -> Option<Request> {
+        let Request::History {
+            gpu_uuid,
+            from_ms,
+            to_ms,
+        } = &request
+        else {
+            return Some(request);
+        };
+        let known = self
+            .welcome
+            .gpus
+            .iter()
+            .any(|gpu| gpu.identity.uuid == *gpu_uuid);
+        let (Some(recorder), Some(slot), true) =
+            (&mut self.recorder, self.clients.get(&client), known)
+        else {
+            return Some(request);
+        };
+        let page = RecorderInput::Page {
+            gpu_uuid: gpu_uuid.clone(),
+            from_ms: *from_ms,
+            to_ms: *to_ms,
+            id,
+            outbox: slot.outbox.clone(),
+        };
+        match recorder.send(page) {
+            Ok(()) => None,
+            Err(_) => {
+                let response = error(
+                    TuneErrorKind::Device,
+                    "The daemon's history recorder is busy (a slow disk?); try again in a moment.",
+                );
+                self.send(client, Message::Response { id, response });
+                None
+            }
+        }
+    }
+
+    /// Hands this round of readings to the recorder (it keeps one a second).
+    fn record(&mut self, readings: &[Result<Telemetry, DeviceError>]) {
+        let Some(recorder) = &mut self.recorder else {
+            return;
+        };
+        let now_ms = wall_clock_ms();
+        let rows = self
+            .welcome
+            .gpus
+            .iter()
+            .zip(readings)
+            .map(|(gpu, reading)| {
+                let row = match reading {
+                    Ok(reading) => HistoryRow::from_reading(reading.sampled_at_ms, Some(reading)),
+                    Err(_) => HistoryRow::gap(now_ms),
+                };
+                (gpu.identity.uuid.clone(), row)
+            })
+            .collect();
+        // Behind: this round is skipped (the recorder said so once).
+        let _ = recorder.send(RecorderInput::Samples(rows));
     }
 
     /// The clients that asked for readings and news.
@@ -283,6 +366,20 @@ impl Router {
             ),
             Request::SetBootDefault { gpu_uuid, default } => {
                 answer(self.set_boot_default(engine, &gpu_uuid, default))
+            }
+            // Reaches here only when it was not handed to the recorder.
+            Request::History { gpu_uuid, .. } => {
+                if self.recorder.is_some() {
+                    error(
+                        TuneErrorKind::NotFound,
+                        format!("There is no GPU {gpu_uuid} on this machine."),
+                    )
+                } else {
+                    error(
+                        TuneErrorKind::NotFound,
+                        "No history is kept while no window is open: the gputune daemon keeps it (`sudo gputune daemon install`).",
+                    )
+                }
             }
             Request::BootDefaults => match &self.boot_defaults_dir {
                 Some(dir) => Response::BootDefaults {

@@ -7,6 +7,7 @@
 
 mod column;
 mod quantize;
+mod row;
 mod walk;
 
 use std::ops::Range;
@@ -14,8 +15,11 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use crate::device::Telemetry;
-use column::{SummarizedColumn, THROTTLE_BITS, THROTTLE_MISSING, ThrottleOr, TimeSteps};
-use quantize::{MetricColumn, quantize, steps_per_display_unit};
+use column::{SummarizedColumn, THROTTLE_MISSING, ThrottleOr, TimeSteps};
+use quantize::{MetricColumn, steps_per_display_unit};
+
+pub use quantize::stored_bytes;
+pub use row::HistoryRow;
 
 pub(crate) use walk::{Piece, PresentRun};
 
@@ -156,29 +160,57 @@ impl GpuHistory {
     /// Appends a sample taken at `time_ms` (Unix ms). `None` is a failed read: a gap in every
     /// column; a `None` field is a gap in its column.
     pub fn push(&mut self, time_ms: u64, reading: Option<&Telemetry>) {
+        self.push_row(&HistoryRow::from_reading(time_ms, reading));
+    }
+
+    /// Appends a sample already in stored steps (one read back from the daemon's history).
+    pub fn push_row(&mut self, row: &HistoryRow) {
         let time_ms = match self.last_time_ms() {
-            Some(last_ms) => time_ms.max(last_ms),
+            Some(last_ms) => row.time_ms.max(last_ms),
             None => {
-                self.base_ms = time_ms;
-                time_ms
+                self.base_ms = row.time_ms;
+                row.time_ms
             }
         };
         let time_offset_ms = self.time_offset(time_ms);
         let slot = self.next_slot;
         let capacity = self.capacity;
         self.times.write(slot, time_offset_ms, capacity);
-        for (metric, column) in Metric::ALL.into_iter().zip(&mut self.metrics) {
-            let quantized = reading.and_then(|reading| quantize(metric, reading));
-            column.write(slot, quantized, capacity);
+        for (value, column) in row.values.iter().zip(&mut self.metrics) {
+            column.write(slot, *value, capacity);
         }
-        let throttle_bits = reading
-            .and_then(|reading| reading.throttle_reasons)
-            .map_or(THROTTLE_MISSING, |reasons| {
-                (reasons.bits() & u64::from(THROTTLE_BITS)) as u16
-            });
-        self.throttle.write(slot, throttle_bits, capacity);
+        self.throttle.write(slot, row.stored_throttle(), capacity);
         self.next_slot = if slot + 1 >= capacity { 0 } else { slot + 1 };
         self.len = (self.len + 1).min(capacity);
+    }
+
+    /// Sample `index` (0 = oldest kept) in stored steps.
+    pub fn row(&self, index: usize) -> Option<HistoryRow> {
+        let time_ms = self.time_ms(index)?;
+        let slot = self.slot(index)?;
+        let throttle = self.throttle.get(slot)?;
+        Some(HistoryRow {
+            time_ms,
+            values: Metric::ALL.map(|metric| self.quantized(metric, index)),
+            throttle_bits: (throttle != THROTTLE_MISSING).then_some(throttle),
+        })
+    }
+
+    /// This history with `earlier` (sorted by time, e.g. the daemon's record of the hours
+    /// before the window opened) in front of its own samples: rows at or after this
+    /// history's first sample are left out, so nothing is counted twice. Capacity stays.
+    pub fn with_earlier(&self, earlier: &[HistoryRow]) -> GpuHistory {
+        let first_own_ms = self.first_time_ms().unwrap_or(u64::MAX);
+        let mut merged = GpuHistory::with_capacity(self.capacity);
+        for row in earlier.iter().filter(|row| row.time_ms < first_own_ms) {
+            merged.push_row(row);
+        }
+        for index in 0..self.len {
+            if let Some(row) = self.row(index) {
+                merged.push_row(&row);
+            }
+        }
+        merged
     }
 
     /// Samples kept.

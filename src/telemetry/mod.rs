@@ -5,3 +5,4 @@ pub mod csv;
 pub mod decimate;
 pub mod health;
 pub mod history;
+pub mod store;

@@ -14,10 +14,13 @@ use crate::service::client::TuningOptions;
 use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
 use crate::service::protocol::{Event, Request, Response};
 use crate::sweep::runner::SweepView;
+use crate::telemetry::history::HistoryRow;
+use crate::tuning::engine::ChangeNote;
 use crate::tuning::engine::{
     EngineEvent, GpuApplied, GpuInfo, GpuTuning, TrialRequest, TrialStatus, TuneError,
 };
 use crate::tuning::fan_curve::FanCurve;
+use crate::ui::link_history::HistoryFetch;
 use crate::ui::link_sweep::{ActiveSweep, SweepLaunch};
 
 /// Seconds of "before" numbers a trial in the window compares with (the recent past).
@@ -59,6 +62,12 @@ pub enum LinkEvent {
     Sweep {
         view: Box<SweepView>,
         notes: Vec<String>,
+    },
+    /// What the daemon kept of a GPU before the window opened, oldest first.
+    History {
+        gpu_index: u32,
+        rows: Vec<HistoryRow>,
+        changes: Vec<ChangeNote>,
     },
 }
 
@@ -223,6 +232,9 @@ fn run(
         send(LinkEvent::Failed(error.to_string()));
         return;
     }
+    let mut history = welcome
+        .daemon
+        .then(|| HistoryFetch::new(&welcome.gpus, crate::device::sim::wall_clock_ms()));
     let mut sweeps: Vec<ActiveSweep> = Vec::new();
     loop {
         loop {
@@ -249,7 +261,22 @@ fn run(
                 Err(TryRecvError::Disconnected) => return,
             }
         }
-        match client.next_event(Duration::from_millis(50)) {
+        if let Some(fetch) = &mut history {
+            if let Err(error) = fetch.turn(&mut client, send) {
+                send(LinkEvent::Failed(error.to_string()));
+                return;
+            }
+            if fetch.is_done() {
+                history = None;
+            }
+        }
+        // While history is read, only a glance at the live readings between pages.
+        let wait = if history.is_some() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(50)
+        };
+        match client.next_event(wait) {
             Ok(Some(event)) => {
                 for sweep in &mut sweeps {
                     sweep.on_event(&event);

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod box_totals;
 pub mod link;
+mod link_history;
 pub mod link_sweep;
 pub mod model;
 pub mod monitor;

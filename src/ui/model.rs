@@ -4,7 +4,7 @@
 use crate::device::{BackendKind, DeviceError, Telemetry};
 use crate::notice::Notice;
 use crate::sweep::runner::SweepView;
-use crate::telemetry::history::GpuHistory;
+use crate::telemetry::history::{GpuHistory, HistoryRow};
 use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialStatus};
 use crate::ui::link::LinkEvent;
 
@@ -43,6 +43,26 @@ pub struct GpuModel {
     /// Setting changes the engine reported while the window was open (and the last one before
     /// it), oldest first, at most [`CHANGES_KEPT`]: the graphs mark them.
     pub changes: Vec<ChangeNote>,
+    /// Samples the daemon kept before the window opened, now at the start of `history`.
+    pub earlier_samples: usize,
+}
+
+impl GpuModel {
+    /// Puts what the daemon kept before the window opened in front of the window's own
+    /// readings and changes.
+    fn take_earlier(&mut self, rows: &[HistoryRow], changes: Vec<ChangeNote>) {
+        if !rows.is_empty() {
+            self.history = self.history.with_earlier(rows);
+        }
+        self.earlier_samples = rows.len();
+        let mut merged = changes;
+        merged.append(&mut self.changes);
+        merged.sort_by(|a, b| (a.at_ms, &a.by, &a.what).cmp(&(b.at_ms, &b.by, &b.what)));
+        merged.dedup();
+        let excess = merged.len().saturating_sub(CHANGES_KEPT);
+        merged.drain(..excess);
+        self.changes = merged;
+    }
 }
 
 /// How many setting changes per GPU the window keeps for its graphs.
@@ -110,6 +130,7 @@ impl Model {
                         sweep: None,
                         energy_at_open_mj: None,
                         changes: Vec::new(),
+                        earlier_samples: 0,
                     })
                     .collect();
             }
@@ -169,6 +190,15 @@ impl Model {
             LinkEvent::Sweep { view, notes } => {
                 if let Some(gpu) = self.gpus.get_mut(view.gpu_index as usize) {
                     gpu.sweep = Some(SweepState { view: *view, notes });
+                }
+            }
+            LinkEvent::History {
+                gpu_index,
+                rows,
+                changes,
+            } => {
+                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
+                    gpu.take_earlier(&rows, changes);
                 }
             }
             LinkEvent::Notice { gpu_index, notice } => {

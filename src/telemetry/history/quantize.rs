@@ -70,6 +70,16 @@ impl MetricColumn {
     }
 }
 
+/// Bytes one value of `metric` takes in its column (and in the daemon's history file); its
+/// largest value is the "missing" sentinel.
+pub fn stored_bytes(metric: Metric) -> usize {
+    match MetricColumn::for_metric(metric) {
+        MetricColumn::U8(_) => 1,
+        MetricColumn::U16(_) => 2,
+        MetricColumn::U32(_) => 4,
+    }
+}
+
 fn store<T: Quantized>(quantized: Option<u32>) -> T {
     quantized.map_or(T::MISSING, T::saturating_from)
 }

@@ -1,0 +1,117 @@
+//! The window's first look back: when a daemon answers, the link reads each GPU's history
+//! from it (the hours before the window opened, a page at a time, between the window's other
+//! work) and hands it over whole, one GPU at a time.
+
+use std::time::{Duration, Instant};
+
+use crate::notice::Notice;
+use crate::service::client::{ClientError, TuningClient};
+use crate::service::protocol::{Request, Response};
+use crate::telemetry::history::HistoryRow;
+use crate::tuning::engine::{ChangeNote, GpuInfo};
+use crate::ui::link::LinkEvent;
+
+/// How long one turn of the link's loop spends on history before it looks at the window's
+/// commands and the live readings again.
+const TURN_BUDGET: Duration = Duration::from_millis(25);
+
+/// The reading of every GPU's history, in progress.
+pub(crate) struct HistoryFetch {
+    /// GPUs still to read: index and UUID.
+    queue: Vec<(u32, String)>,
+    /// Where the current GPU's next page starts.
+    next_from_ms: u64,
+    /// The history ends where the window's own readings begin.
+    until_ms: u64,
+    rows: Vec<HistoryRow>,
+    changes: Vec<ChangeNote>,
+}
+
+impl HistoryFetch {
+    /// Reads the history of `gpus` up to `until_ms` (Unix ms, when the window subscribed).
+    pub fn new(gpus: &[GpuInfo], until_ms: u64) -> HistoryFetch {
+        HistoryFetch {
+            queue: gpus
+                .iter()
+                .rev()
+                .map(|gpu| (gpu.identity.index, gpu.identity.uuid.clone()))
+                .collect(),
+            // From the beginning of time: the daemon starts at the oldest it keeps.
+            next_from_ms: 0,
+            until_ms,
+            rows: Vec::new(),
+            changes: Vec::new(),
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Reads pages for at most [`TURN_BUDGET`]; a GPU read to its end is sent to the window.
+    /// An error only when the service is gone; a refused page ends the reading with a notice.
+    pub fn turn(
+        &mut self,
+        client: &mut TuningClient,
+        send: &dyn Fn(LinkEvent) -> bool,
+    ) -> Result<(), ClientError> {
+        let started = Instant::now();
+        while started.elapsed() < TURN_BUDGET {
+            let Some((gpu_index, uuid)) = self.queue.last().cloned() else {
+                return Ok(());
+            };
+            let request = Request::History {
+                gpu_uuid: uuid,
+                from_ms: self.next_from_ms,
+                to_ms: self.until_ms,
+            };
+            let page = match client.request(request) {
+                Ok(Response::History(page)) => page,
+                Ok(_) => {
+                    self.give_up("the daemon answered something else.", send);
+                    return Ok(());
+                }
+                Err(ClientError::Refused(error)) => {
+                    self.give_up(&error.message, send);
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
+            };
+            let page = *page;
+            self.rows.extend(page.rows);
+            self.changes.extend(page.changes);
+            match page.next_from_ms {
+                // A next page always starts later: a daemon that says otherwise is not followed.
+                Some(next_from_ms) if next_from_ms > self.next_from_ms => {
+                    self.next_from_ms = next_from_ms;
+                }
+                _ => {
+                    self.queue.pop();
+                    self.next_from_ms = 0;
+                    let event = LinkEvent::History {
+                        gpu_index,
+                        rows: std::mem::take(&mut self.rows),
+                        changes: std::mem::take(&mut self.changes),
+                    };
+                    if !send(event) {
+                        self.queue.clear();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops reading; the window shows its own readings only, and says why.
+    fn give_up(&mut self, why: &str, send: &dyn Fn(LinkEvent) -> bool) {
+        self.queue.clear();
+        self.rows.clear();
+        self.changes.clear();
+        send(LinkEvent::Notice {
+            gpu_index: None,
+            notice: Notice::Warning(format!(
+                "The history the daemon kept while the window was closed could not be read: {why}"
+            )),
+        });
+    }
+}
