@@ -150,11 +150,20 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             let mut worker =
                 gputune::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
             let stdout = std::io::stdout();
+            // A simulated GPU lives in this process: no daemon holds it.
+            let holders = if opened.fallback_reason.is_some()
+                || options.choice == gputune::device::BackendChoice::Sim
+            {
+                Default::default()
+            } else {
+                gputune::cli::status::daemon_holders(&tuning.socket)
+            };
             gputune::cli::status::run(
                 &mut worker,
                 opened.fallback_reason.as_deref(),
                 gpu.as_deref(),
                 json,
+                &holders,
                 &mut stdout.lock(),
                 &mut std::io::stderr(),
             )

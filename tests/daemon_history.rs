@@ -157,7 +157,7 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
         .model
         .gpus
         .first()
-        .is_none_or(|gpu| gpu.earlier_samples == 0 || gpu.history.len() <= kept.len())
+        .is_none_or(|gpu| earlier_samples(gpu) == 0 || gpu.history.len() <= kept.len())
     {
         assert!(
             Instant::now() < deadline,
@@ -169,7 +169,7 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
         std::thread::sleep(Duration::from_millis(20));
     }
     let gpu = &state.model.gpus[0];
-    assert!(gpu.earlier_samples >= kept.len(), "{}", gpu.earlier_samples);
+    assert!(earlier_samples(gpu) >= kept.len(), "{:?}", gpu.earlier);
     let first_ms = gpu.history.first_time_ms().expect("samples");
     assert_eq!(first_ms, kept[0].time_ms, "the oldest kept sample leads");
     let times: Vec<u64> = (0..gpu.history.len())
@@ -182,6 +182,20 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
         gpu.changes
     );
     drop(link);
+    // The graphs say where their past comes from.
+    {
+        use egui_kittest::kittest::Queryable;
+        state.selected_gpu = Some(0);
+        let harness = common::ui::window_harness(state, [1280.0, 720.0]);
+        harness.get_by_label_contains("samples the gputune daemon kept before this window opened");
+    }
+}
+
+fn earlier_samples(gpu: &gputune::ui::model::GpuModel) -> usize {
+    match gpu.earlier {
+        gputune::ui::model::EarlierHistory::Loaded { samples, .. } => samples,
+        _ => 0,
+    }
 }
 
 /// A file outside the history folder that must never be written.

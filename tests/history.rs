@@ -569,3 +569,30 @@ fn a_one_sample_spike_survives_a_day_at_1000_px() {
     assert_eq!(throttle.len(), 1000);
     assert!(throttle.iter().all(|bits| *bits == Some(0x4)));
 }
+
+#[test]
+fn the_daemons_earlier_rows_go_in_front_and_overlapping_ones_are_not_counted_twice() {
+    use gputune::telemetry::history::HistoryRow;
+    let mut own = GpuHistory::with_capacity(100);
+    for second in 10..15u64 {
+        own.push(second * 1000, Some(&reading(Some(200_000))));
+    }
+    // The daemon's rows run up to (and past) the window's first reading.
+    let earlier: Vec<HistoryRow> = (0..12u64)
+        .map(|second| HistoryRow::from_reading(second * 1000, Some(&reading(Some(100_000)))))
+        .collect();
+    let merged = own.with_earlier(&earlier);
+    assert_eq!(merged.len(), 10 + 5);
+    assert_eq!(merged.capacity(), 100);
+    assert_eq!(times(&merged)[..3], [0, 1000, 2000]);
+    assert_eq!(merged.value(Metric::PowerDrawW, 9), Some(100.0));
+    assert_eq!(merged.value(Metric::PowerDrawW, 10), Some(200.0));
+    // Rows read back exactly as pushed.
+    assert_eq!(merged.row(10), own.row(0));
+    assert_eq!(merged.row(0), Some(earlier[0]));
+    // A small window keeps the newest of both.
+    let mut small = GpuHistory::with_capacity(4);
+    small.push(20_000, Some(&reading(Some(200_000))));
+    let merged = small.with_earlier(&earlier);
+    assert_eq!(times(&merged), [9_000, 10_000, 11_000, 20_000]);
+}

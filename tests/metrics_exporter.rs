@@ -183,6 +183,24 @@ fn the_daemon_serves_metrics_of_what_its_sessions_hold() {
     assert_eq!(info.label("purpose"), "trial");
     assert!(info.label("holder").contains("gputune apply"), "{info:?}");
     assert!(by_gpu(&held, "gputune_trial_end_timestamp_seconds").contains_key(&1));
+    // The session's energy: the card's counter since the session began, growing while it lasts
+    // and never more than the highest power limit over the session's age.
+    let counting = metrics.scrape_until("the session's energy counts", |samples| {
+        by_gpu(samples, "gputune_session_energy_joules")
+            .get(&1)
+            .is_some_and(|sample| sample.value > 0.0)
+    });
+    let energy_j = value(&counting, "gputune_session_energy_joules", 1);
+    let age_s = value(&counting, "gputune_sample_timestamp_seconds", 1)
+        - value(&counting, "gputune_session_start_timestamp_seconds", 1);
+    assert!(
+        energy_j <= (age_s + 1.0) * 450.0,
+        "{energy_j} J in {age_s} s"
+    );
+    assert!(!by_gpu(&counting, "gputune_session_energy_joules").contains_key(&0));
+    metrics.scrape_until("the session's energy grows", |samples| {
+        value(samples, "gputune_session_energy_joules", 1) > energy_j
+    });
     // The client dies: the daemon puts the card back, and the metrics say so.
     let _ = trial.child.kill();
     metrics.scrape_until("the trial ended", |samples| {

@@ -228,10 +228,52 @@ fn prometheus_scrapes_the_exporter_and_its_values_and_labels_round_trip() {
                 .gpu_value("DCGM_FI_DEV_POWER_USAGE", "6")
                 .is_some_and(|watts| watts <= 281.0)
     });
+    // Every query of the shipped Grafana dashboard runs on this Prometheus, and those that do
+    // not need a session or a change in view find data.
+    let dashboard: Value = serde_json::from_str(include_str!("../assets/grafana-dashboard.json"))
+        .expect("the dashboard is JSON");
+    let mut expressions = Vec::new();
+    collect_expressions(&dashboard, &mut expressions);
+    assert!(expressions.len() >= 20, "{expressions:?}");
+    for expression in &expressions {
+        let query = expression
+            .replace("$instance", ".*")
+            .replace("$gpu", ".*")
+            .replace("$__range", "1m")
+            .replace("$__rate_interval", "10s");
+        let result = prometheus.query(&query);
+        let needs_an_event = ["session", "last_change", "throttle_reason"]
+            .iter()
+            .any(|name| query.contains(name));
+        assert!(
+            needs_an_event || !result.is_empty(),
+            "the dashboard's query finds nothing: {query}"
+        );
+    }
     let limited = prometheus.query("gputune_power_limit_watts{gpu=\"6\"}");
     assert_eq!(limited[0].0["model_name"], "NVIDIA GeForce RTX 4090");
     assert_eq!(
         prometheus.gpu_value("gputune_power_limit_watts", "5"),
         Some(450.0)
     );
+}
+
+/// Every `expr` in a Grafana dashboard.
+fn collect_expressions(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map {
+                match (key.as_str(), item) {
+                    ("expr", Value::String(expression)) => out.push(expression.clone()),
+                    _ => collect_expressions(item, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_expressions(item, out);
+            }
+        }
+        _ => {}
+    }
 }

@@ -299,3 +299,76 @@ fn status_json_says_null_when_a_card_does_not_list_processes() {
         Value::Array(vec![])
     );
 }
+
+#[test]
+fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes() {
+    use common::daemon::Daemon;
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    std::fs::create_dir_all(machine.config_dir().join("profiles")).expect("a profile folder");
+    std::fs::write(
+        machine.config_dir().join("profiles").join("cool.toml"),
+        format!(
+            "schema_version = 1\nname = \"Cool\"\n[card]\nuuid = \"{}\"\nname = \"NVIDIA GeForce RTX 4090\"\npci_bus_id = \"\"\n\n[power_limit]\npercent_of_default = 66.7\nwatts = 300.0\n",
+            machine.uuid(0)
+        ),
+    )
+    .expect("the profile is written");
+    let mut run = common::process::spawn_piped(daemon.client(
+        &machine,
+        &["run", "--profile", "Cool", "--", "sleep", "300"],
+    ));
+    run.wait_for_line("applied the profile");
+    let status = |arguments: &[&str]| {
+        let mut words = vec!["--backend", "nvml", "status"];
+        words.extend_from_slice(arguments);
+        let output = daemon
+            .client(&machine, &words)
+            .output()
+            .unwrap_or_else(|error| panic!("status runs: {error}"));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let session = loop {
+        let report: Value = serde_json::from_str(&status(&["--json"])).unwrap_or(Value::Null);
+        let session = report["gpus"][0]["session"].clone();
+        if session["job_pid"].is_u64() {
+            break session;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run's session never showed: {session}\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(session["purpose"], "run");
+    assert!(
+        session["by"]
+            .as_str()
+            .is_some_and(|by| by.starts_with("gputune run")),
+        "{session}"
+    );
+    assert!(session["energy_used_mj"].is_u64(), "{session}");
+    // The job uses the GPU: the driver lists it, and status marks it.
+    let job_pid = session["job_pid"].as_u64().unwrap_or_default() as u32;
+    machine.register_process(0, job_pid, ProcessKind::Compute, Some(18_000));
+    let text = status(&[]);
+    assert!(text.contains("Session      run by gputune run"), "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.contains(&format!("pid {job_pid}"))
+                && line.ends_with("(the session's job)")),
+        "{text}"
+    );
+    let _ = run.child.kill();
+    // Without a daemon, no session is known and none is said.
+    let quiet = machine.gputune(&["--backend", "nvml", "status", "--json"]);
+    let report: Value = serde_json::from_slice(&quiet.stdout).unwrap_or(Value::Null);
+    assert_eq!(report["gpus"][0]["session"], Value::Null);
+}

@@ -102,6 +102,7 @@ fn screenshots() {
             since_ms: common::ui::START_MS,
             trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
             job_pid: None,
+            energy_at_start_mj: None,
         });
         tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
             at_ms: common::ui::START_MS,

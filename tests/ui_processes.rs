@@ -39,6 +39,7 @@ fn run_with_job(state: &mut AppState, pid: u32) {
         since_ms: 0,
         trial_ends_at_ms: None,
         job_pid: Some(pid),
+        energy_at_start_mj: None,
     });
     state.apply(LinkEvent::Tuning(Box::new(tuning)), 0);
 }

@@ -100,6 +100,7 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
         since_ms: 0,
         trial_ends_at_ms: None,
         job_pid: None,
+        energy_at_start_mj: None,
     });
     harness
         .state_mut()

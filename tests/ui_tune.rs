@@ -171,6 +171,7 @@ fn a_card_held_by_another_client_says_by_whom_and_until_when() {
             since_ms: 0,
             trial_ends_at_ms: Some(1_700_000_060_000),
             job_pid: None,
+            energy_at_start_mj: None,
         });
     });
     harness.state_mut().state.apply(held, 0);

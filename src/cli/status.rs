@@ -1,5 +1,6 @@
 //! `gputune status`: every GPU's identity, constraints and one snapshot, as text or JSON.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
@@ -11,6 +12,9 @@ use crate::device::{
     Backend, Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons,
     resolve_gpu,
 };
+use crate::service::client::{DEFAULT_SOCKET, SocketChoice, connect_daemon};
+use crate::service::protocol::{Request, Response};
+use crate::tuning::engine::Holder;
 use crate::units::{energy, gib, or_na, watts};
 
 /// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
@@ -26,6 +30,19 @@ pub struct GpuStatus {
     pub fan_speed_pct: Option<Vec<Option<u32>>>,
     pub fan_speed_rpm: Option<Vec<Option<u32>>>,
     pub clock_offsets_supported: bool,
+    /// The gputune session holding the GPU (a `run`, a sweep, a trial, the window's fan
+    /// curve), as the daemon says; `None` without one, or without a daemon to ask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionStatus>,
+}
+
+/// A session holding a GPU, for `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionStatus {
+    #[serde(flatten)]
+    pub holder: Holder,
+    /// Energy the GPU used since the session began (from its counter in this reading).
+    pub energy_used_mj: Option<u64>,
 }
 
 /// A GPU that could not be read, in JSON next to the ones that could.
@@ -72,6 +89,7 @@ pub fn read_gpu(backend: &mut dyn Backend, index: u32) -> Result<GpuStatus, Devi
         telemetry,
         fan_speed_pct,
         fan_speed_rpm,
+        session: None,
     })
 }
 
@@ -87,6 +105,7 @@ pub fn run(
     simulated_because: Option<&str>,
     gpu_query: Option<&str>,
     json: bool,
+    holders: &HashMap<String, Holder>,
     out: &mut dyn Write,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
@@ -116,7 +135,15 @@ pub fn run(
             move |backend| read_gpu(backend, index),
         );
         match read {
-            Ok(status) => entries.push(GpuEntry::Read(Box::new(status))),
+            Ok(mut status) => {
+                status.session = holders
+                    .get(&status.identity.uuid)
+                    .map(|holder| SessionStatus {
+                        energy_used_mj: holder.energy_used_mj(status.telemetry.energy_total_mj),
+                        holder: holder.clone(),
+                    });
+                entries.push(GpuEntry::Read(Box::new(status)));
+            }
             Err(error) => {
                 entries.push(GpuEntry::Failed(GpuFailure {
                     index,
@@ -252,13 +279,66 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         "  Energy       {} since the driver loaded",
         or_na(reading.energy_total_mj, energy)
     )?;
-    write_processes_text(out, reading.processes.as_deref())
+    let job_pid = status
+        .session
+        .as_ref()
+        .and_then(|session| session.holder.job_pid);
+    if let Some(session) = &status.session {
+        let purpose = serde_json::to_value(session.holder.purpose)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_string))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  Session      {purpose} by {}, since {}{}",
+            crate::text::printable(&session.holder.by),
+            clock_time(session.holder.since_ms),
+            session
+                .energy_used_mj
+                .map_or(String::new(), |used| format!(", {} used", energy(used)))
+        )?;
+    }
+    write_processes_text(out, reading.processes.as_deref(), job_pid)
+}
+
+/// Local "14:05:09" of a Unix time in ms.
+fn clock_time(at_ms: u64) -> String {
+    use chrono::TimeZone;
+    i64::try_from(at_ms)
+        .ok()
+        .and_then(|millis| chrono::Local.timestamp_millis_opt(millis).single())
+        .map_or_else(
+            || "?".to_string(),
+            |time| time.format("%H:%M:%S").to_string(),
+        )
+}
+
+/// The sessions the daemon says hold each GPU (by UUID); empty when no daemon answers there
+/// (without one, no other program's sessions are known to this one).
+pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Holder> {
+    let path = match socket {
+        SocketChoice::None => return HashMap::new(),
+        SocketChoice::Path(path) => path.clone(),
+        SocketChoice::Default => std::path::PathBuf::from(DEFAULT_SOCKET),
+    };
+    let Ok(mut client) = connect_daemon(&path, "gputune status") else {
+        return HashMap::new();
+    };
+    match client.request(Request::Snapshot) {
+        Ok(Response::Snapshot(snapshot)) => snapshot
+            .tunings
+            .into_iter()
+            .filter_map(|tuning| Some((tuning.gpu_uuid, tuning.holder?)))
+            .collect(),
+        _ => HashMap::new(),
+    }
 }
 
 /// One line per process: pid, user, VRAM, kind and command.
 fn write_processes_text(
     out: &mut dyn Write,
     processes: Option<&[GpuProcess]>,
+    job_pid: Option<u32>,
 ) -> std::io::Result<()> {
     let processes = match processes {
         None => return writeln!(out, "  Processes    n/a (this GPU does not list them)"),
@@ -268,7 +348,7 @@ fn write_processes_text(
     for (number, process) in processes.iter().enumerate() {
         writeln!(
             out,
-            "  {:<13}pid {:<8} {:<12} {:>10}  {:<3}  {}",
+            "  {:<13}pid {:<8} {:<12} {:>10}  {:<3}  {}{}",
             if number == 0 { "Processes" } else { "" },
             process.pid,
             process.user_text(),
@@ -277,7 +357,12 @@ fn write_processes_text(
                 mib(bytes)
             )),
             process.kind.short(),
-            process.command_text()
+            process.command_text(),
+            if Some(process.pid) == job_pid {
+                "  (the session's job)"
+            } else {
+                ""
+            }
         )?;
     }
     Ok(())

@@ -219,6 +219,11 @@ fn local_client(
     Ok(connection)
 }
 
+/// The daemon at `path` only (never a service in this process).
+pub fn connect_daemon(path: &Path, label: &str) -> Result<TuningClient, ConnectError> {
+    connect_socket(path, label)
+}
+
 fn connect_socket(path: &Path, label: &str) -> Result<TuningClient, ConnectError> {
     let stream = UnixStream::connect(path).map_err(|error| match error.kind() {
         ErrorKind::PermissionDenied => ConnectError::Denied {

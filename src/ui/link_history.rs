@@ -104,9 +104,16 @@ impl HistoryFetch {
 
     /// Stops reading; the window shows its own readings only, and says why.
     fn give_up(&mut self, why: &str, send: &dyn Fn(LinkEvent) -> bool) {
-        self.queue.clear();
         self.rows.clear();
         self.changes.clear();
+        // Every GPU still waiting gets its (empty) answer, so none shows "reading" forever.
+        for (gpu_index, _) in self.queue.drain(..).rev() {
+            send(LinkEvent::History {
+                gpu_index,
+                rows: Vec::new(),
+                changes: Vec::new(),
+            });
+        }
         send(LinkEvent::Notice {
             gpu_index: None,
             notice: Notice::Warning(format!(

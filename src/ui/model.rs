@@ -43,8 +43,22 @@ pub struct GpuModel {
     /// Setting changes the engine reported while the window was open (and the last one before
     /// it), oldest first, at most [`CHANGES_KEPT`]: the graphs mark them.
     pub changes: Vec<ChangeNote>,
-    /// Samples the daemon kept before the window opened, now at the start of `history`.
-    pub earlier_samples: usize,
+    /// What the daemon kept of this GPU before the window opened.
+    pub earlier: EarlierHistory,
+}
+
+/// The history from before the window opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlierHistory {
+    /// No daemon answers: nothing was kept while no window was open.
+    NotKept,
+    /// The daemon's history is being read.
+    Loading,
+    /// Read: this many samples, from this time (Unix ms), lead `history`.
+    Loaded {
+        samples: usize,
+        from_ms: Option<u64>,
+    },
 }
 
 impl GpuModel {
@@ -54,7 +68,10 @@ impl GpuModel {
         if !rows.is_empty() {
             self.history = self.history.with_earlier(rows);
         }
-        self.earlier_samples = rows.len();
+        self.earlier = EarlierHistory::Loaded {
+            samples: rows.len(),
+            from_ms: rows.first().map(|row| row.time_ms),
+        };
         let mut merged = changes;
         merged.append(&mut self.changes);
         merged.sort_by(|a, b| (a.at_ms, &a.by, &a.what).cmp(&(b.at_ms, &b.by, &b.what)));
@@ -130,7 +147,11 @@ impl Model {
                         sweep: None,
                         energy_at_open_mj: None,
                         changes: Vec::new(),
-                        earlier_samples: 0,
+                        earlier: if daemon {
+                            EarlierHistory::Loading
+                        } else {
+                            EarlierHistory::NotKept
+                        },
                     })
                     .collect();
             }

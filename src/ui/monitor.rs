@@ -9,6 +9,7 @@ use crate::device::{Telemetry, ThrottleReasons};
 use crate::telemetry::health::{Severity, health_hints};
 use crate::telemetry::history::Metric;
 use crate::tuning::engine::ChangeNote;
+use crate::ui::model::EarlierHistory;
 use crate::ui::model::GpuModel;
 use crate::ui::overview::fans_text;
 use crate::ui::widgets::banner::ERROR_TEXT;
@@ -126,6 +127,7 @@ pub fn monitor_ui(
         gap_after_ms: (interval_ms * 3).max(1_500),
     };
     view.reset_time_axis = false;
+    earlier_history_note(ui, gpu.earlier);
     let changes = changes_in_span(&gpu.changes, span);
     change_list(ui, &changes);
     let mut user_moved_time_axis = false;
@@ -203,6 +205,29 @@ fn toolbar(
             actions.push(MonitorAction::ExportCsv);
         }
     });
+}
+
+/// One line on where the graphs' past comes from.
+fn earlier_history_note(ui: &mut egui::Ui, earlier: EarlierHistory) {
+    let text = match earlier {
+        EarlierHistory::NotKept => "Graphs start when this window opened: the gputune daemon keeps history while no window is open (`sudo gputune daemon install`).".to_string(),
+        EarlierHistory::Loading => "Reading the history the gputune daemon kept while no window was open…".to_string(),
+        EarlierHistory::Loaded { samples: 0, .. } => return,
+        EarlierHistory::Loaded { samples, from_ms } => format!(
+            "Includes {samples} samples the gputune daemon kept before this window opened (one a second){}.",
+            from_ms.map_or(String::new(), |from_ms| format!(", from {}", day_and_time(from_ms)))
+        ),
+    };
+    ui.label(RichText::new(text).weak());
+}
+
+/// "24 Nov 03:12" in local time.
+fn day_and_time(at_ms: u64) -> String {
+    use chrono::TimeZone;
+    i64::try_from(at_ms)
+        .ok()
+        .and_then(|millis| chrono::Local.timestamp_millis_opt(millis).single())
+        .map_or_else(String::new, |time| time.format("%-d %b %H:%M").to_string())
 }
 
 fn interval_label(interval_ms: u64) -> String {

@@ -240,6 +240,18 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
     ),
     (
         gauge(
+            "gputune_session_energy_joules",
+            "Energy the GPU used since the session holding it began (in J): a `gputune run`'s or a sweep's job, a trial.",
+        ),
+        |gpu, out| {
+            let holder = gpu.tuning.and_then(|t| t.holder.as_ref());
+            let energy = gpu.reading.and_then(|r| r.energy_total_mj);
+            let used = holder.and_then(|holder| holder.energy_used_mj(energy));
+            out.one(used.map(|mj| Value::Decimal(mj as f64 / 1000.0)));
+        },
+    ),
+    (
+        gauge(
             "gputune_trial_end_timestamp_seconds",
             "When the trial running on the GPU reverts unless kept (Unix time, in s).",
         ),

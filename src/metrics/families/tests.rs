@@ -143,7 +143,17 @@ fn what_the_engine_holds_is_exported() {
         since_ms: 1_700_000_000_000,
         trial_ends_at_ms: Some(1_700_000_060_500),
         job_pid: None,
+        energy_at_start_mj: None,
     });
+    // The session began 1,234.5 J ago by the card's own counter.
+    let energy_now_mj = snapshot.latest[1]
+        .as_ref()
+        .and_then(|reading| reading.as_ref().ok())
+        .and_then(|reading| reading.energy_total_mj)
+        .expect("the simulated card counts energy");
+    if let Some(holder) = &mut snapshot.tunings[1].holder {
+        holder.energy_at_start_mj = Some(energy_now_mj - 1_234_500);
+    }
     let text = render(&snapshot, &context(), true);
     let one = |family: &str| -> Vec<String> {
         samples(&text, family)
@@ -153,6 +163,10 @@ fn what_the_engine_holds_is_exported() {
             .collect()
     };
     assert_eq!(one("gputune_power_limit_watts"), ["} 312.5".to_string()]);
+    assert_eq!(
+        one("gputune_session_energy_joules"),
+        ["} 1234.5".to_string()]
+    );
     assert_eq!(one("gputune_clock_locked").len(), 2);
     assert!(one("gputune_clock_lock_min_mhz")[0].ends_with(",clock=\"graphics\"} 210"));
     assert!(one("gputune_clock_lock_max_mhz")[0].ends_with(" 2520"));

@@ -28,6 +28,9 @@ pub(super) struct SessionGpu {
     pub during: Vec<Telemetry>,
     /// The session follows a fan curve on this card.
     pub follows_curve: bool,
+    /// The card's energy counter (mJ) when the session began: what it used since is the
+    /// session's energy (a run's, a sweep's).
+    pub energy_at_start_mj: Option<u64>,
 }
 
 pub(super) struct Session {
@@ -63,9 +66,8 @@ impl Engine {
     /// Who holds GPU `index` through session `id`.
     pub(super) fn holder_of(&self, id: SessionId, index: u32) -> Option<Holder> {
         let session = self.sessions.get(&id)?;
-        let trial_ends_at_ms = session
-            .gpus
-            .get(&index)
+        let part = session.gpus.get(&index);
+        let trial_ends_at_ms = part
             .and_then(|part| part.trial.as_ref())
             .and_then(Trial::ends_at_ms);
         Some(Holder {
@@ -76,6 +78,7 @@ impl Engine {
             since_ms: session.started_at_ms,
             trial_ends_at_ms,
             job_pid: session.job_pid,
+            energy_at_start_mj: part.and_then(|part| part.energy_at_start_mj),
         })
     }
 
@@ -247,6 +250,11 @@ impl Engine {
                                 trial: None,
                                 during: Vec::new(),
                                 follows_curve: false,
+                                energy_at_start_mj: self
+                                    .gpu(index)
+                                    .recent
+                                    .back()
+                                    .and_then(|reading| reading.energy_total_mj),
                             },
                         )
                     })

@@ -96,6 +96,17 @@ pub struct Holder {
     /// (so every client can mark it among the GPU's processes).
     #[serde(default)]
     pub job_pid: Option<u32>,
+    /// The card's energy counter (mJ) when the session began; the counter now minus this is
+    /// the energy the card used during the session (its job's, for a run).
+    #[serde(default)]
+    pub energy_at_start_mj: Option<u64>,
+}
+
+impl Holder {
+    /// Energy the card used since the session began (mJ), from a reading of its counter.
+    pub fn energy_used_mj(&self, energy_total_mj: Option<u64>) -> Option<u64> {
+        Some(energy_total_mj?.saturating_sub(self.energy_at_start_mj?))
+    }
 }
 
 /// The last change to a card's settings and who made it.
