@@ -549,3 +549,46 @@ fn the_journal_of_the_previous_gputune_is_restored_once() {
     assert_eq!(machine.power_limit_mw(0), 450_000);
     assert!(!machine.state_dir().join("journal.json").exists());
 }
+
+#[test]
+fn a_trial_on_several_gpus_is_one_session_that_ends_on_every_card_together() {
+    let machine = Machine::new("8x-rtx4090", "");
+    let output = machine.gputune(&[
+        "apply",
+        "--gpu",
+        "2",
+        "--gpu",
+        "6",
+        "--power-limit",
+        "70%",
+        "--try",
+        "2",
+        "--baseline-s",
+        "0",
+    ]);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for gpu in [2, 6] {
+        assert!(
+            stderr.contains(&format!(
+                "GPU {gpu}: Time is up: put back power limit 450 W"
+            )),
+            "{stderr}"
+        );
+        assert_eq!(machine.power_limit_mw(gpu), 450_000);
+    }
+    // Both cards were written before either was put back: one trial, not two in a row.
+    let limits: Vec<(u32, u32)> = machine
+        .write_log()
+        .iter()
+        .filter_map(|record| match record.setting {
+            Setting::PowerLimit { power_limit_mw } => Some((record.gpu_index, power_limit_mw)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        limits,
+        [(2, 315_000), (6, 315_000), (2, 450_000), (6, 450_000)],
+        "{limits:?}"
+    );
+}

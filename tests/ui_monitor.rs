@@ -357,3 +357,28 @@ fn a_setting_changed_by_another_program_is_marked_in_the_graphs_with_who_and_wha
             .is_none()
     );
 }
+
+#[test]
+fn the_graphs_say_where_their_past_comes_from() {
+    use gputune::ui::model::EarlierHistory;
+    let label_for = |earlier: Option<EarlierHistory>| {
+        let mut state = training(SimScenario::Rtx4090);
+        if let Some(earlier) = earlier {
+            state.model.gpus[0].earlier = earlier;
+        }
+        state.selected_gpu = Some(0);
+        harness(state)
+    };
+    // A simulated card lives only as long as the window: nothing to say.
+    let window = label_for(None);
+    assert!(window.query_by_label_contains("gputune daemon").is_none());
+    let window = label_for(Some(EarlierHistory::NotKept));
+    window.get_by_label_contains("Graphs start when this window opened");
+    let window = label_for(Some(EarlierHistory::Loading));
+    window.get_by_label_contains("Reading the history the gputune daemon kept");
+    let window = label_for(Some(EarlierHistory::Loaded {
+        samples: 86_400,
+        from_ms: Some(1_700_000_000_000),
+    }));
+    window.get_by_label_contains("Includes 86400 samples the gputune daemon kept");
+}

@@ -271,3 +271,72 @@ fn every_change_can_be_tried() {
         harness.get_by_label(label);
     }
 }
+
+#[test]
+fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_request() {
+    let mut harness = harness(SimScenario::EightRtx4090);
+    // The picker offers "All 8 GPUs".
+    let pickers: Vec<_> = harness.query_all_by_label("GPU").collect();
+    let Some(picker) = pickers.last() else {
+        panic!("an eight-GPU box has a GPU picker in the Tune tab")
+    };
+    picker.click();
+    harness.run();
+    harness.get_by_label("All 8 GPUs").click();
+    harness.run();
+    assert!(harness.state().state.tune_all);
+    harness.get_by_label_contains("each card gets the same percentage of its own default");
+    harness.get_by_label_contains("Fan curves are set card by card");
+    harness.state_mut().state.tune.power_limit_pct = 70.0;
+    harness.run();
+    let every_gpu = |watts: u32| -> Vec<(u32, Vec<Setting>)> {
+        (0..8)
+            .map(|gpu| {
+                (
+                    gpu,
+                    vec![Setting::PowerLimit {
+                        power_limit_mw: watts * 1000,
+                    }],
+                )
+            })
+            .collect()
+    };
+    harness.get_by_label("Apply power limit").click();
+    harness.run();
+    harness.get_by_label("Try power limit").click();
+    harness.run();
+    let commands = &harness.state().commands;
+    assert!(
+        commands.contains(&AppCommand::Tune(TuneCommand::ApplyAll {
+            changes: every_gpu(315)
+        })),
+        "{commands:?}"
+    );
+    assert!(
+        commands.contains(&AppCommand::Tune(TuneCommand::StartTrialAll {
+            changes: every_gpu(315),
+            duration_s: 60,
+        })),
+        "{commands:?}"
+    );
+    // The engine reports the trial on every card: one line each, one Revert for all.
+    for gpu in 0..8 {
+        let mut trial = common::ui::running_trial(18, 60);
+        trial.gpu_index = gpu;
+        harness.state_mut().state.model.gpus[gpu as usize].trial = Some(trial);
+    }
+    harness.run();
+    harness.get_by_label("GPU 7: trying power limit 315 W: reverts in 42 s");
+    harness.get_by_label("Revert every GPU").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Tune(TuneCommand::RevertTrial { gpu_index: 0 }))
+    );
+    // The sweep is per card: its view offers no "All GPUs".
+    harness.state_mut().state.tune_view = gputune::ui::app::TuneView::Sweep;
+    harness.run();
+    assert!(harness.query_by_label("All 8 GPUs").is_none());
+}

@@ -24,7 +24,8 @@ use crate::device::Constraints;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
 use crate::tuning::engine::{
-    EngineEvent, GpuApplied, GpuChange, GpuInfo, TrialPhase, TrialRequest, TrialStatus,
+    EngineEvent, GpuApplied, GpuChange, GpuInfo, GroupTrialRequest, TrialPhase, TrialRequest,
+    TrialStatus,
 };
 use crate::tuning::request::{
     TuneRequest, parse_clock_range, parse_fan, parse_offset, parse_power_limit,
@@ -321,7 +322,22 @@ fn one_decimal(value: f64) -> String {
     }
 }
 
-/// `apply --try`: the engine runs one trial per GPU; this prints the countdown, asks for the
+/// A card of a group trial whose status has not arrived yet (it comes as an event).
+fn placeholder_status(gpu_index: u32) -> TrialStatus {
+    TrialStatus {
+        gpu_index,
+        session: 0,
+        what: String::new(),
+        phase: TrialPhase::Measuring { left_s: 0 },
+        baseline: Default::default(),
+        during: Default::default(),
+        baseline_warning: None,
+        message: None,
+        failed: false,
+    }
+}
+
+/// `apply --try`: the engine runs one trial per GPU (several GPUs: one session for all); this prints the countdown, asks for the
 /// revert on Ctrl-C, and prints each GPU's before / during table.
 #[allow(clippy::too_many_arguments)]
 pub fn run_trial(
@@ -335,31 +351,44 @@ pub fn run_trial(
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let mut running: BTreeMap<u32, TrialStatus> = BTreeMap::new();
-    for change in changes {
-        let started = client.request(Request::StartTrial {
+    let started = match changes {
+        [change] => client.request(Request::StartTrial {
             trial: TrialRequest {
                 gpu_uuid: change.gpu_uuid.clone(),
                 settings: change.settings.clone(),
                 duration_s: try_s,
                 baseline_s,
             },
-        });
-        match started {
-            Ok(Response::Trial { status }) => {
-                running.insert(status.gpu_index, *status);
+        }),
+        // Several cards: one session, tried and kept or put back together.
+        _ => client.request(Request::StartGroupTrial {
+            trial: GroupTrialRequest {
+                changes: changes.to_vec(),
+                duration_s: try_s,
+                baseline_s,
+            },
+        }),
+    };
+    match started {
+        Ok(Response::Trial { status }) => {
+            running.insert(status.gpu_index, *status);
+        }
+        Ok(Response::Trials { statuses }) => {
+            for status in statuses {
+                running.insert(status.gpu_index, status);
             }
-            Ok(other) => return Err(unexpected(&other)),
-            Err(error) => {
-                // The trials already started go back before the refusal is told.
-                for index in running.keys() {
-                    let _ = client.request(Request::FinishTrial {
-                        gpu_uuid: gpus[*index as usize].identity.uuid.clone(),
-                        keep: false,
-                    });
+            // A card whose write failed ended them all: its ending and theirs follow as events.
+            for gpu in gpus {
+                let named = changes
+                    .iter()
+                    .any(|change| change.gpu_uuid == gpu.identity.uuid);
+                if named && !running.contains_key(&gpu.identity.index) {
+                    running.insert(gpu.identity.index, placeholder_status(gpu.identity.index));
                 }
-                return Err(refusal(error));
             }
         }
+        Ok(other) => return Err(unexpected(&other)),
+        Err(error) => return Err(refusal(error)),
     }
     let mut ended: BTreeMap<u32, TrialStatus> = running
         .iter()

@@ -19,8 +19,8 @@ use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
 use crate::notice::Notice;
 use crate::telemetry::store::HistoryPage;
 use crate::tuning::engine::{
-    EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, SessionId, SessionReport,
-    SessionRequest, SessionStarted, TrialRequest, TrialStatus, TuneError,
+    EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, GroupTrialRequest, SessionId,
+    SessionReport, SessionRequest, SessionStarted, TrialRequest, TrialStatus, TuneError,
 };
 use crate::tuning::fan_curve::FanCurve;
 
@@ -82,6 +82,10 @@ pub enum Request {
     },
     StartTrial {
         trial: TrialRequest,
+    },
+    /// One trial over several GPUs: one session, kept or put back together.
+    StartGroupTrial {
+        trial: GroupTrialRequest,
     },
     FinishTrial {
         gpu_uuid: String,
@@ -152,14 +156,28 @@ pub struct Snapshot {
 pub enum Response {
     Welcome(Box<Welcome>),
     Snapshot(Box<Snapshot>),
-    Applied { gpus: Vec<GpuApplied> },
+    Applied {
+        gpus: Vec<GpuApplied>,
+    },
     SessionStarted(SessionStarted),
-    SessionEnded { report: SessionReport },
-    Trial { status: Box<TrialStatus> },
-    BootDefaults { defaults: Vec<BootDefault> },
+    SessionEnded {
+        report: SessionReport,
+    },
+    Trial {
+        status: Box<TrialStatus>,
+    },
+    /// Each card's trial of a group, in the request's order.
+    Trials {
+        statuses: Vec<TrialStatus>,
+    },
+    BootDefaults {
+        defaults: Vec<BootDefault>,
+    },
     History(Box<HistoryPage>),
     Done,
-    Error { error: TuneError },
+    Error {
+        error: TuneError,
+    },
 }
 
 /// What the service sends without being asked, to subscribed clients (and a session's own

@@ -352,6 +352,11 @@ impl Router {
                     status: Box::new(status),
                 },
             )),
+            Request::StartGroupTrial { trial } => answer(
+                engine
+                    .start_group_trial(&info, &trial)
+                    .map(|statuses| Response::Trials { statuses }),
+            ),
             Request::FinishTrial { gpu_uuid, keep } => answer(
                 engine
                     .finish_trial(&info, &gpu_uuid, keep)

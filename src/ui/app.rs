@@ -99,6 +99,8 @@ pub struct AppState {
     pub sweep: SweepPanel,
     /// The GPU the Tune tab works on.
     pub tune_gpu: usize,
+    /// The Tune tab's settings are for every GPU at once ("All GPUs").
+    pub tune_all: bool,
     pub plan: PlanPanel,
     pub model: Model,
     /// The GPU whose graphs are open; `None` shows the overview.
@@ -121,6 +123,7 @@ impl AppState {
             tune_view: TuneView::default(),
             sweep: SweepPanel::default(),
             tune_gpu: 0,
+            tune_all: false,
             plan: PlanPanel::default(),
             model,
             selected_gpu: None,
@@ -213,7 +216,7 @@ impl AppState {
             return commands;
         }
         if self.tab == Tab::Profiles {
-            if self.pick_tune_gpu(ui)
+            if self.pick_tune_gpu(ui, false)
                 && let Some(gpu) = self.model.gpus.get(self.tune_gpu)
             {
                 let actions =
@@ -267,8 +270,9 @@ impl AppState {
 }
 
 impl AppState {
-    /// The GPU picker of the Tune and Profiles tabs; false when there is no GPU.
-    fn pick_tune_gpu(&mut self, ui: &mut egui::Ui) -> bool {
+    /// The GPU picker of the Tune and Profiles tabs, with "All GPUs" when `offer_all` (the
+    /// Tune tab's settings); false when there is no GPU.
+    fn pick_tune_gpu(&mut self, ui: &mut egui::Ui, offer_all: bool) -> bool {
         if self.model.gpus.is_empty() {
             ui.label("The driver reports no GPUs.");
             return false;
@@ -281,12 +285,27 @@ impl AppState {
                 .iter()
                 .map(super::overview::card_title)
                 .collect();
+            let all_label = format!("All {} GPUs", names.len());
+            let all = offer_all && self.tune_all;
             let label = ui.label("GPU");
             egui::ComboBox::from_id_salt("tune-gpu")
-                .selected_text(names[self.tune_gpu].clone())
+                .selected_text(if all {
+                    all_label.clone()
+                } else {
+                    names[self.tune_gpu].clone()
+                })
                 .show_ui(ui, |ui| {
+                    if offer_all && ui.selectable_label(all, &all_label).clicked() {
+                        self.tune_all = true;
+                    }
                     for (index, name) in names.iter().enumerate() {
-                        ui.selectable_value(&mut self.tune_gpu, index, name);
+                        if ui
+                            .selectable_label(!all && self.tune_gpu == index, name)
+                            .clicked()
+                        {
+                            self.tune_gpu = index;
+                            self.tune_all = false;
+                        }
                     }
                 })
                 .response
@@ -302,7 +321,8 @@ impl AppState {
     }
 
     fn tune_tab(&mut self, ui: &mut egui::Ui, commands: &mut Vec<AppCommand>) {
-        if !self.pick_tune_gpu(ui) {
+        let offer_all = self.tune_view == TuneView::Settings && self.model.gpus.len() > 1;
+        if !self.pick_tune_gpu(ui, offer_all) {
             return;
         }
         let daemon = matches!(
@@ -321,6 +341,10 @@ impl AppState {
             return;
         };
         match self.tune_view {
+            TuneView::Settings if offer_all && self.tune_all => {
+                let tune_commands = self.tune.tune_all_ui(ui, &self.model.gpus, daemon);
+                commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
+            }
             TuneView::Settings => {
                 let tune_commands = self.tune.tune_ui(ui, gpu, daemon);
                 commands.extend(tune_commands.into_iter().map(AppCommand::Tune));

@@ -90,6 +90,15 @@ pub enum TuneCommand {
     RevertTrial {
         gpu_index: u32,
     },
+    /// Settings on several GPUs (each with its own values): one request, all or nothing.
+    ApplyAll {
+        changes: Vec<(u32, Vec<Setting>)>,
+    },
+    /// One trial over several GPUs: one session, kept or put back together.
+    StartTrialAll {
+        changes: Vec<(u32, Vec<Setting>)>,
+        duration_s: u64,
+    },
     /// Follow this curve while the window is open; `None` stops and puts the fans back.
     SetFanCurve {
         gpu_index: u32,
@@ -396,6 +405,25 @@ fn handle(
                 },
             },
         ),
+        LinkCommand::Tune(TuneCommand::ApplyAll { changes }) => {
+            let request = Request::Apply {
+                changes: gpu_changes(&changes, &uuid),
+            };
+            return several_gpus(client, request, &changes, send);
+        }
+        LinkCommand::Tune(TuneCommand::StartTrialAll {
+            changes,
+            duration_s,
+        }) => {
+            let request = Request::StartGroupTrial {
+                trial: crate::tuning::engine::GroupTrialRequest {
+                    changes: gpu_changes(&changes, &uuid),
+                    duration_s,
+                    baseline_s: WINDOW_BASELINE_S,
+                },
+            };
+            return several_gpus(client, request, &changes, send);
+        }
         LinkCommand::Tune(TuneCommand::KeepTrial { gpu_index }) => (
             Some(gpu_index),
             Request::FinishTrial {
@@ -457,6 +485,55 @@ fn handle(
             });
         }
         (Err(error), _) => return Err(error),
+    }
+    Ok(())
+}
+
+fn gpu_changes(
+    changes: &[(u32, Vec<Setting>)],
+    uuid: &dyn Fn(u32) -> String,
+) -> Vec<crate::tuning::engine::GpuChange> {
+    changes
+        .iter()
+        .map(|(gpu_index, settings)| crate::tuning::engine::GpuChange {
+            gpu_uuid: uuid(*gpu_index),
+            settings: settings.clone(),
+        })
+        .collect()
+}
+
+/// Sends a request over several GPUs and tells each card's part; a refusal is told on every
+/// card named (nothing changed on any). An error only when the service is gone.
+fn several_gpus(
+    client: &mut TuningClient,
+    request: Request,
+    changes: &[(u32, Vec<Setting>)],
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
+    match client.request(request) {
+        Ok(Response::Applied { gpus }) => {
+            for applied in gpus {
+                send(LinkEvent::Applied {
+                    gpu_index: applied.gpu_index,
+                    result: Ok(applied),
+                });
+            }
+        }
+        Ok(Response::Trials { statuses }) => {
+            for status in statuses {
+                send(LinkEvent::Trial(Box::new(status)));
+            }
+        }
+        Ok(_) => {}
+        Err(ClientError::Refused(error)) => {
+            for (gpu_index, _) in changes {
+                send(LinkEvent::Applied {
+                    gpu_index: *gpu_index,
+                    result: Err(error.clone()),
+                });
+            }
+        }
+        Err(error) => return Err(error),
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod repaint;
 pub mod sweep_panel;
 pub mod trial_view;
 pub mod tune;
+pub mod tune_all;
 pub mod widgets;
 
 use crate::service::client::TuningOptions;

@@ -147,10 +147,14 @@ impl Model {
                         sweep: None,
                         energy_at_open_mj: None,
                         changes: Vec::new(),
-                        earlier: if daemon {
-                            EarlierHistory::Loading
-                        } else {
-                            EarlierHistory::NotKept
+                        earlier: match (daemon, backend) {
+                            (true, _) => EarlierHistory::Loading,
+                            // A simulated card exists only while this window runs.
+                            (false, BackendKind::Sim) => EarlierHistory::Loaded {
+                                samples: 0,
+                                from_ms: None,
+                            },
+                            (false, _) => EarlierHistory::NotKept,
                         },
                     })
                     .collect();

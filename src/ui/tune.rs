@@ -80,7 +80,7 @@ pub fn power_limit_mw(constraints: &Constraints, percent: f64) -> Option<u32> {
 impl TunePanel {
     /// Follows the card: a new GPU starts from its own values; on the same GPU, each input
     /// whose setting changed on the card since the last look takes the new value.
-    fn follow_card(&mut self, gpu: &GpuModel) {
+    pub(super) fn follow_card(&mut self, gpu: &GpuModel) {
         let uuid = &gpu.info.identity.uuid;
         let constraints = &gpu.info.constraints;
         let same_gpu = self
@@ -170,16 +170,7 @@ impl TunePanel {
                 self.dismissed_trial = Some(key);
             }
         }
-        ui.horizontal(|ui| {
-            let label = ui.label("Try settings for");
-            ui.add(
-                egui::DragValue::new(&mut self.trial_duration_s)
-                    .range(5..=3_600)
-                    .suffix(" s"),
-            )
-            .labelled_by(label.id);
-            ui.label(RichText::new("then revert unless you keep them.").weak());
-        });
+        self.trial_duration_row(ui);
         egui::ScrollArea::vertical().show(ui, |ui| {
             ui.columns(2, |columns| {
                 self.power_section(&mut columns[0], &constraints, gpu_index, &mut commands);
@@ -190,7 +181,21 @@ impl TunePanel {
         commands
     }
 
-    fn power_section(
+    /// How long a "Try" lasts.
+    pub(super) fn trial_duration_row(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            let label = ui.label("Try settings for");
+            ui.add(
+                egui::DragValue::new(&mut self.trial_duration_s)
+                    .range(5..=3_600)
+                    .suffix(" s"),
+            )
+            .labelled_by(label.id);
+            ui.label(RichText::new("then revert unless you keep them.").weak());
+        });
+    }
+
+    pub(super) fn power_section(
         &mut self,
         ui: &mut egui::Ui,
         constraints: &Constraints,
@@ -266,7 +271,7 @@ impl TunePanel {
         ui.add_space(12.0);
     }
 
-    fn clock_section(
+    pub(super) fn clock_section(
         &mut self,
         ui: &mut egui::Ui,
         constraints: &Constraints,
@@ -646,7 +651,7 @@ fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
 }
 
 /// "315 W (70 % of default), GPU clocks 210-2520 MHz, …".
-fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> String {
+pub(super) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> String {
     let mut text = tuning.in_force.summary();
     if let (Some(limit), Some(default)) = (
         tuning.in_force.power_limit_mw,
@@ -678,7 +683,7 @@ fn local_time(at_ms: u64) -> String {
         )
 }
 
-fn notice_label(ui: &mut egui::Ui, notice: &Notice) {
+pub(super) fn notice_label(ui: &mut egui::Ui, notice: &Notice) {
     let text = RichText::new(notice.text());
     ui.label(match notice {
         Notice::Error(_) => text.color(ERROR_TEXT),

@@ -11,6 +11,7 @@
 
 mod apply;
 mod fans;
+mod group_trial;
 mod job;
 mod open;
 mod restore;
@@ -21,6 +22,7 @@ mod types;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+pub use group_trial::GroupTrialRequest;
 pub use open::{EngineOptions, restore_left_changes};
 pub use session::{SessionRequest, SessionStarted};
 pub use trial::{LONGEST_BASELINE_S, LONGEST_TRIAL_S, TrialRequest};

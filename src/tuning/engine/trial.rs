@@ -131,24 +131,7 @@ impl Engine {
                 "A trial needs a setting to try.",
             ));
         }
-        if !(1..=LONGEST_TRIAL_S).contains(&request.duration_s) {
-            return Err(TuneError::new(
-                TuneErrorKind::Refused,
-                format!(
-                    "A trial lasts 1 to {LONGEST_TRIAL_S} seconds, not {}.",
-                    request.duration_s
-                ),
-            ));
-        }
-        if request.baseline_s > LONGEST_BASELINE_S {
-            return Err(TuneError::new(
-                TuneErrorKind::Refused,
-                format!(
-                    "A baseline lasts at most {LONGEST_BASELINE_S} seconds, not {}.",
-                    request.baseline_s
-                ),
-            ));
-        }
+        Engine::check_trial_times(request.duration_s, request.baseline_s)?;
         let settings = self.validate_all(index, &request.settings)?;
         self.check_not_held_by_other(index, client.id)?;
         let touches_fans = request
@@ -180,6 +163,45 @@ impl Engine {
             None => self.open_session(client, SessionPurpose::Trial, &[index])?,
         };
 
+        let (trial, missing_ms) = self.prepare_trial(index, request, settings, client.id);
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.trial = Some(trial);
+        }
+        self.announce(index);
+        if missing_ms == 0 {
+            return Ok(self.apply_trial(id, index));
+        }
+        Ok(self
+            .trial_status(id, index, None)
+            .unwrap_or_else(|| ended_status(index, id, "The trial vanished.")))
+    }
+
+    /// Refuses a trial's times out of range.
+    pub(super) fn check_trial_times(duration_s: u64, baseline_s: u64) -> Result<(), TuneError> {
+        if !(1..=LONGEST_TRIAL_S).contains(&duration_s) {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                format!("A trial lasts 1 to {LONGEST_TRIAL_S} seconds, not {duration_s}."),
+            ));
+        }
+        if baseline_s > LONGEST_BASELINE_S {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                format!("A baseline lasts at most {LONGEST_BASELINE_S} seconds, not {baseline_s}."),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A trial of `settings` on GPU `index`, measuring its baseline: from the engine's recent
+    /// readings as far as they go back, and for the milliseconds returned before it applies.
+    pub(super) fn prepare_trial(
+        &self,
+        index: u32,
+        request: &TrialRequest,
+        settings: Vec<ValidatedSetting>,
+        client: super::ClientId,
+    ) -> (Trial, u64) {
         let now_ms = wall_clock_ms();
         let baseline_ms = request.baseline_s * 1000;
         let recent: Vec<Telemetry> = self
@@ -210,18 +232,16 @@ impl Engine {
             during: Vec::new(),
             restore: RestoreMap::new(),
             baseline_warning: None,
-            client: Some(client.id),
+            client: Some(client),
         };
-        if let Some(part) = self.session_part_mut(id, index) {
-            part.trial = Some(trial);
+        (trial, missing_ms)
+    }
+
+    /// Makes a measuring trial wait until `until` (a group's trials apply together).
+    pub(super) fn measure_until(trial: &mut Trial, until: Instant) {
+        if let Phase::Measuring { until: own } = &mut trial.phase {
+            *own = until;
         }
-        self.announce(index);
-        if missing_ms == 0 {
-            return Ok(self.apply_trial(id, index));
-        }
-        Ok(self
-            .trial_status(id, index, None)
-            .unwrap_or_else(|| ended_status(index, id, "The trial vanished.")))
     }
 
     /// Keeps or reverts the client's trial on a GPU.
@@ -272,7 +292,7 @@ impl Engine {
     }
 
     /// Applies a trial whose baseline is complete; ends it at once when a write fails.
-    fn apply_trial(&mut self, id: SessionId, index: u32) -> TrialStatus {
+    pub(super) fn apply_trial(&mut self, id: SessionId, index: u32) -> TrialStatus {
         let Some(mut trial) = self
             .session_part_mut(id, index)
             .and_then(|part| part.trial.take())
@@ -376,6 +396,12 @@ impl Engine {
             .sessions
             .get(&id)
             .is_some_and(|session| session.purpose == SessionPurpose::Trial);
+        // The other cards of a trial over several GPUs end with this one, the same way.
+        let companions = if trial_only {
+            self.take_companion_trials(id, index)
+        } else {
+            Vec::new()
+        };
         let mut incomplete = false;
         let message = if keep {
             if trial_only {
@@ -383,6 +409,10 @@ impl Engine {
             } else {
                 let _ = self.write_journal(index, None);
                 self.announce(index);
+            }
+            for (other, companion) in &companions {
+                let message = format!("{reason} {}.", companion.what);
+                self.tell_trial_ended(id, *other, companion, message, could_not_start);
             }
             format!("{reason} {}.", trial.what)
         } else {
@@ -392,8 +422,19 @@ impl Engine {
                 if let Some(part) = self.session_part_mut(id, index) {
                     part.restore = restore;
                 }
-                let report = self.end_session_now(id, false, reason);
-                report
+                let ended = self.end_session_now(id, false, reason);
+                for (other, companion) in &companions {
+                    let report = ended.restored.iter().find(|gpu| gpu.gpu_index == *other);
+                    let (message, partly) = restore_message(reason, report);
+                    self.tell_trial_ended(
+                        id,
+                        *other,
+                        companion,
+                        message,
+                        could_not_start || partly,
+                    );
+                }
+                ended
                     .restored
                     .into_iter()
                     .find(|gpu| gpu.gpu_index == index)
@@ -414,32 +455,9 @@ impl Engine {
                 }
                 Some(report)
             };
-            incomplete = report.as_ref().is_some_and(|report| !report.is_complete());
-            match report {
-                Some(report) if !report.is_complete() => {
-                    let left: Vec<String> = report
-                        .left
-                        .iter()
-                        .map(|(setting, why)| format!("{}: {why}", setting.describe()))
-                        .collect();
-                    format!(
-                        "{reason} only in part; not put back: {}. The journal is kept, so the next start of gputune tries again.",
-                        left.join("; ")
-                    )
-                }
-                Some(report) if !report.restored.is_empty() => {
-                    let inexact = if report.exact {
-                        ""
-                    } else {
-                        " The clock lock was set before gputune knew it (NVML cannot read locks), so it was reset rather than restored."
-                    };
-                    format!(
-                        "{reason} {}.{inexact}",
-                        crate::tuning::describe_all(&report.restored)
-                    )
-                }
-                _ => reason.to_string(),
-            }
+            let (message, partly) = restore_message(reason, report.as_ref());
+            incomplete = partly;
+            message
         };
         let status = trial.status_of(index, id, Some(message), could_not_start || incomplete);
         let client = self
@@ -454,6 +472,45 @@ impl Engine {
             });
         }
         status
+    }
+
+    /// Takes the trials on the session's other cards out, leaving what they replaced in their
+    /// parts, so ending the session puts those back too (what the session itself replaced
+    /// first: the oldest value wins).
+    fn take_companion_trials(&mut self, id: SessionId, index: u32) -> Vec<(u32, Trial)> {
+        let Some(session) = self.sessions.get_mut(&id) else {
+            return Vec::new();
+        };
+        let mut companions = Vec::new();
+        for (other, part) in session
+            .gpus
+            .iter_mut()
+            .filter(|(other, _)| **other != index)
+        {
+            let Some(mut companion) = part.trial.take() else {
+                continue;
+            };
+            for (control, value) in std::mem::take(&mut companion.restore) {
+                part.restore.entry(control).or_insert(value);
+            }
+            companions.push((*other, companion));
+        }
+        companions
+    }
+
+    /// Tells the client a trial ended (one of a group, after its session).
+    fn tell_trial_ended(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        trial: &Trial,
+        message: String,
+        failed: bool,
+    ) {
+        let status = trial.status_of(index, id, Some(message), failed);
+        if let Some(client) = trial.client {
+            self.events.push(EngineEvent::Trial { client, status });
+        }
     }
 
     /// Moves trials on: an ended baseline applies, a passed deadline reverts.
@@ -502,6 +559,11 @@ impl Engine {
         }
     }
 
+    /// The status of the trial on GPU `index` in session `id`, if one runs.
+    pub(super) fn trial_status_of(&self, id: SessionId, index: u32) -> Option<TrialStatus> {
+        self.trial_status(id, index, None)
+    }
+
     fn trial_status(
         &self,
         id: SessionId,
@@ -533,5 +595,40 @@ fn ended_status(index: u32, session: SessionId, message: &str) -> TrialStatus {
         baseline_warning: None,
         message: Some(message.to_string()),
         failed: true,
+    }
+}
+
+/// What a trial's end says about the restore of its card, and whether it was only in part.
+fn restore_message(reason: &str, report: Option<&super::GpuRestored>) -> (String, bool) {
+    match report {
+        Some(report) if !report.is_complete() => {
+            let left: Vec<String> = report
+                .left
+                .iter()
+                .map(|(setting, why)| format!("{}: {why}", setting.describe()))
+                .collect();
+            (
+                format!(
+                    "{reason} only in part; not put back: {}. The journal is kept, so the next start of gputune tries again.",
+                    left.join("; ")
+                ),
+                true,
+            )
+        }
+        Some(report) if !report.restored.is_empty() => {
+            let inexact = if report.exact {
+                ""
+            } else {
+                " The clock lock was set before gputune knew it (NVML cannot read locks), so it was reset rather than restored."
+            };
+            (
+                format!(
+                    "{reason} {}.{inexact}",
+                    crate::tuning::describe_all(&report.restored)
+                ),
+                false,
+            )
+        }
+        _ => (reason.to_string(), false),
     }
 }

@@ -1,0 +1,103 @@
+//! A trial over several GPUs at once ("All GPUs" in the window, `apply --try` with several
+//! `--gpu`): one session holds every card, one countdown runs, and the cards are kept or put
+//! back together — by the clock, by the client on any of them, by a GPU error on one of them,
+//! or when the client goes away.
+
+use std::time::{Duration, Instant};
+
+use super::trial::TrialRequest;
+use super::{ClientInfo, Engine, GpuChange, SessionPurpose, TrialStatus, TuneError, TuneErrorKind};
+
+/// What a trial over several GPUs asks for: each card's own settings (a power limit is in
+/// watts, so each card gets the same percentage of its own default from the client).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GroupTrialRequest {
+    pub changes: Vec<GpuChange>,
+    pub duration_s: u64,
+    pub baseline_s: u64,
+}
+
+impl Engine {
+    /// Starts one trial session over every card of `request`, all or nothing: every value is
+    /// checked on its card first, no card may be in a session, and when a write fails on one
+    /// card every card is put back. Returns each card's status, in the request's order.
+    pub fn start_group_trial(
+        &mut self,
+        client: &ClientInfo,
+        request: &GroupTrialRequest,
+    ) -> Result<Vec<TrialStatus>, TuneError> {
+        self.check_may_write(client)?;
+        Engine::check_trial_times(request.duration_s, request.baseline_s)?;
+        if request.changes.is_empty() {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                "A trial needs a GPU and a setting to try.",
+            ));
+        }
+        let mut cards = Vec::new();
+        for change in &request.changes {
+            let index = self.index_of(&change.gpu_uuid)?;
+            if cards.iter().any(|(seen, _, _)| *seen == index) {
+                return Err(TuneError::new(
+                    TuneErrorKind::Refused,
+                    format!("GPU {index} is named twice in one trial."),
+                ));
+            }
+            self.check_present(index)?;
+            if change.settings.is_empty() {
+                return Err(TuneError::new(
+                    TuneErrorKind::Refused,
+                    format!("GPU {index} has no setting to try."),
+                ));
+            }
+            let validated = self
+                .validate_all(index, &change.settings)
+                .map_err(|error| {
+                    TuneError::new(error.kind, format!("GPU {index}: {}", error.message))
+                })?;
+            let single = TrialRequest {
+                gpu_uuid: change.gpu_uuid.clone(),
+                settings: change.settings.clone(),
+                duration_s: request.duration_s,
+                baseline_s: request.baseline_s,
+            };
+            cards.push((index, single, validated));
+        }
+        let indices: Vec<u32> = cards.iter().map(|(index, _, _)| *index).collect();
+        // Refuses a card held by anyone, this client included (a fan curve of the window's).
+        let id = self.open_session(client, SessionPurpose::Trial, &indices)?;
+        let mut longest_missing_ms = 0;
+        let mut trials = Vec::new();
+        for (index, single, validated) in cards {
+            let (trial, missing_ms) = self.prepare_trial(index, &single, validated, client.id);
+            longest_missing_ms = longest_missing_ms.max(missing_ms);
+            trials.push((index, trial));
+        }
+        // Every card's baseline ends at the same moment, so they apply together.
+        let until = Instant::now() + Duration::from_millis(longest_missing_ms);
+        for (index, mut trial) in trials {
+            Engine::measure_until(&mut trial, until);
+            if let Some(part) = self.session_part_mut(id, index) {
+                part.trial = Some(trial);
+            }
+            self.announce(index);
+        }
+        if longest_missing_ms > 0 {
+            return Ok(indices
+                .iter()
+                .filter_map(|index| self.trial_status_of(id, *index))
+                .collect());
+        }
+        let mut statuses = Vec::new();
+        for index in &indices {
+            let status = self.apply_trial(id, *index);
+            let failed = status.failed;
+            statuses.push(status);
+            if failed {
+                // Every card was put back with it; their endings went to the client.
+                break;
+            }
+        }
+        Ok(statuses)
+    }
+}
