@@ -113,6 +113,41 @@ fn screenshots() {
     tune.model.gpus[0].trial = Some(trial);
     render(tune, [1280.0, 900.0], "tune-rtx4090.png");
 
+    // "All 8 GPUs": one trial of 70 % over every card, 25 s in.
+    let mut all = app_state(
+        SimScenario::EightRtx4090,
+        LoadPattern::Training,
+        None,
+        5,
+        500,
+    );
+    all.tab = gputune::ui::app::Tab::Tune;
+    all.tune_all = true;
+    all.tune.power_limit_pct = 70.0;
+    if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut all.model.connection {
+        *daemon = true;
+    }
+    let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
+    for (index, gpu) in all.model.gpus.iter_mut().enumerate() {
+        let mut trial = common::ui::running_trial(25, 60);
+        trial.gpu_index = index as u32;
+        if let Some(tuning) = gpu.tuning.as_mut() {
+            tuning.in_force.power_limit_mw = Some(315_000);
+            tuning.holder = Some(gputune::tuning::engine::Holder {
+                session: trial.session,
+                purpose: gputune::tuning::engine::SessionPurpose::Trial,
+                by: this_window.clone(),
+                client: 1,
+                since_ms: common::ui::START_MS,
+                trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
+                job_pid: None,
+                energy_at_start_mj: None,
+            });
+        }
+        gpu.trial = Some(trial);
+    }
+    render(all, [1280.0, 720.0], "tune-all-8x-rtx4090.png");
+
     // "Find the efficient setting": a finished sweep of the default power limits, and one
     // half-way (its live point moving).
     for (name, measured_steps, elapsed_s) in [

@@ -326,7 +326,14 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
         harness.state_mut().state.model.gpus[gpu as usize].trial = Some(trial);
     }
     harness.run();
-    harness.get_by_label("GPU 7: trying power limit 315 W: reverts in 42 s");
+    harness.get_by_label("Every GPU: trying power limit 315 W: reverts in 42 s");
+    // A card at another point gets its own line.
+    if let Some(trial) = &mut harness.state_mut().state.model.gpus[7].trial {
+        trial.phase = gputune::tuning::engine::TrialPhase::Running { left_s: 30 };
+    }
+    harness.run();
+    harness.get_by_label("GPU 7: trying power limit 315 W: reverts in 30 s");
+    harness.get_by_label("GPU 0: trying power limit 315 W: reverts in 42 s");
     harness.get_by_label("Revert every GPU").click();
     harness.run();
     assert!(
@@ -334,6 +341,22 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
             .state()
             .commands
             .contains(&AppCommand::Tune(TuneCommand::RevertTrial { gpu_index: 0 }))
+    );
+    // Ended: one line each, closed together.
+    for gpu in 0..8usize {
+        if let Some(trial) = &mut harness.state_mut().state.model.gpus[gpu].trial {
+            trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+            trial.message = Some("Reverted: put back power limit 450 W.".to_string());
+        }
+    }
+    harness.run();
+    harness.get_by_label("Every GPU: Reverted: put back power limit 450 W.");
+    harness.get_by_label("Close").click();
+    harness.run();
+    assert!(
+        harness
+            .query_by_label_contains("Reverted: put back")
+            .is_none()
     );
     // The sweep is per card: its view offers no "All GPUs".
     harness.state_mut().state.tune_view = gputune::ui::app::TuneView::Sweep;

@@ -52,6 +52,8 @@ pub struct TunePanel {
     synced: Option<Synced>,
     /// The ended trial whose numbers the user closed.
     dismissed_trial: Option<(u32, u64)>,
+    /// The ended trials (GPU, session) of the "All GPUs" view the user closed.
+    pub(super) dismissed_group: Vec<(u32, u64)>,
 }
 
 impl Default for TunePanel {
@@ -67,6 +69,7 @@ impl Default for TunePanel {
             trial_duration_s: 60,
             synced: None,
             dismissed_trial: None,
+            dismissed_group: Vec::new(),
         }
     }
 }

@@ -6,7 +6,7 @@ use eframe::egui::{self, RichText};
 
 use crate::device::{Constraints, Setting};
 use crate::notice::Notice;
-use crate::tuning::engine::TrialPhase;
+use crate::tuning::engine::{TrialPhase, TrialStatus};
 use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::tune::{TunePanel, in_force_text, notice_label, power_limit_mw};
@@ -25,7 +25,7 @@ impl TunePanel {
         };
         self.follow_card(template);
         let mut commands = Vec::new();
-        cards_box(ui, gpus, daemon, &mut commands);
+        cards_box(ui, gpus, daemon, &mut self.dismissed_group, &mut commands);
         self.trial_duration_row(ui);
         let constraints = template.info.constraints.clone();
         let template_index = template.info.identity.index;
@@ -123,8 +123,15 @@ pub fn for_every_gpu(
         .collect()
 }
 
-/// What each card runs and its trial, one line each; Keep / Revert for a trial that runs.
-fn cards_box(ui: &mut egui::Ui, gpus: &[GpuModel], daemon: bool, commands: &mut Vec<TuneCommand>) {
+/// What each card runs and its trial, one line each; Keep / Revert for a trial that runs,
+/// Cancel while it measures its baseline, Close for the endings (kept in `dismissed`).
+fn cards_box(
+    ui: &mut egui::Ui,
+    gpus: &[GpuModel],
+    daemon: bool,
+    dismissed: &mut Vec<(u32, u64)>,
+    commands: &mut Vec<TuneCommand>,
+) {
     egui::Frame::group(ui.style()).inner_margin(8.0).show(ui, |ui| {
         ui.set_width(ui.available_width());
         egui::Grid::new("all-gpus-in-force")
@@ -141,52 +148,83 @@ fn cards_box(ui: &mut egui::Ui, gpus: &[GpuModel], daemon: bool, commands: &mut 
                         .tuning
                         .as_ref()
                         .and_then(|tuning| tuning.holder.as_ref())
-                        .map(|holder| format!(" · held by {} of {}", holder.purpose.describe(), holder.by))
+                        .map(|holder| {
+                            let this_window =
+                                holder.by.contains(&format!("pid {}", std::process::id()));
+                            let who = if this_window { "this window" } else { &holder.by };
+                            format!(" · held by {} of {who}", holder.purpose.describe())
+                        })
                         .unwrap_or_default();
                     ui.label(format!("{text}{held}"));
                     ui.end_row();
                 }
             });
-        let running: Vec<u32> = gpus
+        let trials: Vec<&TrialStatus> = gpus
             .iter()
             .filter_map(|gpu| gpu.trial.as_ref())
-            .filter(|trial| !matches!(trial.phase, TrialPhase::Ended))
-            .map(|trial| trial.gpu_index)
+            .filter(|trial| !dismissed.contains(&(trial.gpu_index, trial.session)))
             .collect();
+        // One line for the whole trial while every card is at the same point (the usual case),
+        // else one line per card.
+        let every_card_alike = trials.len() == gpus.len()
+            && trials.windows(2).all(|pair| same_point(pair[0], pair[1]));
+        if let (true, Some(first)) = (every_card_alike, trials.first()) {
+            let soonest = trials
+                .iter()
+                .min_by_key(|trial| seconds_left(trial))
+                .copied()
+                .unwrap_or(first);
+            trial_line(ui, &format!("Every GPU: {}", trial_text(soonest)), soonest.failed);
+        }
         for gpu in gpus {
-            if let Some(trial) = &gpu.trial {
-                let line = match trial.phase {
-                    TrialPhase::Measuring { left_s } => {
-                        format!("measuring the baseline, {left_s} s")
-                    }
-                    TrialPhase::Running { left_s } => {
-                        format!("trying {}: reverts in {left_s} s", trial.what)
-                    }
-                    TrialPhase::Ended => trial.message.clone().unwrap_or_default(),
-                };
-                let text = RichText::new(format!("GPU {}: {line}", trial.gpu_index));
-                ui.label(if trial.failed { text.color(ERROR_TEXT) } else { text });
+            let shown = trials
+                .iter()
+                .find(|trial| trial.gpu_index == gpu.info.identity.index);
+            if let Some(trial) = shown {
+                if !every_card_alike {
+                    let text = format!("GPU {}: {}", trial.gpu_index, trial_text(trial));
+                    trial_line(ui, &text, trial.failed);
+                }
             } else if let Some(notice) = &gpu.tune_message {
+                let index = gpu.info.identity.index;
                 let labelled = match notice {
-                    Notice::Info(text) => Notice::Info(format!("GPU {}: {text}", gpu.info.identity.index)),
-                    Notice::Warning(text) => {
-                        Notice::Warning(format!("GPU {}: {text}", gpu.info.identity.index))
-                    }
-                    Notice::Error(text) => Notice::Error(format!("GPU {}: {text}", gpu.info.identity.index)),
+                    Notice::Info(text) => Notice::Info(format!("GPU {index}: {text}")),
+                    Notice::Warning(text) => Notice::Warning(format!("GPU {index}: {text}")),
+                    Notice::Error(text) => Notice::Error(format!("GPU {index}: {text}")),
                 };
                 notice_label(ui, &labelled);
             }
         }
-        if let Some(&gpu_index) = running.first() {
-            ui.horizontal(|ui| {
+        let running = trials
+            .iter()
+            .find(|trial| matches!(trial.phase, TrialPhase::Running { .. }));
+        let measuring = trials
+            .iter()
+            .find(|trial| matches!(trial.phase, TrialPhase::Measuring { .. }));
+        ui.horizontal(|ui| {
+            if let Some(trial) = running {
                 if ui.button("Keep on every GPU").clicked() {
-                    commands.push(TuneCommand::KeepTrial { gpu_index });
+                    commands.push(TuneCommand::KeepTrial {
+                        gpu_index: trial.gpu_index,
+                    });
                 }
                 if ui.button("Revert every GPU").clicked() {
-                    commands.push(TuneCommand::RevertTrial { gpu_index });
+                    commands.push(TuneCommand::RevertTrial {
+                        gpu_index: trial.gpu_index,
+                    });
                 }
-            });
-        }
+            } else if let Some(trial) = measuring {
+                if ui.button("Cancel").clicked() {
+                    commands.push(TuneCommand::RevertTrial {
+                        gpu_index: trial.gpu_index,
+                    });
+                }
+            } else if !trials.is_empty() && ui.button("Close").clicked() {
+                dismissed.extend(trials.iter().map(|trial| (trial.gpu_index, trial.session)));
+                let excess = dismissed.len().saturating_sub(64);
+                dismissed.drain(..excess);
+            }
+        });
         ui.label(
             RichText::new(if daemon {
                 "One apply changes every card or none; one try holds every card in one session, kept or put back together."
@@ -197,4 +235,41 @@ fn cards_box(ui: &mut egui::Ui, gpus: &[GpuModel], daemon: bool, commands: &mut 
         );
     });
     ui.add_space(4.0);
+}
+
+/// Where a card's trial stands, in words.
+fn trial_text(trial: &TrialStatus) -> String {
+    match trial.phase {
+        TrialPhase::Measuring { left_s } => {
+            format!(
+                "measuring the baseline before trying {}: {left_s} s",
+                trial.what
+            )
+        }
+        TrialPhase::Running { left_s } => format!("trying {}: reverts in {left_s} s", trial.what),
+        TrialPhase::Ended => trial.message.clone().unwrap_or_default(),
+    }
+}
+
+fn trial_line(ui: &mut egui::Ui, text: &str, failed: bool) {
+    let text = RichText::new(text);
+    ui.label(if failed { text.color(ERROR_TEXT) } else { text });
+}
+
+fn seconds_left(trial: &TrialStatus) -> u64 {
+    match trial.phase {
+        TrialPhase::Measuring { left_s } | TrialPhase::Running { left_s } => left_s,
+        TrialPhase::Ended => 0,
+    }
+}
+
+/// Two cards' trials at the same point: the same phase, setting and ending (countdowns a
+/// second apart count as the same).
+fn same_point(a: &TrialStatus, b: &TrialStatus) -> bool {
+    let phase = |trial: &TrialStatus| std::mem::discriminant(&trial.phase);
+    phase(a) == phase(b)
+        && a.what == b.what
+        && a.message == b.message
+        && a.failed == b.failed
+        && seconds_left(a).abs_diff(seconds_left(b)) <= 1
 }
