@@ -5,6 +5,7 @@
 pub mod app;
 pub mod box_totals;
 pub mod link;
+mod link_commands;
 mod link_history;
 pub mod link_sweep;
 pub mod model;
@@ -20,6 +21,8 @@ pub mod sweep_panel;
 pub mod trial_view;
 pub mod tune;
 pub mod tune_all;
+mod tune_fans;
+mod tune_in_force;
 pub mod widgets;
 
 use crate::service::client::TuningOptions;

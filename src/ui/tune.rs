@@ -1,31 +1,28 @@
-//! The tuning panel: what the card runs now (from the engine: read back from the card, or the
-//! engine's record where NVML cannot read), and the controls to change it — power limit as a
-//! percentage of the default (with watts), clock locks and offsets with an undervolt-style
-//! preset, and a fan curve. It only builds `TuneCommand`s; the engine validates and writes.
+//! The tuning panel: what the card runs now (tune_in_force.rs), and the controls to change it —
+//! power limit as a percentage of the default (with watts), clock locks and offsets with an
+//! undervolt-style preset, and a fan curve (tune_fans.rs); "All GPUs" is tune_all.rs. It only
+//! builds `TuneCommand`s; the engine validates and writes.
 //!
 //! The inputs follow the card: when a setting changes on the card (here, from the CLI, from
 //! another program), its input shows the new value; what the user is editing elsewhere stays.
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 
 use crate::device::{Constraints, Setting};
-use crate::notice::Notice;
-use crate::tuning::engine::GpuTuning;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::tuning::request::{PowerLimitRequest, TuneRequest};
 use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::trial_view::trial_box;
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::tune_in_force::{in_force_box, notice_label};
 use crate::units::watts_exact;
 
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
 const UNDERVOLT_CAP_MHZ: u32 = 2_520;
 const UNDERVOLT_OFFSET_MHZ: i32 = 150;
-const GOOD_TEXT: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);
-const WARNING_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
+pub(super) const GOOD_TEXT: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);
+pub(super) const WARNING_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 
 /// What the card ran when the inputs last followed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -427,272 +424,6 @@ impl TunePanel {
             }
         });
     }
-
-    fn fan_section(&mut self, ui: &mut egui::Ui, gpu: &GpuModel, commands: &mut Vec<TuneCommand>) {
-        let constraints = &gpu.info.constraints;
-        let gpu_index = gpu.info.identity.index;
-        ui.heading("Fan curve");
-        let Some(range) = constraints
-            .fan_speed_range
-            .filter(|_| constraints.fan_count > 0)
-        else {
-            ui.label(
-                "This GPU has no fans to control (datacenter cards are cooled by the chassis).",
-            );
-            return;
-        };
-        let following = gpu
-            .tuning
-            .as_ref()
-            .and_then(|tuning| tuning.fan_curve.as_ref());
-        let safety = gpu
-            .tuning
-            .as_ref()
-            .is_some_and(|tuning| tuning.fan_safety_engaged);
-        if safety {
-            ui.label(
-                RichText::new(
-                    "The card neared its slowdown temperature: its fans are with the driver until it cools.",
-                )
-                .color(WARNING_TEXT),
-            );
-        } else if following.is_some() {
-            ui.label(RichText::new("gputune follows a fan curve on this card.").color(GOOD_TEXT));
-        }
-        ui.label(
-            RichText::new(format!(
-                "Temperature to fan speed; the curve must rise. This card accepts {}-{} %: lower points run at {} %. \
-                 The curve is followed while this window is open; when it closes, the fans go back to what they were.",
-                range.min_pct, range.max_pct, range.min_pct
-            ))
-            .weak(),
-        );
-        egui::Grid::new(("fan-curve", gpu_index))
-            .num_columns(3)
-            .show(ui, |ui| {
-                ui.label(RichText::new("°C").weak());
-                ui.label(RichText::new("%").weak());
-                ui.end_row();
-                for (index, point) in self.fan_curve_points.iter_mut().enumerate() {
-                    let label = ui.label(format!("Point {}", index + 1));
-                    ui.add(
-                        egui::DragValue::new(&mut point.temperature_c)
-                            .range(0.0..=110.0)
-                            .suffix(" °C"),
-                    )
-                    .labelled_by(label.id);
-                    ui.add(
-                        egui::DragValue::new(&mut point.speed_pct)
-                            .range(0.0..=100.0)
-                            .suffix(" %"),
-                    )
-                    .labelled_by(label.id);
-                    ui.end_row();
-                }
-            });
-        let curve = FanCurve::new(self.fan_curve_points.clone(), 3.0);
-        let plotted: Vec<[f64; 2]> = match &curve {
-            Ok(curve) => (0..=100)
-                .map(|temperature| {
-                    let temperature = f64::from(temperature);
-                    [
-                        temperature,
-                        f64::from(curve.target_pct(temperature, None, range)),
-                    ]
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        let points: Vec<[f64; 2]> = self
-            .fan_curve_points
-            .iter()
-            .map(|point| [point.temperature_c, point.speed_pct])
-            .collect();
-        let latest = gpu.latest.as_ref().and_then(|latest| latest.as_ref().ok());
-        let now = latest.and_then(|reading| {
-            let temperature = f64::from(reading.temperature_c?);
-            let fans: Vec<u32> = reading
-                .fans
-                .iter()
-                .flatten()
-                .filter_map(|fan| fan.speed_pct)
-                .collect();
-            let speed =
-                (!fans.is_empty()).then(|| f64::from(fans.iter().sum::<u32>()) / fans.len() as f64);
-            Some((temperature, speed))
-        });
-        Plot::new(("fan-curve-plot", gpu_index))
-            .height(200.0)
-            .include_x(0.0)
-            .include_x(100.0)
-            .include_y(0.0)
-            .include_y(100.0)
-            .x_axis_label("°C")
-            .y_axis_label("fan %")
-            // Top left: the curve is low there, and the card's own point stays in view.
-            .legend(Legend::default().position(egui_plot::Corner::LeftTop))
-            .allow_drag(false)
-            .allow_zoom(false)
-            .allow_scroll(false)
-            .show(ui, |plot_ui| {
-                plot_ui.line(
-                    Line::new("Speed set (clamped to the card)", plotted)
-                        .color(Color32::from_rgb(0x4d, 0xd0, 0xe1))
-                        .width(2.0),
-                );
-                plot_ui.points(
-                    Points::new("Your points", points)
-                        .radius(4.0)
-                        .color(Color32::WHITE),
-                );
-                plot_ui.hline(
-                    HLine::new("Card minimum", f64::from(range.min_pct)).color(Color32::GRAY),
-                );
-                if let Some((temperature, speed)) = now {
-                    plot_ui.vline(
-                        VLine::new(format!("Now {temperature:.0} °C"), temperature)
-                            .color(WARNING_TEXT),
-                    );
-                    if let Some(speed) = speed {
-                        plot_ui.points(
-                            Points::new(
-                                format!("Fans now {speed:.0} %"),
-                                vec![[temperature, speed]],
-                            )
-                            .radius(5.0)
-                            .color(WARNING_TEXT),
-                        );
-                    }
-                }
-            });
-        match curve {
-            Ok(curve) => {
-                ui.horizontal(|ui| {
-                    if ui.button("Follow this curve").clicked() {
-                        commands.push(TuneCommand::SetFanCurve {
-                            gpu_index,
-                            curve: Some(curve),
-                        });
-                    }
-                    if following.is_some()
-                        && ui
-                            .button("Stop following")
-                            .on_hover_text("The fans go back to what they were before the curve (usually the driver's own)")
-                            .clicked()
-                    {
-                        commands.push(TuneCommand::SetFanCurve {
-                            gpu_index,
-                            curve: None,
-                        });
-                    }
-                });
-            }
-            Err(error) => {
-                ui.label(RichText::new(error.to_string()).color(ERROR_TEXT));
-            }
-        }
-    }
-}
-
-/// What the card runs, who holds it, who changed it last, and who makes the changes.
-fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
-    egui::Frame::group(ui.style()).inner_margin(8.0).show(ui, |ui| {
-        ui.set_width(ui.available_width());
-        let Some(tuning) = &gpu.tuning else {
-            ui.label(RichText::new("Reading what the card runs…").weak());
-            return;
-        };
-        ui.horizontal_wrapped(|ui| {
-            ui.label(RichText::new("In force:").strong());
-            ui.label(in_force_text(tuning, &gpu.info.constraints));
-        });
-        if matches!(tuning.in_force.gpu_clock_lock, ClockLock::Unknown) {
-            ui.label(
-                RichText::new(
-                    "Clock locks: not known — NVML cannot read them back, and gputune did not set them since the driver started.",
-                )
-                .weak(),
-            );
-        }
-        if let Some(holder) = &tuning.holder {
-            let this_window = holder.by.contains(&format!("pid {}", std::process::id()));
-            let until = holder
-                .trial_ends_at_ms
-                .map(|ends_ms| format!(" until {}", local_time(ends_ms)))
-                .unwrap_or_default();
-            let who = if this_window {
-                "this window".to_string()
-            } else {
-                holder.by.clone()
-            };
-            ui.label(
-                RichText::new(format!("Held by {} of {who}{until}.", holder.purpose.describe()))
-                    .color(WARNING_TEXT),
-            );
-        }
-        if let Some(change) = &tuning.last_change {
-            ui.label(
-                RichText::new(format!(
-                    "Last change at {}: {} (by {}).",
-                    local_time(change.at_ms),
-                    change.what,
-                    change.by
-                ))
-                .weak(),
-            );
-        }
-        ui.label(
-            RichText::new(if daemon {
-                "Changes go through the gputune daemon, which puts back what a trial or a session changed when it ends."
-            } else {
-                "No gputune daemon runs: this window makes the changes itself (a real card needs administrator rights: `sudo gputune daemon install`)."
-            })
-            .weak(),
-        );
-    });
-    ui.add_space(4.0);
-}
-
-/// "315 W (70 % of default), GPU clocks 210-2520 MHz, …".
-pub(super) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> String {
-    let mut text = tuning.in_force.summary();
-    if let (Some(limit), Some(default)) = (
-        tuning.in_force.power_limit_mw,
-        constraints.power_limit_default_mw,
-    ) && default > 0
-    {
-        let share = format!(
-            " ({:.0} % of default)",
-            f64::from(limit) / f64::from(default) * 100.0
-        );
-        let watts = format!("power limit {}", watts_exact(limit));
-        text = text.replacen(&watts, &format!("{watts}{share}"), 1);
-    }
-    if text.is_empty() {
-        "not reported by the card".to_string()
-    } else {
-        text
-    }
-}
-
-fn local_time(at_ms: u64) -> String {
-    use chrono::TimeZone;
-    chrono::Local
-        .timestamp_millis_opt(at_ms as i64)
-        .single()
-        .map_or_else(
-            || "?".to_string(),
-            |time| time.format("%H:%M:%S").to_string(),
-        )
-}
-
-pub(super) fn notice_label(ui: &mut egui::Ui, notice: &Notice) {
-    let text = RichText::new(notice.text());
-    ui.label(match notice {
-        Notice::Error(_) => text.color(ERROR_TEXT),
-        Notice::Warning(_) => text.color(WARNING_TEXT),
-        Notice::Info(_) => text.color(GOOD_TEXT),
-    });
 }
 
 /// An apply button and its "Try" twin for the same settings.

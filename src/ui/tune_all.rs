@@ -9,7 +9,8 @@ use crate::notice::Notice;
 use crate::tuning::engine::{TrialPhase, TrialStatus};
 use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
-use crate::ui::tune::{TunePanel, in_force_text, notice_label, power_limit_mw};
+use crate::ui::tune::{TunePanel, power_limit_mw};
+use crate::ui::tune_in_force::{in_force_text, notice_label};
 use crate::ui::widgets::banner::ERROR_TEXT;
 
 impl TunePanel {

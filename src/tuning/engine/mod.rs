@@ -17,6 +17,7 @@ mod open;
 mod restore;
 mod session;
 mod trial;
+mod trial_end;
 mod types;
 
 use std::collections::{BTreeMap, VecDeque};

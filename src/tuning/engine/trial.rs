@@ -27,7 +27,7 @@ enum Phase {
 
 /// A trial on one GPU, inside a session.
 pub(super) struct Trial {
-    what: String,
+    pub(super) what: String,
     settings: Vec<ValidatedSetting>,
     duration: Duration,
     phase: Phase,
@@ -39,7 +39,7 @@ pub(super) struct Trial {
     pub restore: RestoreMap,
     baseline_warning: Option<String>,
     /// The client that started it, to tell after its session is gone.
-    client: Option<super::ClientId>,
+    pub(super) client: Option<super::ClientId>,
 }
 
 impl Trial {
@@ -71,7 +71,7 @@ impl Trial {
         self.status_of(index, session, message, false)
     }
 
-    fn status_of(
+    pub(super) fn status_of(
         &self,
         index: u32,
         session: SessionId,
@@ -378,141 +378,6 @@ impl Engine {
         self.finish_trial_with(id, index, keep, reason, false)
     }
 
-    pub(super) fn finish_trial_with(
-        &mut self,
-        id: SessionId,
-        index: u32,
-        keep: bool,
-        reason: &str,
-        could_not_start: bool,
-    ) -> TrialStatus {
-        let Some(mut trial) = self
-            .session_part_mut(id, index)
-            .and_then(|part| part.trial.take())
-        else {
-            return ended_status(index, id, "No trial is running.");
-        };
-        let trial_only = self
-            .sessions
-            .get(&id)
-            .is_some_and(|session| session.purpose == SessionPurpose::Trial);
-        // The other cards of a trial over several GPUs end with this one, the same way.
-        let companions = if trial_only {
-            self.take_companion_trials(id, index)
-        } else {
-            Vec::new()
-        };
-        let mut incomplete = false;
-        let message = if keep {
-            if trial_only {
-                self.end_session_now(id, true, "Trial kept");
-            } else {
-                let _ = self.write_journal(index, None);
-                self.announce(index);
-            }
-            for (other, companion) in &companions {
-                let message = format!("{reason} {}.", companion.what);
-                self.tell_trial_ended(id, *other, companion, message, could_not_start);
-            }
-            format!("{reason} {}.", trial.what)
-        } else {
-            let restore = std::mem::take(&mut trial.restore);
-            let report = if trial_only {
-                // The session exists for the trial: ending it puts everything back and frees the card.
-                if let Some(part) = self.session_part_mut(id, index) {
-                    part.restore = restore;
-                }
-                let ended = self.end_session_now(id, false, reason);
-                for (other, companion) in &companions {
-                    let report = ended.restored.iter().find(|gpu| gpu.gpu_index == *other);
-                    let (message, partly) = restore_message(reason, report);
-                    self.tell_trial_ended(
-                        id,
-                        *other,
-                        companion,
-                        message,
-                        could_not_start || partly,
-                    );
-                }
-                ended
-                    .restored
-                    .into_iter()
-                    .find(|gpu| gpu.gpu_index == index)
-            } else {
-                let report = self.restore_map(index, &restore);
-                self.journal_what_is_left(index, &report);
-                let by = self
-                    .sessions
-                    .get(&id)
-                    .map(|session| session.client.describe())
-                    .unwrap_or_default();
-                if !report.restored.is_empty() {
-                    self.note_change(
-                        index,
-                        &by,
-                        format!("put back {}", crate::tuning::describe_all(&report.restored)),
-                    );
-                }
-                Some(report)
-            };
-            let (message, partly) = restore_message(reason, report.as_ref());
-            incomplete = partly;
-            message
-        };
-        let status = trial.status_of(index, id, Some(message), could_not_start || incomplete);
-        let client = self
-            .sessions
-            .get(&id)
-            .map(|session| session.client.id)
-            .or(trial.client);
-        if let Some(client) = client {
-            self.events.push(EngineEvent::Trial {
-                client,
-                status: status.clone(),
-            });
-        }
-        status
-    }
-
-    /// Takes the trials on the session's other cards out, leaving what they replaced in their
-    /// parts, so ending the session puts those back too (what the session itself replaced
-    /// first: the oldest value wins).
-    fn take_companion_trials(&mut self, id: SessionId, index: u32) -> Vec<(u32, Trial)> {
-        let Some(session) = self.sessions.get_mut(&id) else {
-            return Vec::new();
-        };
-        let mut companions = Vec::new();
-        for (other, part) in session
-            .gpus
-            .iter_mut()
-            .filter(|(other, _)| **other != index)
-        {
-            let Some(mut companion) = part.trial.take() else {
-                continue;
-            };
-            for (control, value) in std::mem::take(&mut companion.restore) {
-                part.restore.entry(control).or_insert(value);
-            }
-            companions.push((*other, companion));
-        }
-        companions
-    }
-
-    /// Tells the client a trial ended (one of a group, after its session).
-    fn tell_trial_ended(
-        &mut self,
-        id: SessionId,
-        index: u32,
-        trial: &Trial,
-        message: String,
-        failed: bool,
-    ) {
-        let status = trial.status_of(index, id, Some(message), failed);
-        if let Some(client) = trial.client {
-            self.events.push(EngineEvent::Trial { client, status });
-        }
-    }
-
     /// Moves trials on: an ended baseline applies, a passed deadline reverts.
     pub fn tick(&mut self) {
         let now = Instant::now();
@@ -584,7 +449,7 @@ impl Engine {
     }
 }
 
-fn ended_status(index: u32, session: SessionId, message: &str) -> TrialStatus {
+pub(super) fn ended_status(index: u32, session: SessionId, message: &str) -> TrialStatus {
     TrialStatus {
         gpu_index: index,
         session,
@@ -595,40 +460,5 @@ fn ended_status(index: u32, session: SessionId, message: &str) -> TrialStatus {
         baseline_warning: None,
         message: Some(message.to_string()),
         failed: true,
-    }
-}
-
-/// What a trial's end says about the restore of its card, and whether it was only in part.
-fn restore_message(reason: &str, report: Option<&super::GpuRestored>) -> (String, bool) {
-    match report {
-        Some(report) if !report.is_complete() => {
-            let left: Vec<String> = report
-                .left
-                .iter()
-                .map(|(setting, why)| format!("{}: {why}", setting.describe()))
-                .collect();
-            (
-                format!(
-                    "{reason} only in part; not put back: {}. The journal is kept, so the next start of gputune tries again.",
-                    left.join("; ")
-                ),
-                true,
-            )
-        }
-        Some(report) if !report.restored.is_empty() => {
-            let inexact = if report.exact {
-                ""
-            } else {
-                " The clock lock was set before gputune knew it (NVML cannot read locks), so it was reset rather than restored."
-            };
-            (
-                format!(
-                    "{reason} {}.{inexact}",
-                    crate::tuning::describe_all(&report.restored)
-                ),
-                false,
-            )
-        }
-        _ => (reason.to_string(), false),
     }
 }

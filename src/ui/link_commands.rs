@@ -1,0 +1,185 @@
+//! The window's commands as requests to the tuning service, and their answers as events for
+//! the window: applies, trials (one card, or every card as one session), fan curves.
+
+use crate::device::Setting;
+use crate::notice::Notice;
+use crate::service::client::{ClientError, TuningClient};
+use crate::service::protocol::{Request, Response};
+use crate::tuning::engine::{GpuInfo, TrialRequest};
+use crate::ui::link::{LinkCommand, LinkEvent, TuneCommand, WINDOW_BASELINE_S};
+
+/// Runs one of the window's commands; an error only when the service is gone.
+pub(crate) fn handle(
+    client: &mut TuningClient,
+    gpus: &[GpuInfo],
+    command: LinkCommand,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
+    let uuid = |gpu_index: u32| {
+        gpus.get(gpu_index as usize)
+            .map(|gpu| gpu.identity.uuid.clone())
+            .unwrap_or_default()
+    };
+    let (gpu_index, request) = match command {
+        // Handled by the loop, which owns the sweeps.
+        LinkCommand::StartSweep(_) | LinkCommand::StopSweep { .. } => return Ok(()),
+        LinkCommand::SetInterval { interval_ms } => (None, Request::Subscribe { interval_ms }),
+        LinkCommand::Tune(TuneCommand::Apply {
+            gpu_index,
+            settings,
+        }) => (
+            Some(gpu_index),
+            Request::Apply {
+                changes: vec![crate::tuning::engine::GpuChange {
+                    gpu_uuid: uuid(gpu_index),
+                    settings,
+                }],
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::StartTrial {
+            gpu_index,
+            settings,
+            duration_s,
+        }) => (
+            Some(gpu_index),
+            Request::StartTrial {
+                trial: TrialRequest {
+                    gpu_uuid: uuid(gpu_index),
+                    settings,
+                    duration_s,
+                    baseline_s: WINDOW_BASELINE_S,
+                },
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::ApplyAll { changes }) => {
+            let request = Request::Apply {
+                changes: gpu_changes(&changes, &uuid),
+            };
+            return several_gpus(client, request, &changes, send);
+        }
+        LinkCommand::Tune(TuneCommand::StartTrialAll {
+            changes,
+            duration_s,
+        }) => {
+            let request = Request::StartGroupTrial {
+                trial: crate::tuning::engine::GroupTrialRequest {
+                    changes: gpu_changes(&changes, &uuid),
+                    duration_s,
+                    baseline_s: WINDOW_BASELINE_S,
+                },
+            };
+            return several_gpus(client, request, &changes, send);
+        }
+        LinkCommand::Tune(TuneCommand::KeepTrial { gpu_index }) => (
+            Some(gpu_index),
+            Request::FinishTrial {
+                gpu_uuid: uuid(gpu_index),
+                keep: true,
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::RevertTrial { gpu_index }) => (
+            Some(gpu_index),
+            Request::FinishTrial {
+                gpu_uuid: uuid(gpu_index),
+                keep: false,
+            },
+        ),
+        LinkCommand::Tune(TuneCommand::SetFanCurve { gpu_index, curve }) => {
+            let following = curve.is_some();
+            let result = client.request(Request::FollowFanCurve {
+                gpu_uuid: uuid(gpu_index),
+                curve,
+            });
+            let notice = match result {
+                Ok(_) if following => Notice::Info("The fans follow the curve.".to_string()),
+                Ok(_) => Notice::Info(
+                    "The fans are back to what they were before the curve.".to_string(),
+                ),
+                Err(ClientError::Refused(error)) => Notice::Error(error.message),
+                Err(error) => return Err(error),
+            };
+            send(LinkEvent::Notice {
+                gpu_index: Some(gpu_index),
+                notice,
+            });
+            return Ok(());
+        }
+    };
+    match (client.request(request), gpu_index) {
+        (Ok(Response::Applied { gpus }), Some(gpu_index)) => {
+            for applied in gpus {
+                send(LinkEvent::Applied {
+                    gpu_index,
+                    result: Ok(applied),
+                });
+            }
+        }
+        (Ok(Response::Trial { status }), _) => {
+            send(LinkEvent::Trial(status));
+        }
+        (Ok(_), _) => {}
+        (Err(ClientError::Refused(error)), Some(gpu_index)) => {
+            send(LinkEvent::Applied {
+                gpu_index,
+                result: Err(error),
+            });
+        }
+        (Err(ClientError::Refused(error)), None) => {
+            send(LinkEvent::Notice {
+                gpu_index: None,
+                notice: Notice::Error(error.message),
+            });
+        }
+        (Err(error), _) => return Err(error),
+    }
+    Ok(())
+}
+
+fn gpu_changes(
+    changes: &[(u32, Vec<Setting>)],
+    uuid: &dyn Fn(u32) -> String,
+) -> Vec<crate::tuning::engine::GpuChange> {
+    changes
+        .iter()
+        .map(|(gpu_index, settings)| crate::tuning::engine::GpuChange {
+            gpu_uuid: uuid(*gpu_index),
+            settings: settings.clone(),
+        })
+        .collect()
+}
+
+/// Sends a request over several GPUs and tells each card's part; a refusal is told on every
+/// card named (nothing changed on any). An error only when the service is gone.
+fn several_gpus(
+    client: &mut TuningClient,
+    request: Request,
+    changes: &[(u32, Vec<Setting>)],
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
+    match client.request(request) {
+        Ok(Response::Applied { gpus }) => {
+            for applied in gpus {
+                send(LinkEvent::Applied {
+                    gpu_index: applied.gpu_index,
+                    result: Ok(applied),
+                });
+            }
+        }
+        Ok(Response::Trials { statuses }) => {
+            for status in statuses {
+                send(LinkEvent::Trial(Box::new(status)));
+            }
+        }
+        Ok(_) => {}
+        Err(ClientError::Refused(error)) => {
+            for (gpu_index, _) in changes {
+                send(LinkEvent::Applied {
+                    gpu_index: *gpu_index,
+                    result: Err(error.clone()),
+                });
+            }
+        }
+        Err(error) => return Err(error),
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! The Tune tab's account of what the card runs: the settings in force (read back, or the
+//! engine's record where NVML cannot read), who holds the card and until when, the last change
+//! and who made it, and who makes the changes.
+
+use eframe::egui::{self, RichText};
+
+use crate::device::Constraints;
+use crate::notice::Notice;
+use crate::tuning::engine::GpuTuning;
+use crate::tuning::in_force::ClockLock;
+use crate::ui::model::GpuModel;
+use crate::ui::tune::{GOOD_TEXT, WARNING_TEXT};
+use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::units::watts_exact;
+
+/// What the card runs, who holds it, who changed it last, and who makes the changes.
+pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
+    egui::Frame::group(ui.style()).inner_margin(8.0).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        let Some(tuning) = &gpu.tuning else {
+            ui.label(RichText::new("Reading what the card runs…").weak());
+            return;
+        };
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new("In force:").strong());
+            ui.label(in_force_text(tuning, &gpu.info.constraints));
+        });
+        if matches!(tuning.in_force.gpu_clock_lock, ClockLock::Unknown) {
+            ui.label(
+                RichText::new(
+                    "Clock locks: not known — NVML cannot read them back, and gputune did not set them since the driver started.",
+                )
+                .weak(),
+            );
+        }
+        if let Some(holder) = &tuning.holder {
+            let this_window = holder.by.contains(&format!("pid {}", std::process::id()));
+            let until = holder
+                .trial_ends_at_ms
+                .map(|ends_ms| format!(" until {}", local_time(ends_ms)))
+                .unwrap_or_default();
+            let who = if this_window {
+                "this window".to_string()
+            } else {
+                holder.by.clone()
+            };
+            ui.label(
+                RichText::new(format!("Held by {} of {who}{until}.", holder.purpose.describe()))
+                    .color(WARNING_TEXT),
+            );
+        }
+        if let Some(change) = &tuning.last_change {
+            ui.label(
+                RichText::new(format!(
+                    "Last change at {}: {} (by {}).",
+                    local_time(change.at_ms),
+                    change.what,
+                    change.by
+                ))
+                .weak(),
+            );
+        }
+        ui.label(
+            RichText::new(if daemon {
+                "Changes go through the gputune daemon, which puts back what a trial or a session changed when it ends."
+            } else {
+                "No gputune daemon runs: this window makes the changes itself (a real card needs administrator rights: `sudo gputune daemon install`)."
+            })
+            .weak(),
+        );
+    });
+    ui.add_space(4.0);
+}
+
+/// "315 W (70 % of default), GPU clocks 210-2520 MHz, …".
+pub(crate) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> String {
+    let mut text = tuning.in_force.summary();
+    if let (Some(limit), Some(default)) = (
+        tuning.in_force.power_limit_mw,
+        constraints.power_limit_default_mw,
+    ) && default > 0
+    {
+        let share = format!(
+            " ({:.0} % of default)",
+            f64::from(limit) / f64::from(default) * 100.0
+        );
+        let watts = format!("power limit {}", watts_exact(limit));
+        text = text.replacen(&watts, &format!("{watts}{share}"), 1);
+    }
+    if text.is_empty() {
+        "not reported by the card".to_string()
+    } else {
+        text
+    }
+}
+
+fn local_time(at_ms: u64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_millis_opt(at_ms as i64)
+        .single()
+        .map_or_else(
+            || "?".to_string(),
+            |time| time.format("%H:%M:%S").to_string(),
+        )
+}
+
+pub(crate) fn notice_label(ui: &mut egui::Ui, notice: &Notice) {
+    let text = RichText::new(notice.text());
+    ui.label(match notice {
+        Notice::Error(_) => text.color(ERROR_TEXT),
+        Notice::Warning(_) => text.color(WARNING_TEXT),
+        Notice::Info(_) => text.color(GOOD_TEXT),
+    });
+}
