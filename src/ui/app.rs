@@ -1,14 +1,11 @@
 //! The application: `AppState` holds what the window shows and routes the panels' actions (it
-//! is what UI tests drive); `GpuTuneApp` connects it to eframe, the link to the tuning service,
-//! file dialogs and storage.
-
-use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, Sender};
+//! is what UI tests drive); `GpuTuneApp` (app_glue.rs) connects it to eframe, the link to the
+//! tuning service, file dialogs and storage.
 
 use eframe::egui;
 use serde::{Deserialize, Serialize};
 
-use super::link::{Link, LinkCommand, LinkEvent, TuneCommand};
+use super::link::{LinkEvent, TuneCommand};
 use super::model::{Connection, Model};
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
@@ -17,17 +14,15 @@ use super::profiles::{ProfileAction, ProfilesPanel};
 use super::sweep_panel::{SweepAction, SweepPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
-use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
 use crate::service::INTERVAL_RANGE_MS;
-use crate::service::client::TuningOptions;
 use eframe::egui::RichText;
 
 /// The window's sampling interval when the user has not chosen one.
 pub const DEFAULT_INTERVAL_MS: u64 = 500;
 
 /// Storage key for what the window remembers between runs.
-const STORAGE_KEY: &str = "gputune-window";
+pub(super) const STORAGE_KEY: &str = "gputune-window";
 
 /// What the window remembers between runs (its size is kept by eframe itself).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -357,233 +352,4 @@ impl AppState {
     }
 }
 
-/// An export's outcome: the message for the user, or the error.
-type ExportResult = Result<String, String>;
-
-/// The running application.
-pub struct GpuTuneApp {
-    link: Link,
-    state: AppState,
-    export_results: (Sender<ExportResult>, Receiver<ExportResult>),
-}
-
-impl GpuTuneApp {
-    /// Starts the link to the tuning service; it repaints `context` whenever it has news.
-    pub fn start(
-        options: TuningOptions,
-        interval_ms: Option<u64>,
-        context: egui::Context,
-        storage: Option<&dyn eframe::Storage>,
-    ) -> Result<GpuTuneApp, std::io::Error> {
-        let mut remembered: RememberedState = storage
-            .and_then(|storage| eframe::get_value(storage, STORAGE_KEY))
-            .unwrap_or_default();
-        if let Some(interval_ms) = interval_ms {
-            remembered.interval_ms = interval_ms;
-        }
-        let state = AppState::new(Model::default(), remembered);
-        // News redraws the window once, at most four times a second however fast it samples.
-        let pacer = std::sync::Mutex::new(super::repaint::RepaintPacer::new(
-            super::repaint::MIN_FRAME_INTERVAL,
-        ));
-        let link = Link::spawn(options, state.interval_ms, move || {
-            let delay = pacer
-                .lock()
-                .map(|mut pacer| pacer.delay(std::time::Instant::now()))
-                .unwrap_or(super::repaint::MIN_FRAME_INTERVAL);
-            context.request_repaint_after(delay)
-        })?;
-        Ok(GpuTuneApp {
-            link,
-            state,
-            export_results: mpsc::channel(),
-        })
-    }
-
-    fn run(&mut self, command: AppCommand, context: &egui::Context) {
-        match command {
-            AppCommand::Tune(command) => self.link.send(LinkCommand::Tune(command)),
-            AppCommand::Profile(action) => self.run_profile_action(action),
-            AppCommand::Plan(PlanAction::OpenModelFile) => {
-                let Some(path) = rfd::FileDialog::new()
-                    .add_filter("Model config or checkpoint", &["json", "safetensors"])
-                    .pick_file()
-                else {
-                    return;
-                };
-                match crate::plan::import::load_model(&path) {
-                    Ok(model) => {
-                        self.state.plan.model = model;
-                        self.state.plan.model_message = None;
-                    }
-                    Err(error) => self.state.plan.model_message = Some(error.to_string()),
-                }
-            }
-            AppCommand::Plan(PlanAction::Export(format)) => {
-                let text = match self.state.plan.export_text(format) {
-                    Ok(text) => text,
-                    Err(error) => {
-                        self.state.plan.model_message = Some(error.to_string());
-                        return;
-                    }
-                };
-                let Some(path) = rfd::FileDialog::new()
-                    .set_file_name(format.file_name())
-                    .save_file()
-                else {
-                    return;
-                };
-                // A few hundred bytes: written here, through the path the dialog gave.
-                self.state.plan.model_message = Some(
-                    match crate::fsafe::write_atomically(&path, text.as_bytes(), 0o644) {
-                        Ok(()) => format!("Saved {}.", path.display()),
-                        Err(error) => error.to_string(),
-                    },
-                );
-            }
-            AppCommand::SetInterval { interval_ms } => {
-                self.link.send(LinkCommand::SetInterval { interval_ms });
-            }
-            AppCommand::Sweep(SweepAction::Start(launch)) => {
-                self.state.sweep.message = None;
-                self.link.send(LinkCommand::StartSweep(launch));
-            }
-            AppCommand::Sweep(SweepAction::Stop { gpu_index }) => {
-                self.link.send(LinkCommand::StopSweep { gpu_index });
-            }
-            AppCommand::Sweep(SweepAction::BrowseProgressFile) => {
-                if let Some(path) = rfd::FileDialog::new()
-                    .add_filter("Logs", &["log", "txt", "out"])
-                    .add_filter("Any file", &["*"])
-                    .pick_file()
-                {
-                    self.state.sweep.progress_file = path.display().to_string();
-                }
-            }
-            AppCommand::Sweep(SweepAction::SaveProfile { gpu_index, name }) => {
-                let gpu = self.state.model.gpus.get(gpu_index as usize);
-                self.state.sweep.message =
-                    Some(super::profile_actions::save_sweep_profile(gpu, &name));
-                self.run_profile_action(ProfileAction::Refresh);
-            }
-            AppCommand::ExportCsv { gpu_index } => {
-                let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
-                    return;
-                };
-                let suggested = format!(
-                    "gputune-gpu{}-{}.csv",
-                    gpu.info.identity.index,
-                    chrono::Local::now().format("%Y%m%d-%H%M%S")
-                );
-                let Some(path) = rfd::FileDialog::new()
-                    .add_filter("CSV", &["csv"])
-                    .set_file_name(suggested)
-                    .save_file()
-                else {
-                    return;
-                };
-                self.export_in_background(gpu_index, path, context.clone());
-            }
-        }
-    }
-
-    /// Runs a Profiles-tab action and takes in its outcome.
-    fn run_profile_action(&mut self, action: ProfileAction) {
-        let outcome = super::profile_actions::run_profile_action(
-            action,
-            self.state.model.gpus.get(self.state.tune_gpu),
-            self.state.tune.trial_duration_s,
-        );
-        self.state.profiles.profiles = outcome.profiles;
-        self.state.profiles.problems = outcome.problems;
-        if let Some(message) = outcome.message {
-            self.state.profiles.message = Some(message);
-        }
-        for command in outcome.commands {
-            self.link.send(LinkCommand::Tune(command));
-        }
-    }
-
-    /// Writes the CSV on its own thread so a long history does not freeze the window.
-    fn export_in_background(&mut self, gpu_index: usize, path: PathBuf, context: egui::Context) {
-        let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
-            return;
-        };
-        let identity = gpu.info.identity.clone();
-        let history = gpu.history.clone();
-        let results = self.export_results.0.clone();
-        self.state.status = Some(Notice::Info(format!("Saving {}…", path.display())));
-        let spawned = std::thread::Builder::new()
-            .name("gputune-export".to_string())
-            .spawn(move || {
-                let result = crate::telemetry::csv::export_history(&path, &identity, &history)
-                    .map(|rows| format!("Saved {rows} rows to {}.", path.display()))
-                    .map_err(|error| error.to_string());
-                let _ = results.send(result);
-                context.request_repaint();
-            });
-        if let Err(error) = spawned {
-            self.state.status = Some(Notice::Error(format!(
-                "The export could not start: {error}"
-            )));
-        }
-    }
-}
-
-impl eframe::App for GpuTuneApp {
-    fn logic(&mut self, _context: &egui::Context, _frame: &mut eframe::Frame) {
-        let now_ms = wall_clock_ms();
-        for event in self.link.drain_events() {
-            let connected = matches!(event, LinkEvent::Connected { .. });
-            self.state.apply(event, now_ms);
-            if connected {
-                if self.state.apply_default_profiles_on_start {
-                    let (commands, said) =
-                        super::profile_actions::default_profile_commands(&self.state.model.gpus);
-                    for command in commands {
-                        self.link.send(LinkCommand::Tune(command));
-                    }
-                    if !said.is_empty() {
-                        self.state.status = Some(Notice::Info(said.join(" ")));
-                    }
-                }
-                self.run_profile_action(ProfileAction::Refresh);
-            }
-        }
-        while let Ok(result) = self.export_results.1.try_recv() {
-            self.state.status = Some(match result {
-                Ok(message) => Notice::Info(message),
-                Err(message) => Notice::Error(message),
-            });
-        }
-    }
-
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        // Counted by the repaint measurement in docs/benchmarks.md (GPUTUNE_LOG=gputune::frames=trace).
-        tracing::trace!(
-            target: "gputune::frames",
-            "frame {} pass {} causes {:?}",
-            ui.ctx().cumulative_frame_nr(),
-            ui.ctx().cumulative_pass_nr(),
-            ui.ctx().repaint_causes()
-        );
-        let context = ui.ctx().clone();
-        // The panel is not filled: the window's clear colour is the panel's colour. Under a
-        // software renderer (Mesa llvmpipe) every filled pixel is shaded, and a window-sized
-        // fill cost more than everything drawn on it (docs/benchmarks.md).
-        let panel = egui::CentralPanel::default()
-            .frame(egui::Frame::central_panel(ui.style()).fill(egui::Color32::TRANSPARENT));
-        let commands = panel.show(ui, |ui| self.state.ui(ui)).inner;
-        for command in commands {
-            self.run(command, &context);
-        }
-    }
-
-    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
-        visuals.panel_fill.to_normalized_gamma_f32()
-    }
-
-    fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        eframe::set_value(storage, STORAGE_KEY, &self.state.remembered());
-    }
-}
+pub use super::app_glue::GpuTuneApp;

@@ -3,6 +3,7 @@
 //! files.
 
 pub mod app;
+mod app_glue;
 pub mod box_totals;
 pub mod link;
 mod link_commands;
