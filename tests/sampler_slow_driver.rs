@@ -7,8 +7,6 @@ mod common;
 use common::FakeMachine;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::cli::connect::TuningOptions;
-use gputune::device::{BackendChoice, BackendOptions};
 use gputune::service::client::SocketChoice;
 use gputune::ui::app::{AppState, RememberedState};
 use gputune::ui::link::Link;
@@ -21,14 +19,7 @@ fn a_slow_driver_never_blocks_the_window() {
     let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
     // SAFETY: FakeMachine holds this binary's environment lock for the test's length.
     unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
-    let options = TuningOptions {
-        backend: BackendOptions {
-            choice: BackendChoice::Nvml,
-            nvml_library_path: Some(machine.library.clone()),
-            ..BackendOptions::default()
-        },
-        socket: SocketChoice::None,
-    };
+    let options = common::daemon::window_options(&machine, SocketChoice::None);
     let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     let mut harness = Harness::builder().build_ui_state(
         |ui, state: &mut AppState| {
