@@ -5,6 +5,7 @@ pub mod cli;
 pub mod daemon;
 pub mod device;
 pub mod fsafe;
+pub mod join;
 pub mod metrics;
 pub mod notice;
 pub mod plan;

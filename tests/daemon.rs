@@ -733,16 +733,7 @@ fn the_window_shows_a_change_another_process_made() {
 
     // Through the daemon: another client's apply reaches the window, with who made it.
     let daemon = Daemon::start(&machine);
-    let link = gputune::ui::link::Link::spawn(
-        window_options(&machine, SocketChoice::Path(daemon.socket.clone())),
-        500,
-        || {},
-    )
-    .expect("the link starts");
-    let mut state = AppState::new(
-        Model::with_history_capacity(100),
-        RememberedState::default(),
-    );
+    let (link, mut state) = daemon.open_window(&machine, 100);
     window_until(&link, &mut state, power_limit_is(450));
     ok(
         &daemon,

@@ -102,8 +102,6 @@ fn power_limit_w(row: &HistoryRow) -> Option<u32> {
 
 #[test]
 fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_shown_when_it_opens() {
-    use gputune::ui::app::{AppState, RememberedState};
-    use gputune::ui::model::Model;
     let machine = FakeMachine::for_processes("rtx4090", "training");
     let daemon = Daemon::start(&machine);
     wait_for_rows(&daemon, &machine, 2);
@@ -142,16 +140,7 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
     assert_eq!(page.keep_hours, 48);
 
     // The window opens now and shows those hours in front of its own readings.
-    let link = gputune::ui::link::Link::spawn(
-        window_options(&machine, SocketChoice::Path(daemon.socket.clone())),
-        500,
-        || {},
-    )
-    .expect("the link starts");
-    let mut state = AppState::new(
-        Model::with_history_capacity(10_000),
-        RememberedState::default(),
-    );
+    let (link, mut state) = daemon.open_window(&machine, 10_000);
     let deadline = Instant::now() + Duration::from_secs(60);
     while state
         .model

@@ -94,16 +94,7 @@ fn screenshots() {
     let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
     if let Some(tuning) = tune.model.gpus[0].tuning.as_mut() {
         tuning.in_force.power_limit_mw = Some(315_000);
-        tuning.holder = Some(gputune::tuning::engine::Holder {
-            session: trial.session,
-            purpose: gputune::tuning::engine::SessionPurpose::Trial,
-            by: this_window.clone(),
-            client: 1,
-            since_ms: common::ui::START_MS,
-            trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
-            job_pid: None,
-            energy_at_start_mj: None,
-        });
+        tuning.holder = Some(trial_of_this_window(trial.session, &this_window));
         tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
             at_ms: common::ui::START_MS,
             by: this_window,
@@ -133,16 +124,7 @@ fn screenshots() {
         trial.gpu_index = index as u32;
         if let Some(tuning) = gpu.tuning.as_mut() {
             tuning.in_force.power_limit_mw = Some(315_000);
-            tuning.holder = Some(gputune::tuning::engine::Holder {
-                session: trial.session,
-                purpose: gputune::tuning::engine::SessionPurpose::Trial,
-                by: this_window.clone(),
-                client: 1,
-                since_ms: common::ui::START_MS,
-                trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
-                job_pid: None,
-                energy_at_start_mj: None,
-            });
+            tuning.holder = Some(trial_of_this_window(trial.session, &this_window));
         }
         gpu.trial = Some(trial);
     }
@@ -220,4 +202,18 @@ fn screenshots() {
     );
     training.selected_gpu = Some(0);
     render(training, [1280.0, 1570.0], "detail-rtx4090-training.png");
+}
+
+/// The holder of a card the window is trying a setting on: a minute's trial from the start.
+fn trial_of_this_window(session: u64, this_window: &str) -> gputune::tuning::engine::Holder {
+    gputune::tuning::engine::Holder {
+        session,
+        purpose: gputune::tuning::engine::SessionPurpose::Trial,
+        by: this_window.to_string(),
+        client: 1,
+        since_ms: common::ui::START_MS,
+        trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
+        job_pid: None,
+        energy_at_start_mj: None,
+    }
 }

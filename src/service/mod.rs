@@ -178,16 +178,10 @@ impl Service {
         if let Some(sampler) = self.sampler.take() {
             sampler.stop();
         }
-        if let Some(thread) = self.engine_thread.take() {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !thread.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if thread.is_finished() {
-                let _ = thread.join();
-            } else {
-                tracing::error!("the tuning thread is stuck in a driver call; not waiting for it");
-            }
+        if let Some(thread) = self.engine_thread.take()
+            && !crate::join::join_within(thread, Duration::from_secs(30))
+        {
+            tracing::error!("the tuning thread is stuck in a driver call; not waiting for it");
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::protocol::{Message, Response};
 use crate::device::sim::wall_clock_ms;
@@ -89,16 +89,10 @@ impl Drop for Recorder {
     /// Ends the thread once it has written what it was given; never waits long on a stuck disk.
     fn drop(&mut self) {
         self.input = None;
-        if let Some(thread) = self.thread.take() {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !thread.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if thread.is_finished() {
-                let _ = thread.join();
-            } else {
-                tracing::warn!("the history recorder is stuck writing; not waiting for it");
-            }
+        if let Some(thread) = self.thread.take()
+            && !crate::join::join_within(thread, Duration::from_secs(5))
+        {
+            tracing::warn!("the history recorder is stuck writing; not waiting for it");
         }
     }
 }

@@ -33,13 +33,7 @@ impl SamplerHandle {
             .into_iter()
             .flatten()
         {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while !thread.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if thread.is_finished() {
-                let _ = thread.join();
-            }
+            crate::join::join_within(thread, Duration::from_secs(2));
         }
     }
 }

@@ -183,13 +183,7 @@ impl Drop for Link {
             // Still connecting (a slow driver): nothing to put back yet, nothing to wait for.
             return;
         }
-        let deadline = std::time::Instant::now() + STOP_WAIT;
-        while !thread.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if thread.is_finished() {
-            let _ = thread.join();
-        } else {
+        if !crate::join::join_within(thread, STOP_WAIT) {
             tracing::warn!("the link thread is stuck; not waiting for it");
         }
     }

@@ -91,6 +91,29 @@ impl Daemon {
         command
     }
 
+    /// The window's link to this daemon (sampling every 500 ms) and an empty window state
+    /// keeping `history_samples` per GPU, for tests that open the window on it.
+    pub fn open_window(
+        &self,
+        machine: &FakeMachine,
+        history_samples: usize,
+    ) -> (gputune::ui::link::Link, gputune::ui::app::AppState) {
+        let link = gputune::ui::link::Link::spawn(
+            window_options(
+                machine,
+                gputune::service::client::SocketChoice::Path(self.socket.clone()),
+            ),
+            500,
+            || {},
+        )
+        .expect("the link starts");
+        let state = gputune::ui::app::AppState::new(
+            gputune::ui::model::Model::with_history_capacity(history_samples),
+            gputune::ui::app::RememberedState::default(),
+        );
+        (link, state)
+    }
+
     /// The daemon's journal for GPU `gpu` (in its runtime folder).
     pub fn journal(&self, machine: &FakeMachine, gpu: usize) -> PathBuf {
         self.runtime_dir
