@@ -65,6 +65,9 @@ enum Command {
         #[arg(long, value_name = "UUID|INDEX")]
         gpu: Vec<String>,
     },
+    /// What the daemon kept while no window was open: each GPU's samples (as CSV) and its
+    /// setting changes with who made them.
+    History(Box<gputune::cli::history::HistoryArgs>),
     /// Save, list, apply and manage tuning profiles (one TOML file each).
     Profile(Box<gputune::cli::profile::ProfileArgs>),
     /// Run a command with a profile applied (and its fan curve followed), then restore and report.
@@ -167,6 +170,10 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
                 &mut stdout.lock(),
                 &mut std::io::stderr(),
             )
+        }
+        Some(Command::History(args)) => {
+            let stdout = std::io::stdout();
+            gputune::cli::history::run(&args, &tuning.socket, &mut stdout.lock())
         }
         Some(Command::Plan(args)) => {
             let stdout = std::io::stdout();

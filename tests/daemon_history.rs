@@ -397,3 +397,78 @@ fn hostile_history_requests_get_an_answer_and_the_daemon_stays_responsive() {
         assert_eq!(thread.join().expect("no panic"), 300);
     }
 }
+
+#[test]
+fn gputune_history_prints_the_changes_and_writes_the_samples_as_csv() {
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    let output = machine.gputune(&["apply", "--gpu", "2", "--power-limit", "300W"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut client = client(&daemon, &machine);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while whole_history(&mut client, &machine.uuid(2)).0.len() < 3 {
+        assert!(Instant::now() < deadline, "GPU 2 is never recorded");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let csv = machine.state_dir().with_file_name("history.csv");
+    let run = |arguments: &[&str]| {
+        let output = daemon
+            .client(&machine, arguments)
+            .output()
+            .unwrap_or_else(|error| panic!("gputune runs: {error}"));
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let csv_text = csv.to_str().unwrap_or_default();
+    let (ok, stdout, stderr) = run(&["history", "--gpu", "2", "--hours", "1", "--csv", csv_text]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("GPU 2  NVIDIA GeForce RTX 4090: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(the daemon keeps 48 h)"), "{stdout}");
+    assert!(
+        stdout.contains("the power limit changed") && stdout.contains("(another program)"),
+        "{stdout}"
+    );
+    let written = std::fs::read_to_string(&csv).unwrap_or_default();
+    let mut lines = written.lines();
+    assert!(
+        lines
+            .next()
+            .is_some_and(|header| header.starts_with("timestamp,index,uuid")),
+        "{written}"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(rows.len() >= 3, "{written}");
+    assert!(rows.iter().all(|row| row.contains(&machine.uuid(2))));
+    assert!(rows.iter().any(|row| row.contains(",300.000,")), "{written}");
+    // An existing file is never replaced; no daemon there, or none to be used, is said plainly.
+    let (ok, _, stderr) = run(&["history", "--csv", csv_text]);
+    assert!(!ok && stderr.contains("never replaces a file"), "{stderr}");
+    let no_daemon = machine.gputune(&["history"]);
+    assert!(!no_daemon.status.success());
+    assert!(
+        String::from_utf8_lossy(&no_daemon.stderr).contains("GPUTUNE_SOCKET is empty"),
+        "{}",
+        String::from_utf8_lossy(&no_daemon.stderr)
+    );
+    let elsewhere = machine
+        .command(&["history"])
+        .env("GPUTUNE_SOCKET", machine.state_dir().join("none.sock"))
+        .output()
+        .unwrap_or_else(|error| panic!("gputune runs: {error}"));
+    assert!(!elsewhere.status.success());
+    assert!(
+        String::from_utf8_lossy(&elsewhere.stderr).contains("sudo gputune daemon install"),
+        "{}",
+        String::from_utf8_lossy(&elsewhere.stderr)
+    );
+}

@@ -6,6 +6,7 @@
 //! the same [`protocol`].
 
 pub mod client;
+pub mod history_pages;
 pub mod protocol;
 mod recorder;
 mod routing;

@@ -211,9 +211,29 @@ pub fn export_history(
         path: path.to_path_buf(),
         source,
     })?;
+    export_histories(file, path, &[(identity, history)])
+}
+
+/// Writes the samples of several GPUs' histories to `file` (named `path` in messages), header
+/// first, in time order (one row per GPU per sample, as `gputune log` writes them). Returns the
+/// rows written.
+pub fn export_histories(
+    file: File,
+    path: &Path,
+    gpus: &[(&GpuIdentity, &GpuHistory)],
+) -> Result<usize, CsvError> {
+    let mut order: Vec<(u64, usize, usize)> = gpus
+        .iter()
+        .enumerate()
+        .flat_map(|(gpu, (_, history))| {
+            (0..history.len()).filter_map(move |index| Some((history.time_ms(index)?, gpu, index)))
+        })
+        .collect();
+    order.sort_unstable();
     let mut writer = TelemetryCsvWriter::new(file, true).with_destination_name(path);
     let mut rows = 0;
-    for index in 0..history.len() {
+    for (_, gpu, index) in order {
+        let (identity, history) = gpus[gpu];
         if let Some(reading) = reading_from_history(history, index) {
             writer.write_row(identity, &reading)?;
             rows += 1;

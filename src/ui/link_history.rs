@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::notice::Notice;
 use crate::service::client::{ClientError, TuningClient};
-use crate::service::protocol::{Request, Response};
+use crate::service::history_pages::HistoryPages;
 use crate::telemetry::history::HistoryRow;
 use crate::tuning::engine::{ChangeNote, GpuInfo};
 use crate::ui::link::LinkEvent;
@@ -19,8 +19,8 @@ const TURN_BUDGET: Duration = Duration::from_millis(25);
 pub(crate) struct HistoryFetch {
     /// GPUs still to read: index and UUID.
     queue: Vec<(u32, String)>,
-    /// Where the current GPU's next page starts.
-    next_from_ms: u64,
+    /// The pages of the GPU being read.
+    pages: Option<HistoryPages>,
     /// The history ends where the window's own readings begin.
     until_ms: u64,
     rows: Vec<HistoryRow>,
@@ -36,8 +36,7 @@ impl HistoryFetch {
                 .rev()
                 .map(|gpu| (gpu.identity.index, gpu.identity.uuid.clone()))
                 .collect(),
-            // From the beginning of time: the daemon starts at the oldest it keeps.
-            next_from_ms: 0,
+            pages: None,
             until_ms,
             rows: Vec::new(),
             changes: Vec::new(),
@@ -60,34 +59,19 @@ impl HistoryFetch {
             let Some((gpu_index, uuid)) = self.queue.last().cloned() else {
                 return Ok(());
             };
-            let request = Request::History {
-                gpu_uuid: uuid,
-                from_ms: self.next_from_ms,
-                to_ms: self.until_ms,
-            };
-            let page = match client.request(request) {
-                Ok(Response::History(page)) => page,
-                Ok(_) => {
-                    self.give_up("the daemon answered something else.", send);
-                    return Ok(());
+            // From the beginning of time: the daemon starts at the oldest it keeps.
+            let until_ms = self.until_ms;
+            let pages = self
+                .pages
+                .get_or_insert_with(|| HistoryPages::new(&uuid, 0, until_ms));
+            match pages.next(client) {
+                Ok(Some(page)) => {
+                    self.rows.extend(page.rows);
+                    self.changes.extend(page.changes);
                 }
-                Err(ClientError::Refused(error)) => {
-                    self.give_up(&error.message, send);
-                    return Ok(());
-                }
-                Err(error) => return Err(error),
-            };
-            let page = *page;
-            self.rows.extend(page.rows);
-            self.changes.extend(page.changes);
-            match page.next_from_ms {
-                // A next page always starts later: a daemon that says otherwise is not followed.
-                Some(next_from_ms) if next_from_ms > self.next_from_ms => {
-                    self.next_from_ms = next_from_ms;
-                }
-                _ => {
+                Ok(None) => {
                     self.queue.pop();
-                    self.next_from_ms = 0;
+                    self.pages = None;
                     let event = LinkEvent::History {
                         gpu_index,
                         rows: std::mem::take(&mut self.rows),
@@ -97,11 +81,19 @@ impl HistoryFetch {
                         self.queue.clear();
                     }
                 }
+                Err(ClientError::Refused(error)) => {
+                    self.give_up(&error.message, send);
+                    return Ok(());
+                }
+                Err(ClientError::Unreadable(why)) => {
+                    self.give_up(&why, send);
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
             }
         }
         Ok(())
     }
-
     /// Stops reading; the window shows its own readings only, and says why.
     fn give_up(&mut self, why: &str, send: &dyn Fn(LinkEvent) -> bool) {
         self.rows.clear();
