@@ -449,7 +449,10 @@ fn gputune_history_prints_the_changes_and_writes_the_samples_as_csv() {
     let rows: Vec<&str> = lines.collect();
     assert!(rows.len() >= 3, "{written}");
     assert!(rows.iter().all(|row| row.contains(&machine.uuid(2))));
-    assert!(rows.iter().any(|row| row.contains(",300.000,")), "{written}");
+    assert!(
+        rows.iter().any(|row| row.contains(",300.000,")),
+        "{written}"
+    );
     // An existing file is never replaced; no daemon there, or none to be used, is said plainly.
     let (ok, _, stderr) = run(&["history", "--csv", csv_text]);
     assert!(!ok && stderr.contains("never replaces a file"), "{stderr}");
