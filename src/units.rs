@@ -64,6 +64,16 @@ pub fn or_na<T>(value: Option<T>, format: impl FnOnce(T) -> String) -> String {
     value.map_or_else(|| NOT_AVAILABLE.to_string(), format)
 }
 
+/// A Unix time in ms as local wall-clock time in chrono's `format` ("%H:%M:%S",
+/// "%-d %b %H:%M"); "?" for a time that cannot be shown.
+pub fn local_time(at_ms: u64, format: &str) -> String {
+    use chrono::TimeZone;
+    i64::try_from(at_ms)
+        .ok()
+        .and_then(|millis| chrono::Local.timestamp_millis_opt(millis).single())
+        .map_or_else(|| "?".to_string(), |time| time.format(format).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +100,11 @@ mod tests {
         assert_eq!(parameters(41_943_040), "41.9 M");
         assert_eq!(parameters(13_500), "13.5 k");
         assert_eq!(parameters(0), "0");
+    }
+
+    #[test]
+    fn a_time_that_cannot_be_shown_is_a_question_mark() {
+        assert_eq!(local_time(u64::MAX, "%H:%M"), "?");
+        assert_eq!(local_time(1_700_000_000_000, "%S"), "20");
     }
 }

@@ -76,6 +76,15 @@ fn ring_path(daemon: &Daemon, machine: &FakeMachine, gpu: usize) -> PathBuf {
     history_dir(daemon).join(format!("{}.ring", machine.uuid(gpu)))
 }
 
+/// Waits until GPU `uuid` has `rows` samples on disk.
+fn wait_for_gpu_rows(client: &mut TuningClient, uuid: &str, rows: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while whole_history(client, uuid).0.len() < rows {
+        assert!(Instant::now() < deadline, "GPU {uuid} is never recorded");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Waits until GPU 0 has `rows` samples on disk.
 fn wait_for_rows(daemon: &Daemon, machine: &FakeMachine, rows: usize) -> Vec<HistoryRow> {
     let mut client = client(daemon, machine);
@@ -242,11 +251,7 @@ fn planted_links_and_fifos_are_refused_without_a_hang_or_a_write_through_them() 
     );
     // GPU 3 is recorded as usual meanwhile.
     let mut client = client(&daemon, &machine);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while whole_history(&mut client, &uuid(3)).0.len() < 3 {
-        assert!(Instant::now() < deadline, "GPU 3 is never recorded");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_gpu_rows(&mut client, &uuid(3), 3);
     assert!(started.elapsed() < Duration::from_secs(30));
     for gpu in 0..3 {
         let (rows, _) = whole_history(&mut client, &uuid(gpu));
@@ -409,11 +414,7 @@ fn gputune_history_prints_the_changes_and_writes_the_samples_as_csv() {
         String::from_utf8_lossy(&output.stderr)
     );
     let mut client = client(&daemon, &machine);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while whole_history(&mut client, &machine.uuid(2)).0.len() < 3 {
-        assert!(Instant::now() < deadline, "GPU 2 is never recorded");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_gpu_rows(&mut client, &machine.uuid(2), 3);
     let csv = machine.state_dir().with_file_name("history.csv");
     let run = |arguments: &[&str]| {
         let output = daemon

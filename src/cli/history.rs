@@ -13,6 +13,10 @@ use crate::service::client::{DEFAULT_SOCKET, SocketChoice, TuningClient, connect
 use crate::service::history_pages::HistoryPages;
 use crate::telemetry::history::GpuHistory;
 use crate::tuning::engine::{ChangeNote, GpuInfo};
+use crate::units::local_time;
+
+/// "24 Nov 03:40:00".
+const DAY_AND_TIME: &str = "%-d %b %H:%M:%S";
 
 /// The longest look back one may ask for (the daemon keeps at most 30 days).
 const MOST_HOURS: u64 = 720;
@@ -153,8 +157,8 @@ fn write_summary(out: &mut dyn Write, record: &GpuRecord) -> std::io::Result<()>
             identity.index,
             identity.name,
             history.len(),
-            day_and_time(first_ms),
-            day_and_time(last_ms),
+            local_time(first_ms, DAY_AND_TIME),
+            local_time(last_ms, DAY_AND_TIME),
             record.keep_hours
         )?,
         _ => writeln!(
@@ -167,22 +171,10 @@ fn write_summary(out: &mut dyn Write, record: &GpuRecord) -> std::io::Result<()>
         writeln!(
             out,
             "  {}  {} ({})",
-            day_and_time(change.at_ms),
+            local_time(change.at_ms, DAY_AND_TIME),
             crate::text::printable(&change.what),
             crate::text::printable(&change.by)
         )?;
     }
     Ok(())
-}
-
-/// "24 Nov 03:40:00" in local time.
-fn day_and_time(at_ms: u64) -> String {
-    use chrono::TimeZone;
-    i64::try_from(at_ms)
-        .ok()
-        .and_then(|millis| chrono::Local.timestamp_millis_opt(millis).single())
-        .map_or_else(
-            || "?".to_string(),
-            |time| time.format("%-d %b %H:%M:%S").to_string(),
-        )
 }

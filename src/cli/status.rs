@@ -292,25 +292,13 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
             out,
             "  Session      {purpose} by {}, since {}{}",
             crate::text::printable(&session.holder.by),
-            clock_time(session.holder.since_ms),
+            crate::units::local_time(session.holder.since_ms, "%H:%M:%S"),
             session
                 .energy_used_mj
                 .map_or(String::new(), |used| format!(", {} used", energy(used)))
         )?;
     }
     write_processes_text(out, reading.processes.as_deref(), job_pid)
-}
-
-/// Local "14:05:09" of a Unix time in ms.
-fn clock_time(at_ms: u64) -> String {
-    use chrono::TimeZone;
-    i64::try_from(at_ms)
-        .ok()
-        .and_then(|millis| chrono::Local.timestamp_millis_opt(millis).single())
-        .map_or_else(
-            || "?".to_string(),
-            |time| time.format("%H:%M:%S").to_string(),
-        )
 }
 
 /// The sessions the daemon says hold each GPU (by UUID); empty when no daemon answers there

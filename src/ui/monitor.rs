@@ -215,19 +215,10 @@ fn earlier_history_note(ui: &mut egui::Ui, earlier: EarlierHistory) {
         EarlierHistory::Loaded { samples: 0, .. } => return,
         EarlierHistory::Loaded { samples, from_ms } => format!(
             "Includes {samples} samples the gputune daemon kept before this window opened (one a second){}.",
-            from_ms.map_or(String::new(), |from_ms| format!(", from {}", day_and_time(from_ms)))
+            from_ms.map_or(String::new(), |from_ms| format!(", from {}", crate::units::local_time(from_ms, "%-d %b %H:%M")))
         ),
     };
     ui.label(RichText::new(text).weak());
-}
-
-/// "24 Nov 03:12" in local time.
-fn day_and_time(at_ms: u64) -> String {
-    use chrono::TimeZone;
-    i64::try_from(at_ms)
-        .ok()
-        .and_then(|millis| chrono::Local.timestamp_millis_opt(millis).single())
-        .map_or_else(String::new, |time| time.format("%-d %b %H:%M").to_string())
 }
 
 fn interval_label(interval_ms: u64) -> String {
