@@ -322,21 +322,6 @@ fn one_decimal(value: f64) -> String {
     }
 }
 
-/// A card of a group trial whose status has not arrived yet (it comes as an event).
-fn placeholder_status(gpu_index: u32) -> TrialStatus {
-    TrialStatus {
-        gpu_index,
-        session: 0,
-        what: String::new(),
-        phase: TrialPhase::Measuring { left_s: 0 },
-        baseline: Default::default(),
-        during: Default::default(),
-        baseline_warning: None,
-        message: None,
-        failed: false,
-    }
-}
-
 /// `apply --try`: the engine runs one trial per GPU (several GPUs: one session for all); this prints the countdown, asks for the
 /// revert on Ctrl-C, and prints each GPU's before / during table.
 #[allow(clippy::too_many_arguments)]
@@ -376,15 +361,6 @@ pub fn run_trial(
         Ok(Response::Trials { statuses }) => {
             for status in statuses {
                 running.insert(status.gpu_index, status);
-            }
-            // A card whose write failed ended them all: its ending and theirs follow as events.
-            for gpu in gpus {
-                let named = changes
-                    .iter()
-                    .any(|change| change.gpu_uuid == gpu.identity.uuid);
-                if named && !running.contains_key(&gpu.identity.index) {
-                    running.insert(gpu.identity.index, placeholder_status(gpu.identity.index));
-                }
             }
         }
         Ok(other) => return Err(unexpected(&other)),

@@ -91,13 +91,31 @@ impl Engine {
         let mut statuses = Vec::new();
         for index in &indices {
             let status = self.apply_trial(id, *index);
-            let failed = status.failed;
-            statuses.push(status);
-            if failed {
-                // Every card was put back with it; their endings went to the client.
-                break;
+            if status.failed {
+                // Every card was put back with it: each card's ending, as told to the client.
+                return Ok(self.endings_told(id, &indices));
             }
+            statuses.push(status);
         }
         Ok(statuses)
+    }
+
+    /// The last ending told for each of `indices` in session `id`, in that order.
+    fn endings_told(&self, id: super::SessionId, indices: &[u32]) -> Vec<TrialStatus> {
+        indices
+            .iter()
+            .filter_map(|index| {
+                self.events.iter().rev().find_map(|event| match event {
+                    super::EngineEvent::Trial { status, .. }
+                        if status.session == id
+                            && status.gpu_index == *index
+                            && status.phase == super::TrialPhase::Ended =>
+                    {
+                        Some(status.clone())
+                    }
+                    _ => None,
+                })
+            })
+            .collect()
     }
 }
