@@ -23,6 +23,19 @@ pub fn watts_exact(milliwatts: u32) -> String {
     }
 }
 
+/// Bytes in a mebibyte.
+pub const BYTES_PER_MIB: u64 = 1 << 20;
+
+/// Whole mebibytes, rounded down, for tables ("21450").
+pub fn mib(bytes: u64) -> u64 {
+    bytes / BYTES_PER_MIB
+}
+
+/// Bytes as whole MiB with the unit ("21450 MiB").
+pub fn mib_text(bytes: u64) -> String {
+    format!("{} MiB", mib(bytes))
+}
+
 /// Bytes as GiB with one decimal ("21.4 GiB").
 pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
@@ -100,6 +113,8 @@ mod tests {
         assert_eq!(parameters(41_943_040), "41.9 M");
         assert_eq!(parameters(13_500), "13.5 k");
         assert_eq!(parameters(0), "0");
+        assert_eq!(mib(3 << 20), 3);
+        assert_eq!(mib_text(21_450 << 20), "21450 MiB");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::{Context, anyhow, bail};
 
 use crate::device::resolve_among;
 use crate::device::sim::wall_clock_ms;
-use crate::service::client::{DEFAULT_SOCKET, SocketChoice, TuningClient, connect_daemon};
+use crate::service::client::{SocketChoice, TuningClient, connect_daemon};
 use crate::service::history_pages::HistoryPages;
 use crate::telemetry::history::GpuHistory;
 use crate::tuning::engine::{ChangeNote, GpuInfo};
@@ -47,12 +47,10 @@ struct GpuRecord {
 /// Runs `gputune history`: reads the daemon's history of the chosen GPUs, writes the CSV when
 /// asked, and prints a summary and the setting changes.
 pub fn run(args: &HistoryArgs, socket: &SocketChoice, out: &mut dyn Write) -> anyhow::Result<()> {
-    let path = match socket {
-        SocketChoice::None => bail!(
+    let Some(path) = socket.daemon_path() else {
+        bail!(
             "History is kept by the gputune daemon, and GPUTUNE_SOCKET is empty (never use one): unset it, or point it at the daemon's socket."
-        ),
-        SocketChoice::Path(path) => path.clone(),
-        SocketChoice::Default => PathBuf::from(DEFAULT_SOCKET),
+        );
     };
     let mut client = connect_daemon(&path, "gputune history").map_err(|error| {
         anyhow!(

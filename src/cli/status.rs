@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::device::process::mib;
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::device::{
     Backend, Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons,
     resolve_gpu,
 };
-use crate::service::client::{DEFAULT_SOCKET, SocketChoice, connect_daemon};
+use crate::service::client::{SocketChoice, connect_daemon};
 use crate::service::protocol::{Request, Response};
 use crate::tuning::engine::Holder;
-use crate::units::{energy, gib, or_na, watts};
+use crate::units::{energy, gib, mib_text, or_na, watts};
 
 /// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
 /// plus `fan_speed_pct` / `fan_speed_rpm` as flat lists like nvidia-smi's fields.
@@ -284,10 +283,7 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         .as_ref()
         .and_then(|session| session.holder.job_pid);
     if let Some(session) = &status.session {
-        let purpose = serde_json::to_value(session.holder.purpose)
-            .ok()
-            .and_then(|value| value.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let purpose = session.holder.purpose.as_str();
         writeln!(
             out,
             "  Session      {purpose} by {}, since {}{}",
@@ -304,10 +300,8 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
 /// The sessions the daemon says hold each GPU (by UUID); empty when no daemon answers there
 /// (without one, no other program's sessions are known to this one).
 pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Holder> {
-    let path = match socket {
-        SocketChoice::None => return HashMap::new(),
-        SocketChoice::Path(path) => path.clone(),
-        SocketChoice::Default => std::path::PathBuf::from(DEFAULT_SOCKET),
+    let Some(path) = socket.daemon_path() else {
+        return HashMap::new();
     };
     let Ok(mut client) = connect_daemon(&path, "gputune status") else {
         return HashMap::new();
@@ -340,10 +334,7 @@ fn write_processes_text(
             if number == 0 { "Processes" } else { "" },
             process.pid,
             process.user_text(),
-            or_na(process.used_memory_bytes, |bytes| format!(
-                "{} MiB",
-                mib(bytes)
-            )),
+            or_na(process.used_memory_bytes, mib_text),
             process.kind.short(),
             process.command_text(),
             if Some(process.pid) == job_pid {

@@ -121,11 +121,6 @@ pub fn top_process(processes: &[GpuProcess]) -> Option<&GpuProcess> {
     processes.first()
 }
 
-/// Mebibytes, rounded down, for tables ("21450").
-pub fn mib(bytes: u64) -> u64 {
-    bytes / (1024 * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +166,5 @@ mod tests {
         process.exited = false;
         assert_eq!(process.command_text(), "(unknown)");
         assert_eq!(ProcessKind::ComputeAndGraphics.short(), "C+G");
-        assert_eq!(mib(3 << 20), 3);
     }
 }

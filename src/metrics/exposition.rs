@@ -38,6 +38,11 @@ impl Value {
         Value::Decimal(f64::from(milliwatts) / 1000.0)
     }
 
+    /// Millijoules as joules.
+    pub fn joules(millijoules: u64) -> Value {
+        Value::Decimal(millijoules as f64 / 1000.0)
+    }
+
     /// Milliseconds since the epoch as seconds ("1716900000.25").
     pub fn seconds(milliseconds: u64) -> Value {
         Value::Decimal(milliseconds as f64 / 1000.0)

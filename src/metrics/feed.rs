@@ -82,8 +82,10 @@ impl Feed {
     /// Stops the feed (within [`WAKE_EVERY`]); its connection closes with it.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(thread) = self.thread.take()
+            && !crate::join::join_within(thread, std::time::Duration::from_secs(5))
+        {
+            tracing::warn!("the metrics feed is stuck reconnecting; not waiting for it");
         }
     }
 }

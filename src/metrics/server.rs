@@ -103,8 +103,10 @@ impl Server {
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = (&self.waker).write(&[1]);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(thread) = self.thread.take()
+            && !crate::join::join_within(thread, std::time::Duration::from_secs(5))
+        {
+            tracing::warn!("the metrics endpoint did not stop; not waiting for it");
         }
     }
 }

@@ -46,6 +46,15 @@ impl SocketChoice {
             None => SocketChoice::Default,
         }
     }
+
+    /// The daemon's socket this choice names; `None` when no daemon is to be used.
+    pub fn daemon_path(&self) -> Option<PathBuf> {
+        match self {
+            SocketChoice::Default => Some(PathBuf::from(DEFAULT_SOCKET)),
+            SocketChoice::Path(path) => Some(path.clone()),
+            SocketChoice::None => None,
+        }
+    }
 }
 
 /// Where the GPUs are and where the daemon is: what every front end is started with.
@@ -137,10 +146,10 @@ pub fn connect(options: &ConnectOptions) -> Result<TuningClient, ConnectError> {
     // A simulated GPU lives in this process; the daemon has its own GPUs.
     let try_daemon = options.backend.choice != BackendChoice::Sim;
     match (&options.socket, try_daemon) {
-        (SocketChoice::Path(path), _) => connect_socket(path, &options.label),
+        (SocketChoice::Path(path), _) => connect_daemon(path, &options.label),
         (SocketChoice::Default, true) => {
             let path = Path::new(DEFAULT_SOCKET);
-            match connect_socket(path, &options.label) {
+            match connect_daemon(path, &options.label) {
                 Ok(client) => Ok(client),
                 Err(ConnectError::NoDaemon { .. }) => connect_in_process(options),
                 Err(error) => Err(error),
@@ -221,10 +230,6 @@ fn local_client(
 
 /// The daemon at `path` only (never a service in this process).
 pub fn connect_daemon(path: &Path, label: &str) -> Result<TuningClient, ConnectError> {
-    connect_socket(path, label)
-}
-
-fn connect_socket(path: &Path, label: &str) -> Result<TuningClient, ConnectError> {
     let stream = UnixStream::connect(path).map_err(|error| match error.kind() {
         ErrorKind::PermissionDenied => ConnectError::Denied {
             path: path.to_path_buf(),

@@ -61,26 +61,26 @@ impl Recorder {
         })
     }
 
-    /// Hands `input` over; gives it back when the recorder is behind or gone.
-    pub fn send(&mut self, input: RecorderInput) -> Result<(), RecorderInput> {
+    /// Hands `input` over; false when the recorder is behind or gone.
+    pub fn send(&mut self, input: RecorderInput) -> bool {
         let Some(sender) = &self.input else {
-            return Err(input);
+            return false;
         };
         match sender.try_send(input) {
             Ok(()) => {
                 self.said_full = false;
-                Ok(())
+                true
             }
-            Err(TrySendError::Full(input)) => {
+            Err(TrySendError::Full(_)) => {
                 if !self.said_full {
                     tracing::warn!(
                         "the history recorder is behind (a slow disk?); samples are skipped until it catches up"
                     );
                     self.said_full = true;
                 }
-                Err(input)
+                false
             }
-            Err(TrySendError::Disconnected(input)) => Err(input),
+            Err(TrySendError::Disconnected(_)) => false,
         }
     }
 }

@@ -197,8 +197,8 @@ impl Router {
             outbox: slot.outbox.clone(),
         };
         match recorder.send(page) {
-            Ok(()) => None,
-            Err(_) => {
+            true => None,
+            false => {
                 let response = error(
                     TuneErrorKind::Device,
                     "The daemon's history recorder is busy (a slow disk?); try again in a moment.",

@@ -14,6 +14,9 @@ use crate::ui::link::LinkEvent;
 /// How long one turn of the link's loop spends on history before it looks at the window's
 /// commands and the live readings again.
 const TURN_BUDGET: Duration = Duration::from_millis(25);
+/// How far back the window reads: the daemon's one sample a second fills the window's history
+/// (24 h at 10 Hz) in this many seconds; older samples would not be kept.
+const MOST_LOOK_BACK_S: u64 = crate::telemetry::history::DAY_AT_10_HZ as u64;
 
 /// The reading of every GPU's history, in progress.
 pub(crate) struct HistoryFetch {
@@ -59,11 +62,12 @@ impl HistoryFetch {
             let Some((gpu_index, uuid)) = self.queue.last().cloned() else {
                 return Ok(());
             };
-            // From the beginning of time: the daemon starts at the oldest it keeps.
+            // From as far back as the window keeps (the daemon starts at the oldest it has).
             let until_ms = self.until_ms;
+            let from_ms = until_ms.saturating_sub(MOST_LOOK_BACK_S * 1000);
             let pages = self
                 .pages
-                .get_or_insert_with(|| HistoryPages::new(&uuid, 0, until_ms));
+                .get_or_insert_with(|| HistoryPages::new(&uuid, from_ms, until_ms));
             match pages.next(client) {
                 Ok(Some(page)) => {
                     self.rows.extend(page.rows);

@@ -52,6 +52,8 @@ pub struct GpuModel {
 pub enum EarlierHistory {
     /// No daemon answers: nothing was kept while no window was open.
     NotKept,
+    /// A simulated card: it exists only while this window runs.
+    Simulated,
     /// The daemon's history is being read.
     Loading,
     /// Read: this many samples, from this time (Unix ms), lead `history`.
@@ -65,12 +67,18 @@ impl GpuModel {
     /// Puts what the daemon kept before the window opened in front of the window's own
     /// readings and changes.
     fn take_earlier(&mut self, rows: &[HistoryRow], changes: Vec<ChangeNote>) {
+        let own_samples = self.history.len();
         if !rows.is_empty() {
             self.history = self.history.with_earlier(rows);
         }
+        // What the history holds now: rows overlapping the window's own readings, and the
+        // oldest beyond its capacity, were left out.
+        let samples = self.history.len().saturating_sub(own_samples);
         self.earlier = EarlierHistory::Loaded {
-            samples: rows.len(),
-            from_ms: rows.first().map(|row| row.time_ms),
+            samples,
+            from_ms: (samples > 0)
+                .then(|| self.history.first_time_ms())
+                .flatten(),
         };
         let mut merged = changes;
         merged.append(&mut self.changes);
@@ -82,8 +90,8 @@ impl GpuModel {
     }
 }
 
-/// How many setting changes per GPU the window keeps for its graphs.
-pub const CHANGES_KEPT: usize = 500;
+/// How many setting changes per GPU the window keeps for its graphs: as many as the daemon.
+pub use crate::telemetry::store::changes::CHANGES_KEPT;
 
 /// A sweep as the window knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,10 +158,7 @@ impl Model {
                         earlier: match (daemon, backend) {
                             (true, _) => EarlierHistory::Loading,
                             // A simulated card exists only while this window runs.
-                            (false, BackendKind::Sim) => EarlierHistory::Loaded {
-                                samples: 0,
-                                from_ms: None,
-                            },
+                            (false, BackendKind::Sim) => EarlierHistory::Simulated,
                             (false, _) => EarlierHistory::NotKept,
                         },
                     })

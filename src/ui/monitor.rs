@@ -212,7 +212,7 @@ fn earlier_history_note(ui: &mut egui::Ui, earlier: EarlierHistory) {
     let text = match earlier {
         EarlierHistory::NotKept => "Graphs start when this window opened: the gputune daemon keeps history while no window is open (`sudo gputune daemon install`).".to_string(),
         EarlierHistory::Loading => "Reading the history the gputune daemon kept while no window was open…".to_string(),
-        EarlierHistory::Loaded { samples: 0, .. } => return,
+        EarlierHistory::Simulated | EarlierHistory::Loaded { samples: 0, .. } => return,
         EarlierHistory::Loaded { samples, from_ms } => format!(
             "Includes {samples} samples the gputune daemon kept before this window opened (one a second){}.",
             from_ms.map_or(String::new(), |from_ms| format!(", from {}", crate::units::local_time(from_ms, "%-d %b %H:%M")))

@@ -10,7 +10,7 @@ use crate::tuning::engine::{TrialPhase, TrialStatus};
 use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::tune::{TunePanel, power_limit_mw};
-use crate::ui::tune_in_force::{in_force_text, notice_label};
+use crate::ui::tune_in_force::{holder_who, in_force_text, notice_label};
 use crate::ui::widgets::banner::ERROR_TEXT;
 
 impl TunePanel {
@@ -150,10 +150,11 @@ fn cards_box(
                         .as_ref()
                         .and_then(|tuning| tuning.holder.as_ref())
                         .map(|holder| {
-                            let this_window =
-                                holder.by.contains(&format!("pid {}", std::process::id()));
-                            let who = if this_window { "this window" } else { &holder.by };
-                            format!(" · held by {} of {who}", holder.purpose.describe())
+                            format!(
+                                " · held by {} of {}",
+                                holder.purpose.describe(),
+                                holder_who(holder)
+                            )
                         })
                         .unwrap_or_default();
                     ui.label(format!("{text}{held}"));

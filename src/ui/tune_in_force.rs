@@ -6,12 +6,12 @@ use eframe::egui::{self, RichText};
 
 use crate::device::Constraints;
 use crate::notice::Notice;
-use crate::tuning::engine::GpuTuning;
+use crate::tuning::engine::{GpuTuning, Holder};
 use crate::tuning::in_force::ClockLock;
 use crate::ui::model::GpuModel;
 use crate::ui::tune::{GOOD_TEXT, WARNING_TEXT};
 use crate::ui::widgets::banner::ERROR_TEXT;
-use crate::units::watts_exact;
+use crate::units::{local_time, watts_exact};
 
 /// What the card runs, who holds it, who changed it last, and who makes the changes.
 pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
@@ -34,16 +34,11 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
             );
         }
         if let Some(holder) = &tuning.holder {
-            let this_window = holder.by.contains(&format!("pid {}", std::process::id()));
             let until = holder
                 .trial_ends_at_ms
-                .map(|ends_ms| format!(" until {}", local_time(ends_ms)))
+                .map(|ends_ms| format!(" until {}", local_time(ends_ms, "%H:%M:%S")))
                 .unwrap_or_default();
-            let who = if this_window {
-                "this window".to_string()
-            } else {
-                holder.by.clone()
-            };
+            let who = holder_who(holder);
             ui.label(
                 RichText::new(format!("Held by {} of {who}{until}.", holder.purpose.describe()))
                     .color(WARNING_TEXT),
@@ -53,7 +48,7 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
             ui.label(
                 RichText::new(format!(
                     "Last change at {}: {} (by {}).",
-                    local_time(change.at_ms),
+                    local_time(change.at_ms, "%H:%M:%S"),
                     change.what,
                     change.by
                 ))
@@ -94,15 +89,13 @@ pub(crate) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> St
     }
 }
 
-fn local_time(at_ms: u64) -> String {
-    use chrono::TimeZone;
-    chrono::Local
-        .timestamp_millis_opt(at_ms as i64)
-        .single()
-        .map_or_else(
-            || "?".to_string(),
-            |time| time.format("%H:%M:%S").to_string(),
-        )
+/// Who holds a card, as this window says it: "this window", or the client's description.
+pub(crate) fn holder_who(holder: &Holder) -> &str {
+    if holder.by.contains(&format!("pid {}", std::process::id())) {
+        "this window"
+    } else {
+        &holder.by
+    }
 }
 
 pub(crate) fn notice_label(ui: &mut egui::Ui, notice: &Notice) {

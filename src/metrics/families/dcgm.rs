@@ -1,8 +1,9 @@
 //! dcgm-exporter's default families (etc/default-counters.csv): the same names, types, help
 //! texts and units, and the PCIe link and clock-event-reason fields DCGM names.
 
-use super::{Collect, MIB, gauge, read};
+use super::{Collect, gauge, read};
 use crate::metrics::exposition::{Family, Kind, Value};
+use crate::units::BYTES_PER_MIB;
 
 pub(super) const FAMILIES: &[(Family, Collect)] = &[
     (
@@ -48,14 +49,14 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
         |gpu, out| {
             let total = gpu.info.identity.memory_total_bytes;
             let used = gpu.reading.and_then(|r| r.memory_used_bytes);
-            out.one(used.map(|used| Value::Integer(total.saturating_sub(used) / MIB)));
+            out.one(used.map(|used| Value::Integer(total.saturating_sub(used) / BYTES_PER_MIB)));
         },
     ),
     (
         gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
         |gpu, out| {
             let used = gpu.reading.and_then(|r| r.memory_used_bytes);
-            out.one(used.map(|used| Value::Integer(used / MIB)));
+            out.one(used.map(|used| Value::Integer(used / BYTES_PER_MIB)));
         },
     ),
     (

@@ -13,8 +13,6 @@ use crate::device::{BackendKind, Telemetry};
 use crate::service::protocol::Snapshot;
 use crate::tuning::engine::{GpuInfo, GpuTuning};
 
-const MIB: u64 = 1024 * 1024;
-
 /// What every scrape says besides the GPUs.
 #[derive(Debug, Clone)]
 pub struct Context {

@@ -30,7 +30,7 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
         },
         |gpu, out| {
             let energy = gpu.reading.and_then(|r| r.energy_total_mj);
-            out.one(energy.map(|mj| Value::Decimal(mj as f64 / 1000.0)));
+            out.one(energy.map(Value::joules));
         },
     ),
     (
@@ -220,10 +220,7 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
             let Some(holder) = gpu.tuning.and_then(|t| t.holder.as_ref()) else {
                 return;
             };
-            let purpose = serde_json::to_value(holder.purpose)
-                .ok()
-                .and_then(|value| value.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let purpose = holder.purpose.as_str().to_string();
             let labels = vec![("purpose", purpose), ("holder", holder.by.clone())];
             out.labelled(labels, Some(Value::Integer(1)));
         },
@@ -247,7 +244,7 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
             let holder = gpu.tuning.and_then(|t| t.holder.as_ref());
             let energy = gpu.reading.and_then(|r| r.energy_total_mj);
             let used = holder.and_then(|holder| holder.energy_used_mj(energy));
-            out.one(used.map(|mj| Value::Decimal(mj as f64 / 1000.0)));
+            out.one(used.map(Value::joules));
         },
     ),
     (

@@ -9,7 +9,7 @@ use crate::device::Telemetry;
 /// Milliwatts per stored power step (0.1 W).
 const MILLIWATTS_PER_STEP: u64 = 100;
 /// Bytes per stored memory step (1 MiB).
-const BYTES_PER_MIB: u64 = 1 << 20;
+use crate::units::BYTES_PER_MIB;
 const MIB_PER_GIB: f64 = 1024.0;
 
 /// One metric's samples, in the narrowest type that holds its range.

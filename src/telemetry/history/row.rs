@@ -39,11 +39,6 @@ impl HistoryRow {
         HistoryRow::from_reading(time_ms, None)
     }
 
-    /// Whether the row holds no reading at all (a failed read).
-    pub fn is_gap(&self) -> bool {
-        self.throttle_bits.is_none() && self.values.iter().all(Option::is_none)
-    }
-
     /// `metric` in stored steps.
     pub fn value(&self, metric: Metric) -> Option<u32> {
         self.values.get(metric as usize).copied().flatten()
@@ -89,8 +84,6 @@ mod tests {
         let text = serde_json::to_string(&row).unwrap();
         assert!(text.starts_with("[1700000000123,[2874,null"), "{text}");
         assert_eq!(serde_json::from_str::<HistoryRow>(&text).unwrap(), row);
-        assert!(HistoryRow::gap(5).is_gap());
-        assert!(!row.is_gap());
         assert_eq!(row.value(Metric::PowerDrawW), Some(2874));
     }
 }

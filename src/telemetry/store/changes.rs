@@ -72,13 +72,18 @@ impl ChangeLog {
             .collect()
     }
 
-    /// Keeps `note` and appends it to the file.
-    pub fn append(&mut self, note: ChangeNote) -> Result<(), FileError> {
+    /// Keeps `note` and appends it to the file, unless it is the last change kept (the engine
+    /// says a card's last change again with every news about the card). It is compared as it
+    /// is stored: made printable and cut.
+    pub fn append_if_new(&mut self, note: &ChangeNote) -> Result<(), FileError> {
         let note = ChangeNote {
             at_ms: note.at_ms,
             by: cut(&note.by),
             what: cut(&note.what),
         };
+        if self.notes.back() == Some(&note) {
+            return Ok(());
+        }
         self.keep(note.clone());
         if self.file_bytes > MOST_FILE_BYTES {
             return self.rewrite();
@@ -170,8 +175,8 @@ mod tests {
         let path = folder.path().join("GPU-1.changes");
         let (mut log, notice) = ChangeLog::open(&path);
         assert_eq!(notice, None);
-        log.append(note(1_000)).unwrap();
-        log.append(note(2_000)).unwrap();
+        log.append_if_new(&note(1_000)).unwrap();
+        log.append_if_new(&note(2_000)).unwrap();
         let mut file = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
@@ -182,8 +187,24 @@ mod tests {
         assert!(notice.unwrap().contains("1 damaged line"));
         assert_eq!(log.between(0, 1_500), vec![note(1_000)]);
         assert_eq!(log.last(), Some(&note(2_000)));
-        log.append(note(3_000)).unwrap();
+        log.append_if_new(&note(3_000)).unwrap();
         assert_eq!(ChangeLog::open(&path).0.between(0, u64::MAX).len(), 3);
+    }
+
+    #[test]
+    fn a_change_said_again_is_kept_once_even_when_its_text_was_cleaned() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("GPU-1.changes");
+        let (mut log, _) = ChangeLog::open(&path);
+        let raw = ChangeNote {
+            at_ms: 5,
+            by: "a client\u{7}".to_string(),
+            what: "x".repeat(1_000),
+        };
+        log.append_if_new(&raw).unwrap();
+        log.append_if_new(&raw).unwrap();
+        assert_eq!(log.between(0, u64::MAX).len(), 1);
+        assert_eq!(ChangeLog::open(&path).0.between(0, u64::MAX).len(), 1);
     }
 
     #[test]
@@ -192,7 +213,7 @@ mod tests {
         let path = folder.path().join("GPU-1.changes");
         let (mut log, _) = ChangeLog::open(&path);
         for at_ms in 0..3_000u64 {
-            log.append(note(at_ms)).unwrap();
+            log.append_if_new(&note(at_ms)).unwrap();
         }
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= MOST_FILE_BYTES + 1024, "{size}");

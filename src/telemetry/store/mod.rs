@@ -7,7 +7,7 @@
 pub mod changes;
 pub mod ring;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,8 @@ pub struct HistoryPage {
 pub struct HistoryStore {
     options: HistoryOptions,
     gpus: HashMap<String, GpuFiles>,
+    /// UUIDs that cannot name a file (said once each).
+    refused: HashSet<String>,
 }
 
 struct GpuFiles {
@@ -75,11 +77,12 @@ impl HistoryStore {
                 ..options
             },
             gpus: HashMap::new(),
+            refused: HashSet::new(),
         })
     }
 
     /// Seconds kept per GPU.
-    pub fn capacity_s(&self) -> u64 {
+    fn capacity_s(&self) -> u64 {
         u64::from(self.options.keep_hours) * 3_600
     }
 
@@ -112,10 +115,7 @@ impl HistoryStore {
         let Some(gpu) = self.gpu(uuid) else {
             return;
         };
-        if gpu.changes.last() == Some(note) {
-            return;
-        }
-        if let Err(error) = gpu.changes.append(note.clone()) {
+        if let Err(error) = gpu.changes.append_if_new(note) {
             tracing::error!("GPU {uuid}: a setting change was not written: {error}");
         }
     }
@@ -173,7 +173,11 @@ impl HistoryStore {
     /// GPU `uuid`'s files, opened on first use; `None` for a UUID that cannot be a file name.
     fn gpu(&mut self, uuid: &str) -> Option<&mut GpuFiles> {
         if !uuid_is_file_name(uuid) {
-            tracing::warn!("GPU {uuid:?}: its UUID cannot name a file; its history is not kept");
+            if self.refused.insert(uuid.to_string()) {
+                tracing::warn!(
+                    "GPU {uuid:?}: its UUID cannot name a file; its history is not kept"
+                );
+            }
             return None;
         }
         if !self.gpus.contains_key(uuid) {

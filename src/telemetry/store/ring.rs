@@ -72,11 +72,6 @@ impl RingFile {
         Ok((ring, notice))
     }
 
-    /// Seconds of history the file keeps.
-    pub fn capacity_s(&self) -> u64 {
-        self.capacity_s
-    }
-
     /// The file's length once every slot is written: its most.
     pub fn full_length(&self) -> u64 {
         HEADER_BYTES + self.capacity_s * RECORD_BYTES as u64

@@ -50,11 +50,8 @@ impl Engine {
                     format!("GPU {index} has no setting to try."),
                 ));
             }
-            let validated = self
-                .validate_all(index, &change.settings)
-                .map_err(|error| {
-                    TuneError::new(error.kind, format!("GPU {index}: {}", error.message))
-                })?;
+            // Its refusal names the card.
+            let validated = self.validate_all(index, &change.settings)?;
             let single = TrialRequest {
                 gpu_uuid: change.gpu_uuid.clone(),
                 settings: change.settings.clone(),
@@ -76,7 +73,7 @@ impl Engine {
         // Every card's baseline ends at the same moment, so they apply together.
         let until = Instant::now() + Duration::from_millis(longest_missing_ms);
         for (index, mut trial) in trials {
-            Engine::measure_until(&mut trial, until);
+            trial.measure_until(until);
             if let Some(part) = self.session_part_mut(id, index) {
                 part.trial = Some(trial);
             }

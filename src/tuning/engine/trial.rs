@@ -51,6 +51,13 @@ impl Trial {
         }
     }
 
+    /// Makes a measuring trial wait until `until` (a group's trials apply together).
+    pub fn measure_until(&mut self, until: Instant) {
+        if let Phase::Measuring { until: own } = &mut self.phase {
+            *own = until;
+        }
+    }
+
     /// When it reverts, once it runs.
     pub fn ends_at_ms(&self) -> Option<u64> {
         match self.phase {
@@ -235,13 +242,6 @@ impl Engine {
             client: Some(client),
         };
         (trial, missing_ms)
-    }
-
-    /// Makes a measuring trial wait until `until` (a group's trials apply together).
-    pub(super) fn measure_until(trial: &mut Trial, until: Instant) {
-        if let Phase::Measuring { until: own } = &mut trial.phase {
-            *own = until;
-        }
     }
 
     /// Keeps or reverts the client's trial on a GPU.

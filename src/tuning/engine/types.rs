@@ -71,6 +71,16 @@ pub enum SessionPurpose {
 }
 
 impl SessionPurpose {
+    /// Its name on the wire and in metrics labels ("trial", "fan_curve").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionPurpose::Trial => "trial",
+            SessionPurpose::Run => "run",
+            SessionPurpose::FanCurve => "fan_curve",
+            SessionPurpose::Sweep => "sweep",
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             SessionPurpose::Trial => "a trial",

@@ -5,9 +5,9 @@
 use eframe::egui::{self, Color32, RichText};
 
 use crate::device::GpuProcess;
-use crate::device::process::{mib, top_process};
+use crate::device::process::top_process;
 use crate::ui::model::GpuModel;
-use crate::units::{NOT_AVAILABLE, gib};
+use crate::units::{NOT_AVAILABLE, gib, mib, mib_text, or_na};
 
 /// What marks the job's process.
 const JOB_COLOUR: Color32 = Color32::from_rgb(0x8a, 0xc4, 0xff);
@@ -79,10 +79,7 @@ fn process_line(process: &GpuProcess, job_pid: Option<u32>) -> String {
 }
 
 fn vram_mib_text(process: &GpuProcess) -> String {
-    process.used_memory_bytes.map_or_else(
-        || NOT_AVAILABLE.to_string(),
-        |bytes| format!("{} MiB", mib(bytes)),
-    )
+    or_na(process.used_memory_bytes, mib_text)
 }
 
 /// The card's "Processes" value: the summary, cut to the card's width, every process on hover.
@@ -177,20 +174,15 @@ fn process_row(ui: &mut egui::Ui, process: &GpuProcess, job_pid: Option<u32>, co
             ui.add(egui::Label::new(process.user_text()).truncate());
         });
         cell(ui, command_width, |ui| {
-            let command = egui::Label::new(process.command_text()).truncate();
+            let command = ui.add(egui::Label::new(process.command_text()).truncate());
             if process.exited {
-                ui.add(command)
-                    .on_hover_text("The process ended after the driver listed it.");
-            } else {
-                ui.add(command);
+                command.on_hover_text("The process ended after the driver listed it.");
             }
         });
         cell(ui, VRAM_WIDTH, |ui| {
-            ui.label(
-                process
-                    .used_memory_bytes
-                    .map_or_else(|| NOT_AVAILABLE.to_string(), |bytes| mib(bytes).to_string()),
-            );
+            ui.label(or_na(process.used_memory_bytes, |bytes| {
+                mib(bytes).to_string()
+            }));
         });
         cell(ui, KIND_WIDTH, |ui| {
             ui.label(process.kind.describe());
