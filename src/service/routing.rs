@@ -83,8 +83,15 @@ impl Router {
                 id,
                 request,
             } => {
-                if let Some(request) = self.forward_history(client, id, request) {
-                    let response = self.answer(engine, client, request);
+                let response = match request {
+                    Request::History {
+                        gpu_uuid,
+                        from_ms,
+                        to_ms,
+                    } => self.history(client, id, &gpu_uuid, from_ms, to_ms),
+                    request => Some(self.answer(engine, client, request)),
+                };
+                if let Some(response) = response {
                     self.send(client, Message::Response { id, response });
                 }
             }
@@ -168,44 +175,50 @@ impl Router {
         }
     }
 
-    /// Hands a `history` request of a known GPU to the recorder, which answers it; any other
-    /// request (or one the recorder cannot take) comes back to be answered here.
-    fn forward_history(&mut self, client: ClientId, id: u64, request: Request) -> Option<Request> {
-        let Request::History {
-            gpu_uuid,
-            from_ms,
-            to_ms,
-        } = &request
-        else {
-            return Some(request);
+    /// A `history` request: handed to the recorder, which answers it itself (`None`), or
+    /// the answer now when it cannot be.
+    fn history(
+        &mut self,
+        client: ClientId,
+        id: u64,
+        gpu_uuid: &str,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Option<Response> {
+        let Some(slot) = self.clients.get(&client) else {
+            return Some(error(TuneErrorKind::NotFound, "This connection is closed."));
         };
-        let known = self
+        let Some(recorder) = &mut self.recorder else {
+            return Some(error(
+                TuneErrorKind::NotFound,
+                "No history is kept while no window is open: the gputune daemon keeps it (`sudo gputune daemon install`).",
+            ));
+        };
+        if !self
             .welcome
             .gpus
             .iter()
-            .any(|gpu| gpu.identity.uuid == *gpu_uuid);
-        let (Some(recorder), Some(slot), true) =
-            (&mut self.recorder, self.clients.get(&client), known)
-        else {
-            return Some(request);
-        };
+            .any(|gpu| gpu.identity.uuid == gpu_uuid)
+        {
+            return Some(error(
+                TuneErrorKind::NotFound,
+                format!("There is no GPU {gpu_uuid} on this machine."),
+            ));
+        }
         let page = RecorderInput::Page {
-            gpu_uuid: gpu_uuid.clone(),
-            from_ms: *from_ms,
-            to_ms: *to_ms,
+            gpu_uuid: gpu_uuid.to_string(),
+            from_ms,
+            to_ms,
             id,
             outbox: slot.outbox.clone(),
         };
-        match recorder.send(page) {
-            true => None,
-            false => {
-                let response = error(
-                    TuneErrorKind::Device,
-                    "The daemon's history recorder is busy (a slow disk?); try again in a moment.",
-                );
-                self.send(client, Message::Response { id, response });
-                None
-            }
+        if recorder.send(page) {
+            None
+        } else {
+            Some(error(
+                TuneErrorKind::Device,
+                "The daemon's history recorder is busy (a slow disk?); try again in a moment.",
+            ))
         }
     }
 
@@ -372,20 +385,11 @@ impl Router {
             Request::SetBootDefault { gpu_uuid, default } => {
                 answer(self.set_boot_default(engine, &gpu_uuid, default))
             }
-            // Reaches here only when it was not handed to the recorder.
-            Request::History { gpu_uuid, .. } => {
-                if self.recorder.is_some() {
-                    error(
-                        TuneErrorKind::NotFound,
-                        format!("There is no GPU {gpu_uuid} on this machine."),
-                    )
-                } else {
-                    error(
-                        TuneErrorKind::NotFound,
-                        "No history is kept while no window is open: the gputune daemon keeps it (`sudo gputune daemon install`).",
-                    )
-                }
-            }
+            // Answered by `history` before it gets here.
+            Request::History { .. } => error(
+                TuneErrorKind::Refused,
+                "A history request is answered by the daemon's recorder.",
+            ),
             Request::BootDefaults => match &self.boot_defaults_dir {
                 Some(dir) => Response::BootDefaults {
                     defaults: read_boot_defaults(dir).0,

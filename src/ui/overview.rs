@@ -21,11 +21,7 @@ const CARD_FRAME_PT: f32 = 2.0 * CARD_MARGIN_PT + 2.0;
 
 /// How many cards of `card_outer_width_pt` fit side by side in `available_width_pt` with
 /// `spacing_pt` between them; at least one.
-pub fn columns_that_fit(
-    available_width_pt: f32,
-    card_outer_width_pt: f32,
-    spacing_pt: f32,
-) -> usize {
+fn columns_that_fit(available_width_pt: f32, card_outer_width_pt: f32, spacing_pt: f32) -> usize {
     let columns = ((available_width_pt + spacing_pt) / (card_outer_width_pt + spacing_pt)).floor();
     if columns.is_finite() && columns >= 1.0 {
         columns as usize
