@@ -3,9 +3,11 @@
 //! the one engine, checks each peer's credentials, validates every request again, never runs a
 //! program and never loads a library a client names (the NVML library is its own setting).
 
+mod connection;
 pub mod install;
 mod peer;
 mod server;
+mod slots;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,7 +18,8 @@ use crate::service::{Service, ServiceOptions};
 use crate::telemetry::store::HistoryOptions;
 use crate::tuning::engine::{EngineOptions, Ownership};
 
-pub use server::MOST_CONNECTIONS;
+pub use connection::{HELLO_DEADLINE, WRITE_PATIENCE};
+pub use slots::{KEPT_FOR_WRITERS, MOST_CONNECTIONS, MOST_PER_USER};
 
 /// The group whose members may change settings through the daemon.
 pub const DEFAULT_GROUP: &str = "gputune";
@@ -70,6 +73,7 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
             },
             daemon: true,
             boot_defaults_dir: Some(options.state_dir.join("defaults")),
+            write_group: Some(options.group.clone()),
             history: (options.history_hours > 0).then(|| HistoryOptions {
                 dir: options.state_dir.join("history"),
                 keep_hours: options.history_hours,

@@ -77,10 +77,10 @@ pub struct ConnectOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error(
-        "The gputune daemon at {} refuses this user: join its group with `sudo usermod -aG gputune $USER`, then log in again.",
+        "The gputune daemon at {} refuses this user: join its group with `sudo usermod -aG {group} $USER`, then log in again.",
         path.display()
     )]
-    Denied { path: PathBuf },
+    Denied { path: PathBuf, group: String },
     #[error("No gputune daemon answers at {} ({detail}): start it with `sudo systemctl start gputuned`, or leave {SOCKET_ENV} unset.", path.display())]
     NoDaemon { path: PathBuf, detail: String },
     #[error("{0}")]
@@ -182,6 +182,7 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
             },
             daemon: false,
             boot_defaults_dir: None,
+            write_group: None,
             history: None,
         },
     )?;
@@ -233,6 +234,7 @@ pub fn connect_daemon(path: &Path, label: &str) -> Result<TuningClient, ConnectE
     let stream = UnixStream::connect(path).map_err(|error| match error.kind() {
         ErrorKind::PermissionDenied => ConnectError::Denied {
             path: path.to_path_buf(),
+            group: socket_group(path),
         },
         _ => ConnectError::NoDaemon {
             path: path.to_path_buf(),
@@ -264,6 +266,21 @@ pub fn connect_daemon(path: &Path, label: &str) -> Result<TuningClient, ConnectE
     };
     client.hello(label)?;
     Ok(client)
+}
+
+/// The group the daemon gave its socket to (the one its writers must join); the default
+/// group's name when the socket cannot be read.
+fn socket_group(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .and_then(|metadata| {
+            nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(metadata.gid()))
+                .ok()
+                .flatten()
+        })
+        .filter(|group| group.gid.as_raw() != 0)
+        .map_or_else(|| "gputune".to_string(), |group| group.name)
 }
 
 /// This user's name, for messages that name a holder.
@@ -308,7 +325,9 @@ impl TuningClient {
     pub fn request(&mut self, request: Request) -> Result<Response, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(id, request)?;
+        if let Err(error) = self.send(id, request) {
+            return Err(self.why_closed().unwrap_or(error));
+        }
         let deadline = Instant::now() + REQUEST_PATIENCE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -325,11 +344,33 @@ impl TuningClient {
                         response => Ok(response),
                     };
                 }
+                // Id 0: the daemon refuses the connection itself (full, no hello in time).
+                Some(Message::Response {
+                    id: 0,
+                    response: Response::Error { error },
+                }) => return Err(ClientError::Refused(error)),
                 Some(Message::Response { .. }) => {}
                 Some(Message::Event { event }) => self.backlog.push_back(event),
                 None => {}
             }
         }
+    }
+
+    /// The refusal the daemon sent before it closed the connection, when it sent one (a write
+    /// to a closed connection fails before the reason is read).
+    fn why_closed(&mut self) -> Option<ClientError> {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            match self.receive(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Some(Message::Response {
+                    response: Response::Error { error },
+                    ..
+                })) => return Some(ClientError::Refused(error)),
+                Ok(Some(_)) | Ok(None) => {}
+                Err(_) => return None,
+            }
+        }
+        None
     }
 
     /// The next event, waiting at most `timeout`; `None` when none came.

@@ -33,11 +33,16 @@ pub const DEFAULT_INTERVAL_MS: u64 = 1_000;
 /// reading must not make the service hold its events forever).
 const CLIENT_BACKLOG: usize = 4_096;
 
+/// Closes a client's connection from the service's side: a client dropped for not reading
+/// its messages must lose its socket too, not only its place in the service.
+pub(crate) type HangUp = Box<dyn Fn() + Send>;
+
 /// What reaches the engine thread.
 pub(crate) enum Input {
     Open {
         client: ClientInfo,
         outbox: SyncSender<Message>,
+        hang_up: Option<HangUp>,
     },
     Request {
         client: ClientId,
@@ -68,6 +73,8 @@ pub struct ServiceOptions {
     pub boot_defaults_dir: Option<std::path::PathBuf>,
     /// Where and how long the daemon keeps history on disk; `None` in-process.
     pub history: Option<crate::telemetry::store::HistoryOptions>,
+    /// The group whose members may write through the daemon (named in its refusals).
+    pub write_group: Option<String>,
 }
 
 /// A running service; dropping it stops it (sessions are put back, kept settings stay).
@@ -120,6 +127,7 @@ impl Service {
             options.boot_defaults_dir.clone(),
             interval_ms,
             recorder,
+            options.write_group.clone(),
         );
         let engine_thread = std::thread::Builder::new()
             .name("gputune-service".to_string())
@@ -152,14 +160,23 @@ impl Service {
     /// Registers a client; what the service says to it arrives on the returned receiver.
     pub(crate) fn open_client(&self, client: ClientInfo) -> Receiver<Message> {
         let (outbox, messages) = mpsc::sync_channel(CLIENT_BACKLOG);
-        self.open_client_with(client, outbox);
+        self.open_client_with(client, outbox, None);
         messages
     }
 
-    /// Registers a client whose messages go to `outbox`.
-    pub(crate) fn open_client_with(&self, client: ClientInfo, outbox: SyncSender<Message>) {
+    /// Registers a client whose messages go to `outbox`; `hang_up` closes its connection.
+    pub(crate) fn open_client_with(
+        &self,
+        client: ClientInfo,
+        outbox: SyncSender<Message>,
+        hang_up: Option<HangUp>,
+    ) {
         // A stopped service drops the message; the client then sees its channel close.
-        let _ = self.input.send(Input::Open { client, outbox });
+        let _ = self.input.send(Input::Open {
+            client,
+            outbox,
+            hang_up,
+        });
     }
 
     /// A channel for a client's messages, of the size the service allows.

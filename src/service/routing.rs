@@ -32,6 +32,8 @@ struct ClientSlot {
     outbox: SyncSender<Message>,
     /// The sampling interval it asked for, once subscribed.
     subscribed_ms: Option<u64>,
+    /// Closes its connection (a socket client's), when it is dropped.
+    hang_up: Option<super::HangUp>,
 }
 
 pub(crate) struct Router {
@@ -44,6 +46,8 @@ pub(crate) struct Router {
     dropped: Vec<ClientId>,
     /// The daemon's history on disk; `None` in-process.
     recorder: Option<Recorder>,
+    /// The group whose members may write through the daemon.
+    write_group: Option<String>,
 }
 
 impl Router {
@@ -52,6 +56,7 @@ impl Router {
         boot_defaults_dir: Option<PathBuf>,
         interval_ms: Arc<AtomicU64>,
         recorder: Option<Recorder>,
+        write_group: Option<String>,
     ) -> Router {
         let gpu_count = welcome.gpus.len();
         Router {
@@ -62,22 +67,28 @@ impl Router {
             interval_ms,
             dropped: Vec::new(),
             recorder,
+            write_group,
         }
     }
 
     pub fn handle(&mut self, engine: &mut Engine, input: Input) {
         match input {
-            Input::Open { client, outbox } => {
+            Input::Open {
+                client,
+                outbox,
+                hang_up,
+            } => {
                 self.clients.insert(
                     client.id,
                     ClientSlot {
                         info: client,
                         outbox,
                         subscribed_ms: None,
+                        hang_up,
                     },
                 );
             }
-            Input::Closed { client } => self.drop_client(engine, client),
+            Input::Closed { client } => self.drop_client(engine, client, false),
             Input::Request {
                 client,
                 id,
@@ -121,12 +132,18 @@ impl Router {
             Input::Stop => {}
         }
         for client in std::mem::take(&mut self.dropped) {
-            self.drop_client(engine, client);
+            self.drop_client(engine, client, true);
         }
     }
 
-    fn drop_client(&mut self, engine: &mut Engine, client: ClientId) {
-        if self.clients.remove(&client).is_some() {
+    /// Forgets a client and ends its sessions; `hang_up` also closes its connection (a client
+    /// dropped by the service, rather than one whose connection already ended: that one's
+    /// last messages, an error reply, are still being written).
+    fn drop_client(&mut self, engine: &mut Engine, client: ClientId, hang_up: bool) {
+        if let Some(slot) = self.clients.remove(&client) {
+            if hang_up && let Some(close) = &slot.hang_up {
+                close();
+            }
             engine.client_gone(client);
             self.update_interval();
         }
@@ -171,7 +188,7 @@ impl Router {
             }
         }
         for client in std::mem::take(&mut self.dropped) {
-            self.drop_client(engine, client);
+            self.drop_client(engine, client, true);
         }
     }
 
@@ -286,9 +303,12 @@ impl Router {
             return error(TuneErrorKind::NotFound, "This connection is closed.");
         };
         if request.writes() && !info.may_write {
+            let group = self.write_group.as_deref().unwrap_or("gputune");
             return error(
                 TuneErrorKind::NotAllowed,
-                "Only root and members of the gputune group may change GPU settings through the daemon: `sudo usermod -aG gputune $USER`, then log in again.",
+                format!(
+                    "Only root and members of the {group} group may change GPU settings through the daemon: `sudo usermod -aG {group} $USER`, then log in again."
+                ),
             );
         }
         let answer = |result: Result<Response, TuneError>| {

@@ -6,6 +6,7 @@
 pub mod daemon;
 pub mod metrics;
 pub mod process;
+pub mod raw;
 pub mod sweep_view;
 pub mod ui;
 

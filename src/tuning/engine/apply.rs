@@ -5,6 +5,8 @@
 use super::{
     ClientInfo, Engine, GpuApplied, GpuChange, Layer, RestoreMap, TuneError, TuneErrorKind,
 };
+use std::time::Instant;
+
 use crate::device::Setting;
 use crate::device::gate::ValidatedSetting;
 use crate::tuning::in_force::Control;
@@ -122,8 +124,29 @@ impl Engine {
         map: &mut RestoreMap,
         layer: Layer,
     ) -> Result<Vec<Setting>, (Vec<Setting>, TuneError)> {
+        self.write_temporary_until(index, settings, map, layer, None)
+    }
+
+    /// [`Engine::write_temporary`] that starts no write after `deadline`: a trial whose time
+    /// runs out while a slow driver is still taking its settings stops there, so what was
+    /// written is put back within the trial's time and one call.
+    pub(super) fn write_temporary_until(
+        &mut self,
+        index: u32,
+        settings: &[ValidatedSetting],
+        map: &mut RestoreMap,
+        layer: Layer,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Setting>, (Vec<Setting>, TuneError)> {
         let mut written = Vec::new();
-        for setting in settings {
+        for (position, setting) in settings.iter().enumerate() {
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                let message = format!(
+                    "GPU {index}'s driver answers too slowly: the time ran out after {position} of {} settings were written.",
+                    settings.len()
+                );
+                return Err((written, TuneError::new(TuneErrorKind::Device, message)));
+            }
             let control = Control::of(setting.setting());
             let recorded_now = !map.contains_key(&control);
             if recorded_now {

@@ -311,6 +311,7 @@ impl Engine {
             ));
         }
         let settings = trial.settings.clone();
+        let duration = trial.duration;
         let mut map = std::mem::take(&mut trial.restore);
         let part_trial = |engine: &mut Engine, trial: Trial| {
             if let Some(part) = engine.session_part_mut(id, index) {
@@ -319,7 +320,12 @@ impl Engine {
         };
         // The trial goes back in place while it writes, so the journal sees the session's layer.
         part_trial(self, trial);
-        let result = self.write_temporary(index, &settings, &mut map, Layer::Trial);
+        // The trial's time runs from its first write: with a slow driver, the first setting
+        // must not be held for the time it takes to write the others on top of the trial's.
+        let writing_from = Instant::now();
+        let deadline = writing_from + duration;
+        let result =
+            self.write_temporary_until(index, &settings, &mut map, Layer::Trial, Some(deadline));
         let by = self
             .sessions
             .get(&id)
@@ -334,8 +340,10 @@ impl Engine {
         trial.restore = map;
         match result {
             Ok(written) => {
-                let deadline = Instant::now() + trial.duration;
-                let ends_at_ms = wall_clock_ms() + trial.duration.as_millis() as u64;
+                let ends_at_ms = wall_clock_ms()
+                    + deadline
+                        .saturating_duration_since(Instant::now())
+                        .as_millis() as u64;
                 trial.phase = Phase::Running {
                     deadline,
                     ends_at_ms,

@@ -1,0 +1,169 @@
+//! Who gets a connection slot. The daemon serves a bounded number of connections; a user who
+//! opens many (a stuck script, a hostile local user) must not lock the others out, and users
+//! who may only read must not starve the ones who may change settings. So: at most
+//! [`MOST_CONNECTIONS`] in all, at most [`MOST_PER_USER`] for one user, and the last
+//! [`KEPT_FOR_WRITERS`] only for peers who may write.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The most clients connected at once.
+pub const MOST_CONNECTIONS: usize = 64;
+/// The most connections of one user (by the kernel's uid of the peer).
+pub const MOST_PER_USER: usize = 16;
+/// Slots that peers who may only read never take.
+pub const KEPT_FOR_WRITERS: usize = 16;
+
+/// Who asks for a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applicant {
+    /// `None` when the kernel gave no credentials (counted as one unknown user).
+    pub uid: Option<u32>,
+    pub user: Option<String>,
+    pub may_write: bool,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    readers: usize,
+    per_user: HashMap<Option<u32>, usize>,
+}
+
+/// The daemon's connection slots.
+#[derive(Debug, Default)]
+pub struct Slots {
+    counts: Mutex<Counts>,
+}
+
+/// A slot taken; dropping it gives it back.
+#[derive(Debug)]
+pub struct Slot {
+    slots: Arc<Slots>,
+    uid: Option<u32>,
+    may_write: bool,
+}
+
+impl Slots {
+    pub fn new() -> Arc<Slots> {
+        Arc::new(Slots::default())
+    }
+
+    /// A slot for `applicant`, or the sentence that tells it why not.
+    pub fn take(self: &Arc<Self>, applicant: &Applicant) -> Result<Slot, String> {
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if counts.total >= MOST_CONNECTIONS {
+            return Err(format!(
+                "The gputune daemon already serves {MOST_CONNECTIONS} connections, its most; close a gputune window or command you no longer need, or try again in a moment."
+            ));
+        }
+        let mine = counts.per_user.get(&applicant.uid).copied().unwrap_or(0);
+        if mine >= MOST_PER_USER {
+            let who = applicant
+                .user
+                .clone()
+                .unwrap_or_else(|| match applicant.uid {
+                    Some(uid) => format!("uid {uid}"),
+                    None => "peers without credentials".to_string(),
+                });
+            return Err(format!(
+                "The gputune daemon already serves {MOST_PER_USER} connections of {who}, the most for one user; close some gputune windows or scripts of {who} and try again."
+            ));
+        }
+        if !applicant.may_write && counts.readers >= MOST_CONNECTIONS - KEPT_FOR_WRITERS {
+            return Err(format!(
+                "The gputune daemon keeps its last {KEPT_FOR_WRITERS} connections for users who may change settings, and every other one is taken; try again in a moment."
+            ));
+        }
+        counts.total += 1;
+        if !applicant.may_write {
+            counts.readers += 1;
+        }
+        *counts.per_user.entry(applicant.uid).or_insert(0) += 1;
+        Ok(Slot {
+            slots: Arc::clone(self),
+            uid: applicant.uid,
+            may_write: applicant.may_write,
+        })
+    }
+
+    /// Connections served now.
+    #[cfg(test)]
+    pub fn taken(&self) -> usize {
+        self.counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .total
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self
+            .slots
+            .counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        counts.total = counts.total.saturating_sub(1);
+        if !self.may_write {
+            counts.readers = counts.readers.saturating_sub(1);
+        }
+        if let Some(count) = counts.per_user.get_mut(&self.uid) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.per_user.remove(&self.uid);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applicant(uid: u32, may_write: bool) -> Applicant {
+        Applicant {
+            uid: Some(uid),
+            user: Some(format!("user{uid}")),
+            may_write,
+        }
+    }
+
+    #[test]
+    fn one_user_cannot_take_every_slot() {
+        let slots = Slots::new();
+        let held: Vec<Slot> = (0..MOST_PER_USER)
+            .map(|_| slots.take(&applicant(1000, false)).unwrap())
+            .collect();
+        let refused = slots.take(&applicant(1000, false)).unwrap_err();
+        assert!(refused.contains("16 connections of user1000"), "{refused}");
+        assert!(slots.take(&applicant(1001, false)).is_ok(), "another user");
+        drop(held);
+        assert_eq!(slots.taken(), 0, "every slot given back");
+    }
+
+    #[test]
+    fn readers_leave_slots_for_users_who_may_write() {
+        let slots = Slots::new();
+        let readers = MOST_CONNECTIONS - KEPT_FOR_WRITERS;
+        let held: Vec<Slot> = (0..readers)
+            .map(|index| {
+                let uid = 2000 + (index / MOST_PER_USER) as u32;
+                slots.take(&applicant(uid, false)).unwrap()
+            })
+            .collect();
+        let refused = slots.take(&applicant(3000, false)).unwrap_err();
+        assert!(refused.contains("who may change settings"), "{refused}");
+        let writers: Vec<Slot> = (0..KEPT_FOR_WRITERS)
+            .map(|_| slots.take(&applicant(0, true)).unwrap())
+            .collect();
+        let full = slots.take(&applicant(4000, true)).unwrap_err();
+        assert!(full.contains("already serves 64 connections"), "{full}");
+        drop(writers);
+        drop(held);
+        assert_eq!(slots.taken(), 0);
+    }
+}
