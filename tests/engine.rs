@@ -526,3 +526,77 @@ fn a_sessions_job_is_named_to_every_client_and_only_its_owner_may_name_it() {
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(job_pid(&engine), Some(555));
 }
+
+#[test]
+fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let options = EngineOptions {
+        ownership: Ownership::InProcess,
+        ..options(&folder)
+    };
+    let (mut engine, _) =
+        Engine::open(Box::new(backend), &options).unwrap_or_else(|error| panic!("{error}"));
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let window = client(1, "the gputune window");
+    let trial = |settings: Vec<Setting>| TrialRequest {
+        gpu_uuid: uuid.clone(),
+        settings,
+        duration_s: 60,
+        baseline_s: 0,
+    };
+    engine
+        .start_trial(
+            &window,
+            &trial(vec![Setting::FanSpeed {
+                fan_index: 0,
+                speed_pct: 80,
+            }]),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    machine.set_shared_faults("no_permission");
+    let ended = engine
+        .finish_trial(&window, &uuid, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(ended.failed, "{:?}", ended.message);
+    let journal = folder
+        .path()
+        .join("state")
+        .join(format!("journal-{uuid}.json"));
+    assert!(journal.exists(), "the journal is kept");
+
+    machine.set_shared_faults("");
+    let writes_before = machine.write_log().len();
+    engine
+        .start_trial(
+            &window,
+            &trial(vec![Setting::PowerLimit {
+                power_limit_mw: 315_000,
+            }]),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let writes: Vec<Setting> = machine.write_log()[writes_before..]
+        .iter()
+        .map(|write| write.setting)
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            Setting::FanAutomatic { fan_index: 0 },
+            Setting::PowerLimit {
+                power_limit_mw: 315_000
+            },
+        ]
+    );
+    engine
+        .finish_trial(&window, &uuid, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(!journal.exists(), "nothing is left to put back");
+    assert!(notices(&mut engine).iter().any(|notice| {
+        notice
+            .to_string()
+            .contains("earlier put-back could not write")
+    }));
+}
