@@ -600,3 +600,56 @@ fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
             .contains("earlier put-back could not write")
     }));
 }
+
+#[test]
+fn a_journal_value_the_card_can_never_take_is_said_and_does_not_block_the_card() {
+    use gputune::tuning::state_folder::{GpuJournal, StateFolder};
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let uuid = machine.uuid(0);
+    let journal = GpuJournal::new(
+        gputune::device::BackendKind::Nvml,
+        &uuid,
+        0,
+        // Below the card's 150 W minimum: the gate refuses it, now and always.
+        vec![Setting::PowerLimit {
+            power_limit_mw: 10_000,
+        }],
+        "a damaged gputune",
+    );
+    StateFolder::open(&folder.path().join("state"))
+        .and_then(|state| state.write_journal(&journal))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, opened) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let said: Vec<String> = opened
+        .iter()
+        .chain(&notices(&mut engine))
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        said.iter().any(|line| line.contains("cannot take back")),
+        "{said:?}"
+    );
+    assert!(
+        !folder
+            .path()
+            .join("state")
+            .join(format!("journal-{uuid}.json"))
+            .exists()
+    );
+    engine
+        .apply(
+            &client(1, "gputune apply"),
+            &[GpuChange {
+                gpu_uuid: uuid,
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 300_000,
+                }],
+            }],
+        )
+        .unwrap_or_else(|error| panic!("the card is not blocked: {error}"));
+    assert_eq!(machine.power_limit_mw(0), 300_000);
+}

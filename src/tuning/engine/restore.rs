@@ -102,16 +102,33 @@ impl Engine {
         attempted: &RestoreMap,
         report: &GpuRestored,
     ) -> bool {
+        let constraints = self.gpu(index).info.constraints.clone();
+        let mut never = Vec::new();
         let gpu = self.gpu_mut(index);
         gpu.unrestored
             .retain(|control, _| !attempted.contains_key(control));
         for (setting, _) in &report.left {
+            // A value the gate refuses can never be written: waiting for it would block the
+            // card for good. It is said instead.
+            if let Err(refused) = validate(&constraints, *setting) {
+                never.push(format!("{}: {refused}", setting.describe()));
+                continue;
+            }
             let control = Control::of(setting);
             let value = attempted.get(&control).copied().unwrap_or((*setting, true));
             gpu.unrestored.insert(control, value);
         }
         if gpu.unrestored.is_empty() {
             gpu.unrestored_said = None;
+        }
+        if !never.is_empty() {
+            self.notice(
+                Some(index),
+                Notice::Error(format!(
+                    "GPU {index} cannot take back {}; gputune stops trying: check the card with `gputune status`.",
+                    never.join("; ")
+                )),
+            );
         }
         match self.write_journal(index, None) {
             Ok(()) => true,
