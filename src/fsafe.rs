@@ -52,7 +52,23 @@ pub enum Links {
 /// blocking (it is opened non-blocking and checked before any read), a larger file is refused
 /// before it is read.
 pub fn read_limited(path: &Path, limit_bytes: u64, links: Links) -> Result<Vec<u8>, FileError> {
-    let mut file = open_regular(path, links)?;
+    let file = open_regular(path, links)?;
+    read_open(file, path, limit_bytes)
+}
+
+/// Reads a whole regular file of at most `limit_bytes` that this process's user made and
+/// nobody else could have planted: a symbolic link, a file of another user or one with a second
+/// hard link is refused, as are FIFOs and devices (see [`read_limited`]). For records a
+/// privileged process acts on.
+pub fn read_private(path: &Path, limit_bytes: u64) -> Result<Vec<u8>, FileError> {
+    let file = open_regular(path, Links::Refuse)?;
+    let metadata = file.metadata().map_err(|error| read_error(path, &error))?;
+    check_private(path, &metadata)?;
+    read_open(file, path, limit_bytes)
+}
+
+/// Reads an open file of at most `limit_bytes`.
+fn read_open(mut file: File, path: &Path, limit_bytes: u64) -> Result<Vec<u8>, FileError> {
     let size = file
         .metadata()
         .map_err(|error| read_error(path, &error))?
@@ -291,6 +307,13 @@ pub fn open_for_update(path: &Path, mode: u32, append: bool) -> Result<File, Fil
             kind: kind_of(&metadata.file_type()),
         });
     }
+    check_private(path, &metadata)?;
+    Ok(file)
+}
+
+/// Refuses a file of another user, or one with a second hard link (another name for it, which
+/// could make a write land elsewhere or a planted file pass for ours).
+fn check_private(path: &Path, metadata: &std::fs::Metadata) -> Result<(), FileError> {
     let unsafe_file = |reason: String| FileError::Unsafe {
         path: path.to_path_buf(),
         reason,
@@ -308,7 +331,7 @@ pub fn open_for_update(path: &Path, mode: u32, append: bool) -> Result<File, Fil
             metadata.nlink()
         )));
     }
-    Ok(file)
+    Ok(())
 }
 
 /// This process's effective user id.
@@ -388,6 +411,23 @@ mod tests {
             .map(|entry| entry.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_private_read_refuses_a_second_hard_link_and_a_symlink() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("record.json");
+        std::fs::write(&path, b"{}").unwrap();
+        assert_eq!(read_private(&path, 100).unwrap(), b"{}");
+        std::fs::hard_link(&path, folder.path().join("other-name")).unwrap();
+        let error = read_private(&path, 100).unwrap_err();
+        assert!(error.to_string().contains("2 hard links"), "{error}");
+        let link = folder.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(matches!(
+            read_private(&link, 100),
+            Err(FileError::Symlink { .. })
+        ));
     }
 
     #[test]

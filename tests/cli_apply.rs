@@ -313,7 +313,7 @@ fn a_trial_puts_every_setting_back_and_prints_the_table() {
         "{stderr}"
     );
     // The lock was never set by gputune (NVML cannot read it): reset, and said so.
-    assert!(stderr.contains("reset rather than restored"), "{stderr}");
+    assert!(stderr.contains("was not known to gputune"), "{stderr}");
     let settings: Vec<Setting> = machine
         .write_log()
         .iter()

@@ -44,6 +44,7 @@ impl Machine {
         let mut command = self.fake.command(arguments);
         command
             .env("GPUTUNE_STATE_DIR", self.state_dir())
+            .env("GPUTUNE_RECORD_DIR", self.state_dir())
             .env("GPUTUNE_CONFIG_DIR", &self.config)
             .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR");
         command

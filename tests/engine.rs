@@ -526,3 +526,130 @@ fn a_sessions_job_is_named_to_every_client_and_only_its_owner_may_name_it() {
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(job_pid(&engine), Some(555));
 }
+
+#[test]
+fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let options = EngineOptions {
+        ownership: Ownership::InProcess,
+        ..options(&folder)
+    };
+    let (mut engine, _) =
+        Engine::open(Box::new(backend), &options).unwrap_or_else(|error| panic!("{error}"));
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let window = client(1, "the gputune window");
+    let trial = |settings: Vec<Setting>| TrialRequest {
+        gpu_uuid: uuid.clone(),
+        settings,
+        duration_s: 60,
+        baseline_s: 0,
+    };
+    engine
+        .start_trial(
+            &window,
+            &trial(vec![Setting::FanSpeed {
+                fan_index: 0,
+                speed_pct: 80,
+            }]),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    machine.set_shared_faults("no_permission");
+    let ended = engine
+        .finish_trial(&window, &uuid, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(ended.failed, "{:?}", ended.message);
+    let journal = folder
+        .path()
+        .join("state")
+        .join(format!("journal-{uuid}.json"));
+    assert!(journal.exists(), "the journal is kept");
+
+    machine.set_shared_faults("");
+    let writes_before = machine.write_log().len();
+    engine
+        .start_trial(
+            &window,
+            &trial(vec![Setting::PowerLimit {
+                power_limit_mw: 315_000,
+            }]),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let writes: Vec<Setting> = machine.write_log()[writes_before..]
+        .iter()
+        .map(|write| write.setting)
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            Setting::FanAutomatic { fan_index: 0 },
+            Setting::PowerLimit {
+                power_limit_mw: 315_000
+            },
+        ]
+    );
+    engine
+        .finish_trial(&window, &uuid, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(!journal.exists(), "nothing is left to put back");
+    assert!(notices(&mut engine).iter().any(|notice| {
+        notice
+            .to_string()
+            .contains("earlier put-back could not write")
+    }));
+}
+
+#[test]
+fn a_journal_value_the_card_can_never_take_is_said_and_does_not_block_the_card() {
+    use gputune::tuning::state_folder::{GpuJournal, StateFolder};
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let uuid = machine.uuid(0);
+    let journal = GpuJournal::new(
+        gputune::device::BackendKind::Nvml,
+        &uuid,
+        0,
+        // Below the card's 150 W minimum: the gate refuses it, now and always.
+        vec![Setting::PowerLimit {
+            power_limit_mw: 10_000,
+        }],
+        "a damaged gputune",
+    );
+    StateFolder::open(&folder.path().join("state"))
+        .and_then(|state| state.write_journal(&journal))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, opened) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let said: Vec<String> = opened
+        .iter()
+        .chain(&notices(&mut engine))
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        said.iter().any(|line| line.contains("cannot take back")),
+        "{said:?}"
+    );
+    assert!(
+        !folder
+            .path()
+            .join("state")
+            .join(format!("journal-{uuid}.json"))
+            .exists()
+    );
+    engine
+        .apply(
+            &client(1, "gputune apply"),
+            &[GpuChange {
+                gpu_uuid: uuid,
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 300_000,
+                }],
+            }],
+        )
+        .unwrap_or_else(|error| panic!("the card is not blocked: {error}"));
+    assert_eq!(machine.power_limit_mw(0), 300_000);
+}

@@ -64,7 +64,7 @@ pub enum ClockLock {
 }
 
 impl ClockLock {
-    /// "210-2520 MHz", "unlocked", "unknown (set outside gputune?)".
+    /// "210-2520 MHz", "unlocked", "not known (NVML cannot read clock locks)".
     pub fn describe(self) -> String {
         match self {
             ClockLock::Unlocked => "unlocked".to_string(),

@@ -5,9 +5,9 @@
 //! symlink, no huge file) and written atomically; a damaged one is set aside and reported,
 //! never a reason to stall.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,13 @@ use crate::tuning::in_force::LockRecord;
 
 /// Environment variable that overrides the state folder (tests, unusual set-ups).
 pub const STATE_DIR_ENV: &str = "GPUTUNE_STATE_DIR";
+/// Environment variable that names the folder where an engine other than the daemon records
+/// the clock locks it sets (tests, unusual set-ups); see [`SHARED_RECORD_DIR`].
+pub const RECORD_DIR_ENV: &str = "GPUTUNE_RECORD_DIR";
+/// The daemon's state folder under systemd (`RuntimeDirectory=gputune`, then `state`): an
+/// engine running as root without the daemon records its clock locks here too, so the daemon
+/// knows them (NVML cannot read locks back) and restores them rather than resetting them.
+pub const SHARED_RECORD_DIR: &str = "/run/gputune/state";
 /// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
 const JOURNAL_FORMAT: u32 = 2;
 /// A journal lists one setting per control; a few dozen at most. More is not a journal.
@@ -101,17 +108,38 @@ pub struct GpuLock {
     _file: File,
 }
 
-/// Another process holds a GPU's lock.
+/// Why a GPU's lock could not be taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockBusy {
-    /// What the holder wrote about itself ("gputune apply --try 60 (pid 4242, user alice)").
-    pub holder: String,
+pub enum LockRefused {
+    /// Another process holds it; what the holder wrote about itself ("gputune apply --try 60
+    /// (pid 4242, user alice)").
+    Held { holder: String },
+    /// The lock file itself cannot be used (a second hard link, another owner, not a regular
+    /// file, an error of the file system): one sentence naming the file, ending with a period.
+    Unusable { problem: String },
+}
+
+impl LockRefused {
+    /// "GPU 0 is being changed by …" or "GPU 0 cannot be locked …", ending with `then`.
+    pub fn message(&self, index: u32, then: &str) -> String {
+        match self {
+            LockRefused::Held { holder } => {
+                format!("GPU {index} is being changed by {holder}: {then}")
+            }
+            LockRefused::Unusable { problem } => format!(
+                "GPU {index} cannot be locked for changes: {problem} Remove that file when no gputune runs (gputune never removes it itself), then try again."
+            ),
+        }
+    }
 }
 
 /// The engine's state folder.
 #[derive(Debug, Clone)]
 pub struct StateFolder {
     dir: PathBuf,
+    /// Where the clock-lock records are: this folder, or the record folder every engine on the
+    /// machine shares (see [`StateFolder::with_record_folder`]).
+    records: PathBuf,
 }
 
 impl StateFolder {
@@ -120,11 +148,36 @@ impl StateFolder {
         fsafe::ensure_private_folder(dir, 0o700)?;
         Ok(StateFolder {
             dir: dir.to_path_buf(),
+            records: dir.to_path_buf(),
         })
+    }
+
+    /// Keeps the clock-lock records in `records` (created when missing: its parents readable by
+    /// all, like `/run/gputune`, and itself private), which must be a real folder of this user
+    /// that nobody else may write.
+    pub fn with_record_folder(mut self, records: &Path) -> Result<StateFolder, FileError> {
+        if let Some(parent) = records.parent().filter(|parent| !parent.exists()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)
+                .map_err(|error| FileError::Write {
+                    path: parent.to_path_buf(),
+                    detail: error.to_string(),
+                })?;
+        }
+        fsafe::ensure_private_folder(records, 0o700)?;
+        self.records = records.to_path_buf();
+        Ok(self)
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where the clock-lock records are.
+    pub fn record_dir(&self) -> &Path {
+        &self.records
     }
 
     fn path(&self, prefix: &str, uuid: &str, extension: &str) -> PathBuf {
@@ -132,23 +185,20 @@ impl StateFolder {
             .join(format!("{prefix}-{}.{extension}", file_safe(uuid)))
     }
 
+    fn record_path(&self, uuid: &str) -> PathBuf {
+        self.records
+            .join(format!("record-{}.json", file_safe(uuid)))
+    }
+
     /// Takes GPU `uuid`'s lock without waiting, and writes `holder` into it for others to read.
-    pub fn try_lock(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockBusy> {
+    /// A lock file that is a symbolic link, not a regular file, another user's or one with a
+    /// second hard link is refused (and left as it is): the holder's text is never written
+    /// through another name.
+    pub fn try_lock(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockRefused> {
         let path = self.path("lock", uuid, "lock");
-        let busy = |holder: String| LockBusy { holder };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path)
-            .map_err(|error| {
-                busy(format!(
-                    "nobody: the lock file {} cannot be opened ({error})",
-                    path.display()
-                ))
+        let mut file =
+            fsafe::open_for_update(&path, 0o600, false).map_err(|error| LockRefused::Unusable {
+                problem: error.to_string(),
             })?;
         match file.try_lock() {
             Ok(()) => {}
@@ -158,13 +208,14 @@ impl StateFolder {
                     .ok()
                     .filter(|text| !text.is_empty())
                     .unwrap_or_else(|| "another gputune".to_string());
-                return Err(busy(crate::text::printable(&holder)));
+                return Err(LockRefused::Held {
+                    holder: crate::text::printable(&holder),
+                });
             }
             Err(std::fs::TryLockError::Error(error)) => {
-                return Err(busy(format!(
-                    "nobody: the lock file {} cannot be locked ({error})",
-                    path.display()
-                )));
+                return Err(LockRefused::Unusable {
+                    problem: format!("{} cannot be locked ({error}).", path.display()),
+                });
             }
         }
         // Who holds it, for the message another process shows; best effort.
@@ -268,21 +319,30 @@ impl StateFolder {
         }
     }
 
-    /// The clock locks gputune recorded for GPU `uuid` in this boot (unknown otherwise).
-    pub fn read_locks(&self, uuid: &str) -> LockRecord {
-        let path = self.path("record", uuid, "json");
-        let record = fsafe::read_limited(&path, MOST_FILE_BYTES, Links::Refuse)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<RecordFile>(&bytes).ok());
+    /// The clock locks gputune recorded for GPU `uuid` in this boot; `None` when there is no
+    /// record of this boot. Only a record this user wrote is believed (no symbolic link, no
+    /// file of another user, no second hard link): a record only ever says which value to put
+    /// back, and that value still goes through the gate.
+    pub fn read_locks(&self, uuid: &str) -> Option<LockRecord> {
+        let path = self.record_path(uuid);
+        let record = match fsafe::read_private(&path, MOST_FILE_BYTES) {
+            Ok(bytes) => serde_json::from_slice::<RecordFile>(&bytes).ok(),
+            Err(error) if error.is_not_found() => None,
+            Err(error) => {
+                tracing::warn!("the clock-lock record is not used: {error}");
+                None
+            }
+        };
         match (record, boot_id()) {
-            (Some(record), Some(boot)) if record.boot_id == boot => record.locks,
-            _ => LockRecord::default(),
+            (Some(record), Some(boot)) if record.boot_id == boot => Some(record.locks),
+            _ => None,
         }
     }
 
-    /// Records the clock locks gputune set on GPU `uuid`.
+    /// Records the clock locks gputune set on GPU `uuid`. When that fails, an older record is
+    /// removed (best effort), so it is never taken for the newer value.
     pub fn write_locks(&self, uuid: &str, locks: LockRecord) -> Result<(), FileError> {
-        let path = self.path("record", uuid, "json");
+        let path = self.record_path(uuid);
         let record = RecordFile {
             boot_id: boot_id().unwrap_or_default(),
             locks,
@@ -291,7 +351,9 @@ impl StateFolder {
             path: path.clone(),
             detail: error.to_string(),
         })?;
-        fsafe::write_atomically(&path, &text, 0o600)
+        fsafe::write_atomically(&path, &text, 0o600).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
     }
 }
 
@@ -400,7 +462,12 @@ mod tests {
         let (_dir, folder) = folder();
         let held = folder.try_lock("GPU-1", "gputune apply (pid 1)").unwrap();
         let busy = folder.try_lock("GPU-1", "another").unwrap_err();
-        assert_eq!(busy.holder, "gputune apply (pid 1)");
+        assert_eq!(
+            busy,
+            LockRefused::Held {
+                holder: "gputune apply (pid 1)".to_string()
+            }
+        );
         assert!(folder.try_lock("GPU-2", "another").is_ok());
         drop(held);
         assert!(folder.try_lock("GPU-1", "another").is_ok());
@@ -419,6 +486,50 @@ mod tests {
     }
 
     #[test]
+    fn a_hard_linked_or_unusable_lock_file_is_refused_and_left_alone() {
+        let (dir, folder) = folder();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = folder.path("lock", "GPU-1", "lock");
+        std::fs::hard_link(&victim, &path).unwrap();
+        let refused = folder.try_lock("GPU-1", "me").unwrap_err();
+        let message = refused.message(0, "wait.");
+        assert!(message.contains("2 hard links"), "{message}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A folder where the lock file should be: said as what it is, never "held by nobody".
+        std::fs::create_dir(folder.path("lock", "GPU-2", "lock")).unwrap();
+        let message = folder
+            .try_lock("GPU-2", "me")
+            .unwrap_err()
+            .message(0, "wait.");
+        assert!(!message.contains("nobody"), "{message}");
+        assert!(message.contains("cannot be locked"), "{message}");
+    }
+
+    #[test]
+    fn a_record_in_the_shared_folder_is_read_only_when_it_is_ours_alone() {
+        let (dir, folder) = folder();
+        let shared = dir.path().join("run").join("gputune").join("state");
+        let folder = folder.with_record_folder(&shared).unwrap();
+        let locks = LockRecord {
+            gpu_clock_lock: crate::tuning::in_force::ClockLock::Locked {
+                min_mhz: 210,
+                max_mhz: 2520,
+            },
+            memory_clock_lock: crate::tuning::in_force::ClockLock::Unknown,
+        };
+        folder.write_locks("GPU-1", locks).unwrap();
+        assert!(shared.join("record-GPU-1.json").exists());
+        assert!(!folder.dir().join("record-GPU-1.json").exists());
+        if boot_id().is_some() {
+            assert_eq!(folder.read_locks("GPU-1"), Some(locks));
+        }
+        std::fs::hard_link(shared.join("record-GPU-1.json"), dir.path().join("planted")).unwrap();
+        assert_eq!(folder.read_locks("GPU-1"), None);
+    }
+
+    #[test]
     fn locks_are_recorded_for_this_boot() {
         let (_dir, folder) = folder();
         let locks = LockRecord {
@@ -428,10 +539,10 @@ mod tests {
             },
             memory_clock_lock: crate::tuning::in_force::ClockLock::Unlocked,
         };
-        assert_eq!(folder.read_locks("GPU-1"), LockRecord::default());
+        assert_eq!(folder.read_locks("GPU-1"), None);
         folder.write_locks("GPU-1", locks).unwrap();
         if boot_id().is_some() {
-            assert_eq!(folder.read_locks("GPU-1"), locks);
+            assert_eq!(folder.read_locks("GPU-1"), Some(locks));
         }
         assert_eq!(file_safe("GPU-ab/../x"), "GPU-ab____x");
     }

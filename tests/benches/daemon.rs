@@ -29,6 +29,7 @@ impl Setup {
             .args(arguments)
             .env("GPUTUNE_NVML_LIB", &self.library)
             .env("GPUTUNE_STATE_DIR", self.folder.join("state"))
+            .env("GPUTUNE_RECORD_DIR", self.folder.join("state"))
             .env("GPUTUNE_CONFIG_DIR", self.folder.join("config"))
             .env("GPUTUNE_SOCKET", self.socket())
             .env("FAKE_NVML_SCENARIO", "rtx4090")
@@ -216,6 +217,8 @@ fn main() {
     // SAFETY: this bench is single-threaded here; the variables are for the fake library.
     unsafe {
         std::env::set_var("GPUTUNE_STATE_DIR", setup.folder.join("in-process-state"));
+        // Never the machine's shared record folder (/run/gputune) when run as root.
+        std::env::set_var("GPUTUNE_RECORD_DIR", setup.folder.join("in-process-state"));
         std::env::set_var("FAKE_NVML_SCENARIO", "rtx4090");
         std::env::remove_var("FAKE_NVML_STATE");
     }

@@ -16,6 +16,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use nvidia_ml_fake::FakeState;
 
+/// Where engines other than the daemon record clock locks (see `tuning::state_folder`).
+pub const RECORD_DIR_ENV: &str = "GPUTUNE_RECORD_DIR";
+
 /// The fake reads its configuration from the environment, which is process-wide: tests in one
 /// binary that use the fake in-process take turns.
 static ENVIRONMENT: Mutex<()> = Mutex::new(());
@@ -46,6 +49,10 @@ impl FakeMachine {
             // SAFETY: every test in this binary that touches these variables holds ENVIRONMENT.
             unsafe { std::env::set_var(name, value) };
         }
+        // Engines in this process record clock locks beside this machine, never in the
+        // machine's shared record folder (/run/gputune) when the tests run as root.
+        // SAFETY: as above.
+        unsafe { std::env::set_var(RECORD_DIR_ENV, machine.state_dir()) };
         machine
     }
 
@@ -202,6 +209,8 @@ impl FakeMachine {
             .env("GPUTUNE_NVML_LIB", &self.library)
             .env("GPUTUNE_STATE_DIR", self.state_dir())
             .env("GPUTUNE_CONFIG_DIR", self.config_dir())
+            // Tests may run as root: never the machine's shared record folder (/run/gputune).
+            .env("GPUTUNE_RECORD_DIR", self.state_dir())
             .env("GPUTUNE_SOCKET", "")
             .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR")
             .env_remove("GPUTUNE_LOG");
@@ -227,6 +236,7 @@ impl Drop for FakeMachine {
             nvidia_ml_fake::FAULTS_ENV,
             nvidia_ml_fake::FAULTS_FILE_ENV,
             nvidia_ml_fake::LOAD_ENV,
+            RECORD_DIR_ENV,
         ] {
             // SAFETY: as in `with_load`; the turn is still held while this runs.
             unsafe { std::env::remove_var(name) };

@@ -37,8 +37,12 @@ impl Engine {
             return Err(TuneError::new(TuneErrorKind::Refused, "Nothing to apply."));
         }
         for (position, (index, _)) in plan.iter().enumerate() {
-            if let Err(error) = self.take_lock(*index, client) {
-                for (taken, _) in &plan[..position] {
+            // What an earlier put-back could not write goes back before anything new.
+            let taken = self
+                .take_lock(*index, client)
+                .and_then(|()| self.put_back_unrestored(*index));
+            if let Err(error) = taken {
+                for (taken, _) in &plan[..=position] {
                     self.release_lock(*taken);
                 }
                 return Err(error);
@@ -81,7 +85,7 @@ impl Engine {
                 continue;
             }
             let restored = self.restore_map(index, &map);
-            self.journal_what_is_left(index, &restored);
+            self.keep_unrestored(index, &map, &restored);
             said.push(if restored.is_complete() {
                 format!(
                     "What was written on GPU {index} ({}) was rolled back.",
@@ -89,14 +93,10 @@ impl Engine {
                 )
             } else {
                 format!(
-                    "GPU {index}: {} was written and could not all be rolled back ({}); the journal is kept for the next start.",
+                    "GPU {index}: {} was written and could not all be rolled back ({}). {}",
                     crate::tuning::describe_all(&written),
-                    restored
-                        .left
-                        .iter()
-                        .map(|(setting, reason)| format!("{}: {reason}", setting.describe()))
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                    super::restore::describe_left(&restored),
+                    super::restore::retry_sentence()
                 )
             });
             self.release_lock(index);

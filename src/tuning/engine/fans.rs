@@ -63,6 +63,7 @@ impl Engine {
                                 ),
                             ));
                         }
+                        self.put_back_unrestored(index)?;
                         id
                     }
                     None => self.open_session(client, SessionPurpose::FanCurve, &[index])?,
@@ -169,7 +170,7 @@ impl Engine {
             None => return,
         };
         let report = self.restore_map(index, &fan_entries);
-        self.journal_what_is_left(index, &report);
+        self.keep_unrestored(index, &fan_entries, &report);
         self.announce(index);
     }
 

@@ -37,14 +37,22 @@ use crate::device::{
     Telemetry,
 };
 use crate::notice::Notice;
-use crate::tuning::in_force::{Control, SettingsInForce};
-use crate::tuning::state_folder::{GpuJournal, GpuLock, StateFolder};
+use crate::tuning::in_force::{ClockLock, Control, SettingsInForce};
+use crate::tuning::state_folder::{GpuJournal, GpuLock, LockRefused, StateFolder};
 
 use fans::FanFollower;
 use session::Session;
 
 /// How much recent history each GPU keeps, for trial baselines.
 const RECENT_WINDOW_MS: u64 = 120_000;
+
+/// Said when a put-back reset a clock lock instead of restoring it: true whether the lock was
+/// set by another tool or never set since the driver started.
+pub const UNKNOWN_LOCK_RESET: &str = "its clock lock before was not known to gputune (NVML cannot read clock locks, and no gputune had recorded one since the driver started), so it was reset to unlocked rather than restored.";
+
+/// How often the engine tries again to put back what the driver refused to take back: a fan
+/// left at a fixed speed or a limit left raised must not wait for the next command.
+pub const UNRESTORED_RETRY: Duration = Duration::from_secs(10);
 
 /// What puts controls back: for each, the setting that restores it and whether exactly.
 pub(crate) type RestoreMap = BTreeMap<Control, (Setting, bool)>;
@@ -92,6 +100,13 @@ struct Gpu {
     last_write: Option<Instant>,
     /// The GPU fell off the bus or its driver stopped answering: nothing more is written.
     lost: Option<String>,
+    /// What a put-back could not write (the driver refused it), each control's oldest value:
+    /// kept in the card's journal and written before anything else is (see `restore.rs`).
+    unrestored: RestoreMap,
+    /// When `unrestored` was last tried, for trying again every [`UNRESTORED_RETRY`].
+    unrestored_tried: Option<Instant>,
+    /// The last failure to put `unrestored` back that was said, so each is said once.
+    unrestored_said: Option<String>,
 }
 
 /// See the module documentation.
@@ -278,8 +293,12 @@ impl Engine {
     }
 
     /// Writes GPU `index`'s journal: for every control changed temporarily, the oldest value
-    /// (what the card had before any of it): the session's, then its trial's, then a pending
-    /// apply's. `replacing` stands in for one of those layers while its owner edits it.
+    /// (what the card had before any of it): the session's, then its trial's, then what an
+    /// earlier put-back could not write, then a pending apply's. `replacing` stands in for one
+    /// of those layers while its owner edits it.
+    ///
+    /// What could not be put back comes after the session's layers: nothing new is written to a
+    /// card while it waits, so it can only be older than a session that began before it failed.
     fn write_journal(
         &self,
         index: u32,
@@ -288,9 +307,10 @@ impl Engine {
         let gpu = self.gpu(index);
         let session = gpu.holder.and_then(|id| self.sessions.get(&id));
         let part = session.and_then(|session| session.gpus.get(&index));
-        let mut layers: [Option<&RestoreMap>; 3] = [
+        let mut layers: [Option<&RestoreMap>; 4] = [
             part.map(|part| &part.restore),
             part.and_then(|part| part.trial.as_ref().map(|trial| &trial.restore)),
+            Some(&gpu.unrestored),
             None,
         ];
         if let Some((map, layer)) = replacing {
@@ -321,30 +341,50 @@ impl Engine {
         })
     }
 
-    /// Takes GPU `index`'s lock for `client` when the engine does not hold it already.
+    /// Takes GPU `index`'s lock for `client` when the engine does not hold it already, and
+    /// catches up with what other gputune processes did to the card meanwhile.
     fn take_lock(&mut self, index: u32, client: &ClientInfo) -> Result<(), TuneError> {
-        if self.gpu(index).lock.is_some() {
-            return Ok(());
+        if self.gpu(index).lock.is_none() {
+            let uuid = self.gpu(index).info.identity.uuid.clone();
+            let lock = self
+                .folder
+                .try_lock(&uuid, &client.describe())
+                .map_err(|refused| {
+                    let kind = match refused {
+                        LockRefused::Held { .. } => TuneErrorKind::Held,
+                        LockRefused::Unusable { .. } => TuneErrorKind::State,
+                    };
+                    TuneError::new(
+                        kind,
+                        refused.message(index, "wait for it to finish, or stop it first."),
+                    )
+                })?;
+            self.gpu_mut(index).lock = Some(lock);
+            // Another process may have changed the card since this engine last looked: what
+            // a session would put back must be what the card runs now.
+            self.refresh_settings(index);
+            self.take_in_journal(index);
         }
-        let uuid = self.gpu(index).info.identity.uuid.clone();
-        match self.folder.try_lock(&uuid, &client.describe()) {
-            Ok(lock) => {
-                self.gpu_mut(index).lock = Some(lock);
-                // Another process may have changed the card since this engine last looked: what
-                // a session would put back must be what the card runs now.
-                let locks = self.folder.read_locks(&uuid);
-                self.gpu_mut(index).in_force.gpu_clock_lock = locks.gpu_clock_lock;
-                self.gpu_mut(index).in_force.memory_clock_lock = locks.memory_clock_lock;
-                self.refresh_settings(index);
-                Ok(())
-            }
-            Err(busy) => Err(TuneError::new(
-                TuneErrorKind::Held,
-                format!(
-                    "GPU {index} is being changed by {}: wait for it to finish, or stop it first.",
-                    busy.holder
-                ),
-            )),
+        if self.gpu(index).holder.is_none() {
+            self.take_in_lock_record(index);
+        }
+        Ok(())
+    }
+
+    /// Takes in the clock locks recorded for GPU `index`: another gputune (an in-process
+    /// engine beside the daemon) may have set them. A recorded value wins over what this engine
+    /// remembers, which only it wrote to the same record.
+    fn take_in_lock_record(&mut self, index: u32) {
+        let uuid = &self.gpu(index).info.identity.uuid;
+        let Some(recorded) = self.folder.read_locks(uuid) else {
+            return;
+        };
+        let in_force = &mut self.gpu_mut(index).in_force;
+        if recorded.gpu_clock_lock != ClockLock::Unknown {
+            in_force.gpu_clock_lock = recorded.gpu_clock_lock;
+        }
+        if recorded.memory_clock_lock != ClockLock::Unknown {
+            in_force.memory_clock_lock = recorded.memory_clock_lock;
         }
     }
 
@@ -555,10 +595,7 @@ pub fn report_lines(report: &SessionReport) -> Vec<String> {
             ));
         }
         if !gpu.exact {
-            lines.push(format!(
-                "GPU {}'s clock lock was set outside gputune, which cannot read it back: it was reset instead.",
-                gpu.gpu_index
-            ));
+            lines.push(format!("GPU {}: {UNKNOWN_LOCK_RESET}", gpu.gpu_index));
         }
     }
     if lines.is_empty() {

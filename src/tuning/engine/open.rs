@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::fans::FanFollower;
 use super::{Engine, Gpu, GpuInfo, Ownership, TuneError, TuneErrorKind};
 use crate::device::worker::DeviceWorker;
-use crate::device::{Backend, CurrentSettings};
+use crate::device::{Backend, BackendKind, CurrentSettings};
 use crate::notice::Notice;
 use crate::tuning::in_force::SettingsInForce;
-use crate::tuning::state_folder::StateFolder;
+use crate::tuning::state_folder::{LockRefused, RECORD_DIR_ENV, SHARED_RECORD_DIR, StateFolder};
 
 /// How an engine is set up.
 #[derive(Debug, Clone)]
@@ -32,13 +32,25 @@ impl Engine {
         backend: Box<dyn Backend>,
         options: &EngineOptions,
     ) -> Result<(Engine, Vec<Notice>), TuneError> {
-        let folder = StateFolder::open(&options.state_dir).map_err(|error| {
+        let mut folder = StateFolder::open(&options.state_dir).map_err(|error| {
             TuneError::new(
                 TuneErrorKind::State,
                 format!("gputune's state folder cannot be used: {error}"),
             )
         })?;
         let backend_kind = backend.kind();
+        let mut early_notices = Vec::new();
+        if let Some(records) = shared_record_dir(options.ownership, backend_kind)
+            .filter(|records| records.as_path() != folder.dir())
+        {
+            match folder.clone().with_record_folder(&records) {
+                Ok(shared) => folder = shared,
+                Err(error) => early_notices.push(Notice::Warning(format!(
+                    "The clock locks this gputune sets are recorded in {} only, so the gputune daemon will not know them: {error}",
+                    folder.dir().display()
+                ))),
+            }
+        }
         let mut worker = DeviceWorker::start(backend, "gputune-engine");
         let timeout = options.call_timeout;
         let device = |error: crate::device::DeviceError| TuneError::device(&error, "");
@@ -60,7 +72,7 @@ impl Engine {
                     Ok((identity, constraints, current))
                 })
                 .map_err(device)?;
-            let locks = folder.read_locks(&identity.uuid);
+            let locks = folder.read_locks(&identity.uuid).unwrap_or_default();
             gpus.push(Gpu {
                 info: GpuInfo {
                     identity,
@@ -74,6 +86,9 @@ impl Engine {
                 last_change: None,
                 last_write: None,
                 lost: None,
+                unrestored: BTreeMap::new(),
+                unrestored_tried: None,
+                unrestored_said: None,
             });
         }
         let mut engine = Engine {
@@ -93,21 +108,41 @@ impl Engine {
                 let lock = engine
                     .folder
                     .try_lock(&uuid, &options.owner_label)
-                    .map_err(|busy| {
+                    .map_err(|refused| {
+                        let kind = match refused {
+                            LockRefused::Held { .. } => TuneErrorKind::Held,
+                            LockRefused::Unusable { .. } => TuneErrorKind::State,
+                        };
                         TuneError::new(
-                            TuneErrorKind::Held,
-                            format!(
-                                "GPU {index} is being changed by {}; start the daemon once it has finished.",
-                                busy.holder
-                            ),
+                            kind,
+                            refused.message(index, "start the daemon once it has finished."),
                         )
                     })?;
                 engine.gpu_mut(index).lock = Some(lock);
             }
         }
-        let notices = engine.restore_pending();
+        let mut notices = early_notices;
+        notices.extend(engine.restore_pending());
         Ok((engine, notices))
     }
+}
+
+/// Where an engine other than the daemon records the clock locks it sets, when not in its own
+/// state folder: `GPUTUNE_RECORD_DIR` when set; else, for an engine running as root on the
+/// real driver (only root can lock a real card's clocks), the daemon's state folder
+/// (`/run/gputune/state`), so the daemon restores what it set rather than resetting it. The
+/// daemon keeps its records in its own folder and believes only files of its own user there
+/// (`StateFolder::read_locks`); a record only ever names a value to put back, which still goes
+/// through the gate.
+fn shared_record_dir(ownership: Ownership, backend: BackendKind) -> Option<PathBuf> {
+    if ownership == Ownership::Daemon {
+        return None;
+    }
+    if let Some(dir) = std::env::var_os(RECORD_DIR_ENV).filter(|dir| !dir.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    (backend == BackendKind::Nvml && crate::fsafe::effective_uid() == 0)
+        .then(|| PathBuf::from(SHARED_RECORD_DIR))
 }
 
 /// At the start of a command that only reads: puts back what a gputune that ended badly (a

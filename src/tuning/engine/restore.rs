@@ -2,15 +2,25 @@
 //! journals a crashed or killed gputune left behind.
 
 use std::path::Path;
+use std::time::Instant;
 
 use serde::Deserialize;
 
-use super::{Engine, GpuRestored, Ownership, RestoreMap};
+use super::{Engine, GpuRestored, Ownership, RestoreMap, TuneError, TuneErrorKind};
 use crate::device::gate::validate;
 use crate::device::{BackendKind, Setting};
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;
 use crate::tuning::in_force::Control;
+use crate::tuning::state_folder::LockRefused;
+
+/// What happens to settings the driver refused to take back, for every message that says so.
+pub(super) fn retry_sentence() -> String {
+    format!(
+        "The journal is kept: gputune puts them back before it writes anything else to that card, tries again every {} s while it runs, and at its next start.",
+        super::UNRESTORED_RETRY.as_secs()
+    )
+}
 
 /// The single journal of gputune 0.1 (`journal.json`, all GPUs in one file).
 #[derive(Debug, Deserialize)]
@@ -52,9 +62,9 @@ impl Engine {
             gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
             restored: Vec::new(),
             left: Vec::new(),
-            exact: settings.iter().all(|(_, exact)| *exact),
+            exact: true,
         };
-        for (position, (setting, _)) in settings.iter().enumerate() {
+        for (position, (setting, exact)) in settings.iter().enumerate() {
             if let Some(reason) = self.gpu(index).lost.clone() {
                 report.left.extend(
                     settings[position..]
@@ -71,27 +81,179 @@ impl Engine {
                 }
             };
             match self.write(index, validated) {
-                Ok(()) => report.restored.push(*setting),
+                Ok(()) => {
+                    report.restored.push(*setting);
+                    // Only a reset of a lock gputune did not know is inexact; what was not
+                    // written at all is in `left`, said as such.
+                    report.exact &= *exact;
+                }
                 Err(error) => report.left.push((*setting, error.to_string())),
             }
-        }
-        if !report.left.is_empty() {
-            report.exact = false;
         }
         report
     }
 
-    /// After a restore: GPU `index`'s journal keeps only what could not be put back (and is
-    /// removed when that is nothing).
-    pub(super) fn journal_what_is_left(&self, index: u32, report: &GpuRestored) {
-        let left: super::RestoreMap = report
-            .left
-            .iter()
-            .map(|(setting, _)| (Control::of(setting), (*setting, false)))
-            .collect();
-        if let Err(error) = self.write_journal(index, Some((&left, super::Layer::Pending))) {
-            tracing::error!("{error}");
+    /// After a put-back of `attempted` on GPU `index`: what the driver refused waits in the
+    /// card's `unrestored` (and so in its journal, which is removed when nothing waits), to be
+    /// written before anything else is. Says whether the journal could be written.
+    pub(super) fn keep_unrestored(
+        &mut self,
+        index: u32,
+        attempted: &RestoreMap,
+        report: &GpuRestored,
+    ) -> bool {
+        let constraints = self.gpu(index).info.constraints.clone();
+        let mut never = Vec::new();
+        let gpu = self.gpu_mut(index);
+        gpu.unrestored
+            .retain(|control, _| !attempted.contains_key(control));
+        for (setting, _) in &report.left {
+            // A value the gate refuses can never be written: waiting for it would block the
+            // card for good. It is said instead.
+            if let Err(refused) = validate(&constraints, *setting) {
+                never.push(format!("{}: {refused}", setting.describe()));
+                continue;
+            }
+            let control = Control::of(setting);
+            let value = attempted.get(&control).copied().unwrap_or((*setting, true));
+            gpu.unrestored.insert(control, value);
         }
+        if gpu.unrestored.is_empty() {
+            gpu.unrestored_said = None;
+        }
+        if !never.is_empty() {
+            self.notice(
+                Some(index),
+                Notice::Error(format!(
+                    "GPU {index} cannot take back {}; gputune stops trying: check the card with `gputune status`.",
+                    never.join("; ")
+                )),
+            );
+        }
+        match self.write_journal(index, None) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::error!("{error}");
+                false
+            }
+        }
+    }
+
+    /// Before anything new is written to GPU `index`: puts back what an earlier put-back could
+    /// not. Refuses, saying what still waits and why, when the driver still will not take it:
+    /// nothing is written over a card whose earlier values are not back.
+    pub(super) fn put_back_unrestored(&mut self, index: u32) -> Result<(), TuneError> {
+        if self.gpu(index).unrestored.is_empty() {
+            return Ok(());
+        }
+        let map = self.gpu(index).unrestored.clone();
+        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+        let report = self.restore_map(index, &map);
+        self.keep_unrestored(index, &map, &report);
+        if !report.restored.is_empty() {
+            self.note_change(
+                index,
+                "gputune",
+                format!(
+                    "put back {} (an earlier put-back the driver refused)",
+                    crate::tuning::describe_all(&report.restored)
+                ),
+            );
+        }
+        if report.is_complete() {
+            self.notice(
+                Some(index),
+                Notice::Info(format!(
+                    "Put back on GPU {index} what an earlier put-back could not write: {}.",
+                    crate::tuning::describe_all(&report.restored)
+                )),
+            );
+            return Ok(());
+        }
+        let left = describe_left(&report);
+        if self.gpu(index).unrestored_said.as_deref() != Some(left.as_str()) {
+            self.gpu_mut(index).unrestored_said = Some(left.clone());
+            self.notice(
+                Some(index),
+                Notice::Error(format!(
+                    "GPU {index} still waits for gputune to put back {left}. {}",
+                    retry_sentence()
+                )),
+            );
+        }
+        Err(TuneError::new(
+            TuneErrorKind::Device,
+            format!(
+                "GPU {index} still waits for gputune to put back {left}, so nothing new is written to it. {}",
+                retry_sentence()
+            ),
+        ))
+    }
+
+    /// Tries again, every [`super::UNRESTORED_RETRY`], to put back what the driver refused
+    /// (from `tick`), held cards included: what waits is the value their session expects back.
+    /// An in-process engine does so only when it holds or can take the card's lock.
+    pub(super) fn retry_unrestored(&mut self) {
+        for index in 0..self.gpus.len() as u32 {
+            let gpu = self.gpu(index);
+            let due = !gpu.unrestored.is_empty()
+                && gpu.lost.is_none()
+                && gpu
+                    .unrestored_tried
+                    .is_none_or(|tried| tried.elapsed() >= super::UNRESTORED_RETRY);
+            if !due {
+                continue;
+            }
+            if self.gpu(index).lock.is_none() {
+                let uuid = self.gpu(index).info.identity.uuid.clone();
+                match self
+                    .folder
+                    .try_lock(&uuid, "gputune (putting back a journal)")
+                {
+                    Ok(lock) => self.gpu_mut(index).lock = Some(lock),
+                    Err(_) => {
+                        // Another process changes the card: it puts the journal back first.
+                        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+                        continue;
+                    }
+                }
+                self.take_in_journal(index);
+            }
+            let _ = self.put_back_unrestored(index);
+            self.release_lock(index);
+            self.announce(index);
+        }
+    }
+
+    /// An in-process engine that just took GPU `index`'s lock: a journal in the folder now is
+    /// what a gputune that ended (or this engine, earlier) could not put back, and waits in
+    /// `unrestored` to be written first.
+    pub(super) fn take_in_journal(&mut self, index: u32) {
+        // A simulated card lives in this process only: another process's journal is not its.
+        if self.ownership != Ownership::InProcess || self.backend_kind == BackendKind::Sim {
+            return;
+        }
+        let uuid = self.gpu(index).info.identity.uuid.clone();
+        let journal = match self.folder.read_journal(&uuid) {
+            Ok(Some(journal)) if journal.backend == self.backend_kind => journal,
+            Ok(_) => {
+                self.gpu_mut(index).unrestored.clear();
+                return;
+            }
+            Err(problem) => {
+                self.gpu_mut(index).unrestored.clear();
+                self.notice(Some(index), Notice::Warning(problem.message));
+                return;
+            }
+        };
+        let waiting: RestoreMap = journal
+            .restore
+            .iter()
+            .map(|setting| (Control::of(setting), (*setting, true)))
+            .collect();
+        let gpu = self.gpu_mut(index);
+        gpu.unrestored = waiting;
+        gpu.unrestored_tried = None;
     }
 
     /// Restores what journals in the state folder say a gputune that ended badly left on the
@@ -138,7 +300,8 @@ impl Engine {
         notices
     }
 
-    /// Restores one GPU from a journal's list, if its lock can be had; keeps what is left.
+    /// Restores one GPU from a journal's list, if its lock can be had; what the driver refuses
+    /// waits in `unrestored` (and the journal).
     fn restore_journal(
         &mut self,
         index: u32,
@@ -151,7 +314,10 @@ impl Engine {
             match self.folder.try_lock(&uuid, "gputune (restoring a journal)") {
                 Ok(lock) => self.gpu_mut(index).lock = Some(lock),
                 // Its owner is alive and will put it back itself.
-                Err(_) => return None,
+                Err(LockRefused::Held { .. }) => return None,
+                Err(refused) => {
+                    return Some(Notice::Warning(refused.message(index, "")));
+                }
             }
             // Reread: its owner may have finished between our listing and our lock.
             if from_gpu_journal && !matches!(self.folder.read_journal(&uuid), Ok(Some(_))) {
@@ -159,20 +325,13 @@ impl Engine {
                 return None;
             }
         }
-        let settings: Vec<(Setting, bool)> =
-            restore.iter().map(|setting| (*setting, true)).collect();
-        let report = self.restore_settings(index, &settings);
-        let remaining: crate::tuning::engine::RestoreMap = report
-            .left
+        let attempted: RestoreMap = restore
             .iter()
-            .map(|(setting, _)| {
-                (
-                    crate::tuning::in_force::Control::of(setting),
-                    (*setting, true),
-                )
-            })
+            .map(|setting| (Control::of(setting), (*setting, true)))
             .collect();
-        let kept = self.write_journal(index, Some((&remaining, super::Layer::Pending)));
+        let report = self.restore_map(index, &attempted);
+        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+        let kept = self.keep_unrestored(index, &attempted, &report);
         self.release_lock(index);
         self.announce(index);
         let by = crate::text::printable(by);
@@ -182,19 +341,17 @@ impl Engine {
                 crate::tuning::describe_all(&report.restored)
             ))
         } else {
-            let left: Vec<String> = report
-                .left
-                .iter()
-                .map(|(setting, reason)| format!("{}: {reason}", setting.describe()))
-                .collect();
+            let kept = if kept {
+                retry_sentence()
+            } else {
+                format!(
+                    "Its journal could not be kept either: check GPU {index} with `gputune status`."
+                )
+            };
+            self.gpu_mut(index).unrestored_said = Some(describe_left(&report));
             Notice::Error(format!(
-                "Could not put back everything {by} left changed on GPU {index} ({}); {}",
-                left.join("; "),
-                match kept {
-                    Ok(()) =>
-                        "the journal is kept, so the next start of gputune tries again.".to_string(),
-                    Err(error) => error.to_string(),
-                }
+                "Could not put back everything {by} left changed on GPU {index} ({}). {kept}",
+                describe_left(&report)
             ))
         })
     }
@@ -245,4 +402,14 @@ fn read_legacy(path: &Path, notices: &mut Vec<Notice>) -> Option<LegacyJournal> 
             None
         }
     }
+}
+
+/// "fan 0 at 80 %: the driver refused (…); the power limit …": what was left, and why.
+pub(super) fn describe_left(report: &GpuRestored) -> String {
+    report
+        .left
+        .iter()
+        .map(|(setting, reason)| format!("{}: {reason}", setting.describe()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }

@@ -225,8 +225,12 @@ impl Engine {
             self.check_not_held_by_other(index, client.id)?;
         }
         for (position, &index) in indices.iter().enumerate() {
-            if let Err(error) = self.take_lock(index, client) {
-                for &taken in &indices[..position] {
+            // What an earlier put-back could not write goes back before this session's changes.
+            let taken = self
+                .take_lock(index, client)
+                .and_then(|()| self.put_back_unrestored(index));
+            if let Err(error) = taken {
+                for &taken in &indices[..=position] {
                     self.release_lock(taken);
                 }
                 return Err(error);
@@ -299,6 +303,7 @@ impl Engine {
                 Some(_) => {}
             }
             let settings = self.validate_all(index, &change.settings)?;
+            self.put_back_unrestored(index)?;
             applied.push(self.session_write(id, index, &settings)?);
         }
         Ok(applied)
@@ -439,27 +444,24 @@ impl Engine {
                 fans.curve = None;
                 fans.target_pct = None;
             }
-            // Oldest value wins: the session's own record, then its trial's.
-            let mut map = part.restore;
-            if let Some(trial) = &part.trial {
-                for (control, value) in &trial.restore {
+            // Oldest value wins: the session's own record, then its trial's, then what an
+            // earlier put-back in it could not write (tried again now). Kept: nothing.
+            let mut map = RestoreMap::new();
+            if !keep {
+                map = part.restore;
+                let trial = part.trial.as_ref().map(|trial| &trial.restore);
+                for (control, value) in trial
+                    .into_iter()
+                    .flatten()
+                    .chain(&self.gpu(index).unrestored)
+                {
                     map.entry(*control).or_insert(*value);
                 }
             }
             // The card is free again before the restore's writes, so they journal nothing new.
             self.gpu_mut(index).holder = None;
-            let report = if keep {
-                super::GpuRestored {
-                    gpu_index: index,
-                    gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
-                    restored: Vec::new(),
-                    left: Vec::new(),
-                    exact: true,
-                }
-            } else {
-                self.restore_map(index, &map)
-            };
-            self.journal_what_is_left(index, &report);
+            let report = self.restore_map(index, &map);
+            self.keep_unrestored(index, &map, &report);
             if !report.restored.is_empty() {
                 self.note_change(
                     index,

@@ -165,6 +165,7 @@ impl Engine {
                         ),
                     ));
                 }
+                self.put_back_unrestored(index)?;
                 id
             }
             None => self.open_session(client, SessionPurpose::Trial, &[index])?,
@@ -386,8 +387,10 @@ impl Engine {
         self.finish_trial_with(id, index, keep, reason, false)
     }
 
-    /// Moves trials on: an ended baseline applies, a passed deadline reverts.
+    /// Moves trials on: an ended baseline applies, a passed deadline reverts; and tries again
+    /// to put back what the driver refused earlier.
     pub fn tick(&mut self) {
+        self.retry_unrestored();
         let now = Instant::now();
         let due: Vec<(SessionId, u32, bool)> = self
             .sessions

@@ -68,7 +68,7 @@ impl Engine {
                     .find(|gpu| gpu.gpu_index == index)
             } else {
                 let report = self.restore_map(index, &restore);
-                self.journal_what_is_left(index, &report);
+                self.keep_unrestored(index, &restore, &report);
                 let by = self
                     .sessions
                     .get(&id)
@@ -153,17 +153,18 @@ fn restore_message(reason: &str, report: Option<&super::GpuRestored>) -> (String
                 .collect();
             (
                 format!(
-                    "{reason} only in part; not put back: {}. The journal is kept, so the next start of gputune tries again.",
-                    left.join("; ")
+                    "{reason} only in part; not put back: {}. {}",
+                    left.join("; "),
+                    super::restore::retry_sentence()
                 ),
                 true,
             )
         }
         Some(report) if !report.restored.is_empty() => {
             let inexact = if report.exact {
-                ""
+                String::new()
             } else {
-                " The clock lock was set before gputune knew it (NVML cannot read locks), so it was reset rather than restored."
+                format!(" GPU {}: {}", report.gpu_index, super::UNKNOWN_LOCK_RESET)
             };
             (
                 format!(

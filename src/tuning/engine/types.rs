@@ -197,8 +197,9 @@ pub struct GpuRestored {
     pub restored: Vec<Setting>,
     /// Settings not restored, each with the reason.
     pub left: Vec<(Setting, String)>,
-    /// Whether every control is back at exactly its value before (a clock lock set outside
-    /// gputune can only be reset, not restored).
+    /// Whether every control written back has exactly its value before: a clock lock gputune
+    /// did not know (NVML cannot read locks) can only be reset, not restored. What could not
+    /// be written at all is in `left`.
     pub exact: bool,
 }
 
