@@ -227,3 +227,36 @@ fn lost_gpu_during_status_exits_non_zero_with_the_reason() {
             .is_some_and(|error| error.contains("stopped answering"))
     );
 }
+
+#[test]
+fn a_slow_driver_gets_what_status_could_read_with_the_rest_marked_not_read() {
+    let machine = FakeMachine::new("rtx4090", "");
+    assert!(machine.gputune(&["status"]).status.success());
+    // 200 ms a call and 1 s a call's deadline (3 s a part): who the card is comes back, the
+    // rest of its many calls do not.
+    machine.set_shared_faults("slow_ms=200");
+    let slow = |arguments: &[&str]| {
+        machine
+            .command(arguments)
+            .env("GPUTUNE_DRIVER_TIMEOUT_MS", "1000")
+            .output()
+            .expect("status runs")
+    };
+    let json = slow(&["status", "--json"]);
+    let text = slow(&["status"]);
+    machine.set_shared_faults("");
+    assert!(
+        !json.status.success(),
+        "incomplete is a failure for scripts"
+    );
+    let report: Value = serde_json::from_slice(&json.stdout).expect("JSON even so");
+    let gpu = &report["gpus"][0];
+    assert_eq!(gpu["name"], "NVIDIA GeForce RTX 4090", "{report}");
+    let not_read = gpu["not_read"][0].as_str().unwrap_or_default();
+    assert!(not_read.contains("did not answer within 3 s"), "{report}");
+    let printed = String::from_utf8_lossy(&text.stdout);
+    assert!(printed.contains("NVIDIA GeForce RTX 4090"), "{printed}");
+    assert!(printed.contains("Not read"), "{printed}");
+    let said = String::from_utf8_lossy(&text.stderr);
+    assert!(said.contains("answering slowly"), "{said}");
+}

@@ -348,10 +348,15 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
 
     // Four other users who may only read, each trying for 16 quiet connections: together
     // they get the 48 slots readers may take, and no more.
+    let pid = daemon.child.id();
+    let (_, fds_before) = threads_and_fds(pid);
     let readers: Vec<Child> = (0..4)
-        .map(|user| abuse_as(61_000 + user, &daemon.socket, "quiet", 16, 8))
+        .map(|user| abuse_as(61_000 + user, &daemon.socket, "quiet", 16, 20))
         .collect();
-    std::thread::sleep(Duration::from_secs(3));
+    let reader_slots = gputune::daemon::MOST_CONNECTIONS - gputune::daemon::KEPT_FOR_WRITERS;
+    wait_until("the readers hold every slot they may take", || {
+        threads_and_fds(pid).1 >= fds_before + reader_slots
+    });
     // A user who may write still gets in, and writes.
     let output = daemon
         .client(&machine, &["apply", "--power-limit", "300W"])
@@ -368,6 +373,9 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
             raw
         })
         .collect();
+    wait_until("every slot is taken", || {
+        threads_and_fds(pid).1 >= fds_before + gputune::daemon::MOST_CONNECTIONS
+    });
     let output = daemon
         .client(&machine, &["apply", "--power-limit", "310W"])
         .output()

@@ -8,8 +8,7 @@ use serde::Serialize;
 
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::device::{
-    Backend, Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons,
-    resolve_gpu,
+    Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons, resolve_gpu,
 };
 use crate::service::client::{SocketChoice, connect_daemon};
 use crate::service::protocol::{Request, Response};
@@ -33,6 +32,13 @@ pub struct GpuStatus {
     /// curve), as the daemon says; `None` without one, or without a daemon to ask.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionStatus>,
+    /// Parts the driver did not answer in time ("readings (the driver did not answer within
+    /// 30 s)"); their fields read as unknown.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_read: Vec<String>,
+    /// Whether the readings (and processes) were read: not when the driver timed out first.
+    #[serde(skip)]
+    pub has_readings: bool,
 }
 
 /// A session holding a GPU, for `status`.
@@ -67,29 +73,100 @@ struct StatusReport<'a> {
     gpus: Vec<GpuEntry>,
 }
 
-/// Reads one GPU completely.
-pub fn read_gpu(backend: &mut dyn Backend, index: u32) -> Result<GpuStatus, DeviceError> {
-    let identity = backend.identity(index)?;
-    let constraints = backend.constraints(index)?;
-    let mut telemetry = backend.telemetry(index)?;
-    telemetry.processes = backend.processes(index)?;
-    let fan_speed_pct = telemetry
-        .fans
-        .as_ref()
-        .map(|fans| fans.iter().map(|fan| fan.speed_pct).collect());
-    let fan_speed_rpm = telemetry
-        .fans
-        .as_ref()
-        .map(|fans| fans.iter().map(|fan| fan.speed_rpm).collect());
-    Ok(GpuStatus {
-        clock_offsets_supported: constraints.clock_offsets_supported(),
+impl GpuStatus {
+    /// A GPU from its parts (its processes in `telemetry.processes`).
+    fn from_parts(
+        identity: GpuIdentity,
+        constraints: Constraints,
+        telemetry: Option<Telemetry>,
+        not_read: Vec<String>,
+    ) -> GpuStatus {
+        let has_readings = telemetry.is_some();
+        let telemetry = telemetry.unwrap_or_default();
+        let fan_speed_pct = telemetry
+            .fans
+            .as_ref()
+            .map(|fans| fans.iter().map(|fan| fan.speed_pct).collect());
+        let fan_speed_rpm = telemetry
+            .fans
+            .as_ref()
+            .map(|fans| fans.iter().map(|fan| fan.speed_rpm).collect());
+        GpuStatus {
+            clock_offsets_supported: constraints.clock_offsets_supported(),
+            identity,
+            constraints,
+            telemetry,
+            fan_speed_pct,
+            fan_speed_rpm,
+            session: None,
+            has_readings,
+            not_read,
+        }
+    }
+}
+
+/// Reads GPU `index` part by part on the worker, each part with its own deadline: who it is,
+/// its limits, its readings, its processes. A part the driver does not answer in time is said
+/// in `not_read` (its fields read as unknown), and the parts after it are not asked for (the
+/// driver is hung or very slow), so `status` prints what it has instead of nothing.
+fn read_gpu_within(
+    worker: &mut DeviceWorker,
+    index: u32,
+    timeout: Duration,
+    say_slow: &mut dyn FnMut(),
+) -> Result<GpuStatus, DeviceError> {
+    let what = format!("reading GPU {index}");
+    let identity = worker.call_noticing(&what, timeout, SLOW_AFTER, say_slow, move |backend| {
+        backend.identity(index)
+    })?;
+    let mut not_read = Vec::new();
+    let mut part = |name: &str, result: Result<(), DeviceError>| -> Result<bool, DeviceError> {
+        match result {
+            Ok(()) => Ok(true),
+            Err(DeviceError::Timeout { waited_s, .. }) => {
+                not_read.push(format!(
+                    "{name} (the driver did not answer within {waited_s} s; nothing after it was asked)"
+                ));
+                Ok(false)
+            }
+            Err(error) => Err(error),
+        }
+    };
+    let mut constraints = Constraints::default();
+    let mut telemetry = None;
+    let read_constraints =
+        worker.call_noticing(&what, timeout, SLOW_AFTER, say_slow, move |backend| {
+            backend.constraints(index)
+        });
+    if part("limits", read_constraints.map(|read| constraints = read))? {
+        let read_telemetry =
+            worker.call_noticing(&what, timeout, SLOW_AFTER, say_slow, move |backend| {
+                backend.telemetry(index)
+            });
+        if part(
+            "readings",
+            read_telemetry.map(|read| telemetry = Some(read)),
+        )? {
+            let read_processes =
+                worker.call_noticing(&what, timeout, SLOW_AFTER, say_slow, move |backend| {
+                    backend.processes(index)
+                });
+            part(
+                "processes",
+                read_processes.map(|read| {
+                    if let Some(telemetry) = &mut telemetry {
+                        telemetry.processes = read;
+                    }
+                }),
+            )?;
+        }
+    }
+    Ok(GpuStatus::from_parts(
         identity,
         constraints,
         telemetry,
-        fan_speed_pct,
-        fan_speed_rpm,
-        session: None,
-    })
+        not_read,
+    ))
 }
 
 /// How long a GPU may take to answer before `status` says it is waiting.
@@ -119,22 +196,25 @@ pub fn run(
     let mut entries = Vec::new();
     let mut first_error = None;
     for index in indices {
+        let mut said_slow = false;
         let mut say_slow = || {
-            let _ = writeln!(
-                messages,
-                "gputune: GPU {index} is answering slowly (the driver is busy or hung); waiting up to {} s.",
-                timeout.as_secs()
-            );
+            if !std::mem::replace(&mut said_slow, true) {
+                let _ = writeln!(
+                    messages,
+                    "gputune: GPU {index} is answering slowly (the driver is busy or hung); waiting up to {} s for each part.",
+                    timeout.as_secs()
+                );
+            }
         };
-        let read = worker.call_noticing(
-            &format!("reading GPU {index}"),
-            timeout,
-            SLOW_AFTER,
-            &mut say_slow,
-            move |backend| read_gpu(backend, index),
-        );
+        let read = read_gpu_within(worker, index, timeout, &mut say_slow);
         match read {
             Ok(mut status) => {
+                if !status.not_read.is_empty() {
+                    first_error.get_or_insert(DeviceError::Timeout {
+                        what: format!("reading all of GPU {index} (see \"Not read\")"),
+                        waited_s: timeout.as_secs(),
+                    });
+                }
                 status.session = holders
                     .get(&status.identity.uuid)
                     .map(|holder| SessionStatus {
@@ -198,6 +278,12 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         "GPU {}  {}  {}  {}",
         identity.index, identity.name, identity.uuid, identity.pci_bus_id
     )?;
+    if !status.not_read.is_empty() {
+        writeln!(out, "  Not read     {}", status.not_read.join("; "))?;
+    }
+    if !status.has_readings {
+        return Ok(());
+    }
     let power_range = match (limits.power_limit_min_mw, limits.power_limit_max_mw) {
         (Some(min), Some(max)) => format!(", range {}-{}", watts(min), watts(max)),
         _ => String::new(),

@@ -161,7 +161,8 @@ fn deaf(stream: &UnixStream, number: usize, until: Instant, counts: &Counts) -> 
         return Outcome::ClosedByDaemon;
     }
     // Half of them give up by themselves after 1 to 4 s; the rest wait to be dropped.
-    let leaves_at = number.is_multiple_of(2)
+    let leaves_at = number
+        .is_multiple_of(2)
         .then(|| Instant::now() + Duration::from_millis(1_000 + (number as u64 * 379) % 3_000));
     let mut id = 3u64;
     while Instant::now() < until {
