@@ -23,6 +23,24 @@ pub fn watts_exact(milliwatts: u32) -> String {
     }
 }
 
+/// A card's power-limit range in watts and, when its default is known, in % of the default
+/// (the two ways a user may ask): "150 W to 600 W (33 % to 133 % of its 450 W default)".
+pub fn power_limit_range(min_mw: u32, max_mw: u32, default_mw: Option<u32>) -> String {
+    let watts = format!("{} to {}", watts_exact(min_mw), watts_exact(max_mw));
+    match default_mw.filter(|default_mw| *default_mw > 0) {
+        Some(default_mw) => {
+            let percent = |mw: u32| (f64::from(mw) * 100.0 / f64::from(default_mw)).round();
+            format!(
+                "{watts} ({} % to {} % of its {} default)",
+                percent(min_mw),
+                percent(max_mw),
+                watts_exact(default_mw)
+            )
+        }
+        None => watts,
+    }
+}
+
 /// Bytes in a mebibyte.
 pub const BYTES_PER_MIB: u64 = 1 << 20;
 

@@ -185,8 +185,23 @@ fn invalid_values_are_one_sentence_and_write_nothing() {
     let refused = one_sentence_failure(&machine.gputune(&["apply", "--power-limit", "700W"]));
     assert_eq!(
         refused,
-        "gputune: A power limit of 700 W is outside this GPU's range of 150 W to 600 W."
+        "gputune: A power limit of 700 W is outside this GPU's range of 150 W to 600 W (33 % to 133 % of its 450 W default)."
     );
+    // A number without a unit that only a percentage makes sense of is a question, not 70 W.
+    let asked = one_sentence_failure(&machine.gputune(&["apply", "--power-limit", "70"]));
+    assert!(
+        asked.contains("did you mean 70 % (315 W) or 70 W?"),
+        "{asked}"
+    );
+    assert!(machine.write_log().is_empty(), "nothing written");
+    // One the card takes as watts is watts, as before.
+    assert!(
+        machine
+            .gputune(&["apply", "--power-limit", "315"])
+            .status
+            .success()
+    );
+    assert_eq!(machine.power_limit_mw(0), 315_000);
     let refused = one_sentence_failure(&machine.gputune(&["apply", "--fan-speed", "10"]));
     assert!(
         refused.contains("10 %") && refused.contains("30-100 %"),

@@ -2,7 +2,7 @@
 //! [`ValidatedSetting`], and only [`validate`] makes one: nothing reaches a card unchecked.
 
 use crate::device::{Constraints, Setting};
-use crate::units::watts_exact;
+use crate::units::{power_limit_range, watts_exact};
 
 /// A setting that passed [`validate`] against the card it is meant for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +19,13 @@ impl ValidatedSetting {
 /// Why a requested setting was refused. Each message names the value and the allowed range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
-    #[error("A power limit of {} is outside this GPU's range of {} to {}.", watts_exact(*requested_mw), watts_exact(*min_mw), watts_exact(*max_mw))]
+    #[error("A power limit of {} is outside this GPU's range of {}.", watts_exact(*requested_mw), power_limit_range(*min_mw, *max_mw, *default_mw))]
     PowerLimitOutOfRange {
         requested_mw: u32,
         min_mw: u32,
         max_mw: u32,
+        /// The card's default limit, to say the range in % too.
+        default_mw: Option<u32>,
     },
     #[error("This GPU does not let its power limit be changed.")]
     PowerLimitNotSupported,
@@ -92,6 +94,7 @@ pub fn validate(
                     requested_mw: power_limit_mw,
                     min_mw,
                     max_mw,
+                    default_mw: constraints.power_limit_default_mw,
                 });
             }
         }

@@ -4,7 +4,7 @@
 
 use crate::device::gate::{LimitError, ValidatedSetting, validate};
 use crate::device::{Constraints, Setting};
-use crate::units::watts_exact;
+use crate::units::{power_limit_range, watts_exact};
 
 /// A power limit as asked for: a share of the card's default limit, or watts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -12,6 +12,9 @@ pub enum PowerLimitRequest {
     /// Percent of the card's default power limit (`power_limit_default_mw`).
     Percent(f64),
     Watts(f64),
+    /// A number without a unit ("315"): watts when the card takes that many, else refused
+    /// with both readings spelled out ("70" is 70 % or 70 W?).
+    Unitless(f64),
 }
 
 /// A fan speed as asked for, for every fan of the card.
@@ -49,15 +52,28 @@ pub enum RequestError {
     #[error("A power limit of {requested} is not a number.")]
     PowerLimitNotANumber { requested: String },
     #[error(
-        "A power limit of {requested} is outside this GPU's range of {} to {}.",
-        watts_exact(*min_mw),
-        watts_exact(*max_mw)
+        "A power limit of {requested} is outside this GPU's range of {}.",
+        power_limit_range(*min_mw, *max_mw, *default_mw)
     )]
     PowerLimitOutOfRange {
         /// As the user gave it, e.g. "150 % (675 W)" or "700 W".
         requested: String,
         min_mw: u32,
         max_mw: u32,
+        default_mw: Option<u32>,
+    },
+    #[error(
+        "A power limit of {number} has no unit: did you mean {number} % ({}) or {number} W? Write \"{number}%\" or \"{number}W\"; this GPU takes {}.",
+        watts_exact(*percent_mw),
+        power_limit_range(*min_mw, *max_mw, Some(*default_mw))
+    )]
+    PowerLimitUnitless {
+        number: String,
+        /// What the number means as a percentage of the default.
+        percent_mw: u32,
+        min_mw: u32,
+        max_mw: u32,
+        default_mw: u32,
     },
     #[error(
         "A power limit of {requested} % cannot be worked out: this GPU does not report its default power limit, so give watts instead."
@@ -100,6 +116,8 @@ pub fn parse_power_limit(
     let value = parse_finite(number.trim()).ok_or_else(unparsable)?;
     Ok(if percent {
         PowerLimitRequest::Percent(value)
+    } else if number.len() == trimmed.len() {
+        PowerLimitRequest::Unitless(value)
     } else {
         PowerLimitRequest::Watts(value)
     })
@@ -181,8 +199,41 @@ impl TuneRequest {
         request: PowerLimitRequest,
         constraints: &Constraints,
     ) -> Result<u32, RequestError> {
+        let range = (
+            constraints.power_limit_min_mw,
+            constraints.power_limit_max_mw,
+            constraints.power_limit_default_mw,
+        );
+        let request = match (request, range) {
+            (PowerLimitRequest::Unitless(value), (Some(min_mw), Some(max_mw), default_mw)) => {
+                let as_watts_mw = value * 1000.0;
+                let as_percent_mw = default_mw.map(|default_mw| {
+                    (value / 100.0 * f64::from(default_mw) / 1000.0).round() * 1000.0
+                });
+                let takes = |mw: f64| (f64::from(min_mw)..=f64::from(max_mw)).contains(&mw);
+                match (default_mw, as_percent_mw) {
+                    (Some(default_mw), Some(percent_mw))
+                        if !takes(as_watts_mw) && takes(percent_mw) =>
+                    {
+                        return Err(RequestError::PowerLimitUnitless {
+                            number: number(value),
+                            // In range, so whole milliwatts within u32.
+                            percent_mw: percent_mw as u32,
+                            min_mw,
+                            max_mw,
+                            default_mw,
+                        });
+                    }
+                    _ => PowerLimitRequest::Watts(value),
+                }
+            }
+            (PowerLimitRequest::Unitless(value), _) => PowerLimitRequest::Watts(value),
+            (request, _) => request,
+        };
         let (requested_mw, described) = match request {
-            PowerLimitRequest::Watts(watts) => (watts * 1000.0, format!("{} W", number(watts))),
+            PowerLimitRequest::Watts(watts) | PowerLimitRequest::Unitless(watts) => {
+                (watts * 1000.0, format!("{} W", number(watts)))
+            }
             PowerLimitRequest::Percent(percent) => {
                 let Some(default_mw) = constraints.power_limit_default_mw else {
                     return Err(RequestError::PowerLimitDefaultUnknown {
@@ -211,6 +262,7 @@ impl TuneRequest {
                 requested: described,
                 min_mw,
                 max_mw,
+                default_mw: constraints.power_limit_default_mw,
             }),
             _ => Err(LimitError::PowerLimitNotSupported.into()),
         }
@@ -284,12 +336,18 @@ impl TuneRequest {
     fn explain(&self, error: LimitError) -> RequestError {
         match (error, self.power_limit) {
             (
-                LimitError::PowerLimitOutOfRange { min_mw, max_mw, .. },
+                LimitError::PowerLimitOutOfRange {
+                    min_mw,
+                    max_mw,
+                    default_mw,
+                    ..
+                },
                 Some(PowerLimitRequest::Percent(percent)),
             ) => RequestError::PowerLimitOutOfRange {
                 requested: format!("{} %", number(percent)),
                 min_mw,
                 max_mw,
+                default_mw,
             },
             (error, _) => error.into(),
         }
@@ -333,7 +391,7 @@ mod tests {
         assert_eq!(parse("315W"), Ok(PowerLimitRequest::Watts(315.0)));
         assert_eq!(parse("315w"), Ok(PowerLimitRequest::Watts(315.0)));
         assert_eq!(parse("315 W"), Ok(PowerLimitRequest::Watts(315.0)));
-        assert_eq!(parse("315"), Ok(PowerLimitRequest::Watts(315.0)));
+        assert_eq!(parse("315"), Ok(PowerLimitRequest::Unitless(315.0)));
         assert_eq!(parse("312.5W"), Ok(PowerLimitRequest::Watts(312.5)));
         for bad in [
             "", "%", "W", "abc", "NaN", "inf%", "1e400", "70%%", "315 kW",
@@ -412,6 +470,29 @@ mod tests {
     }
 
     #[test]
+    fn a_number_without_a_unit_is_watts_the_card_takes_or_a_question() {
+        let constraints = rtx4090();
+        let power = |value| TuneRequest {
+            power_limit: Some(PowerLimitRequest::Unitless(value)),
+            ..TuneRequest::default()
+        };
+        assert_eq!(
+            settings_of(&power(315.0), &constraints),
+            vec![Setting::PowerLimit {
+                power_limit_mw: 315_000
+            }]
+        );
+        assert_eq!(
+            message(power(70.0).validated(&constraints)),
+            "A power limit of 70 has no unit: did you mean 70 % (315 W) or 70 W? Write \"70%\" or \"70W\"; this GPU takes 150 W to 600 W (33 % to 133 % of its 450 W default)."
+        );
+        // Neither reading fits: the watts reading's range refusal.
+        assert!(
+            message(power(5.0).validated(&constraints)).contains("A power limit of 5 W is outside")
+        );
+    }
+
+    #[test]
     fn refusals_name_the_value_and_the_range() {
         let constraints = rtx4090();
         let power = |power_limit| TuneRequest {
@@ -420,15 +501,15 @@ mod tests {
         };
         assert_eq!(
             message(power(PowerLimitRequest::Percent(150.0)).validated(&constraints)),
-            "A power limit of 150 % is outside this GPU's range of 150 W to 600 W."
+            "A power limit of 150 % is outside this GPU's range of 150 W to 600 W (33 % to 133 % of its 450 W default)."
         );
         assert_eq!(
             message(power(PowerLimitRequest::Watts(-5.0)).validated(&constraints)),
-            "A power limit of -5 W is outside this GPU's range of 150 W to 600 W."
+            "A power limit of -5 W is outside this GPU's range of 150 W to 600 W (33 % to 133 % of its 450 W default)."
         );
         assert_eq!(
             message(power(PowerLimitRequest::Watts(1e300)).validated(&constraints)),
-            "A power limit of 1e300 W is outside this GPU's range of 150 W to 600 W."
+            "A power limit of 1e300 W is outside this GPU's range of 150 W to 600 W (33 % to 133 % of its 450 W default)."
         );
         assert!(
             message(power(PowerLimitRequest::Percent(f64::NAN)).validated(&constraints))
