@@ -158,7 +158,7 @@ pub fn run(
             simulated_because,
             gpus: entries,
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        crate::text::write_json_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else {
         write_text(out, worker.kind().as_str(), simulated_because, &entries)?;
@@ -196,7 +196,10 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     writeln!(
         out,
         "GPU {}  {}  {}  {}",
-        identity.index, identity.name, identity.uuid, identity.pci_bus_id
+        identity.index,
+        crate::text::printable(&identity.name),
+        crate::text::printable(&identity.uuid),
+        crate::text::printable(&identity.pci_bus_id)
     )?;
     let power_range = match (limits.power_limit_min_mw, limits.power_limit_max_mw) {
         (Some(min), Some(max)) => format!(", range {}-{}", watts(min), watts(max)),
