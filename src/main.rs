@@ -82,22 +82,20 @@ enum Command {
     Exporter(Box<gputune::cli::exporter::ExporterArgs>),
 }
 
+/// Where a CLI command's log would repeat what the command itself says: the engine's notices
+/// (each reaches the command as an event or an error, and is printed as one sentence), a
+/// driver call past its deadline (it comes back as the command's error), and the NVML
+/// fallback (every command says why the simulator stands in). The daemon logs them all.
+const SAID_BY_THE_COMMAND: [&str; 3] = [
+    "gputune::tuning::engine",
+    "gputune::device::worker",
+    "gputune::device",
+];
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The daemon's log is the record of what it did to the cards: it says more by default.
-    let default_filter = if matches!(cli.command, Some(Command::Daemon(_))) {
-        "error,gputune=info"
-    } else {
-        "error,gputune=warn"
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("GPUTUNE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let is_daemon = matches!(cli.command, Some(Command::Daemon(_)));
+    init_logging(is_daemon);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
@@ -106,6 +104,34 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The log on stderr. The daemon's is the record of what it did to the cards: it says more by
+/// default. A command prints one sentence per problem, so its log (warnings and errors by
+/// default) leaves out the events that sentence already carries; `GPUTUNE_LOG` shows them.
+fn init_logging(is_daemon: bool) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
+
+    let asked = std::env::var_os("GPUTUNE_LOG").is_some_and(|value| !value.is_empty());
+    let default_filter = if is_daemon {
+        "error,gputune=info"
+    } else {
+        "error,gputune=warn"
+    };
+    let filter =
+        EnvFilter::try_from_env("GPUTUNE_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
+    // Exact targets: the engine's own submodules (a journal that cannot be written) still log.
+    let repeated = tracing_subscriber::filter::filter_fn(move |metadata| {
+        is_daemon || asked || !SAID_BY_THE_COMMAND.contains(&metadata.target())
+    });
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(repeated)
+        .with_filter(filter);
+    tracing_subscriber::registry().with(layer).init();
 }
 
 /// A reader that stopped reading (`gputune status | head`) is not an error worth a message.
@@ -187,6 +213,9 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }) => {
             let request = gputune::cli::log::LogRequest::new(csv, interval_ms, duration_s, gpu)?;
             let mut opened = open_backend(&options)?;
+            if let Some(reason) = &opened.fallback_reason {
+                eprintln!("gputune: notice: logging the simulated GPU: {reason}");
+            }
             gputune::cli::log::run(opened.backend.as_mut(), &request)
         }
         Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &tuning),

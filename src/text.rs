@@ -36,6 +36,104 @@ pub fn printable(text: &str) -> String {
     shown
 }
 
+/// A path as a message shows it: lossy UTF-8, unsafe characters escaped. A file named
+/// "\x1b[2J.toml" must not clear the terminal that lists it.
+pub fn path(path: &std::path::Path) -> String {
+    printable(&path.to_string_lossy())
+}
+
+/// Writes `value` as pretty JSON in which every unsafe character of a string (see
+/// [`is_unsafe`]) is a `\uXXXX` escape. The strings decode to exactly what they were — a
+/// script still gets the real file name — but the bytes printed hold no ESC and no bidi
+/// control, so `--json` output in a terminal cannot move the cursor or reorder a line.
+/// (serde_json escapes C0 controls itself, not C1 controls nor U+202E and its kin.)
+pub fn write_json_pretty<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    writer: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    let mut serializer = serde_json::Serializer::with_formatter(writer, SafeJson::default());
+    value.serialize(&mut serializer)
+}
+
+/// serde_json's pretty layout, with unsafe characters escaped inside strings.
+#[derive(Default)]
+struct SafeJson {
+    pretty: serde_json::ser::PrettyFormatter<'static>,
+}
+
+impl serde_json::ser::Formatter for SafeJson {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some(at) = rest.find(is_unsafe) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            let character = rest[at..].chars().next().unwrap_or_default();
+            let mut units = [0u16; 2];
+            for unit in character.encode_utf16(&mut units) {
+                write!(writer, "\\u{unit:04x}")?;
+            }
+            rest = &rest[at + character.len_utf8()..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
+
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_array(writer)
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.pretty.end_array(writer)
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_array_value(writer, first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        self.pretty.end_array_value(writer)
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_object(writer)
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.pretty.end_object(writer)
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_object_key(writer, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_object_value(writer)
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        self.pretty.end_object_value(writer)
+    }
+}
+
 /// A number as people write it: "70", "62.5"; far-out magnitudes in exponent form, so a
 /// mistyped 1e300 does not print 300 digits.
 pub fn number(value: f64) -> String {
@@ -60,5 +158,31 @@ mod tests {
         assert_eq!(first_unsafe("日本語 ✓"), None);
         assert!(is_unsafe('\u{9b}'), "C1 CSI");
         assert!(is_unsafe('\n'));
+    }
+
+    #[test]
+    fn json_escapes_unsafe_characters_and_decodes_to_the_same_text() {
+        let value =
+            serde_json::json!({"path": "a\u{1b}[2Jb\u{202E}c\u{9b}d \"é\" 日本", "n": [1, 2]});
+        let mut bytes = Vec::new();
+        write_json_pretty(&mut bytes, &value).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(first_unsafe(&text.replace('\n', "")).is_none(), "{text}");
+        assert!(
+            text.contains("\\u202e") && text.contains("\\u009b"),
+            "{text}"
+        );
+        assert!(text.contains("é") && text.contains("日本"), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, value);
+        // The layout is serde_json's pretty one.
+        assert_eq!(
+            text,
+            serde_json::to_string_pretty(&back)
+                .unwrap()
+                .replace('\u{1b}', "\\u001b")
+                .replace('\u{202E}', "\\u202e")
+                .replace('\u{9b}', "\\u009b")
+        );
     }
 }

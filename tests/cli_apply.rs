@@ -607,3 +607,52 @@ fn a_trial_on_several_gpus_is_one_session_that_ends_on_every_card_together() {
         "{limits:?}"
     );
 }
+
+#[test]
+fn a_failure_the_command_reports_is_one_sentence_without_a_log_line_repeating_it() {
+    // NVML missing: the simulator stands in, and a command that changes settings says why it
+    // will not (the fallback's log warning said it again).
+    let machine = Machine::new("rtx4090", "");
+    let output = machine
+        .fake
+        .command(&["apply", "--power-limit", "300W"])
+        .env("GPUTUNE_NVML_LIB", "/no/such/libnvidia-ml.so.1")
+        .output()
+        .expect("gputune runs");
+    let line = one_sentence_failure(&output);
+    assert!(line.contains("There is no NVIDIA GPU to change"), "{line}");
+    // One machine at a time holds the fake's environment.
+    drop(machine);
+
+    // A driver slower than the deadline: the timeout is the command's error (the worker's log
+    // error said it again).
+    let slow = Machine::new("rtx4090", "slow_ms=400");
+    for arguments in [vec!["status"], vec!["apply", "--power-limit", "300W"]] {
+        let output = slow
+            .fake
+            .command(&arguments)
+            .env("GPUTUNE_DRIVER_TIMEOUT_MS", "100")
+            .output()
+            .expect("gputune runs");
+        let line = one_sentence_failure(&output);
+        assert!(
+            line.contains("did not answer within"),
+            "{arguments:?}: {line}"
+        );
+    }
+    assert!(slow.write_log().is_empty(), "nothing was written");
+
+    // GPUTUNE_LOG still shows the log when asked.
+    let output = slow
+        .fake
+        .command(&["status"])
+        .env("GPUTUNE_DRIVER_TIMEOUT_MS", "100")
+        .env("GPUTUNE_LOG", "warn")
+        .output()
+        .expect("gputune runs");
+    assert!(
+        text(&output.stderr).contains("ERROR gputune::device::worker"),
+        "{}",
+        text(&output.stderr)
+    );
+}

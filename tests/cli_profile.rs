@@ -455,3 +455,71 @@ fn under_sudo_the_profiles_are_the_invoking_user_s() {
         text(&output.stdout)
     );
 }
+
+/// Whether `text` holds a character that can drive a terminal: ESC, a C1 control, or a
+/// bidirectional control such as U+202E (line breaks and tabs are layout).
+fn has_terminal_control(text: &str) -> bool {
+    text.chars()
+        .any(|character| !matches!(character, '\n' | '\t') && gputune::text::is_unsafe(character))
+}
+
+#[test]
+fn file_names_with_terminal_escapes_are_shown_escaped_in_text_and_json() {
+    let config = tempfile::tempdir().unwrap();
+    let machine = Machine::new("rtx4090", "", config.path());
+    machine.ok(&["profile", "save", "Plain"]);
+    let saved = std::fs::read_to_string(machine.profiles().join("plain.toml")).unwrap();
+    // A profile whose name is fine, in a file whose name clears the screen and reverses text.
+    let hostile_name = "\u{1b}[2J\u{1b}]0;owned\u{7}\u{202E}lmth.\u{9b}31m.toml";
+    let hostile = machine.profiles().join(hostile_name);
+    std::fs::write(
+        &hostile,
+        saved.replace("name = \"Plain\"", "name = \"Evil\""),
+    )
+    .unwrap();
+
+    let (stdout, stderr) = machine.ok(&["profile", "show", "Evil"]);
+    assert!(!has_terminal_control(&stdout), "{stdout:?}");
+    assert!(!has_terminal_control(&stderr), "{stderr:?}");
+    assert!(stdout.contains("\\u{1b}[2J"), "{stdout:?}");
+    assert!(stdout.contains("\\u{202e}"), "{stdout:?}");
+
+    for arguments in [
+        vec!["profile", "list"],
+        vec!["profile", "export", "Evil", "/dev/null/x"],
+        vec!["profile", "delete", "Nope"],
+    ] {
+        let output = machine.gputune(&arguments);
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert!(!has_terminal_control(&stdout), "{arguments:?}: {stdout:?}");
+        assert!(!has_terminal_control(&stderr), "{arguments:?}: {stderr:?}");
+    }
+
+    // JSON: every unsafe character is a \u escape, and the string decodes to the real name.
+    let (stdout, _) = machine.ok(&["profile", "list", "--json"]);
+    assert!(!has_terminal_control(&stdout), "{stdout:?}");
+    assert!(stdout.contains("\\u202e"), "{stdout}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    let paths: Vec<&str> = json["profiles"]
+        .as_array()
+        .map(|profiles| profiles.iter().filter_map(|p| p["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        paths.contains(&hostile.to_str().unwrap()),
+        "the JSON path is the real file: {paths:?}"
+    );
+
+    // A file that does not read is named escaped too, in the text and in the JSON.
+    std::fs::write(
+        machine.profiles().join("\u{1b}[31mbroken\u{202E}.toml"),
+        "not toml [",
+    )
+    .unwrap();
+    for arguments in [vec!["profile", "list"], vec!["profile", "list", "--json"]] {
+        let (stdout, stderr) = machine.ok(&arguments);
+        assert!(!has_terminal_control(&stdout), "{arguments:?}: {stdout:?}");
+        assert!(!has_terminal_control(&stderr), "{arguments:?}: {stderr:?}");
+    }
+    // The tuned card is not touched by reading profiles.
+    assert!(machine.settings_written().is_empty());
+}

@@ -120,6 +120,48 @@ fn reported_energy_wh(stderr: &str) -> f64 {
         .unwrap_or_else(|| panic!("no energy in {line}"))
 }
 
+/// The number before `unit` after `label` in the summary line.
+fn summary_figure(line: &str, label: &str, unit: &str) -> f64 {
+    line.split(label)
+        .nth(1)
+        .and_then(|after| after.split(unit).next())
+        .and_then(|number| number.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {label}… {unit} in {line}"))
+}
+
+/// Duration, energy and average power of the summary must describe one window: energy =
+/// power × duration, within what the printed digits can hide.
+fn assert_summary_agrees_with_itself(stderr: &str) {
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("Duration ") && line.contains("energy "))
+        .unwrap_or_else(|| panic!("no summary line in {stderr}"));
+    let duration_s = summary_figure(line, "Duration ", " s");
+    let energy_j = summary_figure(line, "energy ", " Wh") * 3600.0;
+    let power_w = summary_figure(line, "average power ", " W");
+    // Printed with 2 decimals of seconds (below 10 s), 4 of Wh (below 0.1), whole watts.
+    let duration_error_s = if duration_s < 10.0 { 0.005 } else { 0.05 };
+    let energy_error_j = 0.000_05 * 3600.0 + 0.000_5 * 3600.0;
+    let low = (power_w - 0.5) * (duration_s - duration_error_s).max(0.0) - energy_error_j;
+    let high = (power_w + 0.5) * (duration_s + duration_error_s) + energy_error_j;
+    assert!(
+        (low..=high).contains(&energy_j),
+        "{energy_j} J is not {power_w} W × {duration_s} s: {line}"
+    );
+}
+
+#[test]
+fn the_summary_takes_duration_energy_and_power_from_the_same_window() {
+    let machine = Machine::with_run_profile(false);
+    for script in ["true", "sleep 1.2"] {
+        let output = machine.gputune(&["run", "--profile", "Run", "--", "sh", "-c", script]);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert_summary_agrees_with_itself(&stderr);
+    }
+    assert_restored(&machine);
+}
+
 fn assert_restored(machine: &Machine) {
     assert_eq!(machine.power_limit_mw(), 450_000, "the power limit is back");
     assert_eq!(machine.gpu_clock_offset_mhz(), 0, "the offset is back");
@@ -385,6 +427,108 @@ fn under_sudo_the_command_runs_as_the_user_who_ran_sudo() {
         .output()
         .expect("the gputune binary runs");
     assert_eq!(text(&output.stdout).trim(), "0");
+}
+
+#[test]
+fn a_sudo_environment_that_names_no_real_user_refuses_the_command_instead_of_running_it_as_root() {
+    if !nix::unistd::geteuid().is_root() {
+        // Not root: there is no root to keep, and the variables are not looked at.
+        let machine = Machine::with_run_profile(false);
+        let output = machine
+            .command(&["run", "--profile", "Run", "--", "id", "-u"])
+            .env("SUDO_UID", "abc")
+            .output()
+            .expect("the gputune binary runs");
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert_eq!(
+            text(&output.stdout).trim(),
+            nix::unistd::geteuid().to_string()
+        );
+        return;
+    }
+    let machine = Machine::with_run_profile(false);
+    let before = machine.write_log().len();
+    let marker = machine.config().join("ran-as-root");
+    let script = format!("touch '{}'", marker.display());
+    let nobody_uid_free = (60_000..65_000)
+        .find(|uid| {
+            nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(*uid))
+                .ok()
+                .flatten()
+                .is_none()
+        })
+        .unwrap_or(64_999)
+        .to_string();
+    let cases: [(Option<&str>, Option<&str>); 6] = [
+        (Some("abc"), None),
+        (Some("-1"), None),
+        (Some(""), None),
+        (None, Some("")),
+        (None, Some("no-such-user-gputune")),
+        (Some(nobody_uid_free.as_str()), None),
+    ];
+    for (sudo_uid, sudo_user) in cases {
+        for command in [
+            vec!["run", "--profile", "Run", "--", "sh", "-c", script.as_str()],
+            vec![
+                "sweep",
+                "--power-limits",
+                "100",
+                "--step-s",
+                "2",
+                "--warmup-s",
+                "1",
+                "--wait-s",
+                "1",
+                "--",
+                "sh",
+                "-c",
+                script.as_str(),
+            ],
+        ] {
+            let mut gputune = machine.command(&command);
+            gputune.env_remove("SUDO_UID").env_remove("SUDO_USER");
+            if let Some(uid) = sudo_uid {
+                gputune.env("SUDO_UID", uid);
+            }
+            if let Some(user) = sudo_user {
+                gputune.env("SUDO_USER", user);
+            }
+            let output = gputune.output().expect("the gputune binary runs");
+            let stderr = text(&output.stderr);
+            let case = format!(
+                "{} with SUDO_UID={sudo_uid:?} SUDO_USER={sudo_user:?}",
+                command[0]
+            );
+            assert!(!output.status.success(), "{case}: {stderr}");
+            assert!(
+                !marker.exists(),
+                "{case}: the command ran as root: {stderr}"
+            );
+            assert!(stderr.contains("--keep-root"), "{case}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{case}: one sentence: {stderr}");
+        }
+    }
+    // Nothing was applied for a command that was never started.
+    assert_eq!(machine.write_log().len(), before);
+    // --keep-root runs it as root on purpose.
+    let output = machine
+        .command(&[
+            "run",
+            "--keep-root",
+            "--profile",
+            "Run",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env("SUDO_UID", "abc")
+        .output()
+        .expect("the gputune binary runs");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(marker.exists());
+    assert_restored(&machine);
 }
 
 #[test]

@@ -476,3 +476,30 @@ fn gputune_history_prints_the_changes_and_writes_the_samples_as_csv() {
         String::from_utf8_lossy(&elsewhere.stderr)
     );
 }
+
+#[test]
+fn gputune_history_says_the_daemon_runs_but_keeps_no_history_and_why() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let base = machine.state_dir().with_file_name("daemon");
+    let (runtime_dir, state_dir) = (base.join("run"), base.join("state"));
+    // A file where the history folder goes: the daemon refuses it and runs without history.
+    std::fs::create_dir_all(&state_dir).expect("the state folder is made");
+    std::fs::write(state_dir.join("history"), b"not a folder").expect("the file is written");
+    let daemon = Daemon::start_in(&machine, runtime_dir, state_dir);
+    let output = daemon
+        .client(&machine, &["history"])
+        .output()
+        .unwrap_or_else(|error| panic!("gputune runs: {error}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("The gputune daemon runs but keeps no history"),
+        "{stderr}"
+    );
+    // The reason is the daemon's own, from its welcome; nothing says to install a daemon.
+    assert!(stderr.contains("is not a folder"), "{stderr}");
+    assert!(!stderr.contains("daemon install"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+    let log = daemon.log_text();
+    assert!(log.contains("History is not kept"), "{log}");
+}

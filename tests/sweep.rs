@@ -514,3 +514,96 @@ fn a_sweep_client_killed_mid_step_is_put_back_by_the_daemon() {
     assert!(log.contains("went away during a sweep"), "{log}");
     assert!(!daemon.journal(&machine, 0).exists());
 }
+
+#[test]
+fn a_refused_sweep_says_who_holds_the_card_on_stderr_first_and_its_exit_status_agrees() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    // Another gputune holds the card with a trial.
+    let mut trial =
+        spawn_piped(machine.command(&["apply", "--power-limit", "400W", "--try", "60"]));
+    trial.wait_for_line("Trying the new settings");
+    let output = sweep(
+        &machine,
+        None,
+        &[
+            "--power-limits",
+            "100,80",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+        ],
+        &job(&machine, "tqdm", 6, &[]),
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    let stdout = text(&output.stdout);
+    trial.signal("TERM");
+    let _ = trial.finish();
+    assert_eq!(output.status.code(), Some(1), "{stderr}\n{stdout}");
+    // The refusal, naming the holder, is on stderr before anything else gputune says about
+    // the sweep's end.
+    let refusal = stderr
+        .lines()
+        .position(|line| line.contains("gputune apply --power-limit 400W --try 60"))
+        .unwrap_or_else(|| panic!("the holder is named on stderr: {stderr}"));
+    assert!(
+        stderr
+            .lines()
+            .nth(refusal)
+            .is_some_and(|line| line.starts_with("gputune: ")),
+        "{stderr}"
+    );
+    let ended = stderr
+        .lines()
+        .position(|line| line.contains("the command exited"));
+    assert!(ended.is_none_or(|ended| ended > refusal), "{stderr}");
+    // Nothing says the exit status is the command's own when it is not, and the last word
+    // is the status gputune ends with.
+    assert!(!stderr.contains("passes on its exit status"), "{stderr}");
+    assert_eq!(
+        stderr.lines().last(),
+        Some("gputune: exit status 1, not the command's 0: the sweep failed."),
+        "{stderr}"
+    );
+    assert_card_is_back(&machine);
+}
+
+#[test]
+fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    let mut trial =
+        spawn_piped(daemon.client(&machine, &["apply", "--power-limit", "400W", "--try", "60"]));
+    trial.wait_for_line("Trying the new settings");
+    let marker = machine.state_dir().with_file_name("job-started");
+    let script = format!("touch '{}'", marker.display());
+    let output = sweep(
+        &machine,
+        Some(&daemon),
+        &[
+            "--power-limits",
+            "100,80",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+        ],
+        &["sh".to_string(), "-c".to_string(), script],
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    trial.signal("TERM");
+    let _ = trial.finish();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!marker.exists(), "the job was not started: {stderr}");
+    assert!(
+        stderr.starts_with(
+            "gputune: GPU 0 is held by a trial of gputune apply --power-limit 400W --try 60"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+}

@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
 
+use crate::cli::connect::refusal;
 use crate::device::resolve_among;
 use crate::device::sim::wall_clock_ms;
-use crate::service::client::{SocketChoice, TuningClient, connect_daemon};
+use crate::notice::Notice;
+use crate::service::client::{ClientError, SocketChoice, TuningClient, connect_daemon};
 use crate::service::history_pages::HistoryPages;
 use crate::telemetry::history::GpuHistory;
-use crate::tuning::engine::{ChangeNote, GpuInfo};
+use crate::tuning::engine::{ChangeNote, GpuInfo, TuneErrorKind};
 use crate::units::local_time;
 
 /// "24 Nov 03:40:00".
@@ -67,9 +69,12 @@ pub fn run(args: &HistoryArgs, socket: &SocketChoice, out: &mut dyn Write) -> an
     let from_ms = args
         .hours
         .map_or(0, |hours| until_ms.saturating_sub(hours * 3_600_000));
+    let notices = client.welcome().notices.clone();
     let mut records = Vec::new();
     for info in gpus {
-        records.push(read_gpu(&mut client, info, from_ms, until_ms)?);
+        let record = read_gpu(&mut client, info, from_ms, until_ms)
+            .map_err(|error| history_refused(error, &notices))?;
+        records.push(record);
     }
     if let Some((file, csv)) = csv_file {
         let gpus: Vec<_> = records
@@ -77,7 +82,7 @@ pub fn run(args: &HistoryArgs, socket: &SocketChoice, out: &mut dyn Write) -> an
             .map(|record| (&record.info.identity, &record.history))
             .collect();
         let rows = crate::telemetry::csv::export_histories(file, &csv, &gpus)?;
-        writeln!(out, "Wrote {rows} rows to {}.", csv.display())?;
+        writeln!(out, "Wrote {rows} rows to {}.", crate::text::path(&csv))?;
     }
     for record in &records {
         write_summary(out, record)?;
@@ -114,9 +119,42 @@ fn create_new(path: &Path) -> anyhow::Result<std::fs::File> {
         .with_context(|| {
             format!(
                 "{} could not be created (it may exist already: gputune history never replaces a file)",
-                path.display()
+                crate::text::path(path)
             )
         })
+}
+
+/// The daemon refused a history request. The GPU came from its own welcome, so "not found"
+/// means it keeps no history at all: it runs, so that is what is said, with the reason its
+/// welcome gave when it could not use its history folder.
+fn history_refused(error: ClientError, notices: &[Notice]) -> anyhow::Error {
+    let keeps_none = error
+        .refusal()
+        .is_some_and(|refusal| refusal.kind == TuneErrorKind::NotFound);
+    if !keeps_none {
+        return refusal(error);
+    }
+    let why = notices
+        .iter()
+        .map(ToString::to_string)
+        .find(|notice| notice.to_lowercase().contains("history"));
+    match why {
+        Some(why) => {
+            // "History is not kept while no window is open: <why>": the why is what helps.
+            let why = why
+                .split_once(": ")
+                .filter(|(head, _)| head.starts_with("History is not kept"))
+                .map_or(why.as_str(), |(_, rest)| rest)
+                .trim_end_matches('.');
+            anyhow!(
+                "The gputune daemon runs but keeps no history: {}; fix that and restart the daemon (`sudo systemctl restart gputuned`).",
+                crate::text::printable(why)
+            )
+        }
+        None => anyhow!(
+            "The gputune daemon runs but keeps no history: it was started with --history-hours 0, or could not use its history folder (its log says which: `journalctl -u gputuned`)."
+        ),
+    }
 }
 
 fn read_gpu(
@@ -124,7 +162,7 @@ fn read_gpu(
     info: GpuInfo,
     from_ms: u64,
     until_ms: u64,
-) -> anyhow::Result<GpuRecord> {
+) -> Result<GpuRecord, ClientError> {
     let mut pages = HistoryPages::new(&info.identity.uuid, from_ms, until_ms);
     // Memory grows with the samples read, up to the most a daemon keeps.
     let mut history = GpuHistory::with_capacity((MOST_HOURS * 3_600) as usize);
@@ -153,7 +191,7 @@ fn write_summary(out: &mut dyn Write, record: &GpuRecord) -> std::io::Result<()>
             out,
             "GPU {}  {}: {} samples from {} to {} (the daemon keeps {} h)",
             identity.index,
-            identity.name,
+            crate::text::printable(&identity.name),
             history.len(),
             local_time(first_ms, DAY_AND_TIME),
             local_time(last_ms, DAY_AND_TIME),
@@ -162,7 +200,8 @@ fn write_summary(out: &mut dyn Write, record: &GpuRecord) -> std::io::Result<()>
         _ => writeln!(
             out,
             "GPU {}  {}: no samples kept in that time",
-            identity.index, identity.name
+            identity.index,
+            crate::text::printable(&identity.name)
         )?,
     }
     for change in &record.changes {

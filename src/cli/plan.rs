@@ -319,7 +319,7 @@ pub fn run_command(
             summary: &recommendation.summary,
             training_seconds: seconds,
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        crate::text::write_json_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else {
         text::write_report(
@@ -386,7 +386,7 @@ fn export(
         _ => {
             eprintln!(
                 "gputune: nothing written to {}: {}",
-                crate::text::printable(&path.display().to_string()),
+                crate::text::path(path),
                 text::refusal(recommendation, card)
             );
             return Ok(());
@@ -401,7 +401,7 @@ fn export(
     };
     eprintln!(
         "Wrote {what} to {} ({}).",
-        crate::text::printable(&path.display().to_string()),
+        crate::text::path(path),
         format.title()
     );
     for note in &export.notes {

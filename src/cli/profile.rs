@@ -132,7 +132,7 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
                 out,
                 "Deleted the profile \"{}\" ({}).",
                 stored.profile.name,
-                stored.path.display()
+                crate::text::path(&stored.path)
             )?;
             Ok(())
         }
@@ -143,7 +143,7 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
                 out,
                 "Exported the profile \"{}\" to {}.",
                 stored.profile.name,
-                file.display()
+                crate::text::path(file)
             )?;
             Ok(())
         }
@@ -155,7 +155,7 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
                 stored.profile.name,
                 stored.profile.card.name,
                 stored.profile.card.uuid,
-                stored.path.display()
+                crate::text::path(&stored.path)
             )?;
             Ok(())
         }
@@ -281,13 +281,13 @@ pub fn list(
                 })
                 .collect(),
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        crate::text::write_json_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else if profiles.is_empty() {
         writeln!(
             out,
             "No profiles in {} yet: `gputune profile save NAME` saves a card's current settings.",
-            store.folder().display()
+            crate::text::path(store.folder())
         )?;
     } else {
         let rows: Vec<[String; 4]> = profiles
@@ -399,7 +399,7 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
     let stored = store.load(name)?;
     let profile = &stored.profile;
     writeln!(out, "Profile:        {}", profile.name)?;
-    writeln!(out, "File:           {}", stored.path.display())?;
+    writeln!(out, "File:           {}", crate::text::path(&stored.path))?;
     writeln!(
         out,
         "Card:           {} ({}, PCI {})",
@@ -496,7 +496,7 @@ pub fn save(
     {
         bail!(
             "A profile named \"{name}\" already exists ({}); add --replace to overwrite it, or choose another name.",
-            existing.path.display()
+            crate::text::path(&existing.path)
         );
     }
     let snapshot = snapshot(client)?;
@@ -523,7 +523,7 @@ pub fn save(
         index,
         info.identity.name,
         profile.name,
-        path.display(),
+        crate::text::path(&path),
         summary(&profile)
     )?;
     Ok(())
@@ -638,7 +638,7 @@ pub fn apply_defaults(
         writeln!(
             out,
             "No card has a default profile in {}: choose one with `gputune profile default NAME`.",
-            store.folder().display()
+            crate::text::path(store.folder())
         )?;
         return Ok(());
     }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
+use crate::cli::as_user::{InvokingUser, invoking_user, run_as as run_as_user};
 use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
@@ -56,6 +57,9 @@ pub struct RunArgs {
 
 /// Runs `gputune run`; returns the exit status gputune should end with (the command's).
 pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i32> {
+    // Who the command runs as is settled before anything is applied: a sudo environment that
+    // names no real user refuses the run here, with the card untouched.
+    let run_as = invoking_user(args.keep_root).map_err(anyhow::Error::msg)?;
     let store = ProfileStore::open_default()?;
     let stored = store.load(&args.profile)?;
     let mut messages = std::io::stderr();
@@ -144,7 +148,8 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     // A reading at each end, so the log and the energy span the whole command.
     watcher.wait_for_reading(&mut client, &mut messages);
     let started = Instant::now();
-    let status = match spawn(args, &mut messages) {
+    let started_ms = crate::device::sim::wall_clock_ms();
+    let status = match spawn(args, run_as.as_ref(), &mut messages) {
         Some(child) => {
             if let Some(session) = session {
                 name_the_job(&mut client, session, child.id(), &mut messages);
@@ -191,12 +196,13 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
             let _ = writeln!(messages, "gputune: {line}");
         }
     }
-    let stats = report
-        .as_ref()
-        .and_then(|report| report.stats.iter().find(|(gpu, _)| *gpu == index))
-        .map(|(_, stats)| stats.clone())
-        .unwrap_or_else(|| crate::tuning::stats::TrialStats::from_samples(&watcher.samples));
-    let _ = writeln!(messages, "gputune: {}", stats.run_line(duration_s));
+    // Every figure over the command's own window: the engine's session began before the
+    // first reading and ends after the last, so its statistics cover another span.
+    let _ = writeln!(
+        messages,
+        "gputune: {}",
+        run_line(&watcher.samples, started_ms, duration_s)
+    );
     let exit_code = match status {
         Some(status) => {
             let _ = writeln!(
@@ -218,6 +224,99 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
         }
     }
     Ok(exit_code)
+}
+
+/// "Duration 2.10 s, energy 0.1834 Wh, average power 314 W, peak temperature 71 °C.": every
+/// figure over the command's window (from `started_ms`, `duration_s` long), so the energy is
+/// the average power times the duration. The energy counter is read between two readings
+/// by straight lines; without a counter, or readings that do not span the window, the power
+/// of the readings there is and the line says the energy is estimated.
+pub(crate) fn run_line(samples: &[Telemetry], started_ms: u64, duration_s: f64) -> String {
+    let duration_s = duration_s.max(0.0);
+    let ended_ms = started_ms.saturating_add((duration_s * 1000.0).round() as u64);
+    let (average_power_w, exact) = match window_power_w(samples, started_ms, ended_ms) {
+        Some((watts, exact)) => (Some(watts), exact),
+        None => {
+            let draws: Vec<f64> = samples
+                .iter()
+                .filter_map(|sample| sample.power_draw_mw)
+                .map(|milliwatts| f64::from(milliwatts) / 1000.0)
+                .collect();
+            let mean = (!draws.is_empty()).then(|| draws.iter().sum::<f64>() / draws.len() as f64);
+            (mean, false)
+        }
+    };
+    let energy = average_power_w.map_or_else(
+        || "n/a".to_string(),
+        |watts| {
+            let wh = watts * duration_s / 3600.0;
+            let digits = if wh < 0.1 { 4 } else { 3 };
+            format!(
+                "{wh:.digits$} Wh{}",
+                if exact { "" } else { " (estimated)" }
+            )
+        },
+    );
+    let power = average_power_w.map_or_else(|| "n/a".to_string(), |watts| format!("{watts:.0} W"));
+    let temperature = samples
+        .iter()
+        .filter_map(|sample| sample.temperature_c)
+        .max()
+        .map_or_else(|| "n/a".to_string(), |celsius| format!("{celsius} °C"));
+    let duration = if duration_s < 10.0 {
+        format!("{duration_s:.2} s")
+    } else {
+        format!("{duration_s:.1} s")
+    };
+    format!(
+        "Duration {duration}, energy {energy}, average power {power}, peak temperature {temperature}."
+    )
+}
+
+/// The average power over `[started_ms, ended_ms]` from the energy counter (millijoules per
+/// millisecond are watts), and whether readings spanned the whole window; `None` without a
+/// counter that rose over at least two readings (a driver reload resets it).
+fn window_power_w(samples: &[Telemetry], started_ms: u64, ended_ms: u64) -> Option<(f64, bool)> {
+    let mut points: Vec<(u64, u64)> = samples
+        .iter()
+        .filter_map(|sample| Some((sample.sampled_at_ms, sample.energy_total_mj?)))
+        .collect();
+    points.sort_unstable();
+    points.dedup_by_key(|point| point.0);
+    if points.windows(2).any(|pair| pair[1].1 < pair[0].1) {
+        return None;
+    }
+    let (first, last) = (*points.first()?, *points.last()?);
+    if last.0 <= first.0 {
+        return None;
+    }
+    let exact = first.0 <= started_ms && ended_ms <= last.0;
+    let from_ms = started_ms.clamp(first.0, last.0);
+    let to_ms = ended_ms.clamp(first.0, last.0);
+    if to_ms <= from_ms {
+        // A window of no length, or outside the readings: the readings' own average.
+        let watts = (last.1 - first.1) as f64 / (last.0 - first.0) as f64;
+        return Some((watts, exact && started_ms == ended_ms));
+    }
+    let watts =
+        (energy_at_mj(&points, to_ms) - energy_at_mj(&points, from_ms)) / (to_ms - from_ms) as f64;
+    Some((watts, exact))
+}
+
+/// The counter at `at_ms`, on the straight line between the readings around it (`points`
+/// sorted by time, `at_ms` within them).
+fn energy_at_mj(points: &[(u64, u64)], at_ms: u64) -> f64 {
+    let after = points.partition_point(|point| point.0 < at_ms);
+    match (
+        after.checked_sub(1).and_then(|before| points.get(before)),
+        points.get(after),
+    ) {
+        (Some(&(t0, e0)), Some(&(t1, e1))) if t1 > t0 => {
+            e0 as f64 + (e1 as f64 - e0 as f64) * (at_ms - t0) as f64 / (t1 - t0) as f64
+        }
+        (_, Some(&(_, energy))) | (Some(&(_, energy)), None) => energy as f64,
+        (None, None) => 0.0,
+    }
 }
 
 /// What the run sees while the command runs: readings for the log and the statistics, and a
@@ -261,8 +360,11 @@ impl Watcher {
                     );
                     self.ended_by_engine = Some(report);
                 }
+                // After the engine ended the session, its notice about this card tells the
+                // same story (an Xid) a third time: the session's report says it.
                 EngineEvent::Notice { gpu_index, notice }
-                    if gpu_index.is_none_or(|gpu| gpu == self.index) =>
+                    if gpu_index.is_none_or(|gpu| gpu == self.index)
+                        && !(self.ended_by_engine.is_some() && gpu_index.is_some()) =>
                 {
                     let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
                 }
@@ -292,6 +394,14 @@ impl Watcher {
 /// window) marks it among the GPU's processes. Not worth stopping the command for when it fails.
 fn name_the_job(client: &mut TuningClient, session: SessionId, pid: u32, messages: &mut dyn Write) {
     if let Err(error) = client.request(Request::SessionJob { session, pid }) {
+        // A session the engine ended already (an Xid at the start) has no job to mark; the
+        // engine's own message says why it ended.
+        if error
+            .refusal()
+            .is_some_and(|refusal| refusal.kind == crate::tuning::engine::TuneErrorKind::NotFound)
+        {
+            return;
+        }
         let _ = writeln!(
             messages,
             "gputune: the command (pid {pid}) is not marked as this run's job: {error}"
@@ -300,37 +410,31 @@ fn name_the_job(client: &mut TuningClient, session: SessionId, pid: u32, message
 }
 
 /// Starts the command (as the invoking user under sudo); `None` when it cannot start.
-fn spawn(args: &RunArgs, messages: &mut dyn Write) -> Option<Child> {
+fn spawn(args: &RunArgs, run_as: Option<&InvokingUser>, messages: &mut dyn Write) -> Option<Child> {
     let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    start_command(command, args.keep_root, messages)
+    start_command(command, run_as, messages)
 }
 
-/// Starts a user's command — under sudo as the user who ran sudo unless `keep_root` — and
-/// says why when it cannot start (`None`). `gputune run` and `gputune sweep` start theirs here.
+/// Starts a user's command — as `run_as` when given (the user who ran sudo, from
+/// [`invoking_user`]) — and says why when it cannot start (`None`). `gputune run` and
+/// `gputune sweep` start theirs here.
 pub(crate) fn start_command(
     mut command: Command,
-    keep_root: bool,
+    run_as: Option<&InvokingUser>,
     messages: &mut dyn Write,
 ) -> Option<Child> {
-    if !keep_root {
-        match super::as_user::drop_to_invoking_user(&mut command) {
-            Ok(Some(user)) => {
-                let _ = writeln!(
-                    messages,
-                    "gputune: the command runs as {user}, not as root (add --keep-root to keep root)."
-                );
-            }
-            Ok(None) => {}
-            Err(error) => {
-                let _ = writeln!(messages, "gputune: {error}");
-                return None;
-            }
-        }
+    if let Some(user) = run_as {
+        run_as_user(&mut command, user);
+        let _ = writeln!(
+            messages,
+            "gputune: the command runs as {}, not as root (add --keep-root to keep root).",
+            crate::text::printable(&user.name)
+        );
     }
     match command.spawn() {
         Ok(child) => Some(child),
@@ -445,5 +549,72 @@ pub(crate) fn describe_status(status: ExitStatus) -> String {
     match status.signal() {
         Some(signal) => format!("was ended by signal {signal}"),
         None => "ended".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(at_ms: u64, energy_mj: u64, power_w: u32) -> Telemetry {
+        Telemetry {
+            sampled_at_ms: at_ms,
+            energy_total_mj: Some(energy_mj),
+            power_draw_mw: Some(power_w * 1000),
+            temperature_c: Some(60),
+            ..Telemetry::default()
+        }
+    }
+
+    #[test]
+    fn a_short_command_between_two_readings_gets_their_power_times_its_own_duration() {
+        // 300 W between the readings (300 J over 1 s); the command runs 0.1 s inside them.
+        let samples = [
+            reading(10_000, 1_000_000, 280),
+            reading(11_000, 1_300_000, 320),
+        ];
+        let line = run_line(&samples, 10_400, 0.1);
+        assert_eq!(
+            line,
+            "Duration 0.10 s, energy 0.0083 Wh, average power 300 W, peak temperature 60 °C."
+        );
+        // A longer one spanning three readings at different powers: the counter decides.
+        let samples = [
+            reading(0, 0, 100),
+            reading(1_000, 100_000, 100),
+            reading(2_000, 400_000, 300),
+        ];
+        // 0.5 s at 100 W, then 1 s at 300 W: 350 J over 1.5 s, 233 W.
+        let line = run_line(&samples, 500, 1.5);
+        assert!(
+            line.starts_with("Duration 1.50 s, energy 0.0972 Wh, average power 233 W"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn readings_that_miss_part_of_the_window_or_no_counter_say_the_energy_is_estimated() {
+        let samples = [reading(1_000, 0, 200), reading(2_000, 200_000, 200)];
+        let line = run_line(&samples, 1_500, 2.0);
+        assert!(
+            line.starts_with("Duration 2.00 s, energy 0.111 Wh (estimated), average power 200 W"),
+            "{line}"
+        );
+        let mut without_counter = samples.clone();
+        for sample in &mut without_counter {
+            sample.energy_total_mj = None;
+        }
+        assert!(
+            run_line(&without_counter, 1_000, 1.0).contains("energy 0.0556 Wh (estimated)"),
+            "{}",
+            run_line(&without_counter, 1_000, 1.0)
+        );
+        // A counter that went backwards (driver reload) is not trusted.
+        let reloaded = [reading(0, 500_000, 250), reading(1_000, 1_000, 250)];
+        assert!(run_line(&reloaded, 0, 1.0).contains("average power 250 W"));
+        assert_eq!(
+            run_line(&[], 0, 1.0),
+            "Duration 1.00 s, energy n/a, average power n/a, peak temperature n/a."
+        );
     }
 }

@@ -238,7 +238,7 @@ pub fn run(
             simulated_because,
             gpus: entries,
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        crate::text::write_json_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else {
         write_text(out, worker.kind().as_str(), simulated_because, &entries)?;
@@ -276,7 +276,10 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     writeln!(
         out,
         "GPU {}  {}  {}  {}",
-        identity.index, identity.name, identity.uuid, identity.pci_bus_id
+        identity.index,
+        crate::text::printable(&identity.name),
+        crate::text::printable(&identity.uuid),
+        crate::text::printable(&identity.pci_bus_id)
     )?;
     if !status.not_read.is_empty() {
         writeln!(out, "  Not read     {}", status.not_read.join("; "))?;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::cli::as_user::{InvokingUser, invoking_user};
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
 use crate::cli::run::{
     EXIT_NOT_STARTED, TERMINAL_GRACE, describe_status, exit_code_of, in_terminal_foreground,
@@ -159,6 +160,12 @@ impl Write for Messages {
 /// Runs `gputune sweep`; returns the exit status gputune should end with.
 pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     let checked = check(args)?;
+    // A sudo environment that names no real user refuses the sweep before the card is touched.
+    let run_as = if args.command.is_empty() {
+        None
+    } else {
+        invoking_user(args.keep_root).map_err(anyhow::Error::msg)?
+    };
     let line_open = Arc::new(AtomicBool::new(false));
     let mut messages = Messages {
         line_open: Arc::clone(&line_open),
@@ -168,9 +175,23 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         None => None,
     };
     let mut client = connect_for_changes(options, &mut messages)?;
-    let gpus = snapshot(&mut client)?.gpus;
+    let snapshot = snapshot(&mut client)?;
+    let gpus = snapshot.gpus;
     let index = choose_gpu(&gpus, args.gpu.as_deref(), None)?;
     let gpu = gpus[index as usize].clone();
+    // A card a session holds (the daemon knows them all) refuses the sweep before its job
+    // starts; one held by another process's own engine is found at the first setting.
+    if let Some(holder) = snapshot
+        .tunings
+        .get(index as usize)
+        .and_then(|tuning| tuning.holder.as_ref())
+    {
+        bail!(
+            "GPU {index} is held by {} of {}: wait for it to end, or stop it there; the sweep was not started.",
+            holder.purpose.describe(),
+            crate::text::printable(&holder.by)
+        );
+    }
     let plan = plan_steps(&checked.spec, &gpu.constraints)?;
     say_plan(&mut messages, index, &gpu, &plan, &checked.timing);
     client
@@ -197,7 +218,14 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
     let job = if args.command.is_empty() {
         None
     } else {
-        match spawn_job(args, clock, &sender, &line_open, &mut messages) {
+        match spawn_job(
+            args,
+            run_as.as_ref(),
+            clock,
+            &sender,
+            &line_open,
+            &mut messages,
+        ) {
             Some(child) => Some(child),
             None => {
                 follow_stop.store(true, Ordering::SeqCst);
@@ -235,10 +263,8 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
     let Some(outcome) = sweep.outcome().cloned() else {
         bail!("The sweep ended without a result.");
     };
-    let mut exit_code = match &ended {
-        Some(status) => exit_code_of(*status),
-        None => 0,
-    };
+    let job_code = ended.map(exit_code_of);
+    let mut exit_code = job_code.unwrap_or(0);
     if exit_code == 0 {
         exit_code = match (&outcome.ended, outcome.restore_complete) {
             (_, false) => 1,
@@ -246,6 +272,20 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
             (SweepEnd::Stopped { .. }, _) if ended.is_none() => 130,
             _ => 0,
         };
+    }
+    // The last word agrees with the status gputune ends with.
+    if let Some(job_code) = job_code
+        && job_code != exit_code
+    {
+        let why = if outcome.restore_complete {
+            "the sweep failed"
+        } else {
+            "not every setting could be put back"
+        };
+        let _ = writeln!(
+            messages,
+            "gputune: exit status {exit_code}, not the command's {job_code}: {why}."
+        );
     }
     Ok(exit_code)
 }
@@ -301,6 +341,7 @@ type JobStream = (
 /// the progress parser); `None` when it cannot start.
 fn spawn_job(
     args: &SweepArgs,
+    run_as: Option<&InvokingUser>,
     clock: SweepClock,
     sender: &mpsc::Sender<FeedMessage>,
     line_open: &Arc<AtomicBool>,
@@ -317,7 +358,7 @@ fn spawn_job(
     if std::env::var_os("PYTHONUNBUFFERED").is_none() {
         command.env("PYTHONUNBUFFERED", "1");
     }
-    let mut child = start_command(command, args.keep_root, messages)?;
+    let mut child = start_command(command, run_as, messages)?;
     // Progress comes from the output unless a file was named.
     let regex = args.progress_regex.as_deref();
     let parse = args.progress_file.is_none();
@@ -379,6 +420,11 @@ fn supervise(
     let mut report_once = |sweep: &Sweep, messages: &mut dyn Write, said: &mut bool| {
         if !*said && let Some(outcome) = sweep.outcome() {
             *said = true;
+            // A failure (a refusal naming the card's holder) is said on stderr first; the
+            // table on stdout repeats it.
+            if let SweepEnd::Failed { reason } = &outcome.ended {
+                let _ = writeln!(messages, "gputune: {reason}");
+            }
             finished(outcome, messages);
         }
     };
@@ -479,9 +525,15 @@ fn supervise(
                 return Ok(None);
             }
             if first_time {
+                let status = match sweep.outcome().map(|outcome| &outcome.ended) {
+                    Some(SweepEnd::Failed { .. }) => {
+                        "gputune waits for it, then exits with status 1 as the sweep failed, or with the command's own status if that is an error"
+                    }
+                    _ => "gputune waits for it and passes on its exit status",
+                };
                 let _ = writeln!(
                     messages,
-                    "gputune: the sweep is over; the command goes on at the card's own settings (gputune waits for it and passes on its exit status)."
+                    "gputune: the sweep is over; the command goes on at the card's own settings ({status})."
                 );
             }
         }
@@ -592,7 +644,7 @@ fn report(
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, outcome)?;
+        crate::text::write_json_pretty(&mut out, outcome)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", table(outcome))?;
@@ -600,7 +652,7 @@ fn report(
     if let Some(path) = &args.csv {
         match write_csv(outcome, path) {
             Ok(()) => {
-                let _ = writeln!(messages, "gputune: wrote {}.", path.display());
+                let _ = writeln!(messages, "gputune: wrote {}.", crate::text::path(path));
             }
             Err(error) => {
                 let _ = writeln!(messages, "gputune: the CSV was not written: {error}");
@@ -617,7 +669,7 @@ fn report(
                     messages,
                     "gputune: saved the recommended setting as the profile \"{}\" ({}); use it with gputune run --profile \"{}\" -- COMMAND.",
                     name.trim(),
-                    path.display(),
+                    crate::text::path(&path),
                     name.trim()
                 );
             }

@@ -71,7 +71,7 @@ fn text_of(path: &Path) -> anyhow::Result<String> {
     let Some(text) = path.to_str() else {
         bail!(
             "The path {} is not UTF-8 text, which a systemd unit cannot hold.",
-            path.display()
+            crate::text::path(path)
         );
     };
     if text.chars().any(crate::text::is_unsafe) {
@@ -100,26 +100,26 @@ fn quote(text: &str) -> String {
 pub fn check_binary_for_root(path: &Path) -> Result<(), String> {
     let resolved = path
         .canonicalize()
-        .map_err(|error| format!("{} cannot be found ({error}).", path.display()))?;
+        .map_err(|error| format!("{} cannot be found ({error}).", crate::text::path(path)))?;
     let copy_hint = format!(
         "copy it where only root can change it, e.g. `sudo install -m 0755 -o root -g root {} /usr/local/bin/gputune`, then run `sudo /usr/local/bin/gputune daemon install`",
-        path.display()
+        crate::text::path(path)
     );
     let mut current = Some(resolved.as_path());
     while let Some(step) = current {
         let metadata = std::fs::metadata(step)
-            .map_err(|error| format!("{} cannot be checked ({error}).", step.display()))?;
+            .map_err(|error| format!("{} cannot be checked ({error}).", crate::text::path(step)))?;
         if metadata.uid() != 0 {
             return Err(format!(
                 "The daemon runs as root, and {} belongs to user {}, who could change what root runs: {copy_hint}.",
-                step.display(),
+                crate::text::path(step),
                 metadata.uid()
             ));
         }
         if metadata.permissions().mode() & 0o022 != 0 {
             return Err(format!(
                 "The daemon runs as root, and {} can be written by others (mode {:o}): {copy_hint}.",
-                step.display(),
+                crate::text::path(step),
                 metadata.permissions().mode() & 0o7777
             ));
         }
@@ -156,7 +156,7 @@ pub fn run_install(
     };
     let binary = binary
         .canonicalize()
-        .with_context(|| format!("{} cannot be found", binary.display()))?;
+        .with_context(|| format!("{} cannot be found", crate::text::path(&binary)))?;
     let text = unit_text(&UnitSettings {
         gputune: binary.clone(),
         nvml_library: nvml_library.map(Path::to_path_buf),
@@ -177,23 +177,27 @@ pub fn run_install(
     if system && fsafe::effective_uid() != 0 {
         bail!(
             "Installing the daemon writes {} and needs root: run `sudo {} daemon install`.",
-            path.display(),
-            binary.display()
+            crate::text::path(&path),
+            crate::text::path(&binary)
         );
     }
     match fsafe::read_limited(&path, 64 * 1024, Links::Refuse) {
         Ok(existing) if !String::from_utf8_lossy(&existing).contains(UNIT_MARK) => bail!(
             "{} exists and is not gputune's daemon unit; it was left as it is.",
-            path.display()
+            crate::text::path(&path)
         ),
         Ok(_) => {}
         Err(error) if error.is_not_found() => {}
         Err(error) => bail!("{error}"),
     }
-    std::fs::create_dir_all(&folder)
-        .with_context(|| format!("The folder {} could not be created", folder.display()))?;
+    std::fs::create_dir_all(&folder).with_context(|| {
+        format!(
+            "The folder {} could not be created",
+            crate::text::path(&folder)
+        )
+    })?;
     fsafe::write_atomically(&path, text.as_bytes(), 0o644)?;
-    writeln!(out, "Wrote {}.", path.display())?;
+    writeln!(out, "Wrote {}.", crate::text::path(&path))?;
     if system {
         ensure_group(&args.group, out)?;
     } else {
@@ -259,9 +263,23 @@ mod tests {
             "\nCapabilityBoundingSet=CAP_SYS_ADMIN CAP_CHOWN\n",
             "\nRuntimeDirectory=gputune\n",
             "\nStateDirectory=gputune\n",
+            // Hardening that costs the daemon nothing (see docs/benchmarks.md for the score).
+            "\nMemoryDenyWriteExecute=yes\n",
+            "\nIPAddressDeny=any\n",
+            "\nPrivateMounts=yes\n",
+            "\nDevicePolicy=closed\n",
+            "\nDeviceAllow=char-nvidia-frontend rw\n",
+            "\nDeviceAllow=char-nvidia rw\n",
+            "\nProtectProc=invisible\n",
         ] {
             assert!(text.contains(line), "{line:?} missing from\n{text}");
         }
+        // Every device the daemon may open is the NVIDIA driver's.
+        for line in text.lines().filter(|line| line.starts_with("DeviceAllow=")) {
+            assert!(line.starts_with("DeviceAllow=char-nvidia"), "{line}");
+        }
+        // It would hide /proc/driver/nvidia and the boot id.
+        assert!(!text.contains("\nProcSubset="), "{text}");
         for placeholder in ["@GPUTUNE@", "@ENVIRONMENT@", "@GROUP@"] {
             assert!(!text.contains(placeholder), "{text}");
         }
