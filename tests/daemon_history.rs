@@ -454,6 +454,18 @@ fn gputune_history_prints_the_changes_and_writes_the_samples_as_csv() {
         rows.iter().any(|row| row.contains(",300.000,")),
         "{written}"
     );
+    // The energy column is filled: counted from the first row (the history keeps power, not
+    // the card's counter), never falling.
+    let energy_j: Vec<f64> = rows
+        .iter()
+        .filter_map(|row| row.rsplit(',').next()?.parse().ok())
+        .collect();
+    assert_eq!(energy_j.len(), rows.len(), "{written}");
+    assert!(
+        energy_j.windows(2).all(|pair| pair[1] >= pair[0])
+            && energy_j.last().is_some_and(|last| *last > 0.0),
+        "{energy_j:?}"
+    );
     // An existing file is never replaced; no daemon there, or none to be used, is said plainly.
     let (ok, _, stderr) = run(&["history", "--csv", csv_text]);
     assert!(!ok && stderr.contains("never replaces a file"), "{stderr}");

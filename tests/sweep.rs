@@ -607,3 +607,88 @@ fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() 
     );
     assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
 }
+
+/// The card's settings on the fake driver now.
+fn card(machine: &FakeMachine) -> gputune::device::sim::SimSettings {
+    machine.state().machine.gpus[0].settings.clone()
+}
+
+#[test]
+fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every_row_and_the_profile()
+ {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let tuned = machine.gputune(&[
+        "apply",
+        "--lock-gpu-clocks",
+        "210,2520",
+        "--gpu-clock-offset",
+        "150",
+    ]);
+    assert!(tuned.status.success(), "{}", text(&tuned.stderr));
+    let before = card(&machine);
+    let profile = |name: &str| {
+        std::fs::read_to_string(
+            machine
+                .config_dir()
+                .join("profiles")
+                .join(format!("{}.toml", gputune::profiles::store::slug(name))),
+        )
+        .expect("the profile was saved")
+    };
+
+    // By default: said before the job starts, reset while the sweep runs, put back after.
+    let writes_before = machine.write_log().len();
+    let mut arguments = short_json("100,70").to_vec();
+    arguments.extend(["--save-profile", "Clean"]);
+    let output = sweep(&machine, None, &arguments, &job(&machine, "tqdm", 14, &[]))
+        .output()
+        .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "GPU clock lock 210-2520 MHz, GPU clock offset +150 MHz in force: reset for the sweep"
+        ),
+        "{stderr}"
+    );
+    let reset = outcome(&output);
+    assert!(
+        reset.results.iter().all(|result| result.step.in_force_note
+            == "GPU clock lock 210-2520 MHz, GPU clock offset +150 MHz reset for the sweep"),
+        "{:?}",
+        reset.results
+    );
+    let written: Vec<_> = machine.write_log()[writes_before..]
+        .iter()
+        .map(|write| write.setting)
+        .collect();
+    assert!(
+        written.contains(&gputune::device::Setting::ResetGpuClocks)
+            && written.contains(&gputune::device::Setting::GpuClockOffset { offset_mhz: 0 }),
+        "{written:?}"
+    );
+    assert_eq!(card(&machine), before, "the lock and offset are put back");
+    let clean = profile("Clean");
+    assert!(clean.contains("gpu_clock_offset_mhz = 0"), "{clean}");
+    assert!(clean.contains("Measured with GPU clock lock"), "{clean}");
+
+    // Kept: measured on top of them, and the profile holds them.
+    let mut arguments = short_json("100,70").to_vec();
+    arguments.extend(["--keep-settings", "--save-profile", "On top"]);
+    let output = sweep(&machine, None, &arguments, &job(&machine, "tqdm", 14, &[]))
+        .output()
+        .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("kept for every setting"), "{stderr}");
+    let kept = outcome(&output);
+    assert!(
+        kept.results[0].step.in_force_note.ends_with(" kept"),
+        "{:?}",
+        kept.results[0].step
+    );
+    assert_eq!(card(&machine), before);
+    let on_top = profile("On top");
+    assert!(on_top.contains("gpu_clock_offset_mhz = 150"), "{on_top}");
+    assert!(on_top.contains("max_mhz = 2520"), "{on_top}");
+}

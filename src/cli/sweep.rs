@@ -24,9 +24,10 @@ use crate::cli::run::{
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
+use crate::sweep::base::plan_sweep;
 use crate::sweep::feed::{Echo, FeedMessage, follow_file, read_stream};
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use crate::sweep::plan::{SweepSpec, SweepStep, parse_list, plan_steps};
+use crate::sweep::plan::{SweepSpec, SweepStep, parse_list};
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::report::{recommended_profile, table, write_csv};
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming, SweepUpdate};
@@ -87,6 +88,10 @@ pub struct SweepArgs {
     /// Also write the result as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Measure on top of the clock locks and offsets already in force (by default those the
+    /// sweep does not set itself are reset for the sweep and put back after).
+    #[arg(long)]
+    pub keep_settings: bool,
     /// Under sudo, run the command as root too (by default it runs as the user who ran sudo).
     #[arg(long)]
     pub keep_root: bool,
@@ -192,8 +197,21 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
             crate::text::printable(&holder.by)
         );
     }
-    let plan = plan_steps(&checked.spec, &gpu.constraints)?;
+    let in_force = snapshot
+        .tunings
+        .get(index as usize)
+        .map(|tuning| tuning.in_force.clone())
+        .unwrap_or_default();
+    let (plan, base) = plan_sweep(
+        &checked.spec,
+        &gpu.constraints,
+        &in_force,
+        args.keep_settings,
+    )?;
     say_plan(&mut messages, index, &gpu, &plan, &checked.timing);
+    if let Some(sentence) = base.sentence() {
+        let _ = writeln!(messages, "gputune: GPU {index}: {sentence}");
+    }
     client
         .request(Request::Subscribe {
             interval_ms: sample_interval_ms(&checked.timing),

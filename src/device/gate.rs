@@ -225,7 +225,9 @@ mod tests {
         .map(|error| error.to_string());
         assert_eq!(
             error.as_deref(),
-            Some("A power limit of 700 W is outside this GPU's range of 150 W to 600 W.")
+            Some(
+                "A power limit of 700 W is outside this GPU's range of 150 W to 600 W (33 % to 133 % of its 450 W default)."
+            )
         );
     }
 

@@ -443,6 +443,7 @@ mod tests {
             gpu_clock_offset_mhz: None,
             settings: Vec::new(),
             is_repeat: false,
+            in_force_note: String::new(),
         };
         let by = MeasuredBy::Progress {
             source: ProgressSource::Tqdm,

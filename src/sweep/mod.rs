@@ -3,6 +3,7 @@
 //! and its energy per unit of work at each setting, and recommend one. Everything is one
 //! session of the tuning engine, so every ending puts the card back.
 
+pub mod base;
 pub mod feed;
 pub mod measure;
 pub mod objective;

@@ -335,6 +335,7 @@ mod tests {
                 gpu_clock_offset_mhz: None,
                 settings: Vec::new(),
                 is_repeat,
+                in_force_note: String::new(),
             },
             throughput: Some(Throughput {
                 units_per_s,

@@ -44,6 +44,10 @@ pub struct SweepStep {
     pub settings: Vec<Setting>,
     /// True for the first setting measured again at the end.
     pub is_repeat: bool,
+    /// What else the card ran (a lock or offset kept or reset for the sweep, see `base`);
+    /// empty when nothing else mattered.
+    #[serde(default)]
+    pub in_force_note: String,
 }
 
 impl SweepStep {
@@ -143,6 +147,7 @@ pub fn plan_steps(
                 gpu_clock_offset_mhz: *offset_mhz,
                 settings,
                 is_repeat: false,
+                in_force_note: String::new(),
             });
         }
     }

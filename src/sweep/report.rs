@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::device::{Constraints, GpuIdentity};
+use crate::device::{Constraints, GpuIdentity, Setting};
 use crate::profiles::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use crate::sweep::measure::StepResult;
 use crate::sweep::objective::{Comparison, compare, reference};
@@ -152,6 +152,14 @@ pub fn table(outcome: &SweepOutcome) -> String {
         ]);
     }
     let mut text = format_rows(&rows);
+    if let Some(note) = outcome
+        .results
+        .first()
+        .map(|result| &result.step.in_force_note)
+        .filter(|note| !note.is_empty())
+    {
+        text.push_str(&format!("Besides each setting: {note}.\n"));
+    }
     for result in &outcome.results {
         if let Some(why) = &result.unstable {
             text.push_str(&format!("✗ {}: unstable, {why}.\n", result.step.label));
@@ -256,6 +264,7 @@ pub fn csv_bytes(outcome: &SweepOutcome) -> Result<Vec<u8>, csv::Error> {
         "power_limit_w",
         "clock_cap_mhz",
         "gpu_clock_offset_mhz",
+        "also_in_force",
         "repeat_of_first",
         "unit",
         "throughput_per_s",
@@ -289,6 +298,7 @@ pub fn csv_bytes(outcome: &SweepOutcome) -> Result<Vec<u8>, csv::Error> {
                 .step
                 .gpu_clock_offset_mhz
                 .map_or_else(String::new, |mhz| mhz.to_string()),
+            result.step.in_force_note.clone(),
             result.step.is_repeat.to_string(),
             unit.clone(),
             number(result.throughput.map(|throughput| throughput.units_per_s)),
@@ -345,20 +355,37 @@ pub fn recommended_profile(
     } else {
         step.power_limit_pct
     };
-    let gpu_clock_lock = match (step.clock_cap_mhz, constraints.gpu_clock_range) {
-        (Some(cap), Some(range)) => Some(ClockLock {
-            min_mhz: range.min_mhz,
-            max_mhz: cap,
-        }),
-        _ => None,
-    };
+    // Everything the card ran at that step: the sweep's own controls and what it kept or reset
+    // (a reset lock is "leave unlocked", which a profile says by having none).
+    let (mut gpu_clock_lock, mut memory_clock_lock) = (None, None);
+    let (mut gpu_clock_offset_mhz, mut memory_clock_offset_mhz) = (None, None);
+    for setting in &step.settings {
+        match *setting {
+            Setting::LockGpuClocks { min_mhz, max_mhz } => {
+                gpu_clock_lock = Some(ClockLock { min_mhz, max_mhz });
+            }
+            Setting::LockMemoryClocks { min_mhz, max_mhz } => {
+                memory_clock_lock = Some(ClockLock { min_mhz, max_mhz });
+            }
+            Setting::GpuClockOffset { offset_mhz } => gpu_clock_offset_mhz = Some(offset_mhz),
+            Setting::MemoryClockOffset { offset_mhz } => {
+                memory_clock_offset_mhz = Some(offset_mhz);
+            }
+            _ => {}
+        }
+    }
     let profile = Profile {
         schema_version: SCHEMA_VERSION,
         name: name.trim().to_string(),
         notes: format!(
-            "Found by gputune sweep ({}): {}",
+            "Found by gputune sweep ({}): {}{}",
             outcome.objective.describe(),
-            recommendation.sentence
+            recommendation.sentence,
+            if step.in_force_note.is_empty() {
+                String::new()
+            } else {
+                format!(" Measured with {}.", step.in_force_note)
+            }
         ),
         card: CardIdentity {
             uuid: identity.uuid.clone(),
@@ -371,9 +398,9 @@ pub fn recommended_profile(
             watts: f64::from(step.power_limit_mw) / 1000.0,
         }),
         gpu_clock_lock,
-        memory_clock_lock: None,
-        gpu_clock_offset_mhz: step.gpu_clock_offset_mhz,
-        memory_clock_offset_mhz: None,
+        memory_clock_lock,
+        gpu_clock_offset_mhz,
+        memory_clock_offset_mhz,
         fan_curve: None,
     };
     profile.check().map_err(|error| error.to_string())?;

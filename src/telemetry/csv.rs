@@ -200,7 +200,7 @@ pub fn open_for_append(path: &Path) -> Result<(File, bool), CsvError> {
 
 /// Writes the samples `history` keeps for one GPU to a new file at `path` (replacing one there:
 /// the save dialog already asked), header first. Returns the rows written. Samples where the
-/// GPU failed to read are left out; readings the history does not keep (energy) are empty, and
+/// GPU failed to read are left out; energy counts from the first row (`EnergySince`), and
 /// values carry the history's precision (power 0.1 W, fan speed the mean of the fans).
 pub fn export_history(
     path: &Path,
@@ -232,15 +232,48 @@ pub fn export_histories(
     order.sort_unstable();
     let mut writer = TelemetryCsvWriter::new(file, true).with_destination_name(path);
     let mut rows = 0;
+    let mut energy: Vec<EnergySince> = vec![EnergySince::default(); gpus.len()];
     for (_, gpu, index) in order {
         let (identity, history) = gpus[gpu];
-        if let Some(reading) = reading_from_history(history, index) {
+        if let Some(mut reading) = reading_from_history(history, index) {
+            reading.energy_total_mj = Some(energy[gpu].add(&reading));
             writer.write_row(identity, &reading)?;
             rows += 1;
         }
     }
     writer.flush()?;
     Ok(rows)
+}
+
+/// A history keeps power, not the card's energy counter: the energy column of an export counts
+/// from its first row, the power readings integrated (trapezoids; a gap longer than
+/// [`LONGEST_INTEGRATED_GAP_MS`] adds nothing rather than a guess). Differences between rows
+/// are the energy used in between, as with `gputune log`'s counter.
+#[derive(Debug, Clone, Copy, Default)]
+struct EnergySince {
+    total_mj: u64,
+    last: Option<(u64, u32)>,
+}
+
+/// Longer without a power reading, and the energy of the gap is not guessed.
+const LONGEST_INTEGRATED_GAP_MS: u64 = 10_000;
+
+impl EnergySince {
+    /// Takes in one reading; returns the energy since the first, millijoules.
+    fn add(&mut self, reading: &Telemetry) -> u64 {
+        if let Some(power_mw) = reading.power_draw_mw {
+            if let Some((then_ms, then_mw)) = self.last {
+                let gap_ms = reading.sampled_at_ms.saturating_sub(then_ms);
+                if gap_ms <= LONGEST_INTEGRATED_GAP_MS {
+                    // mW × ms = µJ.
+                    let microjoules = (u64::from(then_mw) + u64::from(power_mw)) * gap_ms / 2;
+                    self.total_mj += microjoules / 1000;
+                }
+            }
+            self.last = Some((reading.sampled_at_ms, power_mw));
+        }
+        self.total_mj
+    }
 }
 
 /// Sample `index` of `history` as a `Telemetry`; `None` when that sample is a failed read.
@@ -595,19 +628,20 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut lines = text.lines();
         assert_eq!(lines.next(), Some(HEADER.join(",").as_str()));
-        // Power to 0.1 W, fan speed as the mean, no energy: what the history keeps.
+        // Power to 0.1 W, fan speed as the mean, energy from the first row.
         assert_eq!(
             lines.next(),
             Some(
                 "2023-11-14T22:13:20.250Z,3,GPU-12345678-aaaa-bbbb-cccc-1234567890ab,\
                  \"NVIDIA GeForce RTX 4090, test\",87.500,450.000,67,52,2520,2520,10501,99,41,\
-                 20000,24564,P2,4,4,16,16,sw_power_cap|sw_thermal_slowdown,"
+                 20000,24564,P2,4,4,16,16,sw_power_cap|sw_thermal_slowdown,0.000"
             )
         );
+        // 87.5 W for 0.2 s (the failed read between adds no guess of its own).
+        let second = lines.next().unwrap_or_default();
         assert!(
-            lines
-                .next()
-                .is_some_and(|line| line.starts_with("2023-11-14T22:13:20.450Z,"))
+            second.starts_with("2023-11-14T22:13:20.450Z,") && second.ends_with(",17.500"),
+            "{second}"
         );
         assert_eq!(lines.next(), None);
     }

@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
+use crate::sweep::base::plan_sweep;
 use crate::sweep::feed::{FeedMessage, follow_file};
 use crate::sweep::objective::Objective;
-use crate::sweep::plan::{SweepSpec, plan_steps};
+use crate::sweep::plan::SweepSpec;
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepTiming, SweepUpdate, SweepView};
 use crate::tuning::engine::GpuInfo;
+use crate::tuning::in_force::SettingsInForce;
 
 /// How often the window hears of a running sweep between steps (its live point moves).
 const VIEW_EVERY: Duration = Duration::from_millis(1_000);
@@ -30,6 +32,9 @@ pub struct SweepLaunch {
     /// The job's log, followed like `tail -F`; `None` measures by the GPU-side proxy.
     pub progress_file: Option<PathBuf>,
     pub progress_regex: Option<String>,
+    /// What the card ran when the sweep was asked for: its locks and offsets are reset for
+    /// the sweep (`sweep::base`).
+    pub in_force: SettingsInForce,
 }
 
 /// A sweep running in the link thread.
@@ -47,7 +52,8 @@ impl ActiveSweep {
     /// Plans the sweep on `gpu` and starts following the progress file; nothing is written
     /// to the card before the first tick.
     pub fn start(launch: SweepLaunch, gpu: &GpuInfo) -> Result<ActiveSweep, String> {
-        let plan = plan_steps(&launch.spec, &gpu.constraints).map_err(|error| error.to_string())?;
+        let (plan, _) = plan_sweep(&launch.spec, &gpu.constraints, &launch.in_force, false)
+            .map_err(|error| error.to_string())?;
         let clock = SweepClock::start();
         let (sender, progress) = mpsc::channel();
         let follow_stop = Arc::new(AtomicBool::new(false));

@@ -8,11 +8,10 @@ use std::path::PathBuf;
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{Legend, Line, MarkerShape, Plot, Points};
 
+use crate::sweep::base::{SweepBase, plan_sweep};
 use crate::sweep::measure::StepResult;
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use crate::sweep::plan::{
-    DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list, plan_steps,
-};
+use crate::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
 use crate::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
 use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
 use crate::ui::link_sweep::SweepLaunch;
@@ -86,13 +85,22 @@ impl Default for SweepPanel {
 
 impl SweepPanel {
     /// The sweep the inputs describe on `gpu`, with its steps; or what is wrong with them.
-    pub fn launch(&self, gpu: &GpuModel) -> Result<(SweepLaunch, Vec<SweepStep>), String> {
+    pub fn launch(
+        &self,
+        gpu: &GpuModel,
+    ) -> Result<(SweepLaunch, Vec<SweepStep>, SweepBase), String> {
         let spec = SweepSpec {
             power_limits_pct: parse_list("Power limits", &self.power_limits)?,
             clock_caps_mhz: parse_list("Clock caps", &self.clock_caps)?,
             undervolt_offset_mhz: self.undervolt.then_some(self.undervolt_offset_mhz),
         };
-        let steps = plan_steps(&spec, &gpu.info.constraints).map_err(|error| error.to_string())?;
+        let in_force = gpu
+            .tuning
+            .as_ref()
+            .map(|tuning| tuning.in_force.clone())
+            .unwrap_or_default();
+        let (steps, base) = plan_sweep(&spec, &gpu.info.constraints, &in_force, false)
+            .map_err(|error| error.to_string())?;
         let timing = SweepTiming::new(self.step_s, self.warmup_s, 120.0)?;
         let objective = Objective::parse(
             match self.objective {
@@ -115,8 +123,10 @@ impl SweepPanel {
                 objective,
                 progress_file: (!file.is_empty()).then(|| PathBuf::from(file)),
                 progress_regex: (!regex.is_empty()).then(|| regex.to_string()),
+                in_force,
             },
             steps,
+            base,
         ))
     }
 
@@ -275,7 +285,10 @@ impl SweepPanel {
         ui.add_space(6.0);
         let launch = self.launch(gpu);
         match &launch {
-            Ok((_, steps)) => {
+            Ok((_, steps, base)) => {
+                if let Some(sentence) = base.sentence() {
+                    ui.label(RichText::new(sentence).weak());
+                }
                 let total_s = self.step_s * steps.len() as f64;
                 ui.label(
                     RichText::new(format!(
@@ -320,7 +333,7 @@ impl SweepPanel {
                 if ui
                     .add_enabled(ready, egui::Button::new("Start the sweep"))
                     .clicked()
-                    && let Ok((launch, _)) = launch
+                    && let Ok((launch, _, _)) = launch
                 {
                     actions.push(SweepAction::Start(Box::new(launch)));
                 }
