@@ -11,29 +11,32 @@ use gputune::device::{BackendChoice, BackendOptions, open_backend};
 #[derive(Debug, Parser)]
 #[command(name = "gputune", version, about)]
 struct Cli {
+    /// The window's sampling interval, 100 to 5000 ms (default: what it used last time, else 500).
+    #[arg(long, value_name = "MS")]
+    interval_ms: Option<u64>,
     /// Which GPUs to talk to: NVML when it works (else the simulator), NVML only, or the simulator.
     #[arg(long, global = true, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
     /// Path of libnvidia-ml (for WSL or non-standard driver installs).
     #[arg(long, global = true, env = "GPUTUNE_NVML_LIB", value_name = "PATH")]
     nvml_lib: Option<PathBuf>,
-    /// Machine the simulator plays.
-    #[arg(long, global = true, value_enum, default_value_t = SimScenario::Rtx4090)]
-    sim_scenario: SimScenario,
-    /// Workload the simulator runs.
-    #[arg(long, global = true, value_enum, default_value_t = LoadPattern::Training)]
-    sim_load: LoadPattern,
     /// The gputune daemon's socket, also GPUTUNE_SOCKET (default: /run/gputune/gputune.sock
     /// when a daemon listens there, else the engine runs in this process; an empty
     /// GPUTUNE_SOCKET never uses a daemon).
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// The window's sampling interval, 100 to 5000 ms (default: what it used last time, else 500).
-    #[arg(long, value_name = "MS")]
-    interval_ms: Option<u64>,
+    /// Machine the simulator plays.
+    #[arg(long, global = true, value_enum, default_value_t = SimScenario::Rtx4090, help_heading = SIMULATOR_HEADING)]
+    sim_scenario: SimScenario,
+    /// Workload the simulator runs.
+    #[arg(long, global = true, value_enum, default_value_t = LoadPattern::Training, help_heading = SIMULATOR_HEADING)]
+    sim_load: LoadPattern,
     #[command(subcommand)]
     command: Option<Command>,
 }
+
+/// Where `--help` lists the simulator's options: after the everyday ones, apart.
+const SIMULATOR_HEADING: &str = "Simulator (no NVIDIA GPU, or --backend sim)";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -46,10 +49,17 @@ enum Command {
         #[arg(long, value_name = "UUID|INDEX")]
         gpu: Option<String>,
     },
-    /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
-    Plan(Box<gputune::cli::plan::PlanArgs>),
     /// Change power limit, clock locks, clock offsets or fans; with --try, for a while, then revert.
     Apply(Box<gputune::cli::apply::ApplyArgs>),
+    /// Run a command with a profile applied (and its fan curve followed), then restore and report.
+    Run(Box<gputune::cli::run::RunArgs>),
+    /// Find the power limit (and clock cap) at which your training job does the most work per
+    /// joule: steps through settings while it runs, measures its own speed, recommends one.
+    Sweep(Box<gputune::cli::sweep::SweepArgs>),
+    /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
+    Plan(Box<gputune::cli::plan::PlanArgs>),
+    /// Save, list, apply and manage tuning profiles (one TOML file each).
+    Profile(Box<gputune::cli::profile::ProfileArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
@@ -68,18 +78,11 @@ enum Command {
     /// What the daemon kept while no window was open: each GPU's samples (as CSV) and its
     /// setting changes with who made them.
     History(Box<gputune::cli::history::HistoryArgs>),
-    /// Save, list, apply and manage tuning profiles (one TOML file each).
-    Profile(Box<gputune::cli::profile::ProfileArgs>),
-    /// Run a command with a profile applied (and its fan curve followed), then restore and report.
-    Run(Box<gputune::cli::run::RunArgs>),
-    /// Find the power limit (and clock cap) at which your training job does the most work per
-    /// joule: steps through settings while it runs, measures its own speed, recommends one.
-    Sweep(Box<gputune::cli::sweep::SweepArgs>),
-    /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
-    Daemon(Box<gputune::cli::daemon::DaemonArgs>),
     /// Serve Prometheus metrics (dcgm-exporter's names, and gputune's own) at
     /// http://127.0.0.1:9400/metrics, from the last reading; until Ctrl-C or SIGTERM.
     Exporter(Box<gputune::cli::exporter::ExporterArgs>),
+    /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
+    Daemon(Box<gputune::cli::daemon::DaemonArgs>),
 }
 
 /// Where a CLI command's log would repeat what the command itself says: the engine's notices

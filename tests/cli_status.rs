@@ -260,3 +260,32 @@ fn a_slow_driver_gets_what_status_could_read_with_the_rest_marked_not_read() {
     let said = String::from_utf8_lossy(&text.stderr);
     assert!(said.contains("answering slowly"), "{said}");
 }
+
+#[test]
+fn help_lists_everyday_commands_and_options_first_and_the_simulators_apart() {
+    let help = |arguments: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_gputune"))
+            .args(arguments)
+            .output()
+            .expect("gputune runs");
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let top = help(&["--help"]);
+    let at = |text: &str, what: &str| {
+        text.find(what)
+            .unwrap_or_else(|| panic!("{what} is missing:\n{text}"))
+    };
+    // Commands: watching and tuning before the daemon's plumbing.
+    assert!(at(&top, "  status") < at(&top, "  apply"));
+    assert!(at(&top, "  sweep") < at(&top, "  daemon"));
+    // Options: everyday ones, then the simulator's under a heading of their own.
+    let heading = at(&top, "Simulator (no NVIDIA GPU, or --backend sim):");
+    assert!(at(&top, "--interval-ms") < at(&top, "--socket"));
+    assert!(at(&top, "--socket") < heading);
+    assert!(heading < at(&top, "--sim-scenario"));
+    // The same in a subcommand: its own options first.
+    let apply = help(&["apply", "--help"]);
+    assert!(at(&apply, "--power-limit") < at(&apply, "Simulator ("));
+    assert!(at(&apply, "Simulator (") < at(&apply, "--sim-load"));
+}
