@@ -5,6 +5,7 @@
 //! sends.
 
 use std::io::ErrorKind;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::connection;
 use super::peer::peer_of;
@@ -29,8 +31,14 @@ pub fn serve(service: &Service, socket: &Path, group: &str) -> anyhow::Result<()
         .context("The socket cannot be made non-blocking")?;
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = Arc::clone(&stop);
-    ctrlc::set_handler(move || stopping.store(true, Ordering::SeqCst))
-        .context("The SIGTERM handler could not be installed")?;
+    // The accept loop sleeps in poll(2) until a client or a signal comes (an idle daemon does
+    // not wake on a timer): the handler writes to this pipe to wake it.
+    let (woken, wake) = nix::unistd::pipe().context("The daemon's wake-up pipe cannot be made")?;
+    ctrlc::set_handler(move || {
+        stopping.store(true, Ordering::SeqCst);
+        let _ = nix::unistd::write(&wake, b"!");
+    })
+    .context("The SIGTERM handler could not be installed")?;
     eprintln!(
         "gputune daemon: listening on {} ({} GPU(s), {} backend)",
         socket.display(),
@@ -39,13 +47,26 @@ pub fn serve(service: &Service, socket: &Path, group: &str) -> anyhow::Result<()
     );
     let slots = Slots::new();
     while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((stream, _)) => accept(service, stream, group, &slots),
-            Err(error) if error.kind() == ErrorKind::WouldBlock => {
+        let mut watched = [
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(woken.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut watched, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(error) => {
+                tracing::warn!("waiting for connections failed: {error}");
                 std::thread::sleep(Duration::from_millis(50));
             }
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        match listener.accept() {
+            Ok((stream, _)) => accept(service, stream, group, &slots),
+            Err(error) if error.kind() == ErrorKind::WouldBlock => {}
             Err(error) => {
                 tracing::warn!("accepting a connection failed: {error}");
+                // Out of descriptors, say: a breath before trying again, not a busy loop.
                 std::thread::sleep(Duration::from_millis(50));
             }
         }

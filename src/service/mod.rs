@@ -115,17 +115,17 @@ impl Service {
             notices,
         };
         let (input, inputs) = mpsc::channel();
-        let interval_ms = Arc::new(AtomicU64::new(DEFAULT_INTERVAL_MS));
+        let pace = sampler::Pace::new(DEFAULT_INTERVAL_MS);
         let sampler = sampler::start(
             reopener,
             engine.gpus().len() as u32,
-            Arc::clone(&interval_ms),
+            Arc::clone(&pace),
             input.clone(),
         );
         let router = Router::new(
             welcome.clone(),
             options.boot_defaults_dir.clone(),
-            interval_ms,
+            pace,
             recorder,
             options.write_group.clone(),
         );

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 
 use super::protocol::{
@@ -41,7 +40,7 @@ pub(crate) struct Router {
     clients: HashMap<ClientId, ClientSlot>,
     latest: Vec<Option<Result<Telemetry, DeviceError>>>,
     boot_defaults_dir: Option<PathBuf>,
-    interval_ms: Arc<AtomicU64>,
+    pace: Arc<super::sampler::Pace>,
     /// Clients to drop once the current message is handled.
     dropped: Vec<ClientId>,
     /// The daemon's history on disk; `None` in-process.
@@ -54,7 +53,7 @@ impl Router {
     pub fn new(
         welcome: Welcome,
         boot_defaults_dir: Option<PathBuf>,
-        interval_ms: Arc<AtomicU64>,
+        pace: Arc<super::sampler::Pace>,
         recorder: Option<Recorder>,
         write_group: Option<String>,
     ) -> Router {
@@ -64,7 +63,7 @@ impl Router {
             clients: HashMap::new(),
             latest: vec![None; gpu_count],
             boot_defaults_dir,
-            interval_ms,
+            pace,
             dropped: Vec::new(),
             recorder,
             write_group,
@@ -295,7 +294,7 @@ impl Router {
             .filter_map(|slot| slot.subscribed_ms)
             .min()
             .unwrap_or(DEFAULT_INTERVAL_MS);
-        self.interval_ms.store(fastest, Ordering::SeqCst);
+        self.pace.set_interval_ms(fastest);
     }
 
     fn answer(&mut self, engine: &mut Engine, client: ClientId, request: Request) -> Response {

@@ -3,8 +3,8 @@
 //! the only reader that may be slow: a driver that takes a second per call slows the readings,
 //! never a trial's revert, which runs on the engine's own handle.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -18,8 +18,79 @@ const SETTINGS_EVERY: Duration = Duration::from_secs(1);
 /// they change slowly, and the samples in between carry the last list.
 const PROCESSES_EVERY: Duration = Duration::from_secs(1);
 
+/// The sampling interval the clients asked for, and a way to wake the sampler when it changes
+/// or when it must stop: the sampler sleeps until its next sample instead of in short naps (an
+/// idle daemon does not wake 20 times a second).
+pub(crate) struct Pace {
+    interval_ms: AtomicU64,
+    stop: AtomicBool,
+    /// Counts the changes, so a waiter knows whether it missed one.
+    changes: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl Pace {
+    pub fn new(interval_ms: u64) -> Arc<Pace> {
+        Arc::new(Pace {
+            interval_ms: AtomicU64::new(interval_ms),
+            stop: AtomicBool::new(false),
+            changes: Mutex::new(0),
+            changed: Condvar::new(),
+        })
+    }
+
+    /// A new interval: the sampler takes it at once (a faster one does not wait out the old).
+    pub fn set_interval_ms(&self, interval_ms: u64) {
+        if self.interval_ms.swap(interval_ms, Ordering::SeqCst) != interval_ms {
+            self.wake();
+        }
+    }
+
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms.load(Ordering::SeqCst).max(1))
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    fn wake(&self) {
+        let mut changes = self
+            .changes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *changes += 1;
+        self.changed.notify_all();
+    }
+
+    /// Sleeps until `deadline`, a new interval, or a stop.
+    fn sleep_until(&self, deadline: Instant) {
+        let mut changes = self
+            .changes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let seen = *changes;
+        while !self.stopped() && *changes == seen {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            changes = match self.changed.wait_timeout(changes, left) {
+                Ok((changes, _)) => changes,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+}
+
 pub(super) struct SamplerHandle {
     stop: Arc<AtomicBool>,
+    pace: Arc<Pace>,
     thread: Option<JoinHandle<()>>,
     /// The thread that waits for critical errors (Xids), when the driver reports them.
     events: Option<JoinHandle<()>>,
@@ -29,6 +100,7 @@ impl SamplerHandle {
     /// Asks the threads to stop; waits briefly, never on a hung driver call.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.pace.stop();
         for thread in [self.thread.take(), self.events.take()]
             .into_iter()
             .flatten()
@@ -46,12 +118,12 @@ const EVENT_WAIT_MS: u32 = 500;
 pub(super) fn start(
     reopener: Reopener,
     gpu_count: u32,
-    interval_ms: Arc<AtomicU64>,
+    pace: Arc<Pace>,
     engine: Sender<Input>,
 ) -> SamplerHandle {
     let stop = Arc::new(AtomicBool::new(false));
     let events = watch_events(Arc::clone(&reopener), engine.clone(), Arc::clone(&stop));
-    let stopping = Arc::clone(&stop);
+    let sampler_pace = Arc::clone(&pace);
     let thread = std::thread::Builder::new()
         .name("gputune-sampler".to_string())
         .spawn(move || {
@@ -62,17 +134,12 @@ pub(super) fn start(
                     return;
                 }
             };
-            run(
-                backend.as_mut(),
-                gpu_count,
-                &interval_ms,
-                &engine,
-                &stopping,
-            );
+            run(backend.as_mut(), gpu_count, &sampler_pace, &engine);
         });
     match thread {
         Ok(thread) => SamplerHandle {
             stop,
+            pace,
             thread: Some(thread),
             events,
         },
@@ -80,6 +147,7 @@ pub(super) fn start(
             tracing::error!("the sampler thread could not start: {error}");
             SamplerHandle {
                 stop,
+                pace,
                 thread: None,
                 events,
             }
@@ -127,17 +195,12 @@ fn watch_events(
         .ok()
 }
 
-fn run(
-    backend: &mut dyn Backend,
-    gpu_count: u32,
-    interval_ms: &AtomicU64,
-    engine: &Sender<Input>,
-    stop: &AtomicBool,
-) {
+fn run(backend: &mut dyn Backend, gpu_count: u32, pace: &Pace, engine: &Sender<Input>) {
     let mut next_settings = Instant::now();
     let mut next_sample = Instant::now();
     let mut processes = ProcessLists::default();
-    while !stop.load(Ordering::SeqCst) {
+    while !pace.stopped() {
+        let sampled_at = Instant::now();
         let refresh_processes = processes.due();
         let readings = (0..gpu_count)
             .map(|index| {
@@ -164,16 +227,20 @@ fn run(
             }
             next_settings = Instant::now() + SETTINGS_EVERY;
         }
-        // A fixed schedule, so a slow read does not shift every later sample.
-        let interval = Duration::from_millis(interval_ms.load(Ordering::SeqCst).max(1));
+        // A fixed schedule, so a slow read does not shift every later sample; a new interval
+        // counts from this sample.
+        let interval = pace.interval();
         next_sample += interval;
         let now = Instant::now();
         if next_sample < now {
             next_sample = now;
         }
-        while !stop.load(Ordering::SeqCst) && Instant::now() < next_sample {
-            let left = next_sample.saturating_duration_since(Instant::now());
-            std::thread::sleep(left.min(Duration::from_millis(50)));
+        while !pace.stopped() && Instant::now() < next_sample {
+            pace.sleep_until(next_sample);
+            let asked = sampled_at + pace.interval();
+            if pace.interval() != interval && asked < next_sample {
+                next_sample = asked.max(Instant::now());
+            }
         }
     }
 }
