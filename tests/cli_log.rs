@@ -483,3 +483,53 @@ fn an_unknown_gpu_is_one_sentence_and_creates_no_file() {
     );
     assert!(!path.exists());
 }
+
+#[test]
+fn sample_times_a_slow_read_runs_over_are_counted_and_said() {
+    // Every driver call takes 5 ms: a sample of 8 GPUs (a few dozen calls) takes far longer
+    // than the 100 ms interval, so sample times are passed over.
+    let machine = FakeMachine::new("8x-rtx4090", "slow_ms=5");
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let path = log_path(&directory, "slow.csv");
+    let output = machine.gputune(&[
+        "log",
+        "--csv",
+        text(&path),
+        "--duration-s",
+        "2",
+        "--interval-ms",
+        "100",
+    ]);
+    assert_success(&output);
+    let stderr = stderr_of(&output);
+    let log = Log::read(&path);
+    let samples = (log.rows.len() / 8) as u64;
+    assert!(samples < 20, "the fault makes samples slow: {samples}");
+    // Said once when it starts, and counted at the end: samples + skipped = the 20 times due.
+    assert_eq!(
+        stderr
+            .matches("longer than the 100 ms interval: the sample times it ran over are skipped")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "Logged {samples} samples ({} rows) to ",
+            samples * 8
+        )),
+        "{last}"
+    );
+    let skipped: u64 = last
+        .split("; ")
+        .nth(1)
+        .and_then(|part| part.split(" of ").next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no skipped count in {last}"));
+    assert!(
+        last.contains(&format!("{skipped} of 20 sample times were skipped")),
+        "{last}"
+    );
+    assert_eq!(samples + skipped, 20, "{last}");
+}

@@ -70,6 +70,10 @@ pub struct LogSummary {
     pub samples: u64,
     /// Rows written.
     pub rows: u64,
+    /// Sample times passed over because the sample before them was still being read.
+    pub skipped: u64,
+    /// The longest time one sample took to read and write, milliseconds.
+    pub slowest_sample_ms: u64,
 }
 
 /// Runs `gputune log`: installs the Ctrl-C / SIGTERM handler, then logs until stopped, with
@@ -136,6 +140,7 @@ pub fn log_until_stopped(
         if ends_at.is_some_and(|end| due >= end) || stop_arrives_before(due, stop) {
             break;
         }
+        let sample_started = Instant::now();
         let mut rows_this_sample = 0;
         for (identity, reported) in gpus.iter().zip(reported_errors.iter_mut()) {
             match backend.telemetry(identity.index) {
@@ -172,24 +177,60 @@ pub fn log_until_stopped(
             if samples_all_failed_in_a_row >= ALL_FAILED_SAMPLES_LIMIT {
                 bail!(
                     "Stopped logging to {}: no GPU could be read for {ALL_FAILED_SAMPLES_LIMIT} samples in a row.",
-                    path.display()
+                    crate::text::path(path)
                 );
             }
         } else {
             samples_all_failed_in_a_row = 0;
         }
-        slot = next_slot(slot, started.elapsed(), interval);
+        let sample_ms = sample_started.elapsed().as_millis() as u64;
+        summary.slowest_sample_ms = summary.slowest_sample_ms.max(sample_ms);
+        let next = next_slot(slot, started.elapsed(), interval);
+        // The slots passed over, up to the end of the log: each is a row time with no row.
+        let last_slot = ends_at.map_or(u64::MAX, |_| {
+            let duration_ms = request.duration_s.unwrap_or(0).saturating_mul(1000);
+            duration_ms.div_ceil(request.interval_ms.max(1))
+        });
+        let skipped_now = next.min(last_slot).saturating_sub(slot + 1);
+        if skipped_now > 0 && summary.skipped == 0 {
+            let _ = writeln!(
+                messages,
+                "Reading {} took {sample_ms} ms, longer than the {} ms interval: the sample times it ran over are skipped (counted at the end).",
+                plural_count(gpus.len() as u64, "GPU", "GPUs"),
+                request.interval_ms
+            );
+        }
+        summary.skipped += skipped_now;
+        slot = next;
     }
     writer.flush()?;
-    let _ = writeln!(
-        messages,
-        "Logged {} {} ({} rows) to {}.",
+    let _ = writeln!(messages, "{}", summary_line(&summary, request, path));
+    Ok(summary)
+}
+
+/// "Logged 100 samples (800 rows) to FILE." with, when sample times were skipped, how many
+/// and the slowest sample.
+fn summary_line(summary: &LogSummary, request: &LogRequest, path: &std::path::Path) -> String {
+    let logged = format!(
+        "Logged {} {} ({} rows) to {}",
         summary.samples,
         plural(summary.samples, "sample", "samples"),
         summary.rows,
-        path.display()
+        crate::text::path(path)
     );
-    Ok(summary)
+    if summary.skipped == 0 {
+        return format!("{logged}.");
+    }
+    let due = summary.samples + summary.skipped;
+    format!(
+        "{logged}; {} of {due} sample times were skipped: the slowest sample took {} ms, longer than the {} ms interval (try a longer --interval-ms, or fewer --gpu).",
+        summary.skipped, summary.slowest_sample_ms, request.interval_ms
+    )
+}
+
+/// "1 GPU", "8 GPUs".
+fn plural_count(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", plural(count, one, many))
 }
 
 /// Resolves the `--gpu` queries (every GPU when there are none) to identities, once: a GPU's
@@ -231,7 +272,7 @@ fn start_line(kind: BackendKind, gpu_count: usize, request: &LogRequest) -> Stri
         "Logging {count} {simulated}{} every {} ms{duration} to {}; Ctrl-C to stop.",
         plural(count, "GPU", "GPUs"),
         request.interval_ms,
-        request.csv_path.display()
+        crate::text::path(&request.csv_path)
     )
 }
 
