@@ -45,7 +45,7 @@ impl Machine {
         command
             .env("GPUTUNE_STATE_DIR", self.state_dir())
             .env("GPUTUNE_CONFIG_DIR", &self.config)
-            .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR");
+            .env_remove("GPUTUNE_INSTALL_ROOT");
         command
     }
 

@@ -202,7 +202,7 @@ impl FakeMachine {
             .env("GPUTUNE_STATE_DIR", self.state_dir())
             .env("GPUTUNE_CONFIG_DIR", self.config_dir())
             .env("GPUTUNE_SOCKET", "")
-            .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR")
+            .env_remove("GPUTUNE_INSTALL_ROOT")
             .env_remove("GPUTUNE_LOG");
         for (name, value) in self.environment() {
             command.env(name, value);
