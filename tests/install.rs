@@ -418,3 +418,20 @@ fn with_the_debian_package_installed_install_only_adds_the_user_and_uninstall_po
     );
     assert!(staged.asked().is_empty());
 }
+
+#[test]
+fn install_by_root_without_sudo_adds_nobody_and_says_how_to_add_a_user() {
+    let staged = Staged::new();
+    let output = staged.gputune(&["daemon", "install"], &[]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}{stdout}", text(&output.stderr));
+    assert_eq!(
+        staged.asked(),
+        ["getent group gputune", "groupadd --system gputune"]
+    );
+    assert!(
+        stdout.contains("No user was added") && stdout.contains("usermod -aG gputune NAME"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("newgrp"), "{stdout}");
+}

@@ -230,11 +230,12 @@ pub fn run_install(
             "{} is already in the group \"{group}\": gputune can tune without root now.",
             crate::text::printable(name)
         )?,
-        (_, Joined::Skipped) => {}
         (UserToAdd::Nobody, _) => writeln!(
             out,
             "No user was added (gputune was not run through sudo): let a user tune with `usermod -aG {group} NAME`; they log out and in again once."
         )?,
+        // Installed into a folder: the command for the target machine was printed.
+        (UserToAdd::Named(_), Joined::Skipped) => {}
     }
     Ok(())
 }
