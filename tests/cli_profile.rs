@@ -46,7 +46,7 @@ impl Machine {
             .env("GPUTUNE_STATE_DIR", self.state_dir())
             .env("GPUTUNE_RECORD_DIR", self.state_dir())
             .env("GPUTUNE_CONFIG_DIR", &self.config)
-            .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR");
+            .env_remove("GPUTUNE_INSTALL_ROOT");
         command
     }
 

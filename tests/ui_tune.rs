@@ -237,6 +237,11 @@ fn a_permission_refusal_says_how_to_get_the_daemon() {
     harness.run();
     harness.get_by_label(&refusal.to_string());
     assert!(refusal.to_string().contains("sudo gputune daemon install"));
+    assert!(
+        refusal
+            .to_string()
+            .contains("sudo apt install ./gputune_*.deb")
+    );
     harness.get_by_label_contains("No gputune daemon runs");
 }
 

@@ -1,10 +1,11 @@
 //! `gputune daemon`: runs the tuning daemon (what `gputuned.service` starts), or with
-//! `install` writes that unit. See `daemon` for what it does.
+//! `install` / `uninstall` sets it up or takes it away. See `daemon` for what it does.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::daemon::install::{InstallArgs, run_install};
+use crate::cli::as_user::{self, RunAs, SudoEnvironment};
+use crate::daemon::install::{InstallArgs, UninstallArgs, UserToAdd, run_install, run_uninstall};
 use crate::daemon::{
     DEFAULT_GROUP, DEFAULT_RUNTIME_DIR, DEFAULT_STATE_DIR, DaemonOptions, SOCKET_NAME, run,
 };
@@ -42,8 +43,12 @@ pub struct DaemonArgs {
 /// What `gputune daemon` does besides running.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum DaemonCommand {
-    /// Write /etc/systemd/system/gputuned.service and create the gputune group (needs root).
+    /// Set up the daemon in one step (needs root): copy this binary to
+    /// /usr/local/libexec/gputune, write gputuned.service, create the gputune group, add the
+    /// user who ran sudo to it, enable and start the service.
     Install(InstallArgs),
+    /// Stop and disable the daemon and remove its unit and binary (needs root).
+    Uninstall(UninstallArgs),
 }
 
 /// Runs `gputune daemon ...`. `socket` is `--socket` / `GPUTUNE_SOCKET`, when given.
@@ -52,13 +57,27 @@ pub fn run_command(
     backend: &BackendOptions,
     socket: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    if let Some(DaemonCommand::Install(install)) = &args.command {
-        let stdout = std::io::stdout();
-        return run_install(
-            install,
-            backend.nvml_library_path.as_deref(),
-            &mut stdout.lock(),
-        );
+    match &args.command {
+        Some(DaemonCommand::Install(install)) => {
+            // Resolved before anything changes: a sudo environment naming nobody real refuses.
+            let user = if install.print {
+                UserToAdd::Nobody
+            } else {
+                user_to_add(install.user.as_deref(), &SudoEnvironment::from_env())?
+            };
+            let stdout = std::io::stdout();
+            return run_install(
+                install,
+                backend.nvml_library_path.as_deref(),
+                &user,
+                &mut stdout.lock(),
+            );
+        }
+        Some(DaemonCommand::Uninstall(uninstall)) => {
+            let stdout = std::io::stdout();
+            return run_uninstall(uninstall, &mut stdout.lock());
+        }
+        None => {}
     }
     let from_env = |name: &str, default: &str| {
         std::env::var_os(name)
@@ -93,4 +112,46 @@ pub fn run_command(
         metrics_listen: args.metrics_listen,
         history_hours: args.history_hours,
     })
+}
+
+/// Who `daemon install` adds to the group: `--user NAME`, else the user who ran sudo
+/// (`SUDO_UID`, else `SUDO_USER`, read as `run` reads them), else nobody. It must be a real
+/// account other than root; anything else refuses the install before it changes anything.
+pub fn user_to_add(named: Option<&str>, sudo: &SudoEnvironment) -> anyhow::Result<UserToAdd> {
+    const NAME_IT: &str = "nothing was installed; name the user with --user NAME";
+    let account = match named {
+        Some(name) => lookup_name(name, "--user")?,
+        None => match as_user::decide(true, sudo) {
+            Err(_) => anyhow::bail!(
+                "sudo's SUDO_UID/SUDO_USER name no real user, so who to add to the gputune group is unknown; {NAME_IT}."
+            ),
+            Ok(RunAs::Unchanged) => return Ok(UserToAdd::Nobody),
+            Ok(RunAs::Name(name)) => lookup_name(&name, "SUDO_USER")?,
+            Ok(RunAs::Uid(uid)) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                .ok()
+                .flatten()
+                .ok_or_else(|| {
+                    anyhow::anyhow!("There is no user with uid {uid} (SUDO_UID); {NAME_IT}.")
+                })?,
+        },
+    };
+    if account.uid.is_root() {
+        anyhow::bail!(
+            "{} is root, who needs no group to tune; {NAME_IT}.",
+            crate::text::printable(&account.name)
+        );
+    }
+    Ok(UserToAdd::Named(account.name))
+}
+
+fn lookup_name(name: &str, source: &str) -> anyhow::Result<nix::unistd::User> {
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "There is no user named \"{}\" ({source}); nothing was installed; name the user with --user NAME.",
+                crate::text::printable(name)
+            )
+        })
 }

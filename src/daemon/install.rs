@@ -1,9 +1,13 @@
-//! `gputune daemon install`: writes `gputuned.service` (hardened, root) and creates the
-//! `gputune` group. The unit runs a binary only root can change: one in a user's folder (what
-//! `cargo install` makes) is refused with the command that copies it somewhere safe.
+//! `gputune daemon install`: the whole job in one command. It creates the `gputune` group,
+//! copies this binary where only root can change it (the unit runs that copy, never a file in
+//! a user's folder), writes `gputuned.service` (hardened), adds the user who ran sudo to the
+//! group, and enables and starts the service where systemd runs. `daemon uninstall` undoes it.
+//! `GPUTUNE_INSTALL_ROOT` and `GPUTUNE_INSTALL_COMMANDS` point all of it at a folder and at
+//! stand-in programs (tests, image builds).
+
+mod target;
 
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -15,8 +19,8 @@ use crate::fsafe::{self, Links};
 pub const UNIT_TEMPLATE: &str = include_str!("../../assets/gputuned.service");
 pub const UNIT_FILE_NAME: &str = "gputuned.service";
 pub const SYSTEM_UNIT_DIR: &str = "/etc/systemd/system";
-/// Overrides [`SYSTEM_UNIT_DIR`] (packaging into a staging folder, tests).
-pub const UNIT_DIR_ENV: &str = "GPUTUNE_SYSTEMD_UNIT_DIR";
+pub use target::{INSTALL_COMMANDS_ENV, INSTALL_ROOT_ENV};
+use target::{Target, Tools};
 /// Marks a unit file as gputune's, so `install` replaces its own and nothing else.
 const UNIT_MARK: &str = "Made by `gputune daemon install`.";
 
@@ -94,71 +98,64 @@ fn quote(text: &str) -> String {
     }
 }
 
-/// Refuses a binary that someone other than root could change: the file and every folder
-/// above it must belong to root and be writable by nobody else (a sticky world-writable folder
-/// such as /tmp does not count as safe either).
-pub fn check_binary_for_root(path: &Path) -> Result<(), String> {
-    let resolved = path
-        .canonicalize()
-        .map_err(|error| format!("{} cannot be found ({error}).", crate::text::path(path)))?;
-    let copy_hint = format!(
-        "copy it where only root can change it, e.g. `sudo install -m 0755 -o root -g root {} /usr/local/bin/gputune`, then run `sudo /usr/local/bin/gputune daemon install`",
-        crate::text::path(path)
-    );
-    let mut current = Some(resolved.as_path());
-    while let Some(step) = current {
-        let metadata = std::fs::metadata(step)
-            .map_err(|error| format!("{} cannot be checked ({error}).", crate::text::path(step)))?;
-        if metadata.uid() != 0 {
-            return Err(format!(
-                "The daemon runs as root, and {} belongs to user {}, who could change what root runs: {copy_hint}.",
-                crate::text::path(step),
-                metadata.uid()
-            ));
-        }
-        if metadata.permissions().mode() & 0o022 != 0 {
-            return Err(format!(
-                "The daemon runs as root, and {} can be written by others (mode {:o}): {copy_hint}.",
-                crate::text::path(step),
-                metadata.permissions().mode() & 0o7777
-            ));
-        }
-        current = step.parent();
-    }
-    Ok(())
-}
-
 /// `gputune daemon install`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct InstallArgs {
-    /// The gputune binary the unit runs (default: this one).
+    /// The gputune program to install (default: this one). It is copied where only root can
+    /// change it, and the unit runs the copy.
     #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
     /// The group whose members may change settings through the daemon.
     #[arg(long, default_value = super::DEFAULT_GROUP)]
     pub group: String,
+    /// The user to add to the group (default: the one who ran sudo).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// Print the unit instead of installing it.
     #[arg(long)]
     pub print: bool,
 }
 
-/// Runs `gputune daemon install`.
+/// `gputune daemon uninstall`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UninstallArgs {
+    /// Also remove /var/lib/gputune: the boot defaults and the history the daemon kept.
+    #[arg(long)]
+    pub purge: bool,
+}
+
+/// Where the unit runs the daemon from: a folder of gputune's own, off everyone's `PATH`, so
+/// the copy never shadows the `gputune` a user runs (e.g. `~/.cargo/bin`'s) and `uninstall`
+/// removes exactly what `install` put there and nothing an administrator placed in
+/// /usr/local/bin.
+pub const INSTALLED_BINARY: &str = "/usr/local/libexec/gputune/gputune";
+/// Where the Debian package puts its unit; when it is there the package runs the daemon.
+const PACKAGE_UNITS: [&str; 2] = [
+    "/lib/systemd/system/gputuned.service",
+    "/usr/lib/systemd/system/gputuned.service",
+];
+/// The link `systemctl enable` makes.
+const WANTS_LINK: &str = "/etc/systemd/system/multi-user.target.wants/gputuned.service";
+
+/// Who install adds to the group, as the command line resolved it (see `cli::daemon`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserToAdd {
+    /// This account (a real user, not root).
+    Named(String),
+    /// Nobody: root ran it without sudo.
+    Nobody,
+}
+
+/// Runs `gputune daemon install`: the group, the binary's copy, the unit, the user in the
+/// group, the service enabled and started; then says the one thing left.
 pub fn run_install(
     args: &InstallArgs,
     nvml_library: Option<&Path>,
+    user: &UserToAdd,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let binary = match &args.binary {
-        Some(binary) => binary.clone(),
-        None => {
-            std::env::current_exe().context("The path of the gputune binary cannot be found")?
-        }
-    };
-    let binary = binary
-        .canonicalize()
-        .with_context(|| format!("{} cannot be found", crate::text::path(&binary)))?;
     let text = unit_text(&UnitSettings {
-        gputune: binary.clone(),
+        gputune: PathBuf::from(INSTALLED_BINARY),
         nvml_library: nvml_library.map(Path::to_path_buf),
         group: args.group.clone(),
     })?;
@@ -166,76 +163,339 @@ pub fn run_install(
         write!(out, "{text}")?;
         return Ok(());
     }
-    if let Err(refusal) = check_binary_for_root(&binary) {
-        bail!("{refusal}");
+    let target = Target::from_env()?;
+    needs_root(&target, "install")?;
+    let group = args.group.as_str();
+    let unit_path = target.path(SYSTEM_UNIT_DIR).join(UNIT_FILE_NAME);
+    let packaged = packaged_unit(&target);
+    // Everything that can refuse is checked before anything changes.
+    let mut source = None;
+    if packaged.is_none() {
+        if unit_found(&unit_path)? == UnitFound::Foreign {
+            bail!(
+                "{} exists and is not gputune's daemon unit; it was left as it is, and nothing was installed.",
+                crate::text::path(&unit_path)
+            );
+        }
+        source = Some(target::open_binary(args.binary.as_deref())?);
+        // The folders that exist; a missing one is made (root's, 0755) when copying.
+        let destination = target.path(INSTALLED_BINARY);
+        target::trusted_folder(
+            &target.root,
+            destination.parent().unwrap_or(Path::new("/")),
+            false,
+        )?;
     }
-    let (folder, system) = match std::env::var_os(UNIT_DIR_ENV).filter(|dir| !dir.is_empty()) {
-        Some(dir) => (PathBuf::from(dir), false),
-        None => (PathBuf::from(SYSTEM_UNIT_DIR), true),
-    };
-    let path = folder.join(UNIT_FILE_NAME);
-    if system && fsafe::effective_uid() != 0 {
+
+    ensure_group(&target, group, out)?;
+    if let Some(packaged) = &packaged {
+        writeln!(
+            out,
+            "gputune's Debian package runs the daemon ({}): the unit and the service are left to it.",
+            crate::text::path(packaged)
+        )?;
+    } else if let Some((mut file, shown)) = source.take() {
+        let destination = target.path(INSTALLED_BINARY);
+        let folder = destination.parent().unwrap_or(Path::new("/"));
+        target::trusted_folder(&target.root, folder, true)?;
+        target::copy_binary(&mut file, &destination)?;
+        writeln!(
+            out,
+            "Copied {} to {} (root's, mode 0755): the daemon runs this copy.",
+            crate::text::path(&shown),
+            INSTALLED_BINARY
+        )?;
+        let unit_folder = unit_path.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(unit_folder).with_context(|| {
+            format!(
+                "The folder {} could not be created",
+                crate::text::path(unit_folder)
+            )
+        })?;
+        fsafe::write_atomically(&unit_path, text.as_bytes(), 0o644)?;
+        writeln!(out, "Wrote {}.", crate::text::path(&unit_path))?;
+    }
+    let joined = add_user(&target, group, user, out)?;
+    if packaged.is_none() {
+        start_service(&target, out)?;
+    }
+    match (user, joined) {
+        (UserToAdd::Named(name), Joined::Now) => writeln!(
+            out,
+            "One thing left: {} joins the group \"{group}\" at the next login: log out and in again, or run `newgrp {group}` in a terminal.",
+            crate::text::printable(name)
+        )?,
+        (UserToAdd::Named(name), Joined::Already) => writeln!(
+            out,
+            "{} is already in the group \"{group}\": gputune can tune without root now.",
+            crate::text::printable(name)
+        )?,
+        (UserToAdd::Nobody, _) => writeln!(
+            out,
+            "No user was added (gputune was not run through sudo): let a user tune with `usermod -aG {group} NAME`; they log out and in again once."
+        )?,
+        // Installed into a folder: the command for the target machine was printed.
+        (UserToAdd::Named(_), Joined::Skipped) => {}
+    }
+    Ok(())
+}
+
+/// Refuses a system install or uninstall without root.
+fn needs_root(target: &Target, what: &str) -> anyhow::Result<()> {
+    if target.is_system() && fsafe::effective_uid() != 0 {
+        let binary = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gputune"));
         bail!(
-            "Installing the daemon writes {} and needs root: run `sudo {} daemon install`.",
-            crate::text::path(&path),
+            "The daemon's {what} changes the system and needs root: run `sudo {} daemon {what}`.",
             crate::text::path(&binary)
         );
     }
-    match fsafe::read_limited(&path, 64 * 1024, Links::Refuse) {
-        Ok(existing) if !String::from_utf8_lossy(&existing).contains(UNIT_MARK) => bail!(
-            "{} exists and is not gputune's daemon unit; it was left as it is.",
-            crate::text::path(&path)
-        ),
-        Ok(_) => {}
-        Err(error) if error.is_not_found() => {}
+    Ok(())
+}
+
+/// What lies at the unit's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UnitFound {
+    Absent,
+    Ours,
+    /// Someone else's unit of that name: never replaced, stopped or removed.
+    Foreign,
+}
+
+fn unit_found(path: &Path) -> anyhow::Result<UnitFound> {
+    match fsafe::read_limited(path, 64 * 1024, Links::Refuse) {
+        Ok(existing) if String::from_utf8_lossy(&existing).contains(UNIT_MARK) => {
+            Ok(UnitFound::Ours)
+        }
+        Ok(_) => Ok(UnitFound::Foreign),
+        Err(error) if error.is_not_found() => Ok(UnitFound::Absent),
         Err(error) => bail!("{error}"),
     }
-    std::fs::create_dir_all(&folder).with_context(|| {
-        format!(
-            "The folder {} could not be created",
-            crate::text::path(&folder)
-        )
-    })?;
-    fsafe::write_atomically(&path, text.as_bytes(), 0o644)?;
-    writeln!(out, "Wrote {}.", crate::text::path(&path))?;
-    if system {
-        ensure_group(&args.group, out)?;
-    } else {
+}
+
+/// The Debian package's unit, when the package is installed.
+fn packaged_unit(target: &Target) -> Option<PathBuf> {
+    PACKAGE_UNITS
+        .iter()
+        .map(|unit| target.path(unit))
+        .find(|unit| std::fs::symlink_metadata(unit).is_ok())
+}
+
+/// The group, made with `groupadd --system` when it does not exist.
+fn ensure_group(target: &Target, group: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    if let Tools::Skipped = target.tools {
         writeln!(
             out,
-            "Not a system install ({UNIT_DIR_ENV} is set): create the group \"{}\" on the target machine.",
-            args.group
+            "Installing into {} ({INSTALL_ROOT_ENV}): on the target machine, create the group with `groupadd --system {group}`.",
+            crate::text::path(&target.root)
         )?;
+        return Ok(());
     }
+    if group_entry(target, group)?.is_some() {
+        writeln!(out, "The group \"{group}\" exists.")?;
+        return Ok(());
+    }
+    target.run_checked("groupadd", &["--system", group])?;
+    writeln!(out, "Created the group \"{group}\".")?;
+    Ok(())
+}
+
+/// The group's entry, `None` when there is no such group.
+fn group_entry(target: &Target, group: &str) -> anyhow::Result<Option<target::GroupEntry>> {
+    let Some(output) = target.run("getent", &["group", group])? else {
+        return Ok(None);
+    };
+    // getent: 0 found, 2 not found.
+    match output.status.code() {
+        Some(0) => {
+            let line = String::from_utf8_lossy(&output.stdout);
+            match target::parse_group_line(line.lines().next().unwrap_or("")) {
+                Some(entry) => Ok(Some(entry)),
+                None => bail!(
+                    "`getent group {group}` gave a line that is not a group ({}).",
+                    crate::text::printable(line.trim())
+                ),
+            }
+        }
+        Some(2) => Ok(None),
+        _ => bail!(
+            "`getent group {group}` failed ({}{}).",
+            output.status,
+            target::said(&output)
+        ),
+    }
+}
+
+/// What happened to the user's membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Joined {
+    Now,
+    Already,
+    Skipped,
+}
+
+fn add_user(
+    target: &Target,
+    group: &str,
+    user: &UserToAdd,
+    out: &mut dyn Write,
+) -> anyhow::Result<Joined> {
+    let UserToAdd::Named(name) = user else {
+        return Ok(Joined::Skipped);
+    };
+    let shown = crate::text::printable(name);
+    if let Tools::Skipped = target.tools {
+        writeln!(
+            out,
+            "On the target machine, let {shown} tune with `usermod -aG {group} {shown}`."
+        )?;
+        return Ok(Joined::Skipped);
+    }
+    if group_entry(target, group)?.is_some_and(|entry| entry.members.iter().any(|m| m == name)) {
+        return Ok(Joined::Already);
+    }
+    target.run_checked("usermod", &["--append", "--groups", group, "--", name])?;
+    writeln!(out, "Added {shown} to the group \"{group}\".")?;
+    Ok(Joined::Now)
+}
+
+/// Enables and (re)starts the service where systemd runs; else says what to run later.
+fn start_service(target: &Target, out: &mut dyn Write) -> anyhow::Result<()> {
+    let later =
+        format!("sudo systemctl daemon-reload && sudo systemctl enable --now {UNIT_FILE_NAME}");
+    if matches!(target.tools, Tools::Skipped) {
+        writeln!(
+            out,
+            "On the target machine, enable and start the daemon with `systemctl enable --now {UNIT_FILE_NAME}`."
+        )?;
+        return Ok(());
+    }
+    if !target.systemd_runs() {
+        writeln!(
+            out,
+            "systemd is not running here (a container, or a system started without it), so the daemon was not started. Where systemd runs, start it with:\n  {later}\nor run it in the foreground: sudo {INSTALLED_BINARY} daemon"
+        )?;
+        return Ok(());
+    }
+    target.run_checked("systemctl", &["daemon-reload"])?;
+    target.run_checked("systemctl", &["enable", UNIT_FILE_NAME])?;
+    // restart, not start: a reinstall replaces the binary, and a running daemon keeps the old
+    // one until it restarts (its sessions are put back first, as on any stop).
+    target
+        .run_checked("systemctl", &["restart", UNIT_FILE_NAME])
+        .with_context(|| {
+            format!("The daemon did not start: `journalctl -u {UNIT_FILE_NAME}` says why")
+        })?;
     writeln!(
         out,
-        "Now run: systemctl daemon-reload && systemctl enable --now {UNIT_FILE_NAME}\n\
-         Then let a user tune without root: usermod -aG {} USER (they log in again once).",
-        args.group
+        "Enabled and started {UNIT_FILE_NAME} (`systemctl status {UNIT_FILE_NAME}` shows it)."
     )?;
     Ok(())
 }
 
-/// Creates the group with `groupadd --system` when it does not exist yet.
-fn ensure_group(group: &str, out: &mut dyn Write) -> anyhow::Result<()> {
-    if nix::unistd::Group::from_name(group)
-        .ok()
-        .flatten()
-        .is_some()
+/// Runs `gputune daemon uninstall`: stops and disables the service, removes the unit and the
+/// binary's copy. The group is kept, and so is /var/lib/gputune unless `--purge`.
+pub fn run_uninstall(args: &UninstallArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let target = Target::from_env()?;
+    needs_root(&target, "uninstall")?;
+    let unit_path = target.path(SYSTEM_UNIT_DIR).join(UNIT_FILE_NAME);
+    let found = unit_found(&unit_path)?;
+    if found == UnitFound::Absent
+        && let Some(packaged) = packaged_unit(&target)
     {
-        writeln!(out, "The group \"{group}\" exists.")?;
-        return Ok(());
+        bail!(
+            "gputune's Debian package runs the daemon ({}): remove it with `sudo apt remove gputune`.",
+            crate::text::path(&packaged)
+        );
     }
-    let status = std::process::Command::new("groupadd")
-        .args(["--system", group])
-        .status()
-        .with_context(|| {
-            format!("groupadd could not be run; create the group \"{group}\" yourself")
-        })?;
-    if !status.success() {
-        bail!("groupadd --system {group} failed ({status}); create the group yourself.");
+    let ours = found == UnitFound::Ours;
+    if found == UnitFound::Foreign {
+        writeln!(
+            out,
+            "{} is not gputune's daemon unit: that service was left as it is.",
+            crate::text::path(&unit_path)
+        )?;
     }
-    writeln!(out, "Created the group \"{group}\".")?;
+    if ours {
+        if matches!(target.tools, Tools::Skipped) || !target.systemd_runs() {
+            writeln!(out, "systemd is not running here: nothing to stop.")?;
+            remove_link(&target.path(WANTS_LINK))?;
+        } else {
+            target
+                .run_checked("systemctl", &["disable", "--now", UNIT_FILE_NAME])
+                .context("The daemon could not be stopped; nothing was removed")?;
+            writeln!(out, "Stopped and disabled {UNIT_FILE_NAME}.")?;
+        }
+        remove_file(&unit_path, out)?;
+        if !matches!(target.tools, Tools::Skipped) && target.systemd_runs() {
+            target.run_checked("systemctl", &["daemon-reload"])?;
+        }
+    } else {
+        writeln!(
+            out,
+            "No unit of gputune's at {}.",
+            crate::text::path(&unit_path)
+        )?;
+    }
+    let binary = target.path(INSTALLED_BINARY);
+    remove_file(&binary, out)?;
+    if let Some(folder) = binary.parent() {
+        // Only when empty: whatever else is there is not ours.
+        let _ = std::fs::remove_dir(folder);
+    }
+    let state = target.path(super::DEFAULT_STATE_DIR);
+    match std::fs::symlink_metadata(&state) {
+        Ok(metadata) if args.purge && metadata.is_dir() => {
+            std::fs::remove_dir_all(&state)
+                .with_context(|| format!("{} could not be removed", crate::text::path(&state)))?;
+            writeln!(
+                out,
+                "Removed {} (boot defaults, history).",
+                crate::text::path(&state)
+            )?;
+        }
+        Ok(_) if args.purge => writeln!(
+            out,
+            "{} is not a folder; it was left as it is.",
+            crate::text::path(&state)
+        )?,
+        Ok(_) => writeln!(
+            out,
+            "Kept {} (the boot defaults and the history the daemon kept): `gputune daemon uninstall --purge` removes it.",
+            crate::text::path(&state)
+        )?,
+        Err(_) => {}
+    }
+    // A removed group's id can later be given to a new group, which would then own whatever
+    // files still carry the old id; members are harmless without a daemon. (Debian packages
+    // keep their system groups for the same reason.)
+    writeln!(
+        out,
+        "Kept the group \"{}\" (its id may still own files); `sudo groupdel {}` removes it.",
+        super::DEFAULT_GROUP,
+        super::DEFAULT_GROUP
+    )?;
+    Ok(())
+}
+
+/// Removes a file (a link itself, never what it points to), saying so; absent is fine.
+fn remove_file(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => writeln!(out, "Removed {}.", crate::text::path(path))?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => bail!(
+            "{} could not be removed ({error}).",
+            crate::text::path(path)
+        ),
+    }
+    Ok(())
+}
+
+/// Removes `path` when it is a symlink (what `systemctl enable` left).
+fn remove_link(path: &Path) -> anyhow::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_symlink()) {
+        std::fs::remove_file(path)
+            .with_context(|| format!("{} could not be removed", crate::text::path(path)))?;
+    }
     Ok(())
 }
 
@@ -322,25 +582,6 @@ mod tests {
                 .is_err(),
                 "{group:?}"
             );
-        }
-    }
-
-    #[test]
-    fn a_binary_others_can_change_is_refused() {
-        // /tmp is world-writable: whatever lies below it is not safe for root to run.
-        let folder = tempfile::tempdir().unwrap();
-        let binary = folder.path().join("gputune");
-        std::fs::write(&binary, b"#!/bin/sh\n").unwrap();
-        let refusal = check_binary_for_root(&binary).unwrap_err();
-        assert!(
-            refusal.contains("sudo install -m 0755 -o root -g root"),
-            "{refusal}"
-        );
-        assert!(check_binary_for_root(Path::new("/no/such/gputune")).is_err());
-        if fsafe::effective_uid() == 0
-            && std::fs::metadata("/usr/bin/env").is_ok_and(|m| m.uid() == 0)
-        {
-            assert_eq!(check_binary_for_root(Path::new("/usr/bin/env")), Ok(()));
         }
     }
 }

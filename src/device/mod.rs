@@ -274,7 +274,7 @@ pub enum DeviceError {
     )]
     GpuNotFound { query: String },
     #[error(
-        "Changing the {action} needs administrator rights: start the gputune daemon (`sudo gputune daemon install`) and join its group, or run gputune as root."
+        "Changing the {action} needs administrator rights: set up the gputune daemon once with `sudo gputune daemon install` (or install the package: `sudo apt install ./gputune_*.deb`), then log out and in again; or run gputune as root."
     )]
     NoPermission { action: String },
     #[error("This GPU does not support {what}.")]

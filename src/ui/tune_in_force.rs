@@ -59,7 +59,7 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
             RichText::new(if daemon {
                 "Changes go through the gputune daemon, which puts back what a trial or a session changed when it ends."
             } else {
-                "No gputune daemon runs: this window makes the changes itself (a real card needs administrator rights: `sudo gputune daemon install`)."
+                "No gputune daemon runs: this window makes the changes itself (a real card needs administrator rights: set up the daemon once with `sudo gputune daemon install`)."
             })
             .weak(),
         );

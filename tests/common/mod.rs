@@ -212,7 +212,7 @@ impl FakeMachine {
             // Tests may run as root: never the machine's shared record folder (/run/gputune).
             .env("GPUTUNE_RECORD_DIR", self.state_dir())
             .env("GPUTUNE_SOCKET", "")
-            .env_remove("GPUTUNE_SYSTEMD_UNIT_DIR")
+            .env_remove("GPUTUNE_INSTALL_ROOT")
             .env_remove("GPUTUNE_LOG");
         for (name, value) in self.environment() {
             command.env(name, value);
