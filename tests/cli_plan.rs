@@ -422,8 +422,9 @@ fn export_writes_each_trainer_config() {
     }
 }
 
-/// The arguments of QLoRA 8B on an RTX 4090 without checkpointing: it does not fit as set.
-const QLORA_8B_NO_CHECKPOINTING: [&str; 12] = [
+/// The arguments of QLoRA 8B on an RTX 4090 without checkpointing at 3072 tokens: it does not
+/// fit as set, and only checkpointing makes it fit.
+const QLORA_8B_NO_CHECKPOINTING: [&str; 14] = [
     "--model",
     "llama-3.1-8b",
     "--method",
@@ -436,6 +437,8 @@ const QLORA_8B_NO_CHECKPOINTING: [&str; 12] = [
     "32",
     "--checkpointing",
     "none",
+    "--seq-len",
+    "3072",
 ];
 
 #[test]
@@ -735,4 +738,49 @@ fn the_accelerate_export_says_in_comments_what_it_cannot_set() {
     ] {
         assert!(text.contains(words), "{words}: {text}");
     }
+}
+
+/// `--allocator` picks the measured allocator model; the report says which context and which
+/// allocator it assumed, and a bad reserve override is refused.
+#[test]
+fn the_allocator_option_changes_the_reserve_and_the_report_names_the_assumptions() {
+    let base = [
+        "--model",
+        "gpt2",
+        "--micro-batch",
+        "8",
+        "--seq-len",
+        "1024",
+        "--card",
+        "H100 80GB",
+    ];
+    let reserve = |allocator: &str| {
+        json(&[&base[..], &["--allocator", allocator]].concat())["breakdown_bytes"]["allocator_reserve"]
+            .as_u64()
+            .expect("allocator_reserve")
+    };
+    let default = reserve("default");
+    let expandable = reserve("expandable-segments");
+    assert!(
+        expandable < default,
+        "expandable {expandable} < default {default}"
+    );
+    let report = json(&base);
+    assert_eq!(report["breakdown_bytes"]["cuda_context"], 762 * 1024 * 1024);
+    let text = plan(&[&base[..], &["--allocator", "expandable-segments"]].concat());
+    let text = String::from_utf8_lossy(&text.stdout);
+    for words in [
+        "0.74 GiB CUDA context",
+        "differs per card and driver",
+        "expandable-segments allocator",
+    ] {
+        assert!(text.contains(words), "{words}: {text}");
+    }
+    let refused = plan(&[&base[..], &["--allocator-reserve-pct", "150"]].concat());
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("between 0 and 100"),
+        "{}",
+        stderr(&refused)
+    );
 }

@@ -1327,3 +1327,44 @@ fn export_format_names() {
     assert_eq!(ExportFormat::from_name("yaml"), None);
     assert_eq!(ExportFormat::Deepspeed.file_name(), "ds_config.json");
 }
+
+/// The plan counts the expandable-segments allocator only when the job runs with it: every
+/// format says so, and none says it for the default allocator.
+#[test]
+fn every_export_sets_the_expandable_segments_allocator_when_the_plan_counts_it() {
+    use gputune::plan::export::{ExportFormat, export_with_notes};
+    use gputune::plan::setup::{Allocator, Overheads, TrainingSetup};
+    let model = gputune::plan::model::preset("llama-3.2-1b").expect("a preset");
+    for format in ExportFormat::ALL {
+        for allocator in [Allocator::Default, Allocator::ExpandableSegments] {
+            let setup = TrainingSetup {
+                overheads: Overheads {
+                    allocator,
+                    ..Overheads::default()
+                },
+                ..TrainingSetup::new(2, 1024)
+            };
+            let export = export_with_notes(&model, &setup, 1, format).expect("exportable");
+            let says = export
+                .notes
+                .iter()
+                .any(|note| note.contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+            assert_eq!(
+                says,
+                allocator == Allocator::ExpandableSegments,
+                "{format:?} {allocator:?}: {:?}",
+                export.notes
+            );
+            if format == ExportFormat::Accelerate {
+                assert_eq!(
+                    export
+                        .text
+                        .contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+                    says,
+                    "the YAML carries it in its comments: {}",
+                    export.text
+                );
+            }
+        }
+    }
+}

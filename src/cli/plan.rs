@@ -21,8 +21,8 @@ use crate::plan::recommend::{
     training_seconds,
 };
 use crate::plan::setup::{
-    Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
-    TrainingSetup,
+    Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Method, Offload, Optimizer,
+    Overheads, Precision, Sharding, Task, TrainingSetup,
 };
 
 /// The setup fits the card (at the recommended micro-batch); an `--export` file was written.
@@ -110,13 +110,19 @@ pub struct PlanArgs {
     /// micro-batch that fits, without accumulation).
     #[arg(long, value_name = "N")]
     pub target_batch: Option<u64>,
-    /// CUDA context and library workspaces, MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 500)]
+    /// CUDA context and the kernels a step loads, MiB: what the process holds outside
+    /// PyTorch's allocator. The default was measured on an H200 (driver 580, CUDA 13); it
+    /// differs per card and driver (nvidia-smi shows it for a process that has made one
+    /// cuBLAS call).
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_CUDA_CONTEXT_MIB)]
     pub cuda_context_mib: u64,
-    /// Caching-allocator reserve on top of the tensors, percent of what a step allocates and
-    /// frees (weights and optimizer states count 65 % of it)
-    #[arg(long, value_name = "PCT", default_value_t = 25.0)]
-    pub allocator_reserve_pct: f64,
+    /// PyTorch's caching allocator: expandable-segments is
+    /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the exports set it).
+    #[arg(long, value_enum, default_value_t = Allocator::Default)]
+    pub allocator: Allocator,
+    /// Replace the measured allocator model: reserve beyond the live tensors, percent of them.
+    #[arg(long, value_name = "PCT")]
+    pub allocator_reserve_pct: Option<f64>,
     /// Tokens (or images) to train on, for a time estimate.
     #[arg(long, value_name = "N")]
     pub tokens: Option<f64>,
@@ -361,10 +367,15 @@ fn training_setup(args: &PlanArgs, model: &Model) -> Result<TrainingSetup, PlanE
         chunked_cross_entropy: args.chunked_cross_entropy,
         overheads: Overheads {
             cuda_context_bytes: args.cuda_context_mib.saturating_mul(1024 * 1024),
-            allocator_reserve_fraction: if args.allocator_reserve_pct.is_finite() {
-                args.allocator_reserve_pct.clamp(0.0, 100.0) / 100.0
-            } else {
-                Overheads::default().allocator_reserve_fraction
+            allocator: args.allocator,
+            allocator_reserve_fraction: match args.allocator_reserve_pct {
+                Some(pct) if pct.is_finite() && (0.0..=100.0).contains(&pct) => Some(pct / 100.0),
+                Some(pct) => {
+                    return Err(PlanError::InvalidInput(format!(
+                        "--allocator-reserve-pct must be between 0 and 100, not {pct}."
+                    )));
+                }
+                None => None,
             },
         },
     })

@@ -334,11 +334,12 @@ fn mlp_bytes(shape: &Shape, types: Types) -> f64 {
         // The up projection's output (kept by the GELU) and the GELU's output.
         GeluKind::Fused => 2.0 * c * width,
         GeluKind::PythonTanh => {
-            // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): autocast runs pow in fp32, so the
-            // tanh and its sum are fp32; kept: x, tanh(...), 0.5·x, 1 + tanh(...), and the
-            // down projection's copy of the product.
+            // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): autocast runs pow in fp32, so pow
+            // keeps its fp32 copy of x (not x itself) and the tanh and its sum are fp32; kept:
+            // x (as pow's input), tanh(...), 0.5·x, 1 + tanh(...), and the down projection's
+            // copy of the product.
             let wide = if types.autocast { 4.0 } else { c };
-            width * (c + wide + c + wide + c)
+            width * (wide + wide + c + wide + c)
         }
     }
 }

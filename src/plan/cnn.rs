@@ -58,29 +58,32 @@ pub(super) fn backward_prefixes(
 /// A CNN's saved tensors, counted block by block from its stages.
 pub(super) fn cnn_bytes(config: &CnnConfig, image_size: f64, batch: f64, types: Types) -> f64 {
     let value_bytes = types.compute;
-    let elements = match config {
+    // The images arrive in the weights' type (fp32 under autocast, which gives the first conv
+    // its own 16-bit copy).
+    let pixels = 3.0 * image_size * image_size;
+    let image = pixels * (types.residual + if types.autocast { types.compute } else { 0.0 });
+    let bytes = match config {
         CnnConfig::ResNet {
             blocks_per_stage, ..
-        } => resnet_elements(blocks_per_stage, image_size),
+        } => {
+            // Max pooling keeps an int64 index per output value.
+            let maxpool_indices = 64.0 * (image_size / 4.0).powi(2) * 8.0;
+            resnet_elements(blocks_per_stage, image_size) * value_bytes + maxpool_indices
+        }
         CnnConfig::ConvNeXt {
             blocks_per_stage,
             channels_per_stage,
             ..
-        } => convnext_elements(blocks_per_stage, channels_per_stage, image_size),
+        } => convnext_bytes(blocks_per_stage, channels_per_stage, image_size, types),
     };
-    let maxpool_indices = match config {
-        // Max pooling keeps an int64 index per output value.
-        CnnConfig::ResNet { .. } => 64.0 * (image_size / 4.0).powi(2) * 8.0,
-        CnnConfig::ConvNeXt { .. } => 0.0,
-    };
-    batch * (elements * value_bytes + maxpool_indices)
+    batch * (image + bytes)
 }
 
-/// Saved values per image of a torchvision bottleneck ResNet.
+/// Saved values per image of a torchvision bottleneck ResNet, the input image left out.
 fn resnet_elements(blocks_per_stage: &[u64; 4], image_size: f64) -> f64 {
     let stem_area = (image_size / 2.0).powi(2);
-    // Input image (conv1), BatchNorm input, ReLU output.
-    let mut total = 3.0 * image_size * image_size + 2.0 * 64.0 * stem_area;
+    // BatchNorm input, ReLU output.
+    let mut total = 2.0 * 64.0 * stem_area;
     let mut area = (image_size / 4.0).powi(2);
     for (stage, &blocks) in blocks_per_stage.iter().enumerate() {
         let width = RESNET_WIDTHS[stage] as f64;
@@ -101,31 +104,45 @@ fn resnet_elements(blocks_per_stage: &[u64; 4], image_size: f64) -> f64 {
     total
 }
 
-/// Saved values per image of a ConvNeXt.
-fn convnext_elements(
+/// Saved bytes per image of a torchvision ConvNeXt, the input image left out. Under autocast
+/// LayerNorm runs in fp32 and keeps an fp32 copy of its input, and the residual stream is
+/// fp32 (the layer scale is an fp32 parameter): what reads it without a cast (a downsampling
+/// LayerNorm, the final pooling) keeps it in fp32.
+fn convnext_bytes(
     blocks_per_stage: &[u64; 4],
     channels_per_stage: &[u64; 4],
     image_size: f64,
+    types: Types,
 ) -> f64 {
-    // Input image, patchify conv output (LayerNorm input) and LayerNorm output.
+    let c = types.compute;
+    let norm_input = if types.autocast { 4.0 } else { c };
+    let residual = if types.autocast { 4.0 } else { c };
+    // Patchify conv output (LayerNorm input) and LayerNorm output.
     let mut area = (image_size / 4.0).powi(2);
     let first = channels_per_stage[0] as f64;
-    let mut total = 3.0 * image_size * image_size + 2.0 * first * area;
+    let mut total = (norm_input + c) * first * area;
+    let mut last = first;
     for (stage, (&blocks, &channels)) in blocks_per_stage.iter().zip(channels_per_stage).enumerate()
     {
         // Stages left out (a prefix of the network) have no blocks.
         if blocks == 0 {
             break;
         }
+        let previous = channels_per_stage[stage.saturating_sub(1)] as f64;
         if stage > 0 {
-            // Downsampling LayerNorm output (the 2×2 conv's input) at the previous size.
-            total += channels_per_stage[stage - 1] as f64 * area;
+            // Downsampling: its LayerNorm keeps the previous stage's last output whole (counted
+            // below as a block output in the compute type; the rest here) and its output (the
+            // 2×2 conv's input) at the previous size, then the conv's output.
+            total += residual * previous * area;
             area /= 4.0;
-            total += channels as f64 * area;
+            total += c * channels as f64 * area;
         }
-        // Depthwise conv output, LayerNorm output, 4× expansion, GELU output, projection
-        // output, block output: 12 channels' worth per pixel.
-        total += blocks as f64 * 12.0 * channels as f64 * area;
+        // Depthwise conv output (LayerNorm input), LayerNorm output, 4× expansion, GELU
+        // output, projection output (kept for the layer scale), and the block output as the
+        // next block's conv keeps it.
+        total += blocks as f64 * (norm_input + 11.0 * c) * channels as f64 * area;
+        last = channels as f64;
     }
-    total
+    // The last block's output as the pooling (or the next downsampling) keeps it.
+    total + (residual - c) * last * area
 }

@@ -137,6 +137,12 @@ fn notes(
     format: ExportFormat,
 ) -> Vec<String> {
     let mut notes = hf::model_load_notes(model, setup);
+    if let Some((name, value)) = setup.overheads.allocator.env() {
+        // No trainer config holds the environment; the plan's memory depends on it.
+        notes.insert(0, format!(
+            "Launch with {name}={value} in the environment (export {name}={value}): the plan counts PyTorch's expandable-segments allocator, which wastes less memory than the default; without it the micro-batch may not fit."
+        ));
+    }
     if format == ExportFormat::Hf {
         notes.extend(hf::trainer_notes(model, setup));
     } else {

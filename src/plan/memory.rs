@@ -8,7 +8,7 @@ use super::PlanError;
 use super::activations::activation_profile;
 use super::model::{Architecture, Model};
 use super::setup::{
-    Checkpointing, Method, Offload, Optimizer, PERSISTENT_RESERVE_SHARE, Precision, Sharding,
+    Allocator, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding,
     TrainingSetup,
 };
 
@@ -64,6 +64,11 @@ pub struct MemoryBreakdown {
     pub overhead: u64,
     /// The caching allocator's part of `overhead`: blocks reserved beyond the live tensors.
     pub allocator_reserve: u64,
+    /// The CUDA context's part of `overhead` (assumed, see `Overheads`).
+    pub cuda_context: u64,
+    /// Kept free beyond `total()` when checking that the step fits (see
+    /// [`CNN_SAFETY_MARGIN`]); 0 where the measurements show none is needed.
+    pub safety_margin: u64,
     /// Where in the step the peak falls.
     pub peak_phase: Phase,
     pub phases: PhasePeaks,
@@ -228,6 +233,9 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
     }
 
     let mut activations = activation_profile(&model.architecture, setup);
+    // The largest tensor that comes and goes: one of the loss's (its gradient is the size of
+    // its log-softmax).
+    let loss_tensor = activations.backward_start / 2.0;
     if matches!(setup.method, Method::Qlora { .. }) {
         // bitsandbytes dequantizes a 4-bit weight to 16 bits for each matmul, forward and
         // backward: one block's largest matrix at a time.
@@ -357,14 +365,29 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
     // What the peak's moment holds beyond the stored weights and the optimizer states.
     let copies_at_peak = (peak_parts[0] - weights - optimizer).max(0.0);
     let weights_at_peak = weights + copies_at_peak;
-    // What the caching allocator holds beyond the live tensors at their peak (fragmentation,
-    // cached free blocks): a fraction of what the step allocates and frees, less of what
-    // lives through it.
     let tensors = sum(&peak_parts);
-    let persistent = weights + optimizer;
-    let reserve_fraction = setup.overheads.allocator_reserve_fraction.clamp(0.0, 10.0);
-    let allocator_reserve = reserve_fraction
-        * ((tensors - persistent).max(0.0) + PERSISTENT_RESERVE_SHARE * persistent);
+    let allocator_reserve = if sharded_parameters || setup.offload != Offload::None {
+        // No sharded or offloaded run was measured on a GPU here: their reserve keeps the
+        // share fit to the published FSDP and offload points (each block's gathered
+        // parameters are freed and gathered again), unless the user gives one.
+        let persistent = weights + optimizer;
+        match setup.overheads.allocator_reserve_fraction {
+            Some(fraction) if fraction.is_finite() => fraction.clamp(0.0, 10.0) * tensors,
+            _ => {
+                SHARDED_RESERVE_SHARE
+                    * ((tensors - persistent).max(0.0) + SHARDED_PERSISTENT_SHARE * persistent)
+            }
+        }
+    } else {
+        allocator_reserve_bytes(&setup.overheads, tensors, loss_tensor)
+    };
+    // The allocator's reserve is margin enough where the count holds (a capped run gives back
+    // its cache before it fails); CNNs' live tensors were up to 3.7 % above the count.
+    let safety_margin = if matches!(model.architecture, Architecture::Cnn(_)) {
+        CNN_SAFETY_MARGIN * tensors
+    } else {
+        0.0
+    };
     let overhead = setup.overheads.cuda_context_bytes as f64 + allocator_reserve;
     Ok(MemoryBreakdown {
         weights: to_bytes(weights_at_peak),
@@ -375,6 +398,8 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
         temporaries: to_bytes(temporaries_at_peak),
         overhead: to_bytes(overhead),
         allocator_reserve: to_bytes(allocator_reserve),
+        cuda_context: setup.overheads.cuda_context_bytes,
+        safety_margin: to_bytes(safety_margin),
         peak_phase,
         phases: PhasePeaks {
             forward: to_bytes(phase_peak(Phase::Forward)),
@@ -382,6 +407,47 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
             optimizer_step: to_bytes(phase_peak(Phase::OptimizerStep)),
         },
     })
+}
+
+/// The default allocator's reserve beyond the live tensors at the peak, as a share of them:
+/// blocks a step frees are cached and split for smaller requests, so the step's largest ones
+/// take new segments. Fit to real steps on an H200 (tests/data/planner_cuda, docs/planner.md).
+pub const DEFAULT_RESERVE_SHARE: f64 = 0.114;
+/// With expandable segments: a small share of the live tensors ...
+pub const EXPANDABLE_RESERVE_SHARE: f64 = 0.016;
+/// ... and the hole the loss's largest tensor leaves when it is freed inside the segment and a
+/// later, larger request cannot use it (fit to the same steps).
+pub const EXPANDABLE_LOSS_HOLE_SHARE: f64 = 0.55;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Sharded (FSDP, ZeRO-3) and offloaded runs: the reserve as a share of what a step allocates
+/// and frees, and of that share on the weights and optimizer states (fit to the published
+/// points, tests/data/planner_measurements.toml).
+pub const SHARDED_RESERVE_SHARE: f64 = 0.25;
+pub const SHARDED_PERSISTENT_SHARE: f64 = 0.65;
+
+/// Kept free beyond a CNN's total, as a share of its live tensors: on a real GPU, ResNet-50's
+/// and ConvNeXt-tiny's were 1.6 % and 3.7 % above the count (cuDNN's workspaces are not
+/// counted), and a ConvNeXt run at the largest micro-batch that fits has no other slack.
+/// Transformers' counts were within 0.7 %: they need none.
+pub const CNN_SAFETY_MARGIN: f64 = 0.04;
+
+/// What the caching allocator holds beyond `tensors` (the live tensors at the step's peak):
+/// its segments rounded (2 MiB blocks; expandable segments map 20 MiB pages) and what the
+/// step's frees leave unusable. `loss_tensor` is the step's largest tensor that comes and goes.
+pub fn allocator_reserve_bytes(overheads: &Overheads, tensors: f64, loss_tensor: f64) -> f64 {
+    let tensors = tensors.max(0.0);
+    let (extra, page) = match (overheads.allocator_reserve_fraction, overheads.allocator) {
+        (Some(fraction), _) if fraction.is_finite() => (fraction.clamp(0.0, 10.0) * tensors, 2.0),
+        (_, Allocator::Default) => (DEFAULT_RESERVE_SHARE * tensors, 2.0),
+        (_, Allocator::ExpandableSegments) => (
+            EXPANDABLE_RESERVE_SHARE * tensors + EXPANDABLE_LOSS_HOLE_SHARE * loss_tensor.max(0.0),
+            20.0,
+        ),
+    };
+    let reserved = ((tensors + extra) / (page * MIB)).ceil() * page * MIB;
+    (reserved - tensors).max(0.0)
 }
 
 /// Parameters autocast casts for matmuls: every linear and conv weight, the output head

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 pub use advice::{advice, training_seconds};
 pub use batch::{
-    BatchAnswer, BatchChoice, MaxBatches, SAFETY_MARGIN, batch_product, choose_batch, fits,
+    BatchAnswer, BatchChoice, MaxBatches, batch_product, choose_batch, fits,
     gradient_accumulation_steps, max_micro_batch, usable_bytes,
 };
 pub use cards::{GpuCard, card, card_for_gpu, cards, supports_bf16};

@@ -163,29 +163,65 @@ pub enum Task {
     Classification,
 }
 
+/// PyTorch's CUDA caching allocator, as `PYTORCH_CUDA_ALLOC_CONF` sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocator {
+    /// Fixed-size segments: blocks freed within a step are cached and split for smaller
+    /// requests, so a later larger request takes a new segment.
+    #[default]
+    Default,
+    /// `expandable_segments:True`: one segment per stream that grows page by page; only holes
+    /// smaller than a later request stay unused.
+    ExpandableSegments,
+}
+
+impl Allocator {
+    pub fn name(self) -> &'static str {
+        match self {
+            Allocator::Default => "default",
+            Allocator::ExpandableSegments => "expandable-segments",
+        }
+    }
+
+    /// The environment variable a training job needs to use this allocator, if any.
+    pub fn env(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Allocator::Default => None,
+            Allocator::ExpandableSegments => {
+                Some(("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"))
+            }
+        }
+    }
+}
+
 /// Memory the framework takes beyond the training state: the CUDA context (kernels, cuBLAS
 /// workspaces) and what the caching allocator reserves on top of what tensors use.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Overheads {
+    /// What the process holds outside PyTorch's allocator: the CUDA context and the kernels
+    /// loaded as the step runs. It differs per card, driver and CUDA version.
     pub cuda_context_bytes: u64,
-    /// Reserved beyond the peak of allocated tensors, as a fraction of the tensors that come
-    /// and go within a step (gradients, activations, temporaries, autocast's copies); the
-    /// tensors that live through it (stored weights, optimizer states) count for
-    /// [`PERSISTENT_RESERVE_SHARE`] of that fraction.
-    pub allocator_reserve_fraction: f64,
+    #[serde(default)]
+    pub allocator: Allocator,
+    /// Replaces the measured allocator model: the reserve beyond the live tensors at the peak
+    /// as a fraction of them (`--allocator-reserve-pct`).
+    #[serde(default)]
+    pub allocator_reserve_fraction: Option<f64>,
 }
 
-/// How much of the allocator's reserve fraction applies to the weights and optimizer states,
-/// which are allocated once and fragment the cache less than what each step frees and
-/// allocates again (fit with the default fraction to the published reserved / nvidia-smi
-/// points, docs/planner.md).
-pub const PERSISTENT_RESERVE_SHARE: f64 = 0.65;
+/// The CUDA context assumed when none is given: measured on an NVIDIA H200 (driver 580, CUDA
+/// 13, PyTorch 2.11) as the training process's memory in NVML beyond PyTorch's reserve after
+/// real training steps (758-770 MiB over 10 setups; 676 MiB right after the first cuBLAS call,
+/// before the step's kernels are loaded). Other cards and drivers differ by a few hundred MiB.
+pub const DEFAULT_CUDA_CONTEXT_MIB: u64 = 762;
 
 impl Default for Overheads {
     fn default() -> Overheads {
         Overheads {
-            cuda_context_bytes: 500 * 1024 * 1024,
-            allocator_reserve_fraction: 0.25,
+            cuda_context_bytes: DEFAULT_CUDA_CONTEXT_MIB * 1024 * 1024,
+            allocator: Allocator::Default,
+            allocator_reserve_fraction: None,
         }
     }
 }

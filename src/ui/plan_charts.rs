@@ -10,7 +10,7 @@ use egui_plot::{
 
 use crate::plan::memory::{MemoryBreakdown, estimate};
 use crate::plan::model::Model;
-use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, SAFETY_MARGIN, fits};
+use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, fits};
 use crate::plan::setup::TrainingSetup;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -178,7 +178,7 @@ pub fn batch_curve(
         .copied()
         .collect();
     let (x_min, x_max) = micro_batch_axis(&all_points, &marks);
-    let limit = card.memory_bytes as f64 * (1.0 - SAFETY_MARGIN) / GIB;
+    let limit = card.memory_bytes as f64 / GIB;
     let your_bytes = answer.yours.per_gpu_bytes as f64;
     let y_max = all_points
         .iter()

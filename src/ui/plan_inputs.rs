@@ -7,7 +7,8 @@ use super::plan::{MethodChoice, ModelKind, PlanAction, PlanPanel};
 use crate::plan::model::{LoraTargets, PRESET_NAMES, preset};
 use crate::plan::recommend::cards;
 use crate::plan::setup::{
-    Attention, Checkpointing, Offload, Optimizer, Overheads, Precision, Sharding, Task,
+    Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Offload, Optimizer, Overheads,
+    Precision, Sharding, Task,
 };
 use crate::ui::widgets::banner::ERROR_TEXT;
 
@@ -253,21 +254,44 @@ impl PlanPanel {
         ui.heading("Overheads");
         let overheads: &mut Overheads = &mut self.setup.overheads;
         let mut context_mib = overheads.cuda_context_bytes / (1024 * 1024);
-        let mut reserve_pct = overheads.allocator_reserve_fraction * 100.0;
+        let mut own_reserve = overheads.allocator_reserve_fraction.is_some();
+        let mut reserve_pct = overheads.allocator_reserve_fraction.unwrap_or(0.1) * 100.0;
         egui::Grid::new("plan-overheads")
             .num_columns(2)
             .show(ui, |ui| {
+                row(ui, "Allocator", |ui| {
+                    choice(
+                        ui,
+                        "plan-allocator",
+                        &mut overheads.allocator,
+                        &[
+                            (Allocator::Default, "PyTorch default"),
+                            (Allocator::ExpandableSegments, "expandable segments"),
+                        ],
+                    )
+                    .on_hover_text(
+                        "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which the exports set) wastes less memory",
+                    )
+                });
                 row(ui, "CUDA context (MiB)", |ui| {
                     ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192))
-                        .on_hover_text("Kernels and library workspaces, per process")
+                        .on_hover_text(format!(
+                            "Kernels and library workspaces, per process. {DEFAULT_CUDA_CONTEXT_MIB} MiB was measured on an H200 (driver 580, CUDA 13); it differs per card and driver"
+                        ))
                 });
-                row(ui, "Allocator reserve (%)", |ui| {
-                    ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
-                        .on_hover_text("Cached by PyTorch beyond the live tensors")
+                row(ui, "Own allocator reserve", |ui| {
+                    ui.checkbox(&mut own_reserve, "")
+                        .on_hover_text("Replace the measured allocator model by a share of the live tensors")
                 });
+                if own_reserve {
+                    row(ui, "Allocator reserve (%)", |ui| {
+                        ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
+                            .on_hover_text("Cached by PyTorch beyond the live tensors")
+                    });
+                }
             });
         overheads.cuda_context_bytes = context_mib * 1024 * 1024;
-        overheads.allocator_reserve_fraction = reserve_pct / 100.0;
+        overheads.allocator_reserve_fraction = own_reserve.then_some(reserve_pct / 100.0);
     }
 }
 

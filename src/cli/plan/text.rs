@@ -83,14 +83,15 @@ pub(super) fn write_report(
     Ok(())
 }
 
-fn parts(breakdown: &MemoryBreakdown) -> [(&'static str, u64); 6] {
+fn parts(breakdown: &MemoryBreakdown) -> [(&'static str, u64); 7] {
     [
         ("Weights", breakdown.weights),
         ("Gradients", breakdown.gradients),
         ("Optimizer", breakdown.optimizer),
         ("Activations", breakdown.activations),
         ("Temporaries", breakdown.temporaries),
-        ("Overhead", breakdown.overhead),
+        ("Allocator", breakdown.allocator_reserve),
+        ("CUDA context", breakdown.cuda_context),
     ]
 }
 
@@ -118,7 +119,27 @@ fn write_breakdowns(
         "Total",
         gib(yours.per_gpu_bytes),
         yours.breakdown.peak_phase.name()
-    )
+    )?;
+    let overheads = &yours.setup.overheads;
+    let reserve = match overheads.allocator_reserve_fraction {
+        Some(fraction) => format!("{:.0} % of the live tensors, as given", fraction * 100.0),
+        None => "measured on an H200 with PyTorch 2.11".to_string(),
+    };
+    writeln!(
+        out,
+        "  Assumed: a {} CUDA context (measured on an H200 with driver 580 and CUDA 13; it differs per card and driver: --cuda-context-mib), PyTorch's {} allocator ({reserve}).",
+        gib(overheads.cuda_context_bytes),
+        overheads.allocator.name(),
+    )?;
+    if yours.breakdown.safety_margin > 0 {
+        writeln!(
+            out,
+            "  Kept free: {} ({:.0} % of a CNN's live tensors: cuDNN's workspaces are not counted).",
+            gib(yours.breakdown.safety_margin),
+            crate::plan::memory::CNN_SAFETY_MARGIN * 100.0
+        )?;
+    }
+    Ok(())
 }
 
 /// The recommended setup and the user's, one row each.

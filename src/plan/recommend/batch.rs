@@ -8,17 +8,18 @@ use crate::plan::memory::{MemoryBreakdown, estimate};
 use crate::plan::model::Model;
 use crate::plan::setup::TrainingSetup;
 
-/// Memory kept free so a run does not die on fragmentation spikes.
-pub const SAFETY_MARGIN: f64 = 0.05;
-
-/// Whether a breakdown fits a card with the safety margin.
+/// Whether a breakdown fits a card: its total (the allocator's reserve included, which
+/// PyTorch gives back before it runs out of memory) and its safety margin, if any
+/// (`MemoryBreakdown::safety_margin`: CNNs only; the measurements on a real GPU show no other
+/// margin is needed, docs/planner.md).
 pub fn fits(breakdown: &MemoryBreakdown, memory_bytes: u64) -> bool {
-    (breakdown.total() as f64) <= usable_bytes(memory_bytes)
+    (breakdown.total().saturating_add(breakdown.safety_margin) as f64) <= usable_bytes(memory_bytes)
 }
 
-/// What a card offers once the safety margin is kept free.
+/// What a card offers a training process: all of its memory (the plan's total counts the
+/// CUDA context and the allocator's reserve).
 pub fn usable_bytes(memory_bytes: u64) -> f64 {
-    memory_bytes as f64 * (1.0 - SAFETY_MARGIN)
+    memory_bytes as f64
 }
 
 /// The largest micro-batch that fits (with the setup's own accumulation), or `None` if not

@@ -69,11 +69,19 @@ impl PlanPanel {
             });
         ui.label(
             RichText::new(format!(
-                "{}: {} per GPU, {} usable with {:.0} % kept free.",
+                "{}: {} per GPU. Counted: a {} CUDA context (measured on an H200 with driver 580; it differs per card and driver) and PyTorch's {} allocator's reserve{}.",
                 card.name,
-                gib(card.memory_bytes),
                 gib(usable_bytes(card.memory_bytes) as u64),
-                crate::plan::recommend::SAFETY_MARGIN * 100.0
+                gib(answer.breakdown.cuda_context),
+                answer.yours.setup.overheads.allocator.name(),
+                if answer.breakdown.safety_margin > 0 {
+                    format!(
+                        "; {:.0} % of a CNN's tensors kept free for cuDNN's workspaces",
+                        crate::plan::memory::CNN_SAFETY_MARGIN * 100.0
+                    )
+                } else {
+                    String::new()
+                }
             ))
             .weak(),
         );
