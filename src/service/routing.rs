@@ -205,10 +205,21 @@ impl Router {
             return Some(error(TuneErrorKind::NotFound, "This connection is closed."));
         };
         let Some(recorder) = &mut self.recorder else {
-            return Some(error(
-                TuneErrorKind::NotFound,
-                "No history is kept while no window is open: the gputune daemon keeps it (`sudo gputune daemon install`).",
-            ));
+            let why = if !self.welcome.daemon {
+                "No history is kept while no window is open: the gputune daemon keeps it (`sudo gputune daemon install`).".to_string()
+            } else {
+                // The daemon runs but could not keep history: its start said why.
+                self.welcome
+                    .notices
+                    .iter()
+                    .map(ToString::to_string)
+                    .find(|notice| notice.starts_with("History is not kept"))
+                    .map_or_else(
+                        || "This gputune daemon keeps no history: it was started with --history-hours 0.".to_string(),
+                        |notice| format!("This gputune daemon keeps no history. {notice}"),
+                    )
+            };
+            return Some(error(TuneErrorKind::NotFound, why));
         };
         if !self
             .welcome
