@@ -6,7 +6,8 @@ use crate::device::gate::validate;
 use crate::device::{FanMode, Setting, Telemetry};
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::Control;
+use crate::tuning::in_force::{Control, Hold};
+use std::collections::BTreeSet;
 
 /// The safety net takes over this many degrees below the card's slowdown temperature.
 pub const SAFETY_MARGIN_C: u32 = 5;
@@ -26,8 +27,9 @@ pub(super) struct FanFollower {
 
 impl Engine {
     /// Follows `curve` on every fan of a GPU while the client stays connected (`None` stops,
-    /// and the fans go back to what they were before). Within the client's own session on the
-    /// card, or in a new fan-curve session.
+    /// and the fans go back to what they were before), in a fan-curve session that holds the
+    /// card's fans only: other sessions may hold its other controls meanwhile. A client that
+    /// follows a curve on the card already gets the new curve in the same session.
     pub fn set_fan_curve(
         &mut self,
         client: &ClientInfo,
@@ -36,26 +38,29 @@ impl Engine {
     ) -> Result<(), TuneError> {
         self.check_may_write(client)?;
         let index = self.index_of(gpu_uuid)?;
-        self.check_not_held_by_other(index, client.id)?;
-        let own = self.gpu(index).holder;
+        let fans: BTreeSet<Hold> = [Hold::Fans].into();
+        self.check_free(index, client.id, &fans, true)?;
+        let own_curve = self.holding(index, Hold::Fans).filter(|id| {
+            self.sessions
+                .get(id)
+                .and_then(|session| session.gpus.get(&index))
+                .is_some_and(|part| part.follows_curve)
+        });
         match curve {
             Some(curve) => {
                 self.check_fans(index)?;
                 self.check_present(index)?;
-                let id = match own {
+                let id = match own_curve {
                     Some(id) => {
-                        let trial_touches_fans = self
-                            .sessions
-                            .get(&id)
-                            .and_then(|session| session.gpus.get(&index))
-                            .and_then(|part| part.trial.as_ref())
-                            .is_some_and(|trial| {
-                                trial
-                                    .restore
-                                    .keys()
-                                    .any(|control| matches!(control, Control::Fan { .. }))
-                            });
-                        if trial_touches_fans {
+                        self.put_back_unrestored(index)?;
+                        id
+                    }
+                    None => {
+                        let trial_of_fans = self
+                            .holding(index, Hold::Fans)
+                            .and_then(|id| self.sessions.get(&id)?.gpus.get(&index))
+                            .is_some_and(|part| part.trial.is_some());
+                        if trial_of_fans {
                             return Err(TuneError::new(
                                 TuneErrorKind::Held,
                                 format!(
@@ -63,13 +68,11 @@ impl Engine {
                                 ),
                             ));
                         }
-                        self.put_back_unrestored(index)?;
-                        id
+                        self.open_session(client, SessionPurpose::FanCurve, &[(index, fans)])?
                     }
-                    None => self.open_session(client, SessionPurpose::FanCurve, &[index])?,
                 };
                 if let Err(error) = self.start_curve(id, index, curve) {
-                    if own.is_none() {
+                    if own_curve.is_none() {
                         self.end_session_now(id, false, "Put back");
                     }
                     return Err(error);
@@ -78,13 +81,7 @@ impl Engine {
                 Ok(())
             }
             None => {
-                let follows = own.is_some_and(|id| {
-                    self.sessions
-                        .get(&id)
-                        .and_then(|session| session.gpus.get(&index))
-                        .is_some_and(|part| part.follows_curve)
-                });
-                let Some(id) = own.filter(|_| follows) else {
+                let Some(id) = own_curve else {
                     return Err(TuneError::new(
                         TuneErrorKind::NotFound,
                         format!("gputune follows no fan curve of yours on GPU {index}."),
@@ -157,6 +154,7 @@ impl Engine {
         let fan_entries = match self.session_part_mut(id, index) {
             Some(part) => {
                 part.follows_curve = false;
+                part.held.remove(&Hold::Fans);
                 let entries: super::RestoreMap = part
                     .restore
                     .iter()
@@ -171,6 +169,7 @@ impl Engine {
         };
         let report = self.restore_map(index, &fan_entries);
         self.keep_unrestored(index, &fan_entries, &report);
+        self.release_lock(index);
         self.announce(index);
     }
 
@@ -243,7 +242,7 @@ impl Engine {
                 let fans = &mut self.gpu_mut(index).fans;
                 fans.curve = None;
                 fans.target_pct = None;
-                if let Some(id) = self.gpu(index).holder
+                if let Some(id) = self.holding(index, Hold::Fans)
                     && let Some(part) = self.session_part_mut(id, index)
                 {
                     part.follows_curve = false;
