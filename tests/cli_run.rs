@@ -691,3 +691,40 @@ fn through_the_daemon_a_fan_curve_run_and_a_power_limit_trial_share_the_card() {
     assert_eq!(machine.gpu_clock_offset_mhz(), 50, "the plain apply stays");
     assert!(!daemon.journal(&machine.fake, 0).exists());
 }
+
+/// Without a daemon and without permission, a fan curve the driver refuses changes nothing, so
+/// it leaves nothing journaled: no later gputune says it "could not put back" the fans, and
+/// none "restores" them once the driver takes writes again (the reported case: 2 of 2, 3 of 3).
+#[test]
+fn a_fan_curve_the_driver_refuses_leaves_no_journal_and_nothing_to_restore() {
+    let machine = Machine::with_run_profile(false).with_fans_profile();
+    machine.fake.set_shared_faults("no_permission");
+    let before = machine.write_log().len();
+    let mut run = machine.spawn(&["run", "--profile", "Fans", "--", "sleep", "60"]);
+    run.wait_for_line("could not set GPU 0's fans");
+    assert!(
+        !machine.journal().exists(),
+        "nothing was written, so nothing is journaled"
+    );
+    run.signal("TERM");
+    let (_, _, stderr) = run.finish();
+    assert!(!stderr.contains("Could not put back"), "{stderr}");
+    assert!(!machine.journal().exists(), "{stderr}");
+    assert!(
+        machine.write_log()[before..]
+            .iter()
+            .all(|record| record.result_code != 0),
+        "the driver took nothing"
+    );
+    for _ in 0..2 {
+        let status = machine.gputune(&["status"]);
+        let said = text(&status.stderr);
+        assert!(status.status.success(), "{said}");
+        assert!(!said.contains("Could not put back"), "{said}");
+    }
+    machine.fake.set_shared_faults("");
+    let status = machine.gputune(&["status"]);
+    let said = text(&status.stderr);
+    assert!(!said.contains("Restored"), "{said}");
+    assert_eq!(machine.fan_manual_pct(), vec![None, None]);
+}

@@ -369,8 +369,23 @@ fn a_refused_fan_write_stops_the_curve_and_is_said_once() {
     assert!(
         engine
             .tuning(0)
-            .is_some_and(|tuning| tuning.fan_curve.is_none())
+            .is_some_and(|tuning| tuning.fan_curve.is_none() && tuning.holders.is_empty()),
+        "the curve's session ended with it"
     );
+    // The window's curve changed nothing: nothing is journaled, and its closing puts nothing
+    // back (no write at all, so no "could not put back" either).
+    let journals = std::fs::read_dir(folder.path().join("state"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.file_name().to_string_lossy().starts_with("journal-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(journals, 0);
+    let writes = machine.write_log().len();
+    engine.client_gone(window.id);
+    assert_eq!(machine.write_log().len(), writes);
     machine.set_shared_faults("");
 }
 

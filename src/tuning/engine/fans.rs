@@ -1,7 +1,7 @@
 //! Fans: following a curve while a session holds the card, and the safety net that hands the
 //! fans back to the driver when a card gputune drives nears its slowdown temperature.
 
-use super::{ClientInfo, Engine, Layer, SessionId, SessionPurpose, TuneError, TuneErrorKind};
+use super::{ClientInfo, Engine, SessionId, SessionPurpose, TuneError, TuneErrorKind};
 use crate::device::gate::validate;
 use crate::device::{FanMode, Setting, Telemetry};
 use crate::notice::Notice;
@@ -93,8 +93,9 @@ impl Engine {
         }
     }
 
-    /// Starts following `curve` on GPU `index` for session `id`: what the fans were is recorded
-    /// (and journaled) before the curve writes anything.
+    /// Starts following `curve` on GPU `index` for session `id`. What each fan was is recorded
+    /// (and journaled) before the curve first writes to it, and only then: a curve the driver
+    /// refuses leaves nothing to put back.
     pub(super) fn start_curve(
         &mut self,
         id: SessionId,
@@ -102,29 +103,9 @@ impl Engine {
         curve: FanCurve,
     ) -> Result<(), TuneError> {
         self.check_fans(index)?;
-        let fan_count = self.gpu(index).info.constraints.fan_count;
-        let mut map = self
-            .session_part_mut(id, index)
-            .map(|part| std::mem::take(&mut part.restore))
-            .unwrap_or_default();
-        for fan_index in 0..fan_count {
-            let control = Control::Fan { fan_index };
-            // A driver that does not say who drives the fans: they were the driver's.
-            let value = self
-                .gpu(index)
-                .in_force
-                .restoring(control)
-                .unwrap_or((Setting::FanAutomatic { fan_index }, false));
-            map.entry(control).or_insert(value);
-        }
-        let journaled = self.write_journal(index, Some((&map, Layer::Session)));
         if let Some(part) = self.session_part_mut(id, index) {
-            part.restore = map;
-            if journaled.is_ok() {
-                part.follows_curve = true;
-            }
+            part.follows_curve = true;
         }
-        journaled?;
         let fans = &mut self.gpu_mut(index).fans;
         fans.curve = Some(curve);
         fans.target_pct = None;
@@ -132,6 +113,66 @@ impl Engine {
             self.drive_fans(index, &latest);
         }
         Ok(())
+    }
+
+    /// Records (and journals) what fan `fan_index` of GPU `index` was, in session `id`, before
+    /// its curve first writes to it. Says whether it was recorded now.
+    fn record_fan(&mut self, id: SessionId, index: u32, fan_index: u32) -> Result<bool, TuneError> {
+        let control = Control::Fan { fan_index };
+        // A driver that does not say who drives the fans: they were the driver's.
+        let value = self
+            .gpu(index)
+            .in_force
+            .restoring(control)
+            .unwrap_or((Setting::FanAutomatic { fan_index }, false));
+        let Some(part) = self.session_part_mut(id, index) else {
+            return Ok(false);
+        };
+        if part.restore.contains_key(&control) {
+            return Ok(false);
+        }
+        part.restore.insert(control, value);
+        if let Err(error) = self.write_journal(index, None) {
+            self.forget_fan(id, index, fan_index);
+            return Err(error);
+        }
+        Ok(true)
+    }
+
+    /// Takes fan `fan_index` out of session `id`'s record again (its write was refused: the
+    /// fan is as it was), and out of the journal.
+    fn forget_fan(&mut self, id: SessionId, index: u32, fan_index: u32) {
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.restore.remove(&Control::Fan { fan_index });
+        }
+        if let Err(error) = self.write_journal(index, None) {
+            tracing::error!("{error}");
+        }
+    }
+
+    /// Writes one fan's speed for the curve: recorded and journaled first, taken out of the
+    /// record again when the driver refuses it.
+    fn write_curve_speed(
+        &mut self,
+        index: u32,
+        setting: Setting,
+        fan_index: u32,
+    ) -> Result<(), String> {
+        let constraints = self.gpu(index).info.constraints.clone();
+        let validated = validate(&constraints, setting).map_err(|error| error.to_string())?;
+        let id = self.holding(index, Hold::Fans);
+        let recorded_now = match id {
+            Some(id) => self
+                .record_fan(id, index, fan_index)
+                .map_err(|error| error.message)?,
+            None => false,
+        };
+        self.write(index, validated).map_err(|error| {
+            if let (Some(id), true) = (id, recorded_now) {
+                self.forget_fan(id, index, fan_index);
+            }
+            error.to_string()
+        })
     }
 
     /// Stops the curve of session `id` on GPU `index` and puts the fans back.
@@ -231,18 +272,13 @@ impl Engine {
                 fan_index,
                 speed_pct: target,
             };
-            let result = validate(&constraints, setting)
-                .map_err(|error| error.to_string())
-                .and_then(|validated| {
-                    self.write(index, validated)
-                        .map_err(|error| error.to_string())
-                });
-            if let Err(error) = result {
+            if let Err(error) = self.write_curve_speed(index, setting, fan_index) {
                 // Said once; no retry loop against a driver that says no.
                 let fans = &mut self.gpu_mut(index).fans;
                 fans.curve = None;
                 fans.target_pct = None;
-                if let Some(id) = self.holding(index, Hold::Fans)
+                let holder = self.holding(index, Hold::Fans);
+                if let Some(id) = holder
                     && let Some(part) = self.session_part_mut(id, index)
                 {
                     part.follows_curve = false;
@@ -253,6 +289,16 @@ impl Engine {
                         "The fan curve could not set GPU {index}'s fans ({error}); gputune stopped following it."
                     )),
                 );
+                // A session that was only the curve has nothing left to do: it ends, putting
+                // back the fans the curve did write, if any.
+                let only_the_curve = holder.is_some_and(|id| {
+                    self.sessions
+                        .get(&id)
+                        .is_some_and(|session| session.purpose == SessionPurpose::FanCurve)
+                });
+                if let Some(id) = holder.filter(|_| only_the_curve) {
+                    self.end_session_now(id, false, "The fan curve stopped: put back");
+                }
                 self.announce(index);
                 return;
             }

@@ -249,6 +249,7 @@ impl Engine {
         let waiting: RestoreMap = journal
             .restore
             .iter()
+            .filter(|setting| !self.is_phantom(index, setting))
             .map(|setting| (Control::of(setting), (*setting, true)))
             .filter(|(control, _)| mine(control))
             .collect();
@@ -258,6 +259,17 @@ impl Engine {
         let gpu = self.gpu_mut(index);
         gpu.unrestored.extend(waiting);
         gpu.unrestored_tried = None;
+    }
+
+    /// Whether GPU `index` already runs `setting`, as read back from the card: a journal entry
+    /// that asks for it has nothing to put back. Only controls NVML reads count (a clock lock
+    /// is only what gputune recorded, so its entry is always written).
+    fn is_phantom(&self, index: u32, setting: &Setting) -> bool {
+        let readable = !matches!(
+            Control::of(setting),
+            Control::GpuClockLock | Control::MemoryClockLock
+        );
+        readable && self.gpu(index).in_force.matches(setting)
     }
 
     /// Restores what journals in the state folder say a gputune that ended badly left on the
@@ -350,10 +362,32 @@ impl Engine {
                 return None;
             }
         }
+        // An entry the card already runs is a phantom (its write never happened, or another
+        // program put it back): nothing to write, nothing to announce, and it leaves the journal.
+        let (phantoms, restore): (Vec<Setting>, Vec<Setting>) = restore
+            .iter()
+            .partition(|setting| self.is_phantom(index, setting));
+        if !phantoms.is_empty() {
+            tracing::info!(
+                "GPU {index} already runs {}: nothing to put back for it.",
+                crate::tuning::describe_all(&phantoms)
+            );
+            let gone: Vec<Control> = phantoms.iter().map(Control::of).collect();
+            self.gpu_mut(index)
+                .unrestored
+                .retain(|control, _| !gone.contains(control));
+        }
         let attempted: RestoreMap = restore
             .iter()
             .map(|setting| (Control::of(setting), (*setting, true)))
             .collect();
+        if attempted.is_empty() {
+            if let Err(error) = self.write_journal(index, None) {
+                tracing::error!("{error}");
+            }
+            self.release_lock(index);
+            return None;
+        }
         let report = self.restore_map(index, &attempted);
         self.gpu_mut(index).unrestored_tried = Some(Instant::now());
         let kept = self.keep_unrestored(index, &attempted, &report);
