@@ -656,3 +656,35 @@ fn a_failure_the_command_reports_is_one_sentence_without_a_log_line_repeating_it
         text(&output.stderr)
     );
 }
+
+/// A journal entry that asks for what the card already runs (fans automatic on automatic
+/// fans: a phantom, left by a write that never happened) is set aside without a word and
+/// without a write: no "could not put back" from every command while the driver refuses
+/// writes, no "Restored" for a change that never happened once it takes them.
+#[test]
+fn a_phantom_journal_entry_is_dropped_without_a_write_or_a_message() {
+    let machine = Machine::new("rtx4090", "");
+    std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
+    let uuid = machine.fake.uuid(0);
+    let journal = gputune::tuning::state_folder::GpuJournal::new(
+        gputune::device::BackendKind::Nvml,
+        &uuid,
+        0,
+        vec![
+            Setting::FanAutomatic { fan_index: 0 },
+            Setting::FanAutomatic { fan_index: 1 },
+        ],
+        "the gputune window (pid 1, user alice)",
+    );
+    gputune::tuning::state_folder::StateFolder::open(&machine.state_dir())
+        .and_then(|folder| folder.write_journal(&journal))
+        .expect("the journal is planted");
+    machine.fake.set_shared_faults("no_permission");
+    let status = machine.gputune(&["status"]);
+    let said = text(&status.stderr);
+    assert!(status.status.success(), "{said}");
+    assert!(!said.contains("Could not put back"), "{said}");
+    assert!(!said.contains("Restored"), "{said}");
+    assert!(!machine.journal().exists(), "{said}");
+    assert!(machine.fake.write_log().is_empty(), "nothing to write");
+}

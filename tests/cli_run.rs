@@ -88,6 +88,63 @@ impl Machine {
             .gpu_clock_offset_mhz
     }
 
+    /// Saves a profile "Fans" that carries only a fan curve (full speed at any temperature,
+    /// so the test knows what the curve sets): a run of it holds the card's fans, nothing else.
+    fn with_fans_profile(self) -> Machine {
+        let file = self.config().join("profiles").join("run.toml");
+        let text = std::fs::read_to_string(&file).expect("the profile Run was saved");
+        let mut profile: gputune::profiles::profile::Profile =
+            toml::from_str(&text).expect("the saved profile reads back");
+        profile.name = "Fans".to_string();
+        profile.power_limit = None;
+        profile.gpu_clock_lock = None;
+        profile.memory_clock_lock = None;
+        profile.gpu_clock_offset_mhz = None;
+        profile.memory_clock_offset_mhz = None;
+        profile.fan_curve = Some(vec![
+            gputune::tuning::fan_curve::CurvePoint {
+                temperature_c: 0.0,
+                speed_pct: 100.0,
+            },
+            gputune::tuning::fan_curve::CurvePoint {
+                temperature_c: 110.0,
+                speed_pct: 100.0,
+            },
+        ]);
+        std::fs::write(
+            file.with_file_name("fans.toml"),
+            toml::to_string(&profile).expect("the profile is written"),
+        )
+        .expect("the profile file is written");
+        self
+    }
+
+    fn fan_manual_pct(&self) -> Vec<Option<u32>> {
+        self.fake.state().machine.gpus[0]
+            .settings
+            .fan_manual_pct
+            .clone()
+    }
+
+    /// Waits until the fans run at the Fans profile's full speed.
+    fn wait_for_full_fans(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        while self.fan_manual_pct() != vec![Some(100), Some(100)] {
+            assert!(Instant::now() < deadline, "the curve never set the fans");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The settings GPU 0's journal lists now (none when there is no journal).
+    fn journaled(&self) -> Vec<Setting> {
+        let Ok(text) = std::fs::read_to_string(self.journal()) else {
+            return Vec::new();
+        };
+        let journal: gputune::tuning::state_folder::GpuJournal =
+            serde_json::from_str(&text).expect("the journal reads");
+        journal.restore
+    }
+
     /// Starts gputune with stderr lines arriving on a channel.
     fn spawn(&self, arguments: &[&str]) -> Running {
         spawn_piped(self.command(arguments))
@@ -574,9 +631,9 @@ fn the_command_is_the_runs_job_for_every_client_of_the_daemon() {
         .unwrap_or_else(|error| panic!("{error}"));
     let mut marked = || match watcher.request(gputune::service::protocol::Request::Snapshot) {
         Ok(gputune::service::protocol::Response::Snapshot(snapshot)) => snapshot.tunings[0]
-            .holder
-            .as_ref()
-            .and_then(|holder| holder.job_pid),
+            .holders
+            .iter()
+            .find_map(|holder| holder.job_pid),
         other => panic!("a snapshot: {other:?}"),
     };
     let deadline = Instant::now() + PATIENCE;
@@ -587,4 +644,231 @@ fn the_command_is_the_runs_job_for_every_client_of_the_daemon() {
     run.signal("TERM");
     let _ = run.finish();
     assert_eq!(marked(), None, "the run ended and holds nothing");
+}
+
+/// The automatic fans every put-back of the Fans profile's curve writes.
+fn automatic_fans() -> Vec<Setting> {
+    vec![
+        Setting::FanAutomatic { fan_index: 0 },
+        Setting::FanAutomatic { fan_index: 1 },
+    ]
+}
+
+/// Without a daemon each gputune process runs its own engine, and they share a card by control
+/// (a lock per control in the state folder): a run following a fan curve holds the fans, a
+/// trial of the power limit from another process goes on beside it, a second trial of the
+/// power limit and a plain apply of the fans are refused naming the holder and the control, a
+/// plain apply of a free control goes through, and the one journal of the card lists both
+/// sessions' controls. The trial killed with -9 is put back by the next gputune, which leaves
+/// the run's fans alone; the run then puts back its fans only.
+#[test]
+fn without_a_daemon_a_fan_curve_run_and_a_power_limit_trial_share_the_card() {
+    let machine = Machine::with_run_profile(false).with_fans_profile();
+    let mut run = machine.spawn(&["run", "--profile", "Fans", "--", "sleep", "60"]);
+    run.wait_for_line("applied the profile");
+    machine.wait_for_full_fans();
+    assert_eq!(machine.power_limit_mw(), 450_000);
+
+    let mut trial = machine.spawn(&[
+        "apply",
+        "--try",
+        "60",
+        "--baseline-s",
+        "0",
+        "--power-limit",
+        "70%",
+    ]);
+    trial.wait_for_line("Trying the new settings");
+    assert_eq!(
+        machine.power_limit_mw(),
+        315_000,
+        "the trial goes on beside the curve"
+    );
+    let mut journaled = machine.journaled();
+    journaled.sort_by_key(|setting| format!("{setting:?}"));
+    assert_eq!(
+        journaled,
+        vec![
+            Setting::FanAutomatic { fan_index: 0 },
+            Setting::FanAutomatic { fan_index: 1 },
+            Setting::PowerLimit {
+                power_limit_mw: 450_000
+            },
+        ],
+        "one journal, both sessions' controls"
+    );
+
+    let refused = machine.gputune(&[
+        "apply",
+        "--try",
+        "5",
+        "--baseline-s",
+        "0",
+        "--power-limit",
+        "80%",
+    ]);
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("GPU 0's power limit is being changed by gputune apply --try 60"),
+        "{said}"
+    );
+    let refused = machine.gputune(&["apply", "--fan-speed", "50"]);
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("GPU 0's fans are being changed by gputune run --profile Fans"),
+        "{said}"
+    );
+    machine.ok(&["apply", "--gpu-clock-offset", "50"]);
+    assert_eq!(
+        machine.gpu_clock_offset_mhz(),
+        50,
+        "a free control goes through"
+    );
+    assert_eq!(machine.power_limit_mw(), 315_000);
+    assert_eq!(machine.fan_manual_pct(), vec![Some(100), Some(100)]);
+
+    trial.signal("KILL");
+    let _ = trial.finish();
+    // The next gputune puts back what the killed trial held, and only that.
+    machine.ok(&["status"]);
+    assert_eq!(machine.power_limit_mw(), 450_000);
+    assert_eq!(machine.fan_manual_pct(), vec![Some(100), Some(100)]);
+    assert_eq!(
+        machine.journaled(),
+        automatic_fans(),
+        "the run's entries stay"
+    );
+
+    run.signal("TERM");
+    let (_, _, stderr) = run.finish();
+    assert!(stderr.contains("Put back GPU 0"), "{stderr}");
+    assert_eq!(machine.fan_manual_pct(), vec![None, None]);
+    assert_eq!(machine.power_limit_mw(), 450_000);
+    assert_eq!(machine.gpu_clock_offset_mhz(), 50, "the plain apply stays");
+    assert!(!machine.journal().exists(), "nothing is left to put back");
+}
+
+/// The same through the daemon: the run's fan curve and another client's power-limit trial go
+/// on together, a held control is refused naming the holder, the control and until when, a
+/// free control goes through, `status` names each session with what it holds, and each
+/// session puts back exactly its own controls.
+#[test]
+fn through_the_daemon_a_fan_curve_run_and_a_power_limit_trial_share_the_card() {
+    let machine = Machine::with_run_profile(false).with_fans_profile();
+    let daemon = common::daemon::Daemon::start(&machine.fake);
+    let client = |arguments: &[&str]| daemon.client(&machine.fake, arguments);
+    let mut run = spawn_piped(client(&["run", "--profile", "Fans", "--", "sleep", "60"]));
+    run.wait_for_line("applied the profile");
+    machine.wait_for_full_fans();
+
+    let mut trial = spawn_piped(client(&[
+        "apply",
+        "--try",
+        "60",
+        "--baseline-s",
+        "0",
+        "--power-limit",
+        "70%",
+    ]));
+    trial.wait_for_line("Trying the new settings");
+    assert_eq!(
+        machine.power_limit_mw(),
+        315_000,
+        "the trial goes on beside the curve"
+    );
+
+    let refused = client(&["apply", "--power-limit", "80%"])
+        .output()
+        .expect("the client runs");
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("GPU 0's power limit is held by a trial of gputune apply --try 60"),
+        "{said}"
+    );
+    assert!(said.contains(" until "), "{said}");
+    let refused = client(&["apply", "--fan-speed", "50"])
+        .output()
+        .expect("the client runs");
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("GPU 0's fans are held by a run of gputune run --profile Fans"),
+        "{said}"
+    );
+    let applied = client(&["apply", "--gpu-clock-offset", "50"])
+        .output()
+        .expect("the client runs");
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    assert_eq!(
+        machine.gpu_clock_offset_mhz(),
+        50,
+        "a free control goes through"
+    );
+
+    let status = client(&["status"]).output().expect("the client runs");
+    let shown = text(&status.stdout);
+    assert!(
+        shown.contains("Session      trial holding the power limit by gputune apply --try 60"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Session      run holding the fans by gputune run --profile Fans"),
+        "{shown}"
+    );
+
+    trial.signal("INT");
+    let (_, _, stderr) = trial.finish();
+    assert!(stderr.contains("power limit"), "{stderr}");
+    assert_eq!(machine.power_limit_mw(), 450_000);
+    assert_eq!(
+        machine.fan_manual_pct(),
+        vec![Some(100), Some(100)],
+        "the trial's end leaves the curve's fans alone"
+    );
+    run.signal("TERM");
+    let _ = run.finish();
+    assert_eq!(machine.fan_manual_pct(), vec![None, None]);
+    assert_eq!(machine.power_limit_mw(), 450_000);
+    assert_eq!(machine.gpu_clock_offset_mhz(), 50, "the plain apply stays");
+    assert!(!daemon.journal(&machine.fake, 0).exists());
+}
+
+/// Without a daemon and without permission, a fan curve the driver refuses changes nothing, so
+/// it leaves nothing journaled: no later gputune says it "could not put back" the fans, and
+/// none "restores" them once the driver takes writes again (the reported case: 2 of 2, 3 of 3).
+#[test]
+fn a_fan_curve_the_driver_refuses_leaves_no_journal_and_nothing_to_restore() {
+    let machine = Machine::with_run_profile(false).with_fans_profile();
+    machine.fake.set_shared_faults("no_permission");
+    let before = machine.write_log().len();
+    let mut run = machine.spawn(&["run", "--profile", "Fans", "--", "sleep", "60"]);
+    run.wait_for_line("could not set GPU 0's fans");
+    assert!(
+        !machine.journal().exists(),
+        "nothing was written, so nothing is journaled"
+    );
+    run.signal("TERM");
+    let (_, _, stderr) = run.finish();
+    assert!(!stderr.contains("Could not put back"), "{stderr}");
+    assert!(!machine.journal().exists(), "{stderr}");
+    assert!(
+        machine.write_log()[before..]
+            .iter()
+            .all(|record| record.result_code != 0),
+        "the driver took nothing"
+    );
+    for _ in 0..2 {
+        let status = machine.gputune(&["status"]);
+        let said = text(&status.stderr);
+        assert!(status.status.success(), "{said}");
+        assert!(!said.contains("Could not put back"), "{said}");
+    }
+    machine.fake.set_shared_faults("");
+    let status = machine.gputune(&["status"]);
+    let said = text(&status.stderr);
+    assert!(!said.contains("Restored"), "{said}");
+    assert_eq!(machine.fan_manual_pct(), vec![None, None]);
 }

@@ -500,7 +500,13 @@ impl Raw {
 }
 
 fn hello(raw: &mut Raw) {
-    let welcome = raw.ask(1, r#"{"type":"hello","protocol":1,"client":"raw test"}"#);
+    let welcome = raw.ask(
+        1,
+        &format!(
+            r#"{{"type":"hello","protocol":{},"client":"raw test"}}"#,
+            gputune::service::protocol::PROTOCOL_VERSION
+        ),
+    );
     assert!(welcome.contains("\"welcome\""), "{welcome}");
 }
 

@@ -17,6 +17,7 @@ use gputune::tuning::engine::{
     SessionRequest, TrialRequest, TuneErrorKind,
 };
 use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
+use gputune::tuning::in_force::Hold;
 
 fn client(id: u64, label: &str) -> ClientInfo {
     ClientInfo {
@@ -178,10 +179,16 @@ fn a_trial_in_the_window_s_fan_curve_session_is_kept_beyond_the_window() {
         .set_fan_curve(&window, &uuid, Some(FanCurve::default()))
         .unwrap_or_else(|error| panic!("{error}"));
     run_for(&mut engine, &mut sampler, &clock, 2);
-    let holder = engine.tuning(0).and_then(|tuning| tuning.holder);
+    let holders = engine
+        .tuning(0)
+        .map(|tuning| tuning.holders)
+        .unwrap_or_default();
     assert_eq!(
-        holder.map(|holder| holder.purpose),
-        Some(SessionPurpose::FanCurve)
+        holders
+            .iter()
+            .map(|holder| (holder.purpose, holder.controls.clone()))
+            .collect::<Vec<_>>(),
+        vec![(SessionPurpose::FanCurve, vec![Hold::Fans])]
     );
     let trial = TrialRequest {
         gpu_uuid: uuid.clone(),
@@ -230,7 +237,7 @@ fn a_trial_in_the_window_s_fan_curve_session_is_kept_beyond_the_window() {
     assert!(
         engine
             .tuning(0)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     );
 }
 
@@ -362,8 +369,23 @@ fn a_refused_fan_write_stops_the_curve_and_is_said_once() {
     assert!(
         engine
             .tuning(0)
-            .is_some_and(|tuning| tuning.fan_curve.is_none())
+            .is_some_and(|tuning| tuning.fan_curve.is_none() && tuning.holders.is_empty()),
+        "the curve's session ended with it"
     );
+    // The window's curve changed nothing: nothing is journaled, and its closing puts nothing
+    // back (no write at all, so no "could not put back" either).
+    let journals = std::fs::read_dir(folder.path().join("state"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.file_name().to_string_lossy().starts_with("journal-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(journals, 0);
+    let writes = machine.write_log().len();
+    engine.client_gone(window.id);
+    assert_eq!(machine.write_log().len(), writes);
     machine.set_shared_faults("");
 }
 
@@ -429,7 +451,7 @@ fn a_trial_stopped_while_its_baseline_is_measured_changes_nothing() {
     assert!(
         engine
             .tuning(0)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     );
 }
 
@@ -471,7 +493,7 @@ fn a_trial_the_driver_refuses_changes_nothing_and_leaves_no_journal() {
     assert!(
         engine
             .tuning(0)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     );
 }
 
@@ -497,7 +519,7 @@ fn a_sessions_job_is_named_to_every_client_and_only_its_owner_may_name_it() {
     let job_pid = |engine: &Engine| {
         engine
             .tuning(0)
-            .and_then(|tuning| tuning.holder)
+            .and_then(|tuning| tuning.holders.first().cloned())
             .and_then(|holder| holder.job_pid)
     };
     assert_eq!(job_pid(&engine), None, "not named yet");

@@ -101,7 +101,7 @@ fn several_gpus_are_tried_in_one_session_and_put_back_together_when_time_is_up()
         .map(|gpu| {
             engine
                 .tuning(gpu)
-                .and_then(|tuning| tuning.holder)
+                .and_then(|tuning| tuning.holders.first().cloned())
                 .map(|holder| holder.session)
         })
         .collect();
@@ -109,7 +109,7 @@ fn several_gpus_are_tried_in_one_session_and_put_back_together_when_time_is_up()
     assert!(
         engine
             .tuning(3)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     );
     let _ = engine.take_events();
     std::thread::sleep(Duration::from_millis(1_100));
@@ -131,7 +131,7 @@ fn several_gpus_are_tried_in_one_session_and_put_back_together_when_time_is_up()
     assert!((0..3).all(|gpu| {
         engine
             .tuning(gpu)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     }));
 }
 
@@ -155,7 +155,7 @@ fn keeping_or_reverting_on_one_card_ends_every_card_of_the_trial() {
     assert!(
         engine
             .tuning(4)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     );
 
     engine
@@ -197,7 +197,7 @@ fn a_write_refused_on_one_card_puts_every_card_back() {
     assert!((0..2).all(|gpu| {
         engine
             .tuning(gpu)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     }));
 }
 
@@ -229,7 +229,7 @@ fn a_card_held_by_another_client_refuses_the_whole_trial_before_any_write() {
     assert!(
         engine
             .tuning(1)
-            .is_some_and(|tuning| tuning.holder.is_none())
+            .is_some_and(|tuning| tuning.holders.is_empty())
     );
     // A value one card refuses: refused before anything, naming the card.
     let error = engine

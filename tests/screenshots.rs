@@ -94,7 +94,7 @@ fn screenshots() {
     let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
     if let Some(tuning) = tune.model.gpus[0].tuning.as_mut() {
         tuning.in_force.power_limit_mw = Some(315_000);
-        tuning.holder = Some(trial_of_this_window(trial.session, &this_window));
+        tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
         tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
             at_ms: common::ui::START_MS,
             by: this_window,
@@ -124,7 +124,7 @@ fn screenshots() {
         trial.gpu_index = index as u32;
         if let Some(tuning) = gpu.tuning.as_mut() {
             tuning.in_force.power_limit_mw = Some(315_000);
-            tuning.holder = Some(trial_of_this_window(trial.session, &this_window));
+            tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
         }
         gpu.trial = Some(trial);
     }
@@ -208,6 +208,7 @@ fn screenshots() {
 fn trial_of_this_window(session: u64, this_window: &str) -> gputune::tuning::engine::Holder {
     gputune::tuning::engine::Holder {
         session,
+        controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
         purpose: gputune::tuning::engine::SessionPurpose::Trial,
         by: this_window.to_string(),
         client: 1,

@@ -31,8 +31,9 @@ fn run_with_job(state: &mut AppState, pid: u32) {
         .tuning
         .clone()
         .unwrap_or_else(|| panic!("the card's tuning arrived"));
-    tuning.holder = Some(Holder {
+    tuning.holders = vec![Holder {
         session: 2,
+        controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
         purpose: SessionPurpose::Run,
         by: "gputune run --profile Quiet (pid 900, user alice)".to_string(),
         client: 5,
@@ -40,7 +41,7 @@ fn run_with_job(state: &mut AppState, pid: u32) {
         trial_ends_at_ms: None,
         job_pid: Some(pid),
         energy_at_start_mj: None,
-    });
+    }];
     state.apply(LinkEvent::Tuning(Box::new(tuning)), 0);
 }
 

@@ -92,8 +92,9 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
         .tuning
         .clone()
         .unwrap_or_else(|| panic!("the engine said what the card runs"));
-    tuning.holder = Some(Holder {
+    tuning.holders = vec![Holder {
         session: 4,
+        controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
         purpose: SessionPurpose::Run,
         by: "gputune run --profile Quiet (pid 77, user bob)".to_string(),
         client: 9,
@@ -101,7 +102,7 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
         trial_ends_at_ms: None,
         job_pid: None,
         energy_at_start_mj: None,
-    });
+    }];
     harness
         .state_mut()
         .state

@@ -163,8 +163,9 @@ fn the_tab_shows_what_the_card_runs_and_follows_a_change_made_elsewhere() {
 fn a_card_held_by_another_client_says_by_whom_and_until_when() {
     let mut harness = harness(SimScenario::Rtx4090);
     let held = tuning_after(&harness, |tuning| {
-        tuning.holder = Some(Holder {
+        tuning.holders = vec![Holder {
             session: 7,
+            controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
             purpose: SessionPurpose::Trial,
             by: "gputune apply --try 60 (pid 4242, user alice)".to_string(),
             client: 3,
@@ -172,12 +173,12 @@ fn a_card_held_by_another_client_says_by_whom_and_until_when() {
             trial_ends_at_ms: Some(1_700_000_060_000),
             job_pid: None,
             energy_at_start_mj: None,
-        });
+        }];
     });
     harness.state_mut().state.apply(held, 0);
     harness.run();
     harness.get_by_label_contains(
-        "Held by a trial of gputune apply --try 60 (pid 4242, user alice) until",
+        "The power limit is held by a trial of gputune apply --try 60 (pid 4242, user alice) until",
     );
 }
 

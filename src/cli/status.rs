@@ -28,10 +28,11 @@ pub struct GpuStatus {
     pub fan_speed_pct: Option<Vec<Option<u32>>>,
     pub fan_speed_rpm: Option<Vec<Option<u32>>>,
     pub clock_offsets_supported: bool,
-    /// The gputune session holding the GPU (a `run`, a sweep, a trial, the window's fan
-    /// curve), as the daemon says; `None` without one, or without a daemon to ask.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<SessionStatus>,
+    /// The gputune sessions holding controls of the GPU (a `run`, a sweep, a trial, the
+    /// window's fan curve), each with the controls it holds, as the daemon says; empty without
+    /// one, or without a daemon to ask.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<SessionStatus>,
     /// Parts the driver did not answer in time ("readings (the driver did not answer within
     /// 30 s)"); their fields read as unknown.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -98,7 +99,7 @@ impl GpuStatus {
             telemetry,
             fan_speed_pct,
             fan_speed_rpm,
-            session: None,
+            sessions: Vec::new(),
             has_readings,
             not_read,
         }
@@ -181,7 +182,7 @@ pub fn run(
     simulated_because: Option<&str>,
     gpu_query: Option<&str>,
     json: bool,
-    holders: &HashMap<String, Holder>,
+    holders: &HashMap<String, Vec<Holder>>,
     out: &mut dyn Write,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
@@ -215,12 +216,15 @@ pub fn run(
                         waited_s: timeout.as_secs(),
                     });
                 }
-                status.session = holders
+                status.sessions = holders
                     .get(&status.identity.uuid)
+                    .into_iter()
+                    .flatten()
                     .map(|holder| SessionStatus {
                         energy_used_mj: holder.energy_used_mj(status.telemetry.energy_total_mj),
                         holder: holder.clone(),
-                    });
+                    })
+                    .collect();
                 entries.push(GpuEntry::Read(Box::new(status)));
             }
             Err(error) => {
@@ -368,14 +372,15 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         or_na(reading.energy_total_mj, energy)
     )?;
     let job_pid = status
-        .session
-        .as_ref()
-        .and_then(|session| session.holder.job_pid);
-    if let Some(session) = &status.session {
+        .sessions
+        .iter()
+        .find_map(|session| session.holder.job_pid);
+    for session in &status.sessions {
         let purpose = session.holder.purpose.as_str();
         writeln!(
             out,
-            "  Session      {purpose} by {}, since {}{}",
+            "  Session      {purpose} holding the {} by {}, since {}{}",
+            session.holder.controls_text(),
             crate::text::printable(&session.holder.by),
             crate::units::local_time(session.holder.since_ms, "%H:%M:%S"),
             session
@@ -386,9 +391,9 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     write_processes_text(out, reading.processes.as_deref(), job_pid)
 }
 
-/// The sessions the daemon says hold each GPU (by UUID); empty when no daemon answers there
-/// (without one, no other program's sessions are known to this one).
-pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Holder> {
+/// The sessions the daemon says hold controls of each GPU (by UUID); empty when no daemon
+/// answers there (without one, no other program's sessions are known to this one).
+pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Vec<Holder>> {
     let Some(path) = socket.daemon_path() else {
         return HashMap::new();
     };
@@ -399,7 +404,8 @@ pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Holder> {
         Ok(Response::Snapshot(snapshot)) => snapshot
             .tunings
             .into_iter()
-            .filter_map(|tuning| Some((tuning.gpu_uuid, tuning.holder?)))
+            .filter(|tuning| !tuning.holders.is_empty())
+            .map(|tuning| (tuning.gpu_uuid, tuning.holders))
             .collect(),
         _ => HashMap::new(),
     }

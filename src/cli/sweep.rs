@@ -32,6 +32,7 @@ use crate::sweep::progress::ProgressParser;
 use crate::sweep::report::{recommended_profile, table, write_csv};
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming, SweepUpdate};
 use crate::tuning::engine::{EngineEvent, GpuInfo};
+use crate::tuning::in_force::Hold;
 
 /// How often the loop looks at the job, its progress and the service.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -184,19 +185,6 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
     let gpus = snapshot.gpus;
     let index = choose_gpu(&gpus, args.gpu.as_deref(), None)?;
     let gpu = gpus[index as usize].clone();
-    // A card a session holds (the daemon knows them all) refuses the sweep before its job
-    // starts; one held by another process's own engine is found at the first setting.
-    if let Some(holder) = snapshot
-        .tunings
-        .get(index as usize)
-        .and_then(|tuning| tuning.holder.as_ref())
-    {
-        bail!(
-            "GPU {index} is held by {} of {}: wait for it to end, or stop it there; the sweep was not started.",
-            holder.purpose.describe(),
-            crate::text::printable(&holder.by)
-        );
-    }
     let in_force = snapshot
         .tunings
         .get(index as usize)
@@ -208,6 +196,29 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         &in_force,
         args.keep_settings,
     )?;
+    // A session holding a control the sweep changes (the daemon knows them all) refuses the
+    // sweep before its job starts; one held by another process's own engine is found at the
+    // first setting. A session holding other controls (a fan curve) is no obstacle.
+    let swept: Vec<Hold> = plan
+        .iter()
+        .flat_map(|step| step.settings.iter().map(Hold::of))
+        .collect();
+    if let Some(holder) = snapshot.tunings.get(index as usize).and_then(|tuning| {
+        tuning
+            .holders
+            .iter()
+            .find(|holder| holder.controls.iter().any(|hold| swept.contains(hold)))
+    }) {
+        bail!(
+            "GPU {index}'s {} held by {} of {}: wait for it to end, or stop it there; the sweep was not started.",
+            match holder.controls.as_slice() {
+                [one] if *one != Hold::Fans => format!("{} is", holder.controls_text()),
+                _ => format!("{} are", holder.controls_text()),
+            },
+            holder.purpose.describe(),
+            crate::text::printable(&holder.by)
+        );
+    }
     say_plan(&mut messages, index, &gpu, &plan, &checked.timing);
     if let Some(sentence) = base.sentence() {
         let _ = writeln!(messages, "gputune: GPU {index}: {sentence}");

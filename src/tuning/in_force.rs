@@ -49,6 +49,91 @@ impl Control {
     }
 }
 
+impl Control {
+    /// What a session holds to change this control: every fan of a card is one [`Hold`].
+    pub fn hold(self) -> Hold {
+        match self {
+            Control::PowerLimit => Hold::PowerLimit,
+            Control::GpuClockLock => Hold::GpuClockLock,
+            Control::MemoryClockLock => Hold::MemoryClockLock,
+            Control::GpuClockOffset => Hold::GpuClockOffset,
+            Control::MemoryClockOffset => Hold::MemoryClockOffset,
+            Control::Fan { .. } => Hold::Fans,
+        }
+    }
+}
+
+/// What a session holds on a card: one control, or all of its fans together (a curve drives
+/// every fan, and a fan's speed is meaningless beside another client's curve). Two sessions
+/// may change one card at once when they hold different ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hold {
+    PowerLimit,
+    GpuClockLock,
+    MemoryClockLock,
+    GpuClockOffset,
+    MemoryClockOffset,
+    Fans,
+}
+
+impl Hold {
+    pub const ALL: [Hold; 6] = [
+        Hold::PowerLimit,
+        Hold::GpuClockLock,
+        Hold::MemoryClockLock,
+        Hold::GpuClockOffset,
+        Hold::MemoryClockOffset,
+        Hold::Fans,
+    ];
+
+    /// What a setting makes its session hold.
+    pub fn of(setting: &Setting) -> Hold {
+        Control::of(setting).hold()
+    }
+
+    /// Its name in files and on the wire ("power_limit", "fans").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hold::PowerLimit => "power_limit",
+            Hold::GpuClockLock => "gpu_clock_lock",
+            Hold::MemoryClockLock => "memory_clock_lock",
+            Hold::GpuClockOffset => "gpu_clock_offset",
+            Hold::MemoryClockOffset => "memory_clock_offset",
+            Hold::Fans => "fans",
+        }
+    }
+
+    /// "power limit", "fans": for "GPU 0's power limit".
+    pub fn name(self) -> &'static str {
+        match self {
+            Hold::PowerLimit => "power limit",
+            Hold::GpuClockLock => "GPU clock lock",
+            Hold::MemoryClockLock => "memory clock lock",
+            Hold::GpuClockOffset => "GPU clock offset",
+            Hold::MemoryClockOffset => "memory clock offset",
+            Hold::Fans => "fans",
+        }
+    }
+}
+
+/// "power limit and fans", "GPU clock lock, GPU clock offset and fans", with "is" or "are" to
+/// follow it.
+pub fn describe_holds(holds: &[Hold]) -> (String, &'static str) {
+    let names: Vec<&str> = holds.iter().map(|hold| hold.name()).collect();
+    let text = match names.as_slice() {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    };
+    let verb = if holds.len() > 1 || holds == [Hold::Fans] {
+        "are"
+    } else {
+        "is"
+    };
+    (text, verb)
+}
+
 /// A clock lock as gputune knows it. NVML cannot read locks back, so what gputune did not set
 /// itself since the driver started is `Unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::sim::wall_clock_ms;
 use crate::device::{BackendKind, Setting};
 use crate::fsafe::{self, FileError, Links};
-use crate::tuning::in_force::LockRecord;
+use crate::tuning::in_force::{Hold, LockRecord};
 
 /// Environment variable that overrides the state folder (tests, unusual set-ups).
 pub const STATE_DIR_ENV: &str = "GPUTUNE_STATE_DIR";
@@ -32,6 +32,8 @@ const JOURNAL_FORMAT: u32 = 2;
 const MOST_RESTORE_ENTRIES: usize = 64;
 /// The largest journal or record read: a real one is a few hundred bytes.
 const MOST_FILE_BYTES: u64 = 64 * 1024;
+/// The longest wait for another process to finish rewriting a journal (one small file write).
+pub const JOURNAL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The largest lock-holder description read.
 const MOST_HOLDER_BYTES: u64 = 4096;
 
@@ -190,40 +192,58 @@ impl StateFolder {
             .join(format!("record-{}.json", file_safe(uuid)))
     }
 
-    /// Takes GPU `uuid`'s lock without waiting, and writes `holder` into it for others to read.
-    /// A lock file that is a symbolic link, not a regular file, another user's or one with a
-    /// second hard link is refused (and left as it is): the holder's text is never written
-    /// through another name.
+    /// Takes GPU `uuid`'s card lock alone, without waiting (the daemon, for its life: no
+    /// other engine changes the card meanwhile), and writes `holder` into it for others to
+    /// read. A lock file that is a symbolic link, not a regular file, another user's or one
+    /// with a second hard link is refused (and left as it is): the holder's text is never
+    /// written through another name.
     pub fn try_lock(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockRefused> {
-        let path = self.path("lock", uuid, "lock");
-        let mut file =
-            fsafe::open_for_update(&path, 0o600, false).map_err(|error| LockRefused::Unusable {
-                problem: error.to_string(),
-            })?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = fsafe::read_limited(&path, MOST_HOLDER_BYTES, Links::Refuse)
-                    .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
-                    .ok()
-                    .filter(|text| !text.is_empty())
-                    .unwrap_or_else(|| "another gputune".to_string());
-                return Err(LockRefused::Held {
-                    holder: crate::text::printable(&holder),
-                });
-            }
-            Err(std::fs::TryLockError::Error(error)) => {
-                return Err(LockRefused::Unusable {
-                    problem: format!("{} cannot be locked ({error}).", path.display()),
-                });
+        lock_at(
+            &self.path("lock", uuid, "lock"),
+            holder,
+            LockMode::Exclusive,
+        )
+    }
+
+    /// Takes GPU `uuid`'s card lock shared with other gputune processes (an engine without the
+    /// daemon, beside its control locks): it keeps the daemon from starting over a change in
+    /// progress, not another process changing another control.
+    pub fn try_lock_shared(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockRefused> {
+        lock_at(&self.path("lock", uuid, "lock"), holder, LockMode::Shared)
+    }
+
+    /// Takes the lock of one control of GPU `uuid` (`lock-<uuid>.<control>.lock`): an engine
+    /// without the daemon holds it while it changes that control, so two gputune processes
+    /// change two controls of one card at once, never one control.
+    pub fn try_lock_control(
+        &self,
+        uuid: &str,
+        hold: Hold,
+        holder: &str,
+    ) -> Result<GpuLock, LockRefused> {
+        let path = self
+            .dir
+            .join(format!("lock-{}.{}.lock", file_safe(uuid), hold.as_str()));
+        lock_at(&path, holder, LockMode::Exclusive)
+    }
+
+    /// Takes the lock that makes rewriting GPU `uuid`'s journal one process at a time (each
+    /// process rewrites the entries of the controls it holds and keeps the others'). It is held
+    /// for one file write, so waiting is short; a holder stuck longer than
+    /// [`JOURNAL_LOCK_WAIT`] is said, never waited for.
+    pub fn lock_journal(&self, uuid: &str) -> Result<GpuLock, LockRefused> {
+        let path = self
+            .dir
+            .join(format!("lock-{}.journal.lock", file_safe(uuid)));
+        let deadline = std::time::Instant::now() + JOURNAL_LOCK_WAIT;
+        loop {
+            match lock_at(&path, "", LockMode::Exclusive) {
+                Err(LockRefused::Held { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => return other,
             }
         }
-        // Who holds it, for the message another process shows; best effort.
-        let _ = file
-            .set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| file.write_all(holder.as_bytes()));
-        Ok(GpuLock { _file: file })
     }
 
     /// The journal waiting for GPU `uuid`, if any. A damaged, oversized or unknown journal is set
@@ -355,6 +375,51 @@ impl StateFolder {
             let _ = std::fs::remove_file(&path);
         })
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LockMode {
+    Exclusive,
+    Shared,
+}
+
+/// Takes the `flock` of the file at `path` without waiting and writes `holder` into it (when
+/// not empty) for others to read; see [`StateFolder::try_lock`].
+fn lock_at(path: &Path, holder: &str, mode: LockMode) -> Result<GpuLock, LockRefused> {
+    let mut file =
+        fsafe::open_for_update(path, 0o600, false).map_err(|error| LockRefused::Unusable {
+            problem: error.to_string(),
+        })?;
+    let taken = match mode {
+        LockMode::Exclusive => file.try_lock(),
+        LockMode::Shared => file.try_lock_shared(),
+    };
+    match taken {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = fsafe::read_limited(path, MOST_HOLDER_BYTES, Links::Refuse)
+                .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+                .ok()
+                .filter(|text| !text.is_empty())
+                .unwrap_or_else(|| "another gputune".to_string());
+            return Err(LockRefused::Held {
+                holder: crate::text::printable(&holder),
+            });
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            return Err(LockRefused::Unusable {
+                problem: format!("{} cannot be locked ({error}).", path.display()),
+            });
+        }
+    }
+    if !holder.is_empty() {
+        // Who holds it, for the message another process shows; best effort.
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(holder.as_bytes()));
+    }
+    Ok(GpuLock { _file: file })
 }
 
 /// This boot's id: clock locks do not survive a reboot, so neither does their record.

@@ -14,6 +14,7 @@ use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
 use crate::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
 use crate::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
 use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
+use crate::tuning::in_force::Hold;
 use crate::ui::link_sweep::SweepLaunch;
 use crate::ui::model::GpuModel;
 use crate::ui::widgets::banner::ERROR_TEXT;
@@ -308,15 +309,36 @@ impl SweepPanel {
                 ui.label(RichText::new(message).color(ERROR_TEXT));
             }
         }
+        // A session holding other controls (a fan curve) does not stand in the sweep's way.
+        let swept: Vec<Hold> = launch
+            .as_ref()
+            .map(|(_, steps, _)| {
+                steps
+                    .iter()
+                    .flat_map(|step| step.settings.iter().map(Hold::of))
+                    .collect()
+            })
+            .unwrap_or_default();
         let holder = gpu
             .tuning
             .as_ref()
-            .and_then(|tuning| tuning.holder.as_ref())
+            .and_then(|tuning| {
+                tuning
+                    .holders
+                    .iter()
+                    .find(|holder| holder.controls.iter().any(|hold| swept.contains(hold)))
+            })
             .filter(|_| !running);
         if let Some(holder) = holder {
             ui.label(
                 RichText::new(format!(
-                    "The card is held by {} ({}); a sweep can start when it ends.",
+                    "The card's {} {} held by {} ({}); a sweep can start when it ends.",
+                    holder.controls_text(),
+                    if holder.controls.len() > 1 || holder.controls == [Hold::Fans] {
+                        "are"
+                    } else {
+                        "is"
+                    },
                     holder.by,
                     holder.purpose.describe()
                 ))

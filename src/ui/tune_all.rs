@@ -145,18 +145,19 @@ fn cards_box(
                         || "reading what the card runs…".to_string(),
                         |tuning| in_force_text(tuning, &gpu.info.constraints),
                     );
-                    let held = gpu
+                    let held: String = gpu
                         .tuning
-                        .as_ref()
-                        .and_then(|tuning| tuning.holder.as_ref())
+                        .iter()
+                        .flat_map(|tuning| &tuning.holders)
                         .map(|holder| {
                             format!(
-                                " · held by {} of {}",
+                                " · {} held by {} of {}",
+                                holder.controls_text(),
                                 holder.purpose.describe(),
                                 holder_who(holder)
                             )
                         })
-                        .unwrap_or_default();
+                        .collect();
                     ui.label(format!("{text}{held}"));
                     ui.end_row();
                 }

@@ -33,16 +33,8 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
                 .weak(),
             );
         }
-        if let Some(holder) = &tuning.holder {
-            let until = holder
-                .trial_ends_at_ms
-                .map(|ends_ms| format!(" until {}", local_time(ends_ms, "%H:%M:%S")))
-                .unwrap_or_default();
-            let who = holder_who(holder);
-            ui.label(
-                RichText::new(format!("Held by {} of {who}{until}.", holder.purpose.describe()))
-                    .color(WARNING_TEXT),
-            );
+        for holder in &tuning.holders {
+            ui.label(RichText::new(holder_line(holder)).color(WARNING_TEXT));
         }
         if let Some(change) = &tuning.last_change {
             ui.label(
@@ -87,6 +79,24 @@ pub(crate) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> St
     } else {
         text
     }
+}
+
+/// "The power limit is held by a trial of this window until 21:30:05."
+pub(crate) fn holder_line(holder: &Holder) -> String {
+    let until = holder
+        .trial_ends_at_ms
+        .map(|ends_ms| format!(" until {}", local_time(ends_ms, "%H:%M:%S")))
+        .unwrap_or_default();
+    let (what, verb) = crate::tuning::in_force::describe_holds(&holder.controls);
+    let mut what = format!("The {what} {verb}");
+    if holder.controls.is_empty() {
+        what = "The card is".to_string();
+    }
+    format!(
+        "{what} held by {} of {}{until}.",
+        holder.purpose.describe(),
+        holder_who(holder)
+    )
 }
 
 /// Who holds a card, as this window says it: "this window", or the client's description.

@@ -39,7 +39,7 @@ fn snapshot(scenario: SimScenario) -> Option<Snapshot> {
             in_force: SettingsInForce::from_card(&current, Default::default()),
             fan_curve: None,
             fan_safety_engaged: false,
-            holder: None,
+            holders: Vec::new(),
             last_change: None,
         });
         snapshot.gpus.push(GpuInfo {

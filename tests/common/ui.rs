@@ -65,7 +65,7 @@ pub fn tuning_event(backend: &mut SimBackend, index: u32) -> LinkEvent {
         in_force: SettingsInForce::from_card(&current, Default::default()),
         fan_curve: None,
         fan_safety_engaged: false,
-        holder: None,
+        holders: Vec::new(),
         last_change: None,
     }))
 }

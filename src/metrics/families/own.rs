@@ -207,44 +207,47 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
     (
         gauge(
             "gputune_session_active",
-            "1 while a gputune session (a trial, a run, a fan curve or a sweep) holds the GPU; its changes are put back when it ends.",
+            "1 while a gputune session (a trial, a run, a fan curve or a sweep) holds controls of the GPU; its changes are put back when it ends.",
         ),
-        |gpu, out| out.one(gpu.tuning.map(|t| Value::flag(t.holder.is_some()))),
+        |gpu, out| out.one(gpu.tuning.map(|t| Value::flag(!t.holders.is_empty()))),
     ),
     (
         gauge(
             "gputune_session_info",
-            "The session holding the GPU: its purpose and who holds it (always 1).",
+            "Each session holding controls of the GPU: its purpose, who holds it and the controls it holds (always 1).",
         ),
         |gpu, out| {
-            let Some(holder) = gpu.tuning.and_then(|t| t.holder.as_ref()) else {
-                return;
-            };
-            let purpose = holder.purpose.as_str().to_string();
-            let labels = vec![("purpose", purpose), ("holder", holder.by.clone())];
-            out.labelled(labels, Some(Value::Integer(1)));
+            for holder in holders(gpu) {
+                let mut labels = holder_labels(holder);
+                let controls: Vec<&str> =
+                    holder.controls.iter().map(|hold| hold.as_str()).collect();
+                labels.push(("controls", controls.join(",")));
+                out.labelled(labels, Some(Value::Integer(1)));
+            }
         },
     ),
     (
         gauge(
             "gputune_session_start_timestamp_seconds",
-            "When the session holding the GPU began (Unix time, in s).",
+            "When each session holding controls of the GPU began (Unix time, in s).",
         ),
         |gpu, out| {
-            let holder = gpu.tuning.and_then(|t| t.holder.as_ref());
-            out.one(holder.map(|holder| Value::seconds(holder.since_ms)));
+            for holder in holders(gpu) {
+                out.labelled(holder_labels(holder), Some(Value::seconds(holder.since_ms)));
+            }
         },
     ),
     (
         gauge(
             "gputune_session_energy_joules",
-            "Energy the GPU used since the session holding it began (in J): a `gputune run`'s or a sweep's job, a trial.",
+            "Energy the GPU used since each session holding its controls began (in J): a `gputune run`'s or a sweep's job, a trial.",
         ),
         |gpu, out| {
-            let holder = gpu.tuning.and_then(|t| t.holder.as_ref());
             let energy = gpu.reading.and_then(|r| r.energy_total_mj);
-            let used = holder.and_then(|holder| holder.energy_used_mj(energy));
-            out.one(used.map(Value::joules));
+            for holder in holders(gpu) {
+                let used = holder.energy_used_mj(energy);
+                out.labelled(holder_labels(holder), used.map(Value::joules));
+            }
         },
     ),
     (
@@ -253,12 +256,10 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
             "When the trial running on the GPU reverts unless kept (Unix time, in s).",
         ),
         |gpu, out| {
-            let holder = gpu.tuning.and_then(|t| t.holder.as_ref());
-            out.one(
-                holder
-                    .and_then(|holder| holder.trial_ends_at_ms)
-                    .map(Value::seconds),
-            );
+            for holder in holders(gpu) {
+                let ends = holder.trial_ends_at_ms.map(Value::seconds);
+                out.labelled(holder_labels(holder), ends);
+            }
         },
     ),
     (
@@ -302,4 +303,19 @@ fn lock_bound(gpu: &Gpu, out: &mut Samples, bound: fn(u32, u32) -> u32) {
             out.labelled(vec![("clock", clock.to_string())], Some(value));
         }
     }
+}
+
+/// The sessions holding controls of a GPU.
+fn holders<'a>(gpu: &Gpu<'a>) -> impl Iterator<Item = &'a crate::tuning::engine::Holder> {
+    gpu.tuning
+        .into_iter()
+        .flat_map(|tuning| tuning.holders.iter())
+}
+
+/// The labels that tell one session's series from another's on the same GPU.
+fn holder_labels(holder: &crate::tuning::engine::Holder) -> Vec<(&'static str, String)> {
+    vec![
+        ("purpose", holder.purpose.as_str().to_string()),
+        ("holder", holder.by.clone()),
+    ]
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::device::Setting;
 use crate::device::gate::ValidatedSetting;
-use crate::tuning::in_force::Control;
+use crate::tuning::in_force::{Control, Hold};
 
 impl Engine {
     /// Applies every change, permanently. Validated on every GPU first (nothing is written if
@@ -25,7 +25,10 @@ impl Engine {
         for change in changes {
             let index = self.index_of(&change.gpu_uuid)?;
             self.check_present(index)?;
-            self.check_not_held_by_other(index, client.id)?;
+            // A control another session holds is refused; one no session holds goes through,
+            // whoever holds the card's other controls.
+            let holds = change.settings.iter().map(Hold::of).collect();
+            self.check_free(index, client.id, &holds, true)?;
             self.check_own_session_allows(index, &change.settings)?;
             let settings = self.validate_all(index, &change.settings)?;
             match plan.iter_mut().find(|(planned, _)| *planned == index) {
@@ -36,10 +39,15 @@ impl Engine {
         if plan.iter().all(|(_, settings)| settings.is_empty()) {
             return Err(TuneError::new(TuneErrorKind::Refused, "Nothing to apply."));
         }
-        for (position, (index, _)) in plan.iter().enumerate() {
+        let by = client.describe();
+        for (position, (index, settings)) in plan.iter().enumerate() {
+            let holds = settings
+                .iter()
+                .map(|setting| Hold::of(setting.setting()))
+                .collect();
             // What an earlier put-back could not write goes back before anything new.
             let taken = self
-                .take_lock(*index, client)
+                .take_locks(*index, &by, &holds)
                 .and_then(|()| self.put_back_unrestored(*index));
             if let Err(error) = taken {
                 for (taken, _) in &plan[..=position] {
@@ -48,7 +56,6 @@ impl Engine {
                 return Err(error);
             }
         }
-        let by = client.describe();
         let mut done: Vec<(u32, RestoreMap, Vec<Setting>)> = Vec::new();
         let mut failure = None;
         for (index, settings) in &plan {
@@ -183,15 +190,16 @@ impl Engine {
         Ok(written)
     }
 
-    /// A plain apply by the holder of a card makes its change permanent: the session no longer
-    /// puts those controls back.
+    /// A plain apply by the holder of a control makes its change permanent: the session no
+    /// longer puts that control back.
     fn forget_in_session(&mut self, index: u32, written: &[Setting]) {
-        let Some(id) = self.gpu(index).holder else {
-            return;
-        };
-        if let Some(part) = self.session_part_mut(id, index) {
-            for setting in written {
-                part.restore.remove(&Control::of(setting));
+        for setting in written {
+            let control = Control::of(setting);
+            let Some(id) = self.holding(index, control.hold()) else {
+                continue;
+            };
+            if let Some(part) = self.session_part_mut(id, index) {
+                part.restore.remove(&control);
             }
         }
         let _ = self.write_journal(index, None);
@@ -199,34 +207,31 @@ impl Engine {
 
     /// The holder's own plain apply must not fight its trial or its fan curve.
     fn check_own_session_allows(&self, index: u32, settings: &[Setting]) -> Result<(), TuneError> {
-        let Some(id) = self.gpu(index).holder else {
-            return Ok(());
-        };
-        let Some(part) = self
-            .sessions
-            .get(&id)
-            .and_then(|session| session.gpus.get(&index))
-        else {
-            return Ok(());
-        };
-        if part.trial.is_some() {
-            return Err(TuneError::new(
-                TuneErrorKind::Held,
-                format!(
-                    "A trial runs on GPU {index}: keep or revert it before applying anything else."
-                ),
-            ));
-        }
-        let touches_fans = settings
-            .iter()
-            .any(|setting| matches!(Control::of(setting), Control::Fan { .. }));
-        if part.follows_curve && touches_fans {
-            return Err(TuneError::new(
-                TuneErrorKind::Held,
-                format!(
-                    "gputune follows a fan curve on GPU {index}: stop following it before setting the fans by hand."
-                ),
-            ));
+        for setting in settings {
+            let hold = Hold::of(setting);
+            let Some(part) = self
+                .holding(index, hold)
+                .and_then(|id| self.sessions.get(&id))
+                .and_then(|session| session.gpus.get(&index))
+            else {
+                continue;
+            };
+            if part.trial.is_some() {
+                return Err(TuneError::new(
+                    TuneErrorKind::Held,
+                    format!(
+                        "A trial runs on GPU {index}: keep or revert it before applying anything else."
+                    ),
+                ));
+            }
+            if part.follows_curve && hold == Hold::Fans {
+                return Err(TuneError::new(
+                    TuneErrorKind::Held,
+                    format!(
+                        "gputune follows a fan curve on GPU {index}: stop following it before setting the fans by hand."
+                    ),
+                ));
+            }
         }
         Ok(())
     }

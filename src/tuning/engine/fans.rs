@@ -1,12 +1,13 @@
 //! Fans: following a curve while a session holds the card, and the safety net that hands the
 //! fans back to the driver when a card gputune drives nears its slowdown temperature.
 
-use super::{ClientInfo, Engine, Layer, SessionId, SessionPurpose, TuneError, TuneErrorKind};
+use super::{ClientInfo, Engine, SessionId, SessionPurpose, TuneError, TuneErrorKind};
 use crate::device::gate::validate;
 use crate::device::{FanMode, Setting, Telemetry};
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::Control;
+use crate::tuning::in_force::{Control, Hold};
+use std::collections::BTreeSet;
 
 /// The safety net takes over this many degrees below the card's slowdown temperature.
 pub const SAFETY_MARGIN_C: u32 = 5;
@@ -26,8 +27,9 @@ pub(super) struct FanFollower {
 
 impl Engine {
     /// Follows `curve` on every fan of a GPU while the client stays connected (`None` stops,
-    /// and the fans go back to what they were before). Within the client's own session on the
-    /// card, or in a new fan-curve session.
+    /// and the fans go back to what they were before), in a fan-curve session that holds the
+    /// card's fans only: other sessions may hold its other controls meanwhile. A client that
+    /// follows a curve on the card already gets the new curve in the same session.
     pub fn set_fan_curve(
         &mut self,
         client: &ClientInfo,
@@ -36,26 +38,29 @@ impl Engine {
     ) -> Result<(), TuneError> {
         self.check_may_write(client)?;
         let index = self.index_of(gpu_uuid)?;
-        self.check_not_held_by_other(index, client.id)?;
-        let own = self.gpu(index).holder;
+        let fans: BTreeSet<Hold> = [Hold::Fans].into();
+        self.check_free(index, client.id, &fans, true)?;
+        let own_curve = self.holding(index, Hold::Fans).filter(|id| {
+            self.sessions
+                .get(id)
+                .and_then(|session| session.gpus.get(&index))
+                .is_some_and(|part| part.follows_curve)
+        });
         match curve {
             Some(curve) => {
                 self.check_fans(index)?;
                 self.check_present(index)?;
-                let id = match own {
+                let id = match own_curve {
                     Some(id) => {
-                        let trial_touches_fans = self
-                            .sessions
-                            .get(&id)
-                            .and_then(|session| session.gpus.get(&index))
-                            .and_then(|part| part.trial.as_ref())
-                            .is_some_and(|trial| {
-                                trial
-                                    .restore
-                                    .keys()
-                                    .any(|control| matches!(control, Control::Fan { .. }))
-                            });
-                        if trial_touches_fans {
+                        self.put_back_unrestored(index)?;
+                        id
+                    }
+                    None => {
+                        let trial_of_fans = self
+                            .holding(index, Hold::Fans)
+                            .and_then(|id| self.sessions.get(&id)?.gpus.get(&index))
+                            .is_some_and(|part| part.trial.is_some());
+                        if trial_of_fans {
                             return Err(TuneError::new(
                                 TuneErrorKind::Held,
                                 format!(
@@ -63,13 +68,11 @@ impl Engine {
                                 ),
                             ));
                         }
-                        self.put_back_unrestored(index)?;
-                        id
+                        self.open_session(client, SessionPurpose::FanCurve, &[(index, fans)])?
                     }
-                    None => self.open_session(client, SessionPurpose::FanCurve, &[index])?,
                 };
                 if let Err(error) = self.start_curve(id, index, curve) {
-                    if own.is_none() {
+                    if own_curve.is_none() {
                         self.end_session_now(id, false, "Put back");
                     }
                     return Err(error);
@@ -78,13 +81,7 @@ impl Engine {
                 Ok(())
             }
             None => {
-                let follows = own.is_some_and(|id| {
-                    self.sessions
-                        .get(&id)
-                        .and_then(|session| session.gpus.get(&index))
-                        .is_some_and(|part| part.follows_curve)
-                });
-                let Some(id) = own.filter(|_| follows) else {
+                let Some(id) = own_curve else {
                     return Err(TuneError::new(
                         TuneErrorKind::NotFound,
                         format!("gputune follows no fan curve of yours on GPU {index}."),
@@ -96,8 +93,9 @@ impl Engine {
         }
     }
 
-    /// Starts following `curve` on GPU `index` for session `id`: what the fans were is recorded
-    /// (and journaled) before the curve writes anything.
+    /// Starts following `curve` on GPU `index` for session `id`. What each fan was is recorded
+    /// (and journaled) before the curve first writes to it, and only then: a curve the driver
+    /// refuses leaves nothing to put back.
     pub(super) fn start_curve(
         &mut self,
         id: SessionId,
@@ -105,29 +103,9 @@ impl Engine {
         curve: FanCurve,
     ) -> Result<(), TuneError> {
         self.check_fans(index)?;
-        let fan_count = self.gpu(index).info.constraints.fan_count;
-        let mut map = self
-            .session_part_mut(id, index)
-            .map(|part| std::mem::take(&mut part.restore))
-            .unwrap_or_default();
-        for fan_index in 0..fan_count {
-            let control = Control::Fan { fan_index };
-            // A driver that does not say who drives the fans: they were the driver's.
-            let value = self
-                .gpu(index)
-                .in_force
-                .restoring(control)
-                .unwrap_or((Setting::FanAutomatic { fan_index }, false));
-            map.entry(control).or_insert(value);
-        }
-        let journaled = self.write_journal(index, Some((&map, Layer::Session)));
         if let Some(part) = self.session_part_mut(id, index) {
-            part.restore = map;
-            if journaled.is_ok() {
-                part.follows_curve = true;
-            }
+            part.follows_curve = true;
         }
-        journaled?;
         let fans = &mut self.gpu_mut(index).fans;
         fans.curve = Some(curve);
         fans.target_pct = None;
@@ -135,6 +113,66 @@ impl Engine {
             self.drive_fans(index, &latest);
         }
         Ok(())
+    }
+
+    /// Records (and journals) what fan `fan_index` of GPU `index` was, in session `id`, before
+    /// its curve first writes to it. Says whether it was recorded now.
+    fn record_fan(&mut self, id: SessionId, index: u32, fan_index: u32) -> Result<bool, TuneError> {
+        let control = Control::Fan { fan_index };
+        // A driver that does not say who drives the fans: they were the driver's.
+        let value = self
+            .gpu(index)
+            .in_force
+            .restoring(control)
+            .unwrap_or((Setting::FanAutomatic { fan_index }, false));
+        let Some(part) = self.session_part_mut(id, index) else {
+            return Ok(false);
+        };
+        if part.restore.contains_key(&control) {
+            return Ok(false);
+        }
+        part.restore.insert(control, value);
+        if let Err(error) = self.write_journal(index, None) {
+            self.forget_fan(id, index, fan_index);
+            return Err(error);
+        }
+        Ok(true)
+    }
+
+    /// Takes fan `fan_index` out of session `id`'s record again (its write was refused: the
+    /// fan is as it was), and out of the journal.
+    fn forget_fan(&mut self, id: SessionId, index: u32, fan_index: u32) {
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.restore.remove(&Control::Fan { fan_index });
+        }
+        if let Err(error) = self.write_journal(index, None) {
+            tracing::error!("{error}");
+        }
+    }
+
+    /// Writes one fan's speed for the curve: recorded and journaled first, taken out of the
+    /// record again when the driver refuses it.
+    fn write_curve_speed(
+        &mut self,
+        index: u32,
+        setting: Setting,
+        fan_index: u32,
+    ) -> Result<(), String> {
+        let constraints = self.gpu(index).info.constraints.clone();
+        let validated = validate(&constraints, setting).map_err(|error| error.to_string())?;
+        let id = self.holding(index, Hold::Fans);
+        let recorded_now = match id {
+            Some(id) => self
+                .record_fan(id, index, fan_index)
+                .map_err(|error| error.message)?,
+            None => false,
+        };
+        self.write(index, validated).map_err(|error| {
+            if let (Some(id), true) = (id, recorded_now) {
+                self.forget_fan(id, index, fan_index);
+            }
+            error.to_string()
+        })
     }
 
     /// Stops the curve of session `id` on GPU `index` and puts the fans back.
@@ -157,6 +195,7 @@ impl Engine {
         let fan_entries = match self.session_part_mut(id, index) {
             Some(part) => {
                 part.follows_curve = false;
+                part.held.remove(&Hold::Fans);
                 let entries: super::RestoreMap = part
                     .restore
                     .iter()
@@ -171,6 +210,7 @@ impl Engine {
         };
         let report = self.restore_map(index, &fan_entries);
         self.keep_unrestored(index, &fan_entries, &report);
+        self.release_lock(index);
         self.announce(index);
     }
 
@@ -232,18 +272,13 @@ impl Engine {
                 fan_index,
                 speed_pct: target,
             };
-            let result = validate(&constraints, setting)
-                .map_err(|error| error.to_string())
-                .and_then(|validated| {
-                    self.write(index, validated)
-                        .map_err(|error| error.to_string())
-                });
-            if let Err(error) = result {
+            if let Err(error) = self.write_curve_speed(index, setting, fan_index) {
                 // Said once; no retry loop against a driver that says no.
                 let fans = &mut self.gpu_mut(index).fans;
                 fans.curve = None;
                 fans.target_pct = None;
-                if let Some(id) = self.gpu(index).holder
+                let holder = self.holding(index, Hold::Fans);
+                if let Some(id) = holder
                     && let Some(part) = self.session_part_mut(id, index)
                 {
                     part.follows_curve = false;
@@ -254,6 +289,16 @@ impl Engine {
                         "The fan curve could not set GPU {index}'s fans ({error}); gputune stopped following it."
                     )),
                 );
+                // A session that was only the curve has nothing left to do: it ends, putting
+                // back the fans the curve did write, if any.
+                let only_the_curve = holder.is_some_and(|id| {
+                    self.sessions
+                        .get(&id)
+                        .is_some_and(|session| session.purpose == SessionPurpose::FanCurve)
+                });
+                if let Some(id) = holder.filter(|_| only_the_curve) {
+                    self.end_session_now(id, false, "The fan curve stopped: put back");
+                }
                 self.announce(index);
                 return;
             }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::trial::TrialRequest;
 use super::{ClientInfo, Engine, GpuChange, SessionPurpose, TrialStatus, TuneError, TuneErrorKind};
+use crate::tuning::in_force::Hold;
 
 /// What a trial over several GPUs asks for: each card's own settings (a power limit is in
 /// watts, so each card gets the same percentage of its own default from the client).
@@ -61,8 +62,13 @@ impl Engine {
             cards.push((index, single, validated));
         }
         let indices: Vec<u32> = cards.iter().map(|(index, _, _)| *index).collect();
-        // Refuses a card held by anyone, this client included (a fan curve of the window's).
-        let id = self.open_session(client, SessionPurpose::Trial, &indices)?;
+        // Refuses a card whose tried controls anyone holds, this client included; a card's
+        // other controls may be held (the window's fan curve beside a power-limit trial).
+        let parts: Vec<(u32, std::collections::BTreeSet<Hold>)> = cards
+            .iter()
+            .map(|(index, single, _)| (*index, single.settings.iter().map(Hold::of).collect()))
+            .collect();
+        let id = self.open_session(client, SessionPurpose::Trial, &parts)?;
         let mut longest_missing_ms = 0;
         let mut trials = Vec::new();
         for (index, single, validated) in cards {

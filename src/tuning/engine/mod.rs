@@ -37,7 +37,7 @@ use crate::device::{
     Telemetry,
 };
 use crate::notice::Notice;
-use crate::tuning::in_force::{ClockLock, Control, SettingsInForce};
+use crate::tuning::in_force::{ClockLock, Control, Hold, SettingsInForce};
 use crate::tuning::state_folder::{GpuJournal, GpuLock, LockRefused, StateFolder};
 
 use fans::FanFollower;
@@ -89,9 +89,12 @@ use serde::{Deserialize, Serialize};
 struct Gpu {
     info: GpuInfo,
     in_force: SettingsInForce,
-    /// The session that holds the card.
-    holder: Option<SessionId>,
-    lock: Option<GpuLock>,
+    /// The card's lock: the daemon's alone for its life; an engine without the daemon shares
+    /// it with other gputune processes while it holds control locks.
+    card_lock: Option<GpuLock>,
+    /// The locks of the controls an engine without the daemon changes now (the daemon has
+    /// none: its card lock keeps every other engine off the card).
+    control_locks: BTreeMap<Hold, GpuLock>,
     /// Readings of the last two minutes, for baselines.
     recent: VecDeque<Telemetry>,
     fans: FanFollower,
@@ -149,7 +152,11 @@ impl Engine {
             in_force: gpu.in_force.clone(),
             fan_curve: gpu.fans.curve.clone(),
             fan_safety_engaged: gpu.fans.safety_engaged,
-            holder: gpu.holder.and_then(|id| self.holder_of(id, index)),
+            holders: self
+                .sessions_on(index)
+                .into_iter()
+                .filter_map(|id| self.holder_of(id, index))
+                .collect(),
             last_change: gpu.last_change.clone(),
         })
     }
@@ -293,81 +300,196 @@ impl Engine {
     }
 
     /// Writes GPU `index`'s journal: for every control changed temporarily, the oldest value
-    /// (what the card had before any of it): the session's, then its trial's, then what an
-    /// earlier put-back could not write, then a pending apply's. `replacing` stands in for one
-    /// of those layers while its owner edits it.
+    /// (what the card had before any of it). The sessions on the card hold different controls,
+    /// so their layers never name the same control: each session's own changes, then its
+    /// trial's, then what an earlier put-back could not write, then a pending apply's.
+    /// `replacing` stands in for one of those layers while its owner edits it.
     ///
-    /// What could not be put back comes after the session's layers: nothing new is written to a
+    /// What could not be put back comes after the sessions' layers: nothing new is written to a
     /// card while it waits, so it can only be older than a session that began before it failed.
+    ///
+    /// Without the daemon, other gputune processes may hold other controls of the card and keep
+    /// their entries in the same file: the file is rewritten under its journal lock, with this
+    /// engine's entries for the controls it holds and every other entry as it was.
     fn write_journal(
         &self,
         index: u32,
         replacing: Option<(&RestoreMap, Layer)>,
     ) -> Result<(), TuneError> {
         let gpu = self.gpu(index);
-        let session = gpu.holder.and_then(|id| self.sessions.get(&id));
-        let part = session.and_then(|session| session.gpus.get(&index));
-        let mut layers: [Option<&RestoreMap>; 4] = [
-            part.map(|part| &part.restore),
-            part.and_then(|part| part.trial.as_ref().map(|trial| &trial.restore)),
-            Some(&gpu.unrestored),
-            None,
-        ];
-        if let Some((map, layer)) = replacing {
-            layers[layer as usize] = Some(map);
-        }
+        let parts: Vec<&session::SessionGpu> = self
+            .sessions_on(index)
+            .into_iter()
+            .filter_map(|id| self.sessions.get(&id)?.gpus.get(&index))
+            .collect();
+        let mut layers: Vec<&RestoreMap> = parts.iter().map(|part| &part.restore).collect();
+        let replaced = |layer: Layer| {
+            replacing
+                .filter(|(_, replaced)| *replaced == layer)
+                .map(|(map, _)| map)
+        };
+        layers.extend(replaced(Layer::Session));
+        layers.extend(
+            parts
+                .iter()
+                .filter_map(|part| part.trial.as_ref().map(|trial| &trial.restore)),
+        );
+        layers.extend(replaced(Layer::Trial));
+        layers.push(&gpu.unrestored);
+        layers.extend(replaced(Layer::Pending));
         let mut merged: RestoreMap = BTreeMap::new();
-        for layer in layers.into_iter().flatten() {
+        for layer in layers {
             for (control, value) in layer {
                 merged.entry(*control).or_insert(*value);
             }
         }
-        let by = session.map_or_else(
-            || "gputune".to_string(),
-            |session| session.client.describe(),
-        );
-        let journal = GpuJournal::new(
-            self.backend_kind,
-            &gpu.info.identity.uuid,
-            index,
-            merged.values().map(|(setting, _)| *setting).collect(),
-            &by,
-        );
-        self.folder.write_journal(&journal).map_err(|error| {
+        let mut by: Vec<String> = Vec::new();
+        for id in self.sessions_on(index) {
+            if let Some(session) = self.sessions.get(&id) {
+                let described = session.client.describe();
+                if !by.contains(&described) {
+                    by.push(described);
+                }
+            }
+        }
+        let mut restore: Vec<crate::device::Setting> =
+            merged.values().map(|(setting, _)| *setting).collect();
+        let uuid = &gpu.info.identity.uuid;
+        let state_error = |message: String| {
             TuneError::new(
                 TuneErrorKind::State,
-                format!("{error} Nothing more was changed: gputune writes down how to undo a change before making it."),
+                format!(
+                    "{message} Nothing more was changed: gputune writes down how to undo a change before making it."
+                ),
             )
-        })
+        };
+        let _journal_lock = if self.ownership == Ownership::InProcess {
+            let lock = self.folder.lock_journal(uuid).map_err(|refused| {
+                state_error(refused.message(index, "its journal could not be rewritten."))
+            })?;
+            // Other processes' entries: the controls this engine does not hold.
+            match self.folder.read_journal(uuid) {
+                Ok(Some(theirs)) if theirs.backend == self.backend_kind => {
+                    let kept: Vec<crate::device::Setting> = theirs
+                        .restore
+                        .iter()
+                        .filter(|setting| {
+                            let control = Control::of(setting);
+                            !merged.contains_key(&control)
+                                && !gpu.control_locks.contains_key(&control.hold())
+                        })
+                        .copied()
+                        .collect();
+                    if !kept.is_empty() && !by.contains(&theirs.by) {
+                        by.push(theirs.by.clone());
+                    }
+                    restore.extend(kept);
+                }
+                Ok(_) => {}
+                Err(problem) => tracing::warn!("{}", problem.message),
+            }
+            Some(lock)
+        } else {
+            None
+        };
+        let by = if by.is_empty() {
+            "gputune".to_string()
+        } else {
+            by.join(" and ")
+        };
+        let journal = GpuJournal::new(self.backend_kind, uuid, index, restore, &by);
+        self.folder
+            .write_journal(&journal)
+            .map_err(|error| state_error(error.to_string()))
     }
 
-    /// Takes GPU `index`'s lock for `client` when the engine does not hold it already, and
-    /// catches up with what other gputune processes did to the card meanwhile.
-    fn take_lock(&mut self, index: u32, client: &ClientInfo) -> Result<(), TuneError> {
-        if self.gpu(index).lock.is_none() {
+    /// The sessions with a part on GPU `index`, oldest first.
+    fn sessions_on(&self, index: u32) -> Vec<SessionId> {
+        self.sessions
+            .iter()
+            .filter(|(_, session)| session.gpus.contains_key(&index))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// The session that holds `hold` on GPU `index`, if one does.
+    fn holding(&self, index: u32, hold: Hold) -> Option<SessionId> {
+        self.sessions
+            .iter()
+            .find(|(_, session)| {
+                session
+                    .gpus
+                    .get(&index)
+                    .is_some_and(|part| part.held.contains(&hold))
+            })
+            .map(|(id, _)| *id)
+    }
+
+    /// Takes the locks of `holds` on GPU `index` for `by` when the engine does not hold them
+    /// already, and catches up with what other gputune processes did to those controls
+    /// meanwhile. The daemon holds every card's lock for its life; an engine without it shares
+    /// the card's lock and takes one lock per control.
+    fn take_locks(
+        &mut self,
+        index: u32,
+        by: &str,
+        holds: &std::collections::BTreeSet<Hold>,
+    ) -> Result<(), TuneError> {
+        if self.ownership == Ownership::InProcess {
             let uuid = self.gpu(index).info.identity.uuid.clone();
-            let lock = self
-                .folder
-                .try_lock(&uuid, &client.describe())
-                .map_err(|refused| {
-                    let kind = match refused {
-                        LockRefused::Held { .. } => TuneErrorKind::Held,
-                        LockRefused::Unusable { .. } => TuneErrorKind::State,
-                    };
-                    TuneError::new(
-                        kind,
-                        refused.message(index, "wait for it to finish, or stop it first."),
-                    )
+            let refusal = |refused: LockRefused, message: String| {
+                let kind = match refused {
+                    LockRefused::Held { .. } => TuneErrorKind::Held,
+                    LockRefused::Unusable { .. } => TuneErrorKind::State,
+                };
+                TuneError::new(kind, message)
+            };
+            if self.gpu(index).card_lock.is_none() {
+                let lock = self.folder.try_lock_shared(&uuid, by).map_err(|refused| {
+                    let message =
+                        refused.message(index, "wait for it to finish, or stop it first.");
+                    refusal(refused, message)
                 })?;
-            self.gpu_mut(index).lock = Some(lock);
-            // Another process may have changed the card since this engine last looked: what
-            // a session would put back must be what the card runs now.
-            self.refresh_settings(index);
-            self.take_in_journal(index);
+                self.gpu_mut(index).card_lock = Some(lock);
+            }
+            let mut newly = Vec::new();
+            for &hold in holds {
+                if self.gpu(index).control_locks.contains_key(&hold) {
+                    continue;
+                }
+                match self.folder.try_lock_control(&uuid, hold, by) {
+                    Ok(lock) => {
+                        self.gpu_mut(index).control_locks.insert(hold, lock);
+                        newly.push(hold);
+                    }
+                    Err(refused) => {
+                        // Only what this call took goes back.
+                        let gpu = self.gpu_mut(index);
+                        for hold in &newly {
+                            gpu.control_locks.remove(hold);
+                        }
+                        if gpu.control_locks.is_empty() {
+                            gpu.card_lock = None;
+                        }
+                        let (what, verb) = crate::tuning::in_force::describe_holds(&[hold]);
+                        let message = match &refused {
+                            LockRefused::Held { holder } => format!(
+                                "GPU {index}'s {what} {verb} being changed by {holder}: wait for it to finish, or stop it first."
+                            ),
+                            LockRefused::Unusable { .. } => refused.message(index, ""),
+                        };
+                        return Err(refusal(refused, message));
+                    }
+                }
+            }
+            if !newly.is_empty() {
+                // Another process may have changed the card since this engine last looked:
+                // what a session would put back must be what the card runs now.
+                self.refresh_settings(index);
+                self.take_in_journal(index, &newly);
+            }
         }
-        if self.gpu(index).holder.is_none() {
-            self.take_in_lock_record(index);
-        }
+        self.take_in_lock_record(index);
         Ok(())
     }
 
@@ -379,19 +501,41 @@ impl Engine {
         let Some(recorded) = self.folder.read_locks(uuid) else {
             return;
         };
+        // A lock a session of this engine holds is this engine's to know.
+        let gpu_free = self.holding(index, Hold::GpuClockLock).is_none();
+        let memory_free = self.holding(index, Hold::MemoryClockLock).is_none();
         let in_force = &mut self.gpu_mut(index).in_force;
-        if recorded.gpu_clock_lock != ClockLock::Unknown {
+        if gpu_free && recorded.gpu_clock_lock != ClockLock::Unknown {
             in_force.gpu_clock_lock = recorded.gpu_clock_lock;
         }
-        if recorded.memory_clock_lock != ClockLock::Unknown {
+        if memory_free && recorded.memory_clock_lock != ClockLock::Unknown {
             in_force.memory_clock_lock = recorded.memory_clock_lock;
         }
     }
 
-    /// Gives GPU `index`'s lock back when no session needs it (in-process engines only).
+    /// Gives back the locks of GPU `index`'s controls that no session holds and no put-back
+    /// waits for, and the card's lock with the last of them (in-process engines only). A
+    /// control whose put-back the driver refused stays locked: this engine tries it again and
+    /// no other process writes over it meanwhile.
     fn release_lock(&mut self, index: u32) {
-        if self.ownership == Ownership::InProcess && self.gpu(index).holder.is_none() {
-            self.gpu_mut(index).lock = None;
+        if self.ownership != Ownership::InProcess {
+            return;
+        }
+        let needed: std::collections::BTreeSet<Hold> = Hold::ALL
+            .into_iter()
+            .filter(|hold| {
+                self.holding(index, *hold).is_some()
+                    || self
+                        .gpu(index)
+                        .unrestored
+                        .keys()
+                        .any(|control| control.hold() == *hold)
+            })
+            .collect();
+        let gpu = self.gpu_mut(index);
+        gpu.control_locks.retain(|hold, _| needed.contains(hold));
+        if gpu.control_locks.is_empty() {
+            gpu.card_lock = None;
         }
     }
 
@@ -452,39 +596,47 @@ impl Engine {
         self.trial_progress();
     }
 
-    /// GPU `index` stopped answering: a session on it ends (what cannot be put back stays in
-    /// its journal for when the card is back), and its client is told.
+    /// GPU `index` stopped answering: the sessions on it end (what cannot be put back stays in
+    /// its journal for when the card is back), and their clients are told.
     fn gpu_lost(&mut self, index: u32, error: &DeviceError) {
         let first_time = self.gpu(index).lost.is_none();
         self.gpu_mut(index).lost = Some(error.to_string());
-        let Some(id) = self.gpu(index).holder else {
+        let ids = self.sessions_on(index);
+        if ids.is_empty() {
             if first_time {
                 self.announce(index);
             }
             return;
-        };
+        }
         let reason = format!("{error} Its session ended:");
-        let trial_only = self.sessions.get(&id).is_some_and(|session| {
+        for id in ids {
+            if self.trial_only(id, index) {
+                self.finish_trial_with(id, index, false, &reason, true);
+                continue;
+            }
+            let client = self.sessions.get(&id).map(|session| session.client.id);
+            let report = self.end_session_now(id, false, &reason);
+            if let Some(client) = client {
+                self.events
+                    .push(EngineEvent::SessionEnded { client, report });
+            }
+        }
+    }
+
+    /// Whether session `id` is a trial session with a trial on GPU `index` (ending the trial
+    /// ends it).
+    fn trial_only(&self, id: SessionId, index: u32) -> bool {
+        self.sessions.get(&id).is_some_and(|session| {
             session.purpose == SessionPurpose::Trial
                 && session
                     .gpus
                     .get(&index)
                     .is_some_and(|part| part.trial.is_some())
-        });
-        if trial_only {
-            self.finish_trial_with(id, index, false, &reason, true);
-            return;
-        }
-        let client = self.sessions.get(&id).map(|session| session.client.id);
-        let report = self.end_session_now(id, false, &reason);
-        if let Some(client) = client {
-            self.events
-                .push(EngineEvent::SessionEnded { client, report });
-        }
+        })
     }
 
-    /// The driver reported a critical error: a session on that GPU ends at once, everything it
-    /// changed put back (an unstable setting must not stay), and every client is told.
+    /// The driver reported a critical error: every session on that GPU ends at once, everything
+    /// it changed put back (an unstable setting must not stay), and every client is told.
     pub fn on_critical_event(&mut self, event: CriticalEvent) {
         let index = event.gpu_index;
         if index as usize >= self.gpus.len() {
@@ -495,44 +647,41 @@ impl Engine {
             event.xid,
             event.meaning()
         );
-        let Some(id) = self.gpu(index).holder else {
+        let ids = self.sessions_on(index);
+        if ids.is_empty() {
             self.notice(Some(index), Notice::Warning(format!("{what}.")));
             return;
-        };
-        let (client, purpose, by) = match self.sessions.get(&id) {
-            Some(session) => (
-                session.client.id,
-                session.purpose,
-                session.client.describe(),
-            ),
-            None => return,
-        };
-        let reason = format!("Xid {} ({}); put back at once:", event.xid, event.meaning());
-        let trial_only = purpose == SessionPurpose::Trial
-            && self
-                .sessions
-                .get(&id)
-                .and_then(|session| session.gpus.get(&index))
-                .is_some_and(|part| part.trial.is_some());
-        if trial_only {
-            self.finish_trial_with(id, index, false, &reason, true);
-        } else {
-            let mut report = self.end_session_now(
-                id,
-                false,
-                &format!("{what}; everything the session changed was put back at once"),
-            );
-            report.critical_event = Some(event);
-            self.events
-                .push(EngineEvent::SessionEnded { client, report });
         }
-        self.notice(
-            Some(index),
-            Notice::Error(format!(
-                "{what} during {} of {by}; everything it changed was put back.",
-                purpose.describe()
-            )),
-        );
+        for id in ids {
+            let (client, purpose, by) = match self.sessions.get(&id) {
+                Some(session) => (
+                    session.client.id,
+                    session.purpose,
+                    session.client.describe(),
+                ),
+                None => continue,
+            };
+            let reason = format!("Xid {} ({}); put back at once:", event.xid, event.meaning());
+            if self.trial_only(id, index) {
+                self.finish_trial_with(id, index, false, &reason, true);
+            } else {
+                let mut report = self.end_session_now(
+                    id,
+                    false,
+                    &format!("{what}; everything the session changed was put back at once"),
+                );
+                report.critical_event = Some(event);
+                self.events
+                    .push(EngineEvent::SessionEnded { client, report });
+            }
+            self.notice(
+                Some(index),
+                Notice::Error(format!(
+                    "{what} during {} of {by}; everything it changed was put back.",
+                    purpose.describe()
+                )),
+            );
+        }
     }
 
     /// Takes in settings read back from GPU `index` by the sampler, whose read began at

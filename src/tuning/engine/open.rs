@@ -79,8 +79,8 @@ impl Engine {
                     constraints,
                 },
                 in_force: SettingsInForce::from_card(&current, locks),
-                holder: None,
-                lock: None,
+                card_lock: None,
+                control_locks: BTreeMap::new(),
                 recent: VecDeque::new(),
                 fans: FanFollower::default(),
                 last_change: None,
@@ -118,7 +118,7 @@ impl Engine {
                             refused.message(index, "start the daemon once it has finished."),
                         )
                     })?;
-                engine.gpu_mut(index).lock = Some(lock);
+                engine.gpu_mut(index).card_lock = Some(lock);
             }
         }
         let mut notices = early_notices;

@@ -11,8 +11,7 @@ use crate::device::gate::validate;
 use crate::device::{BackendKind, Setting};
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;
-use crate::tuning::in_force::Control;
-use crate::tuning::state_folder::LockRefused;
+use crate::tuning::in_force::{Control, Hold};
 
 /// What happens to settings the driver refused to take back, for every message that says so.
 pub(super) fn retry_sentence() -> String {
@@ -204,20 +203,20 @@ impl Engine {
             if !due {
                 continue;
             }
-            if self.gpu(index).lock.is_none() {
-                let uuid = self.gpu(index).info.identity.uuid.clone();
-                match self
-                    .folder
-                    .try_lock(&uuid, "gputune (putting back a journal)")
-                {
-                    Ok(lock) => self.gpu_mut(index).lock = Some(lock),
-                    Err(_) => {
-                        // Another process changes the card: it puts the journal back first.
-                        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
-                        continue;
-                    }
-                }
-                self.take_in_journal(index);
+            // An engine without the daemon keeps the locks of what waits (see `release_lock`);
+            // one it lost meanwhile is taken again, or left to the process that holds it.
+            let holds: std::collections::BTreeSet<Hold> = self
+                .gpu(index)
+                .unrestored
+                .keys()
+                .map(|control| control.hold())
+                .collect();
+            if self
+                .take_locks(index, "gputune (putting back a journal)", &holds)
+                .is_err()
+            {
+                self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+                continue;
             }
             let _ = self.put_back_unrestored(index);
             self.release_lock(index);
@@ -225,23 +224,24 @@ impl Engine {
         }
     }
 
-    /// An in-process engine that just took GPU `index`'s lock: a journal in the folder now is
-    /// what a gputune that ended (or this engine, earlier) could not put back, and waits in
-    /// `unrestored` to be written first.
-    pub(super) fn take_in_journal(&mut self, index: u32) {
+    /// An in-process engine that just took the locks of `holds` on GPU `index`: the journal's
+    /// entries for those controls are what a gputune that ended (or this engine, earlier)
+    /// could not put back, and wait in `unrestored` to be written first. Entries for other
+    /// controls belong to the processes that hold them.
+    pub(super) fn take_in_journal(&mut self, index: u32, holds: &[Hold]) {
         // A simulated card lives in this process only: another process's journal is not its.
         if self.ownership != Ownership::InProcess || self.backend_kind == BackendKind::Sim {
             return;
         }
         let uuid = self.gpu(index).info.identity.uuid.clone();
+        let mine = |control: &Control| holds.contains(&control.hold());
+        self.gpu_mut(index)
+            .unrestored
+            .retain(|control, _| !mine(control));
         let journal = match self.folder.read_journal(&uuid) {
             Ok(Some(journal)) if journal.backend == self.backend_kind => journal,
-            Ok(_) => {
-                self.gpu_mut(index).unrestored.clear();
-                return;
-            }
+            Ok(_) => return,
             Err(problem) => {
-                self.gpu_mut(index).unrestored.clear();
                 self.notice(Some(index), Notice::Warning(problem.message));
                 return;
             }
@@ -249,11 +249,27 @@ impl Engine {
         let waiting: RestoreMap = journal
             .restore
             .iter()
+            .filter(|setting| !self.is_phantom(index, setting))
             .map(|setting| (Control::of(setting), (*setting, true)))
+            .filter(|(control, _)| mine(control))
             .collect();
+        if waiting.is_empty() {
+            return;
+        }
         let gpu = self.gpu_mut(index);
-        gpu.unrestored = waiting;
+        gpu.unrestored.extend(waiting);
         gpu.unrestored_tried = None;
+    }
+
+    /// Whether GPU `index` already runs `setting`, as read back from the card: a journal entry
+    /// that asks for it has nothing to put back. Only controls NVML reads count (a clock lock
+    /// is only what gputune recorded, so its entry is always written).
+    fn is_phantom(&self, index: u32, setting: &Setting) -> bool {
+        let readable = !matches!(
+            Control::of(setting),
+            Control::GpuClockLock | Control::MemoryClockLock
+        );
+        readable && self.gpu(index).in_force.matches(setting)
     }
 
     /// Restores what journals in the state folder say a gputune that ended badly left on the
@@ -309,26 +325,69 @@ impl Engine {
         by: &str,
         from_gpu_journal: bool,
     ) -> Option<Notice> {
+        let mut restore = restore.to_vec();
         if self.ownership == Ownership::InProcess {
             let uuid = self.gpu(index).info.identity.uuid.clone();
-            match self.folder.try_lock(&uuid, "gputune (restoring a journal)") {
-                Ok(lock) => self.gpu_mut(index).lock = Some(lock),
-                // Its owner is alive and will put it back itself.
-                Err(LockRefused::Held { .. }) => return None,
-                Err(refused) => {
-                    return Some(Notice::Warning(refused.message(index, "")));
+            let by = "gputune (restoring a journal)";
+            // Each control whose lock can be had: a live process holding another puts that one
+            // back itself.
+            let holds: std::collections::BTreeSet<Hold> = restore.iter().map(Hold::of).collect();
+            let mut locked = std::collections::BTreeSet::new();
+            for hold in holds {
+                let one = [hold].into();
+                match self.take_locks(index, by, &one) {
+                    Ok(()) => {
+                        locked.insert(hold);
+                    }
+                    Err(error) if error.kind == TuneErrorKind::Held => {}
+                    Err(error) => {
+                        self.release_lock(index);
+                        return Some(Notice::Warning(error.message));
+                    }
                 }
             }
             // Reread: its owner may have finished between our listing and our lock.
-            if from_gpu_journal && !matches!(self.folder.read_journal(&uuid), Ok(Some(_))) {
+            if from_gpu_journal {
+                restore = match self.folder.read_journal(&uuid) {
+                    Ok(Some(journal)) => journal.restore,
+                    _ => Vec::new(),
+                };
+            }
+            restore.retain(|setting| locked.contains(&Hold::of(setting)));
+            if restore.is_empty() {
+                self.gpu_mut(index)
+                    .unrestored
+                    .retain(|control, _| !locked.contains(&control.hold()));
                 self.release_lock(index);
                 return None;
             }
+        }
+        // An entry the card already runs is a phantom (its write never happened, or another
+        // program put it back): nothing to write, nothing to announce, and it leaves the journal.
+        let (phantoms, restore): (Vec<Setting>, Vec<Setting>) = restore
+            .iter()
+            .partition(|setting| self.is_phantom(index, setting));
+        if !phantoms.is_empty() {
+            tracing::info!(
+                "GPU {index} already runs {}: nothing to put back for it.",
+                crate::tuning::describe_all(&phantoms)
+            );
+            let gone: Vec<Control> = phantoms.iter().map(Control::of).collect();
+            self.gpu_mut(index)
+                .unrestored
+                .retain(|control, _| !gone.contains(control));
         }
         let attempted: RestoreMap = restore
             .iter()
             .map(|setting| (Control::of(setting), (*setting, true)))
             .collect();
+        if attempted.is_empty() {
+            if let Err(error) = self.write_journal(index, None) {
+                tracing::error!("{error}");
+            }
+            self.release_lock(index);
+            return None;
+        }
         let report = self.restore_map(index, &attempted);
         self.gpu_mut(index).unrestored_tried = Some(Instant::now());
         let kept = self.keep_unrestored(index, &attempted, &report);

@@ -1,8 +1,9 @@
-//! Sessions: a trial, a run, a window's fan curve or a sweep holds its cards, changes them
-//! temporarily, and puts back exactly what was there when it ends, is stopped, or its client
-//! goes away. One session per card at a time.
+//! Sessions: a trial, a run, a window's fan curve or a sweep holds the controls it changes on
+//! its cards, changes them temporarily, and puts back exactly what was there when it ends, is
+//! stopped, or its client goes away. One session per control at a time: sessions holding
+//! different controls of one card (a power-limit trial beside a fan curve) go on together.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::trial::Trial;
 use super::{
@@ -13,6 +14,7 @@ use crate::device::Telemetry;
 use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::{Hold, describe_holds};
 use crate::tuning::stats::TrialStats;
 
 /// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
@@ -21,6 +23,9 @@ const MOST_SESSION_SAMPLES: usize = 86_400;
 
 /// A session's part on one GPU.
 pub(super) struct SessionGpu {
+    /// The controls the session holds on the card: no other session changes them, and a
+    /// plain apply of them by another client is refused.
+    pub held: BTreeSet<Hold>,
     /// What the session's unkept changes replaced.
     pub restore: RestoreMap,
     pub trial: Option<Trial>,
@@ -72,6 +77,9 @@ impl Engine {
             .and_then(Trial::ends_at_ms);
         Some(Holder {
             session: id,
+            controls: part
+                .map(|part| part.held.iter().copied().collect())
+                .unwrap_or_default(),
             purpose: session.purpose,
             by: session.client.describe(),
             client: session.client.id,
@@ -94,34 +102,53 @@ impl Engine {
         }
     }
 
-    /// Refuses when another client's session holds GPU `index`, naming it.
-    pub(super) fn check_not_held_by_other(
+    /// Refuses when a session holds one of `holds` on GPU `index`, naming the session and the
+    /// controls: another client's always; the client's own unless `own_allowed` (its plain
+    /// apply, which becomes permanent).
+    pub(super) fn check_free(
         &self,
         index: u32,
         client: ClientId,
+        holds: &BTreeSet<Hold>,
+        own_allowed: bool,
     ) -> Result<(), TuneError> {
-        let Some(holder) = self
-            .gpu(index)
-            .holder
-            .and_then(|id| self.holder_of(id, index))
-        else {
-            return Ok(());
-        };
-        if holder.client == client {
-            return Ok(());
+        let mut conflicts: BTreeMap<SessionId, Vec<Hold>> = BTreeMap::new();
+        for &hold in holds {
+            if let Some(id) = self.holding(index, hold) {
+                conflicts.entry(id).or_default().push(hold);
+            }
         }
-        let until = holder
-            .trial_ends_at_ms
-            .map(|ends_ms| format!(" until {}", clock_time(ends_ms)))
-            .unwrap_or_default();
-        Err(TuneError::new(
-            TuneErrorKind::Held,
-            format!(
-                "GPU {index} is held by {} of {}{until}: wait for it to end, or stop it there.",
-                holder.purpose.describe(),
-                holder.by
-            ),
-        ))
+        let mut own = None;
+        for (id, held) in conflicts {
+            let Some(holder) = self.holder_of(id, index) else {
+                continue;
+            };
+            let (what, verb) = describe_holds(&held);
+            if holder.client != client {
+                let until = holder
+                    .trial_ends_at_ms
+                    .map(|ends_ms| format!(" until {}", clock_time(ends_ms)))
+                    .unwrap_or_default();
+                return Err(TuneError::new(
+                    TuneErrorKind::Held,
+                    format!(
+                        "GPU {index}'s {what} {verb} held by {} of {}{until}: wait for it to end, or stop it there.",
+                        holder.purpose.describe(),
+                        holder.by
+                    ),
+                ));
+            }
+            if !own_allowed && own.is_none() {
+                own = Some(TuneError::new(
+                    TuneErrorKind::Held,
+                    format!(
+                        "GPU {index}'s {what} {verb} already held by one of your sessions ({}): end it first.",
+                        holder.purpose.describe()
+                    ),
+                ));
+            }
+        }
+        own.map_or(Ok(()), Err)
     }
 
     /// Starts a session: holds the cards, applies its changes and follows its curves. All or
@@ -159,10 +186,26 @@ impl Engine {
                 .or_insert_with(Vec::new)
                 .extend(self.validate_all(index, &change.settings)?);
         }
+        let mut parts: Vec<(u32, BTreeSet<Hold>)> = indices
+            .iter()
+            .map(|index| {
+                let holds = validated
+                    .get(index)
+                    .into_iter()
+                    .flatten()
+                    .map(|setting| Hold::of(setting.setting()))
+                    .collect();
+                (*index, holds)
+            })
+            .collect();
         for (uuid, _) in &request.fan_curves {
-            self.check_fans(self.index_of(uuid)?)?;
+            let index = self.index_of(uuid)?;
+            self.check_fans(index)?;
+            if let Some((_, holds)) = parts.iter_mut().find(|(part, _)| *part == index) {
+                holds.insert(Hold::Fans);
+            }
         }
-        let id = self.open_session(client, request.purpose, &indices)?;
+        let id = self.open_session(client, request.purpose, &parts)?;
         if let Some(session) = self.sessions.get_mut(&id) {
             session.job_pid = request.job_pid;
         }
@@ -200,38 +243,27 @@ impl Engine {
         })
     }
 
-    /// Holds `indices` for a new session of `client`: each card present, not in another
-    /// session, and its lock taken.
+    /// Holds the controls of `parts` (each card with the controls held on it) for a new
+    /// session of `client`: each card present, each control free, its lock taken.
     pub(super) fn open_session(
         &mut self,
         client: &ClientInfo,
         purpose: SessionPurpose,
-        indices: &[u32],
+        parts: &[(u32, BTreeSet<Hold>)],
     ) -> Result<SessionId, TuneError> {
-        for &index in indices {
-            self.check_present(index)?;
-            if let Some(id) = self.gpu(index).holder {
-                let mine = self
-                    .sessions
-                    .get(&id)
-                    .is_some_and(|session| session.client.id == client.id);
-                if mine {
-                    return Err(TuneError::new(
-                        TuneErrorKind::Held,
-                        format!("GPU {index} is already in one of your sessions: end it first."),
-                    ));
-                }
-            }
-            self.check_not_held_by_other(index, client.id)?;
+        for (index, holds) in parts {
+            self.check_present(*index)?;
+            self.check_free(*index, client.id, holds, false)?;
         }
-        for (position, &index) in indices.iter().enumerate() {
+        let by = client.describe();
+        for (position, (index, holds)) in parts.iter().enumerate() {
             // What an earlier put-back could not write goes back before this session's changes.
             let taken = self
-                .take_lock(index, client)
-                .and_then(|()| self.put_back_unrestored(index));
+                .take_locks(*index, &by, holds)
+                .and_then(|()| self.put_back_unrestored(*index));
             if let Err(error) = taken {
-                for &taken in &indices[..=position] {
-                    self.release_lock(taken);
+                for (taken, _) in &parts[..=position] {
+                    self.release_lock(*taken);
                 }
                 return Err(error);
             }
@@ -244,18 +276,19 @@ impl Engine {
                 client: client.clone(),
                 purpose,
                 started_at_ms: wall_clock_ms(),
-                gpus: indices
+                gpus: parts
                     .iter()
-                    .map(|&index| {
+                    .map(|(index, holds)| {
                         (
-                            index,
+                            *index,
                             SessionGpu {
+                                held: holds.clone(),
                                 restore: RestoreMap::new(),
                                 trial: None,
                                 during: Vec::new(),
                                 follows_curve: false,
                                 energy_at_start_mj: self
-                                    .gpu(index)
+                                    .gpu(*index)
                                     .recent
                                     .back()
                                     .and_then(|reading| reading.energy_total_mj),
@@ -266,9 +299,6 @@ impl Engine {
                 job_pid: None,
             },
         );
-        for &index in indices {
-            self.gpu_mut(index).holder = Some(id);
-        }
         Ok(id)
     }
 
@@ -303,10 +333,42 @@ impl Engine {
                 Some(_) => {}
             }
             let settings = self.validate_all(index, &change.settings)?;
+            self.hold_more(client, id, index, &settings)?;
             self.put_back_unrestored(index)?;
             applied.push(self.session_write(id, index, &settings)?);
         }
         Ok(applied)
+    }
+
+    /// Makes session `id` hold the controls of `settings` on GPU `index` it does not hold yet,
+    /// when they are free.
+    fn hold_more(
+        &mut self,
+        client: &ClientInfo,
+        id: SessionId,
+        index: u32,
+        settings: &[crate::device::gate::ValidatedSetting],
+    ) -> Result<(), TuneError> {
+        let held = self
+            .sessions
+            .get(&id)
+            .and_then(|session| session.gpus.get(&index))
+            .map(|part| part.held.clone())
+            .unwrap_or_default();
+        let more: BTreeSet<Hold> = settings
+            .iter()
+            .map(|setting| Hold::of(setting.setting()))
+            .filter(|hold| !held.contains(hold))
+            .collect();
+        if more.is_empty() {
+            return Ok(());
+        }
+        self.check_free(index, client.id, &more, false)?;
+        self.take_locks(index, &client.describe(), &more)?;
+        if let Some(part) = self.session_part_mut(id, index) {
+            part.held.extend(more);
+        }
+        Ok(())
     }
 
     /// Writes `settings` to GPU `index` as session `id`'s temporary changes.
@@ -458,8 +520,7 @@ impl Engine {
                     map.entry(*control).or_insert(*value);
                 }
             }
-            // The card is free again before the restore's writes, so they journal nothing new.
-            self.gpu_mut(index).holder = None;
+            // The session is gone before the restore's writes, so they journal nothing new.
             let report = self.restore_map(index, &map);
             self.keep_unrestored(index, &map, &report);
             if !report.restored.is_empty() {
@@ -485,24 +546,23 @@ impl Engine {
         }
     }
 
-    /// Files a reading of GPU `index` with the session that holds it, if any.
+    /// Files a reading of GPU `index` with the sessions on it.
     pub(super) fn record_in_sessions(&mut self, index: u32, reading: &Telemetry) {
-        let Some(id) = self.gpu(index).holder else {
-            return;
-        };
-        let Some(part) = self.session_part_mut(id, index) else {
-            return;
-        };
-        if part.during.len() >= MOST_SESSION_SAMPLES {
-            let mut keep = false;
-            part.during.retain(|_| {
-                keep = !keep;
-                keep
-            });
-        }
-        part.during.push(reading.clone());
-        if let Some(trial) = part.trial.as_mut() {
-            trial.observe(reading);
+        for id in self.sessions_on(index) {
+            let Some(part) = self.session_part_mut(id, index) else {
+                continue;
+            };
+            if part.during.len() >= MOST_SESSION_SAMPLES {
+                let mut keep = false;
+                part.during.retain(|_| {
+                    keep = !keep;
+                    keep
+                });
+            }
+            part.during.push(reading.clone());
+            if let Some(trial) = part.trial.as_mut() {
+                trial.observe(reading);
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! trial measures a baseline first (from the engine's recent history when it has one), then
 //! applies, counts down, and reports before / during numbers all along.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::session::SessionGpu;
@@ -12,7 +13,7 @@ use super::{
 use crate::device::Telemetry;
 use crate::device::gate::ValidatedSetting;
 use crate::device::sim::wall_clock_ms;
-use crate::tuning::in_force::Control;
+use crate::tuning::in_force::Hold;
 use crate::tuning::stats::TrialStats;
 
 /// The longest trial: a day. Longer is a setting to apply, not to try.
@@ -122,8 +123,9 @@ pub struct TrialRequest {
 }
 
 impl Engine {
-    /// Starts a trial on one GPU: inside the client's own session on the card (the window
-    /// following a fan curve), or in a new trial session.
+    /// Starts a trial on one GPU, in a new trial session that holds the controls it tries:
+    /// beside other sessions on the card (the window's fan curve, another client's run) as
+    /// long as they hold other controls.
     pub fn start_trial(
         &mut self,
         client: &ClientInfo,
@@ -140,36 +142,27 @@ impl Engine {
         }
         Engine::check_trial_times(request.duration_s, request.baseline_s)?;
         let settings = self.validate_all(index, &request.settings)?;
-        self.check_not_held_by_other(index, client.id)?;
-        let touches_fans = request
-            .settings
-            .iter()
-            .any(|setting| matches!(Control::of(setting), Control::Fan { .. }));
-        let id = match self.gpu(index).holder {
-            Some(id) => {
-                let part = self
-                    .sessions
-                    .get(&id)
-                    .and_then(|session| session.gpus.get(&index));
-                if part.is_some_and(|part| part.trial.is_some()) {
-                    return Err(TuneError::new(
-                        TuneErrorKind::Held,
-                        format!("A trial already runs on GPU {index}: keep or revert it first."),
-                    ));
-                }
-                if part.is_some_and(|part| part.follows_curve) && touches_fans {
-                    return Err(TuneError::new(
-                        TuneErrorKind::Held,
-                        format!(
-                            "gputune follows a fan curve on GPU {index}: stop following it before trying fan speeds."
-                        ),
-                    ));
-                }
-                self.put_back_unrestored(index)?;
-                id
-            }
-            None => self.open_session(client, SessionPurpose::Trial, &[index])?,
-        };
+        let holds: BTreeSet<Hold> = request.settings.iter().map(Hold::of).collect();
+        self.check_free(index, client.id, &holds, true)?;
+        if self.own_trial(client.id, index).is_some() {
+            return Err(TuneError::new(
+                TuneErrorKind::Held,
+                format!("A trial already runs on GPU {index}: keep or revert it first."),
+            ));
+        }
+        let follows_own_curve = self
+            .holding(index, Hold::Fans)
+            .and_then(|id| self.sessions.get(&id)?.gpus.get(&index))
+            .is_some_and(|part| part.follows_curve);
+        if follows_own_curve && holds.contains(&Hold::Fans) {
+            return Err(TuneError::new(
+                TuneErrorKind::Held,
+                format!(
+                    "gputune follows a fan curve on GPU {index}: stop following it before trying fan speeds."
+                ),
+            ));
+        }
+        let id = self.open_session(client, SessionPurpose::Trial, &[(index, holds)])?;
 
         let (trial, missing_ms) = self.prepare_trial(index, request, settings, client.id);
         if let Some(part) = self.session_part_mut(id, index) {
@@ -253,26 +246,12 @@ impl Engine {
         keep: bool,
     ) -> Result<TrialStatus, TuneError> {
         let index = self.index_of(gpu_uuid)?;
-        let id = self
-            .gpu(index)
-            .holder
-            .filter(|id| {
-                self.sessions.get(id).is_some_and(|session| {
-                    session.client.id == client.id
-                        && session
-                            .gpus
-                            .get(&index)
-                            .is_some_and(|part| part.trial.is_some())
-                })
-            })
-            .ok_or_else(|| {
-                TuneError::new(
-                    TuneErrorKind::NotFound,
-                    format!(
-                        "You have no trial running on GPU {index} (it may have ended already)."
-                    ),
-                )
-            })?;
+        let id = self.own_trial(client.id, index).ok_or_else(|| {
+            TuneError::new(
+                TuneErrorKind::NotFound,
+                format!("You have no trial running on GPU {index} (it may have ended already)."),
+            )
+        })?;
         let measuring = self
             .sessions
             .get(&id)
@@ -290,6 +269,19 @@ impl Engine {
         }
         let reason = if keep { "Kept" } else { "Reverted: put back" };
         Ok(self.finish_trial_now(id, index, keep, reason))
+    }
+
+    /// The session of `client` with a trial on GPU `index`, if one runs.
+    fn own_trial(&self, client: super::ClientId, index: u32) -> Option<SessionId> {
+        self.sessions_on(index).into_iter().find(|id| {
+            self.sessions.get(id).is_some_and(|session| {
+                session.client.id == client
+                    && session
+                        .gpus
+                        .get(&index)
+                        .is_some_and(|part| part.trial.is_some())
+            })
+        })
     }
 
     /// Applies a trial whose baseline is complete; ends it at once when a write fails.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::{CriticalEvent, DeviceError, Setting};
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::SettingsInForce;
+use crate::tuning::in_force::{Hold, SettingsInForce};
 use crate::tuning::stats::TrialStats;
 
 /// A connection to the engine, numbered by the service.
@@ -91,10 +91,12 @@ impl SessionPurpose {
     }
 }
 
-/// Who holds a GPU: the session on it.
+/// Who holds controls of a GPU: one session on it, and which controls it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     pub session: SessionId,
+    /// The controls it holds on this card (no other session changes them meanwhile).
+    pub controls: Vec<Hold>,
     pub purpose: SessionPurpose,
     /// The client, described ("gputune run --profile Quiet (pid 77, user bob)").
     pub by: String,
@@ -113,6 +115,11 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// "power limit and fans": what it holds, for people.
+    pub fn controls_text(&self) -> String {
+        crate::tuning::in_force::describe_holds(&self.controls).0
+    }
+
     /// Energy the card used since the session began (mJ), from a reading of its counter.
     pub fn energy_used_mj(&self, energy_total_mj: Option<u64>) -> Option<u64> {
         Some(energy_total_mj?.saturating_sub(self.energy_at_start_mj?))
@@ -139,7 +146,9 @@ pub struct GpuTuning {
     /// The fans were handed back to the driver because the card neared its slowdown
     /// temperature.
     pub fan_safety_engaged: bool,
-    pub holder: Option<Holder>,
+    /// The sessions on the card, oldest first, each with the controls it holds (never the
+    /// same control twice).
+    pub holders: Vec<Holder>,
     pub last_change: Option<ChangeNote>,
 }
 
@@ -239,7 +248,7 @@ impl SessionReport {
 pub enum TuneErrorKind {
     /// A value outside the card's constraints, or a request that makes no sense.
     Refused,
-    /// Another session holds the card.
+    /// Another session holds the control.
     Held,
     /// The driver refused for lack of rights.
     Permission,
@@ -280,6 +289,9 @@ impl TuneError {
 }
 
 /// What the engine has to say to its clients, collected as it works and routed by the service.
+// Events are made one at a time and moved to the clients, never kept in bulk: boxing the
+// trial's status would only add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EngineEvent {

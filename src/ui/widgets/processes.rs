@@ -16,12 +16,12 @@ const MOST_LISTED_ON_HOVER: usize = 12;
 /// Rows of the table shown before it scrolls.
 const TABLE_ROWS_SHOWN: f32 = 6.0;
 
-/// The process the session holding `gpu` started as its job, when its client said.
+/// The process a session holding controls of `gpu` started as its job, when its client said.
 pub fn job_pid(gpu: &GpuModel) -> Option<u32> {
     gpu.tuning
-        .as_ref()
-        .and_then(|tuning| tuning.holder.as_ref())
-        .and_then(|holder| holder.job_pid)
+        .iter()
+        .flat_map(|tuning| &tuning.holders)
+        .find_map(|holder| holder.job_pid)
 }
 
 /// The card's line: "2 · alice · 20.9 GiB · python train.py …" (the process with the most
