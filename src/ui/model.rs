@@ -106,6 +106,9 @@ pub struct Model {
     pub gpus: Vec<GpuModel>,
     /// News not about one GPU (what the engine restored when it started).
     pub notices: Vec<Notice>,
+    /// When the window last heard from the service (Unix ms): "now" for a GPU with no
+    /// reading yet.
+    pub heard_at_ms: u64,
     /// Samples each GPU's history keeps (24 h at 10 Hz by default).
     history_capacity: usize,
 }
@@ -122,6 +125,7 @@ impl Model {
             connection: Connection::Connecting,
             gpus: Vec::new(),
             notices: Vec::new(),
+            heard_at_ms: 0,
             history_capacity,
         }
     }
@@ -129,6 +133,7 @@ impl Model {
     /// Takes in one event from the link. `received_at_ms` (Unix ms) stamps a failed read,
     /// which has no timestamp of its own.
     pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+        self.heard_at_ms = self.heard_at_ms.max(received_at_ms);
         match event {
             LinkEvent::Connected {
                 backend,
