@@ -565,3 +565,26 @@ fn a_gpu_with_no_reading_yet_shows_sane_axes() {
         "{text}"
     );
 }
+
+#[test]
+fn hovering_a_card_in_the_overview_says_it_opens_the_graphs() {
+    let mut harness = harness(training(SimScenario::EightRtx4090));
+    // Over a card's readings, not its title.
+    let temperature = harness
+        .query_all_by_label("Temperature")
+        .nth(2)
+        .map(|node| node.rect().center())
+        .unwrap_or_else(|| panic!("GPU 2's temperature row"));
+    harness.hover_at(temperature);
+    // A tooltip shows once the pointer rests (egui waits half a second of its time).
+    for _ in 0..60 {
+        harness.step();
+    }
+    assert!(
+        harness
+            .query_all_by_label(gputune::ui::overview::CARD_HINT)
+            .next()
+            .is_some(),
+        "the hint shows over the card"
+    );
+}

@@ -19,7 +19,8 @@ pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<Tune
         .inner_margin(8.0)
         .show(ui, |ui| {
             ui.set_width(ui.available_width());
-            ui.horizontal(|ui| {
+            // Wrapped: a refusal is a long sentence, and must stay inside a 1280 px window.
+            ui.horizontal_wrapped(|ui| {
                 match trial.phase {
                     TrialPhase::Measuring { left_s } => {
                         ui.label(
