@@ -409,3 +409,30 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
     );
     harness.get_by_label_contains("power limit 400 W");
 }
+
+#[test]
+fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() {
+    let mut state =
+        common::ui::app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    state.tab = Tab::Tune;
+    let refusal = gputune::device::DeviceError::NoPermission {
+        action: "power limit 315 W".to_string(),
+    };
+    let message = format!("The trial could not start: GPU 0: {refusal} Nothing was changed.");
+    let mut trial = common::ui::running_trial(0, 60);
+    trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+    trial.message = Some(message.clone());
+    trial.failed = true;
+    state.model.gpus[0].trial = Some(trial);
+    let harness = window_harness(state, [1280.0, 720.0]);
+    let shown = harness.get_by_label(&message);
+    assert!(
+        shown.rect().right() <= 1280.0,
+        "wrapped inside the window: {:?}",
+        shown.rect()
+    );
+    assert!(
+        harness.query_by_label("Before").is_none(),
+        "no table of n/a"
+    );
+}
