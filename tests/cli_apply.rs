@@ -337,6 +337,11 @@ fn a_trial_puts_every_setting_back_and_prints_the_table() {
     assert_eq!(
         settings,
         vec![
+            // Before the baseline: the limit the card has, written again to learn whether the
+            // driver takes writes at all (a trial without permission fails before measuring).
+            Setting::PowerLimit {
+                power_limit_mw: 450_000
+            },
             Setting::PowerLimit {
                 power_limit_mw: 300_000
             },

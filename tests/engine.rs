@@ -498,6 +498,104 @@ fn a_trial_the_driver_refuses_changes_nothing_and_leaves_no_journal() {
 }
 
 #[test]
+fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all() {
+    let machine = FakeMachine::new("8x-rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let uuids: Vec<String> = engine
+        .gpus()
+        .iter()
+        .map(|gpu| gpu.identity.uuid.clone())
+        .collect();
+    let limits_before: Vec<u32> = (0..uuids.len())
+        .map(|gpu| machine.power_limit_mw(gpu))
+        .collect();
+    // Without a daemon, as a normal user on a real driver: every write is refused.
+    machine.set_shared_faults("no_permission");
+    let window = client(1, "the gputune window");
+    let power_limit = vec![Setting::PowerLimit {
+        power_limit_mw: 315_000,
+    }];
+    // No reading yet, so the trial would measure its 10 s baseline before the first write.
+    let status = engine
+        .start_trial(
+            &window,
+            &TrialRequest {
+                gpu_uuid: uuids[0].clone(),
+                settings: power_limit.clone(),
+                duration_s: 60,
+                baseline_s: 10,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let message = status.message.clone().unwrap_or_default();
+    assert_eq!(
+        status.phase,
+        gputune::tuning::engine::TrialPhase::Ended,
+        "ended at once, not measuring a baseline: {status:?}"
+    );
+    assert!(status.failed);
+    assert!(message.contains("administrator rights"), "{message}");
+    assert!(message.contains("Nothing was changed"), "{message}");
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.holder.is_none()),
+        "the card is free again"
+    );
+
+    // "All GPUs": the same, for every card together.
+    let statuses = engine
+        .start_group_trial(
+            &window,
+            &gputune::tuning::engine::GroupTrialRequest {
+                changes: uuids
+                    .iter()
+                    .map(|uuid| GpuChange {
+                        gpu_uuid: uuid.clone(),
+                        settings: power_limit.clone(),
+                    })
+                    .collect(),
+                duration_s: 60,
+                baseline_s: 10,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(statuses.len(), uuids.len(), "{statuses:?}");
+    for status in &statuses {
+        assert_eq!(
+            status.phase,
+            gputune::tuning::engine::TrialPhase::Ended,
+            "{status:?}"
+        );
+        assert!(status.failed, "{status:?}");
+    }
+    assert!(
+        statuses[0]
+            .message
+            .as_deref()
+            .is_some_and(|message| message.contains("administrator rights")),
+        "{statuses:?}"
+    );
+    machine.set_shared_faults("");
+    for (gpu, before_mw) in limits_before.iter().enumerate() {
+        assert_eq!(
+            machine.power_limit_mw(gpu),
+            *before_mw,
+            "GPU {gpu} unchanged"
+        );
+        assert!(
+            engine
+                .tuning(gpu as u32)
+                .is_some_and(|tuning| tuning.holder.is_none())
+        );
+    }
+}
+
+#[test]
 fn a_sessions_job_is_named_to_every_client_and_only_its_owner_may_name_it() {
     let (mut engine, _sampler, _clock, _folder) = simulated(LoadPattern::Training);
     let uuid = engine.gpus()[0].identity.uuid.clone();

@@ -596,3 +596,50 @@ fn the_daemons_earlier_rows_go_in_front_and_overlapping_ones_are_not_counted_twi
     let merged = small.with_earlier(&earlier);
     assert_eq!(times(&merged), [9_000, 10_000, 11_000, 20_000]);
 }
+
+#[test]
+fn nearest_finds_the_closest_sample_inside_the_column_only() {
+    let mut history = GpuHistory::with_capacity(100);
+    // Samples at 0, 1000, 2000 and 5000 ms (a gap from 2 s to 5 s).
+    for (offset_ms, draw_w) in [(0, 100), (1_000, 200), (2_000, 300), (5_000, 400)] {
+        history.push(T0_MS + offset_ms, Some(&reading(Some(draw_w * 1_000))));
+    }
+    let power =
+        |index: Option<usize>| index.and_then(|index| history.value(Metric::PowerDrawW, index));
+    // The nearest of the column's samples, whichever side.
+    assert_eq!(
+        power(history.nearest(T0_MS + 1_400, T0_MS, T0_MS + 3_000)),
+        Some(200.0)
+    );
+    assert_eq!(
+        power(history.nearest(T0_MS + 1_600, T0_MS, T0_MS + 3_000)),
+        Some(300.0)
+    );
+    // A tie goes to the earlier sample.
+    assert_eq!(
+        power(history.nearest(T0_MS + 1_500, T0_MS, T0_MS + 3_000)),
+        Some(200.0)
+    );
+    // Only samples inside the column: the 5 s sample is nearer 4 s, but outside 3.5..4.5 s.
+    assert_eq!(
+        history.nearest(T0_MS + 4_000, T0_MS + 3_500, T0_MS + 4_500),
+        None
+    );
+    assert_eq!(
+        power(history.nearest(T0_MS + 4_000, T0_MS + 2_000, T0_MS + 6_000)),
+        Some(400.0)
+    );
+    // Before the first and after the last sample.
+    assert_eq!(
+        power(history.nearest(T0_MS - 500, T0_MS - 1_000, T0_MS)),
+        Some(100.0)
+    );
+    assert_eq!(
+        power(history.nearest(T0_MS + 9_000, T0_MS, T0_MS + 9_000)),
+        Some(400.0)
+    );
+    assert_eq!(
+        GpuHistory::with_capacity(10).nearest(T0_MS, 0, u64::MAX),
+        None
+    );
+}

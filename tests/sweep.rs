@@ -601,7 +601,7 @@ fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() 
     assert!(!marker.exists(), "the job was not started: {stderr}");
     assert!(
         stderr.starts_with(
-            "gputune: GPU 0 is held by a trial of gputune apply --power-limit 400W --try 60"
+            "gputune: GPU 0's power limit is held by a trial of gputune apply --power-limit 400W --try 60"
         ),
         "{stderr}"
     );

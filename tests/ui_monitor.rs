@@ -382,3 +382,209 @@ fn the_graphs_say_where_their_past_comes_from() {
     }));
     window.get_by_label_contains("Includes 86400 samples the gputune daemon kept");
 }
+
+/// A node's text as the accessibility tree has it.
+fn text_of(node: &egui_kittest::Node<'_>) -> String {
+    use egui_kittest::kittest::NodeT;
+    let node = node.accesskit_node();
+    node.label().or_else(|| node.value()).unwrap_or_default()
+}
+
+/// The detail view of a simulated RTX 4090 at 1280×720, following live data.
+fn detail_at_1280x720(samples: usize) -> Harness<'static, Window> {
+    let mut state = app_state(
+        SimScenario::Rtx4090,
+        LoadPattern::Training,
+        None,
+        samples,
+        500,
+    );
+    state.selected_gpu = Some(0);
+    let mut harness = window_harness(state, [1280.0, 720.0]);
+    harness.run();
+    harness
+}
+
+/// A point inside the power graph: below its title, near its right end (the newest
+/// readings).
+fn inside_the_power_graph(harness: &Harness<'static, Window>) -> eframe::egui::Pos2 {
+    let title = harness.get_by_label("Power (W)").rect();
+    eframe::egui::pos2(1_180.0, title.bottom() + 60.0)
+}
+
+fn wheel(harness: &mut Harness<'static, Window>, modifiers: eframe::egui::Modifiers) {
+    harness.event(eframe::egui::Event::MouseWheel {
+        unit: eframe::egui::MouseWheelUnit::Line,
+        delta: eframe::egui::vec2(0.0, -3.0),
+        phase: eframe::egui::TouchPhase::Move,
+        source: eframe::egui::MouseWheelSource::Unknown,
+        modifiers,
+    });
+    harness.run();
+}
+
+#[test]
+fn the_wheel_over_a_graph_scrolls_the_page_and_ctrl_wheel_zooms_time() {
+    let mut harness = detail_at_1280x720(240);
+    let title_before = harness.get_by_label("Power (W)").rect().top();
+    let inside = inside_the_power_graph(&harness);
+    harness.hover_at(inside);
+    harness.run();
+    wheel(&mut harness, eframe::egui::Modifiers::NONE);
+    assert!(
+        harness.state().state.monitor.is_following(),
+        "a plain wheel scrolls the page; the graphs keep following"
+    );
+    let title_after = harness.get_by_label("Power (W)").rect().top();
+    assert!(
+        title_after < title_before,
+        "the page scrolled: the power graph's title moved up ({title_before} -> {title_after})"
+    );
+
+    // Ctrl + wheel over a graph zooms its time axis, which holds the view still there.
+    let mut harness = detail_at_1280x720(240);
+    let inside = inside_the_power_graph(&harness);
+    harness.hover_at(inside);
+    harness.run();
+    wheel(&mut harness, eframe::egui::Modifiers::COMMAND);
+    assert!(
+        !harness.state().state.monitor.is_following(),
+        "Ctrl + wheel zoomed the time axis, so the graphs stopped following"
+    );
+}
+
+#[test]
+fn hovering_a_graph_reads_every_line_at_the_nearest_sample_and_says_what_the_wheel_does() {
+    let mut harness = detail_at_1280x720(240);
+    let inside = inside_the_power_graph(&harness);
+    harness.hover_at(inside);
+    harness.run();
+    // Both lines of the power graph, whichever is drawn on top, with their units.
+    let tooltip = harness.get_by_label_contains("Enforced limit: 450 W");
+    let text = text_of(&tooltip);
+    assert!(text.contains("\nPower draw: "), "{text}");
+    assert!(text.contains("Ctrl + wheel zooms time"), "{text}");
+    // The time of a sample the window holds, with seconds.
+    let gpu = &harness.state().state.model.gpus[0];
+    let sample_times: Vec<String> = (0..gpu.history.len())
+        .filter_map(|index| gpu.history.time_ms(index))
+        .map(|time_ms| gputune::units::local_time(time_ms, "%H:%M:%S"))
+        .collect();
+    assert!(
+        sample_times
+            .iter()
+            .any(|time| text.starts_with(time.as_str())),
+        "{text}"
+    );
+}
+
+#[test]
+fn hovering_a_setting_mark_says_when_what_and_who() {
+    let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 240, 500);
+    let latest_ms = state.model.gpus[0]
+        .history
+        .last_time_ms()
+        .unwrap_or_default();
+    let Some(mut tuning) = state.model.gpus[0].tuning.clone() else {
+        panic!("the engine told the window what the card runs")
+    };
+    // Ten seconds before the newest reading.
+    tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+        at_ms: latest_ms - 10_000,
+        by: "gputune apply (pid 77, user ana)".to_string(),
+        what: "power limit 315 W".to_string(),
+    });
+    state.apply(LinkEvent::Tuning(Box::new(tuning)), latest_ms);
+    state.selected_gpu = Some(0);
+    state.monitor.set_window(TimeWindow::OneMinute);
+    state.monitor.pause(latest_ms + 20_000);
+    let mut harness = window_harness(state, [1280.0, 720.0]);
+    harness.run();
+    // The mark is somewhere across the graph: sweep the pointer until the hover names it.
+    let title = harness.get_by_label("Power (W)").rect();
+    let found = (0..600).step_by(3).find_map(|dx| {
+        harness.hover_at(eframe::egui::pos2(
+            title.left() + 60.0 + dx as f32,
+            title.bottom() + 60.0,
+        ));
+        harness.run();
+        harness
+            .query_by_label_contains("Setting changed at ")
+            .map(|node| text_of(&node))
+    });
+    let Some(text) = found else {
+        panic!("no hover over the power graph names the setting change")
+    };
+    let when = gputune::units::local_time(latest_ms - 10_000, "%H:%M:%S");
+    assert!(
+        text.contains(&format!(
+            "Setting changed at {when}: power limit 315 W (by gputune apply (pid 77, user ana))"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_pause_is_not_remembered_by_the_next_run() {
+    let mut state = training(SimScenario::Rtx4090);
+    state.selected_gpu = Some(0);
+    state.monitor.set_window(TimeWindow::OneHour);
+    state.monitor.pause(common::ui::START_MS);
+    let stored = serde_json::to_string(&state.remembered()).unwrap_or_default();
+    let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
+    assert_eq!(
+        restored.monitor.window,
+        TimeWindow::OneHour,
+        "the window is kept"
+    );
+    assert!(
+        restored.monitor.is_following(),
+        "the next run follows live data: {stored}"
+    );
+}
+
+#[test]
+fn a_gpu_with_no_reading_yet_shows_sane_axes() {
+    // Connected, no sample yet: the remembered GPU opens at once.
+    let mut harness = detail_at_1280x720(0);
+    harness.get_by_label("Waiting for the first reading…");
+    harness.get_by_label("Power (W)");
+    // The time axis ends when the window heard from the service (not at 1970, and not a
+    // span of nothing, which egui_plot refuses): hovering reads a time in the last 10 min.
+    harness.hover_at(inside_the_power_graph(&harness));
+    harness.run();
+    let hovered = harness.get_by_label_contains("No reading here");
+    let text = text_of(&hovered);
+    let minutes_in_view: Vec<String> = (0..=10)
+        .map(|minute| gputune::units::local_time(common::ui::START_MS - minute * 60_000, "%H:%M"))
+        .collect();
+    assert!(
+        minutes_in_view
+            .iter()
+            .any(|minute| text.starts_with(minute.as_str())),
+        "{text}"
+    );
+}
+
+#[test]
+fn hovering_a_card_in_the_overview_says_it_opens_the_graphs() {
+    let mut harness = harness(training(SimScenario::EightRtx4090));
+    // Over a card's readings, not its title.
+    let temperature = harness
+        .query_all_by_label("Temperature")
+        .nth(2)
+        .map(|node| node.rect().center())
+        .unwrap_or_else(|| panic!("GPU 2's temperature row"));
+    harness.hover_at(temperature);
+    // A tooltip shows once the pointer rests (egui waits half a second of its time).
+    for _ in 0..60 {
+        harness.step();
+    }
+    assert!(
+        harness
+            .query_all_by_label(gputune::ui::overview::CARD_HINT)
+            .next()
+            .is_some(),
+        "the hint shows over the card"
+    );
+}

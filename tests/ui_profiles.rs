@@ -167,3 +167,62 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
         "no offsets on this card"
     );
 }
+
+#[test]
+fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
+    use gputune::device::Setting;
+    use gputune::notice::Notice;
+    use gputune::tuning::engine::{GpuApplied, TuneError, TuneErrorKind};
+    use gputune::ui::link::LinkEvent;
+    let mut harness = harness();
+    // What the app does on "Apply quiet-70": says it is applying, and waits for the answer.
+    {
+        let state = &mut harness.state_mut().state;
+        state.profiles.message = Some(Notice::Info("Applying quiet-70 on GPU 0.".to_string()));
+        let gpu = &state.model.gpus[0];
+        state.profiles.awaiting(gpu, "quiet-70", false);
+    }
+    harness.run();
+    harness.get_by_label("Applying quiet-70 on GPU 0.");
+    let applied = GpuApplied {
+        gpu_index: 0,
+        applied: vec![Setting::PowerLimit {
+            power_limit_mw: 315_000,
+        }],
+        in_force: Default::default(),
+        enforced_power_limit_mw: Some(315_000),
+    };
+    harness.state_mut().state.apply(
+        LinkEvent::Applied {
+            gpu_index: 0,
+            result: Ok(applied),
+        },
+        common::ui::START_MS + 10_000,
+    );
+    harness.run();
+    assert!(
+        harness
+            .query_by_label("Applying quiet-70 on GPU 0.")
+            .is_none()
+    );
+    harness.get_by_label_contains("Applied quiet-70 on GPU 0: Applied power limit 315 W.");
+
+    // Refused: the error, once the answer comes.
+    {
+        let state = &mut harness.state_mut().state;
+        let gpu = &state.model.gpus[0];
+        state.profiles.awaiting(gpu, "quiet-70", false);
+    }
+    harness.state_mut().state.apply(
+        LinkEvent::Applied {
+            gpu_index: 0,
+            result: Err(TuneError::new(
+                TuneErrorKind::Held,
+                "GPU 0 is held by a trial of gputune apply --try 60.",
+            )),
+        },
+        common::ui::START_MS + 20_000,
+    );
+    harness.run();
+    harness.get_by_label_contains("quiet-70 was not applied on GPU 0: GPU 0 is held by a trial");
+}

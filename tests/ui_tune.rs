@@ -369,3 +369,76 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
     harness.run();
     assert!(harness.query_by_label("All 8 GPUs").is_none());
 }
+
+#[test]
+fn the_last_message_gives_way_once_the_card_changes_again() {
+    use gputune::tuning::engine::ChangeNote;
+    let mut harness = harness(SimScenario::Rtx4090);
+    let at_ms = 1_700_000_100_000;
+    // This window's apply: the engine notes the change, then the answer comes.
+    let ours = tuning_after(&harness, |tuning| {
+        tuning.in_force.power_limit_mw = Some(315_000);
+        tuning.last_change = Some(ChangeNote {
+            at_ms: at_ms - 50,
+            by: "this window".to_string(),
+            what: "power limit 315 W".to_string(),
+        });
+    });
+    harness.state_mut().state.apply(ours, at_ms - 40);
+    harness.state_mut().state.apply(
+        LinkEvent::Notice {
+            gpu_index: Some(0),
+            notice: Notice::Info("Applied power limit 315 W.".to_string()),
+        },
+        at_ms,
+    );
+    // The engine's next report of the same change keeps it.
+    let again = tuning_after(&harness, |_| {});
+    harness.state_mut().state.apply(again, at_ms + 1_000);
+    harness.run();
+    harness.get_by_label("Applied power limit 315 W.");
+    // Another program sets 400 W a minute later: the message gives way to what the card runs.
+    let theirs = tuning_after(&harness, |tuning| {
+        tuning.in_force.power_limit_mw = Some(400_000);
+        tuning.last_change = Some(ChangeNote {
+            at_ms: at_ms + 60_000,
+            by: "another program".to_string(),
+            what: "power limit changed".to_string(),
+        });
+    });
+    harness.state_mut().state.apply(theirs, at_ms + 60_500);
+    harness.run();
+    assert!(
+        harness
+            .query_by_label("Applied power limit 315 W.")
+            .is_none()
+    );
+    harness.get_by_label_contains("power limit 400 W");
+}
+
+#[test]
+fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() {
+    let mut state =
+        common::ui::app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    state.tab = Tab::Tune;
+    let refusal = gputune::device::DeviceError::NoPermission {
+        action: "power limit 315 W".to_string(),
+    };
+    let message = format!("The trial could not start: GPU 0: {refusal} Nothing was changed.");
+    let mut trial = common::ui::running_trial(0, 60);
+    trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+    trial.message = Some(message.clone());
+    trial.failed = true;
+    state.model.gpus[0].trial = Some(trial);
+    let harness = window_harness(state, [1280.0, 720.0]);
+    let shown = harness.get_by_label(&message);
+    assert!(
+        shown.rect().right() <= 1280.0,
+        "wrapped inside the window: {:?}",
+        shown.rect()
+    );
+    assert!(
+        harness.query_by_label("Before").is_none(),
+        "no table of n/a"
+    );
+}

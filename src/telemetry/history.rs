@@ -266,6 +266,25 @@ impl GpuHistory {
         start..end
     }
 
+    /// The sample nearest `at_ms` among those with `from_ms <= time <= to_ms` (a graph's
+    /// hovered pixel column), the earlier one on a tie; `None` when that span has none.
+    pub fn nearest(&self, at_ms: u64, from_ms: u64, to_ms: u64) -> Option<usize> {
+        let indices = self.range(from_ms, to_ms);
+        if indices.is_empty() {
+            return None;
+        }
+        // The first sample at or after `at_ms`, and the one before it.
+        let after = self.partition_point(indices.start, indices.end, |time_ms| time_ms < at_ms);
+        let distance = |index: usize| self.time_ms(index).map(|time_ms| time_ms.abs_diff(at_ms));
+        let before = after.checked_sub(1).filter(|index| *index >= indices.start);
+        let after = Some(after).filter(|index| *index < indices.end);
+        match (before, after) {
+            (Some(before), Some(after)) if distance(after) < distance(before) => Some(after),
+            (Some(before), _) => Some(before),
+            (None, after) => after,
+        }
+    }
+
     /// Bytes the buffers have allocated.
     pub fn memory_bytes(&self) -> usize {
         size_of::<GpuHistory>()

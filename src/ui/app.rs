@@ -236,7 +236,7 @@ impl AppState {
                     &self.model.gpus,
                     index,
                     &mut self.monitor,
-                    self.interval_ms,
+                    (self.interval_ms, self.model.heard_at_ms),
                 );
                 for action in actions {
                     match action {

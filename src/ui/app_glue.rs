@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use eframe::egui;
 
 use super::app::{AppCommand, AppState, RememberedState, STORAGE_KEY};
-use super::link::{Link, LinkCommand, LinkEvent};
+use super::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use super::model::Model;
 use super::plan::PlanAction;
 use super::profiles::ProfileAction;
@@ -148,6 +148,10 @@ impl GpuTuneApp {
 
     /// Runs a Profiles-tab action and takes in its outcome.
     fn run_profile_action(&mut self, action: ProfileAction) {
+        let applying = match &action {
+            ProfileAction::Apply { name, try_first } => Some((name.clone(), *try_first)),
+            _ => None,
+        };
         let outcome = super::profile_actions::run_profile_action(
             action,
             self.state.model.gpus.get(self.state.tune_gpu),
@@ -157,6 +161,19 @@ impl GpuTuneApp {
         self.state.profiles.problems = outcome.problems;
         if let Some(message) = outcome.message {
             self.state.profiles.message = Some(message);
+        }
+        let sends_settings = outcome.commands.iter().any(|command| {
+            matches!(
+                command,
+                TuneCommand::Apply { .. } | TuneCommand::StartTrial { .. }
+            )
+        });
+        if let (Some((name, try_first)), true, Some(gpu)) = (
+            applying,
+            sends_settings,
+            self.state.model.gpus.get(self.state.tune_gpu),
+        ) {
+            self.state.profiles.awaiting(gpu, &name, try_first);
         }
         for command in outcome.commands {
             self.link.send(LinkCommand::Tune(command));

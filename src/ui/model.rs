@@ -32,6 +32,12 @@ pub struct GpuModel {
     pub history: GpuHistory,
     /// The last word about tuning this GPU.
     pub tune_message: Option<Notice>,
+    /// When `tune_message` came (Unix ms): a setting change on the card after it makes it
+    /// stale, and it gives way to what the card runs.
+    pub tune_message_at_ms: u64,
+    /// How many answers to applies and trials this GPU had: the Profiles tab waits for the
+    /// next one to say how its apply went.
+    pub answers: u64,
     /// The trial running on this GPU, or the last one that ended.
     pub trial: Option<TrialStatus>,
     /// What the card runs, who holds it, its fan state: the card's truth, from the engine.
@@ -106,6 +112,9 @@ pub struct Model {
     pub gpus: Vec<GpuModel>,
     /// News not about one GPU (what the engine restored when it started).
     pub notices: Vec<Notice>,
+    /// When the window last heard from the service (Unix ms): "now" for a GPU with no
+    /// reading yet.
+    pub heard_at_ms: u64,
     /// Samples each GPU's history keeps (24 h at 10 Hz by default).
     history_capacity: usize,
 }
@@ -122,6 +131,7 @@ impl Model {
             connection: Connection::Connecting,
             gpus: Vec::new(),
             notices: Vec::new(),
+            heard_at_ms: 0,
             history_capacity,
         }
     }
@@ -129,6 +139,7 @@ impl Model {
     /// Takes in one event from the link. `received_at_ms` (Unix ms) stamps a failed read,
     /// which has no timestamp of its own.
     pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+        self.heard_at_ms = self.heard_at_ms.max(received_at_ms);
         match event {
             LinkEvent::Connected {
                 backend,
@@ -150,6 +161,8 @@ impl Model {
                         latest: None,
                         history: GpuHistory::with_capacity(self.history_capacity),
                         tune_message: None,
+                        tune_message_at_ms: 0,
+                        answers: 0,
                         trial: None,
                         tuning: None,
                         sweep: None,
@@ -189,11 +202,22 @@ impl Model {
                         }
                         gpu.changes.push(change.clone());
                     }
+                    // A change made after the last message (here, in a terminal, by another
+                    // program) makes it stale: the in-force box says what the card runs now.
+                    if tuning
+                        .last_change
+                        .as_ref()
+                        .is_some_and(|change| change.at_ms > gpu.tune_message_at_ms)
+                    {
+                        gpu.tune_message = None;
+                    }
                     gpu.tuning = Some(*tuning);
                 }
             }
             LinkEvent::Applied { gpu_index, result } => {
                 if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
+                    gpu.answers += 1;
+                    gpu.tune_message_at_ms = received_at_ms;
                     gpu.tune_message = Some(match result {
                         Ok(applied) => {
                             let mut text = format!(
@@ -214,6 +238,13 @@ impl Model {
             }
             LinkEvent::Trial(status) => {
                 if let Some(gpu) = self.gpus.get_mut(status.gpu_index as usize) {
+                    let new_trial = gpu
+                        .trial
+                        .as_ref()
+                        .is_none_or(|trial| trial.session != status.session);
+                    if new_trial {
+                        gpu.answers += 1;
+                    }
                     gpu.trial = Some(*status);
                 }
             }
@@ -233,7 +264,10 @@ impl Model {
             }
             LinkEvent::Notice { gpu_index, notice } => {
                 match gpu_index.and_then(|index| self.gpus.get_mut(index as usize)) {
-                    Some(gpu) => gpu.tune_message = Some(notice),
+                    Some(gpu) => {
+                        gpu.tune_message = Some(notice);
+                        gpu.tune_message_at_ms = received_at_ms;
+                    }
                     None => self.notices.push(notice),
                 }
             }

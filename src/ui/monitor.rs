@@ -5,7 +5,7 @@
 use eframe::egui::{self, Color32, RichText};
 use serde::{Deserialize, Serialize};
 
-use crate::device::{Telemetry, ThrottleReasons};
+use crate::device::{Constraints, Telemetry, ThrottleReasons};
 use crate::telemetry::health::{Severity, health_hints};
 use crate::telemetry::history::Metric;
 use crate::tuning::engine::ChangeNote;
@@ -29,6 +29,8 @@ pub const INTERVAL_CHOICES_MS: [u64; 6] = [100, 250, 500, 1_000, 2_000, 5_000];
 pub struct MonitorView {
     pub window: TimeWindow,
     /// `None` follows live data; `Some(t)` holds the graphs still, ending at Unix ms `t`.
+    /// Not kept between runs: a window opens on live data, not on a pause from last week.
+    #[serde(skip)]
     pub paused_at_ms: Option<u64>,
     /// Put the time axis back to the chosen window on the next frame.
     #[serde(skip)]
@@ -70,19 +72,22 @@ impl MonitorView {
 }
 
 /// Draws the detail view of GPU `open_index` of `gpus`; returns what the user asked for.
+/// `heard_at_ms` (Unix ms, when the window last heard from the service) ends the time axis
+/// while the GPU has no reading yet.
 pub fn monitor_ui(
     ui: &mut egui::Ui,
     gpus: &[GpuModel],
     open_index: usize,
     view: &mut MonitorView,
-    interval_ms: u64,
+    (interval_ms, heard_at_ms): (u64, u64),
 ) -> Vec<MonitorAction> {
     let mut actions = Vec::new();
     let Some(gpu) = gpus.get(open_index) else {
         actions.push(MonitorAction::BackToOverview);
         return actions;
     };
-    let latest_ms = gpu.history.last_time_ms().unwrap_or(0);
+    // Before the first reading the axis ends now, not at 1970.
+    let latest_ms = gpu.history.last_time_ms().unwrap_or(heard_at_ms);
     toolbar(
         ui,
         (gpus, open_index),
@@ -121,8 +126,11 @@ pub fn monitor_ui(
 
     let end_ms = view.paused_at_ms.unwrap_or(latest_ms);
     let span = TimeSpan {
-        from_ms: end_ms.saturating_sub(view.window.duration_ms()),
-        to_ms: end_ms,
+        // egui_plot needs a span longer than nothing (it asserts in debug builds).
+        from_ms: end_ms
+            .saturating_sub(view.window.duration_ms())
+            .min(end_ms.saturating_sub(1)),
+        to_ms: end_ms.max(1),
         force: view.is_following() || view.reset_time_axis,
         gap_after_ms: (interval_ms * 3).max(1_500),
     };
@@ -293,7 +301,7 @@ fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan, changes: &[&ChangeN
         && !matches!(&gpu.latest, Some(Ok(reading)) if reading.fans.is_none());
     let total_gib = gpu.info.identity.memory_total_bytes as f64 / (1024.0 * 1024.0 * 1024.0);
     let mut moved = false;
-    for spec in graph_specs(total_gib) {
+    for spec in graph_specs(&gpu.info.constraints, total_gib) {
         if spec.title == "Fans" && !has_fans {
             ui.label(
                 RichText::new("Fans: n/a — this GPU reports no fans (datacenter cards are cooled by the chassis).")
@@ -307,8 +315,17 @@ fn graphs(ui: &mut egui::Ui, gpu: &GpuModel, span: TimeSpan, changes: &[&ChangeN
     moved
 }
 
-/// The graphs of the detail view, top to bottom.
-fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
+/// The graphs of the detail view, top to bottom; an empty view shows each from 0 to what
+/// the card allows.
+fn graph_specs(constraints: &Constraints, total_gib: f64) -> Vec<GraphSpec> {
+    let watts_max = constraints
+        .power_limit_max_mw
+        .map_or(500.0, |mw| f64::from(mw) / 1000.0);
+    let mhz_max = |range: Option<crate::device::ClockRangeMhz>, otherwise: f64| {
+        range.map_or(otherwise, |range| f64::from(range.max_mhz))
+    };
+    let gpu_mhz_max = mhz_max(constraints.gpu_clock_range, 3_000.0);
+    let memory_mhz_max = mhz_max(constraints.memory_clock_range, 12_000.0);
     let orange = Color32::from_rgb(0xff, 0x9f, 0x43);
     let red = Color32::from_rgb(0xff, 0x5c, 0x5c);
     let green = Color32::from_rgb(0x5c, 0xd6, 0x7a);
@@ -316,12 +333,13 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
     let blue = Color32::from_rgb(0x6c, 0x9c, 0xff);
     let violet = Color32::from_rgb(0xb3, 0x88, 0xff);
     let yellow = Color32::from_rgb(0xf5, 0xd0, 0x42);
-    let spec = |title, unit, lines, reference, y_always_shows| GraphSpec {
+    let spec = |title, unit, lines, reference, y_always_shows, y_when_empty| GraphSpec {
         title,
         unit,
         lines,
         reference,
         y_always_shows,
+        y_when_empty,
     };
     vec![
         spec(
@@ -333,6 +351,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             ],
             None,
             &[0.0],
+            (0.0, watts_max),
         ),
         spec(
             "Temperature",
@@ -340,6 +359,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             vec![series("Temperature", Metric::TemperatureC, red, false)],
             None,
             &[20.0, 90.0],
+            (20.0, 90.0),
         ),
         spec(
             "Fans",
@@ -347,6 +367,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             vec![series("Fan speed", Metric::FanSpeedPct, teal, false)],
             None,
             &[0.0, 100.0],
+            (0.0, 100.0),
         ),
         spec(
             "GPU clocks",
@@ -357,6 +378,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             ],
             None,
             &[0.0],
+            (0.0, gpu_mhz_max),
         ),
         spec(
             "Memory clock",
@@ -369,6 +391,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             )],
             None,
             &[0.0],
+            (0.0, memory_mhz_max),
         ),
         spec(
             "Utilization",
@@ -379,6 +402,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             ],
             Some(("100 %", 100.0)),
             &[0.0],
+            (0.0, 100.0),
         ),
         spec(
             "VRAM",
@@ -386,6 +410,7 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
             vec![series("Used", Metric::MemoryUsedGib, violet, false)],
             Some(("Total", total_gib)),
             &[0.0],
+            (0.0, total_gib.max(1.0)),
         ),
     ]
 }
@@ -393,6 +418,26 @@ fn graph_specs(total_gib: f64) -> Vec<GraphSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_graph_runs_from_zero_to_what_the_card_allows() {
+        use crate::device::sim::{CardSpec, sim_constraints};
+        let specs = graph_specs(&sim_constraints(&CardSpec::rtx4090()), 24.0);
+        let empty = |title: &str| {
+            specs
+                .iter()
+                .find(|spec| spec.title == title)
+                .map(|spec| spec.y_when_empty)
+        };
+        assert_eq!(empty("Power"), Some((0.0, 600.0)));
+        assert_eq!(empty("Temperature"), Some((20.0, 90.0)));
+        assert_eq!(empty("Utilization"), Some((0.0, 100.0)));
+        assert_eq!(empty("VRAM"), Some((0.0, 24.0)));
+        for spec in &specs {
+            let (low, high) = spec.y_when_empty;
+            assert!(low >= 0.0 && high > low, "{}: {low}..{high}", spec.title);
+        }
+    }
 
     #[test]
     fn intervals_read_well() {

@@ -71,19 +71,38 @@ pub fn overview_ui(ui: &mut egui::Ui, model: &Model) -> Option<usize> {
     clicked
 }
 
-/// One card; returns true when clicked.
+/// What hovering a card says: clicking it opens its graphs.
+pub const CARD_HINT: &str = "Click to open this GPU's graphs";
+
+/// One card; returns true when clicked. Hovered, its border lights up (the hovered
+/// widget's stroke) and it says that a click opens its graphs.
 fn gpu_card(ui: &mut egui::Ui, gpu: &GpuModel, width_pt: f32) -> bool {
-    let frame = egui::Frame::group(ui.style())
-        .inner_margin(CARD_MARGIN_PT)
-        .show(ui, |ui| {
-            ui.set_width(width_pt);
-            // The row lays cards out left to right; a card's own content goes top to bottom.
-            ui.vertical(|ui| card_content(ui, gpu)).inner
-        });
+    let id = ui.make_persistent_id(("gpu-card", gpu.info.identity.index));
+    // Whether the pointer was over the card last frame: the frame is drawn before its
+    // response exists.
+    let hovered = ui
+        .ctx()
+        .data(|data| data.get_temp::<bool>(id))
+        .unwrap_or(false);
+    let mut frame = egui::Frame::group(ui.style()).inner_margin(CARD_MARGIN_PT);
+    if hovered {
+        frame = frame.stroke(ui.visuals().widgets.hovered.bg_stroke);
+    }
+    let frame = frame.show(ui, |ui| {
+        ui.set_width(width_pt);
+        // The row lays cards out left to right; a card's own content goes top to bottom.
+        ui.vertical(|ui| card_content(ui, gpu)).inner
+    });
     let card = frame.response.interact(egui::Sense::click());
+    let now_hovered = card.contains_pointer();
+    if now_hovered != hovered {
+        ui.ctx().data_mut(|data| data.insert_temp(id, now_hovered));
+        ui.ctx().request_repaint();
+    }
     frame.inner
         || card
             .on_hover_cursor(egui::CursorIcon::PointingHand)
+            .on_hover_text(CARD_HINT)
             .clicked()
 }
 
@@ -92,7 +111,7 @@ fn card_content(ui: &mut egui::Ui, gpu: &GpuModel) -> bool {
     let identity = &gpu.info.identity;
     let title = ui
         .add(egui::Button::new(RichText::new(card_title(gpu)).strong().size(15.0)).frame(false))
-        .on_hover_text("Open this GPU's graphs");
+        .on_hover_text(CARD_HINT);
     ui.add(
         egui::Label::new(
             RichText::new(format!("{}  ·  {}", identity.uuid, identity.pci_bus_id))

@@ -52,9 +52,65 @@ pub struct ProfilesPanel {
     renaming: Option<(String, String)>,
     /// A profile whose deletion waits for confirmation.
     confirm_delete: Option<String>,
+    /// A profile sent to the engine whose answer has not come yet.
+    pending: Option<PendingApply>,
+}
+
+/// A profile being applied or tried: "Applying X" until the GPU's next answer.
+#[derive(Debug, Clone, PartialEq)]
+struct PendingApply {
+    gpu_index: u32,
+    name: String,
+    try_first: bool,
+    /// The GPU's answer count when it was sent.
+    answers_before: u64,
 }
 
 impl ProfilesPanel {
+    /// Waits for the engine's answer to profile `name` just sent to `gpu`: the tab's
+    /// "Applying X" becomes "Applied X" (or the error) when it comes.
+    pub fn awaiting(&mut self, gpu: &GpuModel, name: &str, try_first: bool) {
+        self.pending = Some(PendingApply {
+            gpu_index: gpu.info.identity.index,
+            name: name.to_string(),
+            try_first,
+            answers_before: gpu.answers,
+        });
+    }
+
+    /// Takes in the answer to a pending apply or try, once `gpu` has it.
+    fn take_answer(&mut self, gpu: &GpuModel) {
+        let Some(pending) = self
+            .pending
+            .as_ref()
+            .filter(|pending| pending.gpu_index == gpu.info.identity.index)
+        else {
+            return;
+        };
+        if gpu.answers <= pending.answers_before {
+            return;
+        }
+        let (name, index) = (&pending.name, pending.gpu_index);
+        let trial = gpu.trial.as_ref().filter(|_| pending.try_first);
+        self.message = Some(match (trial, &gpu.tune_message) {
+            (Some(trial), _) if trial.failed => Notice::Error(format!(
+                "{name} could not be tried on GPU {index}: {}",
+                trial.message.clone().unwrap_or_default()
+            )),
+            (Some(_), _) => Notice::Info(format!(
+                "Trying {name} on GPU {index}: the Tune tab counts down, with Keep and Revert."
+            )),
+            (None, Some(Notice::Error(error))) => {
+                Notice::Error(format!("{name} was not applied on GPU {index}: {error}"))
+            }
+            (None, Some(notice)) => {
+                Notice::Info(format!("Applied {name} on GPU {index}: {}", notice.text()))
+            }
+            (None, None) => Notice::Info(format!("Applied {name} on GPU {index}.")),
+        });
+        self.pending = None;
+    }
+
     /// Draws the tab for the card of `gpu`; "Save" captures what the card runs now.
     pub fn profiles_ui(
         &mut self,
@@ -64,6 +120,7 @@ impl ProfilesPanel {
     ) -> Vec<ProfileAction> {
         let identity = &gpu.info.identity;
         let mut actions = Vec::new();
+        self.take_answer(gpu);
         if let Some(message) = &self.message {
             let text = RichText::new(message.text());
             ui.label(if message.is_error() {

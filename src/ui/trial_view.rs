@@ -19,7 +19,8 @@ pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<Tune
         .inner_margin(8.0)
         .show(ui, |ui| {
             ui.set_width(ui.available_width());
-            ui.horizontal(|ui| {
+            // Wrapped: a refusal is a long sentence, and must stay inside a 1280 px window.
+            ui.horizontal_wrapped(|ui| {
                 match trial.phase {
                     TrialPhase::Measuring { left_s } => {
                         ui.label(
@@ -83,7 +84,9 @@ pub fn trial_box(ui: &mut egui::Ui, trial: &TrialStatus, commands: &mut Vec<Tune
 }
 
 fn trial_table(ui: &mut egui::Ui, trial: &TrialStatus) {
-    if trial.baseline.samples == 0 && trial.during.samples == 0 {
+    // A trial that could not start has nothing to compare: its message says it all.
+    let never_ran = trial.failed && trial.during.samples == 0;
+    if never_ran || (trial.baseline.samples == 0 && trial.during.samples == 0) {
         return;
     }
     egui::Grid::new(("trial", trial.gpu_index))

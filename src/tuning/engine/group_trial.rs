@@ -86,6 +86,13 @@ impl Engine {
             self.announce(index);
         }
         if longest_missing_ms > 0 {
+            // A card whose writes the driver refuses ends the trial before any baseline.
+            for index in &indices {
+                if let Some(refusal) = self.refused_before_baseline(*index) {
+                    self.finish_trial_with(id, *index, false, &refusal, true);
+                    return Ok(self.endings_told(id, &indices));
+                }
+            }
             return Ok(indices
                 .iter()
                 .filter_map(|index| self.trial_status_of(id, *index))

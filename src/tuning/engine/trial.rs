@@ -172,9 +172,36 @@ impl Engine {
         if missing_ms == 0 {
             return Ok(self.apply_trial(id, index));
         }
+        if let Some(refusal) = self.refused_before_baseline(index) {
+            return Ok(self.finish_trial_with(id, index, false, &refusal, true));
+        }
         Ok(self
             .trial_status(id, index, None)
             .unwrap_or_else(|| ended_status(index, id, "The trial vanished.")))
+    }
+
+    /// Whether the driver refuses this engine's writes to GPU `index`, found out before a
+    /// trial spends its baseline measuring: without a daemon, a normal user's writes on a real
+    /// driver fail with NO_PERMISSION, and today that showed only after the 10 s baseline.
+    /// The probe writes the power limit the card has now (read back this moment, under the
+    /// card's lock, through the gate like every write): a no-op for the card, and NVML asks the
+    /// same permission for every setting. A daemon's clients are checked by `may_write`
+    /// before this; a card without a readable or changeable power limit is not probed (its
+    /// trial finds out at its first write, as before). Returns the trial's ending message.
+    pub(super) fn refused_before_baseline(&mut self, index: u32) -> Option<String> {
+        self.refresh_settings(index);
+        let power_limit_mw = self.gpu(index).in_force.power_limit_mw?;
+        let probe = crate::device::gate::validate(
+            &self.gpu(index).info.constraints,
+            crate::device::Setting::PowerLimit { power_limit_mw },
+        )
+        .ok()?;
+        match self.write(index, probe) {
+            Err(error @ crate::device::DeviceError::NoPermission { .. }) => Some(format!(
+                "The trial could not start: GPU {index}: {error} Nothing was changed."
+            )),
+            _ => None,
+        }
     }
 
     /// Refuses a trial's times out of range.

@@ -29,7 +29,9 @@ pub(crate) fn mark_changes(plot_ui: &mut PlotUi<'_>, changes: &[&ChangeNote]) {
             VLine::new("Setting changed", seconds(change.at_ms))
                 .color(MARK_COLOR)
                 .style(LineStyle::dotted_dense())
-                .width(1.0),
+                .width(1.0)
+                // The graph's hover text names the change (when, what, who).
+                .allow_hover(false),
         );
     }
 }

@@ -7,7 +7,9 @@ use crate::device::ThrottleReason;
 use crate::telemetry::decimate::throttle_columns;
 use crate::telemetry::history::GpuHistory;
 use crate::ui::widgets::time_axis::clock_time;
-use crate::ui::widgets::time_plot::{TimeSpan, moved_by_user, plot_base, seconds, visible_span};
+use crate::ui::widgets::time_plot::{
+    TimeSpan, WHEEL_HINT, moved_by_user, plot_base, seconds, visible_span,
+};
 
 /// The throttle reasons the strip has a row for, top to bottom.
 const STRIP_REASONS: [ThrottleReason; 7] = [
@@ -42,11 +44,13 @@ pub(crate) fn throttle_strip(ui: &mut egui::Ui, history: &GpuHistory, span: Time
                     .find(|reason| reason.label() == *plot_name)
                     .map_or("", |reason| reason.explanation());
                 Some(format!(
-                    "{plot_name}: {explanation}\n{}",
+                    "{plot_name}: {explanation}\n{}\n{WHEEL_HINT}",
                     clock_time(position.x, true)
                 ))
             }
-            HoverPosition::Elsewhere { .. } => None,
+            HoverPosition::Elsewhere { position } => {
+                Some(format!("{}\n{WHEEL_HINT}", clock_time(position.x, true)))
+            }
         })
         .show(ui, |plot_ui| {
             plot_ui.set_plot_bounds_y(-0.5..=rows - 0.5);

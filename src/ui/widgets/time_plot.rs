@@ -93,15 +93,22 @@ pub(crate) fn visible_span(plot_ui: &mut PlotUi<'_>, span: TimeSpan) -> (u64, u6
     }
 }
 
-/// One graph: a title with its unit, its lines, an optional reference line, and values the
-/// y axis always shows.
+/// One graph: a title with its unit, its lines, an optional reference line, values the y
+/// axis always shows, and the y range it shows while no line has a point in view.
 pub(crate) struct GraphSpec {
     pub title: &'static str,
     pub unit: &'static str,
     pub lines: Vec<Series>,
     pub reference: Option<(&'static str, f64)>,
     pub y_always_shows: &'static [f64],
+    pub y_when_empty: (f64, f64),
 }
+
+/// What the wheel and the mouse do over a time graph, said in every graph's hover text: the
+/// wheel always scrolls the page (the graphs are a long column at 720 px), zooming and moving
+/// in time take a modifier or a drag.
+pub(crate) const WHEEL_HINT: &str =
+    "Wheel scrolls the page · Ctrl + wheel zooms time · Shift + wheel or drag moves in time";
 
 /// Draws one graph; returns true when the user dragged or zoomed its time axis.
 pub(crate) fn graph(
@@ -111,26 +118,35 @@ pub(crate) fn graph(
     spec: &GraphSpec,
     changes: &[&ChangeNote],
 ) -> bool {
-    let GraphSpec {
-        title,
-        unit,
-        lines,
-        reference,
-        y_always_shows,
-    } = spec;
-    let (title, unit, reference) = (*title, *unit, *reference);
-    ui.label(RichText::new(format!("{title} ({unit})")).strong());
+    let (title, unit, reference) = (spec.title, spec.unit, spec.reference);
+    ui.label(RichText::new(format!("{title} ({unit})")).strong())
+        .on_hover_text(WHEEL_HINT);
     let mut plot = plot_base(title, span);
-    for &y in y_always_shows.iter() {
+    for &y in spec.y_always_shows.iter() {
         plot = plot.include_y(y);
     }
+    // The width of one pixel column in ms, as this frame draws it: the hover text looks for
+    // the nearest sample within the hovered column.
+    let column_ms = std::rc::Rc::new(std::cell::Cell::new(0.0_f64));
+    let hover = Hover {
+        history,
+        lines: &spec.lines,
+        unit,
+        changes,
+        column_ms: column_ms.clone(),
+    };
     let response = plot
         .y_grid_spacer(nice_y_grid)
         .y_axis_formatter(move |mark, _| format_value(mark.value))
-        .label_formatter(move |position| hover_text(position, unit))
+        .label_formatter(move |position| Some(hover.text(position)))
         .show(ui, |plot_ui| {
+            // The y axis follows the data even after a shift-wheel moved the time axis
+            // (egui_plot turns every automatic bound off on a scroll).
+            plot_ui.set_auto_bounds(egui::Vec2b::new(false, true));
             let (from_ms, to_ms, columns) = visible_span(plot_ui, span);
-            for line in lines {
+            column_ms.set(to_ms.saturating_sub(from_ms) as f64 / columns.max(1) as f64);
+            let mut drew_a_point = false;
+            for line in &spec.lines {
                 for segment in decimate(
                     history,
                     line.metric,
@@ -139,37 +155,137 @@ pub(crate) fn graph(
                     columns,
                     span.gap_after_ms,
                 ) {
+                    drew_a_point |= !segment.is_empty();
                     let style = if line.dashed {
                         LineStyle::dashed_loose()
                     } else {
                         LineStyle::Solid
                     };
+                    // Not hovered as items: the hover text reads every line at the sample
+                    // nearest the pointer (egui_plot's own picks the topmost item near it).
                     plot_ui.line(
                         Line::new(line.name, segment)
                             .color(line.color)
                             .style(style)
-                            .width(1.5),
+                            .width(1.5)
+                            .allow_hover(false),
                     );
                 }
+            }
+            if !drew_a_point {
+                // Nothing in view: the graph's usual range, not egui_plot's -1..1 around 0.
+                // A little room on both ends, as the margin gives a graph with data, so the
+                // end labels stay clear of the time axis and the title.
+                let (low, high) = spec.y_when_empty;
+                let room = (high - low) * 0.05;
+                plot_ui.set_plot_bounds_y(low - room..=high + room);
             }
             mark_changes(plot_ui, changes);
             if let Some((name, value)) = reference {
                 plot_ui.hline(
                     HLine::new(name, value)
                         .color(Color32::GRAY)
-                        .style(LineStyle::dotted_loose()),
+                        .style(LineStyle::dotted_loose())
+                        .allow_hover(false),
                 );
             }
         });
     moved_by_user(&response.response)
 }
 
+/// True when the user moved a graph's time axis this frame: a drag, a zoom (Ctrl + wheel)
+/// or a sideways scroll (Shift + wheel) over it. A plain wheel scrolls the page and leaves
+/// the graphs following.
 pub(crate) fn moved_by_user(response: &egui::Response) -> bool {
-    let scrolled = response.hovered()
-        && response
-            .ctx
-            .input(|input| input.smooth_scroll_delta != egui::Vec2::ZERO);
-    response.dragged() || scrolled
+    let (zoomed, scrolled_sideways) = response.ctx.input(|input| {
+        (
+            input.zoom_delta() != 1.0,
+            input.smooth_scroll_delta.x != 0.0,
+        )
+    });
+    response.dragged() || (response.contains_pointer() && (zoomed || scrolled_sideways))
+}
+
+/// What a graph's hover text reads from.
+struct Hover<'a> {
+    history: &'a GpuHistory,
+    lines: &'a [Series],
+    unit: &'static str,
+    changes: &'a [&'a ChangeNote],
+    column_ms: std::rc::Rc<std::cell::Cell<f64>>,
+}
+
+/// How many pixel columns either side of a change mark still hover it.
+const MARK_HOVER_COLUMNS: f64 = 4.0;
+
+impl Hover<'_> {
+    /// The sample nearest the pointer within its pixel column: its time and every line's
+    /// value with the unit; the setting changes marked within a few pixels (when, what,
+    /// who); and what the wheel does.
+    fn text(&self, position: &HoverPosition<'_>) -> String {
+        let pointer = match position {
+            HoverPosition::NearDataPoint { position, .. }
+            | HoverPosition::Elsewhere { position } => position,
+        };
+        hover_text(
+            self.history,
+            self.lines,
+            self.unit,
+            self.changes,
+            pointer.x,
+            self.column_ms.get(),
+        )
+    }
+}
+
+/// [`Hover::text`] at `at_seconds` (Unix seconds) with pixel columns `column_ms` wide.
+pub(crate) fn hover_text(
+    history: &GpuHistory,
+    lines: &[Series],
+    unit: &str,
+    changes: &[&ChangeNote],
+    at_seconds: f64,
+    column_ms: f64,
+) -> String {
+    let at_ms = unix_ms(at_seconds);
+    let half_column_ms = (column_ms / 2.0).max(0.0) as u64;
+    let mut text = Vec::new();
+    match history.nearest(
+        at_ms,
+        at_ms.saturating_sub(half_column_ms),
+        at_ms.saturating_add(half_column_ms),
+    ) {
+        Some(index) => {
+            let time_ms = history.time_ms(index).unwrap_or(at_ms);
+            text.push(clock_time(seconds(time_ms), true));
+            for line in lines {
+                let value = history
+                    .value(line.metric, index)
+                    .map_or("n/a".to_string(), |value| {
+                        format!("{} {unit}", format_value(value))
+                    });
+                text.push(format!("{}: {value}", line.name));
+            }
+        }
+        None => {
+            text.push(clock_time(at_seconds, true));
+            text.push("No reading here".to_string());
+        }
+    }
+    let reach_ms = (column_ms * MARK_HOVER_COLUMNS).max(0.0) as u64;
+    for change in changes
+        .iter()
+        .filter(|change| change.at_ms.abs_diff(at_ms) <= reach_ms)
+    {
+        text.push(crate::text::printable(&format!(
+            "Setting changed at {}: {} (by {})",
+            clock_time(seconds(change.at_ms), true),
+            change.what,
+            change.by
+        )));
+    }
+    text.push(WHEEL_HINT.to_string());
+    text.join("\n")
 }
 
 /// Three to six labelled y grid lines at round values (1, 2 or 5 × 10^k apart), with four
@@ -200,22 +316,6 @@ fn nice_y_grid(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
             }
         })
         .collect()
-}
-
-/// Hover text with units and the local time.
-fn hover_text(position: &HoverPosition<'_>, unit: &str) -> Option<String> {
-    match position {
-        HoverPosition::NearDataPoint {
-            plot_name,
-            position,
-            ..
-        } => Some(format!(
-            "{plot_name}: {} {unit}\n{}",
-            format_value(position.y),
-            clock_time(position.x, true)
-        )),
-        HoverPosition::Elsewhere { position } => Some(clock_time(position.x, true)),
-    }
 }
 
 /// A reading for labels: whole numbers from 10 up (and whole values), one decimal below.
