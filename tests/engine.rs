@@ -543,7 +543,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     assert!(
         engine
             .tuning(0)
-            .is_some_and(|tuning| tuning.holder.is_none()),
+            .is_some_and(|tuning| tuning.holders.is_empty()),
         "the card is free again"
     );
 
@@ -590,7 +590,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
         assert!(
             engine
                 .tuning(gpu as u32)
-                .is_some_and(|tuning| tuning.holder.is_none())
+                .is_some_and(|tuning| tuning.holders.is_empty())
         );
     }
 }
