@@ -183,19 +183,19 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
                 gputune::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
             let stdout = std::io::stdout();
             // A simulated GPU lives in this process: no daemon holds it.
-            let holders = if opened.fallback_reason.is_some()
+            let tunings = if opened.fallback_reason.is_some()
                 || options.choice == gputune::device::BackendChoice::Sim
             {
                 Default::default()
             } else {
-                gputune::cli::status::daemon_holders(&tuning.socket)
+                gputune::cli::status::daemon_tunings(&tuning.socket)
             };
             gputune::cli::status::run(
                 &mut worker,
                 opened.fallback_reason.as_deref(),
                 gpu.as_deref(),
                 json,
-                &holders,
+                &tunings,
                 &mut stdout.lock(),
                 &mut std::io::stderr(),
             )

@@ -289,3 +289,40 @@ fn help_lists_everyday_commands_and_options_first_and_the_simulators_apart() {
     assert!(at(&apply, "--power-limit") < at(&apply, "Simulator ("));
     assert!(at(&apply, "Simulator (") < at(&apply, "--sim-load"));
 }
+
+#[test]
+fn status_shows_the_locks_and_offsets_in_force() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let applied = machine.gputune(&[
+        "apply",
+        "--lock-gpu-clocks",
+        "210,2520",
+        "--gpu-clock-offset",
+        "150",
+        "--power-limit",
+        "400W",
+    ]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let text = machine.gputune(&["status"]);
+    let printed = String::from_utf8_lossy(&text.stdout);
+    let settings = printed
+        .lines()
+        .find(|line| line.trim_start().starts_with("Settings"))
+        .unwrap_or_else(|| panic!("no Settings line:\n{printed}"));
+    for part in [
+        "power limit 400 W",
+        "GPU clocks 210-2520 MHz",
+        "GPU offset +150 MHz",
+        "memory clock lock not set by gputune",
+    ] {
+        assert!(settings.contains(part), "{part}: {settings}");
+    }
+    let report = parse_json(&machine.gputune(&["status", "--json"]));
+    let in_force = &report["gpus"][0]["settings_in_force"];
+    assert_eq!(in_force["gpu_clock_offset_mhz"], 150, "{report}");
+    assert_eq!(in_force["gpu_clock_lock"]["max_mhz"], 2520, "{report}");
+}

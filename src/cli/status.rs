@@ -12,7 +12,8 @@ use crate::device::{
 };
 use crate::service::client::{SocketChoice, connect_daemon};
 use crate::service::protocol::{Request, Response};
-use crate::tuning::engine::Holder;
+use crate::tuning::engine::{GpuTuning, Holder};
+use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::units::{energy, gib, mib_text, or_na, watts};
 
 /// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
@@ -40,6 +41,10 @@ pub struct GpuStatus {
     /// Whether the readings (and processes) were read: not when the driver timed out first.
     #[serde(skip)]
     pub has_readings: bool,
+    /// What the card runs: power limit, clock locks (as the daemon or this user's gputune
+    /// recorded them: NVML cannot read them back), offsets, fan modes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings_in_force: Option<SettingsInForce>,
 }
 
 /// A session holding a GPU, for `status`.
@@ -102,6 +107,7 @@ impl GpuStatus {
             sessions: Vec::new(),
             has_readings,
             not_read,
+            settings_in_force: None,
         }
     }
 }
@@ -182,7 +188,7 @@ pub fn run(
     simulated_because: Option<&str>,
     gpu_query: Option<&str>,
     json: bool,
-    holders: &HashMap<String, Vec<Holder>>,
+    tunings: &HashMap<String, GpuTuning>,
     out: &mut dyn Write,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
@@ -194,6 +200,7 @@ pub fn run(
             None => (0..backend.gpu_count()?).collect(),
         })
     })?;
+    let backend_kind = worker.kind();
     let mut entries = Vec::new();
     let mut first_error = None;
     for index in indices {
@@ -216,15 +223,36 @@ pub fn run(
                         waited_s: timeout.as_secs(),
                     });
                 }
-                status.sessions = holders
-                    .get(&status.identity.uuid)
+                let tuning = tunings.get(&status.identity.uuid);
+                status.sessions = tuning
                     .into_iter()
-                    .flatten()
+                    .flat_map(|tuning| &tuning.holders)
                     .map(|holder| SessionStatus {
                         energy_used_mj: holder.energy_used_mj(status.telemetry.energy_total_mj),
                         holder: holder.clone(),
                     })
                     .collect();
+                // The daemon knows the locks it set; without one, what this user's gputune
+                // recorded, with what the card reads back.
+                status.settings_in_force = match tuning {
+                    Some(tuning) => Some(tuning.in_force.clone()),
+                    None if status.has_readings => {
+                        let uuid = status.identity.uuid.clone();
+                        worker
+                            .call("reading the settings", timeout, move |backend| {
+                                backend.current_settings(index)
+                            })
+                            .ok()
+                            .map(|current| {
+                                SettingsInForce::from_card(
+                                    &current,
+                                    crate::tuning::engine::recorded_locks(backend_kind, &uuid)
+                                        .unwrap_or_default(),
+                                )
+                            })
+                    }
+                    None => None,
+                };
                 entries.push(GpuEntry::Read(Box::new(status)));
             }
             Err(error) => {
@@ -371,6 +399,9 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         "  Energy       {} since the driver loaded",
         or_na(reading.energy_total_mj, energy)
     )?;
+    if let Some(in_force) = &status.settings_in_force {
+        writeln!(out, "  Settings     {}", settings_text(in_force))?;
+    }
     let job_pid = status
         .sessions
         .iter()
@@ -391,9 +422,34 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     write_processes_text(out, reading.processes.as_deref(), job_pid)
 }
 
-/// The sessions the daemon says hold controls of each GPU (by UUID); empty when no daemon
-/// answers there (without one, no other program's sessions are known to this one).
-pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Vec<Holder>> {
+/// What the card runs, for the text: the summary, and what cannot be known about clock locks.
+fn settings_text(in_force: &SettingsInForce) -> String {
+    let mut text = in_force.summary();
+    let unknown: Vec<&str> = [
+        ("GPU", in_force.gpu_clock_lock),
+        ("memory", in_force.memory_clock_lock),
+    ]
+    .into_iter()
+    .filter(|(_, lock)| *lock == ClockLock::Unknown)
+    .map(|(clock, _)| clock)
+    .collect();
+    if !unknown.is_empty() {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str(&format!(
+            "{} clock lock{} not set by gputune this boot (NVML cannot read one set otherwise)",
+            unknown.join(" and "),
+            if unknown.len() > 1 { "s" } else { "" }
+        ));
+    }
+    text
+}
+
+/// Every GPU's tuning as the daemon says (settings in force, the sessions holding its
+/// controls), by UUID; empty when no daemon answers there (without one, no other program's
+/// sessions are known to this one).
+pub fn daemon_tunings(socket: &SocketChoice) -> HashMap<String, GpuTuning> {
     let Some(path) = socket.daemon_path() else {
         return HashMap::new();
     };
@@ -404,8 +460,7 @@ pub fn daemon_holders(socket: &SocketChoice) -> HashMap<String, Vec<Holder>> {
         Ok(Response::Snapshot(snapshot)) => snapshot
             .tunings
             .into_iter()
-            .filter(|tuning| !tuning.holders.is_empty())
-            .map(|tuning| (tuning.gpu_uuid, tuning.holders))
+            .map(|tuning| (tuning.gpu_uuid.clone(), tuning))
             .collect(),
         _ => HashMap::new(),
     }

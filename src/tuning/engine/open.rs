@@ -145,6 +145,22 @@ fn shared_record_dir(ownership: Ownership, backend: BackendKind) -> Option<PathB
         .then(|| PathBuf::from(SHARED_RECORD_DIR))
 }
 
+/// The clock locks gputune recorded for GPU `uuid` this boot, read where an engine of this
+/// process would keep them (its state folder, or the shared record folder): for `status`
+/// without a daemon. `None` when none was recorded or the folder cannot be used.
+pub fn recorded_locks(
+    backend: BackendKind,
+    uuid: &str,
+) -> Option<crate::tuning::in_force::LockRecord> {
+    let dir = crate::tuning::state_folder::default_state_dir()?;
+    let folder = StateFolder::open(&dir).ok()?;
+    let folder = match shared_record_dir(Ownership::InProcess, backend) {
+        Some(records) => folder.with_record_folder(&records).ok()?,
+        None => folder,
+    };
+    folder.read_locks(uuid)
+}
+
 /// At the start of a command that only reads: puts back what a gputune that ended badly (a
 /// crash, `kill -9`, a power cut mid-trial) left changed, as its journals in the user's state
 /// folder say. Costs one folder listing when there is nothing to do.
