@@ -692,3 +692,40 @@ fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every
     assert!(on_top.contains("gpu_clock_offset_mhz = 150"), "{on_top}");
     assert!(on_top.contains("max_mhz = 2520"), "{on_top}");
 }
+
+#[test]
+fn without_a_daemon_a_sweep_on_a_card_another_process_changes_is_refused_before_its_job_starts() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let mut trial =
+        spawn_piped(machine.command(&["apply", "--power-limit", "400W", "--try", "60"]));
+    trial.wait_for_line("Trying the new settings");
+    let marker = machine.state_dir().with_file_name("job-started");
+    let script = format!("touch '{}'", marker.display());
+    let output = sweep(
+        &machine,
+        None,
+        &[
+            "--power-limits",
+            "100,80",
+            "--step-s",
+            "4",
+            "--warmup-s",
+            "1",
+        ],
+        &["sh".to_string(), "-c".to_string(), script],
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    trial.signal("TERM");
+    let _ = trial.finish();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!marker.exists(), "the job was not started: {stderr}");
+    assert!(
+        stderr.starts_with("gputune: GPU 0's power limit is being changed by gputune apply"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+    // A card nobody changes sweeps as before (the look gave every lock back).
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+}

@@ -31,7 +31,7 @@ use crate::sweep::plan::{SweepSpec, SweepStep, parse_list};
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::report::{recommended_profile, table, write_csv};
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming, SweepUpdate};
-use crate::tuning::engine::{EngineEvent, GpuInfo};
+use crate::tuning::engine::{EngineEvent, GpuInfo, held_elsewhere};
 use crate::tuning::in_force::Hold;
 
 /// How often the loop looks at the job, its progress and the service.
@@ -218,6 +218,17 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
             holder.purpose.describe(),
             crate::text::printable(&holder.by)
         );
+    }
+    if !client.is_daemon() {
+        let mut holds = swept.clone();
+        holds.dedup();
+        if let Some((hold, holder)) = held_elsewhere(&gpu.identity.uuid, &holds) {
+            bail!(
+                "GPU {index}'s {} is being changed by {}: wait for it to end, or stop it there; the sweep was not started.",
+                hold.name(),
+                crate::text::printable(&holder)
+            );
+        }
     }
     say_plan(&mut messages, index, &gpu, &plan, &checked.timing);
     if let Some(sentence) = base.sentence() {

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 pub use group_trial::GroupTrialRequest;
-pub use open::{EngineOptions, recorded_locks, restore_left_changes};
+pub use open::{EngineOptions, held_elsewhere, recorded_locks, restore_left_changes};
 pub use session::{SessionRequest, SessionStarted};
 pub use trial::{LONGEST_BASELINE_S, LONGEST_TRIAL_S, TrialRequest};
 pub use types::*;

@@ -9,6 +9,7 @@ use super::{Engine, Gpu, GpuInfo, Ownership, TuneError, TuneErrorKind};
 use crate::device::worker::DeviceWorker;
 use crate::device::{Backend, BackendKind, CurrentSettings};
 use crate::notice::Notice;
+use crate::tuning::in_force::Hold;
 use crate::tuning::in_force::SettingsInForce;
 use crate::tuning::state_folder::{LockRefused, RECORD_DIR_ENV, SHARED_RECORD_DIR, StateFolder};
 
@@ -159,6 +160,21 @@ pub fn recorded_locks(
         None => folder,
     };
     folder.read_locks(uuid)
+}
+
+/// Which of `holds` on GPU `uuid` another gputune process's own engine holds now (no daemon:
+/// each such engine holds a lock file per control it changes), and who: lets a sweep refuse
+/// before it starts its job rather than at its first setting. Looking takes and at once
+/// gives back each free lock.
+pub fn held_elsewhere(uuid: &str, holds: &[Hold]) -> Option<(Hold, String)> {
+    let dir = crate::tuning::state_folder::default_state_dir()?;
+    let folder = StateFolder::open(&dir).ok()?;
+    holds.iter().find_map(|hold| {
+        match folder.try_lock_control(uuid, *hold, "gputune sweep (looking)") {
+            Err(LockRefused::Held { holder }) => Some((*hold, holder)),
+            Ok(_) | Err(LockRefused::Unusable { .. }) => None,
+        }
+    })
 }
 
 /// At the start of a command that only reads: puts back what a gputune that ended badly (a
