@@ -46,18 +46,19 @@ fn assert_file_error<T: std::fmt::Debug>(
 
 #[test]
 fn real_configs_match_the_presets() {
-    for name in [
-        "llama-3.1-8b",
-        "mistral-7b",
-        "gpt2",
-        "bert-base-uncased",
-        "qwen2.5-7b",
-        "vit-b-16",
+    for (name, architecture) in [
+        ("llama-3.1-8b", "LlamaForCausalLM"),
+        ("mistral-7b", "MistralForCausalLM"),
+        ("gpt2", "GPT2LMHeadModel"),
+        ("bert-base-uncased", "BertForMaskedLM"),
+        ("qwen2.5-7b", "Qwen2ForCausalLM"),
+        ("vit-b-16", "ViTForImageClassification"),
     ] {
         let path = fixture(name, "config.json");
         let model = load_model(&path).unwrap_or_else(|error| panic!("{name}: {error}"));
         let expected = preset(name).unwrap_or_else(|| panic!("preset {name}"));
-        assert_eq!(model.name, name);
+        // Without `_name_or_path`, a config names its architecture (not its folder).
+        assert_eq!(model.name, architecture);
         assert_eq!(model.exact_parameter_count, None);
         let (count, wanted) = (
             model.parameter_count() as f64,
@@ -80,13 +81,95 @@ fn real_configs_match_the_presets() {
 #[test]
 fn a_folder_loads_its_config_json() {
     let model = load_model(&fixture("mistral-7b", "")).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(model.name, "mistral-7b");
+    assert_eq!(model.name, "MistralForCausalLM");
     let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
     assert_file_error(
         load_model(folder.path()),
         folder.path(),
         &["no config.json"],
     );
+}
+
+/// A model is named after what its config says it is: `_name_or_path` (a Hub id as it is, a
+/// local path by its last part), else the Hub cache's repository folder
+/// (`models--org--name/snapshots/<hash>/`), else its architecture; never the folder the file
+/// happens to be in (a snapshot hash in the Hugging Face cache).
+#[test]
+fn an_imported_model_is_named_after_its_config_not_its_folder() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let gpt2: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gpt2", "config.json"))
+            .unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let with = |key: &str, value: Value| {
+        let mut config = gpt2.clone();
+        config[key] = value;
+        config
+    };
+    let snapshot = "0e9e39f249a16976918f6564b8830bc894c89659";
+    let cases = [
+        // A Hub id, in a folder named by a hash.
+        (
+            "a",
+            with("_name_or_path", json!("openai-community/gpt2")),
+            "openai-community/gpt2",
+        ),
+        // A local path, by its last part (either separator, a trailing one ignored).
+        (
+            "b",
+            with("_name_or_path", json!("/home/you/checkpoints/my-gpt2/")),
+            "my-gpt2",
+        ),
+        (
+            "c",
+            with("_name_or_path", json!("C:\\models\\gpt2-finetune")),
+            "gpt2-finetune",
+        ),
+        // Empty (what save_pretrained often writes), or not a string: the architecture.
+        ("d", with("_name_or_path", json!("")), "GPT2LMHeadModel"),
+        ("e", with("_name_or_path", json!(7)), "GPT2LMHeadModel"),
+        // No architectures list: the model type.
+        ("f", with("architectures", json!(null)), "gpt2"),
+    ];
+    for (folder, config, name) in cases {
+        let path = write_config(&root.path().join(folder), snapshot, &config);
+        let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(model.name, name, "{config}");
+        // The folder gives the same name.
+        let model = load_model(&path.with_file_name("")).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(model.name, name);
+    }
+
+    // In the Hugging Face cache, without _name_or_path: the repository it was downloaded from.
+    let cached = root
+        .path()
+        .join("hub/models--openai-community--gpt2/snapshots");
+    let path = write_config(&cached, snapshot, &gpt2);
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "openai-community/gpt2");
+    // A checkpoint there takes the name of the config beside it.
+    let checkpoint = path.with_file_name("model.safetensors");
+    write_tensors(&checkpoint, &tiny_llama(0..1, true, true));
+    let llama = json!({
+        "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "intermediate_size": 512, "vocab_size": 100,
+        "_name_or_path": "meta-llama/Llama-3.2-1B",
+    });
+    std::fs::write(&path, llama.to_string()).unwrap_or_else(|error| panic!("{error}"));
+    let model = load_model(&checkpoint).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "meta-llama/Llama-3.2-1B");
+
+    // A name is one line of printable text, and short.
+    let hostile = with(
+        "_name_or_path",
+        json!(format!("evil\u{1b}[2J\n{}", "x".repeat(5000))),
+    );
+    let path = write_config(&root.path().join("g"), snapshot, &hostile);
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert!(model.name.starts_with("evil\\u{1b}[2J"), "{}", model.name);
+    assert!(gputune::text::first_unsafe(&model.name).is_none());
+    assert!(model.name.chars().count() <= 200, "{}", model.name.len());
 }
 
 fn write_config(folder: &Path, name: &str, config: &Value) -> PathBuf {
@@ -514,7 +597,7 @@ fn sharded_checkpoints_read_every_shard_named_in_the_index() {
     let model = load_model(&first).unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(
         (model.name.as_str(), model.exact_parameter_count),
-        ("sharded", None)
+        ("llama", None)
     );
     assert_eq!(transformer(&model).layers, 2);
     std::fs::remove_file(&config_path).unwrap_or_else(|error| panic!("{error}"));
@@ -863,11 +946,12 @@ fn paths_and_file_contents_in_messages_are_escaped() {
             "{message:?}"
         );
     }
-    // A model named after a hostile folder is shown escaped too.
+    // A model in a hostile folder is named after its config (a hostile name in the config is
+    // shown escaped: an_imported_model_is_named_after_its_config_not_its_folder).
     std::fs::copy(fixture("gpt2", "config.json"), &config)
         .unwrap_or_else(|error| panic!("{error}"));
     let model = load_model(&config).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(model.name, "\\u{1b}[2J\\u{202e}model");
+    assert_eq!(model.name, "GPT2LMHeadModel");
 }
 
 // ---------------------------------------------------------------------------------------------
