@@ -46,18 +46,19 @@ fn assert_file_error<T: std::fmt::Debug>(
 
 #[test]
 fn real_configs_match_the_presets() {
-    for name in [
-        "llama-3.1-8b",
-        "mistral-7b",
-        "gpt2",
-        "bert-base-uncased",
-        "qwen2.5-7b",
-        "vit-b-16",
+    for (name, architecture) in [
+        ("llama-3.1-8b", "LlamaForCausalLM"),
+        ("mistral-7b", "MistralForCausalLM"),
+        ("gpt2", "GPT2LMHeadModel"),
+        ("bert-base-uncased", "BertForMaskedLM"),
+        ("qwen2.5-7b", "Qwen2ForCausalLM"),
+        ("vit-b-16", "ViTForImageClassification"),
     ] {
         let path = fixture(name, "config.json");
         let model = load_model(&path).unwrap_or_else(|error| panic!("{name}: {error}"));
         let expected = preset(name).unwrap_or_else(|| panic!("preset {name}"));
-        assert_eq!(model.name, name);
+        // Without `_name_or_path`, a config names its architecture (not its folder).
+        assert_eq!(model.name, architecture);
         assert_eq!(model.exact_parameter_count, None);
         let (count, wanted) = (
             model.parameter_count() as f64,
@@ -80,13 +81,95 @@ fn real_configs_match_the_presets() {
 #[test]
 fn a_folder_loads_its_config_json() {
     let model = load_model(&fixture("mistral-7b", "")).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(model.name, "mistral-7b");
+    assert_eq!(model.name, "MistralForCausalLM");
     let folder = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
     assert_file_error(
         load_model(folder.path()),
         folder.path(),
         &["no config.json"],
     );
+}
+
+/// A model is named after what its config says it is: `_name_or_path` (a Hub id as it is, a
+/// local path by its last part), else the Hub cache's repository folder
+/// (`models--org--name/snapshots/<hash>/`), else its architecture; never the folder the file
+/// happens to be in (a snapshot hash in the Hugging Face cache).
+#[test]
+fn an_imported_model_is_named_after_its_config_not_its_folder() {
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let gpt2: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gpt2", "config.json"))
+            .unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let with = |key: &str, value: Value| {
+        let mut config = gpt2.clone();
+        config[key] = value;
+        config
+    };
+    let snapshot = "0e9e39f249a16976918f6564b8830bc894c89659";
+    let cases = [
+        // A Hub id, in a folder named by a hash.
+        (
+            "a",
+            with("_name_or_path", json!("openai-community/gpt2")),
+            "openai-community/gpt2",
+        ),
+        // A local path, by its last part (either separator, a trailing one ignored).
+        (
+            "b",
+            with("_name_or_path", json!("/home/you/checkpoints/my-gpt2/")),
+            "my-gpt2",
+        ),
+        (
+            "c",
+            with("_name_or_path", json!("C:\\models\\gpt2-finetune")),
+            "gpt2-finetune",
+        ),
+        // Empty (what save_pretrained often writes), or not a string: the architecture.
+        ("d", with("_name_or_path", json!("")), "GPT2LMHeadModel"),
+        ("e", with("_name_or_path", json!(7)), "GPT2LMHeadModel"),
+        // No architectures list: the model type.
+        ("f", with("architectures", json!(null)), "gpt2"),
+    ];
+    for (folder, config, name) in cases {
+        let path = write_config(&root.path().join(folder), snapshot, &config);
+        let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(model.name, name, "{config}");
+        // The folder gives the same name.
+        let model = load_model(&path.with_file_name("")).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(model.name, name);
+    }
+
+    // In the Hugging Face cache, without _name_or_path: the repository it was downloaded from.
+    let cached = root
+        .path()
+        .join("hub/models--openai-community--gpt2/snapshots");
+    let path = write_config(&cached, snapshot, &gpt2);
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "openai-community/gpt2");
+    // A checkpoint there takes the name of the config beside it.
+    let checkpoint = path.with_file_name("model.safetensors");
+    write_tensors(&checkpoint, &tiny_llama(0..1, true, true));
+    let llama = json!({
+        "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "intermediate_size": 512, "vocab_size": 100,
+        "_name_or_path": "meta-llama/Llama-3.2-1B",
+    });
+    std::fs::write(&path, llama.to_string()).unwrap_or_else(|error| panic!("{error}"));
+    let model = load_model(&checkpoint).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(model.name, "meta-llama/Llama-3.2-1B");
+
+    // A name is one line of printable text, and short.
+    let hostile = with(
+        "_name_or_path",
+        json!(format!("evil\u{1b}[2J\n{}", "x".repeat(5000))),
+    );
+    let path = write_config(&root.path().join("g"), snapshot, &hostile);
+    let model = load_model(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert!(model.name.starts_with("evil\\u{1b}[2J"), "{}", model.name);
+    assert!(gputune::text::first_unsafe(&model.name).is_none());
+    assert!(model.name.chars().count() <= 200, "{}", model.name.len());
 }
 
 fn write_config(folder: &Path, name: &str, config: &Value) -> PathBuf {
@@ -514,7 +597,7 @@ fn sharded_checkpoints_read_every_shard_named_in_the_index() {
     let model = load_model(&first).unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(
         (model.name.as_str(), model.exact_parameter_count),
-        ("sharded", None)
+        ("llama", None)
     );
     assert_eq!(transformer(&model).layers, 2);
     std::fs::remove_file(&config_path).unwrap_or_else(|error| panic!("{error}"));
@@ -863,11 +946,12 @@ fn paths_and_file_contents_in_messages_are_escaped() {
             "{message:?}"
         );
     }
-    // A model named after a hostile folder is shown escaped too.
+    // A model in a hostile folder is named after its config (a hostile name in the config is
+    // shown escaped: an_imported_model_is_named_after_its_config_not_its_folder).
     std::fs::copy(fixture("gpt2", "config.json"), &config)
         .unwrap_or_else(|error| panic!("{error}"));
     let model = load_model(&config).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(model.name, "\\u{1b}[2J\\u{202e}model");
+    assert_eq!(model.name, "GPT2LMHeadModel");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1366,5 +1450,554 @@ fn every_export_sets_the_expandable_segments_allocator_when_the_plan_counts_it()
                 );
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// every format against every option the plan depends on
+
+/// How an export keeps one option: a key of the file with its value (a JSON pointer for the
+/// JSON formats, `block.key` for the YAML), no such key, a note that goes with the file, or a
+/// refusal whose message contains the words.
+#[derive(Debug, Clone, Copy)]
+enum Keeps {
+    Key(&'static str, &'static str),
+    NoKey(&'static str),
+    Note(&'static str),
+    Refused(&'static str),
+}
+
+use Keeps::{Key, NoKey, Note, Refused};
+
+/// The base setup of the table: one GPU, full fine-tune, bf16 mixed, AdamW, micro-batch 4.
+fn base() -> TrainingSetup {
+    TrainingSetup::new(4, 2048)
+}
+
+fn on_gpus(gpus: u64, sharding: Sharding, setup: TrainingSetup) -> TrainingSetup {
+    TrainingSetup {
+        gpus,
+        sharding,
+        ..setup
+    }
+}
+
+fn with_optimizer(optimizer: Optimizer) -> TrainingSetup {
+    TrainingSetup {
+        optimizer,
+        ..base()
+    }
+}
+
+fn with_precision(precision: Precision) -> TrainingSetup {
+    TrainingSetup {
+        precision,
+        ..base()
+    }
+}
+
+/// The value at `key` in an export's text, as a string (JSON strings without their quotes).
+fn key_value(format: ExportFormat, text: &str, key: &str) -> Option<String> {
+    if format == ExportFormat::Accelerate {
+        return parse_yaml(text).get(key).cloned();
+    }
+    let value: Value = serde_json::from_str(text)
+        .unwrap_or_else(|error| panic!("{format:?} is not JSON: {error}\n{text}"));
+    value.pointer(key).map(|value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    })
+}
+
+/// (option, setup, what each of hf, accelerate and deepspeed must do with it). Exports are made
+/// with 5 accumulation steps.
+fn option_table() -> Vec<(&'static str, TrainingSetup, [Vec<Keeps>; 3])> {
+    let zero2 = |setup| on_gpus(2, Sharding::Zero2, setup);
+    vec![
+        (
+            "fp32",
+            with_precision(Precision::Fp32),
+            [
+                vec![Key("/bf16", "false"), Key("/fp16", "false")],
+                vec![Key("mixed_precision", "'no'")],
+                vec![Key("/bf16/enabled", "false"), Key("/fp16/enabled", "false")],
+            ],
+        ),
+        (
+            "fp16-mixed",
+            with_precision(Precision::Fp16Mixed),
+            [
+                vec![Key("/fp16", "true"), Key("/bf16", "false")],
+                vec![Key("mixed_precision", "fp16")],
+                vec![Key("/fp16/enabled", "true"), Key("/bf16/enabled", "false")],
+            ],
+        ),
+        (
+            "bf16-mixed",
+            with_precision(Precision::Bf16Mixed),
+            [
+                vec![Key("/bf16", "true")],
+                vec![Key("mixed_precision", "bf16")],
+                vec![Key("/bf16/enabled", "true")],
+            ],
+        ),
+        (
+            // DeepSpeed keeps an fp32 master copy of bf16 weights: not the plan's pure bf16.
+            "bf16 (pure)",
+            with_precision(Precision::Bf16),
+            [
+                vec![Key("/bf16", "true"), Note("dtype=torch.bfloat16")],
+                vec![Key("mixed_precision", "bf16"), Note("dtype=torch.bfloat16")],
+                vec![Refused("--precision bf16-mixed")],
+            ],
+        ),
+        (
+            "bf16 (pure) with ZeRO",
+            zero2(with_precision(Precision::Bf16)),
+            [
+                vec![Refused("--precision bf16-mixed")],
+                vec![Refused("--precision bf16-mixed")],
+                vec![Refused("--precision bf16-mixed")],
+            ],
+        ),
+        (
+            "adamw",
+            with_optimizer(Optimizer::Adamw),
+            [
+                vec![Key("/optim", "adamw_torch")],
+                vec![Note(
+                    "optimizer = torch.optim.AdamW(model.parameters(), lr=",
+                )],
+                vec![Key("/optimizer/type", "AdamW")],
+            ],
+        ),
+        (
+            "adamw-fused",
+            with_optimizer(Optimizer::AdamwFused),
+            [
+                vec![Key("/optim", "adamw_torch_fused")],
+                vec![Note("fused=True")],
+                vec![Key("/optimizer/type", "AdamW")],
+            ],
+        ),
+        (
+            "adamw-8bit",
+            with_optimizer(Optimizer::Adamw8bit),
+            [
+                vec![Key("/optim", "adamw_bnb_8bit")],
+                vec![Note("optimizer = bitsandbytes.optim.AdamW8bit(")],
+                vec![
+                    NoKey("/optimizer"),
+                    Note("optimizer=bitsandbytes.optim.AdamW8bit("),
+                    Note("optim=\"adamw_bnb_8bit\""),
+                ],
+            ],
+        ),
+        (
+            "paged-adamw-8bit",
+            with_optimizer(Optimizer::PagedAdamw8bit),
+            [
+                vec![Key("/optim", "paged_adamw_8bit")],
+                vec![Note("bitsandbytes.optim.PagedAdamW8bit(")],
+                vec![
+                    NoKey("/optimizer"),
+                    Note("bitsandbytes.optim.PagedAdamW8bit("),
+                ],
+            ],
+        ),
+        (
+            "adafactor",
+            with_optimizer(Optimizer::Adafactor),
+            [
+                vec![Key("/optim", "adafactor")],
+                vec![Note("Adafactor(")],
+                vec![NoKey("/optimizer"), Note("Adafactor(")],
+            ],
+        ),
+        (
+            "sgd",
+            with_optimizer(Optimizer::Sgd),
+            [
+                vec![Key("/optim", "sgd")],
+                vec![Note("torch.optim.SGD(")],
+                vec![NoKey("/optimizer"), Note("torch.optim.SGD(")],
+            ],
+        ),
+        (
+            "sgd-momentum",
+            with_optimizer(Optimizer::SgdMomentum),
+            [
+                vec![Key("/optim", "sgd"), Note("momentum=0.9")],
+                vec![Note("momentum=0.9")],
+                vec![NoKey("/optimizer"), Note("momentum=0.9")],
+            ],
+        ),
+        (
+            // DeepSpeed refuses an optimizer of its own choosing under ZeRO unless told.
+            "adamw-8bit with ZeRO",
+            zero2(with_optimizer(Optimizer::Adamw8bit)),
+            [
+                vec![
+                    Key("/optim", "adamw_bnb_8bit"),
+                    Key("/deepspeed", "ds_config.json"),
+                ],
+                vec![
+                    Key("deepspeed_config.zero_stage", "2"),
+                    Note("bitsandbytes.optim.AdamW8bit("),
+                ],
+                vec![
+                    Key("/zero_allow_untested_optimizer", "true"),
+                    Note("bitsandbytes.optim.AdamW8bit("),
+                ],
+            ],
+        ),
+        (
+            "adamw with ZeRO",
+            zero2(with_optimizer(Optimizer::Adamw)),
+            [
+                vec![Key("/optim", "adamw_torch")],
+                vec![Note("torch.optim.AdamW(")],
+                vec![
+                    Key("/optimizer/type", "AdamW"),
+                    NoKey("/zero_allow_untested_optimizer"),
+                ],
+            ],
+        ),
+        (
+            "checkpointing",
+            TrainingSetup {
+                checkpointing: Checkpointing::Full,
+                ..base()
+            },
+            [
+                vec![Key("/gradient_checkpointing", "true")],
+                vec![Note("model.gradient_checkpointing_enable()")],
+                vec![
+                    Note("model.gradient_checkpointing_enable()"),
+                    Note("gradient_checkpointing=True"),
+                ],
+            ],
+        ),
+        (
+            "no checkpointing",
+            base(),
+            [
+                vec![Key("/gradient_checkpointing", "false")],
+                vec![],
+                vec![],
+            ],
+        ),
+        (
+            "checkpointing with FSDP",
+            on_gpus(
+                2,
+                Sharding::Fsdp,
+                TrainingSetup {
+                    checkpointing: Checkpointing::Full,
+                    ..base()
+                },
+            ),
+            [
+                vec![
+                    Key("/fsdp_config/activation_checkpointing", "true"),
+                    Key("/gradient_checkpointing", "false"),
+                ],
+                vec![Key("fsdp_config.fsdp_activation_checkpointing", "true")],
+                vec![Refused("--sharding zero3")],
+            ],
+        ),
+        (
+            "micro-batch 3",
+            TrainingSetup {
+                micro_batch: 3,
+                ..base()
+            },
+            [
+                vec![Key("/per_device_train_batch_size", "3")],
+                vec![Note("batch_size=3")],
+                vec![Key("/train_micro_batch_size_per_gpu", "3")],
+            ],
+        ),
+        (
+            "accumulation",
+            base(),
+            [
+                vec![Key("/gradient_accumulation_steps", "5")],
+                vec![Note("Accelerator(gradient_accumulation_steps=5)")],
+                vec![Key("/gradient_accumulation_steps", "5")],
+            ],
+        ),
+        (
+            "accumulation with ZeRO",
+            zero2(base()),
+            [
+                vec![Key("/gradient_accumulation_steps", "5")],
+                vec![Key("deepspeed_config.gradient_accumulation_steps", "5")],
+                vec![Key("/gradient_accumulation_steps", "5")],
+            ],
+        ),
+        (
+            "ddp",
+            on_gpus(2, Sharding::Ddp, base()),
+            [
+                vec![Note("torchrun --nproc_per_node 2")],
+                vec![
+                    Key("distributed_type", "MULTI_GPU"),
+                    Key("num_processes", "2"),
+                ],
+                vec![Note("deepspeed --num_gpus 2")],
+            ],
+        ),
+        (
+            "fsdp",
+            on_gpus(2, Sharding::Fsdp, base()),
+            [
+                vec![Key("/fsdp", "full_shard auto_wrap")],
+                vec![
+                    Key("distributed_type", "FSDP"),
+                    Key("fsdp_config.fsdp_sharding_strategy", "FULL_SHARD"),
+                ],
+                vec![Refused("--sharding zero3")],
+            ],
+        ),
+        (
+            "zero1",
+            on_gpus(2, Sharding::Zero1, base()),
+            [
+                vec![Key("/deepspeed", "ds_config.json"), Note("ds_config.json")],
+                vec![Key("deepspeed_config.zero_stage", "1")],
+                vec![Key("/zero_optimization/stage", "1")],
+            ],
+        ),
+        (
+            "zero3",
+            on_gpus(2, Sharding::Zero3, base()),
+            [
+                vec![Key("/deepspeed", "ds_config.json")],
+                vec![Key("deepspeed_config.zero_stage", "3")],
+                vec![Key("/zero_optimization/stage", "3")],
+            ],
+        ),
+        (
+            "zero2 + optimizer offload",
+            TrainingSetup {
+                offload: Offload::Optimizer,
+                ..zero2(base())
+            },
+            [
+                vec![Key("/deepspeed", "ds_config.json")],
+                vec![
+                    Key("deepspeed_config.offload_optimizer_device", "cpu"),
+                    Key("deepspeed_config.offload_param_device", "none"),
+                ],
+                vec![
+                    Key("/zero_optimization/offload_optimizer/device", "cpu"),
+                    NoKey("/zero_optimization/offload_param"),
+                ],
+            ],
+        ),
+        (
+            "zero3 + optimizer+params offload",
+            TrainingSetup {
+                offload: Offload::OptimizerAndParams,
+                ..on_gpus(2, Sharding::Zero3, base())
+            },
+            [
+                vec![Key("/deepspeed", "ds_config.json")],
+                vec![Key("deepspeed_config.offload_param_device", "cpu")],
+                vec![Key("/zero_optimization/offload_param/device", "cpu")],
+            ],
+        ),
+        (
+            "fsdp + optimizer+params offload",
+            TrainingSetup {
+                offload: Offload::OptimizerAndParams,
+                ..on_gpus(2, Sharding::Fsdp, base())
+            },
+            [
+                vec![Key("/fsdp", "full_shard auto_wrap offload")],
+                vec![Key("fsdp_config.fsdp_offload_params", "true")],
+                vec![Refused("--sharding zero3")],
+            ],
+        ),
+        (
+            "offload without sharding",
+            TrainingSetup {
+                offload: Offload::Optimizer,
+                ..base()
+            },
+            [
+                vec![Refused("--sharding")],
+                vec![Refused("--sharding")],
+                vec![Refused("--sharding")],
+            ],
+        ),
+        (
+            "expandable-segments allocator",
+            TrainingSetup {
+                overheads: gputune::plan::setup::Overheads {
+                    allocator: gputune::plan::setup::Allocator::ExpandableSegments,
+                    ..gputune::plan::setup::Overheads::default()
+                },
+                ..base()
+            },
+            [
+                vec![Note("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
+                vec![Note("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
+                vec![Note("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
+            ],
+        ),
+    ]
+}
+
+/// Each format keeps each option the plan counts (in the file, or as a note that goes with
+/// it), or refuses the setup saying what to change: an export followed as written runs the
+/// setup the plan sized.
+#[test]
+fn every_format_keeps_every_option_the_plan_depends_on_or_refuses() {
+    let mut failures = Vec::new();
+    for (option, setup, expected) in option_table() {
+        for (format, keeps) in ExportFormat::ALL.into_iter().zip(expected) {
+            let result = export_with_notes(&llama(), &setup, 5, format);
+            for keep in keeps {
+                let failure = match (&result, keep) {
+                    (Err(error), Refused(words)) => (!error.to_string().contains(words))
+                        .then(|| format!("refused without {words:?}: {error}")),
+                    (Err(error), _) => Some(format!("refused: {error}")),
+                    (Ok(_), Refused(words)) => Some(format!("not refused (wanted {words:?})")),
+                    (Ok(export), Key(key, value)) => {
+                        let found = key_value(format, &export.text, key);
+                        (found.as_deref() != Some(value))
+                            .then(|| format!("{key} is {found:?}, not {value:?}"))
+                    }
+                    (Ok(export), NoKey(key)) => key_value(format, &export.text, key)
+                        .map(|found| format!("{key} is set ({found})")),
+                    (Ok(export), Note(words)) => {
+                        let noted = export.notes.iter().any(|note| note.contains(words));
+                        // The YAML carries its notes in its comments.
+                        let in_yaml =
+                            format != ExportFormat::Accelerate || export.text.contains(words);
+                        (!noted || !in_yaml)
+                            .then(|| format!("no note with {words:?}: {:?}", export.notes))
+                    }
+                };
+                if let Some(failure) = failure {
+                    failures.push(format!("{option} / {}: {failure}", format.name()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every combination of the options, in every format: an export names the optimizer, the
+/// checkpointing, the micro-batch, the accumulation and the allocator the plan counted, or
+/// refuses with a message that names the option to change.
+#[test]
+fn no_combination_of_options_is_exported_without_one_of_them() {
+    use gputune::plan::setup::{Allocator, Overheads};
+    let optimizers = [
+        (Optimizer::Adamw, "AdamW("),
+        (Optimizer::AdamwFused, "fused=True"),
+        (Optimizer::Adamw8bit, ".AdamW8bit("),
+        (Optimizer::PagedAdamw8bit, "PagedAdamW8bit("),
+        (Optimizer::Adafactor, "Adafactor("),
+        (Optimizer::Sgd, "SGD("),
+        (Optimizer::SgdMomentum, "momentum=0.9"),
+    ];
+    let shardings = [
+        (1, Sharding::None, Offload::None),
+        (2, Sharding::Ddp, Offload::None),
+        (2, Sharding::Fsdp, Offload::None),
+        (2, Sharding::Fsdp, Offload::OptimizerAndParams),
+        (2, Sharding::Zero1, Offload::None),
+        (2, Sharding::Zero2, Offload::Optimizer),
+        (2, Sharding::Zero3, Offload::OptimizerAndParams),
+    ];
+    let precisions = [
+        Precision::Fp32,
+        Precision::Fp16Mixed,
+        Precision::Bf16Mixed,
+        Precision::Bf16,
+    ];
+    let mut exported = 0;
+    for (optimizer, optimizer_code) in optimizers {
+        for (gpus, sharding, offload) in shardings {
+            for precision in precisions {
+                for checkpointing in [Checkpointing::None, Checkpointing::Full] {
+                    for allocator in [Allocator::Default, Allocator::ExpandableSegments] {
+                        let setup = TrainingSetup {
+                            optimizer,
+                            gpus,
+                            sharding,
+                            offload,
+                            precision,
+                            checkpointing,
+                            micro_batch: 3,
+                            overheads: Overheads {
+                                allocator,
+                                ..Overheads::default()
+                            },
+                            ..base()
+                        };
+                        for format in ExportFormat::ALL {
+                            let what = format!("{format:?} {setup:?}");
+                            let export = match export_with_notes(&llama(), &setup, 5, format) {
+                                Ok(export) => export,
+                                Err(error) => {
+                                    assert!(error.to_string().contains("--"), "{what}: {error}");
+                                    continue;
+                                }
+                            };
+                            exported += 1;
+                            let all = format!("{}\n{}", export.text, export.notes.join("\n"));
+                            let hf_optim = format!("\"optim\": \"{}\"", hf_optim_name(optimizer));
+                            let ds_adamw = format == ExportFormat::Deepspeed
+                                && matches!(optimizer, Optimizer::Adamw | Optimizer::AdamwFused)
+                                && all.contains("\"type\": \"AdamW\"");
+                            assert!(
+                                all.contains(optimizer_code) || all.contains(&hf_optim) || ds_adamw,
+                                "{what}: the optimizer is not named\n{all}"
+                            );
+                            if checkpointing == Checkpointing::Full {
+                                assert!(
+                                    all.contains("\"gradient_checkpointing\": true")
+                                        || all.contains("activation_checkpointing\": true")
+                                        || all.contains("fsdp_activation_checkpointing: true")
+                                        || all.contains("gradient_checkpointing_enable()"),
+                                    "{what}: checkpointing is not said\n{all}"
+                                );
+                            }
+                            assert!(
+                                all.contains(": 3") || all.contains("batch_size=3"),
+                                "{what}: no micro-batch\n{all}"
+                            );
+                            assert!(
+                                all.contains(": 5")
+                                    || all.contains("gradient_accumulation_steps=5"),
+                                "{what}: no accumulation\n{all}"
+                            );
+                            assert_eq!(
+                                all.contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+                                allocator == Allocator::ExpandableSegments,
+                                "{what}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(exported > 500, "only {exported} exports were made");
+}
+
+fn hf_optim_name(optimizer: Optimizer) -> &'static str {
+    match optimizer {
+        Optimizer::Adamw => "adamw_torch",
+        Optimizer::AdamwFused => "adamw_torch_fused",
+        Optimizer::Adamw8bit => "adamw_bnb_8bit",
+        Optimizer::PagedAdamw8bit => "paged_adamw_8bit",
+        Optimizer::Adafactor => "adafactor",
+        Optimizer::Sgd | Optimizer::SgdMomentum => "sgd",
     }
 }

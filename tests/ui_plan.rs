@@ -328,3 +328,101 @@ fn planner_screenshot_of_a_setup_that_needs_changes() {
         .save(&path)
         .unwrap_or_else(|error| panic!("saving {}: {error}", path.display()));
 }
+
+/// On a desktop without an XDG portal the file dialog opens nothing and answers at once as if
+/// cancelled: the tab says so (not only stderr) and takes a typed or pasted path, which the app
+/// loads; the model is named after its config, not the snapshot folder it sits in.
+#[test]
+fn without_a_file_dialog_the_tab_says_so_and_loads_a_typed_path() {
+    use gputune::ui::plan_files;
+    let mut harness = harness();
+    harness
+        .get_by_label("Open config.json or .safetensors…")
+        .click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Plan(PlanAction::OpenModelFile))
+    );
+    // What the app does when the dialog gives no file.
+    plan_files::model_file_picked(&mut harness.state_mut().state.plan, None);
+    harness.run();
+    harness.get_by_label_contains("No file was chosen. If no file dialog opened");
+
+    // A model in the Hugging Face cache: its folder is a snapshot's hash.
+    let root = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let folder = root
+        .path()
+        .join("hub/models--openai-community--gpt2/snapshots/0e9e39f249a16976918f6564b8830bc8");
+    std::fs::create_dir_all(&folder).unwrap_or_else(|error| panic!("{error}"));
+    let config = folder.join("config.json");
+    std::fs::copy("tests/data/models/gpt2/config.json", &config)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let typed = format!("  '{}' ", config.display());
+    harness.get_by_label("or its path:").click();
+    harness.run();
+    harness.get_by_label("or its path:").type_text(&typed);
+    harness.run();
+    harness.get_by_label("Load").click();
+    harness.run();
+    let asked = harness
+        .state()
+        .commands
+        .iter()
+        .find_map(|command| match command {
+            AppCommand::Plan(PlanAction::LoadModelPath(path)) => Some(path.clone()),
+            _ => None,
+        });
+    assert_eq!(asked.as_deref(), Some(typed.as_str()));
+    plan_files::load_typed_model_path(&mut harness.state_mut().state.plan, &typed);
+    harness.run();
+    assert_eq!(
+        harness.state().state.plan.model.name,
+        "openai-community/gpt2"
+    );
+    assert!(
+        harness
+            .query_by_label_contains("No file was chosen")
+            .is_none()
+    );
+    // The model list shows the loaded model's name.
+    assert!(
+        harness
+            .query_all_by_value("openai-community/gpt2")
+            .chain(harness.query_all_by_label("openai-community/gpt2"))
+            .next()
+            .is_some()
+    );
+    harness.get_by_label_contains("Fits on RTX 4090");
+
+    // A path that is not a model: the reason, in the tab.
+    let missing = root.path().join("nothing-here.json");
+    plan_files::load_typed_model_path(
+        &mut harness.state_mut().state.plan,
+        &missing.display().to_string(),
+    );
+    harness.run();
+    harness.get_by_label_contains("Cannot use the model file");
+    assert_eq!(
+        harness.state().state.plan.model.name,
+        "openai-community/gpt2",
+        "the model loaded before stays"
+    );
+
+    // Load with an empty field asks for a path, and asks the app for nothing.
+    harness.state_mut().state.plan.model_path.clear();
+    harness.state_mut().commands.clear();
+    harness.run();
+    harness.get_by_label("Load").click();
+    harness.run();
+    harness.get_by_label_contains("Type or paste the path");
+    assert!(
+        !harness
+            .state()
+            .commands
+            .iter()
+            .any(|command| matches!(command, AppCommand::Plan(PlanAction::LoadModelPath(_))))
+    );
+}

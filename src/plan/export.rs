@@ -16,7 +16,9 @@ pub use hf::model_load_settings;
 use super::PlanError;
 use super::model::{Architecture, LoraTargets, MlpKind, Model, TransformerKind};
 use super::recommend::PlannedSetup;
-use super::setup::{Checkpointing, Offload, Optimizer, Sharding, Task, TrainingSetup};
+use super::setup::{
+    Checkpointing, Method, Offload, Optimizer, Precision, Sharding, Task, TrainingSetup,
+};
 
 /// Which trainer config to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -143,6 +145,7 @@ fn notes(
             "Launch with {name}={value} in the environment (export {name}={value}): the plan counts PyTorch's expandable-segments allocator, which wastes less memory than the default; without it the micro-batch may not fit."
         ));
     }
+    notes.extend(script_notes(setup, grad_accum_steps, format));
     if format == ExportFormat::Hf {
         notes.extend(hf::trainer_notes(model, setup));
     } else {
@@ -165,6 +168,79 @@ fn notes(
         });
     }
     notes
+}
+
+/// What the plan counts that the file has no key for, as the lines the training script needs:
+/// the optimizer (an accelerate config names none, DeepSpeed has only AdamW), activation
+/// checkpointing (only FSDP's is a config key), and in an accelerate config without DeepSpeed
+/// the micro-batch and accumulation. Without them, a run that follows the file trains another
+/// setup than the one sized, and may run out of memory.
+fn script_notes(setup: &TrainingSetup, grad_accum_steps: u64, format: ExportFormat) -> Vec<String> {
+    let mut notes = Vec::new();
+    let checkpointing = setup.checkpointing == Checkpointing::Full;
+    let code = optimizer_code(setup.optimizer);
+    let optimizer = setup.optimizer.name();
+    match format {
+        ExportFormat::Hf => {}
+        ExportFormat::Accelerate => {
+            let micro_batch = setup.micro_batch;
+            notes.push(format!("Micro-batch {micro_batch} per GPU (an accelerate config has no batch size): DataLoader(dataset, batch_size={micro_batch}) in the training script."));
+            if !is_zero(setup.sharding) {
+                let steps = if grad_accum_steps == 1 {
+                    "step"
+                } else {
+                    "steps"
+                };
+                notes.push(format!("Gradient accumulation {grad_accum_steps} {steps} (only DeepSpeed's block of an accelerate config has them): Accelerator(gradient_accumulation_steps={grad_accum_steps}) in the training script, each step inside `with accelerator.accumulate(model):`."));
+            }
+            notes.push(format!("Optimizer {optimizer} (an accelerate config names none; the plan counts its memory): optimizer = {code} in the training script, before accelerator.prepare."));
+            if checkpointing && setup.sharding != Sharding::Fsdp {
+                notes.push("Activation checkpointing (no key of an accelerate config without FSDP; the plan counts it): call model.gradient_checkpointing_enable() in the training script before accelerator.prepare.".to_string());
+            }
+        }
+        ExportFormat::Deepspeed => {
+            if deepspeed::ds_optimizer(setup.optimizer) {
+                notes.push("The optimizer's \"auto\" values are filled in by the Hugging Face Trainer or accelerate; with deepspeed.initialize alone, put your learning rate, betas, eps and weight decay in their place.".to_string());
+            } else {
+                let trainer = if setup.optimizer == Optimizer::SgdMomentum {
+                    "Trainer(optimizers=(optimizer, None))".to_string()
+                } else {
+                    format!(
+                        "optim=\"{}\" in TrainingArguments (gputune's hf export sets it)",
+                        hf::optim_name(setup.optimizer)
+                    )
+                };
+                notes.push(format!("Optimizer {optimizer} (DeepSpeed has none of its own by that name; the plan counts its memory): pass it to deepspeed.initialize(..., optimizer={code}); with the Hugging Face Trainer, {trainer}."));
+            }
+            if checkpointing {
+                notes.push("Activation checkpointing (a DeepSpeed config cannot turn it on for the model; the plan counts it): call model.gradient_checkpointing_enable() before deepspeed.initialize; with the Hugging Face Trainer, gradient_checkpointing=True in TrainingArguments (gputune's hf export sets it).".to_string());
+            }
+        }
+    }
+    notes
+}
+
+/// The optimizer as the Python that makes it, with the memory the plan counts for it.
+fn optimizer_code(optimizer: Optimizer) -> &'static str {
+    match optimizer {
+        Optimizer::Adamw => "torch.optim.AdamW(model.parameters(), lr=learning_rate)",
+        Optimizer::AdamwFused => {
+            "torch.optim.AdamW(model.parameters(), lr=learning_rate, fused=True)"
+        }
+        Optimizer::Adamw8bit => {
+            "bitsandbytes.optim.AdamW8bit(model.parameters(), lr=learning_rate)"
+        }
+        Optimizer::PagedAdamw8bit => {
+            "bitsandbytes.optim.PagedAdamW8bit(model.parameters(), lr=learning_rate)"
+        }
+        Optimizer::Adafactor => {
+            "transformers.optimization.Adafactor(model.parameters(), lr=learning_rate, scale_parameter=False, relative_step=False)"
+        }
+        Optimizer::Sgd => "torch.optim.SGD(model.parameters(), lr=learning_rate)",
+        Optimizer::SgdMomentum => {
+            "torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9)"
+        }
+    }
 }
 
 /// The same batch and memory options as overrides of a torchtune recipe's config.
@@ -224,6 +300,12 @@ fn exportable(
         )
     {
         return Err("8-bit optimizers (bitsandbytes) step on the GPU and cannot update state offloaded to the CPU: choose --optimizer adamw, or --offload none.".into());
+    }
+    let deepspeed_runs = format == ExportFormat::Deepspeed || is_zero(setup.sharding);
+    if deepspeed_runs && setup.precision == Precision::Bf16 && setup.method == Method::Full {
+        // DeepSpeed's bf16 keeps fp32 master weights and optimizer states beside the bf16
+        // weights: 3 times the plan's pure-bf16 state per parameter.
+        return Err("DeepSpeed trains bf16 with an fp32 master copy of the weights and fp32 optimizer states, which pure bf16 does not have: choose --precision bf16-mixed (the plan then counts them), or --sharding fsdp and --format hf or accelerate.".into());
     }
     if format == ExportFormat::Deepspeed && setup.sharding == Sharding::Fsdp {
         return Err("FSDP is PyTorch's sharding, not DeepSpeed's: export with --format hf or accelerate, or choose --sharding zero3 (DeepSpeed's equivalent of FSDP full shard).".into());

@@ -6,6 +6,7 @@ mod cnn;
 pub mod export;
 pub mod family;
 pub mod import;
+pub mod measure;
 pub mod memory;
 pub mod model;
 mod presets;

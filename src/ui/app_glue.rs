@@ -64,19 +64,15 @@ impl GpuTuneApp {
             AppCommand::Tune(command) => self.link.send(LinkCommand::Tune(command)),
             AppCommand::Profile(action) => self.run_profile_action(action),
             AppCommand::Plan(PlanAction::OpenModelFile) => {
-                let Some(path) = rfd::FileDialog::new()
+                // Without an XDG desktop portal (or zenity) rfd opens nothing and answers None
+                // at once, as for a cancelled dialog: the tab says so and offers its path field.
+                let picked = rfd::FileDialog::new()
                     .add_filter("Model config or checkpoint", &["json", "safetensors"])
-                    .pick_file()
-                else {
-                    return;
-                };
-                match crate::plan::import::load_model(&path) {
-                    Ok(model) => {
-                        self.state.plan.model = model;
-                        self.state.plan.model_message = None;
-                    }
-                    Err(error) => self.state.plan.model_message = Some(error.to_string()),
-                }
+                    .pick_file();
+                super::plan_files::model_file_picked(&mut self.state.plan, picked);
+            }
+            AppCommand::Plan(PlanAction::LoadModelPath(typed)) => {
+                super::plan_files::load_typed_model_path(&mut self.state.plan, &typed);
             }
             AppCommand::Plan(PlanAction::Export(format)) => {
                 let text = match self.state.plan.export_text(format) {
@@ -90,6 +86,8 @@ impl GpuTuneApp {
                     .set_file_name(format.file_name())
                     .save_file()
                 else {
+                    // Shown beside the export buttons, in place of "Choose where to save it".
+                    self.state.plan.model_message = Some(super::plan_files::NOT_SAVED.to_string());
                     return;
                 };
                 // A few hundred bytes: written here, through the path the dialog gave.

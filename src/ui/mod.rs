@@ -14,6 +14,7 @@ pub mod monitor;
 pub mod overview;
 pub mod plan;
 pub mod plan_charts;
+pub mod plan_files;
 mod plan_inputs;
 mod profile_actions;
 pub mod profiles;

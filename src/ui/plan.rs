@@ -37,6 +37,9 @@ pub enum MethodChoice {
 pub enum PlanAction {
     /// Open a file dialog for a config.json or .safetensors file.
     OpenModelFile,
+    /// Load the model file (or folder) at this path, as the user typed or pasted it: for
+    /// desktops where the file dialog cannot open.
+    LoadModelPath(String),
     /// Save the current setup as a trainer config in this format (the app asks for the file).
     Export(ExportFormat),
 }
@@ -55,6 +58,8 @@ pub struct PlanPanel {
     pub detected_card: Option<GpuCard>,
     /// A message about the model file, e.g. why it could not be loaded.
     pub model_message: Option<String>,
+    /// The model file's path as typed or pasted in the tab (the app loads it).
+    pub model_path: String,
     /// Tokens to train on, in millions, for the time estimate.
     pub tokens_millions: f64,
     /// Share of the card's dense bf16 throughput the run achieves, percent.
@@ -117,6 +122,7 @@ impl Default for PlanPanel {
             target_batch: 32,
             detected_card: None,
             model_message: None,
+            model_path: String::new(),
             tokens_millions: 100.0,
             utilization_pct: 40.0,
             export_anyway: false,

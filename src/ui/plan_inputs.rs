@@ -34,6 +34,26 @@ impl PlanPanel {
             actions.push(PlanAction::OpenModelFile);
             self.export_pending = false;
         }
+        // Where no file dialog opens (no XDG desktop portal), a path typed or pasted here.
+        ui.horizontal(|ui| {
+            let label = ui.label("or its path:");
+            let field = ui
+                .add(
+                    egui::TextEdit::singleline(&mut self.model_path)
+                        .hint_text("…/config.json, .safetensors or folder")
+                        .desired_width(220.0),
+                )
+                .labelled_by(label.id);
+            let entered = field.lost_focus() && ui.input(|input| input.key_pressed(egui::Key::Enter));
+            if ui.button("Load").clicked() || entered {
+                self.export_pending = false;
+                if self.model_path.trim().is_empty() {
+                    self.model_message = Some("Type or paste the path of the model's config.json, one of its .safetensors files or its folder, then press Load.".to_string());
+                } else {
+                    actions.push(PlanAction::LoadModelPath(self.model_path.clone()));
+                }
+            }
+        });
         if let Some(message) = &self.model_message {
             ui.label(RichText::new(message).color(ERROR_TEXT));
         }

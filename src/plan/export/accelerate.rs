@@ -21,20 +21,10 @@ pub(super) fn accelerate(
             "# accelerate config for {} from gputune's plan.",
             one_line(&model.name)
         ),
-        format!(
-            "# Micro-batch {} per GPU, gradient accumulation {grad_accum_steps} steps: give both to your training script.",
-            setup.micro_batch
-        ),
         "# Run: accelerate launch --config_file accelerate_config.yaml train.py".to_string(),
     ];
     if setup.precision == Precision::Bf16 {
         lines.push("# Pure bf16: load the model in bfloat16 (dtype=torch.bfloat16); mixed_precision alone keeps fp32 weights.".into());
-    }
-    if checkpointing && !fsdp {
-        lines.push(
-            "# Activation checkpointing: call model.gradient_checkpointing_enable() in the script."
-                .into(),
-        );
     }
     if zero && setup.offload != Offload::None {
         lines.push("# CPU offload runs the optimizer step on the CPU: DeepSpeed's CPU AdamW is fastest (the deepspeed export sets it).".into());

@@ -5,6 +5,11 @@ use serde_json::{Value, json};
 use super::zero_stage;
 use crate::plan::setup::{Offload, Optimizer, Precision, TrainingSetup};
 
+/// Whether the config names the optimizer itself (DeepSpeed has AdamW, not the others).
+pub(super) fn ds_optimizer(optimizer: Optimizer) -> bool {
+    matches!(optimizer, Optimizer::Adamw | Optimizer::AdamwFused)
+}
+
 /// A DeepSpeed config; unsharded setups get ZeRO stage 0.
 pub(super) fn deepspeed(setup: &TrainingSetup, grad_accum_steps: u64) -> Value {
     let stage = zero_stage(setup.sharding);
@@ -31,15 +36,21 @@ pub(super) fn deepspeed(setup: &TrainingSetup, grad_accum_steps: u64) -> Value {
         "zero_optimization": zero,
         "gradient_clipping": 1.0,
     });
-    if setup.offload != Offload::None {
-        if matches!(setup.optimizer, Optimizer::Adamw | Optimizer::AdamwFused) {
-            // DeepSpeed refuses a client optimizer with offload; its CPU AdamW is the fast path.
-            // "auto" lets the Hugging Face Trainer fill in its own learning rate and betas.
-            config["optimizer"] = json!({
-                "type": "AdamW",
-                "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"},
-            });
-        } else {
+    if ds_optimizer(setup.optimizer) {
+        // DeepSpeed's own AdamW (fused on the GPU, its CPU AdamW with offload): no model-wide
+        // temporary, as the plan counts for fused AdamW and at most what it counts for foreach.
+        // "auto" lets the Hugging Face Trainer or accelerate fill in the learning rate and betas.
+        config["optimizer"] = json!({
+            "type": "AdamW",
+            "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"},
+        });
+    } else {
+        // The plan's optimizer is none of DeepSpeed's: the script passes it, and ZeRO refuses
+        // an optimizer it has not tested unless told.
+        if stage > 0 {
+            config["zero_allow_untested_optimizer"] = json!(true);
+        }
+        if setup.offload != Offload::None {
             config["zero_force_ds_cpu_optimizer"] = json!(false);
         }
     }

@@ -59,7 +59,7 @@ pub fn load_model(path: &Path) -> Result<Model, PlanError> {
         checked(
             path,
             Model {
-                name: model_name(path),
+                name: config_model_name(&config, path),
                 architecture,
                 exact_parameter_count: None,
             },
@@ -136,14 +136,90 @@ fn refused(path: &Path, error: FileError, expected: &str) -> PlanError {
     }
 }
 
-/// The model's name: the folder holding the file (Hugging Face downloads are one folder per
-/// model), with control and bidirectional characters escaped.
+/// Longest model name kept, in characters: a name is a label, not the file's contents.
+const MAX_NAME_CHARS: usize = 120;
+
+/// The name of a model without a config.json: the Hugging Face cache's repository, else the
+/// folder holding the file.
 fn model_name(path: &Path) -> String {
-    path.parent()
-        .and_then(Path::file_name)
-        .and_then(|name| name.to_str())
-        .filter(|name| !name.is_empty())
-        .map_or_else(|| "custom".to_string(), text::printable)
+    let name = hub_repository(path).or_else(|| {
+        path.parent()
+            .and_then(Path::file_name)
+            .and_then(|name| name.to_str())
+            .filter(|name| !name.is_empty())
+            .map(str::to_string)
+    });
+    shown_name(name.as_deref().unwrap_or("custom"))
+}
+
+/// The name of a model described by `config` (read from `path`): what the config says it is
+/// (`_name_or_path`: a Hub id as it is, a local path by its last part), else the repository of
+/// the Hugging Face cache it sits in, else its architecture (`architectures`, `model_type`).
+/// Never the folder holding it: in the cache that is a snapshot's hash.
+fn config_model_name(config: &Value, path: &Path) -> String {
+    let text_field = |key: &str| {
+        config
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+    };
+    let architecture = config
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|list| list.first())
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|text| !text.is_empty());
+    let name = text_field("_name_or_path")
+        .and_then(name_from_name_or_path)
+        .or_else(|| hub_repository(path))
+        .or_else(|| architecture.map(str::to_string))
+        .or_else(|| text_field("model_type").map(str::to_string));
+    shown_name(name.as_deref().unwrap_or("custom"))
+}
+
+/// `_name_or_path` as a name: a Hub id (`org/name`) as it is; a local path by its last part.
+fn name_from_name_or_path(value: &str) -> Option<String> {
+    let hub_id = value.split('/').count() <= 2
+        && value.split('/').all(|part| {
+            !part.is_empty()
+                && !part.starts_with('.')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        });
+    if hub_id {
+        return Some(value.to_string());
+    }
+    value
+        .split(['/', '\\'])
+        .rfind(|part| !part.is_empty() && *part != "." && *part != "..")
+        .map(str::to_string)
+}
+
+/// `org/name` for a file in the Hugging Face cache (`models--org--name/snapshots/<hash>/...`).
+fn hub_repository(path: &Path) -> Option<String> {
+    let parts: Vec<&str> = path
+        .components()
+        .filter_map(|part| part.as_os_str().to_str())
+        .collect();
+    parts.windows(2).rev().find_map(|pair| {
+        let repository = pair[0].strip_prefix("models--")?;
+        (pair[1] == "snapshots" && !repository.is_empty())
+            .then(|| repository.replacen("--", "/", 1))
+    })
+}
+
+/// A name as labels show it: control and bidirectional characters escaped, and short.
+fn shown_name(name: &str) -> String {
+    let shown = text::printable(name);
+    if shown.chars().count() <= MAX_NAME_CHARS {
+        return shown;
+    }
+    let mut short: String = shown.chars().take(MAX_NAME_CHARS - 1).collect();
+    short.push('…');
+    short
 }
 
 /// Reads a JSON file of at most `limit_bytes` with `fsafe`: a FIFO, a device or a folder is

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::config::{config_architecture, gelu_transformer};
 use super::{
-    CheckpointSummary, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, checked, file_error, model_name,
-    occupied, read_json, refused, shown, unreadable,
+    CheckpointSummary, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, checked, config_model_name, file_error,
+    model_name, occupied, read_json, refused, shown, unreadable,
 };
 use crate::fsafe::{self, Links};
 use crate::plan::PlanError;
@@ -245,8 +245,9 @@ pub(super) fn load_checkpoint(path: &Path) -> Result<Model, PlanError> {
     // Whatever is there is read with `fsafe`: a FIFO or device named config.json is an error
     // that says so, not a hang.
     let architecture = if occupied(&config) {
-        config_architecture(&read_json(&config, "config.json", MAX_CONFIG_BYTES)?)
-            .map_err(|reason| file_error(&config, reason))?
+        let fields = read_json(&config, "config.json", MAX_CONFIG_BYTES)?;
+        name = config_model_name(&fields, &config);
+        config_architecture(&fields).map_err(|reason| file_error(&config, reason))?
     } else if let Some((shard, of)) = lone_shard {
         return Err(file_error(
             path,
