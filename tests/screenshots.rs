@@ -105,30 +105,26 @@ fn screenshots() {
     render(tune, [1280.0, 900.0], "tune-rtx4090.png");
 
     // "All 8 GPUs": one trial of 70 % over every card, 25 s in.
-    let mut all = app_state(
-        SimScenario::EightRtx4090,
-        LoadPattern::Training,
-        None,
-        5,
-        500,
+    render(
+        all_gpus_trying(),
+        [1280.0, 720.0],
+        "tune-all-8x-rtx4090.png",
     );
-    all.tab = gputune::ui::app::Tab::Tune;
-    all.tune_all = true;
-    all.tune.power_limit_pct = 70.0;
-    if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut all.model.connection {
-        *daemon = true;
-    }
-    let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
-    for (index, gpu) in all.model.gpus.iter_mut().enumerate() {
-        let mut trial = common::ui::running_trial(25, 60);
+    // The same trial ended (reverted at the user's word): each card's numbers and the box's.
+    let mut ended = all_gpus_trying();
+    for (index, gpu) in ended.model.gpus.iter_mut().enumerate() {
+        // Each card a few seconds apart, so that their numbers differ as real cards' do.
+        let mut trial = common::ui::running_trial(40 + 3 * index as u64, 60);
         trial.gpu_index = index as u32;
+        trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+        trial.message = Some("Reverted: put back power limit 450 W.".to_string());
         if let Some(tuning) = gpu.tuning.as_mut() {
-            tuning.in_force.power_limit_mw = Some(315_000);
-            tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
+            tuning.in_force.power_limit_mw = Some(450_000);
+            tuning.holders.clear();
         }
         gpu.trial = Some(trial);
     }
-    render(all, [1280.0, 720.0], "tune-all-8x-rtx4090.png");
+    render(ended, [1280.0, 720.0], "tune-all-8x-rtx4090-result.png");
 
     // "Find the efficient setting": a finished sweep of the default power limits, and one
     // half-way (its live point moving).
@@ -217,4 +213,32 @@ fn trial_of_this_window(session: u64, this_window: &str) -> gputune::tuning::eng
         job_pid: None,
         energy_at_start_mj: None,
     }
+}
+
+/// The "All 8 GPUs" view, through the daemon, trying 70 % on every card, 25 s in.
+fn all_gpus_trying() -> gputune::ui::app::AppState {
+    let mut all = app_state(
+        SimScenario::EightRtx4090,
+        LoadPattern::Training,
+        None,
+        5,
+        500,
+    );
+    all.tab = gputune::ui::app::Tab::Tune;
+    all.tune_all = true;
+    all.tune.power_limit_pct = 70.0;
+    if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut all.model.connection {
+        *daemon = true;
+    }
+    let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
+    for (index, gpu) in all.model.gpus.iter_mut().enumerate() {
+        let mut trial = common::ui::running_trial(25, 60);
+        trial.gpu_index = index as u32;
+        if let Some(tuning) = gpu.tuning.as_mut() {
+            tuning.in_force.power_limit_mw = Some(315_000);
+            tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
+        }
+        gpu.trial = Some(trial);
+    }
+    all
 }

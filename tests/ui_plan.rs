@@ -197,6 +197,18 @@ fn the_micro_batch_axis_starts_at_1() {
 }
 
 #[test]
+fn the_fit_limit_is_named_as_the_card_memory_it_is_drawn_at() {
+    let harness = harness();
+    // The planner fits against the whole card (no 5 % margin any more): the legend says so.
+    harness.get_by_label("Fit limit (the card's 23.99 GiB)");
+    assert!(
+        harness
+            .query_by_label_contains("95 % of the card")
+            .is_none()
+    );
+}
+
+#[test]
 fn text_models_offer_activation_offloading_and_the_chunked_loss() {
     let mut harness = harness();
     let before = answer(&mut harness).yours.per_gpu_bytes;

@@ -6,11 +6,11 @@ mod common;
 
 use common::ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
-use egui_kittest::kittest::Queryable;
+use egui_kittest::kittest::{NodeT, Queryable};
 use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::notice::Notice;
-use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose};
+use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose, TrialPhase, TrialStatus};
 use gputune::tuning::fan_curve::FanCurve;
 use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
@@ -441,4 +441,178 @@ fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() 
         harness.query_by_label("Before").is_none(),
         "no table of n/a"
     );
+}
+
+/// Eight cards that ended one trial, each a little different (so each row is its own).
+fn ended_group_trial(harness: &mut Harness<'static, Window>) -> Vec<TrialStatus> {
+    let mut statuses = Vec::new();
+    for gpu in 0..8u32 {
+        let mut trial = common::ui::running_trial(20 + u64::from(gpu), 60);
+        trial.gpu_index = gpu;
+        trial.phase = TrialPhase::Ended;
+        trial.message = Some("Reverted: put back power limit 450 W.".to_string());
+        // Cards of one box never draw exactly alike.
+        let step = f64::from(gpu);
+        trial.during.average_power_w = trial.during.average_power_w.map(|w| w + 3.0 * step);
+        trial.during.average_sm_clock_mhz = trial
+            .during
+            .average_sm_clock_mhz
+            .map(|mhz| mhz - 7.0 * step);
+        trial.during.peak_temperature_c = trial.during.peak_temperature_c.map(|c| c + gpu);
+        harness.state_mut().state.model.gpus[gpu as usize].trial = Some(trial.clone());
+        statuses.push(trial);
+    }
+    statuses
+}
+
+#[test]
+fn an_ended_all_gpus_trial_shows_each_cards_numbers_and_the_boxs_totals() {
+    let mut state = common::ui::app_state(
+        SimScenario::EightRtx4090,
+        LoadPattern::Training,
+        None,
+        5,
+        500,
+    );
+    state.tab = Tab::Tune;
+    state.tune_all = true;
+    let mut harness = window_harness(state, [1280.0, 720.0]);
+    let statuses = ended_group_trial(&mut harness);
+    harness.run();
+    // The cards agree on how it ended: one line for all of them.
+    harness.get_by_label("Every GPU: Reverted: put back power limit 450 W.");
+    for label in [
+        "Power, average",
+        "SM clock, average",
+        "Temperature, peak",
+        "Energy per minute",
+    ] {
+        harness.get_by_label(label);
+    }
+    // One row per card: its own power, clock and peak temperature, before -> during.
+    let watts = |stats: &gputune::tuning::stats::TrialStats| {
+        stats
+            .average_power_w
+            .unwrap_or_else(|| panic!("the simulated card reports its power"))
+    };
+    let mhz = |stats: &gputune::tuning::stats::TrialStats| {
+        stats
+            .average_sm_clock_mhz
+            .unwrap_or_else(|| panic!("the simulated card reports its clock"))
+    };
+    let peak = |stats: &gputune::tuning::stats::TrialStats| {
+        f64::from(
+            stats
+                .peak_temperature_c
+                .unwrap_or_else(|| panic!("the simulated card reports its temperature")),
+        )
+    };
+    for status in &statuses {
+        let (before, during) = (watts(&status.baseline), watts(&status.during));
+        harness.get_by_label(&format!(
+            "{before:.0} -> {during:.0} W ({:+.1} %)",
+            (during - before) / before * 100.0
+        ));
+        let (before, during) = (peak(&status.baseline), peak(&status.during));
+        // The hottest card's cell reads the same as the box's.
+        let temperature = format!("{before:.0} -> {during:.0} °C (");
+        assert!(
+            harness
+                .query_all_by_label_contains(&temperature)
+                .next()
+                .is_some(),
+            "GPU {}: {temperature}",
+            status.gpu_index
+        );
+    }
+    let card_rows = harness
+        .query_all_by_label_contains(" W (")
+        .filter(|node| {
+            let node = node.accesskit_node();
+            node.label()
+                .or_else(|| node.value())
+                .is_some_and(|label| label.contains(" -> "))
+        })
+        .count();
+    assert_eq!(card_rows, 8 + 1, "eight cards and the box");
+    // The box: the sum of the cards' power and energy per minute, the mean of their clocks,
+    // the hottest peak.
+    let sum = |value: &dyn Fn(&gputune::tuning::stats::TrialStats) -> f64| {
+        (
+            statuses
+                .iter()
+                .map(|status| value(&status.baseline))
+                .sum::<f64>(),
+            statuses
+                .iter()
+                .map(|status| value(&status.during))
+                .sum::<f64>(),
+        )
+    };
+    let (before_w, during_w) = sum(&watts);
+    let box_row = harness.get_by_label("Box").rect();
+    // A cell of the box's row: on the line of "Box", on screen (1280 × 720).
+    let in_box_row = |text: &str| {
+        let cell = harness
+            .query_all_by_label_contains(text)
+            .find(|node| (node.rect().center().y - box_row.center().y).abs() < 2.0)
+            .unwrap_or_else(|| panic!("the box's row shows {text}"));
+        assert!(
+            cell.rect().right() <= 1280.0 && cell.rect().bottom() <= 720.0,
+            "{text} on screen: {:?}",
+            cell.rect()
+        );
+    };
+    in_box_row(&format!(
+        "{before_w:.0} -> {during_w:.0} W ({:+.1} %)",
+        (during_w - before_w) / before_w * 100.0
+    ));
+    let (before_mhz, during_mhz) = sum(&mhz);
+    in_box_row(&format!(
+        "{:.0} -> {:.0} MHz",
+        before_mhz / 8.0,
+        during_mhz / 8.0
+    ));
+    let hottest =
+        |side: &dyn Fn(&TrialStatus) -> f64| statuses.iter().map(side).fold(f64::MIN, f64::max);
+    let (before_c, during_c) = (
+        hottest(&|status| peak(&status.baseline)),
+        hottest(&|status| peak(&status.during)),
+    );
+    in_box_row(&format!(
+        "{before_c:.0} -> {during_c:.0} °C ({:+.0} °C)",
+        during_c - before_c
+    ));
+    let (before_wh, during_wh) = sum(&|stats| {
+        stats
+            .energy_wh_per_min
+            .unwrap_or_else(|| panic!("the simulated card counts its energy"))
+    });
+    in_box_row(&format!("{before_wh:.2} -> {during_wh:.2} Wh"));
+    harness.get_by_label_contains("Box: power and energy per minute are the sums over the cards");
+    // Close puts it away.
+    harness.get_by_label("Close").click();
+    harness.run();
+    assert!(harness.query_by_label("Box").is_none());
+}
+
+#[test]
+fn a_running_all_gpus_trial_shows_no_table_yet() {
+    let mut state = common::ui::app_state(
+        SimScenario::EightRtx4090,
+        LoadPattern::Training,
+        None,
+        5,
+        500,
+    );
+    state.tab = Tab::Tune;
+    state.tune_all = true;
+    let mut harness = window_harness(state, [1280.0, 720.0]);
+    let _ = ended_group_trial(&mut harness);
+    // One card still running: the trial has not ended on the box.
+    if let Some(trial) = &mut harness.state_mut().state.model.gpus[3].trial {
+        trial.phase = TrialPhase::Running { left_s: 5 };
+    }
+    harness.run();
+    assert!(harness.query_by_label("Box").is_none());
 }

@@ -5,6 +5,7 @@
 pub mod app;
 mod app_glue;
 pub mod box_totals;
+pub mod group_trial_table;
 pub mod link;
 mod link_commands;
 mod link_history;

@@ -217,7 +217,8 @@ pub fn batch_curve(
                 );
             }
             plot_ui.hline(
-                HLine::new("Fit limit (95 % of the card)", limit)
+                // The planner fits against the whole card (no margin): the line is its memory.
+                HLine::new(format!("Fit limit (the card's {limit:.2} GiB)"), limit)
                     .color(Color32::from_rgb(0xff, 0x5c, 0x5c))
                     .style(LineStyle::dashed_loose()),
             );

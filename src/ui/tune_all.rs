@@ -7,6 +7,7 @@ use eframe::egui::{self, RichText};
 use crate::device::{Constraints, Setting};
 use crate::notice::Notice;
 use crate::tuning::engine::{TrialPhase, TrialStatus};
+use crate::ui::group_trial_table;
 use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::tune::{TunePanel, power_limit_mw};
@@ -197,6 +198,14 @@ fn cards_box(
                 };
                 notice_label(ui, &labelled);
             }
+        }
+        // Once the trial has ended on every card: its numbers, card by card and for the box.
+        if !trials.is_empty()
+            && trials.iter().all(|trial| trial.phase == TrialPhase::Ended)
+            && group_trial_table::has_numbers(&trials)
+        {
+            ui.add_space(4.0);
+            group_trial_table::group_trial_table(ui, &trials);
         }
         let running = trials
             .iter()
