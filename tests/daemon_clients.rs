@@ -218,6 +218,7 @@ fn connections_that_never_say_hello_time_out_and_one_user_cannot_take_every_slot
         .flatten()
         .map_or_else(String::new, |user| user.name);
 
+    let (_, fds_before) = threads_and_fds(daemon.child.id());
     // This user holds its share of connections (greeted, quiet); every one past it is told
     // why at once, and so is this user's own command, in words that say why.
     let held: Vec<Raw> = (0..gputune::daemon::MOST_PER_USER)
@@ -243,6 +244,11 @@ fn connections_that_never_say_hello_time_out_and_one_user_cannot_take_every_slot
     assert!(said.contains("the most for one user"), "{said}");
     assert!(!said.contains("closed the connection"), "{said}");
     drop(held);
+    // The daemon lets go of the closed connections (their threads notice within moments).
+    let pid = daemon.child.id();
+    wait_until("the held connections are let go", || {
+        threads_and_fds(pid).1 <= fds_before + 1
+    });
 
     // Connections that never speak are closed, with the reason, after the hello deadline.
     let started = Instant::now();

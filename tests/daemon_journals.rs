@@ -146,11 +146,12 @@ fn a_refused_put_back_is_tried_again_without_any_client() {
     wait_until("and removes the journal", || {
         !daemon.journal(&machine, 0).exists()
     });
-    let log = daemon.log_text();
-    assert!(
-        log.contains("Put back on GPU 0 what an earlier put-back could not write"),
-        "{log}"
-    );
+    // The daemon says so (its log line may come a moment after the journal goes).
+    wait_until("the daemon says it put them back", || {
+        daemon
+            .log_text()
+            .contains("Put back on GPU 0 what an earlier put-back could not write")
+    });
 }
 
 /// A file named `lock-<uuid>.lock` in `folder` that is a second name of `victim`.

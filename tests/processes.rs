@@ -336,7 +336,7 @@ fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes(
     let deadline = Instant::now() + Duration::from_secs(30);
     let session = loop {
         let report: Value = serde_json::from_str(&status(&["--json"])).unwrap_or(Value::Null);
-        let session = report["gpus"][0]["session"].clone();
+        let session = report["gpus"][0]["sessions"][0].clone();
         if session["job_pid"].is_u64() {
             break session;
         }
@@ -359,7 +359,12 @@ fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes(
     let job_pid = session["job_pid"].as_u64().unwrap_or_default() as u32;
     machine.register_process(0, job_pid, ProcessKind::Compute, Some(18_000));
     let text = status(&[]);
-    assert!(text.contains("Session      run by gputune run"), "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.contains("Session      run holding the")
+                && line.contains("by gputune run")),
+        "{text}"
+    );
     assert!(
         text.lines()
             .any(|line| line.contains(&format!("pid {job_pid}"))
@@ -370,5 +375,5 @@ fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes(
     // Without a daemon, no session is known and none is said.
     let quiet = machine.gputune(&["--backend", "nvml", "status", "--json"]);
     let report: Value = serde_json::from_slice(&quiet.stdout).unwrap_or(Value::Null);
-    assert_eq!(report["gpus"][0]["session"], Value::Null);
+    assert_eq!(report["gpus"][0]["sessions"], Value::Null);
 }
