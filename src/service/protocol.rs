@@ -269,6 +269,23 @@ mod tests {
     }
 
     #[test]
+    fn a_boot_default_written_before_kept_curves_still_reads() {
+        let old = r#"{"gpu_uuid":"GPU-1","profile_name":"Quiet","settings":[{"PowerLimit":{"power_limit_mw":315000}}]}"#;
+        let default: BootDefault = serde_json::from_str(old).unwrap();
+        assert_eq!(default.fan_curve, None);
+        assert_eq!(default.settings.len(), 1);
+        let line = r#"{"id":4,"request":{"type":"set_fan_curve","gpu_uuid":"GPU-1","curve":null}}"#;
+        assert_eq!(
+            parse_request_line(line.as_bytes()).unwrap().request,
+            Request::SetFanCurve {
+                gpu_uuid: "GPU-1".to_string(),
+                curve: None,
+                boot_default: false
+            }
+        );
+    }
+
+    #[test]
     fn messages_are_told_apart_on_the_wire() {
         let response = Message::Response {
             id: 3,
