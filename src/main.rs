@@ -60,6 +60,9 @@ enum Command {
     Plan(Box<gputune::cli::plan::PlanArgs>),
     /// Save, list, apply and manage tuning profiles (one TOML file each).
     Profile(Box<gputune::cli::profile::ProfileArgs>),
+    /// Fan curves the gputune daemon keeps: `fan curve set --point 40:30 --point 85:100`,
+    /// `fan curve show`, `fan curve clear`.
+    Fan(Box<gputune::cli::fan::FanArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
@@ -222,6 +225,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             gputune::cli::log::run(opened.backend.as_mut(), &request)
         }
         Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &tuning),
+        Some(Command::Fan(args)) => gputune::cli::fan::run_command(&args, &tuning),
         Some(Command::Daemon(args)) => {
             gputune::cli::daemon::run_command(&args, &options, cli.socket.clone())
         }

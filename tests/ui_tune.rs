@@ -91,13 +91,18 @@ fn following_a_fan_curve_and_stopping() {
         command,
         AppCommand::Tune(TuneCommand::SetFanCurve { curve: Some(_), .. })
     )));
-    // The engine says it follows the curve: the tab says so and offers to stop.
+    // No daemon: the window's own engine follows the curve, and says for how long.
+    harness
+        .get_by_label_contains("Followed while this window is open (no gputune daemon keeps it)");
     let following = tuning_after(&harness, |tuning| {
-        tuning.fan_curve = Some(FanCurve::default())
+        tuning.fan_curve = Some(FanCurve::default());
+        tuning.holders = vec![fans_holder(SessionPurpose::FanCurve, "the gputune window")];
     });
     harness.state_mut().state.apply(following, 0);
     harness.run();
-    harness.get_by_label("gputune follows a fan curve on this card.");
+    harness.get_by_label(
+        "The fan curve is followed while this window is open: no gputune daemon keeps it.",
+    );
     harness.get_by_label("Stop following").click();
     harness.run();
     assert!(
@@ -615,4 +620,53 @@ fn a_running_all_gpus_trial_shows_no_table_yet() {
     }
     harness.run();
     assert!(harness.query_by_label("Box").is_none());
+}
+
+/// A session holding the card's fans.
+fn fans_holder(purpose: SessionPurpose, by: &str) -> Holder {
+    Holder {
+        session: 9,
+        controls: vec![gputune::tuning::in_force::Hold::Fans],
+        purpose,
+        by: by.to_string(),
+        client: u64::MAX,
+        since_ms: 0,
+        trial_ends_at_ms: None,
+        job_pid: None,
+        energy_at_start_mj: None,
+    }
+}
+
+#[test]
+fn through_the_daemon_a_followed_curve_is_kept_by_it_and_cleared_there() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    if let gputune::ui::model::Connection::Connected { daemon, .. } =
+        &mut harness.state_mut().state.model.connection
+    {
+        *daemon = true;
+    }
+    harness.run();
+    harness.get_by_label_contains(
+        "The gputune daemon keeps the curve you follow, also after this window closes",
+    );
+    let kept = tuning_after(&harness, |tuning| {
+        tuning.fan_curve = Some(FanCurve::default());
+        tuning.holders = vec![fans_holder(SessionPurpose::KeptFanCurve, "alice")];
+    });
+    harness.state_mut().state.apply(kept, 0);
+    harness.run();
+    harness.get_by_label(
+        "The fan curve is kept by the daemon (set by alice); clear it to hand the fans back.",
+    );
+    harness.get_by_label("Clear the kept curve").click();
+    harness.run();
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Tune(TuneCommand::SetFanCurve {
+                gpu_index: 0,
+                curve: None
+            }))
+    );
 }

@@ -6,6 +6,7 @@ mod as_user;
 pub mod connect;
 pub mod daemon;
 pub mod exporter;
+pub mod fan;
 pub mod history;
 pub mod log;
 pub mod plan;

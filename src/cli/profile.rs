@@ -207,26 +207,27 @@ fn hand_default_to_daemon(
     for notice in &application.notices {
         let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
     }
-    if application.fan_curve.is_some() {
-        let _ = writeln!(
-            messages,
-            "gputune: notice: the daemon applies the power limit, clock locks and offsets at boot; the fan curve is followed by the window and `gputune run`."
-        );
-    }
+    let has_curve = application.fan_curve.is_some();
     let request = Request::SetBootDefault {
         gpu_uuid: gpu.identity.uuid.clone(),
         default: Some(BootDefault {
             gpu_uuid: gpu.identity.uuid.clone(),
             profile_name: profile.name.clone(),
             settings: application.settings,
+            fan_curve: application.fan_curve,
         }),
     };
     match client.request(request).map_err(refusal)? {
         Response::Done => {
             writeln!(
                 out,
-                "The gputune daemon applies it to GPU {} at every boot.",
-                gpu.identity.index
+                "The gputune daemon applies it to GPU {} at every boot{}.",
+                gpu.identity.index,
+                if has_curve {
+                    " and keeps its fan curve from then on"
+                } else {
+                    ""
+                }
             )?;
             Ok(())
         }
@@ -560,7 +561,7 @@ fn applied_line(setting: &Setting, constraints: &Constraints) -> String {
 }
 
 /// The notice for a fan curve that a one-shot command cannot follow.
-pub const FAN_CURVE_ONE_SHOT_NOTICE: &str = "This profile has a fan curve, which a one-shot command cannot follow: the fans were left as they are. The window (`gputune`) or `gputune run --profile NAME -- COMMAND` follows fan curves.";
+pub const FAN_CURVE_ONE_SHOT_NOTICE: &str = "This profile has a fan curve, which a one-shot command cannot follow without the gputune daemon: the fans were left as they are. Install the daemon (`sudo gputune daemon install`) to keep it, or let the window (`gputune`) or `gputune run --profile NAME -- COMMAND` follow it.";
 
 /// Applies `profile` to GPU `index` through the engine; the lines to print.
 fn apply_to_gpu(
@@ -579,29 +580,51 @@ fn apply_to_gpu(
             notice.level_word()
         );
     }
-    if application.fan_curve.is_some() {
+    // Through the daemon the curve is kept (it outlives this command); a one-shot command
+    // without the daemon cannot follow it.
+    let keep_curve = application.fan_curve.clone().filter(|_| client.is_daemon());
+    if application.fan_curve.is_some() && keep_curve.is_none() {
         let _ = writeln!(messages, "gputune: notice: {FAN_CURVE_ONE_SHOT_NOTICE}");
     }
-    if application.settings.is_empty() {
-        return Ok(vec![format!(
+    let mut lines = Vec::new();
+    // The settings first: a refused apply keeps no curve either.
+    if !application.settings.is_empty() {
+        let request = Request::Apply {
+            changes: vec![GpuChange {
+                gpu_uuid: gpu.identity.uuid.clone(),
+                settings: application.settings.clone(),
+            }],
+        };
+        match client.request(request).map_err(refusal)? {
+            Response::Applied { .. } => lines.extend(
+                application
+                    .settings
+                    .iter()
+                    .map(|setting| applied_line(setting, &gpu.constraints)),
+            ),
+            other => return Err(unexpected(&other)),
+        }
+    }
+    if let Some(curve) = keep_curve {
+        let request = Request::SetFanCurve {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            curve: Some(curve),
+            boot_default: false,
+        };
+        match client.request(request).map_err(refusal)? {
+            Response::Done => lines.push(format!(
+                "the daemon keeps the profile's fan curve (`gputune fan curve clear --gpu {index}` hands the fans back)."
+            )),
+            other => return Err(unexpected(&other)),
+        }
+    }
+    if lines.is_empty() {
+        lines.push(format!(
             "the profile \"{}\" has nothing this card can apply; nothing was changed.",
             profile.name
-        )]);
+        ));
     }
-    let request = Request::Apply {
-        changes: vec![GpuChange {
-            gpu_uuid: gpu.identity.uuid.clone(),
-            settings: application.settings.clone(),
-        }],
-    };
-    match client.request(request).map_err(refusal)? {
-        Response::Applied { .. } => Ok(application
-            .settings
-            .iter()
-            .map(|setting| applied_line(setting, &gpu.constraints))
-            .collect()),
-        other => Err(unexpected(&other)),
-    }
+    Ok(lines)
 }
 
 /// `profile apply NAME`: notices on `messages`, what was written on `out`.

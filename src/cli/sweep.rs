@@ -210,13 +210,14 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
             .find(|holder| holder.controls.iter().any(|hold| swept.contains(hold)))
     }) {
         bail!(
-            "GPU {index}'s {} held by {} of {}: wait for it to end, or stop it there; the sweep was not started.",
+            "GPU {index}'s {} held by {}: wait for it to end, or stop it there; the sweep was not started.",
             match holder.controls.as_slice() {
                 [one] if *one != Hold::Fans => format!("{} is", holder.controls_text()),
                 _ => format!("{} are", holder.controls_text()),
             },
-            holder.purpose.describe(),
-            crate::text::printable(&holder.by)
+            holder
+                .purpose
+                .describe_by(&crate::text::printable(&holder.by))
         );
     }
     if !client.is_daemon() {

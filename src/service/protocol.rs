@@ -3,7 +3,7 @@
 //! [`MOST_MESSAGE_BYTES`]), versioned by [`PROTOCOL_VERSION`]:
 //!
 //! ```text
-//! → {"id":1,"request":{"type":"hello","protocol":2,"client":"gputune apply --try 60"}}
+//! → {"id":1,"request":{"type":"hello","protocol":3,"client":"gputune apply --try 60"}}
 //! ← {"id":1,"response":{"type":"welcome", ...}}
 //! → {"id":2,"request":{"type":"start_trial","trial":{"gpu_uuid":"GPU-...","settings":[...],...}}}
 //! ← {"id":2,"response":{"type":"trial","status":{...}}}
@@ -26,7 +26,7 @@ use crate::tuning::fan_curve::FanCurve;
 
 /// Bumped whenever a message changes meaning; a client and a daemon of different versions say
 /// so instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The longest message, in bytes. A real one is at most a few kilobytes (a snapshot of eight
 /// GPUs); anything longer is refused and its connection closed.
 pub const MOST_MESSAGE_BYTES: usize = 256 * 1024;
@@ -34,7 +34,7 @@ pub const MOST_MESSAGE_BYTES: usize = 256 * 1024;
 pub const MOST_REQUEST_BYTES: usize = 64 * 1024;
 
 /// A card's default settings, applied by the daemon when it starts (at boot).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BootDefault {
     pub gpu_uuid: String,
@@ -43,6 +43,10 @@ pub struct BootDefault {
     /// The settings for this card (already converted by the client, validated again by the
     /// daemon when stored and when applied).
     pub settings: Vec<Setting>,
+    /// A fan curve the daemon keeps on the card from its start (files written before curves
+    /// could be kept have none).
+    #[serde(default)]
+    pub fan_curve: Option<FanCurve>,
 }
 
 /// What a client asks.
@@ -95,6 +99,16 @@ pub enum Request {
     FollowFanCurve {
         gpu_uuid: String,
         curve: Option<FanCurve>,
+    },
+    /// The daemon keeps `curve` on the card with no client attached, until it is cleared
+    /// (`None`: the fans go back to the driver) or the daemon stops; with `boot_default`,
+    /// the card's boot default gets (or loses) the curve too, so the daemon keeps it again
+    /// from its next start.
+    SetFanCurve {
+        gpu_uuid: String,
+        curve: Option<FanCurve>,
+        #[serde(default)]
+        boot_default: bool,
     },
     /// Store (or with `None`, remove) a card's boot default.
     SetBootDefault {
@@ -252,6 +266,23 @@ mod tests {
         assert_eq!(id, 0);
         assert!(Request::Apply { changes: vec![] }.writes());
         assert!(!Request::Snapshot.writes());
+    }
+
+    #[test]
+    fn a_boot_default_written_before_kept_curves_still_reads() {
+        let old = r#"{"gpu_uuid":"GPU-1","profile_name":"Quiet","settings":[{"PowerLimit":{"power_limit_mw":315000}}]}"#;
+        let default: BootDefault = serde_json::from_str(old).unwrap();
+        assert_eq!(default.fan_curve, None);
+        assert_eq!(default.settings.len(), 1);
+        let line = r#"{"id":4,"request":{"type":"set_fan_curve","gpu_uuid":"GPU-1","curve":null}}"#;
+        assert_eq!(
+            parse_request_line(line.as_bytes()).unwrap().request,
+            Request::SetFanCurve {
+                gpu_uuid: "GPU-1".to_string(),
+                curve: None,
+                boot_default: false
+            }
+        );
     }
 
     #[test]

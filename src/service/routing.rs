@@ -20,6 +20,7 @@ use crate::telemetry::history::HistoryRow;
 use crate::tuning::engine::{
     ClientId, ClientInfo, Engine, EngineEvent, GpuChange, TuneError, TuneErrorKind,
 };
+use crate::tuning::fan_curve::FanCurve;
 
 /// The longest client label kept, in characters.
 const MOST_LABEL_CHARS: usize = 200;
@@ -412,6 +413,11 @@ impl Router {
                     .set_fan_curve(&info, &gpu_uuid, curve)
                     .map(|()| Response::Done),
             ),
+            Request::SetFanCurve {
+                gpu_uuid,
+                curve,
+                boot_default,
+            } => answer(self.set_fan_curve(engine, &info, &gpu_uuid, curve, boot_default)),
             Request::SetBootDefault { gpu_uuid, default } => {
                 answer(self.set_boot_default(engine, &gpu_uuid, default))
             }
@@ -429,6 +435,62 @@ impl Router {
                 },
             },
         }
+    }
+
+    /// Keeps (or clears) a card's fan curve now and, with `boot_default`, in its boot
+    /// default: the boot default is written only once the daemon keeps the curve (or, for a
+    /// clear, whatever the curve now), so a curve the card refuses is not stored for the next
+    /// start.
+    fn set_fan_curve(
+        &self,
+        engine: &mut Engine,
+        info: &ClientInfo,
+        gpu_uuid: &str,
+        curve: Option<FanCurve>,
+        boot_default: bool,
+    ) -> Result<Response, TuneError> {
+        if boot_default && self.boot_defaults_dir.is_none() {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                "Boot defaults are kept and applied by the gputune daemon, which is not running: install it with `sudo gputune daemon install`.",
+            ));
+        }
+        let kept = engine.keep_fan_curve(info, gpu_uuid, curve.clone());
+        match kept {
+            Ok(()) => {}
+            // Clearing the boot default's curve needs no curve kept now.
+            Err(error)
+                if curve.is_none() && boot_default && error.kind == TuneErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        if !boot_default {
+            return Ok(Response::Done);
+        }
+        let Some(dir) = &self.boot_defaults_dir else {
+            return Ok(Response::Done);
+        };
+        let index = engine.gpu_index(gpu_uuid)?;
+        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
+        let stored = read_boot_defaults(dir)
+            .0
+            .into_iter()
+            .find(|default| default.gpu_uuid == uuid);
+        let default = match (stored, curve) {
+            (Some(stored), curve) => BootDefault {
+                fan_curve: curve,
+                ..stored
+            },
+            (None, Some(curve)) => BootDefault {
+                gpu_uuid: uuid.clone(),
+                profile_name: "fan curve".to_string(),
+                settings: Vec::new(),
+                fan_curve: Some(curve),
+            },
+            (None, None) => return Ok(Response::Done),
+        };
+        let default =
+            (!default.settings.is_empty() || default.fan_curve.is_some()).then_some(default);
+        self.set_boot_default(engine, &uuid, default)
     }
 
     fn set_boot_default(
@@ -463,6 +525,9 @@ impl Router {
                     ));
                 }
                 engine.check_settings(index, &default.settings)?;
+                if default.fan_curve.is_some() {
+                    engine.check_fan_curve(index)?;
+                }
                 let default = BootDefault {
                     gpu_uuid: uuid,
                     profile_name: crate::text::printable(&default.profile_name)
@@ -470,6 +535,7 @@ impl Router {
                         .take(MOST_LABEL_CHARS)
                         .collect(),
                     settings: default.settings,
+                    fan_curve: default.fan_curve,
                 };
                 let text = serde_json::to_vec_pretty(&default)
                     .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
@@ -541,21 +607,39 @@ pub(crate) fn apply_boot_defaults(engine: &mut Engine, dir: &Path) -> Vec<Notice
         may_write: true,
     };
     for default in defaults {
-        let change = GpuChange {
-            gpu_uuid: default.gpu_uuid.clone(),
-            settings: default.settings.clone(),
-        };
         let name = crate::text::printable(&default.profile_name);
-        notices.push(match engine.apply(&daemon, &[change]) {
-            Ok(applied) => Notice::Info(format!(
-                "Applied the boot default \"{name}\" to GPU {} ({}).",
-                applied.first().map_or(0, |gpu| gpu.gpu_index),
-                crate::tuning::describe_all(&default.settings)
-            )),
-            Err(error) => Notice::Error(format!(
-                "The boot default \"{name}\" could not be applied: {error}"
-            )),
-        });
+        // The settings first, then the curve, as `profile apply` does.
+        if !default.settings.is_empty() {
+            let change = GpuChange {
+                gpu_uuid: default.gpu_uuid.clone(),
+                settings: default.settings.clone(),
+            };
+            notices.push(match engine.apply(&daemon, &[change]) {
+                Ok(applied) => Notice::Info(format!(
+                    "Applied the boot default \"{name}\" to GPU {} ({}).",
+                    applied.first().map_or(0, |gpu| gpu.gpu_index),
+                    crate::tuning::describe_all(&default.settings)
+                )),
+                Err(error) => Notice::Error(format!(
+                    "The boot default \"{name}\" could not be applied: {error}"
+                )),
+            });
+        }
+        if let Some(curve) = default.fan_curve.clone() {
+            notices.push(
+                match engine
+                    .keep_fan_curve(&daemon, &default.gpu_uuid, Some(curve))
+                    .and_then(|()| engine.gpu_index(&default.gpu_uuid))
+                {
+                    Ok(index) => Notice::Info(format!(
+                        "The daemon keeps the fan curve of the boot default \"{name}\" on GPU {index}."
+                    )),
+                    Err(error) => Notice::Error(format!(
+                        "The fan curve of the boot default \"{name}\" could not be kept: {error}"
+                    )),
+                },
+            );
+        }
     }
     notices
 }

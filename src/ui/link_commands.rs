@@ -86,12 +86,28 @@ pub(crate) fn handle(
         ),
         LinkCommand::Tune(TuneCommand::SetFanCurve { gpu_index, curve }) => {
             let following = curve.is_some();
-            let result = client.request(Request::FollowFanCurve {
-                gpu_uuid: uuid(gpu_index),
-                curve,
-            });
-            let notice = match result {
-                Ok(_) if following => Notice::Info("The fans follow the curve.".to_string()),
+            // Through the daemon the curve is a setting it keeps (it outlives the window);
+            // without one, this window's engine follows it while the window is open.
+            let kept = client.is_daemon();
+            let request = if kept {
+                Request::SetFanCurve {
+                    gpu_uuid: uuid(gpu_index),
+                    curve,
+                    boot_default: false,
+                }
+            } else {
+                Request::FollowFanCurve {
+                    gpu_uuid: uuid(gpu_index),
+                    curve,
+                }
+            };
+            let notice = match client.request(request) {
+                Ok(_) if following && kept => Notice::Info(format!(
+                    "The gputune daemon keeps the fan curve on GPU {gpu_index}, also after this window closes: clear it to hand the fans back."
+                )),
+                Ok(_) if following => Notice::Info(format!(
+                    "GPU {gpu_index}'s fans follow the curve while this window is open: no gputune daemon keeps it."
+                )),
                 Ok(_) => Notice::Info(
                     "The fans are back to what they were before the curve.".to_string(),
                 ),

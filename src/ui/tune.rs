@@ -175,7 +175,7 @@ impl TunePanel {
             ui.columns(2, |columns| {
                 self.power_section(&mut columns[0], &constraints, gpu_index, &mut commands);
                 self.clock_section(&mut columns[0], &constraints, gpu_index, &mut commands);
-                self.fan_section(&mut columns[1], gpu, &mut commands);
+                self.fan_section(&mut columns[1], gpu, daemon, &mut commands);
             });
         });
         commands

@@ -1,10 +1,13 @@
 //! The Tune tab's fan curve: the points, the curve drawn with the card's temperature and fan
-//! speed on it, and following it (a session of the window's that ends when it closes).
+//! speed on it, and following it: through the daemon a curve the daemon keeps (it outlives the
+//! window, until cleared); without one, a session of the window's that ends when it closes.
 
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 
+use crate::tuning::engine::SessionPurpose;
 use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::Hold;
 use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::tune::{GOOD_TEXT, TunePanel, WARNING_TEXT};
@@ -15,6 +18,7 @@ impl TunePanel {
         &mut self,
         ui: &mut egui::Ui,
         gpu: &GpuModel,
+        daemon: bool,
         commands: &mut Vec<TuneCommand>,
     ) {
         let constraints = &gpu.info.constraints;
@@ -45,12 +49,34 @@ impl TunePanel {
                 .color(WARNING_TEXT),
             );
         } else if following.is_some() {
-            ui.label(RichText::new("gputune follows a fan curve on this card.").color(GOOD_TEXT));
+            let holder = gpu.tuning.as_ref().and_then(|tuning| {
+                tuning
+                    .holders
+                    .iter()
+                    .find(|holder| holder.controls.contains(&Hold::Fans))
+            });
+            let text = match holder {
+                Some(holder) if holder.purpose == SessionPurpose::KeptFanCurve => format!(
+                    "The fan curve is kept by the daemon (set by {}); clear it to hand the fans back.",
+                    holder.by
+                ),
+                Some(_) if !daemon => {
+                    "The fan curve is followed while this window is open: no gputune daemon keeps it."
+                        .to_string()
+                }
+                Some(holder) => format!("{} follows a fan curve on this card.", holder.by),
+                None => "gputune follows a fan curve on this card.".to_string(),
+            };
+            ui.label(RichText::new(text).color(GOOD_TEXT));
         }
+        let lasts = if daemon {
+            "The gputune daemon keeps the curve you follow, also after this window closes, until you clear it."
+        } else {
+            "Followed while this window is open (no gputune daemon keeps it): when the window closes, the fans go back to what they were."
+        };
         ui.label(
             RichText::new(format!(
-                "Temperature to fan speed; the curve must rise. This card accepts {}-{} %: lower points run at {} %. \
-                 The curve is followed while this window is open; when it closes, the fans go back to what they were.",
+                "Temperature to fan speed; the curve must rise. This card accepts {}-{} %: lower points run at {} %. {lasts}",
                 range.min_pct, range.max_pct, range.min_pct
             ))
             .weak(),
@@ -162,9 +188,10 @@ impl TunePanel {
                             curve: Some(curve),
                         });
                     }
+                    let stop = if daemon { "Clear the kept curve" } else { "Stop following" };
                     if following.is_some()
                         && ui
-                            .button("Stop following")
+                            .button(stop)
                             .on_hover_text("The fans go back to what they were before the curve (usually the driver's own)")
                             .clicked()
                     {

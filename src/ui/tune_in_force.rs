@@ -93,9 +93,8 @@ pub(crate) fn holder_line(holder: &Holder) -> String {
         what = "The card is".to_string();
     }
     format!(
-        "{what} held by {} of {}{until}.",
-        holder.purpose.describe(),
-        holder_who(holder)
+        "{what} held by {}{until}.",
+        holder.purpose.describe_by(holder_who(holder))
     )
 }
 

@@ -146,7 +146,7 @@ fn idle(stream: &UnixStream, until: Instant) -> Outcome {
 
 fn quiet(stream: &UnixStream, until: Instant) -> Outcome {
     let mut writer = stream;
-    let hello = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":2,\"client\":\"quiet\"}}\n";
+    let hello = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":3,\"client\":\"quiet\"}}\n";
     if writer.write_all(hello.as_bytes()).is_err() {
         return Outcome::ClosedByDaemon;
     }
@@ -156,7 +156,7 @@ fn quiet(stream: &UnixStream, until: Instant) -> Outcome {
 fn deaf(stream: &UnixStream, number: usize, until: Instant, counts: &Counts) -> Outcome {
     let _ = stream.set_write_timeout(Some(Duration::from_millis(500)));
     let mut writer = stream;
-    let greeting = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":2,\"client\":\"deaf\"}}\n{\"id\":2,\"request\":{\"type\":\"subscribe\",\"interval_ms\":100}}\n";
+    let greeting = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":3,\"client\":\"deaf\"}}\n{\"id\":2,\"request\":{\"type\":\"subscribe\",\"interval_ms\":100}}\n";
     if writer.write_all(greeting.as_bytes()).is_err() {
         return Outcome::ClosedByDaemon;
     }
@@ -213,7 +213,7 @@ fn flood(stream: &UnixStream, until: Instant, counts: &Counts) -> Outcome {
     let mut writer = stream;
     let _ = writer.set_write_timeout(Some(Duration::from_secs(2)));
     let mut outcome = Outcome::Left;
-    let hello = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":2,\"client\":\"flood\"}}\n";
+    let hello = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":3,\"client\":\"flood\"}}\n";
     if writer.write_all(hello.as_bytes()).is_ok() {
         for id in 2..500u64 {
             if Instant::now() >= until {

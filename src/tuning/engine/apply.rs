@@ -248,6 +248,11 @@ impl Engine {
         }
     }
 
+    /// Whether GPU `index` has fans a curve can drive (for a boot default's curve).
+    pub fn check_fan_curve(&self, index: u32) -> Result<(), TuneError> {
+        self.check_fans(index)
+    }
+
     /// Refuses fan control on a card without controllable fans.
     pub(super) fn check_fans(&self, index: u32) -> Result<(), TuneError> {
         let constraints = &self.gpu(index).info.constraints;

@@ -1,7 +1,10 @@
 //! Fans: following a curve while a session holds the card, and the safety net that hands the
 //! fans back to the driver when a card gputune drives nears its slowdown temperature.
 
-use super::{ClientInfo, Engine, SessionId, SessionPurpose, TuneError, TuneErrorKind};
+use super::{
+    ClientInfo, Engine, KEPT_CURVE_CLIENT, Ownership, SessionId, SessionPurpose, TuneError,
+    TuneErrorKind,
+};
 use crate::device::gate::validate;
 use crate::device::{FanMode, Setting, Telemetry};
 use crate::notice::Notice;
@@ -91,6 +94,82 @@ impl Engine {
                 Ok(())
             }
         }
+    }
+
+    /// The daemon keeps `curve` on every fan of a GPU with no client attached (`None` clears
+    /// it, and the fans go back to what they were before): a session of its own
+    /// ([`SessionPurpose::KeptFanCurve`], client [`KEPT_CURVE_CLIENT`]) that holds the fans
+    /// until it is cleared or the daemon stops, whoever set it and whenever that client goes.
+    /// A new curve replaces the kept one in the same session; the client's own followed curve
+    /// on the card gives way to it.
+    pub fn keep_fan_curve(
+        &mut self,
+        client: &ClientInfo,
+        gpu_uuid: &str,
+        curve: Option<FanCurve>,
+    ) -> Result<(), TuneError> {
+        self.check_may_write(client)?;
+        let index = self.index_of(gpu_uuid)?;
+        if self.ownership != Ownership::Daemon {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                "Keeping a fan curve needs the gputune daemon, which is not running: install it with `sudo gputune daemon install` (the window can still follow a curve while it is open).",
+            ));
+        }
+        let kept = self.kept_curve(index);
+        let Some(curve) = curve else {
+            let Some(id) = kept else {
+                return Err(TuneError::new(
+                    TuneErrorKind::NotFound,
+                    format!("The daemon keeps no fan curve on GPU {index}."),
+                ));
+            };
+            self.stop_curve(id, index);
+            return Ok(());
+        };
+        self.check_fans(index)?;
+        self.check_present(index)?;
+        let setter = kept_curve_client(client);
+        let id = match kept {
+            Some(id) => {
+                self.put_back_unrestored(index)?;
+                if let Some(session) = self.sessions.get_mut(&id) {
+                    session.client = setter;
+                }
+                id
+            }
+            None => {
+                // The client's own followed curve (the window's) gives way to the kept one.
+                let own_followed = self.holding(index, Hold::Fans).filter(|id| {
+                    self.sessions.get(id).is_some_and(|session| {
+                        session.client.id == client.id
+                            && session.purpose == SessionPurpose::FanCurve
+                    })
+                });
+                if let Some(own) = own_followed {
+                    self.stop_curve(own, index);
+                }
+                let fans: BTreeSet<Hold> = [Hold::Fans].into();
+                self.open_session(&setter, SessionPurpose::KeptFanCurve, &[(index, fans)])?
+            }
+        };
+        if let Err(error) = self.start_curve(id, index, curve) {
+            if kept.is_none() {
+                self.end_session_now(id, false, "Put back");
+            }
+            return Err(error);
+        }
+        self.announce(index);
+        Ok(())
+    }
+
+    /// The session of the curve the daemon keeps on GPU `index`, if any.
+    pub(super) fn kept_curve(&self, index: u32) -> Option<SessionId> {
+        self.holding(index, Hold::Fans).filter(|id| {
+            self.sessions
+                .get(id)
+                .is_some_and(|session| session.purpose == SessionPurpose::KeptFanCurve)
+        })
     }
 
     /// Starts following `curve` on GPU `index` for session `id`. What each fan was is recorded
@@ -186,7 +265,10 @@ impl Engine {
             .get(&id)
             .and_then(|session| session.gpus.get(&index))
             .is_some_and(|part| part.trial.is_none())
-            && purpose == Some(SessionPurpose::FanCurve);
+            && matches!(
+                purpose,
+                Some(SessionPurpose::FanCurve | SessionPurpose::KeptFanCurve)
+            );
         if alone {
             // The session was only the curve: ending it puts the fans back and frees the card.
             self.end_session_now(id, false, "Stopped following the fan curve: put back");
@@ -292,9 +374,12 @@ impl Engine {
                 // A session that was only the curve has nothing left to do: it ends, putting
                 // back the fans the curve did write, if any.
                 let only_the_curve = holder.is_some_and(|id| {
-                    self.sessions
-                        .get(&id)
-                        .is_some_and(|session| session.purpose == SessionPurpose::FanCurve)
+                    self.sessions.get(&id).is_some_and(|session| {
+                        matches!(
+                            session.purpose,
+                            SessionPurpose::FanCurve | SessionPurpose::KeptFanCurve
+                        )
+                    })
                 });
                 if let Some(id) = holder.filter(|_| only_the_curve) {
                     self.end_session_now(id, false, "The fan curve stopped: put back");
@@ -350,5 +435,18 @@ impl Engine {
             "gputune's fan safety net",
             format!("fans handed to the driver at {temperature_c} °C"),
         );
+    }
+}
+
+/// Who a kept curve's session says set it: the user ("alice") when known, else the client
+/// ("the gputune daemon (boot default)"). It belongs to no connection.
+fn kept_curve_client(client: &ClientInfo) -> ClientInfo {
+    ClientInfo {
+        id: KEPT_CURVE_CLIENT,
+        pid: None,
+        uid: None,
+        user: None,
+        label: client.user.clone().unwrap_or_else(|| client.describe()),
+        may_write: true,
     }
 }

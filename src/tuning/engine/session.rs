@@ -129,6 +129,15 @@ impl Engine {
                     .trial_ends_at_ms
                     .map(|ends_ms| format!(" until {}", clock_time(ends_ms)))
                     .unwrap_or_default();
+                if holder.purpose == SessionPurpose::KeptFanCurve {
+                    return Err(TuneError::new(
+                        TuneErrorKind::Held,
+                        format!(
+                            "GPU {index}'s {what} {verb} held by the fan curve kept by the daemon, set by {}: clear it with `gputune fan curve clear --gpu {index}` first.",
+                            holder.by
+                        ),
+                    ));
+                }
                 return Err(TuneError::new(
                     TuneErrorKind::Held,
                     format!(

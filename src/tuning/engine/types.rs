@@ -12,6 +12,10 @@ use crate::tuning::stats::TrialStats;
 
 /// A connection to the engine, numbered by the service.
 pub type ClientId = u64;
+/// The client a kept fan curve's session belongs to: no connection has it, so no client's
+/// going away ends the curve (service clients are numbered from 1; 0 is the daemon's boot
+/// defaults).
+pub const KEPT_CURVE_CLIENT: ClientId = ClientId::MAX;
 /// A session, numbered by the engine.
 pub type SessionId = u64;
 
@@ -66,6 +70,9 @@ pub enum SessionPurpose {
     Run,
     /// A fan curve followed while a client (the window) is connected.
     FanCurve,
+    /// A fan curve the daemon keeps with no client attached, until it is cleared or the
+    /// daemon stops (`Engine::keep_fan_curve`).
+    KeptFanCurve,
     /// Settings stepped through while a training job runs.
     Sweep,
 }
@@ -77,7 +84,17 @@ impl SessionPurpose {
             SessionPurpose::Trial => "trial",
             SessionPurpose::Run => "run",
             SessionPurpose::FanCurve => "fan_curve",
+            SessionPurpose::KeptFanCurve => "kept_fan_curve",
             SessionPurpose::Sweep => "sweep",
+        }
+    }
+
+    /// The session and its client, for "held by …": "a trial of gputune apply --try 60 (pid
+    /// 4242)", "the fan curve kept by the daemon, set by alice".
+    pub fn describe_by(self, by: &str) -> String {
+        match self {
+            SessionPurpose::KeptFanCurve => format!("{}, set by {by}", self.describe()),
+            _ => format!("{} of {by}", self.describe()),
         }
     }
 
@@ -86,6 +103,7 @@ impl SessionPurpose {
             SessionPurpose::Trial => "a trial",
             SessionPurpose::Run => "a run",
             SessionPurpose::FanCurve => "a fan curve",
+            SessionPurpose::KeptFanCurve => "the fan curve kept by the daemon",
             SessionPurpose::Sweep => "a sweep",
         }
     }
