@@ -11,37 +11,15 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::FakeMachine;
 use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::{Running, spawn_piped};
+use common::{FakeMachine, text};
 use gputune::device::sim::SimSettings;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn settings(machine: &FakeMachine) -> SimSettings {
-    machine.state().machine.gpus[0].settings.clone()
-}
-
-/// Runs a client to the end; panics with its stderr when it fails.
-fn ok(daemon: &Daemon, machine: &FakeMachine, arguments: &[&str]) -> String {
-    let output = daemon
-        .client(machine, arguments)
-        .output()
-        .expect("the client runs");
-    assert!(
-        output.status.success(),
-        "{arguments:?}: {}",
-        text(&output.stderr)
-    );
-    text(&output.stdout)
-}
 
 /// Tunes the card (see `TUNE`) through the daemon; returns what it runs then.
 fn tune(daemon: &Daemon, machine: &FakeMachine) -> SimSettings {
-    ok(daemon, machine, &TUNE);
-    settings(machine)
+    daemon.ok(machine, &TUNE);
+    machine.settings(0)
 }
 
 fn spawn_client(daemon: &Daemon, machine: &FakeMachine, arguments: &[&str]) -> Running {
@@ -56,12 +34,12 @@ fn a_client_killed_mid_trial_or_mid_run_is_put_back_at_once() {
 
     let mut trial = spawn_client(&daemon, &machine, &trial_arguments("600"));
     trial.wait_for_line("Trying the new settings");
-    assert_eq!(settings(&machine).power_limit_mw, 315_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 315_000);
     assert!(daemon.journal(&machine, 0).exists(), "journaled first");
     trial.child.kill().expect("SIGKILL is sent");
     let killed = Instant::now();
     let restored = wait_until("the trial's card is put back", || {
-        settings(&machine) == tuned
+        machine.settings(0) == tuned
     });
     eprintln!(
         "client killed mid-trial: restored after {} ms",
@@ -88,12 +66,14 @@ fn a_client_killed_mid_trial_or_mid_run_is_put_back_at_once() {
     );
     run.wait_for_line("applied the profile");
     wait_until("the curve drives the fans", || {
-        settings(&machine).fan_manual_pct == vec![Some(100), Some(100)]
+        machine.settings(0).fan_manual_pct == vec![Some(100), Some(100)]
     });
-    assert_eq!(settings(&machine).power_limit_mw, 270_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 270_000);
     run.child.kill().expect("SIGKILL is sent");
     let killed = Instant::now();
-    wait_until("the run's card is put back", || settings(&machine) == tuned);
+    wait_until("the run's card is put back", || {
+        machine.settings(0) == tuned
+    });
     eprintln!(
         "client killed mid-run: restored after {} ms",
         killed.elapsed().as_millis()
@@ -118,11 +98,11 @@ fn a_killed_daemon_leaves_a_journal_the_next_daemon_restores() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("closed the connection"), "{stderr}");
     assert!(journal.exists(), "the killed daemon's journal stays");
-    assert_eq!(settings(&machine).power_limit_mw, 315_000, "left changed");
+    assert_eq!(machine.settings(0).power_limit_mw, 315_000, "left changed");
 
     let daemon = Daemon::start_in(&machine, runtime, state);
     assert_eq!(
-        settings(&machine),
+        machine.settings(0),
         tuned,
         "restored exactly, locks included"
     );
@@ -144,7 +124,7 @@ fn overlapping_clients(daemon: Option<&Daemon>, machine: &FakeMachine) {
         None => machine.command(arguments),
     };
     for round in 0..3 {
-        let before = settings(machine).power_limit_mw;
+        let before = machine.settings(0).power_limit_mw;
         let plans: [(&[&str], Option<u32>); 4] = [
             (
                 &[
@@ -199,7 +179,7 @@ fn overlapping_clients(daemon: Option<&Daemon>, machine: &FakeMachine) {
                 );
             }
         }
-        let after = settings(machine).power_limit_mw;
+        let after = machine.settings(0).power_limit_mw;
         match applied.as_slice() {
             [] => assert_eq!(after, before, "round {round}: nothing stuck"),
             applied => assert!(
@@ -268,7 +248,7 @@ fn a_slow_driver_never_holds_a_trial_past_its_time() {
     // The trial's 3 s, one call to revert (1 s), and slack for a busy machine; before the
     // engine's deadlines this was 85 s.
     assert!(held_ms <= 3_000 + 1_000 + 1_500, "{held_ms} ms");
-    assert_eq!(settings(&machine).power_limit_mw, 400_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 400_000);
 }
 
 /// How long each control a trial wrote was held, from the fake's write log: the time from
@@ -326,7 +306,7 @@ fn a_slow_driver_undoes_each_of_a_trials_settings_within_its_time_and_one_call()
         // The trial's 2 s, one call (1 s), and slack for a busy machine; before, 6 s each.
         assert!(*held_ms <= 2_000 + 1_000 + 1_000, "{control}: {held_ms} ms");
     }
-    assert_eq!(settings(&machine), tuned, "put back exactly");
+    assert_eq!(machine.settings(0), tuned, "put back exactly");
     let said = text(&output.stderr);
     assert!(said.contains("answers too slowly"), "{said}");
 }
@@ -352,17 +332,17 @@ fn a_slow_driver_makes_status_say_it_is_waiting() {
 fn boot_defaults_are_kept_by_the_daemon_and_applied_when_it_starts() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
-    ok(&daemon, &machine, &["apply", "--power-limit", "315W"]);
-    ok(&daemon, &machine, &["profile", "save", "Quiet"]);
-    let said = ok(&daemon, &machine, &["profile", "default", "Quiet"]);
+    daemon.ok(&machine, &["apply", "--power-limit", "315W"]);
+    daemon.ok(&machine, &["profile", "save", "Quiet"]);
+    let said = daemon.ok(&machine, &["profile", "default", "Quiet"]);
     assert!(said.contains("applies it to GPU 0 at every boot"), "{said}");
-    ok(&daemon, &machine, &["apply", "--power-limit", "450W"]);
+    daemon.ok(&machine, &["apply", "--power-limit", "450W"]);
     let (runtime, state) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
     assert_eq!(daemon.stop(), Some(0));
     // A reboot: the runtime folder is gone, the boot defaults stay.
     std::fs::remove_dir_all(&runtime).expect("the runtime folder is removed");
     let daemon = Daemon::start_in(&machine, runtime, state);
-    assert_eq!(settings(&machine).power_limit_mw, 315_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 315_000);
     assert!(
         daemon
             .log_text()
@@ -609,7 +589,7 @@ fn the_daemon_survives_hostile_clients_and_keeps_serving_others() {
 
     // Through all of it: an ordinary client still gets answers, and nothing was written.
     std::thread::sleep(Duration::from_secs(2));
-    let saved = ok(&daemon, &machine, &["profile", "save", "Probe"]);
+    let saved = daemon.ok(&machine, &["profile", "save", "Probe"]);
     assert!(saved.contains("Saved GPU 0"), "{saved}");
     let mut later = Raw::connect(&daemon);
     hello(&mut later);
@@ -630,7 +610,7 @@ fn a_user_without_rights_may_read_but_not_write() {
     let daemon = Daemon::start(&machine);
     if !nix::unistd::geteuid().is_root() {
         // Not root: the daemon runs as this user, who may write.
-        ok(&daemon, &machine, &["apply", "--power-limit", "300W"]);
+        daemon.ok(&machine, &["apply", "--power-limit", "300W"]);
         return;
     }
     // Let others reach the folders; the socket itself stays root's alone (there is no gputune
@@ -670,7 +650,7 @@ fn a_user_without_rights_may_read_but_not_write() {
         "{}",
         text(&output.stderr)
     );
-    assert_eq!(settings(&machine).power_limit_mw, 450_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 450_000);
 }
 
 /// The window, fed by its link the way the app feeds it, until `done` says so.
@@ -719,8 +699,7 @@ fn the_window_shows_a_change_another_process_made() {
     let daemon = Daemon::start(&machine);
     let (link, mut state) = daemon.open_window(&machine, 100);
     window_until(&link, &mut state, power_limit_is(450));
-    ok(
-        &daemon,
+    daemon.ok(
         &machine,
         &["apply", "--power-limit", "315W", "--gpu-clock-offset", "90"],
     );
@@ -769,11 +748,11 @@ fn a_critical_gpu_error_mid_trial_puts_the_card_back_at_once() {
     let trial = spawn_client(&daemon, &machine, &trial_arguments("600"));
     let mut trial = trial;
     trial.wait_for_line("Trying the new settings");
-    assert_eq!(settings(&machine).power_limit_mw, 315_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 315_000);
     // The driver reports Xid 13 now, as an unstable clock offset would make it.
     machine.set_shared_faults("xid_after_ms=0");
     let restored = wait_until("the trial's card is put back", || {
-        settings(&machine) == tuned
+        machine.settings(0) == tuned
     });
     eprintln!("Xid mid-trial: restored after {} ms", restored.as_millis());
     let (status, _, stderr) = trial.finish();

@@ -12,21 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
 use common::raw::Raw;
+use common::{FakeMachine, text};
 use gputune::device::Setting;
-use gputune::device::sim::SimSettings;
 use gputune::service::protocol::Request;
 use gputune::tuning::engine::{GpuChange, SessionPurpose, SessionRequest};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn settings(machine: &FakeMachine) -> SimSettings {
-    machine.state().machine.gpus[0].settings.clone()
-}
 
 /// A `run` session at 250 W and +200 MHz, as `gputune run` would start it.
 fn run_session(machine: &FakeMachine) -> Request {
@@ -92,7 +83,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn a_client_that_dies_with_200_unread_answers_is_put_back_at_once() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
-    let stock = settings(&machine);
+    let stock = machine.settings(0);
 
     // A run session, 200 requests whose answers are never read, then the client dies (its
     // socket closed by the kernel, as a SIGKILL does).
@@ -100,13 +91,13 @@ fn a_client_that_dies_with_200_unread_answers_is_put_back_at_once() {
     client.hello("dies with 200 unread");
     let started = client.ask(2, run_session(&machine));
     assert!(started.contains("session_started"), "{started}");
-    assert_eq!(settings(&machine).power_limit_mw, 250_000);
-    assert_eq!(settings(&machine).gpu_clock_offset_mhz, 200);
+    assert_eq!(machine.settings(0).power_limit_mw, 250_000);
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 200);
     flood_unread(&mut client, 200);
     std::thread::sleep(Duration::from_millis(300));
     drop(client);
     let took = wait_until("the dead client's run is put back", || {
-        settings(&machine) == stock
+        machine.settings(0) == stock
     });
     eprintln!(
         "run session, 200 unread answers: put back {} ms after the client died",
@@ -121,7 +112,8 @@ fn a_client_that_dies_with_200_unread_answers_is_put_back_at_once() {
     client.send(quiet_curve(&machine).as_bytes()).expect("sent");
     client.send(b"\n").expect("sent");
     wait_until("the curve drives the fans", || {
-        settings(&machine)
+        machine
+            .settings(0)
             .fan_manual_pct
             .iter()
             .all(Option::is_some)
@@ -130,7 +122,8 @@ fn a_client_that_dies_with_200_unread_answers_is_put_back_at_once() {
     std::thread::sleep(Duration::from_millis(300));
     drop(client);
     let took = wait_until("the dead client's fans go back to the driver", || {
-        settings(&machine)
+        machine
+            .settings(0)
             .fan_manual_pct
             .iter()
             .all(Option::is_none)
@@ -140,7 +133,7 @@ fn a_client_that_dies_with_200_unread_answers_is_put_back_at_once() {
         took.as_millis()
     );
     assert!(took < Duration::from_secs(5), "{took:?}");
-    assert_eq!(settings(&machine), stock);
+    assert_eq!(machine.settings(0), stock);
 }
 
 #[test]
@@ -185,7 +178,7 @@ fn clients_that_stop_reading_are_dropped_and_free_everything() {
 
     // A client that holds a session and stops reading but stays alive is dropped when an
     // answer has waited for it too long, and its session is put back.
-    let stock = settings(&machine);
+    let stock = machine.settings(0);
     let mut deaf = Raw::connect(&daemon.socket);
     deaf.hello("alive but deaf");
     let started = deaf.ask(2, run_session(&machine));
@@ -194,7 +187,7 @@ fn clients_that_stop_reading_are_dropped_and_free_everything() {
         .expect("subscribed");
     flood_unread(&mut deaf, 400);
     let took = wait_until("the deaf client's session is put back", || {
-        settings(&machine) == stock
+        machine.settings(0) == stock
     });
     eprintln!(
         "a live client that stopped reading: dropped and put back after {} ms",
@@ -369,7 +362,7 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
         .output()
         .expect("the client runs");
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert_eq!(settings(&machine).power_limit_mw, 300_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 300_000);
 
     // This user fills the slots kept for writers; the next command is told the daemon is full.
     let mine: Vec<Raw> = (0..gputune::daemon::KEPT_FOR_WRITERS)

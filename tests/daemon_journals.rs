@@ -11,17 +11,8 @@ use std::process::{Output, Stdio};
 
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
-use common::{FakeMachine, RECORD_DIR_ENV};
-use gputune::device::sim::SimSettings;
+use common::{FakeMachine, RECORD_DIR_ENV, text};
 use gputune::device::{ClockRangeMhz, Setting};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn settings(machine: &FakeMachine) -> SimSettings {
-    machine.state().machine.gpus[0].settings.clone()
-}
 
 fn must(output: &Output, what: &str) {
     assert!(
@@ -47,13 +38,13 @@ fn trial_whose_put_back_is_refused(daemon: &Daemon, machine: &FakeMachine) {
         ],
     ));
     trial.wait_for_line("Trying the new settings");
-    assert_eq!(settings(machine).fan_manual_pct, vec![Some(80), Some(80)]);
+    assert_eq!(machine.settings(0).fan_manual_pct, vec![Some(80), Some(80)]);
     machine.set_shared_faults("no_permission");
     let (_, _, stderr) = trial.finish();
     assert!(stderr.contains("only in part"), "{stderr}");
     assert!(stderr.contains("The journal is kept"), "{stderr}");
     assert_eq!(
-        settings(machine).fan_manual_pct,
+        machine.settings(0).fan_manual_pct,
         vec![Some(80), Some(80)],
         "the driver refused the put-back"
     );
@@ -64,7 +55,7 @@ fn trial_whose_put_back_is_refused(daemon: &Daemon, machine: &FakeMachine) {
 fn a_refused_put_back_goes_back_before_anything_else_is_written_to_the_card() {
     let machine = FakeMachine::for_processes("rtx4090", "training");
     let daemon = Daemon::start(&machine);
-    let before = settings(&machine);
+    let before = machine.settings(0);
     assert_eq!(before.fan_manual_pct, vec![None, None]);
     trial_whose_put_back_is_refused(&daemon, &machine);
 
@@ -112,7 +103,7 @@ fn a_refused_put_back_goes_back_before_anything_else_is_written_to_the_card() {
         .expect("the client runs");
     must(&trial, "the next trial");
     assert_eq!(
-        settings(&machine),
+        machine.settings(0),
         before,
         "fans automatic, the trial reverted"
     );
@@ -141,7 +132,7 @@ fn a_refused_put_back_is_tried_again_without_any_client() {
     trial_whose_put_back_is_refused(&daemon, &machine);
     machine.set_shared_faults("");
     wait_until("the daemon puts the fans back by itself", || {
-        settings(&machine).fan_manual_pct == vec![None, None]
+        machine.settings(0).fan_manual_pct == vec![None, None]
     });
     wait_until("and removes the journal", || {
         !daemon.journal(&machine, 0).exists()
@@ -252,7 +243,7 @@ fn clock_locks_set_without_the_daemon_are_restored_by_the_daemon() {
         &["apply", "--lock-gpu-clocks", "210,2520"],
     );
     must(&kept, "the in-process apply");
-    assert_eq!(settings(&machine).gpu_locked_clocks, locked(210, 2520));
+    assert_eq!(machine.settings(0).gpu_locked_clocks, locked(210, 2520));
     let daemon = Daemon::start_in(&machine, runtime.clone(), state);
     let trial_arguments = [
         "apply",
@@ -269,7 +260,7 @@ fn clock_locks_set_without_the_daemon_are_restored_by_the_daemon() {
         .expect("the trial runs");
     must(&trial, "the daemon's trial");
     assert_eq!(
-        settings(&machine).gpu_locked_clocks,
+        machine.settings(0).gpu_locked_clocks,
         locked(210, 2520),
         "restored, not reset: {}",
         text(&trial.stderr)
@@ -296,7 +287,7 @@ fn clock_locks_set_without_the_daemon_are_restored_by_the_daemon() {
         .expect("the trial runs");
     must(&trial, "the daemon's second trial");
     assert_eq!(
-        settings(&machine).gpu_locked_clocks,
+        machine.settings(0).gpu_locked_clocks,
         locked(240, 2400),
         "restored, not reset: {}",
         text(&trial.stderr)
@@ -327,8 +318,8 @@ fn a_run_that_resets_an_unknown_clock_lock_says_what_is_true() {
     assert!(!said.contains("set outside gputune"), "{said}");
     assert!(said.contains("was not known to gputune"), "{said}");
     assert!(said.contains("reset to unlocked"), "{said}");
-    assert_eq!(settings(&machine).gpu_locked_clocks, None, "{said}");
-    assert_eq!(settings(&machine).power_limit_mw, 700_000, "{said}");
+    assert_eq!(machine.settings(0).gpu_locked_clocks, None, "{said}");
+    assert_eq!(machine.settings(0).power_limit_mw, 700_000, "{said}");
 }
 
 #[test]

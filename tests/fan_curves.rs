@@ -6,46 +6,9 @@
 
 mod common;
 
-use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
-use gputune::device::sim::SimSettings;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn settings(machine: &FakeMachine) -> SimSettings {
-    machine.state().machine.gpus[0].settings.clone()
-}
-
-/// Runs a client to the end; panics with its stderr when it fails.
-fn ok(daemon: &Daemon, machine: &FakeMachine, arguments: &[&str]) -> String {
-    let output = daemon
-        .client(machine, arguments)
-        .output()
-        .expect("the client runs");
-    assert!(
-        output.status.success(),
-        "{arguments:?}: {}",
-        text(&output.stderr)
-    );
-    text(&output.stdout)
-}
-
-/// Runs a client that must fail; its stderr.
-fn refused(daemon: &Daemon, machine: &FakeMachine, arguments: &[&str]) -> String {
-    let output = daemon
-        .client(machine, arguments)
-        .output()
-        .expect("the client runs");
-    assert!(
-        !output.status.success(),
-        "{arguments:?} went through: {}",
-        text(&output.stdout)
-    );
-    text(&output.stderr)
-}
+use common::{FakeMachine, text};
 
 /// A flat curve at 77 %: whatever the fake card's temperature, the fans run at 77 %.
 const SET_77: [&str; 7] = [
@@ -53,25 +16,25 @@ const SET_77: [&str; 7] = [
 ];
 
 fn fans_at(machine: &FakeMachine, pct: u32) -> bool {
-    settings(machine).fan_manual_pct == vec![Some(pct), Some(pct)]
+    machine.settings(0).fan_manual_pct == vec![Some(pct), Some(pct)]
 }
 
 #[test]
 fn a_kept_curve_outlives_its_client_and_holds_only_the_fans() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
-    let before = settings(&machine);
-    let said = ok(&daemon, &machine, &SET_77);
+    let before = machine.settings(0);
+    let said = daemon.ok(&machine, &SET_77);
     assert!(
         said.contains("the gputune daemon keeps the fan curve"),
         "{said}"
     );
     // The client has exited: the daemon drives the fans by itself.
     wait_until("the kept curve drives the fans", || fans_at(&machine, 77));
-    let shown = ok(&daemon, &machine, &["fan", "curve", "show"]);
+    let shown = daemon.ok(&machine, &["fan", "curve", "show"]);
     assert!(shown.contains("GPU 0: kept by the daemon"), "{shown}");
     assert!(shown.contains("0 °C → 77 %"), "{shown}");
-    let json = ok(&daemon, &machine, &["fan", "curve", "show", "--json"]);
+    let json = daemon.ok(&machine, &["fan", "curve", "show", "--json"]);
     let json: serde_json::Value = serde_json::from_str(&json).expect("show --json is JSON");
     assert_eq!(
         json["gpus"][0]["kept"],
@@ -80,7 +43,7 @@ fn a_kept_curve_outlives_its_client_and_holds_only_the_fans() {
     );
 
     // Another client's fan write is refused, naming the kept curve.
-    let stderr = refused(&daemon, &machine, &["apply", "--fan-speed", "50"]);
+    let stderr = daemon.refused(&machine, &["apply", "--fan-speed", "50"]);
     assert!(
         stderr.contains("held by the fan curve kept by the daemon, set by"),
         "{stderr}"
@@ -100,10 +63,10 @@ fn a_kept_curve_outlives_its_client_and_holds_only_the_fans() {
         ],
     ));
     trial.wait_for_line("Trying the new settings");
-    assert_eq!(settings(&machine).power_limit_mw, 315_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 315_000);
     trial.child.kill().expect("SIGKILL is sent");
     wait_until("the trial is put back", || {
-        settings(&machine).power_limit_mw == before.power_limit_mw
+        machine.settings(0).power_limit_mw == before.power_limit_mw
     });
     let _ = trial.finish();
     assert!(
@@ -112,18 +75,18 @@ fn a_kept_curve_outlives_its_client_and_holds_only_the_fans() {
     );
 
     // Cleared: the fans go back to what they were (the driver's), nothing left journaled.
-    let said = ok(&daemon, &machine, &["fan", "curve", "clear"]);
+    let said = daemon.ok(&machine, &["fan", "curve", "clear"]);
     assert!(said.contains("keeps no fan curve now"), "{said}");
-    assert_eq!(settings(&machine).fan_manual_pct, before.fan_manual_pct);
+    assert_eq!(machine.settings(0).fan_manual_pct, before.fan_manual_pct);
     assert!(!daemon.journal(&machine, 0).exists());
-    let stderr = refused(&daemon, &machine, &["fan", "curve", "clear"]);
+    let stderr = daemon.refused(&machine, &["fan", "curve", "clear"]);
     assert!(stderr.contains("keeps no fan curve on GPU 0"), "{stderr}");
 
     // Set again and the daemon stops: the fans go back to the driver.
-    ok(&daemon, &machine, &SET_77);
+    daemon.ok(&machine, &SET_77);
     wait_until("the kept curve drives the fans", || fans_at(&machine, 77));
     assert_eq!(daemon.stop(), Some(0));
-    assert_eq!(settings(&machine).fan_manual_pct, before.fan_manual_pct);
+    assert_eq!(machine.settings(0).fan_manual_pct, before.fan_manual_pct);
 }
 
 #[test]
@@ -168,7 +131,7 @@ fn the_windows_curve_through_the_daemon_outlives_the_window() {
     wait_until("the curve drives the fans", || fans_at(&machine, 77));
     // The window closes: its connection ends, the kept curve stays.
     drop(link);
-    let shown = ok(&daemon, &machine, &["fan", "curve", "show"]);
+    let shown = daemon.ok(&machine, &["fan", "curve", "show"]);
     assert!(shown.contains("GPU 0: kept by the daemon"), "{shown}");
     assert!(fans_at(&machine, 77));
     assert!(
@@ -182,13 +145,13 @@ fn the_windows_curve_through_the_daemon_outlives_the_window() {
 fn a_curve_stored_as_boot_default_comes_back_at_the_next_start() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
-    let before = settings(&machine);
+    let before = machine.settings(0);
     let mut set_boot = SET_77.to_vec();
     set_boot.push("--boot");
-    let said = ok(&daemon, &machine, &set_boot);
+    let said = daemon.ok(&machine, &set_boot);
     assert!(said.contains("boot default"), "{said}");
     wait_until("the kept curve drives the fans", || fans_at(&machine, 77));
-    let shown = ok(&daemon, &machine, &["fan", "curve", "show"]);
+    let shown = daemon.ok(&machine, &["fan", "curve", "show"]);
     assert!(shown.contains("at every daemon start"), "{shown}");
 
     // kill -9, then a start: the journal puts the fans back, the boot default keeps the curve.
@@ -205,7 +168,7 @@ fn a_curve_stored_as_boot_default_comes_back_at_the_next_start() {
     );
     // A reboot (SIGTERM, the runtime folder gone): kept again.
     assert_eq!(daemon.stop(), Some(0));
-    assert_eq!(settings(&machine).fan_manual_pct, before.fan_manual_pct);
+    assert_eq!(machine.settings(0).fan_manual_pct, before.fan_manual_pct);
     std::fs::remove_dir_all(&runtime).expect("the runtime folder is removed");
     let daemon = Daemon::start_in(&machine, runtime.clone(), state.clone());
     wait_until("the boot default's curve drives the fans", || {
@@ -213,22 +176,22 @@ fn a_curve_stored_as_boot_default_comes_back_at_the_next_start() {
     });
 
     // Cleared with --boot: the next start keeps nothing.
-    ok(&daemon, &machine, &["fan", "curve", "clear", "--boot"]);
-    assert_eq!(settings(&machine).fan_manual_pct, before.fan_manual_pct);
+    daemon.ok(&machine, &["fan", "curve", "clear", "--boot"]);
+    assert_eq!(machine.settings(0).fan_manual_pct, before.fan_manual_pct);
     assert_eq!(daemon.stop(), Some(0));
     let daemon = Daemon::start_in(&machine, runtime.clone(), state.clone());
-    let shown = ok(&daemon, &machine, &["fan", "curve", "show"]);
+    let shown = daemon.ok(&machine, &["fan", "curve", "show"]);
     assert!(shown.contains("GPU 0: no fan curve"), "{shown}");
-    assert_eq!(settings(&machine).fan_manual_pct, before.fan_manual_pct);
+    assert_eq!(machine.settings(0).fan_manual_pct, before.fan_manual_pct);
 
     // Kept without --boot, then kill -9: the next start restores the journal, keeps nothing.
-    ok(&daemon, &machine, &SET_77);
+    daemon.ok(&machine, &SET_77);
     wait_until("the kept curve drives the fans", || fans_at(&machine, 77));
     daemon.kill();
     assert!(fans_at(&machine, 77), "left as the killed daemon had them");
     let daemon = Daemon::start_in(&machine, runtime, state);
-    assert_eq!(settings(&machine).fan_manual_pct, before.fan_manual_pct);
-    let shown = ok(&daemon, &machine, &["fan", "curve", "show"]);
+    assert_eq!(machine.settings(0).fan_manual_pct, before.fan_manual_pct);
+    let shown = daemon.ok(&machine, &["fan", "curve", "show"]);
     assert!(shown.contains("GPU 0: no fan curve"), "{shown}");
 }
 
@@ -245,17 +208,17 @@ fn a_profile_with_a_curve_applied_through_the_daemon_is_kept() {
         ),
     )
     .expect("the profile is written");
-    let said = ok(&daemon, &machine, &["profile", "apply", "Cool"]);
+    let said = daemon.ok(&machine, &["profile", "apply", "Cool"]);
     assert!(
         said.contains("the daemon keeps the profile's fan curve"),
         "{said}"
     );
-    assert_eq!(settings(&machine).power_limit_mw, 270_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 270_000);
     wait_until("the profile's curve drives the fans", || {
         fans_at(&machine, 77)
     });
     // `profile default` stores the curve with the settings: a restart keeps it again.
-    let said = ok(&daemon, &machine, &["profile", "default", "Cool"]);
+    let said = daemon.ok(&machine, &["profile", "default", "Cool"]);
     assert!(said.contains("keeps its fan curve"), "{said}");
     let (runtime, state) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
     assert_eq!(daemon.stop(), Some(0));
@@ -263,20 +226,20 @@ fn a_profile_with_a_curve_applied_through_the_daemon_is_kept() {
     wait_until("the default's curve drives the fans", || {
         fans_at(&machine, 77)
     });
-    assert_eq!(settings(&machine).power_limit_mw, 270_000);
+    assert_eq!(machine.settings(0).power_limit_mw, 270_000);
 }
 
 #[test]
 fn without_a_daemon_a_curve_cannot_be_kept_and_the_user_is_told_how() {
     let machine = FakeMachine::new("rtx4090", "");
     assert!(machine.gputune(&["status"]).status.success());
-    let before = settings(&machine);
+    let before = machine.settings(0);
     let output = machine.gputune(&SET_77);
     assert!(!output.status.success());
     let stderr = text(&output.stderr);
     assert!(stderr.contains("needs the gputune daemon"), "{stderr}");
     assert!(stderr.contains("sudo gputune daemon install"), "{stderr}");
-    assert_eq!(settings(&machine), before, "nothing was written");
+    assert_eq!(machine.settings(0), before, "nothing was written");
     assert!(!machine.journal(0).exists(), "nothing journaled");
     let output = machine.gputune(&["fan", "curve", "show"]);
     assert!(output.status.success(), "{}", text(&output.stderr));

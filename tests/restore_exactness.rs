@@ -9,21 +9,13 @@ mod common;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::FakeMachine;
 use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::spawn_piped;
+use common::{FakeMachine, text};
 use gputune::device::sim::SimSettings;
 use gputune::service::client::SocketChoice;
 use gputune::tuning::fan_curve::FanCurve;
 use gputune::ui::link::{Link, LinkCommand, LinkEvent, TuneCommand};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn settings(machine: &FakeMachine) -> SimSettings {
-    machine.state().machine.gpus[0].settings.clone()
-}
 
 /// A profile "Everything": every control otherwise, and a fan curve at full speed.
 fn write_profile(machine: &FakeMachine) {
@@ -58,11 +50,11 @@ impl Tally {
     fn check(&mut self, ending: &str, machine: &FakeMachine, tuned: &SimSettings) {
         // Put-backs may still be arriving (a killed client's): give them a moment.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while settings(machine) != *tuned && Instant::now() < deadline {
+        while machine.settings(0) != *tuned && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.total += 1;
-        let now = settings(machine);
+        let now = machine.settings(0);
         if now == *tuned {
             self.exact += 1;
         } else {
@@ -100,7 +92,7 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
         daemon.client(&machine, &TUNE).output().expect("runs"),
         "tune",
     );
-    let tuned = settings(&machine);
+    let tuned = machine.settings(0);
     must(
         daemon
             .client(&machine, &trial_arguments("1"))
@@ -150,7 +142,7 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
         curve: Some(FanCurve::default()),
     }));
     wait_until("the window's curve drives the fans", || {
-        settings(&machine).fan_manual_pct != tuned.fan_manual_pct
+        machine.settings(0).fan_manual_pct != tuned.fan_manual_pct
     });
     drop(link);
     tally.check("window fan curve, window closed", &machine, &tuned);
@@ -168,11 +160,11 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
         duration_s: 600,
     }));
     wait_until("the window's trial is on", || {
-        settings(&machine).power_limit_mw == 300_000
+        machine.settings(0).power_limit_mw == 300_000
     });
     link.send(LinkCommand::Tune(TuneCommand::RevertTrial { gpu_index: 0 }));
     wait_until("the window's trial is reverted", || {
-        settings(&machine).power_limit_mw == tuned.power_limit_mw
+        machine.settings(0).power_limit_mw == tuned.power_limit_mw
     });
     drop(link);
     tally.check(
@@ -199,7 +191,7 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
 
     // Without a daemon: the engine in each process, its journal for the next start.
     must(machine.gputune(&TUNE), "tune in-process");
-    let tuned = settings(&machine);
+    let tuned = machine.settings(0);
     must(machine.gputune(&trial_arguments("1")), "in-process trial");
     tally.check("in-process trial, time up", &machine, &tuned);
     let mut running = spawn_piped(machine.command(&trial_arguments("600")));
@@ -245,7 +237,7 @@ fn a_kept_trial_stays_and_leaves_no_journal() {
         duration_s: 600,
     }));
     wait_until("the trial is on", || {
-        settings(&machine).power_limit_mw == 300_000
+        machine.settings(0).power_limit_mw == 300_000
     });
     link.send(LinkCommand::Tune(TuneCommand::KeepTrial { gpu_index: 0 }));
     wait_for_link(
@@ -254,6 +246,6 @@ fn a_kept_trial_stays_and_leaves_no_journal() {
     );
     drop(link);
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(settings(&machine).power_limit_mw, 300_000, "kept");
+    assert_eq!(machine.settings(0).power_limit_mw, 300_000, "kept");
     assert!(!daemon.journal(&machine, 0).exists());
 }

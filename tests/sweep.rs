@@ -577,18 +577,21 @@ fn a_refused_sweep_says_who_holds_the_card_on_stderr_first_and_its_exit_status_a
     assert_card_is_back(&machine);
 }
 
-#[test]
-fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() {
-    let machine = FakeMachine::for_processes("rtx4090", "training");
-    let daemon = Daemon::start(&machine);
-    let mut trial =
-        spawn_piped(daemon.client(&machine, &["apply", "--power-limit", "400W", "--try", "60"]));
+/// A sweep of 100 % and 80 % while another gputune tries 400 W on the card (through `daemon`,
+/// or in its own process without one): it must be refused before its job, a script that
+/// leaves a marker file, starts. Returns the sweep's exit code and stderr, one sentence.
+fn sweep_beside_a_trial(machine: &FakeMachine, daemon: Option<&Daemon>) -> (Option<i32>, String) {
+    let trial_arguments = ["apply", "--power-limit", "400W", "--try", "60"];
+    let mut trial = spawn_piped(match daemon {
+        Some(daemon) => daemon.client(machine, &trial_arguments),
+        None => machine.command(&trial_arguments),
+    });
     trial.wait_for_line("Trying the new settings");
     let marker = machine.state_dir().with_file_name("job-started");
     let script = format!("touch '{}'", marker.display());
     let output = sweep(
-        &machine,
-        Some(&daemon),
+        machine,
+        daemon,
         &[
             "--power-limits",
             "100,80",
@@ -604,15 +607,23 @@ fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() 
     let stderr = text(&output.stderr);
     trial.signal("TERM");
     let _ = trial.finish();
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(!marker.exists(), "the job was not started: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
+    (output.status.code(), stderr)
+}
+
+#[test]
+fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    let (code, stderr) = sweep_beside_a_trial(&machine, Some(&daemon));
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.starts_with(
             "gputune: GPU 0's power limit is held by a trial of gputune apply --power-limit 400W --try 60"
         ),
         "{stderr}"
     );
-    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
 }
 
 /// The card's settings on the fake driver now.
@@ -703,36 +714,12 @@ fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every
 #[test]
 fn without_a_daemon_a_sweep_on_a_card_another_process_changes_is_refused_before_its_job_starts() {
     let machine = FakeMachine::for_processes("rtx4090", "training");
-    let mut trial =
-        spawn_piped(machine.command(&["apply", "--power-limit", "400W", "--try", "60"]));
-    trial.wait_for_line("Trying the new settings");
-    let marker = machine.state_dir().with_file_name("job-started");
-    let script = format!("touch '{}'", marker.display());
-    let output = sweep(
-        &machine,
-        None,
-        &[
-            "--power-limits",
-            "100,80",
-            "--step-s",
-            "4",
-            "--warmup-s",
-            "1",
-        ],
-        &["sh".to_string(), "-c".to_string(), script],
-    )
-    .output()
-    .expect("gputune runs");
-    let stderr = text(&output.stderr);
-    trial.signal("TERM");
-    let _ = trial.finish();
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(!marker.exists(), "the job was not started: {stderr}");
+    let (code, stderr) = sweep_beside_a_trial(&machine, None);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.starts_with("gputune: GPU 0's power limit is being changed by gputune apply"),
         "{stderr}"
     );
-    assert_eq!(stderr.lines().count(), 1, "one sentence: {stderr}");
-    // A card nobody changes sweeps as before (the look gave every lock back).
+    // The look gave every lock back, and the trial put the card back.
     assert_eq!(machine.power_limit_mw(0), 450_000);
 }

@@ -91,6 +91,35 @@ impl Daemon {
         command
     }
 
+    /// Runs `gputune ARGS` as a client to the end; panics with its stderr when it fails.
+    /// Returns its stdout.
+    pub fn ok(&self, machine: &FakeMachine, arguments: &[&str]) -> String {
+        let output = self
+            .client(machine, arguments)
+            .output()
+            .expect("the client runs");
+        assert!(
+            output.status.success(),
+            "{arguments:?}: {}",
+            super::text(&output.stderr)
+        );
+        super::text(&output.stdout)
+    }
+
+    /// Runs a client that must fail; returns its stderr.
+    pub fn refused(&self, machine: &FakeMachine, arguments: &[&str]) -> String {
+        let output = self
+            .client(machine, arguments)
+            .output()
+            .expect("the client runs");
+        assert!(
+            !output.status.success(),
+            "{arguments:?} went through: {}",
+            super::text(&output.stdout)
+        );
+        super::text(&output.stderr)
+    }
+
     /// The window's link to this daemon (sampling every 500 ms) and an empty window state
     /// keeping `history_samples` per GPU, for tests that open the window on it.
     pub fn open_window(

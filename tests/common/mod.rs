@@ -19,6 +19,11 @@ use nvidia_ml_fake::FakeState;
 /// Where engines other than the daemon record clock locks (see `tuning::state_folder`).
 pub const RECORD_DIR_ENV: &str = "GPUTUNE_RECORD_DIR";
 
+/// A process's output as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 /// The fake reads its configuration from the environment, which is process-wide: tests in one
 /// binary that use the fake in-process take turns.
 static ENVIRONMENT: Mutex<()> = Mutex::new(());
@@ -120,6 +125,11 @@ impl FakeMachine {
         } else {
             Vec::new()
         }
+    }
+
+    /// What the fake driver's GPU `gpu` runs now (settings as the "hardware" holds them).
+    pub fn settings(&self, gpu: usize) -> gputune::device::sim::SimSettings {
+        self.state().machine.gpus[gpu].settings.clone()
     }
 
     /// The power limit GPU `gpu` has now, milliwatts.
