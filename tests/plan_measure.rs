@@ -49,6 +49,26 @@ fn measure(machine: &FakeMachine, arguments: &[&str], job_arguments: &[&str]) ->
     (output.status.code().unwrap_or(-1), report)
 }
 
+/// Whether `pid` is a live process (a zombie waiting to be reaped is not).
+fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// No process the job registered with the fake is still running.
+fn assert_nothing_left_running(machine: &FakeMachine) {
+    for process in machine.state().processes {
+        assert!(
+            !is_running(process.pid),
+            "the job's process {} still runs",
+            process.pid
+        );
+    }
+}
+
 fn runs(report: &Value) -> Vec<(u64, String, Option<u64>)> {
     report["runs"]
         .as_array()
@@ -162,6 +182,29 @@ fn an_out_of_memory_size_is_a_result_whether_the_job_says_so_or_fills_the_card()
             .as_str()
             .is_some_and(|why| why.contains("No run finished"))
     );
+    // The launcher's child that held the card was stopped with it.
+    assert_nothing_left_running(&machine);
+}
+
+#[test]
+fn a_job_that_ignores_sigterm_is_killed_after_the_grace_with_its_children() {
+    let machine = FakeMachine::for_processes("rtx4090", "idle");
+    let (status, report) = measure(
+        &machine,
+        &["--micro-batches", "1,2", "--steps", "3"],
+        &["--ignore-sigterm", "--in-child"],
+    );
+    assert_eq!(status, 0, "{report:#}");
+    assert_eq!(
+        report["fit"]["per_sample_bytes"].as_u64(),
+        Some(PER_SAMPLE_MIB * MIB)
+    );
+    assert_eq!(
+        machine.state().processes.len(),
+        2,
+        "both runs' jobs held the card"
+    );
+    assert_nothing_left_running(&machine);
 }
 
 #[test]

@@ -6,12 +6,14 @@
 //! ```text
 //! fake_training_memory --micro-batch N [--fixed-mib 2048] [--mib-per-sample 1536]
 //!                      [--rate 50] [--seconds 60] [--gpu 0] [--silent-oom] [--in-child]
+//!                      [--ignore-sigterm]
 //! ```
 //!
 //! It holds the fixed part from the start and the whole at its first step (a real job's peak
 //! comes with its first backward pass). `--silent-oom`: past the card it holds all of the
 //! card and goes on without a word (a job that swaps into unified memory). `--in-child`: the
 //! work runs in a child process (as under a launcher), so only the child is on the GPU.
+//! `--ignore-sigterm`: the job (and its child) go on after SIGTERM, as a hung job does.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,6 +33,7 @@ struct Options {
     gpu: u32,
     silent_oom: bool,
     in_child: bool,
+    ignore_sigterm: bool,
 }
 
 fn parse() -> Result<Options, String> {
@@ -43,6 +46,7 @@ fn parse() -> Result<Options, String> {
         gpu: 0,
         silent_oom: false,
         in_child: false,
+        ignore_sigterm: false,
     };
     let mut arguments = std::env::args().skip(1);
     while let Some(name) = arguments.next() {
@@ -53,6 +57,10 @@ fn parse() -> Result<Options, String> {
             }
             "--in-child" => {
                 options.in_child = true;
+                continue;
+            }
+            "--ignore-sigterm" => {
+                options.ignore_sigterm = true;
                 continue;
             }
             _ => {}
@@ -88,6 +96,18 @@ fn fail(error: &str) -> ! {
 
 fn main() {
     let options = parse().unwrap_or_else(|error| fail(&error));
+    if options.ignore_sigterm {
+        // SAFETY: at the start of main, before any other thread: ignoring a signal.
+        let ignored = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGTERM,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+        };
+        if let Err(error) = ignored {
+            fail(&error.to_string());
+        }
+    }
     if options.in_child {
         let arguments: Vec<String> = std::env::args()
             .skip(1)

@@ -270,32 +270,33 @@ fn job_memory(worker: &mut DeviceWorker, gpus: u32, pids: &[u32]) -> Vec<(u32, u
     held
 }
 
-/// SIGTERM (or SIGKILL) to the job's process group: its children (a launcher's workers) too.
-fn signal_group(child: &Child, signal: nix::sys::signal::Signal) {
-    let Ok(pid) = i32::try_from(child.id()) else {
-        return;
-    };
-    if nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal).is_err() {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-    }
+/// `signal` to the job's process group: its children (a launcher's workers) too. Only the
+/// group: the job's own pid may belong to another process once it has been waited for.
+fn signal_group(group: i32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), signal);
 }
 
-/// Stops the job: SIGTERM to its group, [`STOP_GRACE`] to end, then SIGKILL.
-fn stop_job(child: &mut Child) -> Option<ExitStatus> {
-    signal_group(child, nix::sys::signal::Signal::SIGTERM);
+/// Stops the job: SIGTERM to its group, [`STOP_GRACE`] to end (cut short by another Ctrl-C),
+/// then SIGKILL; whatever of its group is left is killed once it has ended.
+fn stop_job(child: &mut Child, stop: &Receiver<()>) -> Option<ExitStatus> {
+    let Ok(group) = i32::try_from(child.id()) else {
+        let _ = child.kill();
+        return child.wait().ok();
+    };
+    signal_group(group, nix::sys::signal::Signal::SIGTERM);
     let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && stop.try_recv().is_err() {
         match child.try_wait() {
             Ok(Some(status)) => {
                 // Its children too, if any ignored the SIGTERM.
-                signal_group(child, nix::sys::signal::Signal::SIGKILL);
+                signal_group(group, nix::sys::signal::Signal::SIGKILL);
                 return Some(status);
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(_) => break,
         }
     }
-    signal_group(child, nix::sys::signal::Signal::SIGKILL);
+    signal_group(group, nix::sys::signal::Signal::SIGKILL);
     let _ = child.kill();
     child.wait().ok()
 }
@@ -427,6 +428,10 @@ impl Runner<'_> {
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {
+                // Nothing it started outlives the measurement (a launcher's workers).
+                if let Ok(group) = i32::try_from(child.id()) {
+                    signal_group(group, nix::sys::signal::Signal::SIGKILL);
+                }
                 ended = Some(status);
                 break;
             }
@@ -434,7 +439,7 @@ impl Runner<'_> {
                 self.interrupted = true;
                 let _ = writeln!(self.messages, "gputune: stopping the job (interrupted).");
                 stopped_by_us = true;
-                ended = stop_job(&mut child);
+                ended = stop_job(&mut child, self.stop);
                 break;
             }
             let elapsed_s = started.elapsed().as_secs_f64();
@@ -450,7 +455,7 @@ impl Runner<'_> {
                     );
                 }
                 stopped_by_us = true;
-                ended = stop_job(&mut child);
+                ended = stop_job(&mut child, self.stop);
                 break;
             }
             std::thread::sleep(POLL_INTERVAL);
@@ -772,6 +777,14 @@ fn summary(
             fit.max_micro_batch,
             mib(fit.predicted_peak_bytes as f64)
         );
+    }
+    // Runs that failed say why before the fit's own reason ("No run finished").
+    let failure = runs.iter().find_map(|run| match &run.result {
+        RunResult::Failed { because } => Some(because),
+        _ => None,
+    });
+    if let (Some(reason), Some(because)) = (no_fit, failure) {
+        return format!("{reason} A run could not be measured: {because}.");
     }
     if let Some(reason) = no_fit {
         return reason.to_string();
