@@ -408,16 +408,6 @@ impl Runner<'_> {
         let ended: Option<ExitStatus>;
         let mut stopped_by_us = false;
         loop {
-            // The job's memory first, so the peak of the last step is seen before stopping.
-            let pids = process_tree(child.id());
-            for (index, bytes) in job_memory(self.worker, gpus, &pids) {
-                if peak.is_none_or(|(_, most)| bytes > most) {
-                    peak = Some((index, bytes));
-                }
-                if card_memory(index).is_some_and(|total| bytes >= total) {
-                    reached_card = true;
-                }
-            }
             while let Ok(message) = progress.try_recv() {
                 // A step counter (tqdm's, the Trainer's "step"): steps done since the start.
                 if let FeedMessage::Reading(reading) = message
@@ -425,6 +415,16 @@ impl Runner<'_> {
                     && reading.unit == WorkUnit::Step
                 {
                     steps_read = steps_read.max(units_done as u64);
+                }
+            }
+            // The memory after the progress: the step that ends the run has its peak read.
+            let pids = process_tree(child.id());
+            for (index, bytes) in job_memory(self.worker, gpus, &pids) {
+                if peak.is_none_or(|(_, most)| bytes > most) {
+                    peak = Some((index, bytes));
+                }
+                if card_memory(index).is_some_and(|total| bytes >= total) {
+                    reached_card = true;
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {
