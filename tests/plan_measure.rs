@@ -302,3 +302,42 @@ fn a_command_without_the_placeholder_is_measured_once_and_bad_options_refused_be
         "no job ran"
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_job_and_ends_the_measurement_as_interrupted() {
+    let machine = FakeMachine::for_processes("rtx4090", "idle");
+    let job = fake_job().display().to_string();
+    let gputune = machine
+        .command(&[
+            "plan",
+            "--measure",
+            "--json",
+            "--seconds",
+            "120",
+            "--",
+            &job,
+            "--micro-batch",
+            "{mb}",
+            "--in-child",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("gputune starts");
+    // The job is on the card (registered by its child) before the interrupt.
+    common::daemon::wait_until("the job holds the card", || {
+        machine.state_path().exists() && !machine.state().processes.is_empty()
+    });
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(gputune.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT is sent");
+    let output = gputune.wait_with_output().expect("gputune ends");
+    assert_eq!(output.status.code(), Some(130));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    assert_eq!(
+        report["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{report:#}"
+    );
+    assert_eq!(report["runs"][0]["because"], "interrupted", "{report:#}");
+    assert_nothing_left_running(&machine);
+}
