@@ -2,6 +2,7 @@
 //! issue: other tools script against them. The exit status says whether it fits (see
 //! `EXIT_STATUS_HELP`).
 
+mod measure;
 mod text;
 
 use std::io::Write;
@@ -52,7 +53,7 @@ pub struct PlanArgs {
     #[arg(
         long,
         value_name = "NAME|PATH",
-        required_unless_present = "list_models"
+        required_unless_present_any = ["list_models", "measure"]
     )]
     pub model: Option<String>,
     #[arg(long, value_name = "full|lora|qlora", default_value = "full")]
@@ -142,6 +143,38 @@ pub struct PlanArgs {
     /// is still 3).
     #[arg(long, requires = "export")]
     pub force: bool,
+    /// Measure your own job instead: run the command after -- for a few steps, watch its GPU
+    /// memory in NVML's process list, and stop it. With {mb} in the command (where its
+    /// micro-batch goes), run it at each --micro-batches size and fit the cost per sample;
+    /// with --model, compare with the plan for the same setup.
+    #[arg(long, requires = "command")]
+    pub measure: bool,
+    /// With --measure: progress steps per run, read from its output as the sweep reads it
+    /// (tqdm bars, the Hugging Face Trainer's log; default 20).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "measure",
+        conflicts_with = "seconds"
+    )]
+    pub steps: Option<u64>,
+    /// With --measure: seconds per run instead of a step count (for a job whose progress
+    /// gputune cannot read).
+    #[arg(long, value_name = "S", requires = "measure")]
+    pub seconds: Option<f64>,
+    /// With --measure: the micro-batches to run, put where {mb} is (default 1,2).
+    #[arg(long, value_name = "A,B", value_delimiter = ',', requires = "measure")]
+    pub micro_batches: Vec<u64>,
+    /// With --measure: run once more at the largest micro-batch the measurement finds.
+    #[arg(long, requires = "measure")]
+    pub confirm: bool,
+    /// With --measure under sudo: run the command as root too (by default it runs as the
+    /// user who ran sudo).
+    #[arg(long, requires = "measure")]
+    pub keep_root: bool,
+    /// The training command for --measure, after --.
+    #[arg(last = true, value_name = "COMMAND", requires = "measure")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// What `plan --json` prints. `per_gpu_bytes`, `breakdown_bytes`, `fits` and
@@ -270,6 +303,9 @@ pub fn run_command(
     backend: &BackendOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
+    if args.measure {
+        return measure::run(args, backend, out);
+    }
     if args.list_models {
         for name in PRESET_NAMES {
             if let Some(model) = preset(name) {
