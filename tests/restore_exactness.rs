@@ -133,7 +133,8 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
         tally.check(ending, &machine, &tuned);
     }
 
-    // The window: a fan curve while it is open, a trial inside it, then it closes.
+    // The window's fan curve through the daemon is kept after the window closes (issue 17),
+    // until it is cleared; a trial from the window beside it, reverted.
     let options = window_options(&machine, SocketChoice::Path(daemon.socket.clone()));
     let link = Link::spawn(options.clone(), 500, || {}).expect("the link starts");
     wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
@@ -145,7 +146,18 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
         machine.settings(0).fan_manual_pct != tuned.fan_manual_pct
     });
     drop(link);
-    tally.check("window fan curve, window closed", &machine, &tuned);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_ne!(
+        machine.settings(0).fan_manual_pct,
+        tuned.fan_manual_pct,
+        "the daemon keeps the window's curve after it closes"
+    );
+    daemon.ok(&machine, &["fan", "curve", "clear"]);
+    tally.check(
+        "kept fan curve set by the window, cleared",
+        &machine,
+        &tuned,
+    );
     let link = Link::spawn(options, 500, || {}).expect("the link starts");
     wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
     link.send(LinkCommand::Tune(TuneCommand::SetFanCurve {
@@ -166,9 +178,16 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
     wait_until("the window's trial is reverted", || {
         machine.settings(0).power_limit_mw == tuned.power_limit_mw
     });
+    link.send(LinkCommand::Tune(TuneCommand::SetFanCurve {
+        gpu_index: 0,
+        curve: None,
+    }));
+    wait_until("the kept curve is cleared from the window", || {
+        machine.settings(0).fan_manual_pct == tuned.fan_manual_pct
+    });
     drop(link);
     tally.check(
-        "window trial reverted, then window closed",
+        "window trial reverted beside the kept curve, curve cleared",
         &machine,
         &tuned,
     );
