@@ -1,7 +1,8 @@
 //! `gputune plan --measure` end to end: real processes on the fake libnvidia-ml. The stand-in
 //! job (tests/examples/fake_training_memory.rs) holds 2048 MiB + 1536 MiB per sample as its own
 //! process in the fake's list, prints a tqdm bar, and runs out of memory past the card (the
-//! simulator's RTX 4090: 24 564 MiB). Each test has its own machine and runs beside the others.
+//! simulator's RTX 4090: 24 564 MiB). Each test has its own machine and runs beside the others;
+//! the window's runner tests load the fake library in this process and take turns.
 
 mod common;
 
