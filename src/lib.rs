@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod device;
 pub mod fsafe;
 pub mod join;
+pub mod measure_job;
 pub mod metrics;
 pub mod notice;
 pub mod plan;

@@ -438,3 +438,132 @@ fn without_a_file_dialog_the_tab_says_so_and_loads_a_typed_path() {
             .any(|command| matches!(command, AppCommand::Plan(PlanAction::LoadModelPath(_))))
     );
 }
+
+/// The Plan tab tall enough that "Measure my job", below the charts, is on screen.
+fn tall_harness() -> Harness<'static, Window> {
+    let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    state.tab = Tab::Plan;
+    window_harness(state, [1400.0, 2600.0])
+}
+
+/// A finished measurement as the runner delivers it: micro-batches 2 and 4 on a 24 GiB card,
+/// 2048 MiB fixed + 1536 MiB per sample, so 14 is the largest that fits.
+fn finished_measurement() -> gputune::measure_job::JobReport {
+    use gputune::measure_job::{FitReport, JobReport, JobRun, RunResult};
+    const MIB: u64 = 1024 * 1024;
+    let run = |micro_batch: u64| JobRun {
+        micro_batch: Some(micro_batch),
+        result: RunResult::Measured,
+        peak_bytes: Some((2048 + 1536 * micro_batch) * MIB),
+        gpu_index: Some(0),
+        steps_read: 5,
+        seconds: 1.5,
+    };
+    JobReport {
+        card: Some("NVIDIA GeForce RTX 4090".to_string()),
+        gpu_memory_bytes: Some(24_564 * MIB),
+        runs: vec![run(2), run(4)],
+        fit: Some(FitReport {
+            fixed_bytes: 2048 * MIB,
+            per_sample_bytes: 1536 * MIB,
+            max_micro_batch: 14,
+            limited_by_out_of_memory: None,
+            predicted_peak_bytes: (2048 + 1536 * 14) * MIB,
+        }),
+        no_fit: None,
+        confirmed: None,
+        summary: "The largest micro-batch that fits the card is 14 (not run: confirming runs it): 23552 MiB predicted.".to_string(),
+        interrupted: false,
+    }
+}
+
+#[test]
+fn a_finished_measurement_shows_each_run_against_the_plan_and_sets_the_micro_batch() {
+    use gputune::ui::plan::MeasureNews;
+    let mut harness = tall_harness();
+    harness
+        .state_mut()
+        .state
+        .plan
+        .measure
+        .take(MeasureNews::Finished(Ok(finished_measurement())));
+    harness.run();
+    harness.get_by_label("Measure my job");
+    harness.get_by_label("5120 MiB");
+    harness.get_by_label("8192 MiB");
+    harness.get_by_label("Fit: 2048 MiB fixed + 1536 MiB per sample.");
+    harness.get_by_label_contains("The largest micro-batch that fits the card is 14");
+    // The plan's figure at each measured size sits beside the measured one.
+    let planned_at = |micro_batch: u64| {
+        let plan = &harness.state().state.plan;
+        let mut setup = plan.current_setup();
+        setup.micro_batch = micro_batch;
+        let bytes = gputune::plan::memory::estimate(&plan.model, &setup)
+            .expect("the plan's setup is valid")
+            .total();
+        format!("{:.0} MiB (", bytes as f64 / 1024.0 / 1024.0)
+    };
+    harness.get_by_label_contains(&planned_at(2));
+    harness.get_by_label_contains(&planned_at(4));
+    harness.get_by_label_contains("The plan assumed a 762 MiB CUDA context");
+    assert_ne!(harness.state().state.plan.setup.micro_batch, 14);
+    harness.get_by_label("Use this micro-batch (14)").click();
+    harness.run();
+    assert_eq!(harness.state().state.plan.setup.micro_batch, 14);
+}
+
+#[test]
+fn measure_asks_the_app_for_the_run_and_bad_inputs_are_said_in_the_tab() {
+    use gputune::measure_job::JobSpec;
+    use gputune::ui::plan::MeasureState;
+    use std::ffi::OsString;
+    let mut harness = tall_harness();
+    // No {mb}, but micro-batches: refused in the tab, nothing asked of the app.
+    harness.state_mut().state.plan.measure.command = "python train.py --bs 8".to_string();
+    harness.run();
+    harness.get_by_label("Measure").click();
+    harness.run();
+    harness.get_by_label_contains("need {mb} in the command");
+    assert!(
+        !harness
+            .state()
+            .commands
+            .iter()
+            .any(|command| matches!(command, AppCommand::Plan(PlanAction::Measure(_))))
+    );
+    harness.state_mut().state.plan.measure.command = "python 'my train.py' --bs {mb}".to_string();
+    harness.run();
+    harness.get_by_label("Measure").click();
+    harness.run_steps(2);
+    let expected = JobSpec::new(
+        ["python", "my train.py", "--bs", "{mb}"]
+            .iter()
+            .map(OsString::from)
+            .collect(),
+        &[1, 2],
+        Some(20),
+        None,
+        false,
+    )
+    .expect("valid");
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Plan(PlanAction::Measure(expected)))
+    );
+    // Running: the tab shows it and Stop asks the app to stop it.
+    assert!(matches!(
+        harness.state().state.plan.measure.state,
+        MeasureState::Running { .. }
+    ));
+    harness.get_by_label("Stop").click();
+    harness.run_steps(2);
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Plan(PlanAction::StopMeasure))
+    );
+    harness.get_by_label_contains("Stopping");
+}

@@ -541,16 +541,7 @@ pub(crate) fn exit_code_of(status: ExitStatus) -> i32 {
     status.signal().map_or(1, |signal| 128 + signal)
 }
 
-pub(crate) fn describe_status(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(code) = status.code() {
-        return format!("exited with status {code}");
-    }
-    match status.signal() {
-        Some(signal) => format!("was ended by signal {signal}"),
-        None => "ended".to_string(),
-    }
-}
+pub(crate) use crate::text::describe_status;
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
 //! `GpuTuneApp`: the glue between `AppState` and eframe — the link to the tuning service,
-//! file dialogs, the CSV export thread, storage and repaint pacing.
+//! file dialogs, the CSV export thread, the Plan tab's measurement thread, storage and repaint
+//! pacing.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -24,6 +25,8 @@ pub struct GpuTuneApp {
     link: Link,
     state: AppState,
     export_results: (Sender<ExportResult>, Receiver<ExportResult>),
+    /// The Plan tab's "Measure my job".
+    measure: super::plan_measure::MeasureRunner,
 }
 
 impl GpuTuneApp {
@@ -45,6 +48,7 @@ impl GpuTuneApp {
         let pacer = std::sync::Mutex::new(super::repaint::RepaintPacer::new(
             super::repaint::MIN_FRAME_INTERVAL,
         ));
+        let measure = super::plan_measure::MeasureRunner::new(options.backend.clone());
         let link = Link::spawn(options, state.interval_ms, move || {
             let delay = pacer
                 .lock()
@@ -56,6 +60,7 @@ impl GpuTuneApp {
             link,
             state,
             export_results: mpsc::channel(),
+            measure,
         })
     }
 
@@ -98,6 +103,16 @@ impl GpuTuneApp {
                     },
                 );
             }
+            AppCommand::Plan(PlanAction::Measure(spec)) => {
+                let context = context.clone();
+                if let Err(error) = self.measure.start(spec, move || context.request_repaint()) {
+                    self.state
+                        .plan
+                        .measure
+                        .take(super::plan::MeasureNews::Finished(Err(error)));
+                }
+            }
+            AppCommand::Plan(PlanAction::StopMeasure) => self.measure.stop(),
             AppCommand::SetInterval { interval_ms } => {
                 self.link.send(LinkCommand::SetInterval { interval_ms });
             }
@@ -223,6 +238,9 @@ impl eframe::App for GpuTuneApp {
                 }
                 self.run_profile_action(ProfileAction::Refresh);
             }
+        }
+        for news in self.measure.drain() {
+            self.state.plan.measure.take(news);
         }
         while let Ok(result) = self.export_results.1.try_recv() {
             self.state.status = Some(match result {

@@ -17,6 +17,7 @@ pub mod plan;
 pub mod plan_charts;
 pub mod plan_files;
 mod plan_inputs;
+pub mod plan_measure;
 mod profile_actions;
 pub mod profiles;
 pub mod repaint;

@@ -5,10 +5,12 @@
 //! inputs change. Exports go through the app (`PlanAction::Export`), which writes the file.
 
 mod fields;
+mod measure;
 mod rows;
 
 use eframe::egui::{self, RichText};
 
+use crate::measure_job::JobSpec;
 use crate::plan::PlanError;
 use crate::plan::export::{ExportFormat, export_plan};
 use crate::plan::model::{LoraTargets, Model, preset};
@@ -20,6 +22,7 @@ use crate::ui::plan_charts::{batch_curve, breakdown_chart, strategy_table};
 use crate::ui::widgets::banner::ERROR_TEXT;
 
 pub use fields::{KindFields, ModelKind};
+pub use measure::{MeasureNews, MeasureSection, MeasureState};
 pub use rows::EXPORT_BUTTONS;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -33,7 +36,7 @@ pub enum MethodChoice {
 }
 
 /// What the planner panel asks of the app.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum PlanAction {
     /// Open a file dialog for a config.json or .safetensors file.
     OpenModelFile,
@@ -42,6 +45,10 @@ pub enum PlanAction {
     LoadModelPath(String),
     /// Save the current setup as a trainer config in this format (the app asks for the file).
     Export(ExportFormat),
+    /// Measure the user's job ("Measure my job"; the app's runner does it off the UI thread).
+    Measure(JobSpec),
+    /// Stop the measurement (the job is stopped as Ctrl-C stops `plan --measure`).
+    StopMeasure,
 }
 
 /// The panel's inputs and its last answer.
@@ -70,6 +77,8 @@ pub struct PlanPanel {
     pub export_status: Option<ExportStatus>,
     /// The micro-batch axis of the memory curve as last drawn: its first and last value.
     pub batch_axis: Option<(f64, f64)>,
+    /// "Measure my job": its inputs and its last measurement.
+    pub measure: MeasureSection,
     /// An export was asked of the app and its outcome has not come back yet.
     pub(crate) export_pending: bool,
     /// The inputs each kind of model keeps while another kind is chosen.
@@ -128,6 +137,7 @@ impl Default for PlanPanel {
             export_anyway: false,
             export_status: None,
             batch_axis: None,
+            measure: MeasureSection::default(),
             export_pending: false,
             answer: None,
         }
@@ -309,7 +319,10 @@ impl PlanPanel {
                 egui::ScrollArea::vertical().show(ui, |ui| self.inputs_ui(ui, &mut actions));
             });
         egui::CentralPanel::default().show(ui, |ui| {
-            egui::ScrollArea::vertical().show(ui, |ui| self.results_ui(ui, &mut actions));
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                self.results_ui(ui, &mut actions);
+                self.measure_ui(ui, &mut actions);
+            });
         });
         actions
     }
