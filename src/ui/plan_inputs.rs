@@ -37,11 +37,15 @@ impl PlanPanel {
         // Where no file dialog opens (no XDG desktop portal), a path typed or pasted here.
         ui.horizontal(|ui| {
             let label = ui.label("or its path:");
+            // What is left of the column beside the Load button, so the row never overflows.
+            let load_width = ui.spacing().interact_size.x + 2.0 * ui.spacing().button_padding.x;
+            let field_width = (ui.available_width() - load_width - ui.spacing().item_spacing.x)
+                .clamp(80.0, 220.0);
             let field = ui
                 .add(
                     egui::TextEdit::singleline(&mut self.model_path)
                         .hint_text("…/config.json, .safetensors or folder")
-                        .desired_width(220.0),
+                        .desired_width(field_width),
                 )
                 .labelled_by(label.id);
             let entered = field.lost_focus() && ui.input(|input| input.key_pressed(egui::Key::Enter));
