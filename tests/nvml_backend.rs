@@ -151,6 +151,45 @@ fn every_reading_arrives_under_a_training_load() {
     assert!(reading.sampled_at_ms > 1_600_000_000_000);
 }
 
+/// The energy counter is slow on real cards (3.1 ms a call on an H200): sampled every few
+/// milliseconds, it is asked at most once a second, and what is reported still only grows.
+#[test]
+fn the_energy_counter_is_read_at_most_once_a_second_and_only_grows() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let reads_before = machine.state().energy_reads;
+    let started = std::time::Instant::now();
+    let mut last_mj = 0;
+    const SAMPLES: u64 = 30;
+    for _ in 0..SAMPLES {
+        let reading = backend
+            .telemetry(0)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let energy_mj = reading.energy_total_mj.unwrap_or(0);
+        assert!(
+            energy_mj > 0 && energy_mj >= last_mj,
+            "{energy_mj} after {last_mj}"
+        );
+        last_mj = energy_mj;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let reads = machine.state().energy_reads - reads_before;
+    // The first sample, then one a second at most (a generous bound, whatever the pace).
+    let most_reads = started.elapsed().as_secs() + 2;
+    assert!(reads >= 1, "the counter is read at the first sample");
+    assert!(
+        reads <= most_reads && reads < SAMPLES,
+        "{reads} reads in {SAMPLES} samples"
+    );
+    // Close to the driver's own counter: within what the card draws in two seconds.
+    let counter_mj = machine.state().machine.gpus[0].energy_total_mj();
+    let most_power_mj = u64::from(machine.state().machine.gpus[0].spec.power_limit_max_mw) * 2;
+    assert!(
+        last_mj.abs_diff(counter_mj) <= most_power_mj,
+        "reported {last_mj} mJ, counter {counter_mj} mJ"
+    );
+}
+
 #[test]
 fn idle_card_reports_idle_state() {
     let machine = FakeMachine::with_load("rtx4090", "", "idle");

@@ -1,10 +1,12 @@
 //! The real NVIDIA backend, through nvml-wrapper. NVML is loaded at run time, from the system's
 //! default search path or from a path the user gives (WSL and non-standard installs need that).
 
+mod energy;
 mod processes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
@@ -50,6 +52,10 @@ pub struct NvmlBackend {
     events: Option<EventSet>,
     /// Who the processes on the GPUs are (/proc), with the user names already looked up.
     proc_reader: ProcReader,
+    /// Each GPU's energy counter, really read at most once a second (it is slow: `energy`).
+    energy: Vec<energy::EnergyCounter>,
+    /// The start of the monotonic clock the energy counters are carried by.
+    opened_at: Instant,
 }
 
 impl Drop for NvmlBackend {
@@ -80,6 +86,8 @@ impl NvmlBackend {
             handles: Vec::new(),
             events: None,
             proc_reader: ProcReader::default(),
+            energy: Vec::new(),
+            opened_at: Instant::now(),
         };
         if backend.gpu_count()? == 0 {
             return Err(DeviceError::NoGpus);
@@ -112,9 +120,15 @@ impl NvmlBackend {
 
     /// The device behind a kept handle.
     fn device_at(&self, handle: DeviceHandle) -> nvml_wrapper::Device<'_> {
-        // SAFETY: the handle came from this `Nvml` (`handle`), which is still initialized.
-        unsafe { nvml_wrapper::Device::new(handle.0, &self.nvml) }
+        device_in(&self.nvml, handle)
     }
+}
+
+/// The device behind a handle `nvml` gave (borrowing only the library, not the backend).
+fn device_in(nvml: &Nvml, handle: DeviceHandle) -> nvml_wrapper::Device<'_> {
+    // SAFETY: the handle came from this `Nvml` (`NvmlBackend::handle`), which is still
+    // initialized.
+    unsafe { nvml_wrapper::Device::new(handle.0, nvml) }
 }
 
 fn map_load_error(error: NvmlError, library_path: Option<&Path>) -> DeviceError {
@@ -298,7 +312,7 @@ impl Backend for NvmlBackend {
 
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
         let handle = self.handle(index)?;
-        let device = self.device_at(handle);
+        let device = device_in(&self.nvml, handle);
         let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
         let mut fans = Vec::new();
         for fan in 0..fan_count {
@@ -316,9 +330,25 @@ impl Backend for NvmlBackend {
                 let number = state.as_c();
                 (number <= 15).then_some(number)
             });
+        let power_draw_mw = optional(device.power_usage(), "power draw", index)?;
+        let now_ms = u64::try_from(self.opened_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if self.energy.len() <= index as usize {
+            self.energy
+                .resize(index as usize + 1, energy::EnergyCounter::default());
+        }
+        let counter = &mut self.energy[index as usize];
+        let energy_total_mj = match power_draw_mw {
+            Some(power_mw) if !counter.due(now_ms, power_draw_mw) => {
+                counter.carry(now_ms, power_mw)
+            }
+            _ => counter.read(
+                now_ms,
+                optional(device.total_energy_consumption(), "energy counter", index)?,
+            ),
+        };
         Ok(Telemetry {
             sampled_at_ms: wall_clock_ms(),
-            power_draw_mw: optional(device.power_usage(), "power draw", index)?,
+            power_draw_mw,
             power_limit_mw: optional(device.enforced_power_limit(), "enforced power limit", index)?,
             temperature_c: optional(
                 device.temperature(TemperatureSensor::Gpu),
@@ -352,7 +382,7 @@ impl Backend for NvmlBackend {
                 "maximum PCIe width",
                 index,
             )?,
-            energy_total_mj: optional(device.total_energy_consumption(), "energy counter", index)?,
+            energy_total_mj,
             processes: None,
         })
     }
