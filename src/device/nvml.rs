@@ -3,6 +3,7 @@
 
 mod energy;
 mod processes;
+mod slow;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,7 +55,9 @@ pub struct NvmlBackend {
     proc_reader: ProcReader,
     /// Each GPU's energy counter, really read at most once a second (it is slow: `energy`).
     energy: Vec<energy::EnergyCounter>,
-    /// The start of the monotonic clock the energy counters are carried by.
+    /// Each GPU's slowly changing readings, read at most once a second (`slow`).
+    slow: Vec<Option<slow::SlowReadings>>,
+    /// The start of the monotonic clock of the energy counters and slow readings.
     opened_at: Instant,
 }
 
@@ -87,6 +90,7 @@ impl NvmlBackend {
             events: None,
             proc_reader: ProcReader::default(),
             energy: Vec::new(),
+            slow: Vec::new(),
             opened_at: Instant::now(),
         };
         if backend.gpu_count()? == 0 {
@@ -313,7 +317,47 @@ impl Backend for NvmlBackend {
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
         let handle = self.handle(index)?;
         let device = device_in(&self.nvml, handle);
-        let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
+        let now_ms = u64::try_from(self.opened_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if self.slow.len() <= index as usize {
+            self.slow.resize(index as usize + 1, None);
+        }
+        let slow = match self.slow[index as usize].filter(|slow| slow.fresh_at(now_ms)) {
+            Some(slow) => slow,
+            None => {
+                let slow = slow::SlowReadings {
+                    read_at_ms: now_ms,
+                    fan_count: optional(device.num_fans(), "fan count", index)?.unwrap_or(0),
+                    power_limit_mw: optional(
+                        device.enforced_power_limit(),
+                        "enforced power limit",
+                        index,
+                    )?,
+                    pcie_link_gen: optional(
+                        device.current_pcie_link_gen(),
+                        "PCIe generation",
+                        index,
+                    )?,
+                    pcie_link_width: optional(
+                        device.current_pcie_link_width(),
+                        "PCIe width",
+                        index,
+                    )?,
+                    pcie_link_gen_max: optional(
+                        device.max_pcie_link_gen(),
+                        "maximum PCIe generation",
+                        index,
+                    )?,
+                    pcie_link_width_max: optional(
+                        device.max_pcie_link_width(),
+                        "maximum PCIe width",
+                        index,
+                    )?,
+                };
+                self.slow[index as usize] = Some(slow);
+                slow
+            }
+        };
+        let fan_count = slow.fan_count;
         let mut fans = Vec::new();
         for fan in 0..fan_count {
             fans.push(FanReading {
@@ -331,7 +375,6 @@ impl Backend for NvmlBackend {
                 (number <= 15).then_some(number)
             });
         let power_draw_mw = optional(device.power_usage(), "power draw", index)?;
-        let now_ms = u64::try_from(self.opened_at.elapsed().as_millis()).unwrap_or(u64::MAX);
         if self.energy.len() <= index as usize {
             self.energy
                 .resize(index as usize + 1, energy::EnergyCounter::default());
@@ -349,7 +392,7 @@ impl Backend for NvmlBackend {
         Ok(Telemetry {
             sampled_at_ms: wall_clock_ms(),
             power_draw_mw,
-            power_limit_mw: optional(device.enforced_power_limit(), "enforced power limit", index)?,
+            power_limit_mw: slow.power_limit_mw,
             temperature_c: optional(
                 device.temperature(TemperatureSensor::Gpu),
                 "temperature",
@@ -370,18 +413,10 @@ impl Backend for NvmlBackend {
                 index,
             )?
             .map(|reasons| ThrottleReasons::from_bits(reasons.bits())),
-            pcie_link_gen: optional(device.current_pcie_link_gen(), "PCIe generation", index)?,
-            pcie_link_width: optional(device.current_pcie_link_width(), "PCIe width", index)?,
-            pcie_link_gen_max: optional(
-                device.max_pcie_link_gen(),
-                "maximum PCIe generation",
-                index,
-            )?,
-            pcie_link_width_max: optional(
-                device.max_pcie_link_width(),
-                "maximum PCIe width",
-                index,
-            )?,
+            pcie_link_gen: slow.pcie_link_gen,
+            pcie_link_width: slow.pcie_link_width,
+            pcie_link_gen_max: slow.pcie_link_gen_max,
+            pcie_link_width_max: slow.pcie_link_width_max,
             energy_total_mj,
             processes: None,
         })
@@ -447,6 +482,10 @@ impl Backend for NvmlBackend {
 
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
         let setting = *setting.setting();
+        // The write's effect (a new enforced limit) shows at the next sample.
+        if let Some(slow) = self.slow.get_mut(index as usize) {
+            *slow = None;
+        }
         let handle = self.handle(index)?;
         let mut device = self.device_at(handle);
         let result = match setting {
