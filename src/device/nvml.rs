@@ -327,11 +327,6 @@ impl Backend for NvmlBackend {
                 let slow = slow::SlowReadings {
                     read_at_ms: now_ms,
                     fan_count: optional(device.num_fans(), "fan count", index)?.unwrap_or(0),
-                    power_limit_mw: optional(
-                        device.enforced_power_limit(),
-                        "enforced power limit",
-                        index,
-                    )?,
                     pcie_link_gen: optional(
                         device.current_pcie_link_gen(),
                         "PCIe generation",
@@ -392,7 +387,8 @@ impl Backend for NvmlBackend {
         Ok(Telemetry {
             sampled_at_ms: wall_clock_ms(),
             power_draw_mw,
-            power_limit_mw: slow.power_limit_mw,
+            // Read at every sample: a limit another handle (the engine's) writes shows at once.
+            power_limit_mw: optional(device.enforced_power_limit(), "enforced power limit", index)?,
             temperature_c: optional(
                 device.temperature(TemperatureSensor::Gpu),
                 "temperature",
@@ -482,10 +478,6 @@ impl Backend for NvmlBackend {
 
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
         let setting = *setting.setting();
-        // The write's effect (a new enforced limit) shows at the next sample.
-        if let Some(slow) = self.slow.get_mut(index as usize) {
-            *slow = None;
-        }
         let handle = self.handle(index)?;
         let mut device = self.device_at(handle);
         let result = match setting {

@@ -1,7 +1,8 @@
-//! Readings that change slowly or never (the fan count, the enforced power limit, the PCIe
-//! link), read at most once a second per GPU instead of at every sample: on the fake library
-//! at 100 ms the sampler made about 19 calls a sample against nvtop's 10. A write through the
-//! backend forgets them, so its effect shows at the next sample.
+//! Readings that change slowly or never and that no setting of ours moves (the fan count, the
+//! PCIe link), read at most once a second per GPU instead of at every sample: on the fake
+//! library at 100 ms the sampler made about 19 calls a sample against nvtop's 10. The enforced
+//! power limit is not one of them: the engine writes it through another handle, and the
+//! readings must show the new limit at the next sample.
 
 /// How long slow readings are kept.
 pub const SLOW_EVERY_MS: u64 = 1_000;
@@ -11,7 +12,6 @@ pub const SLOW_EVERY_MS: u64 = 1_000;
 pub struct SlowReadings {
     pub read_at_ms: u64,
     pub fan_count: u32,
-    pub power_limit_mw: Option<u32>,
     pub pcie_link_gen: Option<u32>,
     pub pcie_link_width: Option<u32>,
     pub pcie_link_gen_max: Option<u32>,
@@ -34,7 +34,6 @@ mod tests {
         let readings = SlowReadings {
             read_at_ms: 5_000,
             fan_count: 2,
-            power_limit_mw: Some(450_000),
             pcie_link_gen: Some(4),
             pcie_link_width: Some(16),
             pcie_link_gen_max: Some(4),
