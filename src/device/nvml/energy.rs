@@ -16,6 +16,9 @@ pub struct EnergyCounter {
     reported_uj: Option<u128>,
     /// When `reported_uj` was last moved forward.
     carried_at_ms: u64,
+    /// The most ever reported, kept across a failed read so the next one is not lower (the
+    /// counter only restarts with the driver, and a new driver means a new backend).
+    floor_uj: u128,
 }
 
 impl EnergyCounter {
@@ -32,13 +35,10 @@ impl EnergyCounter {
     pub fn read(&mut self, now_ms: u64, counter_mj: Option<u64>) -> Option<u64> {
         self.read_at_ms = Some(now_ms);
         self.carried_at_ms = now_ms;
-        if let Some(counter_mj) = counter_mj {
-            let counter_uj = u128::from(counter_mj) * 1_000;
-            // An estimate that ran ahead is kept until the counter passes it: never backwards.
-            self.reported_uj = Some(self.reported_uj.map_or(counter_uj, |at| at.max(counter_uj)));
-        } else {
-            self.reported_uj = None;
-        }
+        // An estimate that ran ahead is kept until the counter passes it: never backwards.
+        self.reported_uj =
+            counter_mj.map(|counter_mj| self.floor_uj.max(u128::from(counter_mj) * 1_000));
+        self.floor_uj = self.reported_uj.unwrap_or(self.floor_uj);
         self.reported_mj()
     }
 
@@ -49,6 +49,7 @@ impl EnergyCounter {
         self.carried_at_ms = self.carried_at_ms.max(now_ms);
         if let Some(reported) = &mut self.reported_uj {
             *reported += u128::from(power_draw_mw) * u128::from(elapsed_ms);
+            self.floor_uj = *reported;
         }
         self.reported_mj()
     }
@@ -108,8 +109,11 @@ mod tests {
         assert!(!counter.due(500, Some(400_000)));
         assert!(counter.due(1_000, Some(400_000)));
         assert_eq!(counter.read(1_000, Some(101_000)), Some(201_000));
+        // A failed read says nothing, and the next one is still not lower.
+        assert_eq!(counter.read(2_000, None), None);
+        assert_eq!(counter.read(3_000, Some(151_000)), Some(201_000));
         // The counter passes the estimate: it is taken again.
-        assert_eq!(counter.read(2_000, Some(301_000)), Some(301_000));
+        assert_eq!(counter.read(4_000, Some(301_000)), Some(301_000));
     }
 
     #[test]
