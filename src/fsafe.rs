@@ -334,6 +334,13 @@ fn check_private(path: &Path, metadata: &std::fs::Metadata) -> Result<(), FileEr
     Ok(())
 }
 
+/// Whether anything is at `path`, a dangling symbolic link included; a path that cannot be
+/// looked at (no permission, a file where a folder should be) counts as taken, so nothing is
+/// written over what could not be seen.
+pub fn occupied(path: &Path) -> bool {
+    !matches!(std::fs::symlink_metadata(path), Err(error) if error.kind() == ErrorKind::NotFound)
+}
+
 /// This process's effective user id.
 pub fn effective_uid() -> u32 {
     nix::unistd::geteuid().as_raw()
@@ -349,6 +356,21 @@ mod libc_flags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn occupied_counts_dangling_links_and_what_cannot_be_looked_at() {
+        let folder = tempfile::tempdir().unwrap();
+        let free = folder.path().join("free.toml");
+        assert!(!occupied(&free));
+        let dangling = folder.path().join("dangling.toml");
+        std::os::unix::fs::symlink(folder.path().join("nowhere"), &dangling).unwrap();
+        assert!(occupied(&dangling));
+        let file = folder.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(occupied(&file));
+        // A file where a folder should be: not "nothing there".
+        assert!(occupied(&file.join("below.toml")));
+    }
 
     #[test]
     fn reads_a_small_file_and_refuses_a_large_one() {

@@ -23,6 +23,35 @@ pub fn watts_exact(milliwatts: u32) -> String {
     }
 }
 
+/// A number as people write it: 315 → "315", 66.67 → "66.67".
+pub fn plain_number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// A power limit's share of the card's default in percent, one decimal at most ("70",
+/// "70.5"); `None` when the default is unknown.
+pub fn percent_of_default(limit_mw: u32, default_mw: Option<u32>) -> Option<String> {
+    let default_mw = default_mw.filter(|default_mw| *default_mw > 0)?;
+    let percent = f64::from(limit_mw) / f64::from(default_mw) * 100.0;
+    Some(plain_number((percent * 10.0).round() / 10.0))
+}
+
+/// A power limit with its share of the card's default when known: "315 W (70 % of 450 W)".
+pub fn power_limit_with_share(limit_mw: u32, default_mw: Option<u32>) -> String {
+    match (percent_of_default(limit_mw, default_mw), default_mw) {
+        (Some(percent), Some(default_mw)) => format!(
+            "{} ({percent} % of {})",
+            watts_exact(limit_mw),
+            watts_exact(default_mw)
+        ),
+        _ => watts_exact(limit_mw),
+    }
+}
+
 /// A card's power-limit range in watts and, when its default is known, in % of the default
 /// (the two ways a user may ask): "150 W to 600 W (33 % to 133 % of its 450 W default)".
 pub fn power_limit_range(min_mw: u32, max_mw: u32, default_mw: Option<u32>) -> String {
@@ -120,6 +149,26 @@ mod tests {
         assert_eq!(energy(5_400_000_000_000 / 1000), "1.50 kWh");
         assert_eq!(or_na(None::<u32>, |c| format!("{c} °C")), "n/a");
         assert_eq!(or_na(Some(67u32), |c| format!("{c} °C")), "67 °C");
+    }
+
+    #[test]
+    fn a_power_limit_says_its_share_of_the_default_once_for_every_front_end() {
+        assert_eq!(
+            power_limit_with_share(315_000, Some(450_000)),
+            "315 W (70 % of 450 W)"
+        );
+        assert_eq!(
+            power_limit_with_share(317_250, Some(450_000)),
+            "317.25 W (70.5 % of 450 W)"
+        );
+        assert_eq!(power_limit_with_share(315_000, None), "315 W");
+        assert_eq!(power_limit_with_share(315_000, Some(0)), "315 W");
+        assert_eq!(
+            percent_of_default(450_000, Some(450_000)).as_deref(),
+            Some("100")
+        );
+        assert_eq!(plain_number(66.67), "66.67");
+        assert_eq!(plain_number(315.0), "315");
     }
 
     #[test]

@@ -133,6 +133,22 @@ fn eight_fake_gpus_are_exported_with_dcgm_exporter_names_and_status_values() {
     assert_eq!(value(&after, "gputune_power_limit_watts", 4), 450.0);
 }
 
+/// Prometheus may scrape the moment the exporter says it serves: that scrape has a reading of
+/// every GPU, not only the cards' facts.
+#[test]
+fn the_first_scrape_right_after_the_start_has_every_gpus_reading() {
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    // A slow interval: nothing but the start itself can have taken the first reading.
+    let exporter = exporter(&machine, "5000");
+    let first = exporter.scrape();
+    assert!(
+        all_read(&first),
+        "{:?}",
+        by_gpu(&first, "DCGM_FI_DEV_GPU_TEMP").keys()
+    );
+    assert_eq!(by_gpu(&first, "DCGM_FI_DEV_POWER_USAGE").len(), 8);
+}
+
 #[test]
 fn the_daemon_serves_metrics_of_what_its_sessions_hold() {
     let machine = FakeMachine::for_processes("8x-rtx4090", "training");

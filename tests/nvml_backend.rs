@@ -151,6 +151,88 @@ fn every_reading_arrives_under_a_training_load() {
     assert!(reading.sampled_at_ms > 1_600_000_000_000);
 }
 
+/// The energy counter is slow on real cards (3.1 ms a call on an H200): sampled every few
+/// milliseconds, it is asked at most once a second, and what is reported still only grows.
+#[test]
+fn the_energy_counter_is_read_at_most_once_a_second_and_only_grows() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let reads_before = machine.state().energy_reads;
+    let started = std::time::Instant::now();
+    let mut last_mj = 0;
+    const SAMPLES: u64 = 30;
+    for _ in 0..SAMPLES {
+        let reading = backend
+            .telemetry(0)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let energy_mj = reading.energy_total_mj.unwrap_or(0);
+        assert!(
+            energy_mj > 0 && energy_mj >= last_mj,
+            "{energy_mj} after {last_mj}"
+        );
+        last_mj = energy_mj;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let reads = machine.state().energy_reads - reads_before;
+    // The first sample, then one a second at most (a generous bound, whatever the pace).
+    let most_reads = started.elapsed().as_secs() + 2;
+    assert!(reads >= 1, "the counter is read at the first sample");
+    assert!(
+        reads <= most_reads && reads < SAMPLES,
+        "{reads} reads in {SAMPLES} samples"
+    );
+    // Close to the driver's own counter: within what the card draws in two seconds.
+    let counter_mj = machine.state().machine.gpus[0].energy_total_mj();
+    let most_power_mj = u64::from(machine.state().machine.gpus[0].spec.power_limit_max_mw) * 2;
+    assert!(
+        last_mj.abs_diff(counter_mj) <= most_power_mj,
+        "reported {last_mj} mJ, counter {counter_mj} mJ"
+    );
+}
+
+/// What changes slowly and no setting moves (the fan count, the PCIe link) is read at most
+/// once a second, not at every sample; the enforced limit is read every time.
+#[test]
+fn slow_readings_are_not_asked_again_within_the_second_but_a_new_limit_shows_at_once() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut backend = open(&machine);
+    let calls = |machine: &FakeMachine| machine.state().device_calls;
+    let before = calls(&machine);
+    let first = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let first_calls = calls(&machine) - before;
+    let before = calls(&machine);
+    let second = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let second_calls = calls(&machine) - before;
+    // The fan count, 4 × PCIe and the energy counter: 6 calls fewer, unless a second passed
+    // between the two samples (a very slow machine).
+    assert!(
+        second_calls + 6 <= first_calls || second.sampled_at_ms >= first.sampled_at_ms + 1_000,
+        "{first_calls} then {second_calls} calls"
+    );
+    assert_eq!(second.pcie_link_gen_max, Some(4));
+    assert_eq!(second.pcie_link_width, Some(16));
+    assert_eq!(second.fans.as_ref().map(Vec::len), Some(2));
+    // The engine writes through its own handle; the sampler's sees the limit at once.
+    let mut engine_handle = open(&machine);
+    assert_eq!(
+        apply(
+            &mut engine_handle,
+            Setting::PowerLimit {
+                power_limit_mw: 300_000
+            }
+        ),
+        Ok(())
+    );
+    let reading = backend
+        .telemetry(0)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(reading.power_limit_mw, Some(300_000));
+}
+
 #[test]
 fn idle_card_reports_idle_state() {
     let machine = FakeMachine::with_load("rtx4090", "", "idle");

@@ -34,6 +34,10 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
             min_mhz: 210,
             max_mhz: 2_400,
         };
+        tuning.in_force.memory_clock_lock = ClockLock::Locked {
+            min_mhz: 405,
+            max_mhz: 810,
+        };
         tuning.in_force.gpu_clock_offset_mhz = Some(150);
     }
     harness.get_by_label("Name").click();
@@ -83,6 +87,14 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
     harness.state_mut().state.profiles.profiles = profiles;
     harness.run();
     harness.get_by_label("quiet-70");
+    // The row says what the profile sets in the words `gputune profile list` uses, the
+    // memory clock lock included.
+    assert!(
+        profile.summary().contains("memory clocks 405-810 MHz"),
+        "{}",
+        profile.summary()
+    );
+    harness.get_by_label(&profile.summary());
     harness.get_by_label("Apply quiet-70").click();
     harness.run();
     harness.get_by_label("Try quiet-70").click();

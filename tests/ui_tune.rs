@@ -195,6 +195,29 @@ fn a_fanless_card_has_no_fan_curve_and_no_offsets() {
     assert!(harness.query_by_label("Follow this curve").is_none());
 }
 
+/// An H200 with driver 580 says it supports offsets, with a range of 0 to 0 MHz: that is not
+/// adjustable, so no slider with an empty range is shown.
+#[test]
+fn an_offset_range_of_zero_to_zero_reads_as_not_supported() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    let shown = |harness: &Harness<'static, Window>, label: &str| {
+        harness.query_all_by_label(label).next().is_some()
+    };
+    assert!(shown(&harness, "GPU offset"), "the RTX 4090 has the slider");
+    let empty = Some(gputune::device::OffsetRangeMhz {
+        min_mhz: 0,
+        max_mhz: 0,
+    });
+    let constraints = &mut harness.state_mut().state.model.gpus[0].info.constraints;
+    constraints.gpu_clock_offset_range = empty;
+    constraints.memory_clock_offset_range = empty;
+    harness.run();
+    harness.get_by_label_contains("Not supported on this GPU or driver");
+    for label in ["GPU offset", "memory offset", "Apply offsets"] {
+        assert!(!shown(&harness, label), "{label}");
+    }
+}
+
 #[test]
 fn try_sends_a_trial_and_a_running_trial_shows_a_countdown_that_revert_ends() {
     let mut harness = harness(SimScenario::Rtx4090);

@@ -260,25 +260,13 @@ pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<Strin
         .iter()
         .map(|setting| match *setting {
             crate::device::Setting::PowerLimit { power_limit_mw } => {
-                let share = constraints
-                    .power_limit_default_mw
-                    .filter(|default_mw| *default_mw > 0)
-                    .map(|default_mw| {
-                        let percent = f64::from(power_limit_mw) / f64::from(default_mw) * 100.0;
-                        format!(
-                            " ({} % of {})",
-                            one_decimal(percent),
-                            watts_exact(default_mw)
-                        )
-                    })
-                    .unwrap_or_default();
                 let enforced = match gpu.enforced_power_limit_mw {
                     Some(enforced_mw) => format!("the card enforces {}", watts_exact(enforced_mw)),
                     None => "the card does not report the limit it enforces".to_string(),
                 };
                 format!(
-                    "Power limit set to {}{share}; {enforced}.",
-                    watts_exact(power_limit_mw)
+                    "{}; {enforced}.",
+                    power_limit_set(power_limit_mw, constraints)
                 )
             }
             crate::device::Setting::GpuClockOffset { offset_mhz } => {
@@ -287,9 +275,28 @@ pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<Strin
             crate::device::Setting::MemoryClockOffset { offset_mhz } => {
                 read_back_offset("Memory", offset_mhz, gpu.in_force.memory_clock_offset_mhz)
             }
-            other => format!("{} applied.", capitalized(&other.describe())),
+            other => applied_line(&other, constraints),
         })
         .collect()
+}
+
+/// "Power limit set to 315 W (70 % of 450 W)", without the full stop (a read-back may follow).
+fn power_limit_set(power_limit_mw: u32, constraints: &Constraints) -> String {
+    format!(
+        "Power limit set to {}",
+        crate::units::power_limit_with_share(power_limit_mw, constraints.power_limit_default_mw)
+    )
+}
+
+/// One sentence for a setting written, with nothing read back: "Power limit set to 315 W
+/// (70 % of 450 W).", "Fan 0 at 60 % applied."
+pub(crate) fn applied_line(setting: &crate::device::Setting, constraints: &Constraints) -> String {
+    match *setting {
+        crate::device::Setting::PowerLimit { power_limit_mw } => {
+            format!("{}.", power_limit_set(power_limit_mw, constraints))
+        }
+        other => format!("{} applied.", capitalized(&other.describe())),
+    }
 }
 
 fn read_back_offset(clock: &str, offset_mhz: i32, reported: Option<i32>) -> String {
@@ -309,16 +316,6 @@ fn capitalized(text: &str) -> String {
     match characters.next() {
         Some(first) => first.to_uppercase().chain(characters).collect(),
         None => String::new(),
-    }
-}
-
-/// "70" or "70.5".
-fn one_decimal(value: f64) -> String {
-    let rounded = (value * 10.0).round() / 10.0;
-    if rounded.fract() == 0.0 {
-        format!("{rounded:.0}")
-    } else {
-        format!("{rounded:.1}")
     }
 }
 

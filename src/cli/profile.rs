@@ -15,13 +15,11 @@ use serde::Serialize;
 use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
-use crate::device::{Constraints, Setting};
 use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoreError, StoredProfile};
 use crate::service::client::{ConnectError, TuningClient};
 use crate::service::protocol::{BootDefault, Request, Response};
 use crate::tuning::engine::GpuChange;
-use crate::units::watts_exact;
 
 /// The longest `apply-defaults --retry-s`: an hour.
 const LONGEST_RETRY_S: u64 = 3_600;
@@ -303,7 +301,7 @@ pub fn list(
                     } else {
                         String::new()
                     },
-                    summary(profile),
+                    profile.summary(),
                 ]
             })
             .collect();
@@ -354,47 +352,6 @@ fn short_uuid(uuid: &str) -> String {
     }
 }
 
-/// "315 W (70 %), GPU +150 MHz, fan curve": what a profile sets, in a few words.
-pub fn summary(profile: &Profile) -> String {
-    let mut parts = Vec::new();
-    if let Some(power) = profile.power_limit {
-        parts.push(format!(
-            "{} W ({} %)",
-            trim_number(power.watts),
-            trim_number(power.percent_of_default)
-        ));
-    }
-    if let Some(lock) = profile.gpu_clock_lock {
-        parts.push(format!("GPU {}-{} MHz", lock.min_mhz, lock.max_mhz));
-    }
-    if let Some(lock) = profile.memory_clock_lock {
-        parts.push(format!("memory {}-{} MHz", lock.min_mhz, lock.max_mhz));
-    }
-    if let Some(offset) = profile.gpu_clock_offset_mhz {
-        parts.push(format!("GPU {offset:+} MHz"));
-    }
-    if let Some(offset) = profile.memory_clock_offset_mhz {
-        parts.push(format!("memory {offset:+} MHz"));
-    }
-    if profile.fan_curve.is_some() {
-        parts.push("fan curve".to_string());
-    }
-    if parts.is_empty() {
-        "nothing".to_string()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// 315 → "315", 66.67 → "66.67".
-fn trim_number(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{value:.0}")
-    } else {
-        format!("{value}")
-    }
-}
-
 /// `profile show NAME`.
 pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let stored = store.load(name)?;
@@ -420,8 +377,8 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
         Some(power) => writeln!(
             out,
             "Power limit:    {} W on this card, {} % of the default on another",
-            trim_number(power.watts),
-            trim_number(power.percent_of_default)
+            crate::units::plain_number(power.watts),
+            crate::units::plain_number(power.percent_of_default)
         )?,
         None => writeln!(out, "Power limit:    {unchanged}")?,
     }
@@ -454,8 +411,8 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
                 .map(|point| {
                     format!(
                         "{} °C → {} %",
-                        trim_number(point.temperature_c),
-                        trim_number(point.speed_pct)
+                        crate::units::plain_number(point.temperature_c),
+                        crate::units::plain_number(point.speed_pct)
                     )
                 })
                 .collect();
@@ -525,39 +482,9 @@ pub fn save(
         info.identity.name,
         profile.name,
         crate::text::path(&path),
-        summary(&profile)
+        profile.summary()
     )?;
     Ok(())
-}
-
-/// "Power limit set to 315 W (70 % of 450 W)."
-fn applied_line(setting: &Setting, constraints: &Constraints) -> String {
-    match *setting {
-        Setting::PowerLimit { power_limit_mw } => {
-            let share = constraints
-                .power_limit_default_mw
-                .filter(|default_mw| *default_mw > 0)
-                .map(|default_mw| {
-                    let percent = f64::from(power_limit_mw) / f64::from(default_mw) * 100.0;
-                    format!(
-                        " ({} % of {})",
-                        trim_number((percent * 10.0).round() / 10.0),
-                        watts_exact(default_mw)
-                    )
-                })
-                .unwrap_or_default();
-            format!("Power limit set to {}{share}.", watts_exact(power_limit_mw))
-        }
-        other => {
-            let described = other.describe();
-            let mut characters = described.chars();
-            let capitalized: String = match characters.next() {
-                Some(first) => first.to_uppercase().chain(characters).collect(),
-                None => String::new(),
-            };
-            format!("{capitalized} applied.")
-        }
-    }
 }
 
 /// The notice for a fan curve that a one-shot command cannot follow.
@@ -600,7 +527,7 @@ fn apply_to_gpu(
                 application
                     .settings
                     .iter()
-                    .map(|setting| applied_line(setting, &gpu.constraints)),
+                    .map(|setting| super::apply::applied_line(setting, &gpu.constraints)),
             ),
             other => return Err(unexpected(&other)),
         }

@@ -92,6 +92,13 @@ pub struct OffsetRangeMhz {
     pub max_mhz: i32,
 }
 
+impl OffsetRangeMhz {
+    /// Whether more than one offset is allowed.
+    pub fn has_room(&self) -> bool {
+        self.min_mhz < self.max_mhz
+    }
+}
+
 /// An inclusive fan-speed range in percent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FanRangePct {
@@ -120,8 +127,21 @@ pub struct Constraints {
 impl Constraints {
     /// Whether the driver lets us shift the voltage/frequency curve (driver 555 and later,
     /// consumer cards).
+    /// A range with no room (an H200 with driver 580 answers 0 to 0 MHz) is not adjustable.
     pub fn clock_offsets_supported(&self) -> bool {
-        self.gpu_clock_offset_range.is_some() || self.memory_clock_offset_range.is_some()
+        self.adjustable_gpu_clock_offset_range().is_some()
+            || self.adjustable_memory_clock_offset_range().is_some()
+    }
+
+    /// The GPU clock offset range, when it has room to move (a slider's range).
+    pub fn adjustable_gpu_clock_offset_range(&self) -> Option<OffsetRangeMhz> {
+        self.gpu_clock_offset_range.filter(OffsetRangeMhz::has_room)
+    }
+
+    /// The memory clock offset range, when it has room to move.
+    pub fn adjustable_memory_clock_offset_range(&self) -> Option<OffsetRangeMhz> {
+        self.memory_clock_offset_range
+            .filter(OffsetRangeMhz::has_room)
     }
 }
 
@@ -441,5 +461,38 @@ pub fn resolve_among(uuids: &[String], query: &str) -> Result<u32, DeviceError> 
     match matches.as_slice() {
         [index] => Ok(*index),
         _ => Err(not_found()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(gpu: Option<(i32, i32)>, memory: Option<(i32, i32)>) -> Constraints {
+        let range = |(min_mhz, max_mhz)| OffsetRangeMhz { min_mhz, max_mhz };
+        Constraints {
+            gpu_clock_offset_range: gpu.map(range),
+            memory_clock_offset_range: memory.map(range),
+            ..Constraints::default()
+        }
+    }
+
+    #[test]
+    fn an_offset_range_with_no_room_is_not_adjustable() {
+        // What an H200 with driver 580 answers: supported, from 0 to 0 MHz.
+        let h200 = offsets(Some((0, 0)), Some((0, 0)));
+        assert!(!h200.clock_offsets_supported());
+        assert_eq!(h200.adjustable_gpu_clock_offset_range(), None);
+        assert_eq!(h200.adjustable_memory_clock_offset_range(), None);
+        let rtx4090 = offsets(Some((-1000, 1000)), Some((-2000, 3000)));
+        assert!(rtx4090.clock_offsets_supported());
+        assert_eq!(
+            rtx4090.adjustable_gpu_clock_offset_range(),
+            rtx4090.gpu_clock_offset_range
+        );
+        let memory_only = offsets(Some((0, 0)), Some((-2000, 3000)));
+        assert!(memory_only.clock_offsets_supported());
+        assert_eq!(memory_only.adjustable_gpu_clock_offset_range(), None);
+        assert!(!offsets(None, None).clock_offsets_supported());
     }
 }

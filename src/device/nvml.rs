@@ -1,10 +1,13 @@
 //! The real NVIDIA backend, through nvml-wrapper. NVML is loaded at run time, from the system's
 //! default search path or from a path the user gives (WSL and non-standard installs need that).
 
+mod energy;
 mod processes;
+mod slow;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
@@ -50,6 +53,12 @@ pub struct NvmlBackend {
     events: Option<EventSet>,
     /// Who the processes on the GPUs are (/proc), with the user names already looked up.
     proc_reader: ProcReader,
+    /// Each GPU's energy counter, really read at most once a second (it is slow: `energy`).
+    energy: Vec<energy::EnergyCounter>,
+    /// Each GPU's slowly changing readings, read at most once a second (`slow`).
+    slow: Vec<Option<slow::SlowReadings>>,
+    /// The start of the monotonic clock of the energy counters and slow readings.
+    opened_at: Instant,
 }
 
 impl Drop for NvmlBackend {
@@ -80,6 +89,9 @@ impl NvmlBackend {
             handles: Vec::new(),
             events: None,
             proc_reader: ProcReader::default(),
+            energy: Vec::new(),
+            slow: Vec::new(),
+            opened_at: Instant::now(),
         };
         if backend.gpu_count()? == 0 {
             return Err(DeviceError::NoGpus);
@@ -112,9 +124,15 @@ impl NvmlBackend {
 
     /// The device behind a kept handle.
     fn device_at(&self, handle: DeviceHandle) -> nvml_wrapper::Device<'_> {
-        // SAFETY: the handle came from this `Nvml` (`handle`), which is still initialized.
-        unsafe { nvml_wrapper::Device::new(handle.0, &self.nvml) }
+        device_in(&self.nvml, handle)
     }
+}
+
+/// The device behind a handle `nvml` gave (borrowing only the library, not the backend).
+fn device_in(nvml: &Nvml, handle: DeviceHandle) -> nvml_wrapper::Device<'_> {
+    // SAFETY: the handle came from this `Nvml` (`NvmlBackend::handle`), which is still
+    // initialized.
+    unsafe { nvml_wrapper::Device::new(handle.0, nvml) }
 }
 
 fn map_load_error(error: NvmlError, library_path: Option<&Path>) -> DeviceError {
@@ -298,8 +316,43 @@ impl Backend for NvmlBackend {
 
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
         let handle = self.handle(index)?;
-        let device = self.device_at(handle);
-        let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
+        let device = device_in(&self.nvml, handle);
+        let now_ms = u64::try_from(self.opened_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if self.slow.len() <= index as usize {
+            self.slow.resize(index as usize + 1, None);
+        }
+        let slow = match self.slow[index as usize].filter(|slow| slow.fresh_at(now_ms)) {
+            Some(slow) => slow,
+            None => {
+                let slow = slow::SlowReadings {
+                    read_at_ms: now_ms,
+                    fan_count: optional(device.num_fans(), "fan count", index)?.unwrap_or(0),
+                    pcie_link_gen: optional(
+                        device.current_pcie_link_gen(),
+                        "PCIe generation",
+                        index,
+                    )?,
+                    pcie_link_width: optional(
+                        device.current_pcie_link_width(),
+                        "PCIe width",
+                        index,
+                    )?,
+                    pcie_link_gen_max: optional(
+                        device.max_pcie_link_gen(),
+                        "maximum PCIe generation",
+                        index,
+                    )?,
+                    pcie_link_width_max: optional(
+                        device.max_pcie_link_width(),
+                        "maximum PCIe width",
+                        index,
+                    )?,
+                };
+                self.slow[index as usize] = Some(slow);
+                slow
+            }
+        };
+        let fan_count = slow.fan_count;
         let mut fans = Vec::new();
         for fan in 0..fan_count {
             fans.push(FanReading {
@@ -316,9 +369,25 @@ impl Backend for NvmlBackend {
                 let number = state.as_c();
                 (number <= 15).then_some(number)
             });
+        let power_draw_mw = optional(device.power_usage(), "power draw", index)?;
+        if self.energy.len() <= index as usize {
+            self.energy
+                .resize(index as usize + 1, energy::EnergyCounter::default());
+        }
+        let counter = &mut self.energy[index as usize];
+        let energy_total_mj = match power_draw_mw {
+            Some(power_mw) if !counter.due(now_ms, power_draw_mw) => {
+                counter.carry(now_ms, power_mw)
+            }
+            _ => counter.read(
+                now_ms,
+                optional(device.total_energy_consumption(), "energy counter", index)?,
+            ),
+        };
         Ok(Telemetry {
             sampled_at_ms: wall_clock_ms(),
-            power_draw_mw: optional(device.power_usage(), "power draw", index)?,
+            power_draw_mw,
+            // Read at every sample: a limit another handle (the engine's) writes shows at once.
             power_limit_mw: optional(device.enforced_power_limit(), "enforced power limit", index)?,
             temperature_c: optional(
                 device.temperature(TemperatureSensor::Gpu),
@@ -340,19 +409,11 @@ impl Backend for NvmlBackend {
                 index,
             )?
             .map(|reasons| ThrottleReasons::from_bits(reasons.bits())),
-            pcie_link_gen: optional(device.current_pcie_link_gen(), "PCIe generation", index)?,
-            pcie_link_width: optional(device.current_pcie_link_width(), "PCIe width", index)?,
-            pcie_link_gen_max: optional(
-                device.max_pcie_link_gen(),
-                "maximum PCIe generation",
-                index,
-            )?,
-            pcie_link_width_max: optional(
-                device.max_pcie_link_width(),
-                "maximum PCIe width",
-                index,
-            )?,
-            energy_total_mj: optional(device.total_energy_consumption(), "energy counter", index)?,
+            pcie_link_gen: slow.pcie_link_gen,
+            pcie_link_width: slow.pcie_link_width,
+            pcie_link_gen_max: slow.pcie_link_gen_max,
+            pcie_link_width_max: slow.pcie_link_width_max,
+            energy_total_mj,
             processes: None,
         })
     }

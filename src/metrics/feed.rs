@@ -21,6 +21,9 @@ const WAKE_EVERY: Duration = Duration::from_millis(500);
 /// out: a hung driver must not look like a flat line.
 const STALE_AFTER_INTERVALS: u32 = 5;
 const STALE_AFTER_MIN: Duration = Duration::from_secs(15);
+/// How long the first body waits for the sampler's first reading when the snapshot has none
+/// (less than the start waits for a body, so a slow driver is served 'no reading' first).
+const FIRST_READING_WAIT: Duration = Duration::from_secs(5);
 
 /// The latest scrape body, shared between the feed and the server; `None` while the tuning
 /// service is not reachable (scrapes are then answered 503, so Prometheus marks the target
@@ -156,9 +159,23 @@ fn follow(
         .any(Option::is_some)
         .then(Instant::now);
     let mut fresh = last_sample.is_some();
-    published.set(Some(render(&snapshot, &context, fresh).into_bytes()));
+    // A snapshot taken before the sampler's first reading has none: the first body waits for
+    // that reading (as the start waits for the first body), so the first scrape is not empty.
+    let first_reading_by = Instant::now() + FIRST_READING_WAIT;
+    let mut waiting_for_first = !fresh;
+    if !waiting_for_first {
+        published.set(Some(render(&snapshot, &context, fresh).into_bytes()));
+    }
     while !stop.load(Ordering::SeqCst) {
-        let changed = match client.next_event(WAKE_EVERY)? {
+        let wake = if waiting_for_first {
+            first_reading_by
+                .saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(1), WAKE_EVERY)
+        } else {
+            WAKE_EVERY
+        };
+        let event = client.next_event(wake)?;
+        let changed = match event {
             Some(Event::Samples { readings }) => {
                 snapshot.latest = readings.into_iter().map(Some).collect();
                 last_sample = Some(Instant::now());
@@ -174,6 +191,15 @@ fn follow(
             None => false,
         };
         let now_fresh = last_sample.is_some_and(|at| at.elapsed() < stale_after);
+        if waiting_for_first {
+            if last_sample.is_none() && Instant::now() < first_reading_by {
+                continue;
+            }
+            waiting_for_first = false;
+            fresh = now_fresh;
+            published.set(Some(render(&snapshot, &context, fresh).into_bytes()));
+            continue;
+        }
         if changed || now_fresh != fresh {
             if fresh && !now_fresh {
                 tracing::warn!(

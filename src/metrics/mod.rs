@@ -50,8 +50,9 @@ impl MetricsEndpoint {
             hostname: hostname(),
         };
         let feed = Feed::start(client, reconnect, options, Arc::clone(&published))?;
-        // The first body (one snapshot away) before the first scrape is answered; a scrape
-        // that comes meanwhile waits in the listen queue.
+        // The first body (one snapshot, and the sampler's first reading when the snapshot has
+        // none) before the first scrape is answered; a scrape that comes meanwhile waits in
+        // the listen queue.
         let deadline = std::time::Instant::now() + FIRST_BODY_WAIT;
         while published.body().is_none() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));

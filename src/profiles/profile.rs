@@ -104,6 +104,53 @@ pub enum ProfileError {
 }
 
 impl Profile {
+    /// What the profile sets, in a few words each and in the words the window uses for what a
+    /// card runs: "power limit 315 W (70 %)", "GPU clocks 210-2520 MHz", "memory clocks
+    /// 405-810 MHz", "GPU offset +150 MHz", "memory offset +500 MHz", "fan curve".
+    pub fn summary_parts(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if let Some(power) = self.power_limit {
+            parts.push(format!(
+                "power limit {} W ({} %)",
+                crate::units::plain_number(power.watts),
+                crate::units::plain_number(power.percent_of_default)
+            ));
+        }
+        for (clock, lock) in [
+            ("GPU", self.gpu_clock_lock),
+            ("memory", self.memory_clock_lock),
+        ] {
+            if let Some(lock) = lock {
+                parts.push(format!(
+                    "{clock} clocks {}-{} MHz",
+                    lock.min_mhz, lock.max_mhz
+                ));
+            }
+        }
+        for (clock, offset) in [
+            ("GPU", self.gpu_clock_offset_mhz),
+            ("memory", self.memory_clock_offset_mhz),
+        ] {
+            if let Some(offset_mhz) = offset {
+                parts.push(format!("{clock} offset {offset_mhz:+} MHz"));
+            }
+        }
+        if self.fan_curve.is_some() {
+            parts.push("fan curve".to_string());
+        }
+        parts
+    }
+
+    /// [`Profile::summary_parts`] in one line, or "nothing".
+    pub fn summary(&self) -> String {
+        let parts = self.summary_parts();
+        if parts.is_empty() {
+            "nothing".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// A profile of what a card runs now, as the engine knows it: the power limit (as watts
     /// and as a share of the default), the clock locks gputune set, the clock offsets, and the
     /// fan curve gputune follows. What neither the card nor gputune can tell (a clock lock set

@@ -438,7 +438,7 @@ impl ProfileStore {
                 format!("{stem}-{number}.{EXTENSION}")
             };
             let path = self.folder.join(file_name);
-            if !occupied(&path) {
+            if !fsafe::occupied(&path) {
                 return Ok(path);
             }
         }
@@ -605,7 +605,7 @@ fn write_profile_file(path: &Path, profile: &Profile) -> Result<(), StoreError> 
         path: path.to_path_buf(),
         detail,
     };
-    if occupied(path) {
+    if fsafe::occupied(path) {
         // The last guard: whatever the caller thought, a file that is not a profile stays
         // (a dangling link, a FIFO or a device included).
         if read_profile_file(path).is_err() {
@@ -630,11 +630,6 @@ fn write_profile_file(path: &Path, profile: &Profile) -> Result<(), StoreError> 
         FileError::Write { detail, .. } | FileError::Read { detail, .. } => failed(detail),
         other => failed(other.to_string()),
     })
-}
-
-/// Whether anything is at `path`, a dangling symbolic link included.
-fn occupied(path: &Path) -> bool {
-    !matches!(std::fs::symlink_metadata(path), Err(error) if error.kind() == ErrorKind::NotFound)
 }
 
 /// The deepest nesting of `[` / `{` outside strings and comments. Deliberately simple (it

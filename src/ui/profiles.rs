@@ -311,27 +311,9 @@ fn profile_row(
     }
 }
 
-/// One line about what a profile sets.
+/// One line about what a profile sets (the words of `gputune profile list`), and its notes.
 fn summary(profile: &Profile) -> String {
-    let mut parts = Vec::new();
-    if let Some(power) = profile.power_limit {
-        parts.push(format!(
-            "power {:.0} % ({:.0} W)",
-            power.percent_of_default, power.watts
-        ));
-    }
-    if let Some(lock) = profile.gpu_clock_lock {
-        parts.push(format!("GPU {}-{} MHz", lock.min_mhz, lock.max_mhz));
-    }
-    if let Some(offset) = profile.gpu_clock_offset_mhz {
-        parts.push(format!("GPU offset {offset:+} MHz"));
-    }
-    if let Some(offset) = profile.memory_clock_offset_mhz {
-        parts.push(format!("memory offset {offset:+} MHz"));
-    }
-    if profile.fan_curve.is_some() {
-        parts.push("fan curve".to_string());
-    }
+    let parts = profile.summary_parts();
     let settings = if parts.is_empty() {
         "sets nothing".to_string()
     } else {

@@ -337,11 +337,12 @@ impl TunePanel {
         }
         ui.add_space(8.0);
         ui.label(RichText::new("Clock offsets").strong());
-        let Some(gpu_range) = constraints.gpu_clock_offset_range else {
+        // A range with no room (0 to 0 MHz on an H200) gets no slider.
+        let Some(gpu_range) = constraints.adjustable_gpu_clock_offset_range() else {
             ui.label("Not supported on this GPU or driver (they need a consumer card and driver 555 or newer).");
             return;
         };
-        let memory_range = constraints.memory_clock_offset_range;
+        let memory_range = constraints.adjustable_memory_clock_offset_range();
         ui.add(
             egui::Slider::new(
                 &mut self.gpu_clock_offset_mhz,

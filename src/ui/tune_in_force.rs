@@ -62,15 +62,11 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
 /// "315 W (70 % of default), GPU clocks 210-2520 MHz, …".
 pub(crate) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> String {
     let mut text = tuning.in_force.summary();
-    if let (Some(limit), Some(default)) = (
-        tuning.in_force.power_limit_mw,
-        constraints.power_limit_default_mw,
-    ) && default > 0
+    if let Some(limit) = tuning.in_force.power_limit_mw
+        && let Some(percent) =
+            crate::units::percent_of_default(limit, constraints.power_limit_default_mw)
     {
-        let share = format!(
-            " ({:.0} % of default)",
-            f64::from(limit) / f64::from(default) * 100.0
-        );
+        let share = format!(" ({percent} % of default)");
         let watts = format!("power limit {}", watts_exact(limit));
         text = text.replacen(&watts, &format!("{watts}{share}"), 1);
     }

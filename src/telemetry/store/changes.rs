@@ -64,6 +64,15 @@ impl ChangeLog {
     }
 
     /// The changes with `from_ms <= at_ms <= to_ms`, oldest first.
+    /// When the first change kept from `from_ms` to `to_ms` was made.
+    pub fn first_between(&self, from_ms: u64, to_ms: u64) -> Option<u64> {
+        self.notes
+            .iter()
+            .map(|note| note.at_ms)
+            .filter(|at_ms| (from_ms..=to_ms).contains(at_ms))
+            .min()
+    }
+
     pub fn between(&self, from_ms: u64, to_ms: u64) -> Vec<ChangeNote> {
         self.notes
             .iter()

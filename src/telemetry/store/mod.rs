@@ -120,8 +120,9 @@ impl HistoryStore {
         }
     }
 
-    /// GPU `uuid`'s history from `from_ms` to `to_ms`, one page of at most [`PAGE_SECONDS`];
-    /// `now_ms` bounds how far back anything can be kept.
+    /// GPU `uuid`'s history from `from_ms` to `to_ms`, one page of at most [`PAGE_SECONDS`]
+    /// from the first sample or change stored in that range (none stored: an empty last
+    /// page); `now_ms` bounds how far back anything can be kept.
     pub fn page(
         &mut self,
         uuid: &str,
@@ -147,6 +148,23 @@ impl HistoryStore {
         if to_ms < from_ms {
             return Ok(page);
         }
+        let gpu = self
+            .gpu(uuid)
+            .ok_or_else(|| format!("No history is kept for GPU {uuid}."))?;
+        // The page starts at the first thing stored, so a reader walking 48 h of which only
+        // the last minutes are kept asks once, not for 144 empty pages.
+        let first_row_ms = match &gpu.ring {
+            Some(ring) => ring
+                // Nothing is stored after now: a range open to the far future is not scanned.
+                .first_stored_second(from_ms / 1000, to_ms.min(now_ms) / 1000)
+                .map_err(|error| error.to_string())?
+                .map(|second| (second * 1000).max(from_ms)),
+            None => None,
+        };
+        let first_change_ms = gpu.changes.first_between(from_ms, to_ms);
+        let Some(from_ms) = first_row_ms.into_iter().chain(first_change_ms).min() else {
+            return Ok(page);
+        };
         let from_s = from_ms / 1000;
         let last_s = from_s.saturating_add(PAGE_SECONDS - 1);
         let page_end_ms = if to_ms / 1000 > last_s {
@@ -155,9 +173,6 @@ impl HistoryStore {
         } else {
             to_ms
         };
-        let gpu = self
-            .gpu(uuid)
-            .ok_or_else(|| format!("No history is kept for GPU {uuid}."))?;
         if let Some(ring) = &gpu.ring {
             page.rows = ring
                 .read(from_s, page_end_ms / 1000)
@@ -223,4 +238,76 @@ fn uuid_is_file_name(uuid: &str) -> bool {
         && uuid
             .chars()
             .all(|character| character.is_ascii_alphanumeric() || character == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW_MS: u64 = 1_800_000_000_000;
+    const UUID: &str = "GPU-0aa1";
+
+    /// Every page from `from_ms` to `NOW_MS`, as `gputune history` walks them; the rows, the
+    /// changes and how many requests it took.
+    fn walk(
+        store: &mut HistoryStore,
+        uuid: &str,
+        from_ms: u64,
+    ) -> (Vec<HistoryRow>, Vec<ChangeNote>, u32) {
+        let (mut rows, mut changes, mut requests) = (Vec::new(), Vec::new(), 0);
+        let mut next = Some(from_ms);
+        while let Some(from_ms) = next {
+            let page = store.page(uuid, from_ms, NOW_MS, NOW_MS).unwrap();
+            requests += 1;
+            rows.extend(page.rows);
+            changes.extend(page.changes);
+            next = page.next_from_ms.filter(|next| *next > from_ms);
+        }
+        (rows, changes, requests)
+    }
+
+    #[test]
+    fn pages_skip_the_hours_where_nothing_is_stored() {
+        let folder = tempfile::tempdir().unwrap();
+        let mut store = HistoryStore::open(HistoryOptions {
+            dir: folder.path().to_path_buf(),
+            keep_hours: 48,
+        })
+        .unwrap();
+        // Five minutes 47 h ago, a change 20 h ago, and the last ten minutes.
+        let early_ms = NOW_MS - 47 * 3_600_000;
+        let mut stored = Vec::new();
+        for second in (0..300).chain(47 * 3_600 - 600..=47 * 3_600) {
+            let row = HistoryRow::gap(early_ms + second * 1000);
+            store.record(UUID, &row);
+            stored.push(row);
+        }
+        let change = ChangeNote {
+            at_ms: NOW_MS - 20 * 3_600_000,
+            by: "gputune apply".to_string(),
+            what: "power limit 300 W".to_string(),
+        };
+        store.note_change(UUID, &change);
+
+        let (rows, changes, requests) = walk(&mut store, UUID, 0);
+        assert_eq!(rows, stored);
+        assert_eq!(changes, vec![change]);
+        // One page per stored stretch (a stretch may straddle a page's end), not 145 pages
+        // of 1,200 s over the 48 h.
+        assert!(requests <= 6, "{requests} requests");
+
+        // A daemon started ten minutes ago: one request (145 before issue 20).
+        for second in 0..=600 {
+            store.record(
+                "GPU-0cc3",
+                &HistoryRow::gap(NOW_MS - 600_000 + second * 1000),
+            );
+        }
+        let (rows, _, requests) = walk(&mut store, "GPU-0cc3", 0);
+        assert_eq!((rows.len(), requests), (601, 1));
+
+        // A GPU with nothing stored: one request, an empty last page.
+        let (rows, changes, requests) = walk(&mut store, "GPU-0bb2", 0);
+        assert_eq!((rows.len(), changes.len(), requests), (0, 0, 1));
+    }
 }

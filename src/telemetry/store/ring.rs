@@ -114,6 +114,24 @@ impl RingFile {
         Ok(rows)
     }
 
+    /// The first second from `from_s` to `to_s` that holds a record, read an hour at a time.
+    pub fn first_stored_second(&self, from_s: u64, to_s: u64) -> Result<Option<u64>, FileError> {
+        const WINDOW_S: u64 = 3_600;
+        // Nothing older than the ring's capacity can be stored.
+        let mut start_s = from_s.max(to_s.saturating_sub(self.capacity_s - 1));
+        while start_s <= to_s {
+            let end_s = start_s.saturating_add(WINDOW_S - 1).min(to_s);
+            if let Some(row) = self.read(start_s, end_s)?.first() {
+                return Ok(Some(row.time_ms / 1000));
+            }
+            match end_s.checked_add(1) {
+                Some(next_s) => start_s = next_s,
+                None => break,
+            }
+        }
+        Ok(None)
+    }
+
     /// Whether the slot of `second` holds that second's record.
     pub fn holds_second(&self, second: u64) -> bool {
         self.read(second, second).is_ok_and(|rows| !rows.is_empty())

@@ -127,7 +127,9 @@ impl Engine {
             if holder.client != client {
                 let until = holder
                     .trial_ends_at_ms
-                    .map(|ends_ms| format!(" until {}", clock_time(ends_ms)))
+                    .map(|ends_ms| {
+                        format!(" until {}", crate::units::local_time(ends_ms, "%H:%M:%S"))
+                    })
                     .unwrap_or_default();
                 if holder.purpose == SessionPurpose::KeptFanCurve {
                     return Err(TuneError::new(
@@ -574,16 +576,4 @@ impl Engine {
             }
         }
     }
-}
-
-/// "21:30:05" in local time, for "held until".
-fn clock_time(at_ms: u64) -> String {
-    use chrono::TimeZone;
-    chrono::Local
-        .timestamp_millis_opt(at_ms as i64)
-        .single()
-        .map_or_else(
-            || format!("{at_ms} ms"),
-            |time| time.format("%H:%M:%S").to_string(),
-        )
 }

@@ -1,6 +1,5 @@
 //! Time on plot axes: x is Unix seconds; labels are the local wall-clock time.
 
-use chrono::{Local, TimeZone};
 use serde::{Deserialize, Serialize};
 
 /// The spans the time-window picker offers.
@@ -47,13 +46,15 @@ impl TimeWindow {
 
 /// Local wall-clock time of a Unix timestamp in seconds: "14:05:09", or "14:05" when
 /// `with_seconds` is false.
+/// The plots count time in seconds as `f64`; the text is `units::local_time`'s.
 pub fn clock_time(unix_seconds: f64, with_seconds: bool) -> String {
-    let millis = (unix_seconds * 1000.0).round() as i64;
     let format = if with_seconds { "%H:%M:%S" } else { "%H:%M" };
-    match Local.timestamp_millis_opt(millis).single() {
-        Some(time) => time.format(format).to_string(),
-        None => String::new(),
+    // Only an empty plot's own bounds reach before 1970: such a grid mark gets no label.
+    let at_ms = (unix_seconds * 1000.0).round();
+    if !(at_ms >= 0.0 && at_ms < u64::MAX as f64) {
+        return String::new();
     }
+    crate::units::local_time(at_ms as u64, format)
 }
 
 /// An axis label for a grid mark: seconds shown only when the visible span is short.

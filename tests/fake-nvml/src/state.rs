@@ -21,6 +21,9 @@ pub struct FakeState {
     /// Calls made on a device handle so far, in every process (drives `gpu_lost_after`).
     #[serde(default)]
     pub device_calls: u64,
+    /// Calls of `nvmlDeviceGetTotalEnergyConsumption` so far, in every process.
+    #[serde(default)]
+    pub energy_reads: u64,
     /// The processes the GPUs list (`FAKE_NVML_PROCESSES`, [`crate::register_process`]).
     #[serde(default)]
     pub processes: Vec<FakeProcess>,
@@ -48,6 +51,7 @@ impl FakeState {
             machine,
             write_log: Vec::new(),
             device_calls: 0,
+            energy_reads: 0,
             processes: Vec::new(),
         }
     }
