@@ -42,7 +42,7 @@ pub fn load_model(path: &Path) -> Result<Model, PlanError> {
         let config = path.join("config.json");
         // Whatever is there is read with `fsafe`: a FIFO or device named config.json is an
         // error that says so, not a hang.
-        if occupied(&config) {
+        if fsafe::occupied(&config) {
             return load_model(&config);
         }
         return Err(file_error(
@@ -88,10 +88,6 @@ fn shown(path: &Path) -> String {
 }
 
 /// Whether anything is at `path`, a dangling symbolic link included.
-fn occupied(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok()
-}
-
 fn unreadable(path: &Path, error: std::io::Error) -> PlanError {
     file_error(
         path,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::config::{config_architecture, gelu_transformer};
 use super::{
     CheckpointSummary, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, checked, config_model_name, file_error,
-    model_name, occupied, read_json, refused, shown, unreadable,
+    model_name, read_json, refused, shown, unreadable,
 };
 use crate::fsafe::{self, Links};
 use crate::plan::PlanError;
@@ -211,7 +211,7 @@ fn shard_set(path: &Path) -> Result<Vec<PathBuf>, PlanError> {
         for shard in shards {
             let shard_path = folder.join(shard);
             if Path::new(shard).file_name().and_then(|name| name.to_str()) != Some(shard)
-                || !occupied(&shard_path)
+                || !fsafe::occupied(&shard_path)
             {
                 return Err(file_error(
                     path,
@@ -244,7 +244,7 @@ pub(super) fn load_checkpoint(path: &Path) -> Result<Model, PlanError> {
     let config = path.with_file_name("config.json");
     // Whatever is there is read with `fsafe`: a FIFO or device named config.json is an error
     // that says so, not a hang.
-    let architecture = if occupied(&config) {
+    let architecture = if fsafe::occupied(&config) {
         let fields = read_json(&config, "config.json", MAX_CONFIG_BYTES)?;
         name = config_model_name(&fields, &config);
         config_architecture(&fields).map_err(|reason| file_error(&config, reason))?
