@@ -296,6 +296,19 @@ fn socket_abuse() -> PathBuf {
     path
 }
 
+/// A daemon other users can reach, for the tests that connect as other users (which needs
+/// root); `None`, said, when this process is not root (CI runs as root).
+fn daemon_for_everyone() -> Option<(FakeMachine, Daemon)> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("needs root to connect as other users; CI runs as root");
+        return None;
+    }
+    let machine = FakeMachine::new("rtx4090", "");
+    let daemon = Daemon::start(&machine);
+    open_to_everyone(&daemon);
+    Some((machine, daemon))
+}
+
 /// Opens the daemon's folders and socket to every user (as an admin who put its users in the
 /// group would), so the abuse can come from other users.
 fn open_to_everyone(daemon: &Daemon) {
@@ -337,13 +350,9 @@ fn finish(child: Child) -> String {
 
 #[test]
 fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("needs root to connect as other users; CI runs as root");
+    let Some((machine, daemon)) = daemon_for_everyone() else {
         return;
-    }
-    let machine = FakeMachine::new("rtx4090", "");
-    let daemon = Daemon::start(&machine);
-    open_to_everyone(&daemon);
+    };
 
     // Four other users who may only read, each trying for 16 quiet connections: together
     // they get the 48 slots readers may take, and no more.
@@ -403,13 +412,9 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
 
 #[test]
 fn a_crowd_of_idle_deaf_and_flooding_connections_never_keeps_a_client_waiting() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("needs root to connect as other users; CI runs as root");
+    let Some((machine, daemon)) = daemon_for_everyone() else {
         return;
-    }
-    let machine = FakeMachine::new("rtx4090", "");
-    let daemon = Daemon::start(&machine);
-    open_to_everyone(&daemon);
+    };
     let pid = daemon.child.id();
     let mut first = Raw::connect(&daemon.socket);
     first.hello("first");
