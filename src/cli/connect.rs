@@ -10,7 +10,7 @@ use crate::device::{DeviceError, resolve_among};
 pub use crate::service::client::TuningOptions;
 use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
 use crate::service::protocol::{Request, Response, Snapshot};
-use crate::tuning::engine::{GpuInfo, TuneErrorKind};
+use crate::tuning::engine::GpuInfo;
 
 /// This command as the engine names it in messages ("gputune apply --try 60").
 pub fn command_label() -> String {
@@ -91,16 +91,6 @@ pub fn refusal(error: ClientError) -> anyhow::Error {
         ClientError::Refused(error) => anyhow!("{}", error.message),
         other => anyhow!("{other}"),
     }
-}
-
-/// Whether a refusal was for lack of rights.
-pub fn is_permission(error: &ClientError) -> bool {
-    error.refusal().is_some_and(|error| {
-        matches!(
-            error.kind,
-            TuneErrorKind::Permission | TuneErrorKind::NotAllowed
-        )
-    })
 }
 
 /// The engine answered something this command did not ask for.

@@ -146,12 +146,6 @@ impl Family {
         }
     }
 
-    /// Whether the input embeddings are scaled by √hidden in the forward pass (Gemma), which
-    /// keeps one more tensor of the hidden width.
-    pub fn scaled_embeddings(self) -> bool {
-        matches!(self, Family::Gemma | Family::Gemma2 | Family::Gemma3)
-    }
-
     /// What `tie_word_embeddings` is when a config.json leaves it out: each family's config
     /// class sets its own default.
     pub fn ties_embeddings_by_default(self) -> bool {

@@ -46,14 +46,6 @@ pub enum Precision {
 }
 
 impl Precision {
-    /// Bytes of one activation value.
-    pub fn activation_bytes(self) -> u64 {
-        match self {
-            Precision::Fp32 => 4,
-            _ => 2,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Precision::Fp32 => "fp32",
