@@ -188,21 +188,8 @@ pub fn set(
     boot: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let gpus = snapshot(client)?.gpus;
-    let index = choose_gpu(&gpus, gpu, None)?;
-    let uuid = gpus[index as usize].identity.uuid.clone();
     let described = describe_curve(&curve);
-    match client
-        .request(Request::SetFanCurve {
-            gpu_uuid: uuid,
-            curve: Some(curve),
-            boot_default: boot,
-        })
-        .map_err(refusal)?
-    {
-        Response::Done => {}
-        other => return Err(unexpected(&other)),
-    }
+    let index = send_curve(client, gpu, Some(curve), boot)?;
     writeln!(
         out,
         "GPU {index}: the gputune daemon keeps the fan curve {described}{}; `gputune fan curve clear --gpu {index}` hands the fans back.",
@@ -215,6 +202,26 @@ pub fn set(
     Ok(())
 }
 
+/// Asks the daemon to keep `curve` (or none) on the GPU `gpu` names; returns its index.
+fn send_curve(
+    client: &mut TuningClient,
+    gpu: Option<&str>,
+    curve: Option<FanCurve>,
+    boot: bool,
+) -> anyhow::Result<u32> {
+    let gpus = snapshot(client)?.gpus;
+    let index = choose_gpu(&gpus, gpu, None)?;
+    let request = Request::SetFanCurve {
+        gpu_uuid: gpus[index as usize].identity.uuid.clone(),
+        curve,
+        boot_default: boot,
+    };
+    match client.request(request).map_err(refusal)? {
+        Response::Done => Ok(index),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// `fan curve clear`.
 pub fn clear(
     client: &mut TuningClient,
@@ -222,20 +229,7 @@ pub fn clear(
     boot: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let gpus = snapshot(client)?.gpus;
-    let index = choose_gpu(&gpus, gpu, None)?;
-    let uuid = gpus[index as usize].identity.uuid.clone();
-    match client
-        .request(Request::SetFanCurve {
-            gpu_uuid: uuid,
-            curve: None,
-            boot_default: boot,
-        })
-        .map_err(refusal)?
-    {
-        Response::Done => {}
-        other => return Err(unexpected(&other)),
-    }
+    let index = send_curve(client, gpu, None, boot)?;
     writeln!(
         out,
         "GPU {index}: the daemon keeps no fan curve now; the fans are back as they were before it{}.",
