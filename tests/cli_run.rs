@@ -661,6 +661,17 @@ fn automatic_fans() -> Vec<Setting> {
 /// plain apply of a free control goes through, and the one journal of the card lists both
 /// sessions' controls. The trial killed with -9 is put back by the next gputune, which leaves
 /// the run's fans alone; the run then puts back its fans only.
+/// A power-limit trial from another process, beside a run that follows a fan curve.
+const TRIAL_BESIDE_THE_CURVE: [&str; 7] = [
+    "apply",
+    "--try",
+    "60",
+    "--baseline-s",
+    "0",
+    "--power-limit",
+    "70%",
+];
+
 #[test]
 fn without_a_daemon_a_fan_curve_run_and_a_power_limit_trial_share_the_card() {
     let machine = Machine::with_run_profile(false).with_fans_profile();
@@ -669,15 +680,7 @@ fn without_a_daemon_a_fan_curve_run_and_a_power_limit_trial_share_the_card() {
     machine.wait_for_full_fans();
     assert_eq!(machine.power_limit_mw(), 450_000);
 
-    let mut trial = machine.spawn(&[
-        "apply",
-        "--try",
-        "60",
-        "--baseline-s",
-        "0",
-        "--power-limit",
-        "70%",
-    ]);
+    let mut trial = machine.spawn(&TRIAL_BESIDE_THE_CURVE);
     trial.wait_for_line("Trying the new settings");
     assert_eq!(
         machine.power_limit_mw(),
@@ -763,15 +766,7 @@ fn through_the_daemon_a_fan_curve_run_and_a_power_limit_trial_share_the_card() {
     run.wait_for_line("applied the profile");
     machine.wait_for_full_fans();
 
-    let mut trial = spawn_piped(client(&[
-        "apply",
-        "--try",
-        "60",
-        "--baseline-s",
-        "0",
-        "--power-limit",
-        "70%",
-    ]));
+    let mut trial = spawn_piped(client(&TRIAL_BESIDE_THE_CURVE));
     trial.wait_for_line("Trying the new settings");
     assert_eq!(
         machine.power_limit_mw(),

@@ -51,6 +51,17 @@ fn trial_whose_put_back_is_refused(daemon: &Daemon, machine: &FakeMachine) {
     assert!(daemon.journal(machine, 0).exists(), "the journal is kept");
 }
 
+/// A one-second trial of 70 %, no baseline.
+const SHORT_TRIAL: [&str; 7] = [
+    "apply",
+    "--try",
+    "1",
+    "--baseline-s",
+    "0",
+    "--power-limit",
+    "70%",
+];
+
 #[test]
 fn a_refused_put_back_goes_back_before_anything_else_is_written_to_the_card() {
     let machine = FakeMachine::for_processes("rtx4090", "training");
@@ -61,18 +72,7 @@ fn a_refused_put_back_goes_back_before_anything_else_is_written_to_the_card() {
 
     // While the driver still refuses, a new trial is refused and the journal stays.
     let refused = daemon
-        .client(
-            &machine,
-            &[
-                "apply",
-                "--try",
-                "1",
-                "--baseline-s",
-                "0",
-                "--power-limit",
-                "70%",
-            ],
-        )
+        .client(&machine, &SHORT_TRIAL)
         .output()
         .expect("the client runs");
     assert!(!refused.status.success(), "{}", text(&refused.stderr));
@@ -87,18 +87,7 @@ fn a_refused_put_back_goes_back_before_anything_else_is_written_to_the_card() {
     machine.set_shared_faults("");
     let writes_before = machine.write_log().len();
     let trial = daemon
-        .client(
-            &machine,
-            &[
-                "apply",
-                "--try",
-                "1",
-                "--baseline-s",
-                "0",
-                "--power-limit",
-                "70%",
-            ],
-        )
+        .client(&machine, &SHORT_TRIAL)
         .output()
         .expect("the client runs");
     must(&trial, "the next trial");
