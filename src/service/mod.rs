@@ -95,12 +95,13 @@ impl Service {
         if let Some(dir) = &options.boot_defaults_dir {
             notices.extend(routing::apply_boot_defaults(&mut engine, dir));
         }
+        let mut no_history_because = None;
         let recorder = match options.history.clone().map(recorder::Recorder::start) {
             Some(Ok(recorder)) => Some(recorder),
             Some(Err(error)) => {
-                notices.push(Notice::Warning(format!(
-                    "History is not kept while no window is open: {error}"
-                )));
+                let why = format!("History is not kept while no window is open: {error}");
+                notices.push(Notice::Warning(why.clone()));
+                no_history_because = Some(why);
                 None
             }
             None => None,
@@ -127,6 +128,7 @@ impl Service {
             options.boot_defaults_dir.clone(),
             pace,
             recorder,
+            no_history_because,
             options.write_group.clone(),
         );
         let engine_thread = std::thread::Builder::new()

@@ -46,6 +46,8 @@ pub(crate) struct Router {
     dropped: Vec<ClientId>,
     /// The daemon's history on disk; `None` in-process.
     recorder: Option<Recorder>,
+    /// Why the daemon's recorder could not start, when it could not.
+    no_history_because: Option<String>,
     /// The group whose members may write through the daemon.
     write_group: Option<String>,
 }
@@ -56,6 +58,7 @@ impl Router {
         boot_defaults_dir: Option<PathBuf>,
         pace: Arc<super::sampler::Pace>,
         recorder: Option<Recorder>,
+        no_history_because: Option<String>,
         write_group: Option<String>,
     ) -> Router {
         let gpu_count = welcome.gpus.len();
@@ -67,6 +70,7 @@ impl Router {
             pace,
             dropped: Vec::new(),
             recorder,
+            no_history_because,
             write_group,
         }
     }
@@ -210,11 +214,8 @@ impl Router {
                 "No history is kept while no window is open: the gputune daemon keeps it (`sudo gputune daemon install`).".to_string()
             } else {
                 // The daemon runs but could not keep history: its start said why.
-                self.welcome
-                    .notices
-                    .iter()
-                    .map(ToString::to_string)
-                    .find(|notice| notice.starts_with("History is not kept"))
+                self.no_history_because
+                    .as_ref()
                     .map_or_else(
                         || "This gputune daemon keeps no history: it was started with --history-hours 0.".to_string(),
                         |notice| format!("This gputune daemon keeps no history. {notice}"),
