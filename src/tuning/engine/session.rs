@@ -571,6 +571,11 @@ impl Engine {
                 });
             }
             part.during.push(reading.clone());
+            // A session that began before the card's first reading counts its energy from the
+            // first reading it sees (a second at most is not counted).
+            if part.energy_at_start_mj.is_none() {
+                part.energy_at_start_mj = reading.energy_total_mj;
+            }
             if let Some(trial) = part.trial.as_mut() {
                 trial.observe(reading);
             }
