@@ -12,6 +12,7 @@ pub mod notice;
 pub mod plan;
 pub mod profiles;
 pub mod service;
+pub mod stability;
 pub mod sweep;
 pub mod telemetry;
 pub mod text;
