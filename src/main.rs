@@ -56,6 +56,11 @@ enum Command {
     /// Find the power limit (and clock cap) at which your training job does the most work per
     /// joule: steps through settings while it runs, measures its own speed, recommends one.
     Sweep(Box<gputune::cli::sweep::SweepArgs>),
+    /// Does this GPU still compute correctly? A checked tensor-core, FMA and VRAM load at the
+    /// card's settings (or a profile's, put back afterwards): 0 wrong results or not.
+    Stability(Box<gputune::cli::stability::StabilityArgs>),
+    /// Find the largest stable clock offset (undervolt) at a clock lock: step, check, confirm.
+    Scan(Box<gputune::cli::scan::ScanArgs>),
     /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
     Plan(Box<gputune::cli::plan::PlanArgs>),
     /// Save, list, apply and manage tuning profiles (one TOML file each).
@@ -86,6 +91,15 @@ enum Command {
     Exporter(Box<gputune::cli::exporter::ExporterArgs>),
     /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
     Daemon(Box<gputune::cli::daemon::DaemonArgs>),
+}
+
+/// Ends with `exit_code` once everything printed is out (0 returns normally).
+fn exit_with(exit_code: i32) -> anyhow::Result<()> {
+    if exit_code != 0 {
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(exit_code);
+    }
+    Ok(())
 }
 
 /// Where a CLI command's log would repeat what the command itself says: the engine's notices
@@ -238,6 +252,10 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Some(Command::Stability(args)) => {
+            exit_with(gputune::cli::stability::run_command(&args, &tuning)?)
+        }
+        Some(Command::Scan(args)) => exit_with(gputune::cli::scan::run_command(&args, &tuning)?),
         Some(Command::Run(args)) => {
             let exit_code = gputune::cli::run::run_command(&args, &tuning)?;
             if exit_code != 0 {

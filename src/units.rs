@@ -119,6 +119,55 @@ pub fn parameters(count: u64) -> String {
     }
 }
 
+/// A count as people read it: "812", "45,210", "3.1 × 10¹²" (a million and up).
+pub fn large_count(count: u64) -> String {
+    if count < 1_000_000 {
+        let digits = count.to_string();
+        let mut grouped = String::new();
+        for (position, digit) in digits.chars().enumerate() {
+            if position > 0 && (digits.len() - position).is_multiple_of(3) {
+                grouped.push(',');
+            }
+            grouped.push(digit);
+        }
+        return grouped;
+    }
+    let exponent = (count as f64).log10().floor() as i32;
+    let mantissa = count as f64 / 10f64.powi(exponent);
+    // Rounding may give 10.0: carry it into the exponent.
+    let (mantissa, exponent) = if (mantissa * 10.0).round() >= 100.0 {
+        (1.0, exponent + 1)
+    } else {
+        (mantissa, exponent)
+    };
+    const SUPERSCRIPTS: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
+    let power: String = exponent
+        .to_string()
+        .chars()
+        .filter_map(|digit| digit.to_digit(10).map(|value| SUPERSCRIPTS[value as usize]))
+        .collect();
+    format!("{mantissa:.1} × 10{power}")
+}
+
+/// A span of time as people say it: "45 s", "3 min 12 s", "10 min", "2 h 5 min".
+pub fn duration_s(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "?".to_string();
+    }
+    if seconds < 10.0 {
+        return format!("{seconds:.1} s");
+    }
+    let whole = seconds.round() as u64;
+    let (hours, minutes, secs) = (whole / 3600, whole % 3600 / 60, whole % 60);
+    match (hours, minutes, secs) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, 0) => format!("{m} min"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, 0, _) => format!("{h} h"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
 /// `value` formatted by `format`, or "n/a".
 pub fn or_na<T>(value: Option<T>, format: impl FnOnce(T) -> String) -> String {
     value.map_or_else(|| NOT_AVAILABLE.to_string(), format)
@@ -137,6 +186,24 @@ pub fn local_time(at_ms: u64, format: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_counts_are_grouped_or_written_as_powers_of_ten() {
+        assert_eq!(large_count(812), "812");
+        assert_eq!(large_count(45_210), "45,210");
+        assert_eq!(large_count(3_100_000_000_000), "3.1 × 10¹²");
+        assert_eq!(large_count(9_990_000), "1.0 × 10⁷");
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration_s(2.04), "2.0 s");
+        assert_eq!(duration_s(45.0), "45 s");
+        assert_eq!(duration_s(192.0), "3 min 12 s");
+        assert_eq!(duration_s(600.0), "10 min");
+        assert_eq!(duration_s(7500.0), "2 h 5 min");
+        assert_eq!(duration_s(f64::NAN), "?");
+    }
 
     #[test]
     fn readings_carry_units_and_missing_ones_say_na() {

@@ -12,6 +12,8 @@ pub mod log;
 pub mod plan;
 pub mod profile;
 pub mod run;
+pub mod scan;
 mod signals;
+pub mod stability;
 pub mod status;
 pub mod sweep;

@@ -122,6 +122,10 @@ pub struct Constraints {
     /// threshold): gputune's fan safety net hands the fans back to the driver below it.
     #[serde(default)]
     pub slowdown_temperature_c: Option<u32>,
+    /// The rated boost clock (NVML's customer boost maximum), where the undervolt scanner
+    /// locks the clock by default.
+    #[serde(default)]
+    pub boost_clock_mhz: Option<u32>,
 }
 
 impl Constraints {

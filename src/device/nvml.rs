@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, PerformanceState, TemperatureSensor, TemperatureThreshold,
+    Clock, ClockId, PerformanceState, TemperatureSensor, TemperatureThreshold,
 };
 use nvml_wrapper::enums::device::{FanControlPolicy, GpuLockedClocksSetting};
 use nvml_wrapper::error::NvmlError;
@@ -311,6 +311,11 @@ impl Backend for NvmlBackend {
                 "slowdown temperature",
                 index,
             )?,
+            // Only the scanner's default lock depends on it: a driver without it just has none.
+            boost_clock_mhz: device
+                .clock(Clock::Graphics, ClockId::CustomerMaxBoost)
+                .ok()
+                .filter(|clock_mhz| *clock_mhz > 0),
         })
     }
 

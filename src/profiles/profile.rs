@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::gate::validate;
 use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
 use crate::notice::Notice;
+use crate::stability::report::CheckRecord;
 use crate::text;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
 use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
@@ -81,6 +82,9 @@ pub struct Profile {
     pub memory_clock_offset_mhz: Option<i32>,
     /// Temperature → fan speed points, followed by the window or `gputune run`.
     pub fan_curve: Option<Vec<CurvePoint>>,
+    /// The last stability check of these settings (`gputune stability --profile`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_check: Option<CheckRecord>,
 }
 
 /// What applying a profile to one card means.
@@ -209,7 +213,46 @@ impl Profile {
                 Some(curve) => Some(curve.points().to_vec()),
                 None => previous.and_then(|previous| previous.fan_curve.clone()),
             },
+            last_check: None,
         }
+        .keeping_check_of(previous)
+    }
+
+    /// This profile with `previous`'s stability check, when it sets the same clocks and
+    /// limits (a check of other settings says nothing about these).
+    pub fn keeping_check_of(mut self, previous: Option<&Profile>) -> Profile {
+        self.last_check = previous
+            .filter(|previous| previous.checked_settings() == self.checked_settings())
+            .and_then(|previous| previous.last_check.clone());
+        self
+    }
+
+    /// What a stability check depends on: the power limit, locks and offsets.
+    fn checked_settings(&self) -> impl PartialEq + use<> {
+        (
+            self.power_limit.map(|power| power.watts.to_bits()),
+            self.gpu_clock_lock,
+            self.memory_clock_lock,
+            self.gpu_clock_offset_mhz,
+            self.memory_clock_offset_mhz,
+        )
+    }
+
+    /// Whether applying it changes clocks (a lock or an offset): what a stability check is for.
+    pub fn changes_clocks(&self) -> bool {
+        self.gpu_clock_lock.is_some()
+            || self.memory_clock_lock.is_some()
+            || self.gpu_clock_offset_mhz.is_some_and(|offset| offset != 0)
+            || self
+                .memory_clock_offset_mhz
+                .is_some_and(|offset| offset != 0)
+    }
+
+    /// "checked stable for 10 min on 26 Nov", "never checked".
+    pub fn check_text(&self) -> String {
+        self.last_check
+            .as_ref()
+            .map_or_else(|| "never checked".to_string(), CheckRecord::describe)
     }
 
     /// Whether the profile was saved from this card (same UUID).
@@ -303,6 +346,9 @@ impl Profile {
                     "{field} = {offset} is not a clock offset (-{OFFSET_MAX_MHZ} to {OFFSET_MAX_MHZ} MHz)"
                 ));
             }
+        }
+        if let Some(record) = &self.last_check {
+            record.check().map_err(ProfileError::Invalid)?;
         }
         if let Some(points) = &self.fan_curve {
             if points.len() > FAN_CURVE_MAX_POINTS {
@@ -428,7 +474,31 @@ impl Profile {
                         Notice::Info(text)
                     }
                 })
+                .chain(self.stability_notice())
                 .collect(),
+        }
+    }
+
+    /// Said once when a profile that changes clocks is applied: it was never checked, or its
+    /// last check found it unstable.
+    fn stability_notice(&self) -> Option<Notice> {
+        if !self.changes_clocks() {
+            return None;
+        }
+        let check = format!("`gputune stability --profile \"{}\"` checks it", self.name);
+        match &self.last_check {
+            None => Some(Notice::Info(format!(
+                "The profile \"{}\" changes clocks and was never checked for stability ({check}).",
+                self.name
+            ))),
+            Some(record) if record.verdict == crate::stability::report::Verdict::Unstable => {
+                Some(Notice::Warning(format!(
+                    "The profile \"{}\" was {}: it may compute wrong results ({check} again).",
+                    self.name,
+                    record.describe()
+                )))
+            }
+            Some(_) => None,
         }
     }
 }

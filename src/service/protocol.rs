@@ -3,7 +3,7 @@
 //! [`MOST_MESSAGE_BYTES`]), versioned by [`PROTOCOL_VERSION`]:
 //!
 //! ```text
-//! → {"id":1,"request":{"type":"hello","protocol":3,"client":"gputune apply --try 60"}}
+//! → {"id":1,"request":{"type":"hello","protocol":4,"client":"gputune apply --try 60"}}
 //! ← {"id":1,"response":{"type":"welcome", ...}}
 //! → {"id":2,"request":{"type":"start_trial","trial":{"gpu_uuid":"GPU-...","settings":[...],...}}}
 //! ← {"id":2,"response":{"type":"trial","status":{...}}}
@@ -26,7 +26,7 @@ use crate::tuning::fan_curve::FanCurve;
 
 /// Bumped whenever a message changes meaning; a client and a daemon of different versions say
 /// so instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The longest message, in bytes. A real one is at most a few kilobytes (a snapshot of eight
 /// GPUs); anything longer is refused and its connection closed.
 pub const MOST_MESSAGE_BYTES: usize = 256 * 1024;

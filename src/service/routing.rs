@@ -166,7 +166,9 @@ impl Router {
                 });
             }
             match &event {
-                EngineEvent::Tuning { .. } | EngineEvent::Notice { .. } => {
+                EngineEvent::Tuning { .. }
+                | EngineEvent::Notice { .. }
+                | EngineEvent::Critical { .. } => {
                     for client in self.subscribers() {
                         self.send(
                             client,

@@ -6,9 +6,25 @@
 //! reference.rs  the exact results the CPU computes for it
 //! cuda.rs       the real device: CUDA's driver API through cudarc, kernels embedded as PTX
 //! simulated.rs  the simulated device: results that go wrong as the simulated card's margin says
+//! plan.rs       a check's options and its rounds (full load, pulses, FMA chains, VRAM)
+//! worker.rs     a device on its own thread: every piece of work with a deadline
+//! watch.rs      what the card did meanwhile (clocks, temperature, power, energy)
+//! run.rs        one span of checked work: the rounds handed out, results counted, findings
+//! check.rs      one card's check: its settings held by an engine session, put back at the end
+//! report.rs     the verdict sentence, the figures (--json), a profile's record of its check
+//! scan.rs       the undervolt scanner: offsets stepped at a clock lock, each checked, confirmed
+//! device.rs     which device checks a card: simulated for simulated cards, CUDA for real ones
 
+pub mod check;
 pub mod compute;
+pub mod device;
+pub mod plan;
 pub mod reference;
+pub mod report;
+pub mod run;
+pub mod scan;
+pub mod watch;
+pub mod worker;
 
 pub use compute::{
     CardConditions, Checked, ComputeDevice, ComputeError, ComputeSetup, Prepared, VramPattern,

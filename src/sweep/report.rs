@@ -402,6 +402,7 @@ pub fn recommended_profile(
         gpu_clock_offset_mhz,
         memory_clock_offset_mhz,
         fan_curve: None,
+        last_check: None,
     };
     profile.check().map_err(|error| error.to_string())?;
     Ok(profile)

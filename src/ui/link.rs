@@ -344,6 +344,8 @@ fn forward(event: Event, send: &dyn Fn(LinkEvent) -> bool) -> bool {
             EngineEvent::Notice { gpu_index, notice } => {
                 send(LinkEvent::Notice { gpu_index, notice })
             }
+            // The engine's notice about the same Xid tells the window.
+            EngineEvent::Critical { .. } => true,
             EngineEvent::SessionEnded { report, .. } => send(LinkEvent::Notice {
                 gpu_index: report.restored.first().map(|gpu| gpu.gpu_index),
                 notice: if report.is_complete() {

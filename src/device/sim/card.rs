@@ -30,6 +30,8 @@ pub struct CardSpec {
     pub vf_curve: Vec<VfPoint>,
     /// The range NVML lists as supported graphics clocks (locks must fall inside it).
     pub gpu_clock_supported: ClockRangeMhz,
+    /// The rated boost clock (NVML's customer boost maximum): the scanner's default lock.
+    pub boost_clock_mhz: u32,
     pub gpu_clock_idle_mhz: u32,
     /// GPU Boost moves in bins of this size.
     pub clock_bin_mhz: u32,
@@ -115,6 +117,7 @@ impl CardSpec {
                 min_mhz: 210,
                 max_mhz: 3105,
             },
+            boost_clock_mhz: 2520,
             gpu_clock_idle_mhz: 210,
             clock_bin_mhz: 15,
             memory_clocks_supported_mhz: vec![10_501, 10_251, 5_001, 810, 405],
@@ -192,6 +195,7 @@ impl CardSpec {
                 min_mhz: 345,
                 max_mhz: 1980,
             },
+            boost_clock_mhz: 1980,
             gpu_clock_idle_mhz: 345,
             clock_bin_mhz: 15,
             memory_clocks_supported_mhz: vec![2_619],

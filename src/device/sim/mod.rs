@@ -260,6 +260,7 @@ pub fn sim_constraints(spec: &CardSpec) -> Constraints {
         gpu_clock_offset_range: spec.gpu_clock_offset_range,
         memory_clock_offset_range: spec.memory_clock_offset_range,
         slowdown_temperature_c: Some(spec.hardware_slowdown_c.round().max(0.0) as u32),
+        boost_clock_mhz: Some(spec.boost_clock_mhz),
     }
 }
 

@@ -647,6 +647,7 @@ impl Engine {
             event.xid,
             event.meaning()
         );
+        self.events.push(EngineEvent::Critical { critical: event });
         let ids = self.sessions_on(index);
         if ids.is_empty() {
             self.notice(Some(index), Notice::Warning(format!("{what}.")));

@@ -75,6 +75,10 @@ pub enum SessionPurpose {
     KeptFanCurve,
     /// Settings stepped through while a training job runs.
     Sweep,
+    /// Settings held while a stability check proves they compute correctly.
+    Stability,
+    /// Clock offsets stepped through by the undervolt scanner, each checked.
+    Scan,
 }
 
 impl SessionPurpose {
@@ -86,6 +90,8 @@ impl SessionPurpose {
             SessionPurpose::FanCurve => "fan_curve",
             SessionPurpose::KeptFanCurve => "kept_fan_curve",
             SessionPurpose::Sweep => "sweep",
+            SessionPurpose::Stability => "stability",
+            SessionPurpose::Scan => "scan",
         }
     }
 
@@ -105,6 +111,8 @@ impl SessionPurpose {
             SessionPurpose::FanCurve => "a fan curve",
             SessionPurpose::KeptFanCurve => "the fan curve kept by the daemon",
             SessionPurpose::Sweep => "a sweep",
+            SessionPurpose::Stability => "a stability check",
+            SessionPurpose::Scan => "an undervolt scan",
         }
     }
 }
@@ -326,6 +334,9 @@ pub enum EngineEvent {
         client: ClientId,
         report: SessionReport,
     },
+    /// The driver reported a critical error (an Xid) on a card: for every client, so a
+    /// stability check on that card ends as unstable whether or not it holds a session.
+    Critical { critical: CriticalEvent },
     /// News about a card (the fan safety net, a fan curve that stopped): for every client.
     Notice {
         gpu_index: Option<u32>,

@@ -3,7 +3,9 @@
 use std::ffi::c_uint;
 
 use gputune::device::sim::SimGpu;
-use nvml_wrapper_sys::bindings::{nvmlClockOffset_t, nvmlClockType_t, nvmlDevice_t, nvmlReturn_t};
+use nvml_wrapper_sys::bindings::{
+    nvmlClockId_t, nvmlClockOffset_t, nvmlClockType_t, nvmlDevice_t, nvmlReturn_t,
+};
 
 use crate::call::{Ptr, api_call, get_from_gpu, on_gpu, write_list};
 use crate::codes::{
@@ -73,6 +75,31 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
                 .max()
                 .ok_or(NOT_SUPPORTED),
             other => unmodelled_clock(other),
+        })
+    }
+}
+
+/// NVML: a clock of a kind by its id: the current one, or the rated boost clock (customer
+/// boost maximum); the application clocks are not modelled.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetClock(
+    device: nvmlDevice_t,
+    clock_type: nvmlClockType_t,
+    clock_id: nvmlClockId_t,
+    clock_mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    const CLOCK_ID_CURRENT: nvmlClockId_t = 0;
+    const CLOCK_ID_CUSTOMER_BOOST_MAX: nvmlClockId_t = 3;
+    // SAFETY: NVML's contract: the pointer is null or valid for a write.
+    unsafe {
+        get_from_gpu(device, clock_mhz, |_, gpu| match (clock_type, clock_id) {
+            (CLOCK_GRAPHICS | CLOCK_SM, CLOCK_ID_CURRENT) => Ok(gpu.reading.gpu_clock_mhz),
+            (CLOCK_MEMORY, CLOCK_ID_CURRENT) => Ok(gpu.reading.memory_clock_mhz),
+            (CLOCK_GRAPHICS | CLOCK_SM, CLOCK_ID_CUSTOMER_BOOST_MAX) => {
+                Ok(gpu.spec.boost_clock_mhz)
+            }
+            (CLOCK_GRAPHICS | CLOCK_SM | CLOCK_MEMORY, _) => Err(NOT_SUPPORTED),
+            (other, _) => unmodelled_clock(other),
         })
     }
 }

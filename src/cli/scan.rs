@@ -1,0 +1,245 @@
+//! `gputune scan`: finds the largest stable graphics clock offset at a clock lock (see
+//! `stability::scan`), prints each step and what the result saves, and saves it as a profile
+//! on request. Every ending puts the card back.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
+use crate::profiles::profile::Profile;
+use crate::profiles::store::ProfileStore;
+use crate::service::protocol::Request;
+use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
+use crate::tuning::in_force::ClockLock;
+
+/// Readings while the scan runs.
+const SAMPLE_INTERVAL_MS: u64 = 500;
+/// A progress line this often.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Args)]
+pub struct ScanArgs {
+    /// The GPU: an index or a UUID (default: the only GPU).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// The graphics clock to lock while scanning, MHz (default: the card's rated boost clock).
+    #[arg(long)]
+    pub lock_mhz: Option<u32>,
+    /// How much to raise the offset each step, MHz.
+    #[arg(long, default_value_t = 15)]
+    pub step_mhz: i32,
+    /// How long to check each step, seconds (a pulsed load).
+    #[arg(long, default_value_t = 60.0)]
+    pub step_s: f64,
+    /// Steps to go back from the last stable offset, for safety.
+    #[arg(long, default_value_t = 2)]
+    pub margin_steps: u32,
+    /// How long to confirm the result, seconds (full and pulsed load).
+    #[arg(long, default_value_t = 600.0)]
+    pub confirm_s: f64,
+    /// Save the confirmed offset and lock as this profile (with its check).
+    #[arg(long, value_name = "NAME")]
+    pub save_profile: Option<String>,
+    /// Print the outcome as JSON on standard output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `gputune scan`; exit status 0 when an offset was confirmed, 1 when none was, 130
+/// when stopped.
+pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i32> {
+    let mut messages = std::io::stderr();
+    let store = match &args.save_profile {
+        Some(name) => {
+            crate::profiles::profile::check_name(name).map_err(anyhow::Error::msg)?;
+            Some(ProfileStore::open_default()?)
+        }
+        None => None,
+    };
+    let mut client = connect_for_changes(options, &mut messages)?;
+    let snapshot = snapshot(&mut client)?;
+    let index = choose_gpu(&snapshot.gpus, args.gpu.as_deref(), None)?;
+    let gpu = &snapshot.gpus[index as usize];
+    let Some(tuning) = snapshot.tunings.get(index as usize) else {
+        anyhow::bail!("The tuning engine sent no state for GPU {index}.");
+    };
+    let scan_options = ScanOptions::new(
+        gpu,
+        args.lock_mhz,
+        args.step_mhz,
+        args.step_s,
+        args.margin_steps,
+        args.confirm_s,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let device = crate::stability::device::open_for(&gpu.identity).map_err(anyhow::Error::msg)?;
+    let stop = crate::cli::signals::install_stop_signal(2)?;
+    client
+        .request(Request::Subscribe {
+            interval_ms: SAMPLE_INTERVAL_MS,
+        })
+        .map_err(refusal)?;
+    let mut scan = Scan::start(gpu, tuning, scan_options, device).map_err(anyhow::Error::msg)?;
+    let _ = writeln!(
+        messages,
+        "gputune: scanning GPU {index} ({}) at a {} MHz lock: offsets from +0 MHz in {} MHz steps of {} each (at most {} steps), a {} confirmation; a stock step first. Ctrl-C stops it and puts the card back.",
+        gpu.identity.name,
+        scan_options.lock_mhz,
+        scan_options.step_mhz,
+        crate::units::duration_s(scan_options.step_s),
+        scan_options.most_steps(),
+        crate::units::duration_s(scan_options.confirm_s),
+    );
+    let mut last_progress = Instant::now();
+    let mut steps_said = 0;
+    let mut stopped = false;
+    let outcome = loop {
+        match client.next_event(Duration::from_millis(20)) {
+            Ok(Some(event)) => scan.take_event(&event),
+            Ok(None) => {}
+            Err(error) => scan.stop(
+                &mut client,
+                &format!("the tuning service went away: {error}"),
+            ),
+        }
+        if !stopped && stop.try_recv().is_ok() {
+            stopped = true;
+            scan.stop(&mut client, "stopped by Ctrl-C");
+        }
+        if let Some(outcome) = scan.tick(&mut client) {
+            break outcome.clone();
+        }
+        for step in scan.steps().iter().skip(steps_said) {
+            let _ = writeln!(messages, "gputune: {}", step_line(step));
+        }
+        steps_said = scan.steps().len();
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            last_progress = Instant::now();
+            let _ = writeln!(messages, "gputune: {}", scan.progress());
+        }
+    };
+    for line in &outcome.put_back {
+        let _ = writeln!(messages, "gputune: {line}");
+    }
+    if args.json {
+        let mut stdout = std::io::stdout();
+        crate::text::write_json_pretty(&mut stdout, &outcome)?;
+        writeln!(stdout)?;
+    } else {
+        print_outcome(&outcome)?;
+    }
+    if let (Some(store), Some(name)) = (&store, &args.save_profile) {
+        save_profile(store, name, &outcome, gpu, tuning, &mut messages);
+    }
+    Ok(if stopped {
+        130
+    } else if outcome.stable_offset_mhz.is_some() {
+        0
+    } else {
+        1
+    })
+}
+
+/// "+45 MHz: stable, 2520 MHz, 341 W, 0 wrong of 1.2 × 10¹⁰, 2.45 J/TFLOP".
+pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
+    let clocks = match (step.clock_min_mhz, step.clock_max_mhz) {
+        (Some(low), Some(high)) if low == high => format!("{low} MHz"),
+        (Some(low), Some(high)) => format!("{low}–{high} MHz"),
+        _ => "clock not read".to_string(),
+    };
+    let power = step.power_mean_w.map_or_else(
+        || "power not read".to_string(),
+        |power| format!("{power:.0} W"),
+    );
+    let energy = step
+        .joules_per_tflop
+        .map_or_else(String::new, |joules| format!(", {joules:.2} J/TFLOP"));
+    let verdict = match &step.finding {
+        Some(finding) => format!("UNSTABLE ({finding})"),
+        None => "stable".to_string(),
+    };
+    format!(
+        "{}: {verdict}, {clocks}, {power}, {} wrong of {}{energy}",
+        step.label(),
+        step.wrong,
+        crate::units::large_count(step.results)
+    )
+}
+
+fn print_outcome(outcome: &ScanOutcome) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout();
+    writeln!(
+        stdout,
+        "GPU {} ({}): {}",
+        outcome.gpu_index, outcome.gpu_name, outcome.summary
+    )?;
+    if let Some(stock) = &outcome.stock {
+        writeln!(stdout, "  {}", step_line(stock))?;
+    }
+    for step in &outcome.steps {
+        writeln!(stdout, "  {}", step_line(step))?;
+    }
+    if let Some(report) = &outcome.confirmation {
+        writeln!(stdout, "  Confirmation: {}", report.sentence())?;
+    }
+    if let Some(savings) = &outcome.savings {
+        writeln!(stdout, "  {savings}")?;
+    }
+    writeln!(
+        stdout,
+        "  The scan took {}.",
+        crate::units::duration_s(outcome.ran_s)
+    )?;
+    Ok(())
+}
+
+fn save_profile(
+    store: &ProfileStore,
+    name: &str,
+    outcome: &ScanOutcome,
+    gpu: &crate::tuning::engine::GpuInfo,
+    tuning: &crate::tuning::engine::GpuTuning,
+    messages: &mut dyn Write,
+) {
+    let (Some(offset_mhz), Some(report)) = (outcome.stable_offset_mhz, &outcome.confirmation)
+    else {
+        let _ = writeln!(
+            messages,
+            "gputune: no offset was confirmed stable, so no profile was saved."
+        );
+        return;
+    };
+    let mut in_force = tuning.in_force.clone();
+    in_force.gpu_clock_offset_mhz = Some(offset_mhz);
+    in_force.gpu_clock_lock = ClockLock::Locked {
+        min_mhz: outcome.options.lock_mhz,
+        max_mhz: outcome.options.lock_mhz,
+    };
+    let previous = store.load(name).ok().map(|stored| stored.profile);
+    let mut profile = Profile::from_in_force(
+        name,
+        &gpu.identity,
+        &gpu.constraints,
+        &in_force,
+        tuning.fan_curve.as_ref(),
+        previous.as_ref(),
+    );
+    profile.last_check = Some(report.record());
+    match store.save(&profile) {
+        Ok(path) => {
+            let _ = writeln!(
+                messages,
+                "gputune: saved the profile \"{}\" ({}; {}) in {}.",
+                profile.name,
+                profile.summary(),
+                profile.check_text(),
+                crate::text::path(&path)
+            );
+        }
+        Err(error) => {
+            let _ = writeln!(messages, "gputune: the profile could not be saved: {error}");
+        }
+    }
+}

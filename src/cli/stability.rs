@@ -1,0 +1,358 @@
+//! `gputune stability`: a checked compute load on one GPU, several or all at once, at the
+//! card's current settings or a profile's (held by the engine and put back at the end).
+//! Prints one verdict per card; `--json` prints the figures behind each.
+
+use std::io::Write;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use clap::Args;
+
+use crate::cli::connect::{TuningOptions, connect_for_changes, refusal, snapshot};
+use crate::device::Setting;
+use crate::device::resolve_among;
+use crate::profiles::store::ProfileStore;
+use crate::service::client::TuningClient;
+use crate::service::protocol::{Request, Snapshot};
+use crate::stability::check::CardCheck;
+use crate::stability::plan::{CheckOptions, LoadShape};
+use crate::stability::report::{CheckReport, Verdict};
+use crate::tuning::fan_curve::FanCurve;
+
+/// Readings while a check runs: twice a second, enough for clock and power ranges.
+const SAMPLE_INTERVAL_MS: u64 = 500;
+/// A progress line this often when not on a terminal.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Args)]
+pub struct StabilityArgs {
+    /// The GPUs: an index or UUID, several separated by commas, or `all` (default: the
+    /// profile's card, else the only GPU). Each card is checked at once, on its own.
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Check this profile's settings: held while the check runs, put back at its end (and at
+    /// once when the check finds instability); the verdict is saved in the profile.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// How long to check, in seconds (600 is a thorough check).
+    #[arg(long, default_value_t = 600.0)]
+    pub duration_s: f64,
+    /// The load: full (at the power limit), pulsed (20-80 % duty, where cards boost highest
+    /// at their lowest voltage), or both.
+    #[arg(long, value_enum, default_value_t = LoadShape::Both)]
+    pub pattern: LoadShape,
+    /// Print the figures behind each verdict as JSON on standard output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What each checked card gets: its settings and fan curve (from the profile, or none).
+struct Target {
+    index: u32,
+    settings: Vec<Setting>,
+    fan_curve: Option<FanCurve>,
+}
+
+/// Runs `gputune stability`; the exit status: 0 every card stable, 1 one unstable, 2 one
+/// could not be checked, 130 stopped.
+pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
+    let check_options =
+        CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
+    let mut messages = std::io::stderr();
+    let stored = match &args.profile {
+        Some(name) => Some((
+            ProfileStore::open_default()?,
+            ProfileStore::open_default()?.load(name)?,
+        )),
+        None => None,
+    };
+    let mut client = connect_for_changes(options, &mut messages)?;
+    let snapshot = snapshot(&mut client)?;
+    let preferred = stored
+        .as_ref()
+        .map(|(_, stored)| stored.profile.card.uuid.clone());
+    let indices = choose_gpus(&snapshot, args.gpu.as_deref(), preferred.as_deref())?;
+    let mut targets = Vec::new();
+    for index in indices {
+        let gpu = &snapshot.gpus[index as usize];
+        let (settings, fan_curve) = match &stored {
+            Some((_, stored)) => {
+                let application = stored.profile.for_card(&gpu.identity, &gpu.constraints);
+                for notice in &application.notices {
+                    let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+                }
+                (application.settings, application.fan_curve)
+            }
+            None => (Vec::new(), None),
+        };
+        targets.push(Target {
+            index,
+            settings,
+            fan_curve,
+        });
+    }
+    let stop = crate::cli::signals::install_stop_signal(2)?;
+    client
+        .request(Request::Subscribe {
+            interval_ms: SAMPLE_INTERVAL_MS,
+        })
+        .map_err(refusal)?;
+    let mut checks = Vec::new();
+    let mut not_run = Vec::new();
+    for target in &targets {
+        let gpu = &snapshot.gpus[target.index as usize];
+        let Some(tuning) = snapshot.tunings.get(target.index as usize) else {
+            bail!("The tuning engine sent no state for GPU {}.", target.index);
+        };
+        let device = match crate::stability::device::open_for(&gpu.identity) {
+            Ok(device) => device,
+            Err(error) => {
+                not_run.push(format!(
+                    "GPU {} ({}): {error}",
+                    target.index, gpu.identity.name
+                ));
+                continue;
+            }
+        };
+        match CardCheck::start(
+            &mut client,
+            gpu,
+            tuning,
+            &target.settings,
+            target.fan_curve.as_ref(),
+            check_options,
+            device,
+        ) {
+            Ok(check) => {
+                let _ = writeln!(
+                    messages,
+                    "gputune: checking GPU {} ({}) for {} ({} load){}; Ctrl-C stops it.",
+                    target.index,
+                    gpu.identity.name,
+                    crate::units::duration_s(check_options.duration_s),
+                    check_options.shape.as_str(),
+                    if target.settings.is_empty() && target.fan_curve.is_none() {
+                        " at its current settings, changing nothing".to_string()
+                    } else {
+                        format!(
+                            " with {} held until the check ends",
+                            crate::tuning::describe_all(&target.settings)
+                        )
+                    }
+                );
+                checks.push(check);
+            }
+            Err(message) => not_run.push(message),
+        }
+    }
+    for line in &not_run {
+        let _ = writeln!(messages, "gputune: {line}");
+    }
+    let reports = drive(&mut client, &mut checks, &stop, &mut messages);
+    print_reports(&reports, args.json)?;
+    if let Some((store, stored)) = &stored {
+        save_records(store, stored, &reports, &mut messages);
+    }
+    Ok(exit_code(&reports, !not_run.is_empty()))
+}
+
+/// Every check to its end: events in, ticks, Ctrl-C, a progress line now and then.
+fn drive(
+    client: &mut TuningClient,
+    checks: &mut [CardCheck],
+    stop: &Receiver<()>,
+    messages: &mut dyn Write,
+) -> Vec<CheckReport> {
+    let mut last_progress = Instant::now();
+    let mut stopped = false;
+    loop {
+        match client.next_event(Duration::from_millis(20)) {
+            Ok(Some(event)) => {
+                for check in checks.iter_mut() {
+                    check.take_event(&event);
+                }
+            }
+            Ok(None) => {}
+            Err(error) => {
+                for check in checks.iter_mut() {
+                    check.stop(client, &format!("the tuning service went away: {error}"));
+                }
+            }
+        }
+        if !stopped && stop.try_recv().is_ok() {
+            stopped = true;
+            for check in checks.iter_mut() {
+                check.stop(client, "stopped by Ctrl-C");
+            }
+        }
+        let mut all_done = true;
+        for check in checks.iter_mut() {
+            all_done &= check.tick(client).is_some();
+        }
+        if all_done {
+            break;
+        }
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            last_progress = Instant::now();
+            for check in checks.iter() {
+                if check.report().is_none() {
+                    let progress = check.progress();
+                    let _ = writeln!(
+                        messages,
+                        "gputune: GPU {}: {} of {}, {}: {} results checked, {} wrong; {}",
+                        progress.gpu_index,
+                        crate::units::duration_s(progress.elapsed_s),
+                        crate::units::duration_s(progress.duration_s),
+                        progress.activity,
+                        crate::units::large_count(progress.results),
+                        progress.wrong,
+                        progress.readings
+                    );
+                }
+            }
+        }
+    }
+    checks
+        .iter()
+        .filter_map(|check| check.report().cloned())
+        .collect()
+}
+
+fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout();
+    if json {
+        crate::text::write_json_pretty(&mut stdout, &reports)?;
+        writeln!(stdout)?;
+        return Ok(());
+    }
+    for report in reports {
+        for line in &report.put_back {
+            writeln!(std::io::stderr(), "gputune: {line}")?;
+        }
+        writeln!(
+            stdout,
+            "GPU {} ({}): {}",
+            report.gpu_index,
+            report.gpu_name,
+            report.sentence()
+        )?;
+        if let (Some(tflops), Some(gib_s)) = (report.gemm_tflops, report.vram_gib_per_s) {
+            writeln!(
+                stdout,
+                "  GEMM {tflops:.1} TFLOP/s (bf16, fp32 accumulate), VRAM {gib_s:.0} GiB/s written and read back; {}",
+                report
+                    .result
+                    .prepared
+                    .as_ref()
+                    .map_or_else(String::new, |prepared| prepared.runtime.clone())
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn save_records(
+    store: &ProfileStore,
+    stored: &crate::profiles::store::StoredProfile,
+    reports: &[CheckReport],
+    messages: &mut dyn Write,
+) {
+    let Some(report) = reports
+        .iter()
+        .find(|report| {
+            report
+                .gpu_uuid
+                .eq_ignore_ascii_case(&stored.profile.card.uuid)
+        })
+        .or_else(|| reports.first())
+    else {
+        return;
+    };
+    if report.verdict == Verdict::NotRun {
+        return;
+    }
+    let mut profile = stored.profile.clone();
+    profile.last_check = Some(report.record());
+    match store.save(&profile) {
+        Ok(_) => {
+            let _ = writeln!(
+                messages,
+                "gputune: the profile \"{}\" now says: {}.",
+                profile.name,
+                report.record().describe()
+            );
+        }
+        Err(error) => {
+            let _ = writeln!(
+                messages,
+                "gputune: the verdict could not be saved in the profile: {error}"
+            );
+        }
+    }
+}
+
+fn exit_code(reports: &[CheckReport], some_not_run: bool) -> i32 {
+    if reports
+        .iter()
+        .any(|report| report.verdict == Verdict::Unstable)
+    {
+        1
+    } else if some_not_run
+        || reports.is_empty()
+        || reports
+            .iter()
+            .any(|report| report.verdict == Verdict::NotRun)
+    {
+        2
+    } else if reports
+        .iter()
+        .any(|report| report.verdict == Verdict::Stopped)
+    {
+        130
+    } else {
+        0
+    }
+}
+
+/// The GPUs `--gpu` names: one, a comma-separated list, or `all`; without it the profile's
+/// card, else the only GPU.
+fn choose_gpus(
+    snapshot: &Snapshot,
+    query: Option<&str>,
+    preferred_uuid: Option<&str>,
+) -> anyhow::Result<Vec<u32>> {
+    let uuids: Vec<String> = snapshot
+        .gpus
+        .iter()
+        .map(|gpu| gpu.identity.uuid.clone())
+        .collect();
+    match query.map(str::trim) {
+        Some(all) if all.eq_ignore_ascii_case("all") => {
+            if uuids.is_empty() {
+                bail!("This machine has no GPU to check.");
+            }
+            Ok((0..uuids.len() as u32).collect())
+        }
+        Some(list) => {
+            let mut indices = Vec::new();
+            for part in list.split(',').filter(|part| !part.trim().is_empty()) {
+                let index = resolve_among(&uuids, part.trim())?;
+                if !indices.contains(&index) {
+                    indices.push(index);
+                }
+            }
+            if indices.is_empty() {
+                bail!(
+                    "--gpu {list:?}: name a GPU by index or UUID, several separated by commas, or all."
+                );
+            }
+            Ok(indices)
+        }
+        None => Ok(vec![crate::cli::connect::choose_gpu(
+            &snapshot.gpus,
+            None,
+            preferred_uuid,
+        )?]),
+    }
+}

@@ -1,0 +1,263 @@
+//! A stability check of one card, as the CLI and the window both run it: the settings to check
+//! held by a session of the tuning engine (so the daemon puts them back if this process dies),
+//! one [`CheckRun`] of checked work, the service's readings and critical errors fed to it,
+//! and the session ended (everything put back) however the check ends. Never blocks: the
+//! caller passes every service event to [`CardCheck::take_event`] and calls
+//! [`CardCheck::tick`] often.
+
+use serde::{Deserialize, Serialize};
+
+use super::compute::ComputeDevice;
+use super::plan::CheckOptions;
+use super::report::{CheckReport, Verdict, describe_settings};
+use super::run::{CheckRun, RunResult};
+use super::worker::ComputeWorker;
+use crate::device::Setting;
+use crate::service::client::TuningClient;
+use crate::service::protocol::{Event, Request, Response};
+use crate::tuning::engine::{
+    EngineEvent, GpuChange, GpuInfo, GpuTuning, SessionId, SessionPurpose, SessionReport,
+    SessionRequest, report_lines,
+};
+use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::{ClockLock, SettingsInForce};
+
+/// Where a check stands, for a progress line or the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckProgress {
+    pub gpu_index: u32,
+    pub elapsed_s: f64,
+    pub duration_s: f64,
+    /// What runs now ("GEMM pulsed at 40 %").
+    pub activity: String,
+    pub results: u64,
+    pub wrong: u64,
+    /// "2415–2745 MHz, 71 °C peak, …".
+    pub readings: String,
+}
+
+/// One card's check; see the module's documentation.
+pub struct CardCheck {
+    gpu: GpuInfo,
+    settings_text: String,
+    options: CheckOptions,
+    session: Option<SessionId>,
+    run: CheckRun,
+    put_back: Vec<String>,
+    put_back_complete: bool,
+    report: Option<CheckReport>,
+}
+
+impl CardCheck {
+    /// Starts checking `gpu` with `device`: first holds `settings` (and `fan_curve`) in a
+    /// session of the engine (none: the card's settings as they are, nothing changed). `tuning` is the card's
+    /// tuning state now.
+    pub fn start(
+        client: &mut TuningClient,
+        gpu: &GpuInfo,
+        tuning: &GpuTuning,
+        settings: &[Setting],
+        fan_curve: Option<&FanCurve>,
+        options: CheckOptions,
+        device: Box<dyn ComputeDevice>,
+    ) -> Result<CardCheck, String> {
+        let mut in_force = tuning.in_force.clone();
+        let session = if settings.is_empty() && fan_curve.is_none() {
+            None
+        } else {
+            let request = Request::StartSession {
+                session: SessionRequest {
+                    purpose: SessionPurpose::Stability,
+                    changes: if settings.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![GpuChange {
+                            gpu_uuid: gpu.identity.uuid.clone(),
+                            settings: settings.to_vec(),
+                        }]
+                    },
+                    fan_curves: fan_curve
+                        .map(|curve| vec![(gpu.identity.uuid.clone(), curve.clone())])
+                        .unwrap_or_default(),
+                    job_pid: None,
+                },
+            };
+            match client.request(request) {
+                Ok(Response::SessionStarted(started)) => {
+                    if let Some(applied) = started.applied.first() {
+                        in_force = applied.in_force.clone();
+                    }
+                    Some(started.session)
+                }
+                Ok(other) => {
+                    return Err(format!(
+                        "The service answered {other:?} to the check's settings."
+                    ));
+                }
+                Err(error) => {
+                    return Err(format!(
+                        "The settings to check could not be applied to GPU {}: {error}",
+                        gpu.identity.index
+                    ));
+                }
+            }
+        };
+        let worker = match ComputeWorker::start(device, &gpu.identity.index.to_string()) {
+            Ok(worker) => worker,
+            Err(message) => {
+                if let Some(session) = session {
+                    let _ = end_session(client, session);
+                }
+                return Err(message);
+            }
+        };
+        let mut run = CheckRun::start(worker, options, None);
+        let (offset, locked_max) = offset_and_lock(&in_force);
+        run.take_settings(offset, locked_max);
+        Ok(CardCheck {
+            settings_text: describe_settings(&in_force, gpu.constraints.power_limit_default_mw),
+            gpu: gpu.clone(),
+            options,
+            session,
+            run,
+            put_back: Vec::new(),
+            put_back_complete: true,
+            report: None,
+        })
+    }
+
+    pub fn gpu_index(&self) -> u32 {
+        self.gpu.identity.index
+    }
+
+    /// Takes one event of the service: this card's readings, settings and critical errors,
+    /// and the engine ending this check's session.
+    pub fn take_event(&mut self, event: &Event) {
+        let index = self.gpu_index();
+        match event {
+            Event::Samples { readings } => {
+                if let Some(Ok(reading)) = readings.get(index as usize) {
+                    self.run.take_reading(reading);
+                }
+            }
+            Event::Engine { event } => match event.as_ref() {
+                EngineEvent::Tuning { tuning } if tuning.gpu_index == index => {
+                    let (offset, locked_max) = offset_and_lock(&tuning.in_force);
+                    self.run.take_settings(offset, locked_max);
+                }
+                EngineEvent::Critical { critical } if critical.gpu_index == index => {
+                    self.run.take_critical_event(*critical);
+                }
+                EngineEvent::SessionEnded { report, .. }
+                    if Some(report.session) == self.session =>
+                {
+                    // The engine ended it (an Xid, a lost GPU): it put everything back.
+                    self.session = None;
+                    self.take_put_back(report);
+                    if let Some(critical) = report.critical_event {
+                        self.run.take_critical_event(critical);
+                    } else {
+                        self.run
+                            .stop(&format!("the tuning engine ended it: {}", report.message));
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Moves the check on; returns its report once it has ended (and its settings are back).
+    pub fn tick(&mut self, client: &mut TuningClient) -> Option<&CheckReport> {
+        if self.report.is_none()
+            && let Some(result) = self.run.tick().cloned()
+        {
+            self.conclude(client, result);
+        }
+        self.report.as_ref()
+    }
+
+    /// Stops the check now (Ctrl-C, the window's Stop) and puts its settings back.
+    pub fn stop(&mut self, client: &mut TuningClient, reason: &str) {
+        self.run.stop(reason);
+        self.tick(client);
+    }
+
+    pub fn report(&self) -> Option<&CheckReport> {
+        self.report.as_ref()
+    }
+
+    pub fn progress(&self) -> CheckProgress {
+        CheckProgress {
+            gpu_index: self.gpu_index(),
+            elapsed_s: self.run.elapsed_s(),
+            duration_s: self.options.duration_s,
+            activity: self.run.activity(),
+            results: self.run.tally().results(),
+            wrong: self.run.tally().wrong(),
+            readings: self.run.watched().summary(),
+        }
+    }
+
+    fn conclude(&mut self, client: &mut TuningClient, result: RunResult) {
+        if let Some(session) = self.session.take() {
+            match end_session(client, session) {
+                Ok(report) => self.take_put_back(&report),
+                Err(message) => {
+                    self.put_back.push(message);
+                }
+            }
+        }
+        let verdict = Verdict::of(&result.ending);
+        self.report = Some(CheckReport {
+            gpu_index: self.gpu.identity.index,
+            gpu_uuid: self.gpu.identity.uuid.clone(),
+            gpu_name: self.gpu.identity.name.clone(),
+            settings: self.settings_text.clone(),
+            pattern: self.options.shape,
+            duration_asked_s: self.options.duration_s,
+            verdict,
+            gemm_tflops: result.tally.gemm_tflops(),
+            vram_gib_per_s: result.tally.vram_gib_per_s(),
+            reached_power_limit: result.watched.reached_power_limit(),
+            result,
+            put_back: std::mem::take(&mut self.put_back),
+            put_back_complete: self.put_back_complete,
+            ended_at_ms: crate::device::sim::wall_clock_ms(),
+            driver_version: self.gpu.identity.driver_version.clone(),
+            gputune_version: env!("CARGO_PKG_VERSION").to_string(),
+        });
+    }
+
+    fn take_put_back(&mut self, report: &SessionReport) {
+        self.put_back_complete &= report.is_complete();
+        self.put_back.extend(report_lines(report));
+    }
+}
+
+/// Ends `session`, putting everything it changed back; the engine's report.
+pub(crate) fn end_session(
+    client: &mut TuningClient,
+    session: SessionId,
+) -> Result<SessionReport, String> {
+    match client.request(Request::EndSession {
+        session,
+        keep: false,
+    }) {
+        Ok(Response::SessionEnded { report }) => Ok(report),
+        Ok(other) => Err(format!(
+            "The service answered {other:?} to ending the check's session."
+        )),
+        Err(error) => Err(format!(
+            "The check's session could not be ended ({error}); the daemon puts the card back when the connection closes."
+        )),
+    }
+}
+
+/// The GPU clock offset and the top of the GPU clock lock in force.
+pub(crate) fn offset_and_lock(in_force: &SettingsInForce) -> (Option<i32>, Option<u32>) {
+    let locked_max = match in_force.gpu_clock_lock {
+        ClockLock::Locked { max_mhz, .. } => Some(max_mhz),
+        ClockLock::Unlocked | ClockLock::Unknown => None,
+    };
+    (in_force.gpu_clock_offset_mhz, locked_max)
+}

@@ -1,0 +1,340 @@
+//! A finished check as people and programs read it: the verdict sentence, the figures behind
+//! it (`--json`), and the short record a profile keeps of its last check.
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::LoadShape;
+use super::run::{Ending, RunResult};
+use crate::tuning::in_force::{ClockLock, SettingsInForce};
+use crate::units::{duration_s, gib, large_count};
+
+/// The verdict in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Stable,
+    Unstable,
+    /// Stopped before its time: what ran was clean, but it is not a verdict.
+    Stopped,
+    /// It could not run at all.
+    NotRun,
+}
+
+impl Verdict {
+    pub fn of(ending: &Ending) -> Verdict {
+        match ending {
+            Ending::Completed => Verdict::Stable,
+            Ending::Unstable { .. } => Verdict::Unstable,
+            Ending::Stopped { .. } => Verdict::Stopped,
+            Ending::NotRun { .. } => Verdict::NotRun,
+        }
+    }
+}
+
+/// Everything one card's check found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub gpu_index: u32,
+    pub gpu_uuid: String,
+    pub gpu_name: String,
+    /// What was checked: "+150 MHz offset / 2520 MHz lock", "stock settings".
+    pub settings: String,
+    pub pattern: LoadShape,
+    pub duration_asked_s: f64,
+    pub verdict: Verdict,
+    #[serde(flatten)]
+    pub result: RunResult,
+    /// The GEMM's rate, TFLOP/s.
+    pub gemm_tflops: Option<f64>,
+    /// The memory test's rate (written plus read), GiB/s.
+    pub vram_gib_per_s: Option<f64>,
+    /// Whether the card drew within 5 % of its power limit at some reading.
+    pub reached_power_limit: bool,
+    /// What was put back when the check's session ended (empty when it changed nothing).
+    pub put_back: Vec<String>,
+    /// False when a setting could not be put back.
+    pub put_back_complete: bool,
+    /// Unix time the check ended, ms.
+    pub ended_at_ms: u64,
+    pub driver_version: Option<String>,
+    pub gputune_version: String,
+}
+
+impl CheckReport {
+    /// The verdict sentence: "Stable for 10 min at +150 MHz offset / 2520 MHz lock: 0 wrong of
+    /// 3.1 × 10¹² checked results, 20.1 GiB of VRAM read back 240 times, no Xid; 2415–2745 MHz,
+    /// 71 °C peak, …" or "Unstable after 3 min 12 s at …: 14 wrong GEMM results at 2745 MHz;
+    /// put back."
+    pub fn sentence(&self) -> String {
+        let ran = duration_s(self.result.ran_s);
+        let tally = &self.result.tally;
+        match &self.result.ending {
+            Ending::Completed => {
+                let vram = match &self.result.prepared {
+                    Some(prepared) if prepared.vram_tested_bytes > 0 => format!(
+                        ", {} of VRAM read back {} times",
+                        gib(prepared.vram_tested_bytes),
+                        tally.vram_patterns
+                    ),
+                    _ => ", no VRAM tested".to_string(),
+                };
+                format!(
+                    "Stable for {ran} at {}: 0 wrong of {} checked results{vram}, no Xid; {}.{}",
+                    self.settings,
+                    large_count(tally.results()),
+                    self.result.watched.summary(),
+                    self.stress_note()
+                )
+            }
+            Ending::Unstable { finding } => format!(
+                "Unstable after {ran} at {}: {}{}",
+                self.settings,
+                finding.describe(),
+                self.put_back_note()
+            ),
+            Ending::Stopped { reason } => format!(
+                "Stopped after {ran} at {} ({reason}): {} wrong of {} results checked so far; not a verdict.",
+                self.settings,
+                tally.wrong(),
+                large_count(tally.results())
+            ),
+            Ending::NotRun { reason } => format!("Not checked: {reason}"),
+        }
+    }
+
+    fn put_back_note(&self) -> String {
+        if self.put_back.is_empty() {
+            ".".to_string()
+        } else if self.put_back_complete {
+            "; put back.".to_string()
+        } else {
+            "; NOT everything could be put back (see above).".to_string()
+        }
+    }
+
+    fn stress_note(&self) -> String {
+        if self.result.watched.readings > 0 && !self.result.watched.reached_power_limit() {
+            " The card never reached its power limit, so it was not fully stressed.".to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    /// The short record a profile keeps.
+    pub fn record(&self) -> CheckRecord {
+        CheckRecord {
+            ended_at_ms: self.ended_at_ms,
+            ran_s: self.result.ran_s,
+            verdict: self.verdict,
+            summary: self.sentence(),
+            driver_version: self.driver_version.clone(),
+            gputune_version: self.gputune_version.clone(),
+        }
+    }
+}
+
+/// A profile's memory of its last stability check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckRecord {
+    /// Unix time the check ended, ms.
+    pub ended_at_ms: u64,
+    pub ran_s: f64,
+    pub verdict: Verdict,
+    /// The verdict sentence.
+    pub summary: String,
+    pub driver_version: Option<String>,
+    pub gputune_version: String,
+}
+
+/// The longest verdict sentence a profile keeps, in characters.
+const RECORD_SUMMARY_MAX_CHARS: usize = 2_000;
+/// The longest version text a profile keeps, in characters.
+const RECORD_VERSION_MAX_CHARS: usize = 64;
+
+impl CheckRecord {
+    /// Whether a record read from a file could mean something (finite, bounded, printable).
+    pub fn check(&self) -> Result<(), String> {
+        if !self.ran_s.is_finite() || self.ran_s < 0.0 {
+            return Err(format!(
+                "last_check.ran_s = {} is not a duration",
+                self.ran_s
+            ));
+        }
+        if self.summary.chars().count() > RECORD_SUMMARY_MAX_CHARS {
+            return Err(format!(
+                "last_check.summary is longer than {RECORD_SUMMARY_MAX_CHARS} characters"
+            ));
+        }
+        for (field, value) in [
+            ("last_check.summary", Some(&self.summary)),
+            ("last_check.driver_version", self.driver_version.as_ref()),
+            ("last_check.gputune_version", Some(&self.gputune_version)),
+        ] {
+            let Some(value) = value else { continue };
+            if field != "last_check.summary" && value.chars().count() > RECORD_VERSION_MAX_CHARS {
+                return Err(format!(
+                    "{field} is longer than {RECORD_VERSION_MAX_CHARS} characters"
+                ));
+            }
+            if let Some(character) = crate::text::first_unsafe(value) {
+                return Err(format!(
+                    "{field} holds the control character U+{:04X}",
+                    u32::from(character)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// "checked stable for 10 min on 26 Nov", "found unstable on 26 Nov".
+    pub fn describe(&self) -> String {
+        let day = crate::units::local_time(self.ended_at_ms, "%-d %b");
+        match self.verdict {
+            Verdict::Stable => format!("checked stable for {} on {day}", duration_s(self.ran_s)),
+            Verdict::Unstable => {
+                format!("found UNSTABLE after {} on {day}", duration_s(self.ran_s))
+            }
+            Verdict::Stopped => format!(
+                "check stopped after {} on {day} (not a verdict)",
+                duration_s(self.ran_s)
+            ),
+            Verdict::NotRun => format!("never checked (the check on {day} could not run)"),
+        }
+    }
+}
+
+/// What a card runs, as a check names it: "+150 MHz offset / 2520 MHz lock", "stock settings".
+pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u32>) -> String {
+    let mut parts = Vec::new();
+    if let Some(offset) = in_force.gpu_clock_offset_mhz.filter(|offset| *offset != 0) {
+        parts.push(format!("{offset:+} MHz offset"));
+    }
+    if let ClockLock::Locked { min_mhz, max_mhz } = in_force.gpu_clock_lock {
+        if min_mhz == max_mhz {
+            parts.push(format!("{max_mhz} MHz lock"));
+        } else {
+            parts.push(format!("{min_mhz}-{max_mhz} MHz lock"));
+        }
+    }
+    if let Some(offset) = in_force
+        .memory_clock_offset_mhz
+        .filter(|offset| *offset != 0)
+    {
+        parts.push(format!("{offset:+} MHz memory offset"));
+    }
+    if let Some(limit) = in_force.power_limit_mw
+        && default_power_mw.is_some_and(|default| default != limit)
+    {
+        parts.push(format!(
+            "{} limit",
+            crate::units::power_limit_with_share(limit, default_power_mw)
+        ));
+    }
+    if parts.is_empty() {
+        "stock settings".to_string()
+    } else {
+        parts.join(" / ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stability::compute::{Checked, Prepared};
+    use crate::stability::run::{Finding, Tally};
+    use crate::stability::watch::Watched;
+
+    fn report(ending: Ending) -> CheckReport {
+        let tally = Tally {
+            gemm: Checked {
+                results: 3_000_000_000_000,
+                ..Checked::default()
+            },
+            fma: Checked {
+                results: 100_000_000_000,
+                ..Checked::default()
+            },
+            vram: Checked::default(),
+            vram_patterns: 240,
+        };
+        CheckReport {
+            gpu_index: 0,
+            gpu_uuid: "GPU-1".to_string(),
+            gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+            settings: "+150 MHz offset / 2520 MHz lock".to_string(),
+            pattern: LoadShape::Both,
+            duration_asked_s: 600.0,
+            verdict: Verdict::of(&ending),
+            result: RunResult {
+                ending,
+                ran_s: 600.0,
+                tally,
+                watched: Watched::default(),
+                prepared: Some(Prepared {
+                    device_name: "sim".to_string(),
+                    runtime: "simulated".to_string(),
+                    vram_tested_bytes: 20_100 << 20,
+                }),
+            },
+            gemm_tflops: None,
+            vram_gib_per_s: None,
+            reached_power_limit: false,
+            put_back: vec!["Put back GPU 0 (GPU offset 0 MHz).".to_string()],
+            put_back_complete: true,
+            ended_at_ms: 0,
+            driver_version: None,
+            gputune_version: "0.1.0".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_stable_verdict_says_what_was_checked_and_seen() {
+        assert_eq!(
+            report(Ending::Completed).sentence(),
+            "Stable for 10 min at +150 MHz offset / 2520 MHz lock: 0 wrong of 3.1 × 10¹² checked results, 19.6 GiB of VRAM read back 240 times, no Xid; no readings of the card."
+        );
+    }
+
+    #[test]
+    fn an_unstable_verdict_says_what_went_wrong_and_that_it_was_put_back() {
+        let mut unstable = report(Ending::Unstable {
+            finding: Finding::WrongResults {
+                part: "GEMM".to_string(),
+                wrong: 14,
+                clock_mhz: Some(2745),
+            },
+        });
+        unstable.result.ran_s = 192.0;
+        assert_eq!(
+            unstable.sentence(),
+            "Unstable after 3 min 12 s at +150 MHz offset / 2520 MHz lock: 14 wrong GEMM results at 2745 MHz; put back."
+        );
+        assert_eq!(unstable.record().verdict, Verdict::Unstable);
+    }
+
+    #[test]
+    fn settings_are_named_as_the_verdict_says_them() {
+        let mut in_force = SettingsInForce {
+            power_limit_mw: Some(450_000),
+            gpu_clock_lock: ClockLock::Unlocked,
+            memory_clock_lock: ClockLock::Unlocked,
+            gpu_clock_offset_mhz: Some(0),
+            memory_clock_offset_mhz: Some(0),
+            fans: None,
+        };
+        assert_eq!(
+            describe_settings(&in_force, Some(450_000)),
+            "stock settings"
+        );
+        in_force.gpu_clock_offset_mhz = Some(150);
+        in_force.gpu_clock_lock = ClockLock::Locked {
+            min_mhz: 2520,
+            max_mhz: 2520,
+        };
+        in_force.power_limit_mw = Some(315_000);
+        assert_eq!(
+            describe_settings(&in_force, Some(450_000)),
+            "+150 MHz offset / 2520 MHz lock / 315 W (70 % of 450 W) limit"
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! What the card did while a check ran, from the service's readings: clocks, temperature,
+//! power against the limit, throttle reasons and the energy counter. A check that never
+//! reaches the power limit did not stress the card, and the verdict says so.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::{Telemetry, ThrottleReasons};
+
+/// The readings of one span (a whole check, or one scan step).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Watched {
+    pub readings: u32,
+    pub clock_min_mhz: Option<u32>,
+    pub clock_max_mhz: Option<u32>,
+    pub temperature_peak_c: Option<u32>,
+    pub power_mean_w: Option<f64>,
+    pub power_peak_w: Option<f64>,
+    /// The limit the card enforced at the last reading.
+    pub power_limit_w: Option<f64>,
+    /// Every throttle reason seen at least once.
+    pub throttle_reasons: ThrottleReasons,
+    /// Energy the card used over the span, from its counter (first to last reading).
+    pub energy_j: Option<f64>,
+    #[serde(skip)]
+    power_sum_w: f64,
+    #[serde(skip)]
+    power_readings: u32,
+    #[serde(skip)]
+    energy_first_mj: Option<u64>,
+    #[serde(skip)]
+    first_ms: Option<u64>,
+    #[serde(skip)]
+    last_ms: Option<u64>,
+}
+
+impl Watched {
+    pub fn take(&mut self, reading: &Telemetry) {
+        self.readings += 1;
+        let clock = reading.sm_clock_mhz.or(reading.gpu_clock_mhz);
+        if let Some(clock) = clock {
+            self.clock_min_mhz = Some(self.clock_min_mhz.map_or(clock, |low| low.min(clock)));
+            self.clock_max_mhz = Some(self.clock_max_mhz.map_or(clock, |high| high.max(clock)));
+        }
+        if let Some(temperature) = reading.temperature_c {
+            self.temperature_peak_c = Some(self.temperature_peak_c.unwrap_or(0).max(temperature));
+        }
+        if let Some(power_mw) = reading.power_draw_mw {
+            let power_w = f64::from(power_mw) / 1000.0;
+            self.power_sum_w += power_w;
+            self.power_readings += 1;
+            self.power_mean_w = Some(self.power_sum_w / f64::from(self.power_readings));
+            self.power_peak_w = Some(self.power_peak_w.unwrap_or(0.0).max(power_w));
+        }
+        if let Some(limit_mw) = reading.power_limit_mw {
+            self.power_limit_w = Some(f64::from(limit_mw) / 1000.0);
+        }
+        if let Some(reasons) = reading.throttle_reasons {
+            for reason in reasons.iter() {
+                self.throttle_reasons.insert(reason);
+            }
+        }
+        if let Some(energy_mj) = reading.energy_total_mj {
+            match self.energy_first_mj {
+                None => self.energy_first_mj = Some(energy_mj),
+                Some(first) => {
+                    self.energy_j = Some(energy_mj.saturating_sub(first) as f64 / 1000.0);
+                }
+            }
+        }
+        self.first_ms.get_or_insert(reading.sampled_at_ms);
+        self.last_ms = Some(reading.sampled_at_ms);
+    }
+
+    /// Whether the card drew within 5 % of its limit at some reading.
+    pub fn reached_power_limit(&self) -> bool {
+        match (self.power_peak_w, self.power_limit_w) {
+            (Some(peak), Some(limit)) => peak >= limit * 0.95,
+            _ => false,
+        }
+    }
+
+    /// "2415-2745 MHz, 71 °C peak, 398 W average (450 W limit)"; parts without readings left out.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        match (self.clock_min_mhz, self.clock_max_mhz) {
+            (Some(low), Some(high)) if low == high => parts.push(format!("{low} MHz")),
+            (Some(low), Some(high)) => parts.push(format!("{low}–{high} MHz")),
+            _ => {}
+        }
+        if let Some(peak) = self.temperature_peak_c {
+            parts.push(format!("{peak} °C peak"));
+        }
+        if let Some(mean) = self.power_mean_w {
+            let limit = self
+                .power_limit_w
+                .map(|limit| format!(" of a {limit:.0} W limit"))
+                .unwrap_or_default();
+            let peak = self.power_peak_w.unwrap_or(mean);
+            parts.push(format!("{mean:.0} W average, {peak:.0} W peak{limit}"));
+        }
+        if parts.is_empty() {
+            "no readings of the card".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(
+        at_ms: u64,
+        clock: u32,
+        temperature: u32,
+        power_w: u32,
+        energy_mj: u64,
+    ) -> Telemetry {
+        Telemetry {
+            sampled_at_ms: at_ms,
+            sm_clock_mhz: Some(clock),
+            temperature_c: Some(temperature),
+            power_draw_mw: Some(power_w * 1000),
+            power_limit_mw: Some(450_000),
+            energy_total_mj: Some(energy_mj),
+            ..Telemetry::default()
+        }
+    }
+
+    #[test]
+    fn readings_give_the_range_peak_mean_and_energy() {
+        let mut watched = Watched::default();
+        watched.take(&reading(0, 2745, 60, 300, 1_000_000));
+        watched.take(&reading(1000, 2415, 71, 440, 1_370_000));
+        assert_eq!(watched.clock_min_mhz, Some(2415));
+        assert_eq!(watched.clock_max_mhz, Some(2745));
+        assert_eq!(watched.temperature_peak_c, Some(71));
+        assert_eq!(watched.power_mean_w, Some(370.0));
+        assert_eq!(watched.energy_j, Some(370.0));
+        assert!(watched.reached_power_limit());
+        assert_eq!(
+            watched.summary(),
+            "2415–2745 MHz, 71 °C peak, 370 W average, 440 W peak of a 450 W limit"
+        );
+    }
+
+    #[test]
+    fn a_card_far_below_its_limit_was_not_stressed_and_no_readings_say_so() {
+        let mut watched = Watched::default();
+        assert_eq!(watched.summary(), "no readings of the card");
+        watched.take(&reading(0, 1800, 50, 200, 0));
+        assert!(!watched.reached_power_limit());
+    }
+}
