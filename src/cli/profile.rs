@@ -289,7 +289,7 @@ pub fn list(
             crate::text::path(store.folder())
         )?;
     } else {
-        let rows: Vec<[String; 4]> = profiles
+        let rows: Vec<[String; 5]> = profiles
             .iter()
             .map(|stored| {
                 let profile = &stored.profile;
@@ -302,6 +302,11 @@ pub fn list(
                         String::new()
                     },
                     profile.summary(),
+                    if profile.changes_clocks() || profile.last_check.is_some() {
+                        profile.check_text()
+                    } else {
+                        String::new()
+                    },
                 ]
             })
             .collect();
@@ -310,8 +315,9 @@ pub fn list(
             "CARD".to_string(),
             "BOOT".to_string(),
             "SETTINGS".to_string(),
+            "STABILITY".to_string(),
         ];
-        let widths: Vec<usize> = (0..4)
+        let widths: Vec<usize> = (0..5)
             .map(|column| {
                 std::iter::once(&header)
                     .chain(&rows)
@@ -324,7 +330,7 @@ pub fn list(
             let mut line = String::new();
             for (column, cell) in row.iter().enumerate() {
                 line.push_str(cell);
-                if column < 3 {
+                if column < 4 {
                     let padding = widths[column] - cell.chars().count();
                     line.push_str(&" ".repeat(padding + 2));
                 }

@@ -117,8 +117,15 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     };
     let _ = writeln!(
         messages,
-        "gputune: applied the profile \"{}\" to GPU {index} ({}){}{}; restored when the command ends.",
+        "gputune: applied the profile \"{}\"{} to GPU {index} ({}){}{}; restored when the command ends.",
         stored.profile.name,
+        // A never-checked profile's notice said so above.
+        stored
+            .profile
+            .last_check
+            .as_ref()
+            .map(|record| format!(" ({})", record.describe()))
+            .unwrap_or_default(),
         gpu.identity.name,
         if application.settings.is_empty() {
             String::new()

@@ -8,11 +8,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
-use crate::profiles::profile::Profile;
 use crate::profiles::store::ProfileStore;
 use crate::service::protocol::Request;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
-use crate::tuning::in_force::ClockLock;
 
 /// Readings while the scan runs.
 const SAMPLE_INTERVAL_MS: u64 = 500;
@@ -203,30 +201,14 @@ fn save_profile(
     tuning: &crate::tuning::engine::GpuTuning,
     messages: &mut dyn Write,
 ) {
-    let (Some(offset_mhz), Some(report)) = (outcome.stable_offset_mhz, &outcome.confirmation)
-    else {
+    let previous = store.load(name).ok().map(|stored| stored.profile);
+    let Some(profile) = outcome.profile(name, gpu, tuning, previous.as_ref()) else {
         let _ = writeln!(
             messages,
             "gputune: no offset was confirmed stable, so no profile was saved."
         );
         return;
     };
-    let mut in_force = tuning.in_force.clone();
-    in_force.gpu_clock_offset_mhz = Some(offset_mhz);
-    in_force.gpu_clock_lock = ClockLock::Locked {
-        min_mhz: outcome.options.lock_mhz,
-        max_mhz: outcome.options.lock_mhz,
-    };
-    let previous = store.load(name).ok().map(|stored| stored.profile);
-    let mut profile = Profile::from_in_force(
-        name,
-        &gpu.identity,
-        &gpu.constraints,
-        &in_force,
-        tuning.fan_curve.as_ref(),
-        previous.as_ref(),
-    );
-    profile.last_check = Some(report.record());
     match store.save(&profile) {
         Ok(path) => {
             let _ = writeln!(

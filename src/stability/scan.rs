@@ -16,6 +16,7 @@ use super::report::{CheckReport, Verdict, describe_settings};
 use super::run::{CheckRun, Ending, RunResult};
 use super::worker::ComputeWorker;
 use crate::device::Setting;
+use crate::profiles::profile::Profile;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
 use crate::tuning::engine::{
@@ -188,6 +189,41 @@ pub struct ScanOutcome {
     pub put_back: Vec<String>,
     pub put_back_complete: bool,
     pub ran_s: f64,
+}
+
+impl ScanOutcome {
+    /// The confirmed offset at the scan's lock as a profile named `name` (the card's other
+    /// settings as they were, `previous`'s notes kept), with its confirmation as its check;
+    /// None when no offset was confirmed. The CLI and the window save through here.
+    pub fn profile(
+        &self,
+        name: &str,
+        gpu: &GpuInfo,
+        tuning: &GpuTuning,
+        previous: Option<&Profile>,
+    ) -> Option<Profile> {
+        let offset_mhz = self.stable_offset_mhz?;
+        let report = self.confirmation.as_ref()?;
+        let mut in_force = tuning.in_force.clone();
+        in_force.gpu_clock_offset_mhz = Some(offset_mhz);
+        in_force.gpu_clock_lock = ClockLock::Locked {
+            min_mhz: self.options.lock_mhz,
+            max_mhz: self.options.lock_mhz,
+        };
+        let mut profile = Profile::from_in_force(
+            name,
+            &gpu.identity,
+            &gpu.constraints,
+            &in_force,
+            tuning.fan_curve.as_ref(),
+            previous,
+        );
+        profile.last_check = Some(report.record());
+        if profile.notes.is_empty() {
+            profile.notes = format!("Found by gputune scan: {}", self.summary);
+        }
+        Some(profile)
+    }
 }
 
 enum Phase {

@@ -11,6 +11,7 @@ use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::overview::overview_ui;
 use super::plan::{PlanAction, PlanPanel};
 use super::profiles::{ProfileAction, ProfilesPanel};
+use super::stability_panel::{StabilityAction, StabilityPanel};
 use super::sweep_panel::{SweepAction, SweepPanel};
 use super::tune::TunePanel;
 use super::widgets::banner::{ERROR_TEXT, connection_banner};
@@ -74,14 +75,17 @@ pub enum AppCommand {
     ExportCsv { gpu_index: usize },
     /// Something the sweep panel asked for.
     Sweep(SweepAction),
+    /// Something the stability panel asked for.
+    Stability(StabilityAction),
 }
 
-/// What the Tune tab shows: the settings, or the sweep that finds them.
+/// What the Tune tab shows: the settings, the sweep that finds them, or the stability check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TuneView {
     #[default]
     Settings,
     Sweep,
+    Stability,
 }
 
 /// Everything the window shows and the user chose.
@@ -92,6 +96,7 @@ pub struct AppState {
     pub tune: TunePanel,
     pub tune_view: TuneView,
     pub sweep: SweepPanel,
+    pub stability: StabilityPanel,
     /// The GPU the Tune tab works on.
     pub tune_gpu: usize,
     /// The Tune tab's settings are for every GPU at once ("All GPUs").
@@ -117,6 +122,7 @@ impl AppState {
             tune: TunePanel::default(),
             tune_view: TuneView::default(),
             sweep: SweepPanel::default(),
+            stability: StabilityPanel::default(),
             tune_gpu: 0,
             tune_all: false,
             plan: PlanPanel::default(),
@@ -331,6 +337,7 @@ impl AppState {
                 TuneView::Sweep,
                 "Find the efficient setting",
             );
+            ui.selectable_value(&mut self.tune_view, TuneView::Stability, "Check stability");
         });
         let Some(gpu) = self.model.gpus.get(self.tune_gpu) else {
             return;
@@ -347,6 +354,10 @@ impl AppState {
             TuneView::Sweep => {
                 let actions = self.sweep.sweep_ui(ui, gpu);
                 commands.extend(actions.into_iter().map(AppCommand::Sweep));
+            }
+            TuneView::Stability => {
+                let actions = self.stability.stability_ui(ui, gpu);
+                commands.extend(actions.into_iter().map(AppCommand::Stability));
             }
         }
     }

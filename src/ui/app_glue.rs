@@ -12,6 +12,7 @@ use super::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use super::model::Model;
 use super::plan::PlanAction;
 use super::profiles::ProfileAction;
+use super::stability_panel::StabilityAction;
 use super::sweep_panel::SweepAction;
 use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
@@ -136,6 +137,19 @@ impl GpuTuneApp {
                 let gpu = self.state.model.gpus.get(gpu_index as usize);
                 self.state.sweep.message =
                     Some(super::profile_actions::save_sweep_profile(gpu, &name));
+                self.run_profile_action(ProfileAction::Refresh);
+            }
+            AppCommand::Stability(StabilityAction::Start(launch)) => {
+                self.state.stability.message = None;
+                self.link.send(LinkCommand::StartStability(launch));
+            }
+            AppCommand::Stability(StabilityAction::Stop { gpu_index }) => {
+                self.link.send(LinkCommand::StopStability { gpu_index });
+            }
+            AppCommand::Stability(StabilityAction::SaveScanProfile { gpu_index, name }) => {
+                let gpu = self.state.model.gpus.get(gpu_index as usize);
+                self.state.stability.message =
+                    Some(super::profile_actions::save_scan_profile(gpu, &name));
                 self.run_profile_action(ProfileAction::Refresh);
             }
             AppCommand::ExportCsv { gpu_index } => {

@@ -19,6 +19,7 @@ use crate::tuning::engine::ChangeNote;
 use crate::tuning::engine::{EngineEvent, GpuApplied, GpuInfo, GpuTuning, TrialStatus, TuneError};
 use crate::tuning::fan_curve::FanCurve;
 use crate::ui::link_history::HistoryFetch;
+use crate::ui::link_stability::{StabilityLaunch, StabilityRuns, StabilityView};
 use crate::ui::link_sweep::{ActiveSweep, SweepLaunch};
 
 /// Seconds of "before" numbers a trial in the window compares with (the recent past).
@@ -61,6 +62,8 @@ pub enum LinkEvent {
         view: Box<SweepView>,
         notes: Vec<String>,
     },
+    /// Where a stability check or undervolt scan started from the window stands.
+    Stability(Box<StabilityView>),
     /// What the daemon kept of a GPU before the window opened, oldest first.
     History {
         gpu_index: u32,
@@ -111,6 +114,8 @@ pub enum LinkCommand {
     Tune(TuneCommand),
     StartSweep(Box<SweepLaunch>),
     StopSweep { gpu_index: u32 },
+    StartStability(Box<StabilityLaunch>),
+    StopStability { gpu_index: u32 },
 }
 
 /// The window's end of the link. Dropping it closes the connection, which ends the window's
@@ -237,6 +242,7 @@ fn run(
         .daemon
         .then(|| HistoryFetch::new(&welcome.gpus, crate::device::sim::wall_clock_ms()));
     let mut sweeps: Vec<ActiveSweep> = Vec::new();
+    let mut checks = StabilityRuns::default();
     loop {
         loop {
             match commands.try_recv() {
@@ -250,6 +256,12 @@ fn run(
                     {
                         sweep.stop(&mut client);
                     }
+                }
+                Ok(LinkCommand::StartStability(launch)) => {
+                    checks.start(&mut client, *launch, &welcome.gpus, send);
+                }
+                Ok(LinkCommand::StopStability { gpu_index }) => {
+                    checks.stop(&mut client, gpu_index);
                 }
                 Ok(command) => {
                     if let Err(error) =
@@ -284,6 +296,7 @@ fn run(
                 for sweep in &mut sweeps {
                     sweep.on_event(&event);
                 }
+                checks.on_event(&event);
                 if !forward(event, send) {
                     return;
                 }
@@ -303,6 +316,7 @@ fn run(
             }
         }
         sweeps.retain(|sweep| !sweep.is_finished());
+        checks.tick(&mut client, send);
     }
 }
 

@@ -21,8 +21,11 @@ pub(crate) fn handle(
             .unwrap_or_default()
     };
     let (gpu_index, request) = match command {
-        // Handled by the loop, which owns the sweeps.
-        LinkCommand::StartSweep(_) | LinkCommand::StopSweep { .. } => return Ok(()),
+        // Handled by the loop, which owns the sweeps and checks.
+        LinkCommand::StartSweep(_)
+        | LinkCommand::StopSweep { .. }
+        | LinkCommand::StartStability(_)
+        | LinkCommand::StopStability { .. } => return Ok(()),
         LinkCommand::SetInterval { interval_ms } => (None, Request::Subscribe { interval_ms }),
         LinkCommand::Tune(TuneCommand::Apply {
             gpu_index,

@@ -7,6 +7,7 @@ use crate::sweep::runner::SweepView;
 use crate::telemetry::history::{GpuHistory, HistoryRow};
 use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialStatus};
 use crate::ui::link::LinkEvent;
+use crate::ui::link_stability::StabilityView;
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -44,6 +45,8 @@ pub struct GpuModel {
     pub tuning: Option<GpuTuning>,
     /// The sweep started from this window on this GPU (running, or the last one's result).
     pub sweep: Option<SweepState>,
+    /// The stability check or scan started from this window (running, or the last one's).
+    pub stability: Option<StabilityView>,
     /// The card's energy counter (mJ) at the window's first reading that had one.
     pub energy_at_open_mj: Option<u64>,
     /// Setting changes the engine reported while the window was open (and the last one before
@@ -166,6 +169,7 @@ impl Model {
                         trial: None,
                         tuning: None,
                         sweep: None,
+                        stability: None,
                         energy_at_open_mj: None,
                         changes: Vec::new(),
                         earlier: match (daemon, backend) {
@@ -246,6 +250,11 @@ impl Model {
                         gpu.answers += 1;
                     }
                     gpu.trial = Some(*status);
+                }
+            }
+            LinkEvent::Stability(view) => {
+                if let Some(gpu) = self.gpus.get_mut(view.gpu_index as usize) {
+                    gpu.stability = Some(*view);
                 }
             }
             LinkEvent::Sweep { view, notes } => {

@@ -203,3 +203,32 @@ pub fn save_sweep_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, 
         profile.name
     ))
 }
+
+/// Saves the confirmed result of the last undervolt scan on `gpu` as the profile `name`, with
+/// its check; what to say in the panel.
+pub fn save_scan_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, String> {
+    let gpu = gpu.ok_or("No GPU.")?;
+    let outcome = gpu
+        .stability
+        .as_ref()
+        .and_then(|view| view.scan_outcome.as_ref())
+        .ok_or("No undervolt scan has ended on this GPU.")?;
+    let tuning = gpu
+        .tuning
+        .as_ref()
+        .ok_or("The tuning engine has not said what the card runs yet.")?;
+    crate::profiles::profile::check_name(name)?;
+    let store = ProfileStore::open_default().map_err(|error| error.to_string())?;
+    let previous = store.load(name).ok().map(|stored| stored.profile);
+    let profile = outcome
+        .profile(name, &gpu.info, tuning, previous.as_ref())
+        .ok_or("The scan confirmed no offset, so there is nothing to save.")?;
+    let path = store.save(&profile).map_err(|error| error.to_string())?;
+    Ok(format!(
+        "Saved the profile \"{}\" ({}; {}) in {}.",
+        profile.name,
+        profile.summary(),
+        profile.check_text(),
+        path.display()
+    ))
+}

@@ -311,14 +311,18 @@ fn profile_row(
     }
 }
 
-/// One line about what a profile sets (the words of `gputune profile list`), and its notes.
+/// One line about what a profile sets (the words of `gputune profile list`), whether it was
+/// checked for stability, and its notes.
 fn summary(profile: &Profile) -> String {
     let parts = profile.summary_parts();
-    let settings = if parts.is_empty() {
+    let mut settings = if parts.is_empty() {
         "sets nothing".to_string()
     } else {
         parts.join(", ")
     };
+    if profile.changes_clocks() || profile.last_check.is_some() {
+        settings = format!("{settings}; {}", profile.check_text());
+    }
     if profile.notes.is_empty() {
         settings
     } else {

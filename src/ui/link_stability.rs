@@ -1,0 +1,202 @@
+//! Stability checks and undervolt scans started from the window, driven by the link thread:
+//! the same [`CardCheck`] and [`Scan`] the CLI runs, on the link's own connection (closing the
+//! window ends their sessions and the card is put back). The link thread opens the compute
+//! device (CUDA, or the simulated one) as `gputune stability` does; the window only sees views.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::notice::Notice;
+use crate::service::client::TuningClient;
+use crate::service::protocol::Event;
+use crate::stability::check::{CardCheck, CheckProgress};
+use crate::stability::plan::{CheckOptions, LoadShape};
+use crate::stability::report::CheckReport;
+use crate::stability::scan::{Scan, ScanOptions, ScanOutcome, ScanStep};
+use crate::tuning::engine::{GpuInfo, GpuTuning};
+use crate::ui::link::LinkEvent;
+
+/// How often the window hears of a running check.
+const VIEW_EVERY: Duration = Duration::from_millis(500);
+
+/// What the window asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StabilityKind {
+    /// A check at the card's settings as they are.
+    Check { duration_s: f64, shape: LoadShape },
+    /// The undervolt scanner (`lock_mhz` None: the rated boost clock).
+    Scan {
+        lock_mhz: Option<u32>,
+        step_mhz: i32,
+        step_s: f64,
+        margin_steps: u32,
+        confirm_s: f64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StabilityLaunch {
+    pub gpu_index: u32,
+    pub kind: StabilityKind,
+    /// What the card runs now, as the window knows it from the engine.
+    pub tuning: GpuTuning,
+}
+
+/// Where a check or scan stands, for the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StabilityView {
+    pub gpu_index: u32,
+    pub scanning: bool,
+    pub running: bool,
+    /// A check's live figures.
+    pub progress: Option<CheckProgress>,
+    /// A scan's live line ("step +45 MHz: 12 s of 60 s").
+    pub scan_progress: Option<String>,
+    pub scan_steps: Vec<ScanStep>,
+    pub report: Option<CheckReport>,
+    pub scan_outcome: Option<ScanOutcome>,
+}
+
+enum Active {
+    Check(Box<CardCheck>),
+    Scan(Box<Scan>),
+}
+
+struct Running {
+    gpu_index: u32,
+    active: Active,
+    viewed_at: Instant,
+}
+
+/// Every check and scan the window started.
+#[derive(Default)]
+pub struct StabilityRuns {
+    runs: Vec<Running>,
+}
+
+impl StabilityRuns {
+    /// Starts what the window asked for; a refusal is said as a notice.
+    pub fn start(
+        &mut self,
+        client: &mut TuningClient,
+        launch: StabilityLaunch,
+        gpus: &[GpuInfo],
+        send: &dyn Fn(LinkEvent) -> bool,
+    ) {
+        let gpu_index = launch.gpu_index;
+        let refused = |message: String| {
+            send(LinkEvent::Notice {
+                gpu_index: Some(gpu_index),
+                notice: Notice::Error(message),
+            });
+        };
+        if self.runs.iter().any(|run| run.gpu_index == gpu_index) {
+            refused(format!(
+                "A stability check already runs on GPU {gpu_index}."
+            ));
+            return;
+        }
+        let Some(gpu) = gpus.get(gpu_index as usize) else {
+            refused(format!("There is no GPU {gpu_index}."));
+            return;
+        };
+        let device = match crate::stability::device::open_for(&gpu.identity) {
+            Ok(device) => device,
+            Err(error) => {
+                refused(format!("GPU {gpu_index} cannot be checked: {error}"));
+                return;
+            }
+        };
+        let active = match launch.kind {
+            StabilityKind::Check { duration_s, shape } => {
+                let options = CheckOptions::clamped(duration_s, shape);
+                CardCheck::start(client, gpu, &launch.tuning, &[], None, options, device)
+                    .map(|check| Active::Check(Box::new(check)))
+            }
+            StabilityKind::Scan {
+                lock_mhz,
+                step_mhz,
+                step_s,
+                margin_steps,
+                confirm_s,
+            } => ScanOptions::new(gpu, lock_mhz, step_mhz, step_s, margin_steps, confirm_s)
+                .and_then(|options| Scan::start(gpu, &launch.tuning, options, device))
+                .map(|scan| Active::Scan(Box::new(scan))),
+        };
+        match active {
+            Ok(active) => self.runs.push(Running {
+                gpu_index,
+                active,
+                // The window hears of it at the first tick.
+                viewed_at: Instant::now() - VIEW_EVERY,
+            }),
+            Err(message) => refused(message),
+        }
+    }
+
+    pub fn stop(&mut self, client: &mut TuningClient, gpu_index: u32) {
+        for run in self
+            .runs
+            .iter_mut()
+            .filter(|run| run.gpu_index == gpu_index)
+        {
+            match &mut run.active {
+                Active::Check(check) => check.stop(client, "stopped from the window"),
+                Active::Scan(scan) => scan.stop(client, "stopped from the window"),
+            }
+        }
+    }
+
+    pub fn on_event(&mut self, event: &Event) {
+        for run in &mut self.runs {
+            match &mut run.active {
+                Active::Check(check) => check.take_event(event),
+                Active::Scan(scan) => scan.take_event(event),
+            }
+        }
+    }
+
+    /// Moves every run on and tells the window (each half second, and at the end).
+    pub fn tick(&mut self, client: &mut TuningClient, send: &dyn Fn(LinkEvent) -> bool) {
+        for run in &mut self.runs {
+            let finished = match &mut run.active {
+                Active::Check(check) => check.tick(client).is_some(),
+                Active::Scan(scan) => scan.tick(client).is_some(),
+            };
+            if finished || run.viewed_at.elapsed() >= VIEW_EVERY {
+                run.viewed_at = Instant::now();
+                send(LinkEvent::Stability(Box::new(view_of(run))));
+            }
+        }
+        self.runs.retain(|run| match &run.active {
+            Active::Check(check) => check.report().is_none(),
+            Active::Scan(scan) => scan.outcome().is_none(),
+        });
+    }
+}
+
+fn view_of(run: &Running) -> StabilityView {
+    match &run.active {
+        Active::Check(check) => StabilityView {
+            gpu_index: run.gpu_index,
+            scanning: false,
+            running: check.report().is_none(),
+            progress: Some(check.progress()),
+            scan_progress: None,
+            scan_steps: Vec::new(),
+            report: check.report().cloned(),
+            scan_outcome: None,
+        },
+        Active::Scan(scan) => StabilityView {
+            gpu_index: run.gpu_index,
+            scanning: true,
+            running: scan.outcome().is_none(),
+            progress: None,
+            scan_progress: Some(scan.progress()),
+            scan_steps: scan.steps().to_vec(),
+            report: None,
+            scan_outcome: scan.outcome().cloned(),
+        },
+    }
+}
