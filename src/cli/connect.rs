@@ -34,6 +34,16 @@ pub fn connect_for_changes(
     options: &TuningOptions,
     messages: &mut dyn Write,
 ) -> anyhow::Result<TuningClient> {
+    connect_for(options, "change", messages)
+}
+
+/// Connects for a command that works on real cards (`what` it does to them: "change",
+/// "check"), as [`connect_for_changes`] does.
+pub fn connect_for(
+    options: &TuningOptions,
+    what: &str,
+    messages: &mut dyn Write,
+) -> anyhow::Result<TuningClient> {
     let client = connect(&ConnectOptions {
         backend: options.backend.clone(),
         socket: options.socket.clone(),
@@ -41,7 +51,7 @@ pub fn connect_for_changes(
     })?;
     if let Some(reason) = &client.welcome().simulated_because {
         bail!(
-            "There is no NVIDIA GPU to change ({reason}); add --backend sim to use the simulated GPU."
+            "There is no NVIDIA GPU to {what} ({reason}); add --backend sim to use the simulated GPU."
         );
     }
     for notice in &client.welcome().notices {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
+use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snapshot};
 use crate::profiles::store::ProfileStore;
 use crate::service::protocol::Request;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
@@ -56,7 +56,7 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
         }
         None => None,
     };
-    let mut client = connect_for_changes(options, &mut messages)?;
+    let mut client = connect_for(options, "check", &mut messages)?;
     let snapshot = snapshot(&mut client)?;
     let index = choose_gpu(&snapshot.gpus, args.gpu.as_deref(), None)?;
     let gpu = &snapshot.gpus[index as usize];

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use clap::Args;
 
-use crate::cli::connect::{TuningOptions, connect_for_changes, refusal, snapshot};
+use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
 use crate::device::Setting;
 use crate::device::resolve_among;
 use crate::profiles::store::ProfileStore;
@@ -67,7 +67,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         )),
         None => None,
     };
-    let mut client = connect_for_changes(options, &mut messages)?;
+    let mut client = connect_for(options, "check", &mut messages)?;
     let snapshot = snapshot(&mut client)?;
     let preferred = stored
         .as_ref()

@@ -1,0 +1,246 @@
+//! `gputune stability` and `gputune scan` against the fake libnvidia-ml, whose cards get the
+//! simulated device's silicon margin: a check at stock finds nothing wrong and changes
+//! nothing; a profile past the margin is found unstable and put back; an Xid ends a check;
+//! Ctrl-C, SIGTERM and kill -9 mid-check and mid-scan put the card back; the scanner stops
+//! within a step of the margin and confirms a stable offset; profiles remember their check.
+
+mod common;
+
+use std::process::Output;
+
+use common::FakeMachine;
+use common::daemon::{Daemon, wait_until};
+use common::process::spawn_piped;
+use serde_json::Value;
+
+fn text(bytes: &[u8]) -> String {
+    common::text(bytes)
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "stdout is JSON ({error}): {}\nstderr: {}",
+            text(&output.stdout),
+            text(&output.stderr)
+        )
+    })
+}
+
+/// A 4090 with a profile `name` that sets `offset_mhz` (saved, then the card put back to 0).
+fn with_offset_profile(machine: &FakeMachine, name: &str, offset_mhz: i32) {
+    let offset = offset_mhz.to_string();
+    for arguments in [
+        vec!["apply", "--gpu-clock-offset", offset.as_str()],
+        vec!["profile", "save", name],
+        vec!["apply", "--gpu-clock-offset", "0"],
+    ] {
+        let output = machine.gputune(&arguments);
+        assert!(
+            output.status.success(),
+            "{arguments:?}: {}",
+            text(&output.stderr)
+        );
+    }
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
+}
+
+#[test]
+fn a_check_at_stock_settings_finds_no_wrong_result_and_changes_nothing() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let reports = json(&output);
+    let report = &reports[0];
+    assert_eq!(report["verdict"], "stable", "{report}");
+    assert_eq!(report["settings"], "stock settings");
+    let tally = &report["tally"];
+    for part in ["gemm", "fma", "vram"] {
+        assert!(
+            tally[part]["results"].as_u64().unwrap_or(0) > 0,
+            "{part}: {tally}"
+        );
+        assert_eq!(tally[part]["wrong"], 0, "{part}: {tally}");
+    }
+    assert!(tally["vram_patterns"].as_u64().unwrap_or(0) >= 7, "{tally}");
+    assert!(
+        report["gemm_tflops"].as_f64().unwrap_or(0.0) > 0.0,
+        "{report}"
+    );
+    assert!(
+        report["vram_gib_per_s"].as_f64().unwrap_or(0.0) > 0.0,
+        "{report}"
+    );
+    assert!(
+        machine.write_log().is_empty(),
+        "a check at stock wrote: {:?}",
+        machine.write_log()
+    );
+    let sentence = machine.gputune(&["stability", "--duration-s", "1"]);
+    let stdout = text(&sentence.stdout);
+    assert!(
+        stdout.contains("Stable for") && stdout.contains("at stock settings: 0 wrong of"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
+    let machine = FakeMachine::new("rtx4090", "");
+    with_offset_profile(&machine, "Deep", 400);
+    let output = machine.gputune(&[
+        "stability",
+        "--profile",
+        "Deep",
+        "--duration-s",
+        "20",
+        "--json",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let report = &json(&output)[0];
+    assert_eq!(report["verdict"], "unstable", "{report}");
+    assert!(
+        report["ran_s"].as_f64().unwrap_or(99.0) < 20.0,
+        "it ended at the first fault"
+    );
+    assert_eq!(report["put_back_complete"], true);
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0, "{stderr}");
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("found UNSTABLE after"), "{list}");
+    // Applying it now warns that it was found unstable.
+    let applied = machine.gputune(&["profile", "apply", "Deep", "--try", "2"]);
+    assert!(
+        text(&applied.stderr).contains("may compute wrong results"),
+        "{}",
+        text(&applied.stderr)
+    );
+}
+
+#[test]
+fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_checked() {
+    let machine = FakeMachine::new("rtx4090", "");
+    with_offset_profile(&machine, "Mild", 15);
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("never checked"), "{list}");
+    let applied = machine.gputune(&["profile", "apply", "Mild", "--try", "2"]);
+    assert!(
+        text(&applied.stderr).contains("was never checked for stability"),
+        "{}",
+        text(&applied.stderr)
+    );
+    let output = machine.gputune(&["stability", "--profile", "Mild", "--duration-s", "2"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        machine.settings(0).gpu_clock_offset_mhz,
+        0,
+        "put back after the check"
+    );
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("checked stable for 2.0 s on"), "{list}");
+}
+
+#[test]
+fn an_xid_during_a_check_ends_it_as_unstable() {
+    let machine = FakeMachine::new("rtx4090", "xid_after_ms=1500");
+    let output = machine.gputune(&["stability", "--duration-s", "30", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let report = &json(&output)[0];
+    assert_eq!(report["verdict"], "unstable");
+    assert_eq!(report["ending"]["finding"]["kind"], "xid", "{report}");
+    assert_eq!(report["ending"]["finding"]["xid"], 13);
+}
+
+#[test]
+fn ctrl_c_and_sigterm_mid_check_put_the_profile_back() {
+    for signal in ["INT", "TERM"] {
+        let machine = FakeMachine::new("rtx4090", "");
+        with_offset_profile(&machine, "Mild", 15);
+        let mut running = spawn_piped(machine.command(&[
+            "stability",
+            "--profile",
+            "Mild",
+            "--duration-s",
+            "120",
+        ]));
+        running.wait_for_line("Ctrl-C stops it");
+        wait_until("the profile is on the card", || {
+            machine.settings(0).gpu_clock_offset_mhz == 15
+        });
+        running.signal(signal);
+        let (status, stdout, stderr) = running.finish();
+        assert_eq!(status.code(), Some(130), "{signal}: {stderr}");
+        assert!(stdout.contains("not a verdict"), "{signal}: {stdout}");
+        assert_eq!(
+            machine.settings(0).gpu_clock_offset_mhz,
+            0,
+            "{signal}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn kill_9_of_a_check_or_a_scan_leaves_the_daemon_to_put_the_card_back() {
+    let machine = FakeMachine::new("rtx4090", "");
+    with_offset_profile(&machine, "Mild", 15);
+    let daemon = Daemon::start(&machine);
+    for arguments in [
+        vec!["stability", "--profile", "Mild", "--duration-s", "120"],
+        vec!["scan", "--step-s", "30", "--confirm-s", "60"],
+    ] {
+        let mut running = spawn_piped(daemon.client(&machine, &arguments));
+        running.wait_for_line("Ctrl-C stops it");
+        wait_until("the setting is on the card", || {
+            let settings = machine.settings(0);
+            settings.gpu_clock_offset_mhz == 15 || settings.gpu_locked_clocks.is_some()
+        });
+        running.signal("KILL");
+        let _ = running.finish();
+        wait_until("the daemon put the card back", || {
+            let settings = machine.settings(0);
+            settings.gpu_clock_offset_mhz == 0 && settings.gpu_locked_clocks.is_none()
+        });
+    }
+}
+
+#[test]
+fn without_a_driver_the_check_says_so_in_one_sentence() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let output = machine
+        .command(&["stability", "--duration-s", "2"])
+        .env("GPUTUNE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .output()
+        .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.starts_with("gputune: There is no NVIDIA GPU to check ("),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn absurd_options_are_refused_before_anything_runs() {
+    let machine = FakeMachine::new("rtx4090", "");
+    for (arguments, words) in [
+        (vec!["stability", "--duration-s", "0"], "--duration-s 0"),
+        (vec!["stability", "--duration-s", "1e12"], "seconds"),
+        (vec!["scan", "--step-mhz", "0"], "--step-mhz 0"),
+        (vec!["scan", "--lock-mhz", "99999"], "--lock-mhz 99999"),
+        (vec!["stability", "--gpu", "7"], "GPU"),
+    ] {
+        let output = machine.gputune(&arguments);
+        let stderr = text(&output.stderr);
+        assert!(!output.status.success(), "{arguments:?}");
+        assert!(stderr.contains(words), "{arguments:?}: {stderr}");
+    }
+    assert!(machine.write_log().is_empty());
+    let datacenter = FakeMachine::new("datacenter-fanless", "");
+    let output = datacenter.gputune(&["scan"]);
+    assert!(
+        text(&output.stderr).contains("takes no graphics clock offset"),
+        "{}",
+        text(&output.stderr)
+    );
+}
