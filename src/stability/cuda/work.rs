@@ -268,6 +268,53 @@ impl CudaDevice {
     }
 }
 
+/// For tests on a real GPU (tests/stability_cuda.rs): the reference GEMM's values, and a
+/// wrong value put into it.
+impl CudaDevice {
+    /// Row `row` of the first GEMM pass's result (C = A·B).
+    pub fn gemm_reference_row(&mut self, row: u32) -> Result<Vec<f32>, ComputeError> {
+        super::guarded("reading the GEMM's result", || {
+            let work = self.work()?;
+            let n = work.setup.gemm_n;
+            if row >= n {
+                return Err(ComputeError::Unavailable(format!(
+                    "The GEMM has no row {row}."
+                )));
+            }
+            self.make_current()?;
+            let mut values = vec![0f32; n as usize];
+            let offset = u64::from(row) * u64::from(n) * 4;
+            // SAFETY: the row lies inside C_ref (row < n).
+            unsafe { result::memcpy_dtoh_sync(&mut values, work.c_ref.pointer + offset) }
+                .map_err(|error| cuda_error(error, "reading the GEMM's result"))?;
+            Ok(values)
+        })
+    }
+
+    /// Flips the lowest bit of element `index` of the reference result: each later GEMM pass
+    /// counts that element wrong once.
+    pub fn corrupt_gemm_reference(&mut self, index: u64) -> Result<(), ComputeError> {
+        super::guarded("changing the GEMM's result", || {
+            let work = self.work()?;
+            if index >= work.setup.gemm_results() {
+                return Err(ComputeError::Unavailable(format!(
+                    "The GEMM has no element {index}."
+                )));
+            }
+            self.make_current()?;
+            let pointer = work.c_ref.pointer + index * 4;
+            let mut value = [0u32; 1];
+            // SAFETY: one element inside C_ref.
+            unsafe { result::memcpy_dtoh_sync(&mut value, pointer) }
+                .map_err(|error| cuda_error(error, "reading the GEMM's result"))?;
+            value[0] ^= 1;
+            // SAFETY: as above.
+            unsafe { result::memcpy_htod_sync(pointer, &value) }
+                .map_err(|error| cuda_error(error, "changing the GEMM's result"))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
