@@ -5,6 +5,9 @@
 //! compute.rs    the ComputeDevice trait: the checked work a GPU does (GEMM, FMA chain, VRAM)
 //! reference.rs  the exact results the CPU computes for it
 //! cuda.rs       the real device: CUDA's driver API through cudarc, kernels embedded as PTX
+//!   cuda/errors.rs  what its CUDA errors mean (fault, memory, setup); finding the card by UUID
+//!   cuda/work.rs    its buffers and each batch's launches
+//! kernels/      the kernels' CUDA C source and the PTX built from it (tools/kernels/build-ptx.sh)
 //! simulated.rs  the simulated device: results that go wrong as the simulated card's margin says
 //! plan.rs       a check's options and its rounds (full load, pulses, FMA chains, VRAM)
 //! worker.rs     a device on its own thread: every piece of work with a deadline
@@ -17,6 +20,7 @@
 
 pub mod check;
 pub mod compute;
+pub mod cuda;
 pub mod device;
 pub mod plan;
 pub mod reference;
