@@ -66,6 +66,15 @@ fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
             point(65.5, 55.0),
             point(85.0, 100.0),
         ]),
+        last_check: Some(gputune::stability::report::CheckRecord {
+            ended_at_ms: 1_795_000_000_000,
+            ran_s: 600.0,
+            verdict: gputune::stability::report::Verdict::Stable,
+            summary: "Stable for 10 min at +150 MHz offset: 0 wrong of 3.1 × 10¹² checked results."
+                .to_string(),
+            driver_version: Some("580.82.07".to_string()),
+            gputune_version: "0.1.0".to_string(),
+        }),
     }
 }
 
@@ -968,7 +977,7 @@ fn control_and_bidi_characters_are_refused_in_names_notes_and_card_fields() {
     // At save: each field with an escape sequence or a bidi override is refused, naming the
     // field and showing the character escaped; nothing is written.
     type Edit = fn(&mut Profile);
-    let cases: [(&str, Edit, &str); 8] = [
+    let cases: [(&str, Edit, &str); 10] = [
         (
             "name ESC",
             |p| p.name = "Quiet\u{1b}[2J".into(),
@@ -1008,6 +1017,24 @@ fn control_and_bidi_characters_are_refused_in_names_notes_and_card_fields() {
             "pci id",
             |p| p.card.pci_bus_id = "00:\u{9b}31m".into(),
             "card.pci_bus_id",
+        ),
+        (
+            "check summary",
+            |p| {
+                if let Some(record) = p.last_check.as_mut() {
+                    record.summary = "Stable\u{1b}[2J".into();
+                }
+            },
+            "last_check.summary",
+        ),
+        (
+            "check driver",
+            |p| {
+                if let Some(record) = p.last_check.as_mut() {
+                    record.driver_version = Some("580\u{202E}".into());
+                }
+            },
+            "last_check.driver_version",
         ),
     ];
     for (case, edit, field) in cases {

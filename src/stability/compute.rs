@@ -194,18 +194,18 @@ impl VramPattern {
 /// A GPU that runs the checked work. See the module's documentation.
 pub trait ComputeDevice: Send {
     /// Allocates and fills the buffers, runs the first (reference) GEMM pass, and uploads the
-    /// CPU's exact FMA-chain results (`fma_reference`, one per seed).
+    /// CPU's exact FMA-chain checksums (`fma_reference`, one per seed).
     fn prepare(
         &mut self,
         setup: &ComputeSetup,
-        fma_reference: &[f32],
+        fma_reference: &[u32],
     ) -> Result<Prepared, ComputeError>;
 
     /// Runs the GEMM `passes` times, each result compared element by element with the first
     /// pass's (bit for bit).
     fn gemm(&mut self, passes: u32) -> Result<Checked, ComputeError>;
 
-    /// Runs the FMA chain once on every thread, each result compared with the CPU's.
+    /// Runs the FMA chain once on every thread, each checksum compared with the CPU's.
     fn fma(&mut self) -> Result<Checked, ComputeError>;
 
     /// Writes `pattern` over the tested VRAM and reads it back.

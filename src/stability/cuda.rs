@@ -340,7 +340,7 @@ impl ComputeDevice for CudaDevice {
     fn prepare(
         &mut self,
         setup: &ComputeSetup,
-        fma_reference: &[f32],
+        fma_reference: &[u32],
     ) -> Result<Prepared, ComputeError> {
         guarded("preparing the check", || {
             self.prepare_work(setup, fma_reference)

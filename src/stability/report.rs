@@ -178,8 +178,8 @@ impl CheckRecord {
             }
             if let Some(character) = crate::text::first_unsafe(value) {
                 return Err(format!(
-                    "{field} holds the control character U+{:04X}",
-                    u32::from(character)
+                    "{field} may not hold the character {}: it is a control or bidirectional formatting character that could change how text is shown",
+                    character.escape_unicode()
                 ));
             }
         }

@@ -17,7 +17,7 @@ use super::compute::{
 pub enum Work {
     Prepare {
         setup: ComputeSetup,
-        fma_reference: Vec<f32>,
+        fma_reference: Vec<u32>,
     },
     Gemm {
         passes: u32,

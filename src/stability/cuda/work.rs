@@ -14,7 +14,7 @@ use crate::stability::compute::{Checked, ComputeError, ComputeSetup, Prepared, V
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// Why `setup` cannot run, if it cannot.
-fn setup_problem(setup: &ComputeSetup, fma_reference: &[f32]) -> Option<String> {
+fn setup_problem(setup: &ComputeSetup, fma_reference: &[u32]) -> Option<String> {
     let n = setup.gemm_n;
     if n == 0 || !n.is_multiple_of(GEMM_TILE) || n > MAX_GEMM_N {
         return Some(format!(
@@ -38,7 +38,7 @@ impl CudaDevice {
     pub(super) fn prepare_work(
         &mut self,
         setup: &ComputeSetup,
-        fma_reference: &[f32],
+        fma_reference: &[u32],
     ) -> Result<Prepared, ComputeError> {
         if let Some(problem) = setup_problem(setup, fma_reference) {
             return Err(ComputeError::Unavailable(problem));
@@ -71,7 +71,7 @@ impl CudaDevice {
         let fma_bytes = 4 * u64::from(setup.fma_seeds);
         let fma_reference_buffer = self.allocate(fma_bytes, "the FMA chain's reference")?;
         let counter = self.allocate(8, "the wrong-result counter")?;
-        // SAFETY: the buffer holds exactly fma_seeds f32 values (checked above).
+        // SAFETY: the buffer holds exactly fma_seeds u32 checksums (checked above).
         unsafe { result::memcpy_htod_sync(fma_reference_buffer.pointer, fma_reference) }
             .map_err(|error| cuda_error(error, "uploading the FMA chain's reference"))?;
         let vram = self.allocate_vram(setup)?;
@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn setups_the_kernels_cannot_run_are_refused_with_a_reason() {
         let standard = ComputeSetup::standard();
-        let reference = vec![0.5; standard.fma_seeds as usize];
+        let reference = vec![0u32; standard.fma_seeds as usize];
         assert_eq!(setup_problem(&standard, &reference), None);
         let odd = ComputeSetup {
             gemm_n: 1000,
