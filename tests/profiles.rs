@@ -198,9 +198,17 @@ fn a_profile_from_current_settings_holds_what_can_be_read_back() {
     assert_eq!(saved.fan_curve, Some(curve.points().to_vec()));
     assert_eq!(saved.notes, "nights");
 
-    // On its own card, the profile writes back exactly what was read.
+    // On its own card, the profile writes back exactly what was read; its clock offset was
+    // never checked for stability, and that is the one thing said.
     let application = profile.for_card(&identity, &constraints);
-    assert!(application.notices.is_empty(), "{:?}", application.notices);
+    assert_eq!(application.notices.len(), 1, "{:?}", application.notices);
+    assert!(
+        application.notices[0]
+            .to_string()
+            .contains("changes clocks and was never checked for stability"),
+        "{:?}",
+        application.notices
+    );
     assert_eq!(
         application.settings,
         vec![
