@@ -656,7 +656,8 @@ fn step_options(seconds: f64, shape: LoadShape) -> CheckOptions {
     CheckOptions::clamped(seconds, shape)
 }
 
-/// "Against stock: 398 → 341 W (−14 %), 2.91 → 2.45 J per TFLOP (−16 %), 2610 → 2520 MHz."
+/// "Against stock: power 398 to 341 W (-14 %), 2.91 to 2.45 J per TFLOP of GEMM work (-16 %),
+/// peak clock 2610 to 2520 MHz." (Words, not arrows: the window's font has no arrow.)
 pub fn savings(stock: &ScanStep, step: &ScanStep) -> String {
     let mut parts = Vec::new();
     let change = |before: f64, after: f64| {
@@ -668,18 +669,18 @@ pub fn savings(stock: &ScanStep, step: &ScanStep) -> String {
     };
     if let (Some(before), Some(after)) = (stock.power_mean_w, step.power_mean_w) {
         parts.push(format!(
-            "{before:.0} → {after:.0} W{}",
+            "power {before:.0} to {after:.0} W{}",
             change(before, after)
         ));
     }
     if let (Some(before), Some(after)) = (stock.joules_per_tflop, step.joules_per_tflop) {
         parts.push(format!(
-            "{before:.2} → {after:.2} J per TFLOP of GEMM work{}",
+            "{before:.2} to {after:.2} J per TFLOP of GEMM work{}",
             change(before, after)
         ));
     }
     if let (Some(before), Some(after)) = (stock.clock_max_mhz, step.clock_max_mhz) {
-        parts.push(format!("{before} → {after} MHz peak clock"));
+        parts.push(format!("peak clock {before} to {after} MHz"));
     }
     if parts.is_empty() {
         "Against stock: no readings to compare.".to_string()

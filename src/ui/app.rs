@@ -337,7 +337,7 @@ impl AppState {
                 TuneView::Sweep,
                 "Find the efficient setting",
             );
-            ui.selectable_value(&mut self.tune_view, TuneView::Stability, "Check stability");
+            ui.selectable_value(&mut self.tune_view, TuneView::Stability, "Stability");
         });
         let Some(gpu) = self.model.gpus.get(self.tune_gpu) else {
             return;

@@ -107,7 +107,7 @@ impl StabilityPanel {
         gpu: &GpuModel,
         actions: &mut Vec<StabilityAction>,
     ) {
-        ui.heading("Check stability");
+        ui.heading("Stability check");
         ui.horizontal(|ui| {
             let label = ui.label("Duration");
             ui.add(
@@ -148,7 +148,7 @@ impl StabilityPanel {
         gpu: &GpuModel,
         actions: &mut Vec<StabilityAction>,
     ) {
-        ui.heading("Find my undervolt");
+        ui.heading("Undervolt scanner");
         let constraints = &gpu.info.constraints;
         let Some(offsets) = constraints.adjustable_gpu_clock_offset_range() else {
             ui.label(
