@@ -9,6 +9,7 @@
 
 pub mod compute;
 pub mod reference;
+pub mod simulated;
 
 pub use compute::{
     CardConditions, Checked, ComputeDevice, ComputeError, ComputeSetup, Prepared, VramPattern,

@@ -1,8 +1,10 @@
 //! Readings that change slowly or never and that no setting of ours moves (the fan count, the
-//! PCIe link), read at most once a second per GPU instead of at every sample: on the fake
+//! PCIe link, the ECC error counters), read at most once a second per GPU instead of at every sample: on the fake
 //! library at 100 ms the sampler made about 19 calls a sample against nvtop's 10. The enforced
 //! power limit is not one of them: the engine writes it through another handle, and the
 //! readings must show the new limit at the next sample.
+
+use crate::device::EccCounts;
 
 /// How long slow readings are kept.
 pub const SLOW_EVERY_MS: u64 = 1_000;
@@ -16,6 +18,8 @@ pub struct SlowReadings {
     pub pcie_link_width: Option<u32>,
     pub pcie_link_gen_max: Option<u32>,
     pub pcie_link_width_max: Option<u32>,
+    /// `None`: the card has no ECC, has it off, or does not say.
+    pub ecc: Option<EccCounts>,
 }
 
 impl SlowReadings {
@@ -38,6 +42,7 @@ mod tests {
             pcie_link_width: Some(16),
             pcie_link_gen_max: Some(4),
             pcie_link_width_max: Some(16),
+            ecc: None,
         };
         assert!(readings.fresh_at(5_000));
         assert!(readings.fresh_at(5_999));

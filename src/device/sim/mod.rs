@@ -3,9 +3,11 @@
 
 mod card;
 mod controls;
+mod events;
 mod load;
 mod physics;
 mod processes;
+pub mod silicon;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,11 +20,12 @@ pub use load::{LoadPattern, LoadPoint};
 use physics::splitmix64;
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
 pub use processes::{SIM_FIRST_PID, SIM_USER};
+pub use silicon::SiliconMargin;
 
 use super::gate::ValidatedSetting;
 use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanMode,
-    FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
+    Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
+    FanMode, FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
 };
 
 /// Which machine to simulate.
@@ -168,6 +171,17 @@ fn rtx4090(index: u32, ambient_c: f64, load: LoadPattern, start_ms: u64) -> SimG
     )
 }
 
+/// The model of the simulated card `uuid`, in any scenario (the simulator's and the fake
+/// libnvidia-ml's cards alike); `None` for any other card, a real one included.
+pub fn known_card(uuid: &str) -> Option<CardSpec> {
+    let h100 = (make_uuid(0x4100, 0) == uuid).then(CardSpec::h100_sxm);
+    h100.or_else(|| {
+        (0..8)
+            .any(|index| make_uuid(0x4090, index) == uuid)
+            .then(CardSpec::rtx4090)
+    })
+}
+
 /// A stable, realistic-looking NVML UUID for a simulated card.
 fn make_uuid(model: u32, index: u32) -> String {
     let high = splitmix64(u64::from(model) << 32 | u64::from(index));
@@ -191,6 +205,8 @@ fn pci_bus_id(bus: u32) -> String {
 pub struct SimBackend {
     machine: Arc<Mutex<SimMachine>>,
     clock: Arc<dyn SimClock>,
+    /// Per GPU, the Xids this handle has reported (or found when it began watching).
+    xids_seen: Option<Vec<u64>>,
 }
 
 impl SimBackend {
@@ -205,6 +221,7 @@ impl SimBackend {
         SimBackend {
             machine: Arc::new(Mutex::new(machine)),
             clock: Arc::from(clock),
+            xids_seen: None,
         }
     }
 
@@ -213,6 +230,7 @@ impl SimBackend {
         SimBackend {
             machine: Arc::clone(&self.machine),
             clock: Arc::clone(&self.clock),
+            xids_seen: None,
         }
     }
 
@@ -353,6 +371,19 @@ impl Backend for SimBackend {
         let handle = self.share();
         Arc::new(move || Ok(Box::new(handle.share()) as Box<dyn Backend>))
     }
+
+    fn watch_critical_events(&mut self) -> Result<(), DeviceError> {
+        self.start_watching();
+        Ok(())
+    }
+
+    /// Each Xid a card raised since this handle began watching, once (`events.rs`).
+    fn next_critical_event(
+        &mut self,
+        timeout_ms: u32,
+    ) -> Result<Option<CriticalEvent>, DeviceError> {
+        Ok(self.wait_for_xid(timeout_ms))
+    }
 }
 
 /// One snapshot of a simulated card, as NVML would report it.
@@ -386,6 +417,7 @@ fn sim_telemetry(gpu: &SimGpu, sampled_at_ms: u64) -> Telemetry {
         pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
         energy_total_mj: Some(gpu.energy_total_mj()),
         processes: None,
+        ecc: gpu.ecc_counts(),
     }
 }
 
