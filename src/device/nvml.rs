@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, EccCounter, MemoryError, PerformanceState, TemperatureSensor, TemperatureThreshold,
+    Clock, PerformanceState, TemperatureSensor, TemperatureThreshold,
 };
 use nvml_wrapper::enums::device::{FanControlPolicy, GpuLockedClocksSetting};
 use nvml_wrapper::error::NvmlError;
@@ -21,8 +21,8 @@ use super::procfs::ProcReader;
 use super::sim::wall_clock_ms;
 use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
-    EccCounts, FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, Reopener,
-    Setting, Telemetry, ThrottleReasons,
+    FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, Reopener, Setting,
+    Telemetry, ThrottleReasons,
 };
 
 /// An NVML device handle, kept between calls so each reading or write is one driver call,
@@ -202,24 +202,6 @@ fn optional<T>(
     }
 }
 
-/// The volatile ECC counters (since the driver loaded); `None` when the card has no ECC or has
-/// it off (NOT_SUPPORTED, as on GeForce cards), or does not answer.
-fn ecc_counts(
-    device: &nvml_wrapper::Device<'_>,
-    index: u32,
-) -> Result<Option<EccCounts>, DeviceError> {
-    let count = |error_type| device.total_ecc_errors(error_type, EccCounter::Volatile);
-    let Some(corrected_volatile) = optional(count(MemoryError::Corrected), "ECC errors", index)?
-    else {
-        return Ok(None);
-    };
-    let uncorrected = optional(count(MemoryError::Uncorrected), "ECC errors", index)?;
-    Ok(uncorrected.map(|uncorrected_volatile| EccCounts {
-        corrected_volatile,
-        uncorrected_volatile,
-    }))
-}
-
 impl Backend for NvmlBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Nvml
@@ -365,7 +347,7 @@ impl Backend for NvmlBackend {
                         "maximum PCIe width",
                         index,
                     )?,
-                    ecc: ecc_counts(&device, index)?,
+                    ecc: slow::ecc_counts(&device, index)?,
                 };
                 self.slow[index as usize] = Some(slow);
                 slow

@@ -4,7 +4,10 @@
 //! power limit is not one of them: the engine writes it through another handle, and the
 //! readings must show the new limit at the next sample.
 
-use crate::device::EccCounts;
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
+
+use super::optional;
+use crate::device::{DeviceError, EccCounts};
 
 /// How long slow readings are kept.
 pub const SLOW_EVERY_MS: u64 = 1_000;
@@ -27,6 +30,24 @@ impl SlowReadings {
     pub fn fresh_at(&self, now_ms: u64) -> bool {
         now_ms.saturating_sub(self.read_at_ms) < SLOW_EVERY_MS
     }
+}
+
+/// The volatile ECC counters (since the driver loaded); `None` when the card has no ECC or has
+/// it off (NOT_SUPPORTED, as on GeForce cards), or does not answer.
+pub fn ecc_counts(
+    device: &nvml_wrapper::Device<'_>,
+    index: u32,
+) -> Result<Option<EccCounts>, DeviceError> {
+    let count = |error_type| device.total_ecc_errors(error_type, EccCounter::Volatile);
+    let Some(corrected_volatile) = optional(count(MemoryError::Corrected), "ECC errors", index)?
+    else {
+        return Ok(None);
+    };
+    let uncorrected = optional(count(MemoryError::Uncorrected), "ECC errors", index)?;
+    Ok(uncorrected.map(|uncorrected_volatile| EccCounts {
+        corrected_volatile,
+        uncorrected_volatile,
+    }))
 }
 
 #[cfg(test)]
