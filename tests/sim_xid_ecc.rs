@@ -200,3 +200,21 @@ fn an_xid_past_the_hard_limit_arrives_through_nvml_once() {
     assert_eq!(xid(&mut watcher, 500), None, "no flood");
     assert!(machine.state().machine.gpus[0].xid_count >= 1);
 }
+
+#[test]
+fn the_fake_librarys_cards_get_the_simulated_device_with_the_simulators_margin() {
+    let machine = FakeMachine::new("8x-rtx4090", "");
+    let mut backend = open(&machine);
+    for gpu in 0..8 {
+        let identity = backend
+            .identity(gpu)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let device = gputune::stability::simulated::SimulatedDevice::for_gpu(&identity)
+            .expect("a fake library's card is a simulated one");
+        let card = &machine.state().machine.gpus[gpu as usize];
+        assert_eq!(
+            device.margin(),
+            SiliconMargin::for_card(&card.spec, &card.uuid)
+        );
+    }
+}

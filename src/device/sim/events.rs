@@ -9,8 +9,9 @@ use super::physics::SimGpu;
 use super::silicon::SiliconMargin;
 use crate::device::{CriticalEvent, DeviceError, EccCounts};
 
-/// How often a wait for a critical error looks at the cards (the sim steps 100 ms at a time).
-const XID_POLL_MS: u64 = 20;
+/// How often a wait for a critical error looks at the cards: the sim steps 100 ms at a time,
+/// and looking more often would only cut its steps shorter.
+const XID_POLL_MS: u64 = 100;
 /// The Xid an unstable clock gives: a graphics engine exception.
 const UNSTABLE_XID: u64 = 13;
 /// How far below its hard limit a card that raised an Xid must come before it may raise
