@@ -79,6 +79,8 @@ fn status_json_against_the_simulator() {
     assert_complete(&gpus[0]);
     assert_eq!(gpus[0]["name"], "NVIDIA GeForce RTX 4090");
     assert_eq!(gpus[0]["fan_speed_pct"].as_array().map(Vec::len), Some(2));
+    // A GeForce card's ECC is off: no counters.
+    assert_eq!(gpus[0]["ecc"], Value::Null);
     assert!(
         gpus[0]["throttle_reasons"]
             .as_array()
@@ -99,6 +101,21 @@ fn status_json_fanless_simulator_has_null_fans() {
     let gpus = gpus(&report);
     assert_complete(&gpus[0]);
     assert_eq!(gpus[0]["fan_speed_pct"], Value::Null);
+    // ECC is on: its counters are there, with no error.
+    assert_eq!(gpus[0]["ecc"]["corrected_volatile"], 0);
+    assert_eq!(gpus[0]["ecc"]["uncorrected_volatile"], 0);
+    let text = gputune_sim(&[
+        "--backend",
+        "sim",
+        "--sim-scenario",
+        "datacenter-fanless",
+        "status",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("ECC errors   0 corrected, 0 uncorrected since the driver loaded"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -399,6 +399,14 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         "  Energy       {} since the driver loaded",
         or_na(reading.energy_total_mj, energy)
     )?;
+    // Only cards with ECC on say it (datacenter cards); a GeForce card's line would be noise.
+    if let Some(ecc) = reading.ecc {
+        writeln!(
+            out,
+            "  ECC errors   {} corrected, {} uncorrected since the driver loaded",
+            ecc.corrected_volatile, ecc.uncorrected_volatile
+        )?;
+    }
     if let Some(in_force) = &status.settings_in_force {
         writeln!(out, "  Settings     {}", settings_text(in_force))?;
     }

@@ -76,6 +76,19 @@ pub struct Telemetry {
     /// `gputune status`.
     #[serde(default)]
     pub processes: Option<Vec<GpuProcess>>,
+    /// The card's ECC error counters; `None` when it has no ECC (or it is off) or does not say.
+    /// Read from the driver at most once a second.
+    #[serde(default)]
+    pub ecc: Option<EccCounts>,
+}
+
+/// ECC errors the memory made since the driver loaded (NVML's volatile counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EccCounts {
+    /// Single-bit errors the memory corrected.
+    pub corrected_volatile: u64,
+    /// Errors it could not correct: data was lost.
+    pub uncorrected_volatile: u64,
 }
 
 /// An inclusive clock range in MHz.
@@ -356,7 +369,7 @@ pub trait Backend: Send {
     /// NVML library), so a second thread can sample or revert while this one is busy.
     fn reopener(&self) -> Reopener;
     /// Starts listening for critical errors (Xids) on every GPU that reports them. A simulated
-    /// card never has one.
+    /// card raises Xid 13 when it goes busy past its silicon's hard limit.
     fn watch_critical_events(&mut self) -> Result<(), DeviceError> {
         Ok(())
     }

@@ -352,6 +352,7 @@ impl Backend for NvmlBackend {
                         "maximum PCIe width",
                         index,
                     )?,
+                    ecc: slow::ecc_counts(&device, index)?,
                 };
                 self.slow[index as usize] = Some(slow);
                 slow
@@ -420,6 +421,7 @@ impl Backend for NvmlBackend {
             pcie_link_width_max: slow.pcie_link_width_max,
             energy_total_mj,
             processes: None,
+            ecc: slow.ecc,
         })
     }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::compute::ComputeDevice;
 use super::plan::CheckOptions;
 use super::report::{CheckReport, Verdict, describe_settings};
-use super::run::{CheckRun, RunResult};
+use super::run::{CheckRun, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::Setting;
 use crate::service::client::TuningClient;
@@ -20,7 +20,6 @@ use crate::tuning::engine::{
     SessionRequest, report_lines,
 };
 use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
 
 /// Where a check stands, for a progress line or the window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,8 +111,7 @@ impl CardCheck {
             }
         };
         let mut run = CheckRun::start(worker, options, None);
-        let (offset, locked_max) = offset_and_lock(&in_force);
-        run.take_settings(offset, locked_max);
+        run.take_settings(SettingsSeen::of(&in_force));
         Ok(CardCheck {
             settings_text: describe_settings(&in_force, gpu.constraints.power_limit_default_mw),
             gpu: gpu.clone(),
@@ -142,8 +140,7 @@ impl CardCheck {
             }
             Event::Engine { event } => match event.as_ref() {
                 EngineEvent::Tuning { tuning } if tuning.gpu_index == index => {
-                    let (offset, locked_max) = offset_and_lock(&tuning.in_force);
-                    self.run.take_settings(offset, locked_max);
+                    self.run.take_settings(SettingsSeen::of(&tuning.in_force));
                 }
                 EngineEvent::Critical { critical } if critical.gpu_index == index => {
                     self.run.take_critical_event(*critical);
@@ -251,13 +248,4 @@ pub(crate) fn end_session(
             "The check's session could not be ended ({error}); the daemon puts the card back when the connection closes."
         )),
     }
-}
-
-/// The GPU clock offset and the top of the GPU clock lock in force.
-pub(crate) fn offset_and_lock(in_force: &SettingsInForce) -> (Option<i32>, Option<u32>) {
-    let locked_max = match in_force.gpu_clock_lock {
-        ClockLock::Locked { max_mhz, .. } => Some(max_mhz),
-        ClockLock::Unlocked | ClockLock::Unknown => None,
-    };
-    (in_force.gpu_clock_offset_mhz, locked_max)
 }

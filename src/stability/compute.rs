@@ -93,6 +93,8 @@ pub struct CardConditions {
     /// The clock lock's top, when one is in force.
     pub locked_max_mhz: Option<u32>,
     pub temperature_c: Option<u32>,
+    /// The memory clock offset in force (NVML's units); the simulated VRAM errs past its margin.
+    pub memory_clock_offset_mhz: Option<i32>,
 }
 
 /// Why a device could not do its work.

@@ -27,6 +27,7 @@ pub mod reference;
 pub mod report;
 pub mod run;
 pub mod scan;
+pub mod simulated;
 pub mod watch;
 pub mod worker;
 

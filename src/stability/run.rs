@@ -25,6 +25,29 @@ const SHORTEST_DEADLINE: Duration = Duration::from_secs(10);
 /// Preparing allocates and fills every buffer and runs the reference GEMM.
 const PREPARE_DEADLINE: Duration = Duration::from_secs(120);
 
+/// The settings a card runs, as far as a check cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SettingsSeen {
+    pub gpu_clock_offset_mhz: Option<i32>,
+    pub memory_clock_offset_mhz: Option<i32>,
+    /// The top of the GPU clock lock, when one is in force.
+    pub locked_max_mhz: Option<u32>,
+}
+
+impl SettingsSeen {
+    pub fn of(in_force: &crate::tuning::in_force::SettingsInForce) -> SettingsSeen {
+        use crate::tuning::in_force::ClockLock;
+        SettingsSeen {
+            gpu_clock_offset_mhz: in_force.gpu_clock_offset_mhz,
+            memory_clock_offset_mhz: in_force.memory_clock_offset_mhz,
+            locked_max_mhz: match in_force.gpu_clock_lock {
+                ClockLock::Locked { max_mhz, .. } => Some(max_mhz),
+                ClockLock::Unlocked | ClockLock::Unknown => None,
+            },
+        }
+    }
+}
+
 /// The work done, per part, with every result counted.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Tally {
@@ -237,14 +260,11 @@ impl CheckRun {
         }
     }
 
-    /// The settings in force: the offset and lock the simulated device's margin depends on.
-    pub fn take_settings(
-        &mut self,
-        gpu_clock_offset_mhz: Option<i32>,
-        locked_max_mhz: Option<u32>,
-    ) {
-        self.conditions.gpu_clock_offset_mhz = gpu_clock_offset_mhz;
-        self.conditions.locked_max_mhz = locked_max_mhz;
+    /// The settings in force: the offsets and lock the simulated device's margins depend on.
+    pub fn take_settings(&mut self, settings: SettingsSeen) {
+        self.conditions.gpu_clock_offset_mhz = settings.gpu_clock_offset_mhz;
+        self.conditions.memory_clock_offset_mhz = settings.memory_clock_offset_mhz;
+        self.conditions.locked_max_mhz = settings.locked_max_mhz;
         self.worker.observe(self.conditions);
     }
 

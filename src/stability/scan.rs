@@ -9,11 +9,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check::{end_session, offset_and_lock};
+use super::check::end_session;
 use super::compute::{ComputeDevice, Prepared};
 use super::plan::{CheckOptions, LONGEST_CHECK_S, LoadShape, SHORTEST_CHECK_S};
 use super::report::{CheckReport, Verdict, describe_settings};
-use super::run::{CheckRun, Ending, RunResult};
+use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::Setting;
 use crate::profiles::profile::Profile;
@@ -267,8 +267,7 @@ impl Scan {
             step_options(options.step_s, LoadShape::Pulsed),
             None,
         );
-        let (offset, locked_max) = offset_and_lock(&tuning.in_force);
-        run.take_settings(offset, locked_max);
+        run.take_settings(SettingsSeen::of(&tuning.in_force));
         Ok(Scan {
             gpu: gpu.clone(),
             options,
@@ -302,8 +301,7 @@ impl Scan {
             }
             Event::Engine { event } => match event.as_ref() {
                 EngineEvent::Tuning { tuning } if tuning.gpu_index == index => {
-                    let (offset, locked_max) = offset_and_lock(&tuning.in_force);
-                    run.take_settings(offset, locked_max);
+                    run.take_settings(SettingsSeen::of(&tuning.in_force));
                 }
                 EngineEvent::Critical { critical } if critical.gpu_index == index => {
                     run.take_critical_event(*critical);
@@ -527,7 +525,11 @@ impl Scan {
             step_options(seconds, shape),
             prepared.or(self.prepared.clone()),
         );
-        run.take_settings(Some(offset_mhz), Some(self.options.lock_mhz));
+        run.take_settings(SettingsSeen {
+            gpu_clock_offset_mhz: Some(offset_mhz),
+            memory_clock_offset_mhz: self.start_in_force.memory_clock_offset_mhz,
+            locked_max_mhz: Some(self.options.lock_mhz),
+        });
         self.run = Some(run);
     }
 

@@ -322,6 +322,8 @@ fn reading_from_history(history: &GpuHistory, index: usize) -> Option<Telemetry>
         pcie_link_width_max: small(Metric::PcieLinkWidthMax),
         energy_total_mj: None,
         processes: None,
+        // History keeps no ECC counters.
+        ecc: None,
     };
     let failed_read = Telemetry {
         sampled_at_ms,
@@ -483,6 +485,7 @@ mod tests {
             pcie_link_width_max: Some(16),
             energy_total_mj: Some(123_456_789),
             processes: None,
+            ecc: None,
         }
     }
 

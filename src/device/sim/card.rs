@@ -86,6 +86,9 @@ pub struct CardSpec {
     /// Above this the hardware halves clocks (HW thermal slowdown).
     pub hardware_slowdown_c: f64,
     pub shutdown_c: f64,
+    /// Whether the card has ECC on and reports its error counters (datacenter cards).
+    #[serde(default)]
+    pub ecc_reported: bool,
 }
 
 impl CardSpec {
@@ -169,6 +172,8 @@ impl CardSpec {
             thermal_target_c: 83.0,
             hardware_slowdown_c: 90.0,
             shutdown_c: 95.0,
+            // GeForce: ECC available but off, so its counters are not supported.
+            ecc_reported: false,
         }
     }
 
@@ -232,6 +237,7 @@ impl CardSpec {
             thermal_target_c: 85.0,
             hardware_slowdown_c: 90.0,
             shutdown_c: 92.0,
+            ecc_reported: true,
         }
     }
 

@@ -3,9 +3,12 @@
 
 mod card;
 mod controls;
+mod events;
 mod load;
+mod machine;
 mod physics;
 mod processes;
+pub mod silicon;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,14 +18,15 @@ use serde::{Deserialize, Serialize};
 
 pub use card::{CardSpec, VfPoint};
 pub use load::{LoadPattern, LoadPoint};
-use physics::splitmix64;
+pub use machine::{SimMachine, known_card};
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
 pub use processes::{SIM_FIRST_PID, SIM_USER};
+pub use silicon::SiliconMargin;
 
 use super::gate::ValidatedSetting;
 use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, CurrentSettings, DeviceError, FanMode,
-    FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
+    Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
+    FanMode, FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
 };
 
 /// Which machine to simulate.
@@ -109,88 +113,13 @@ impl SimClock for ManualClock {
     }
 }
 
-/// How long a new machine has already been running when it is first read, so it starts warm
-/// and settled rather than at room temperature.
-const WARM_UP_MS: u64 = 10 * 60 * 1000;
-
-/// A whole simulated box: its GPUs. Serializable, so the fake NVML library can keep it in a file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SimMachine {
-    pub scenario: SimScenario,
-    pub gpus: Vec<SimGpu>,
-}
-
-impl SimMachine {
-    /// A machine that has run `load` for ten minutes before `now_ms`.
-    pub fn new(scenario: SimScenario, load: LoadPattern, now_ms: u64) -> SimMachine {
-        let start_ms = now_ms.saturating_sub(WARM_UP_MS);
-        let gpus = match scenario {
-            SimScenario::Rtx4090 => vec![rtx4090(0, 25.0, load, start_ms)],
-            SimScenario::EightRtx4090 => {
-                // Cards in the middle of the box breathe air their neighbours warmed.
-                let ambient_c = [25.0, 28.0, 31.0, 33.0, 33.0, 31.0, 28.0, 25.0];
-                (0u32..)
-                    .zip(ambient_c)
-                    .map(|(index, ambient)| rtx4090(index, ambient, load, start_ms))
-                    .collect()
-            }
-            SimScenario::DatacenterFanless => vec![SimGpu::new(
-                CardSpec::h100_sxm(),
-                make_uuid(0x4100, 0),
-                pci_bus_id(0x18),
-                30.0,
-                load,
-                start_ms,
-            )],
-        };
-        let mut machine = SimMachine { scenario, gpus };
-        machine.advance_to(now_ms);
-        machine
-    }
-
-    pub fn advance_to(&mut self, now_ms: u64) {
-        for gpu in &mut self.gpus {
-            gpu.advance_to(now_ms);
-        }
-    }
-}
-
-fn rtx4090(index: u32, ambient_c: f64, load: LoadPattern, start_ms: u64) -> SimGpu {
-    let buses = [0x01, 0x21, 0x41, 0x61, 0x81, 0xA1, 0xC1, 0xE1];
-    let bus = buses.get(index as usize).copied().unwrap_or(0x01);
-    SimGpu::new(
-        CardSpec::rtx4090(),
-        make_uuid(0x4090, index),
-        pci_bus_id(bus),
-        ambient_c,
-        load,
-        start_ms,
-    )
-}
-
-/// A stable, realistic-looking NVML UUID for a simulated card.
-fn make_uuid(model: u32, index: u32) -> String {
-    let high = splitmix64(u64::from(model) << 32 | u64::from(index));
-    let low = splitmix64(high);
-    format!(
-        "GPU-{:08x}-{:04x}-4{:03x}-9{:03x}-{:012x}",
-        high >> 32,
-        (high >> 16) & 0xFFFF,
-        high & 0xFFF,
-        low >> 52,
-        low & 0xFFFF_FFFF_FFFF
-    )
-}
-
-fn pci_bus_id(bus: u32) -> String {
-    format!("00000000:{bus:02X}:00.0")
-}
-
 /// The simulator as a `Backend`. Handles made by [`Backend::reopener`] share one machine, as
 /// two NVML handles share one card.
 pub struct SimBackend {
     machine: Arc<Mutex<SimMachine>>,
     clock: Arc<dyn SimClock>,
+    /// Per GPU, the Xids this handle has reported (or found when it began watching).
+    xids_seen: Option<Vec<u64>>,
 }
 
 impl SimBackend {
@@ -205,6 +134,7 @@ impl SimBackend {
         SimBackend {
             machine: Arc::new(Mutex::new(machine)),
             clock: Arc::from(clock),
+            xids_seen: None,
         }
     }
 
@@ -213,6 +143,7 @@ impl SimBackend {
         SimBackend {
             machine: Arc::clone(&self.machine),
             clock: Arc::clone(&self.clock),
+            xids_seen: None,
         }
     }
 
@@ -354,6 +285,19 @@ impl Backend for SimBackend {
         let handle = self.share();
         Arc::new(move || Ok(Box::new(handle.share()) as Box<dyn Backend>))
     }
+
+    fn watch_critical_events(&mut self) -> Result<(), DeviceError> {
+        self.start_watching();
+        Ok(())
+    }
+
+    /// Each Xid a card raised since this handle began watching, once (`events.rs`).
+    fn next_critical_event(
+        &mut self,
+        timeout_ms: u32,
+    ) -> Result<Option<CriticalEvent>, DeviceError> {
+        Ok(self.wait_for_xid(timeout_ms))
+    }
 }
 
 /// One snapshot of a simulated card, as NVML would report it.
@@ -387,6 +331,7 @@ fn sim_telemetry(gpu: &SimGpu, sampled_at_ms: u64) -> Telemetry {
         pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
         energy_total_mj: Some(gpu.energy_total_mj()),
         processes: None,
+        ecc: gpu.ecc_counts(),
     }
 }
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::card::CardSpec;
 use super::load::LoadPattern;
+use super::silicon::applied_offset_mhz;
 use crate::device::{ClockRangeMhz, ThrottleReason, ThrottleReasons};
 
 /// Integration step. Small next to the thermal time constant (~90 s) and the load pattern.
@@ -67,6 +68,17 @@ pub struct SimGpu {
     pub energy_mj: f64,
     pub last_busy_ms: Option<u64>,
     pub reading: SimReading,
+    /// Critical errors (Xid 13) the card raised so far: one each time it went busy past its
+    /// silicon's hard limit (`silicon.rs`). Watchers report the ones they have not seen.
+    #[serde(default)]
+    pub xid_count: u64,
+    /// Whether the last step was busy past the hard limit (an Xid is raised on entering).
+    #[serde(default)]
+    pub past_hard_limit: bool,
+    /// ECC errors since the driver loaded (volatile), as expected counts: corrected, then
+    /// uncorrected. Only a card that reports ECC (`CardSpec::ecc_reported`) counts them.
+    #[serde(default)]
+    pub ecc_errors: (f64, f64),
 }
 
 impl SimGpu {
@@ -101,6 +113,9 @@ impl SimGpu {
             energy_mj: 0.0,
             last_busy_ms: None,
             reading: SimReading::default(),
+            xid_count: 0,
+            past_hard_limit: false,
+            ecc_errors: (0.0, 0.0),
         };
         gpu.step(0);
         gpu
@@ -135,9 +150,8 @@ impl SimGpu {
     }
 
     /// The offset as the card applies it: whole boost bins only.
-    fn effective_gpu_offset_mhz(&self) -> i32 {
-        let bin = self.spec.clock_bin_mhz.max(1) as i32;
-        self.settings.gpu_clock_offset_mhz / bin * bin
+    pub fn effective_gpu_offset_mhz(&self) -> i32 {
+        applied_offset_mhz(&self.spec, self.settings.gpu_clock_offset_mhz)
     }
 
     /// Board power in watts at a clock, activity, memory load and temperature.
@@ -185,7 +199,7 @@ impl SimGpu {
         let step_index = self.time_ms / STEP_MS;
         let load = self
             .load
-            .at(self.time_ms, jitter(step_index ^ seed(&self.uuid)));
+            .at(self.time_ms, jitter(step_index ^ text_seed(&self.uuid)));
         if load.busy {
             self.last_busy_ms = Some(self.time_ms);
         }
@@ -223,6 +237,7 @@ impl SimGpu {
         );
 
         let step_s = step_ms as f64 / 1000.0;
+        self.check_silicon(load.busy && active, gpu_clock_mhz, step_s);
         self.update_fans(step_s);
         let conductance = self.conductance_w_per_c();
         let heat_flow_w = power_w - conductance * (temperature_c - self.ambient_c);
@@ -411,7 +426,7 @@ pub(super) fn splitmix64(value: u64) -> u64 {
 }
 
 /// A per-card seed, so eight identical cards do not move in lockstep.
-fn seed(text: &str) -> u64 {
+pub(super) fn text_seed(text: &str) -> u64 {
     text.bytes().fold(0xCBF2_9CE4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01B3)
     })

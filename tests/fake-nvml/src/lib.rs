@@ -47,6 +47,13 @@
 //!   registered to it, once the set is N ms old (once per set; sets live in their process);
 //! - `processes_not_supported`: both process lists return `NOT_SUPPORTED`.
 //!
+//! **Xids and ECC, as the simulated card makes them.** Besides that fault, every Xid 13 a
+//! simulated card raises (busy past its silicon's hard limit: gputune's docs/simulator.md) is
+//! reported once to each event set its GPU was registered to before it happened. The ECC error
+//! counters (`nvmlDeviceGetTotalEccErrors`) are the card's own: on the H100 zero until a test
+//! adds some to a saved state (`SimGpu::inject_ecc_errors`); NOT_SUPPORTED on the RTX 4090,
+//! whose ECC is off.
+//!
 //! An unknown fault makes `nvmlInit_v2` (and every later call) return `UNKNOWN`, saying why on
 //! stderr. A "device call" is any call that takes a device handle.
 //!

@@ -2,7 +2,7 @@
 //! persistence, display, driver model, ECC and MIG, answered as the simulated card would. A
 //! GeForce card (the RTX 4090): persistence off, no display attached (a training box), ECC
 //! available but off (so its error counters are NOT_SUPPORTED), no MIG. A datacenter card (the
-//! H100): persistence on, ECC on with no errors, MIG off. The driver model is Windows-only:
+//! H100): persistence on, ECC on with the simulated card's error counts, MIG off. The driver model is Windows-only:
 //! NOT_SUPPORTED, as on every Linux driver.
 
 use std::ffi::{c_uint, c_ulonglong};
@@ -12,8 +12,8 @@ use nvml_wrapper_sys::bindings::{
     nvmlComputeMode_enum_NVML_COMPUTEMODE_DEFAULT, nvmlComputeMode_t, nvmlDevice_t,
     nvmlDriverModel_t, nvmlEccCounterType_enum_NVML_ECC_COUNTER_TYPE_COUNT, nvmlEccCounterType_t,
     nvmlEnableState_enum_NVML_FEATURE_DISABLED, nvmlEnableState_enum_NVML_FEATURE_ENABLED,
-    nvmlEnableState_t, nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_COUNT,
-    nvmlMemoryErrorType_t, nvmlReturn_t,
+    nvmlEnableState_t, nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_CORRECTED,
+    nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_COUNT, nvmlMemoryErrorType_t, nvmlReturn_t,
 };
 
 use crate::call::{Ptr, api_call, get_from_gpu, on_gpu};
@@ -29,7 +29,7 @@ pub(crate) fn is_geforce(gpu: &SimGpu) -> bool {
 
 /// ECC is on by default on datacenter cards, off (but available) on the RTX 4090.
 fn ecc_enabled(gpu: &SimGpu) -> bool {
-    !is_geforce(gpu)
+    gpu.spec.ecc_reported
 }
 
 /// NVML: who may create contexts (the default: any process, any number).
@@ -125,7 +125,9 @@ pub unsafe extern "C" fn nvmlDeviceGetEccMode(
     })
 }
 
-/// NVML: ECC errors counted (none); NOT_SUPPORTED while ECC is off.
+/// NVML: ECC errors counted since the driver loaded (the simulated card's counters: none
+/// until its memory runs past its margin or a test adds some); the aggregate counter counts
+/// the same (the fake's driver never reloads). NOT_SUPPORTED while ECC is off.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
     device: nvmlDevice_t,
@@ -141,11 +143,17 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
             {
                 return Err(INVALID_ARGUMENT);
             }
-            if ecc_enabled(gpu) {
-                Ok(0)
-            } else {
-                Err(NOT_SUPPORTED)
+            if !ecc_enabled(gpu) {
+                return Err(NOT_SUPPORTED);
             }
+            let counts = gpu.ecc_counts().unwrap_or_default();
+            Ok(
+                if error_type == nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_CORRECTED {
+                    counts.corrected_volatile
+                } else {
+                    counts.uncorrected_volatile
+                },
+            )
         })
     }
 }

@@ -1,0 +1,97 @@
+//! A whole simulated box: its cards, each with its UUID and PCI bus, warm and settled when the
+//! machine is made; and which simulated model a UUID belongs to.
+
+use serde::{Deserialize, Serialize};
+
+use super::SimScenario;
+use super::card::CardSpec;
+use super::load::LoadPattern;
+use super::physics::{SimGpu, splitmix64};
+
+/// How long a new machine has already been running when it is first read, so it starts warm
+/// and settled rather than at room temperature.
+const WARM_UP_MS: u64 = 10 * 60 * 1000;
+
+/// A whole simulated box: its GPUs. Serializable, so the fake NVML library can keep it in a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimMachine {
+    pub scenario: SimScenario,
+    pub gpus: Vec<SimGpu>,
+}
+
+impl SimMachine {
+    /// A machine that has run `load` for ten minutes before `now_ms`.
+    pub fn new(scenario: SimScenario, load: LoadPattern, now_ms: u64) -> SimMachine {
+        let start_ms = now_ms.saturating_sub(WARM_UP_MS);
+        let gpus = match scenario {
+            SimScenario::Rtx4090 => vec![rtx4090(0, 25.0, load, start_ms)],
+            SimScenario::EightRtx4090 => {
+                // Cards in the middle of the box breathe air their neighbours warmed.
+                let ambient_c = [25.0, 28.0, 31.0, 33.0, 33.0, 31.0, 28.0, 25.0];
+                (0u32..)
+                    .zip(ambient_c)
+                    .map(|(index, ambient)| rtx4090(index, ambient, load, start_ms))
+                    .collect()
+            }
+            SimScenario::DatacenterFanless => vec![SimGpu::new(
+                CardSpec::h100_sxm(),
+                make_uuid(0x4100, 0),
+                pci_bus_id(0x18),
+                30.0,
+                load,
+                start_ms,
+            )],
+        };
+        let mut machine = SimMachine { scenario, gpus };
+        machine.advance_to(now_ms);
+        machine
+    }
+
+    pub fn advance_to(&mut self, now_ms: u64) {
+        for gpu in &mut self.gpus {
+            gpu.advance_to(now_ms);
+        }
+    }
+}
+
+fn rtx4090(index: u32, ambient_c: f64, load: LoadPattern, start_ms: u64) -> SimGpu {
+    let buses = [0x01, 0x21, 0x41, 0x61, 0x81, 0xA1, 0xC1, 0xE1];
+    let bus = buses.get(index as usize).copied().unwrap_or(0x01);
+    SimGpu::new(
+        CardSpec::rtx4090(),
+        make_uuid(0x4090, index),
+        pci_bus_id(bus),
+        ambient_c,
+        load,
+        start_ms,
+    )
+}
+
+/// The model of the simulated card `uuid`, in any scenario (the simulator's and the fake
+/// libnvidia-ml's cards alike); `None` for any other card, a real one included.
+pub fn known_card(uuid: &str) -> Option<CardSpec> {
+    let h100 = (make_uuid(0x4100, 0) == uuid).then(CardSpec::h100_sxm);
+    h100.or_else(|| {
+        (0..8)
+            .any(|index| make_uuid(0x4090, index) == uuid)
+            .then(CardSpec::rtx4090)
+    })
+}
+
+/// A stable, realistic-looking NVML UUID for a simulated card.
+fn make_uuid(model: u32, index: u32) -> String {
+    let high = splitmix64(u64::from(model) << 32 | u64::from(index));
+    let low = splitmix64(high);
+    format!(
+        "GPU-{:08x}-{:04x}-4{:03x}-9{:03x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xFFFF,
+        high & 0xFFF,
+        low >> 52,
+        low & 0xFFFF_FFFF_FFFF
+    )
+}
+
+fn pci_bus_id(bus: u32) -> String {
+    format!("00000000:{bus:02X}:00.0")
+}
