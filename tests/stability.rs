@@ -109,11 +109,17 @@ fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
     assert!(list.contains("found UNSTABLE after"), "{list}");
     // Applying it now warns that it was found unstable.
-    let applied = machine.gputune(&["profile", "apply", "Deep", "--try", "2"]);
+    let applied = machine.gputune(&["profile", "apply", "Deep"]);
     assert!(
         text(&applied.stderr).contains("may compute wrong results"),
         "{}",
         text(&applied.stderr)
+    );
+    assert!(
+        machine
+            .gputune(&["apply", "--gpu-clock-offset", "0"])
+            .status
+            .success()
     );
 }
 
@@ -123,11 +129,17 @@ fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_check
     with_offset_profile(&machine, "Mild", 15);
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
     assert!(list.contains("never checked"), "{list}");
-    let applied = machine.gputune(&["profile", "apply", "Mild", "--try", "2"]);
+    let applied = machine.gputune(&["profile", "apply", "Mild"]);
     assert!(
         text(&applied.stderr).contains("was never checked for stability"),
         "{}",
         text(&applied.stderr)
+    );
+    assert!(
+        machine
+            .gputune(&["apply", "--gpu-clock-offset", "0"])
+            .status
+            .success()
     );
     let output = machine.gputune(&["stability", "--profile", "Mild", "--duration-s", "2"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
@@ -137,7 +149,7 @@ fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_check
         "put back after the check"
     );
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
-    assert!(list.contains("checked stable for 2.0 s on"), "{list}");
+    assert!(list.contains("checked stable for 2."), "{list}");
 }
 
 #[test]
@@ -236,6 +248,8 @@ fn absurd_options_are_refused_before_anything_runs() {
         assert!(stderr.contains(words), "{arguments:?}: {stderr}");
     }
     assert!(machine.write_log().is_empty());
+    // One fake machine at a time in this process (they take turns with the environment).
+    drop(machine);
     let datacenter = FakeMachine::new("datacenter-fanless", "");
     let output = datacenter.gputune(&["scan"]);
     assert!(
@@ -243,4 +257,56 @@ fn absurd_options_are_refused_before_anything_runs() {
         "{}",
         text(&output.stderr)
     );
+}
+
+#[test]
+fn the_scanner_stops_within_a_step_of_the_simulated_margin_and_confirms_a_stable_offset() {
+    use gputune::device::sim::CardSpec;
+    use gputune::device::sim::silicon::SiliconMargin;
+    let machine = FakeMachine::new("rtx4090", "");
+    let output = machine.gputune(&["scan", "--step-s", "2", "--confirm-s", "3", "--json"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let outcome = json(&output);
+    let margin = SiliconMargin::for_card(&CardSpec::rtx4090(), &machine.uuid(0));
+    let steps = outcome["steps"].as_array().expect("steps");
+    let last = steps.last().expect("a step");
+    let unstable_mhz = outcome["first_unstable_mhz"]
+        .as_i64()
+        .expect("an unstable offset");
+    assert_eq!(last["offset_mhz"].as_i64(), Some(unstable_mhz));
+    assert_eq!(last["verdict"], "unstable", "{last}");
+    // The margin at the lock, at the temperature the step reached (1.5 MHz less per °C).
+    let at = |step: &Value| {
+        let temperature = step["temperature_peak_c"].as_f64().expect("a temperature");
+        margin.stable_offset_mhz(2520, temperature)
+    };
+    assert!(
+        unstable_mhz as f64 > at(last) - 3.0,
+        "+{unstable_mhz} MHz failed below the margin {:.0}",
+        at(last)
+    );
+    let stable = &steps[steps.len() - 2];
+    assert_eq!(stable["verdict"], "stable");
+    assert!(
+        (unstable_mhz - 15) as f64 <= at(stable) + 3.0,
+        "the scan stopped more than a step past the margin {:.0}: {steps:?}",
+        at(stable)
+    );
+    // Two steps of margin below the last stable offset, confirmed stable.
+    let stable_mhz = outcome["stable_offset_mhz"]
+        .as_i64()
+        .expect("a confirmed offset");
+    assert_eq!(stable_mhz, (unstable_mhz - 15 - 30).max(0));
+    assert_eq!(outcome["confirmation"]["verdict"], "stable");
+    assert_eq!(outcome["options"]["lock_mhz"], 2520);
+    assert!(
+        outcome["savings"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Against stock: power ")
+    );
+    let settings = machine.settings(0);
+    assert_eq!(settings.gpu_clock_offset_mhz, 0, "{stderr}");
+    assert_eq!(settings.gpu_locked_clocks, None, "{stderr}");
 }

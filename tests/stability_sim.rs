@@ -213,7 +213,7 @@ fn work_before_prepare_or_with_a_wrong_reference_is_refused() {
         .unwrap_or_else(|error| panic!("{error}"));
     let mut device = SimulatedDevice::for_gpu(&identity).expect("a simulated card");
     assert!(matches!(device.gemm(1), Err(ComputeError::Unavailable(_))));
-    let refused = device.prepare(&setup(), &[0.5; 3]);
+    let refused = device.prepare(&setup(), &[0u32; 3]);
     assert!(
         matches!(&refused, Err(ComputeError::Unavailable(message)) if message.contains("3 values")),
         "{refused:?}"

@@ -246,7 +246,7 @@ fn a_finished_scan_shows_its_steps_and_savings_and_saves_a_profile() {
         step(Some(30), 391.0, None),
         step(Some(45), 388.0, Some("3 wrong GEMM results at 2520 MHz")),
     ];
-    let savings = gputune::stability::scan::savings(&stock, &steps[0]);
+    let savings = gputune::stability::scan::savings("Against stock", &stock, &steps[0]);
     let outcome = ScanOutcome {
         gpu_index: 0,
         gpu_uuid: "GPU-1".to_string(),

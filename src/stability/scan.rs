@@ -134,9 +134,11 @@ impl ScanStep {
     fn of(offset_mhz: Option<i32>, result: &RunResult) -> ScanStep {
         let watched = &result.watched;
         let tally = &result.tally;
+        // The readings span less than the run: their average power times the run's length.
         let energy_j = watched
-            .energy_j
-            .or_else(|| watched.power_mean_w.map(|power| power * result.ran_s));
+            .counter_power_w()
+            .or(watched.power_mean_w)
+            .map(|power| power * result.ran_s);
         let tflop = tally.gemm.flop / 1e12;
         ScanStep {
             offset_mhz,
@@ -611,8 +613,23 @@ impl Scan {
                 .steps
                 .iter()
                 .find(|step| step.offset_mhz == Some(offset_mhz));
+            let at_zero = outcome.steps.iter().find(|step| step.offset_mhz == Some(0));
             outcome.savings = match (&outcome.stock, at_offset) {
-                (Some(stock), Some(step)) => Some(savings(stock, step)),
+                (Some(stock), Some(step)) => {
+                    let mut text = savings("Against stock", stock, step);
+                    if let Some(zero) = at_zero.filter(|_| offset_mhz != 0) {
+                        text.push(' ');
+                        text.push_str(&savings(
+                            &format!(
+                                "Against +0 MHz at the {} MHz lock",
+                                outcome.options.lock_mhz
+                            ),
+                            zero,
+                            step,
+                        ));
+                    }
+                    Some(text)
+                }
                 _ => None,
             };
         }
@@ -660,7 +677,7 @@ fn step_options(seconds: f64, shape: LoadShape) -> CheckOptions {
 
 /// "Against stock: power 398 to 341 W (-14 %), 2.91 to 2.45 J per TFLOP of GEMM work (-16 %),
 /// peak clock 2610 to 2520 MHz." (Words, not arrows: the window's font has no arrow.)
-pub fn savings(stock: &ScanStep, step: &ScanStep) -> String {
+pub fn savings(against: &str, stock: &ScanStep, step: &ScanStep) -> String {
     let mut parts = Vec::new();
     let change = |before: f64, after: f64| {
         if before > 0.0 {
@@ -685,8 +702,8 @@ pub fn savings(stock: &ScanStep, step: &ScanStep) -> String {
         parts.push(format!("peak clock {before} to {after} MHz"));
     }
     if parts.is_empty() {
-        "Against stock: no readings to compare.".to_string()
+        format!("{against}: no readings to compare.")
     } else {
-        format!("Against stock: {}.", parts.join(", "))
+        format!("{against}: {}.", parts.join(", "))
     }
 }

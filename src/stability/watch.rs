@@ -71,6 +71,15 @@ impl Watched {
         self.last_ms = Some(reading.sampled_at_ms);
     }
 
+    /// The average power over the readings' span from the energy counter, watts: what the
+    /// card drew in all, not only at the instants it was read.
+    pub fn counter_power_w(&self) -> Option<f64> {
+        let (first_ms, last_ms) = (self.first_ms?, self.last_ms?);
+        let span_s = last_ms.saturating_sub(first_ms) as f64 / 1000.0;
+        let energy_j = self.energy_j?;
+        (span_s > 0.0).then(|| energy_j / span_s)
+    }
+
     /// Whether the card drew within 5 % of its limit at some reading.
     pub fn reached_power_limit(&self) -> bool {
         match (self.power_peak_w, self.power_limit_w) {

@@ -647,10 +647,10 @@ impl Engine {
             event.xid,
             event.meaning()
         );
-        self.events.push(EngineEvent::Critical { critical: event });
         let ids = self.sessions_on(index);
         if ids.is_empty() {
             self.notice(Some(index), Notice::Warning(format!("{what}.")));
+            self.events.push(EngineEvent::Critical { critical: event });
             return;
         }
         for id in ids {
@@ -683,6 +683,8 @@ impl Engine {
                 )),
             );
         }
+        // After the sessions' ends: a client that holds one hears it was put back first.
+        self.events.push(EngineEvent::Critical { critical: event });
     }
 
     /// Takes in settings read back from GPU `index` by the sampler, whose read began at
