@@ -5,18 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::trial::TrialRequest;
-use super::{ClientInfo, Engine, GpuChange, SessionPurpose, TrialStatus, TuneError, TuneErrorKind};
+use super::{
+    ClientInfo, Engine, GroupTrialRequest, SessionPurpose, TrialRequest, TrialStatus, TuneError,
+    TuneErrorKind,
+};
 use crate::tuning::in_force::Hold;
-
-/// What a trial over several GPUs asks for: each card's own settings (a power limit is in
-/// watts, so each card gets the same percentage of its own default from the client).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GroupTrialRequest {
-    pub changes: Vec<GpuChange>,
-    pub duration_s: u64,
-    pub baseline_s: u64,
-}
 
 impl Engine {
     /// Starts one trial session over every card of `request`, all or nothing: every value is

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::fans::FanFollower;
-use super::{Engine, Gpu, GpuInfo, Ownership, TuneError, TuneErrorKind};
+use super::state::{FanFollower, Gpu};
+use super::{Engine, GpuInfo, Ownership, TuneError, TuneErrorKind};
 use crate::device::worker::DeviceWorker;
 use crate::device::{Backend, BackendKind, CurrentSettings};
 use crate::notice::Notice;

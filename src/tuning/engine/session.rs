@@ -5,67 +5,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::trial::Trial;
+use super::state::{Session, SessionGpu, Trial};
 use super::{
     ClientId, ClientInfo, Engine, GpuApplied, GpuChange, Holder, Layer, RestoreMap, SessionId,
-    SessionPurpose, SessionReport, TuneError, TuneErrorKind,
+    SessionPurpose, SessionReport, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
 };
 use crate::device::Telemetry;
 use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
-use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::{Hold, describe_holds};
 use crate::tuning::stats::TrialStats;
 
 /// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
 /// every other one is dropped, so a week-long run costs the same memory as a day.
 const MOST_SESSION_SAMPLES: usize = 86_400;
-
-/// A session's part on one GPU.
-pub(super) struct SessionGpu {
-    /// The controls the session holds on the card: no other session changes them, and a
-    /// plain apply of them by another client is refused.
-    pub held: BTreeSet<Hold>,
-    /// What the session's unkept changes replaced.
-    pub restore: RestoreMap,
-    pub trial: Option<Trial>,
-    /// Readings since the session began.
-    pub during: Vec<Telemetry>,
-    /// The session follows a fan curve on this card.
-    pub follows_curve: bool,
-    /// The card's energy counter (mJ) when the session began: what it used since is the
-    /// session's energy (a run's, a sweep's).
-    pub energy_at_start_mj: Option<u64>,
-}
-
-pub(super) struct Session {
-    pub client: ClientInfo,
-    pub purpose: SessionPurpose,
-    pub started_at_ms: u64,
-    pub gpus: BTreeMap<u32, SessionGpu>,
-    /// The process the session's client started as its job, when it said.
-    pub job_pid: Option<u32>,
-}
-
-/// What a new session asks for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionRequest {
-    pub purpose: SessionPurpose,
-    /// Settings applied (temporarily) when the session starts.
-    pub changes: Vec<GpuChange>,
-    /// Fan curves followed while it lasts, per GPU UUID.
-    pub fan_curves: Vec<(String, FanCurve)>,
-    /// The job's process, when it already runs (a sweep's); see `Engine::set_session_job`.
-    #[serde(default)]
-    pub job_pid: Option<u32>,
-}
-
-/// A session that started.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionStarted {
-    pub session: SessionId,
-    pub applied: Vec<GpuApplied>,
-}
 
 impl Engine {
     /// Who holds GPU `index` through session `id`.

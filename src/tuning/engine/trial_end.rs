@@ -2,7 +2,7 @@
 //! for the trial), with the message its client is told; a trial over several GPUs ends on
 //! every card together.
 
-use super::trial::{Trial, ended_status};
+use super::state::{Trial, ended_status};
 use super::{Engine, EngineEvent, SessionId, SessionPurpose, TrialStatus};
 
 impl Engine {
