@@ -3,7 +3,7 @@
 //! back together — by the clock, by the client on any of them, by a GPU error on one of them,
 //! or when the client goes away.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{
     ClientInfo, Engine, GroupTrialRequest, SessionPurpose, TrialRequest, TrialStatus, TuneError,
@@ -70,7 +70,7 @@ impl Engine {
             trials.push((index, trial));
         }
         // Every card's baseline ends at the same moment, so they apply together.
-        let until = Instant::now() + Duration::from_millis(longest_missing_ms);
+        let until = self.clock.now() + Duration::from_millis(longest_missing_ms);
         for (index, mut trial) in trials {
             trial.measure_until(until);
             if let Some(part) = self.session_part_mut(id, index) {

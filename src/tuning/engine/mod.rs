@@ -27,14 +27,15 @@ mod trial_end;
 mod types;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use open::{EngineOptions, held_elsewhere, recorded_locks, restore_left_changes};
 pub use requests::*;
 pub use types::*;
 
+use crate::clock::Clock;
 use crate::device::gate::{ValidatedSetting, validate};
-use crate::device::sim::wall_clock_ms;
 use crate::device::worker::DeviceWorker;
 use crate::device::{BackendKind, DeviceError, Setting};
 use crate::notice::Notice;
@@ -74,6 +75,9 @@ pub struct Engine {
     next_session: SessionId,
     /// Events for the service to route; taken with [`Engine::take_events`].
     events: Vec<EngineEvent>,
+    /// Where the engine's time comes from: trials' deadlines, baselines, retries, and the
+    /// dates it records. The wall clock in the service; a manual clock in tests.
+    clock: Arc<dyn Clock>,
 }
 
 impl Engine {
@@ -203,6 +207,7 @@ impl Engine {
         let result = self.worker.call(&what, self.call_timeout, move |backend| {
             backend.apply(index, &setting)
         });
+        // Real time, not the engine's clock: the sampler stamps its reads with `Instant::now()`.
         self.gpu_mut(index).last_write = Some(Instant::now());
         match &result {
             Ok(()) => {
@@ -277,7 +282,7 @@ impl Engine {
             return;
         }
         self.gpu_mut(index).last_change = Some(ChangeNote {
-            at_ms: wall_clock_ms(),
+            at_ms: self.clock.now_ms(),
             by: by.to_string(),
             what,
         });

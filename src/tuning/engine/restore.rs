@@ -2,7 +2,6 @@
 //! journals a crashed or killed gputune left behind.
 
 use std::path::Path;
-use std::time::Instant;
 
 use serde::Deserialize;
 
@@ -146,7 +145,7 @@ impl Engine {
             return Ok(());
         }
         let map = self.gpu(index).unrestored.clone();
-        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+        self.gpu_mut(index).unrestored_tried = Some(self.clock.now());
         let report = self.restore_map(index, &map);
         self.keep_unrestored(index, &map, &report);
         if !report.restored.is_empty() {
@@ -193,13 +192,14 @@ impl Engine {
     /// (from `tick`), held cards included: what waits is the value their session expects back.
     /// An in-process engine does so only when it holds or can take the card's lock.
     pub(super) fn retry_unrestored(&mut self) {
+        let now = self.clock.now();
         for index in 0..self.gpus.len() as u32 {
             let gpu = self.gpu(index);
             let due = !gpu.unrestored.is_empty()
                 && gpu.lost.is_none()
-                && gpu
-                    .unrestored_tried
-                    .is_none_or(|tried| tried.elapsed() >= super::UNRESTORED_RETRY);
+                && gpu.unrestored_tried.is_none_or(|tried| {
+                    now.saturating_duration_since(tried) >= super::UNRESTORED_RETRY
+                });
             if !due {
                 continue;
             }
@@ -215,7 +215,7 @@ impl Engine {
                 .take_locks(index, "gputune (putting back a journal)", &holds)
                 .is_err()
             {
-                self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+                self.gpu_mut(index).unrestored_tried = Some(self.clock.now());
                 continue;
             }
             let _ = self.put_back_unrestored(index);
@@ -389,7 +389,7 @@ impl Engine {
             return None;
         }
         let report = self.restore_map(index, &attempted);
-        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+        self.gpu_mut(index).unrestored_tried = Some(self.clock.now());
         let kept = self.keep_unrestored(index, &attempted, &report);
         self.release_lock(index);
         self.announce(index);

@@ -11,7 +11,6 @@ use super::{
     SessionPurpose, SessionReport, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
 };
 use crate::device::Telemetry;
-use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
 use crate::tuning::in_force::{Hold, describe_holds};
 use crate::tuning::stats::TrialStats;
@@ -239,7 +238,7 @@ impl Engine {
             Session {
                 client: client.clone(),
                 purpose,
-                started_at_ms: wall_clock_ms(),
+                started_at_ms: self.clock.now_ms(),
                 gpus: parts
                     .iter()
                     .map(|(index, holds)| {

@@ -147,8 +147,14 @@ impl Trial {
         }
     }
 
-    pub fn status(&self, index: u32, session: SessionId, message: Option<String>) -> TrialStatus {
-        self.status_of(index, session, message, false)
+    pub fn status(
+        &self,
+        index: u32,
+        session: SessionId,
+        message: Option<String>,
+        now: Instant,
+    ) -> TrialStatus {
+        self.status_of(index, session, message, false, now)
     }
 
     pub(super) fn status_of(
@@ -157,8 +163,8 @@ impl Trial {
         session: SessionId,
         message: Option<String>,
         failed: bool,
+        now: Instant,
     ) -> TrialStatus {
-        let now = Instant::now();
         let left_s =
             |until: Instant| until.saturating_duration_since(now).as_secs_f64().ceil() as u64;
         TrialStatus {

@@ -3,7 +3,7 @@
 //! applies, counts down, and reports before / during numbers all along.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::state::{Phase, SessionGpu, Trial, ended_status};
 use super::{
@@ -12,7 +12,6 @@ use super::{
 };
 use crate::device::Telemetry;
 use crate::device::gate::ValidatedSetting;
-use crate::device::sim::wall_clock_ms;
 use crate::tuning::in_force::Hold;
 
 impl Engine {
@@ -123,7 +122,7 @@ impl Engine {
         settings: Vec<ValidatedSetting>,
         client: super::ClientId,
     ) -> (Trial, u64) {
-        let now_ms = wall_clock_ms();
+        let now_ms = self.clock.now_ms();
         let baseline_ms = request.baseline_s * 1000;
         let recent: Vec<Telemetry> = self
             .gpu(index)
@@ -146,7 +145,7 @@ impl Engine {
             settings,
             duration: Duration::from_secs(request.duration_s),
             phase: Phase::Measuring {
-                until: Instant::now() + Duration::from_millis(missing_ms),
+                until: self.clock.now() + Duration::from_millis(missing_ms),
             },
             baseline_from_ms: now_ms.saturating_sub(baseline_ms),
             baseline: recent,
@@ -235,7 +234,7 @@ impl Engine {
         part_trial(self, trial);
         // The trial's time runs from its first write: with a slow driver, the first setting
         // must not be held for the time it takes to write the others on top of the trial's.
-        let writing_from = Instant::now();
+        let writing_from = self.clock.now();
         let deadline = writing_from + duration;
         let result =
             self.write_temporary_until(index, &settings, &mut map, Layer::Trial, Some(deadline));
@@ -244,6 +243,7 @@ impl Engine {
             .get(&id)
             .map(|session| session.client.describe())
             .unwrap_or_default();
+        let (now_ms, now) = (self.clock.now_ms(), self.clock.now());
         let Some(trial) = self
             .session_part_mut(id, index)
             .and_then(|part| part.trial.as_mut())
@@ -253,10 +253,8 @@ impl Engine {
         trial.restore = map;
         match result {
             Ok(written) => {
-                let ends_at_ms = wall_clock_ms()
-                    + deadline
-                        .saturating_duration_since(Instant::now())
-                        .as_millis() as u64;
+                let ends_at_ms =
+                    now_ms + deadline.saturating_duration_since(now).as_millis() as u64;
                 trial.phase = Phase::Running {
                     deadline,
                     ends_at_ms,
@@ -303,7 +301,7 @@ impl Engine {
     /// to put back what the driver refused earlier.
     pub fn tick(&mut self) {
         self.retry_unrestored();
-        let now = Instant::now();
+        let now = self.clock.now();
         let due: Vec<(SessionId, u32, bool)> = self
             .sessions
             .iter()
@@ -359,7 +357,11 @@ impl Engine {
         message: Option<String>,
     ) -> Option<TrialStatus> {
         let part: &SessionGpu = self.sessions.get(&id)?.gpus.get(&index)?;
-        Some(part.trial.as_ref()?.status(index, id, message))
+        Some(
+            part.trial
+                .as_ref()?
+                .status(index, id, message, self.clock.now()),
+        )
     }
 
     fn send_trial(&mut self, id: SessionId, status: TrialStatus) {

@@ -87,7 +87,13 @@ impl Engine {
             incomplete = partly;
             message
         };
-        let status = trial.status_of(index, id, Some(message), could_not_start || incomplete);
+        let status = trial.status_of(
+            index,
+            id,
+            Some(message),
+            could_not_start || incomplete,
+            self.clock.now(),
+        );
         let client = self
             .sessions
             .get(&id)
@@ -135,7 +141,7 @@ impl Engine {
         message: String,
         failed: bool,
     ) {
-        let status = trial.status_of(index, id, Some(message), failed);
+        let status = trial.status_of(index, id, Some(message), failed, self.clock.now());
         if let Some(client) = trial.client {
             self.events.push(EngineEvent::Trial { client, status });
         }
