@@ -7,7 +7,47 @@
 //! goes away.
 //!
 //! The engine is single-threaded: the service's engine thread calls it, and it talks to the
-//! driver through a [`DeviceWorker`], where every call has a deadline.
+//! driver through a [`DeviceWorker`], where every call has a deadline. Its time comes from the
+//! [`Clock`] it is opened with (the wall clock in the service, a manual clock in tests).
+//!
+//! # Map: every way in, and where it is handled
+//!
+//! Requests come from clients through `service::routing` (`Router::answer`); events from the
+//! service's threads (`Router::handle`) or its loop (`service::run_engine`).
+//!
+//! | way in | method | file, then where it leads |
+//! |---|---|---|
+//! | plain apply (`apply`, `profile apply`) | `apply` | `apply.rs` (rollback on a refused write) |
+//! | start a session (`run`, sweep, window) | `start_session` | `session.rs` |
+//! | apply inside a session | `session_apply` | `session.rs` |
+//! | name a session's job | `set_session_job` | `job.rs` |
+//! | end a session (keep / put back) | `end_session` | `session_end.rs` → `end_session_now` → `restore.rs::restore_map` |
+//! | start a trial on one GPU | `start_trial` | `trial.rs` (baseline, then `apply_trial`) |
+//! | keep / revert a trial | `finish_trial` | `trial.rs` → `trial_end.rs::finish_trial_with` |
+//! | trial over several GPUs | `start_group_trial` | `group_trial.rs` (one session, ended together in `trial_end.rs`) |
+//! | follow a fan curve while connected (or stop) | `set_fan_curve` | `fan_curves.rs` |
+//! | keep / clear a curve with no client (daemon) | `keep_fan_curve` | `fan_curves.rs` |
+//! | boot defaults, at daemon start | `service::routing::apply_boot_defaults` | → `apply` + `keep_fan_curve` |
+//! | check a boot default before storing it | `check_settings`, `check_fan_curve` | `mod.rs`, `apply.rs` |
+//! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `trial.rs::trial_progress` |
+//! | settings read back by the sampler | `on_settings` | `card_events.rs` (a change nobody here made) |
+//! | critical error (Xid) | `on_critical_event` | `card_events.rs` → `session_end.rs::end_session_now` / `trial_end.rs::finish_trial_with` |
+//! | GPU lost (off the bus, driver gone) | `gpu_lost` (from `on_samples`; `write` marks it) | `card_events.rs` → as for an Xid |
+//! | client gone (closed window, killed `run`) | `client_gone` (from `Router::drop_client`) | `session_end.rs` → `end_session_now` → `restore.rs` |
+//! | time passing: baselines, deadlines, retries | `tick` (when `next_wakeup` says) | `trial.rs` → `apply_trial`, `trial_end.rs`, `restore.rs::retry_unrestored` |
+//! | start, with journals left behind | `Engine::open` | `open.rs` → `journals_left.rs::restore_pending` |
+//! | a gputune without the daemon, at start | `restore_left_changes` | `open.rs` → `Engine::open` |
+//! | the service stops | `shutdown` | `mod.rs` → `end_session_now` for every session |
+//!
+//! Shared by all of them: `mod.rs` (the `Engine`, writes through the gate, change notes),
+//! `apply.rs::write_temporary` (journal first, then write), `journal.rs` (a card's journal),
+//! `locks.rs` (cards' and controls' locks), `restore.rs` (put-backs and their retries).
+//!
+//! The files import in a line, never in a circle: `types.rs` (what crosses to clients) ←
+//! `requests.rs`, `state.rs` (what the engine keeps: `Gpu`, `Session`, `SessionGpu`, `Trial`,
+//! `FanFollower`) ← `mod.rs` (the `Engine`) ← the files above, which import from these and
+//! never from each other (one exception, one way: `journals_left.rs` uses two of
+//! `restore.rs`'s sentences). `mod.rs` names each file and re-exports what clients use.
 
 mod apply;
 mod card_events;
@@ -16,11 +56,13 @@ mod fan_safety_net;
 mod group_trial;
 mod job;
 mod journal;
+mod journals_left;
 mod locks;
 mod open;
 mod requests;
 mod restore;
 mod session;
+mod session_end;
 mod state;
 mod trial;
 mod trial_end;

@@ -1,6 +1,7 @@
-//! Trials: settings tried for a while and reverted unless kept, ended by the wall clock. A
-//! trial measures a baseline first (from the engine's recent history when it has one), then
-//! applies, counts down, and reports before / during numbers all along.
+//! Trials: settings tried for a while and reverted unless kept, ended by the engine's clock
+//! (`tick`). A trial measures a baseline first (from the engine's recent history when it has
+//! one), then applies, counts down, and reports before / during numbers all along. How a trial
+//! ends is `trial_end.rs`; its data (`Trial`, its phase) is in `state.rs`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
