@@ -42,14 +42,16 @@ pub(super) struct Gpu {
     pub recent: VecDeque<Telemetry>,
     pub fans: FanFollower,
     pub last_change: Option<ChangeNote>,
-    /// When the engine last wrote to the card: a settings read begun before that is stale.
+    /// When the engine last wrote to the card (real time, as the sampler stamps its reads): a
+    /// settings read begun before that is stale.
     pub last_write: Option<Instant>,
     /// The GPU fell off the bus or its driver stopped answering: nothing more is written.
     pub lost: Option<String>,
     /// What a put-back could not write (the driver refused it), each control's oldest value:
     /// kept in the card's journal and written before anything else is (see `restore.rs`).
     pub unrestored: RestoreMap,
-    /// When `unrestored` was last tried, for trying again every [`UNRESTORED_RETRY`].
+    /// When `unrestored` was last tried (the engine's clock), for trying again every
+    /// [`super::UNRESTORED_RETRY`].
     pub unrestored_tried: Option<Instant>,
     /// The last failure to put `unrestored` back that was said, so each is said once.
     pub unrestored_said: Option<String>,
@@ -92,7 +94,8 @@ pub(super) struct Session {
     pub job_pid: Option<u32>,
 }
 
-/// Where a trial is: measuring its baseline, or running until its deadline.
+/// Where a trial is: measuring its baseline, or running until its deadline (instants of the
+/// engine's clock; `ends_at_ms` the same moment as a date, for clients).
 pub(super) enum Phase {
     Measuring { until: Instant },
     Running { deadline: Instant, ends_at_ms: u64 },
