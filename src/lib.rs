@@ -2,6 +2,7 @@
 //! describes the rooms, the threads, the daemon's protocol and the safety rules.
 
 pub mod cli;
+pub mod clock;
 pub mod daemon;
 pub mod device;
 pub mod fsafe;

@@ -19,7 +19,7 @@ use gputune::telemetry::store::HistoryPage;
 use gputune::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
 
 fn now_ms() -> u64 {
-    gputune::device::sim::wall_clock_ms()
+    gputune::clock::wall_clock_ms()
 }
 
 fn client(daemon: &Daemon, machine: &FakeMachine) -> TuningClient {

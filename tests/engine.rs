@@ -1,20 +1,25 @@
 //! The tuning engine itself, driven the way the service drives it: the fan safety net, a fan
 //! write the driver refuses (said once, not retried in a loop), a plain apply rolled back when
 //! a later write fails, the window's trial inside its fan-curve session, a plain apply by the
-//! holder, holders named in refusals, and a client that goes away.
+//! holder, holders named in refusals, and a client that goes away. What it does as time
+//! passes (trials' countdowns, retries) is in `engine/by_the_clock.rs`, on a manual clock.
 
+#[path = "engine/by_the_clock.rs"]
+mod by_the_clock;
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::FakeMachine;
+use gputune::clock::{Clock, ManualClock, WallClock};
 use gputune::device::nvml::NvmlBackend;
-use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
+use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, FanMode, Setting};
 use gputune::notice::Notice;
 use gputune::tuning::engine::{
     ClientInfo, Engine, EngineEvent, EngineOptions, GpuChange, Ownership, SessionPurpose,
-    SessionRequest, TrialRequest, TuneErrorKind,
+    SessionRequest, TrialPhase, TrialRequest, TrialStatus, TuneErrorKind, UNRESTORED_RETRY,
 };
 use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
 use gputune::tuning::in_force::Hold;
@@ -52,8 +57,12 @@ fn simulated(load: LoadPattern) -> (Engine, SimBackend, ManualClock, tempfile::T
     );
     let sampler = backend.share();
     let folder = tempfile::tempdir().expect("a state folder");
-    let (engine, notices) = Engine::open(Box::new(backend), &options(&folder))
-        .unwrap_or_else(|error| panic!("{error}"));
+    let (engine, notices) = Engine::open(
+        Box::new(backend),
+        &options(&folder),
+        Arc::new(clock.clone()),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
     assert!(notices.is_empty());
     (engine, sampler, clock, folder)
 }
@@ -65,6 +74,11 @@ fn run_for(engine: &mut Engine, sampler: &mut SimBackend, clock: &ManualClock, s
         engine.on_samples(&[sampler.telemetry(0)]);
         engine.tick();
     }
+}
+
+/// Real time, for tests that do not wait for anything.
+fn wall() -> Arc<dyn Clock> {
+    Arc::new(WallClock)
 }
 
 fn notices(engine: &mut Engine) -> Vec<Notice> {
@@ -288,7 +302,7 @@ fn a_plain_apply_rolls_back_what_it_wrote_when_a_later_write_is_refused() {
     let folder = tempfile::tempdir().expect("a state folder");
     let backend =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder), wall())
         .unwrap_or_else(|error| panic!("{error}"));
     let uuid = engine.gpus()[0].identity.uuid.clone();
     // The driver stops accepting offsets after the engine read the card's constraints.
@@ -342,7 +356,7 @@ fn a_refused_fan_write_stops_the_curve_and_is_said_once() {
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
     let mut reader =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder), wall())
         .unwrap_or_else(|error| panic!("{error}"));
     let uuid = engine.gpus()[0].identity.uuid.clone();
     machine.set_shared_faults("no_permission");
@@ -461,7 +475,7 @@ fn a_trial_the_driver_refuses_changes_nothing_and_leaves_no_journal() {
     let folder = tempfile::tempdir().expect("a state folder");
     let backend =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder), wall())
         .unwrap_or_else(|error| panic!("{error}"));
     let uuid = engine.gpus()[0].identity.uuid.clone();
     machine.set_shared_faults("no_permission");
@@ -503,7 +517,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     let folder = tempfile::tempdir().expect("a state folder");
     let backend =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder))
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder), wall())
         .unwrap_or_else(|error| panic!("{error}"));
     let uuids: Vec<String> = engine
         .gpus()
@@ -658,7 +672,7 @@ fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
         ..options(&folder)
     };
     let (mut engine, _) =
-        Engine::open(Box::new(backend), &options).unwrap_or_else(|error| panic!("{error}"));
+        Engine::open(Box::new(backend), &options, wall()).unwrap_or_else(|error| panic!("{error}"));
     let uuid = engine.gpus()[0].identity.uuid.clone();
     let window = client(1, "the gputune window");
     let trial = |settings: Vec<Setting>| TrialRequest {
@@ -742,7 +756,7 @@ fn a_journal_value_the_card_can_never_take_is_said_and_does_not_block_the_card()
         .unwrap_or_else(|error| panic!("{error}"));
     let backend =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    let (mut engine, opened) = Engine::open(Box::new(backend), &options(&folder))
+    let (mut engine, opened) = Engine::open(Box::new(backend), &options(&folder), wall())
         .unwrap_or_else(|error| panic!("{error}"));
     let said: Vec<String> = opened
         .iter()

@@ -6,9 +6,11 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::FakeMachine;
+use gputune::clock::{ManualClock, wall_clock_ms};
 use gputune::device::Setting;
 use gputune::device::nvml::NvmlBackend;
 use gputune::tuning::engine::{
@@ -27,7 +29,10 @@ fn client(id: u64, label: &str) -> ClientInfo {
     }
 }
 
-fn engine(machine: &FakeMachine) -> (Engine, tempfile::TempDir) {
+/// An engine on the fake library whose time the test moves (`clock.advance_ms`): trials end
+/// when the test says, not after a sleep.
+fn engine(machine: &FakeMachine) -> (Engine, ManualClock, tempfile::TempDir) {
+    let clock = ManualClock::starting_at(wall_clock_ms());
     let folder = tempfile::tempdir().expect("a state folder");
     let backend =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
@@ -37,9 +42,9 @@ fn engine(machine: &FakeMachine) -> (Engine, tempfile::TempDir) {
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),
     };
-    let (engine, _) =
-        Engine::open(Box::new(backend), &options).unwrap_or_else(|error| panic!("{error}"));
-    (engine, folder)
+    let (engine, _) = Engine::open(Box::new(backend), &options, Arc::new(clock.clone()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    (engine, clock, folder)
 }
 
 /// A power limit of `watts` on each of `gpus`, tried for `duration_s`.
@@ -80,7 +85,7 @@ fn ended_gpus(endings: &[TrialStatus]) -> Vec<u32> {
 #[test]
 fn several_gpus_are_tried_in_one_session_and_put_back_together_when_time_is_up() {
     let machine = FakeMachine::new("8x-rtx4090", "");
-    let (mut engine, _folder) = engine(&machine);
+    let (mut engine, clock, _folder) = engine(&machine);
     let window = client(1, "the gputune window");
     let statuses = engine
         .start_group_trial(&window, &group(&engine, &[(0, 300), (1, 315), (2, 330)], 1))
@@ -112,7 +117,12 @@ fn several_gpus_are_tried_in_one_session_and_put_back_together_when_time_is_up()
             .is_some_and(|tuning| tuning.holders.is_empty())
     );
     let _ = engine.take_events();
-    std::thread::sleep(Duration::from_millis(1_100));
+    // A millisecond before the second is up nothing ends; at the second, every card does.
+    clock.advance_ms(999);
+    engine.tick();
+    assert!(endings(&mut engine).is_empty());
+    assert_eq!(machine.power_limit_mw(2), 330_000);
+    clock.advance_ms(1);
     engine.tick();
     let ended = endings(&mut engine);
     assert_eq!(ended_gpus(&ended), [0, 1, 2], "{ended:?}");
@@ -138,7 +148,7 @@ fn several_gpus_are_tried_in_one_session_and_put_back_together_when_time_is_up()
 #[test]
 fn keeping_or_reverting_on_one_card_ends_every_card_of_the_trial() {
     let machine = FakeMachine::new("8x-rtx4090", "");
-    let (mut engine, _folder) = engine(&machine);
+    let (mut engine, _clock, _folder) = engine(&machine);
     let window = client(1, "the gputune window");
     let uuid = |engine: &Engine, gpu: usize| engine.gpus()[gpu].identity.uuid.clone();
 
@@ -173,7 +183,7 @@ fn keeping_or_reverting_on_one_card_ends_every_card_of_the_trial() {
 #[test]
 fn a_write_refused_on_one_card_puts_every_card_back() {
     let machine = FakeMachine::new("8x-rtx4090", "");
-    let (mut engine, _folder) = engine(&machine);
+    let (mut engine, _clock, _folder) = engine(&machine);
     let window = client(1, "the gputune window");
     let mut request = group(&engine, &[(0, 300), (1, 300)], 600);
     // The fans turn out not to answer on the driver after gputune read the card's limits: the
@@ -204,7 +214,7 @@ fn a_write_refused_on_one_card_puts_every_card_back() {
 #[test]
 fn a_card_held_by_another_client_refuses_the_whole_trial_before_any_write() {
     let machine = FakeMachine::new("8x-rtx4090", "");
-    let (mut engine, _folder) = engine(&machine);
+    let (mut engine, _clock, _folder) = engine(&machine);
     let terminal = client(2, "gputune apply --try 600");
     engine
         .start_trial(

@@ -8,11 +8,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
+use gputune::clock::ManualClock;
 use gputune::device::gate::validate;
 use gputune::device::nvml::NvmlBackend;
-use gputune::device::sim::{
-    LoadPattern, ManualClock, SiliconMargin, SimBackend, SimOptions, SimScenario,
-};
+use gputune::device::sim::{LoadPattern, SiliconMargin, SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, CriticalEvent, EccCounts, Setting};
 
 const START_MS: u64 = 1_700_000_000_000;

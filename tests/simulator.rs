@@ -1,8 +1,9 @@
 //! The simulated RTX 4090 behaves like one: power limits, clock offsets, thermals, fans.
 //! Time comes from a manual clock, so hours of simulated time run in milliseconds.
 
+use gputune::clock::ManualClock;
 use gputune::device::gate::validate;
-use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
+use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, Setting, Telemetry, ThrottleReason};
 
 const START_MS: u64 = 1_700_000_000_000;

@@ -439,6 +439,7 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
             call_timeout: std::time::Duration::from_secs(30),
             owner_label: "the property test".to_string(),
         },
+        std::sync::Arc::new(gputune::clock::WallClock),
     )
     .unwrap_or_else(|error| panic!("{error}"));
     assert!(notices.is_empty(), "{notices:?}");

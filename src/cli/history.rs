@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 
 use crate::cli::connect::refusal;
+use crate::clock::wall_clock_ms;
 use crate::device::resolve_among;
-use crate::device::sim::wall_clock_ms;
 use crate::notice::Notice;
 use crate::service::client::{ClientError, SocketChoice, TuningClient, connect_daemon};
 use crate::service::history_pages::HistoryPages;

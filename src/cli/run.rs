@@ -155,7 +155,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     // A reading at each end, so the log and the energy span the whole command.
     watcher.wait_for_reading(&mut client, &mut messages);
     let started = Instant::now();
-    let started_ms = crate::device::sim::wall_clock_ms();
+    let started_ms = crate::clock::wall_clock_ms();
     let status = match spawn(args, run_as.as_ref(), &mut messages) {
         Some(child) => {
             if let Some(session) = session {

@@ -18,12 +18,12 @@ use nvml_wrapper::error::NvmlError;
 
 use super::gate::ValidatedSetting;
 use super::procfs::ProcReader;
-use super::sim::wall_clock_ms;
 use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
     FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, Reopener, Setting,
     Telemetry, ThrottleReasons,
 };
+use crate::clock::wall_clock_ms;
 
 /// An NVML device handle, kept between calls so each reading or write is one driver call,
 /// not two (with a slow driver, the second call was a second more).

@@ -91,7 +91,11 @@ impl Service {
     /// when it is the daemon, and starts the engine and sampler threads.
     pub fn start(opened: OpenedBackend, options: ServiceOptions) -> Result<Service, TuneError> {
         let reopener = opened.backend.reopener();
-        let (mut engine, mut notices) = Engine::open(opened.backend, &options.engine)?;
+        let (mut engine, mut notices) = Engine::open(
+            opened.backend,
+            &options.engine,
+            Arc::new(crate::clock::WallClock),
+        )?;
         if let Some(dir) = &options.boot_defaults_dir {
             notices.extend(routing::apply_boot_defaults(&mut engine, dir));
         }

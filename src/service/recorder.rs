@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::protocol::{Message, Response};
-use crate::device::sim::wall_clock_ms;
+use crate::clock::wall_clock_ms;
 use crate::fsafe::FileError;
 use crate::telemetry::history::HistoryRow;
 use crate::telemetry::store::{HistoryOptions, HistoryStore};

@@ -12,7 +12,7 @@ use super::protocol::{
 };
 use super::recorder::{Recorder, RecorderInput};
 use super::{DEFAULT_INTERVAL_MS, INTERVAL_RANGE_MS, Input};
-use crate::device::sim::wall_clock_ms;
+use crate::clock::wall_clock_ms;
 use crate::device::{DeviceError, Telemetry};
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;

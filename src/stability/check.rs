@@ -219,7 +219,7 @@ impl CardCheck {
             result,
             put_back: std::mem::take(&mut self.put_back),
             put_back_complete: self.put_back_complete,
-            ended_at_ms: crate::device::sim::wall_clock_ms(),
+            ended_at_ms: crate::clock::wall_clock_ms(),
             driver_version: self.gpu.identity.driver_version.clone(),
             gputune_version: env!("CARGO_PKG_VERSION").to_string(),
         });

@@ -599,7 +599,7 @@ impl Scan {
             result,
             put_back: Vec::new(),
             put_back_complete: true,
-            ended_at_ms: crate::device::sim::wall_clock_ms(),
+            ended_at_ms: crate::clock::wall_clock_ms(),
             driver_version: self.gpu.identity.driver_version.clone(),
             gputune_version: env!("CARGO_PKG_VERSION").to_string(),
         }

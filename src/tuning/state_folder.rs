@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::sim::wall_clock_ms;
+use crate::clock::wall_clock_ms;
 use crate::device::{BackendKind, Setting};
 use crate::fsafe::{self, FileError, Links};
 use crate::tuning::in_force::{Hold, LockRecord};

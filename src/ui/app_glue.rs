@@ -14,7 +14,7 @@ use super::plan::PlanAction;
 use super::profiles::ProfileAction;
 use super::stability_panel::StabilityAction;
 use super::sweep_panel::SweepAction;
-use crate::device::sim::wall_clock_ms;
+use crate::clock::wall_clock_ms;
 use crate::notice::Notice;
 use crate::service::client::TuningOptions;
 

@@ -240,7 +240,7 @@ fn run(
     }
     let mut history = welcome
         .daemon
-        .then(|| HistoryFetch::new(&welcome.gpus, crate::device::sim::wall_clock_ms()));
+        .then(|| HistoryFetch::new(&welcome.gpus, crate::clock::wall_clock_ms()));
     let mut sweeps: Vec<ActiveSweep> = Vec::new();
     let mut checks = StabilityRuns::default();
     loop {

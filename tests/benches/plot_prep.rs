@@ -11,8 +11,9 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use eframe::egui;
 use egui_plot::{Line, Plot};
+use gputune::clock::ManualClock;
 use gputune::device::Backend;
-use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
+use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::telemetry::decimate::{all_points, decimate};
 use gputune::telemetry::history::{DAY_AT_10_HZ, GpuHistory, Metric};
 

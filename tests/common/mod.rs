@@ -190,7 +190,7 @@ impl FakeMachine {
                     .expect("a known scenario"),
                 serde_json::from_value(serde_json::Value::String(self.load.to_string()))
                     .expect("a known load"),
-                gputune::device::sim::wall_clock_ms(),
+                gputune::clock::wall_clock_ms(),
             );
             nvidia_ml_fake::save_state(self.state_path(), &FakeState::new(machine))
                 .expect("the fake state is written");

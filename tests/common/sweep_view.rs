@@ -3,11 +3,10 @@
 //! progress a compute-bound job would print (its speed following the SM clock), all through
 //! the sweep's own measurement and objective code.
 
+use gputune::clock::{Clock, ManualClock};
 use gputune::device::Backend;
 use gputune::device::gate::validate;
-use gputune::device::sim::{
-    LoadPattern, ManualClock, SimBackend, SimClock, SimOptions, SimScenario,
-};
+use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
 use gputune::sweep::objective::{Objective, flag_noisy_steps, recommend_in};
 use gputune::sweep::plan::{SweepSpec, plan_steps};

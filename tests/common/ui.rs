@@ -2,10 +2,9 @@
 //! feeds it, for UI tests and screenshots.
 
 use egui_kittest::Harness;
+use gputune::clock::{Clock, ManualClock};
 use gputune::device::Backend;
-use gputune::device::sim::{
-    LoadPattern, ManualClock, SimBackend, SimClock, SimOptions, SimScenario,
-};
+use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::device::{BackendKind, DeviceError};
 use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 use gputune::tuning::in_force::SettingsInForce;

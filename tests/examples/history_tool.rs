@@ -63,7 +63,7 @@ fn fill(arguments: &[String]) -> Result<(), String> {
         keep_hours: hours,
     })
     .map_err(|error| error.to_string())?;
-    let now_s = gputune::device::sim::wall_clock_ms() / 1000;
+    let now_s = gputune::clock::wall_clock_ms() / 1000;
     let first_s = now_s - u64::from(hours) * 3_600;
     let started = Instant::now();
     for (gpu, uuid) in uuids.iter().enumerate() {

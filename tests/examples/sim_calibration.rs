@@ -1,8 +1,9 @@
 //! Prints the simulator's calibration tables for docs/simulator.md:
 //! `cargo run --example sim_calibration`.
 
+use gputune::clock::ManualClock;
 use gputune::device::gate::validate;
-use gputune::device::sim::{LoadPattern, ManualClock, SimBackend, SimOptions, SimScenario};
+use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::device::{Backend, Setting};
 
 /// Averages over one simulated minute after 30 minutes at the setting (power W, clock MHz, °C, fan %).

@@ -10,9 +10,7 @@ mod physics;
 mod processes;
 pub mod silicon;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +26,7 @@ use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
     FanMode, FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
 };
+use crate::clock::{Clock, WallClock};
 
 /// Which machine to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -66,58 +65,11 @@ pub struct SimOptions {
     pub load: LoadPattern,
 }
 
-/// Where simulated time comes from. Tests inject a manual clock to run hours in milliseconds.
-pub trait SimClock: Send + Sync {
-    /// Milliseconds since an arbitrary, fixed epoch; never goes backwards.
-    fn now_ms(&self) -> u64;
-}
-
-/// Real time: milliseconds since the Unix epoch.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WallClock;
-
-impl SimClock for WallClock {
-    fn now_ms(&self) -> u64 {
-        wall_clock_ms()
-    }
-}
-
-/// Milliseconds since the Unix epoch (0 if the system clock is before 1970).
-pub fn wall_clock_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as u64)
-}
-
-/// A clock that moves only when told to. Clones share the same time.
-#[derive(Debug, Clone, Default)]
-pub struct ManualClock {
-    now_ms: Arc<AtomicU64>,
-}
-
-impl ManualClock {
-    pub fn starting_at(now_ms: u64) -> ManualClock {
-        ManualClock {
-            now_ms: Arc::new(AtomicU64::new(now_ms)),
-        }
-    }
-
-    pub fn advance_ms(&self, elapsed_ms: u64) {
-        self.now_ms.fetch_add(elapsed_ms, Ordering::SeqCst);
-    }
-}
-
-impl SimClock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        self.now_ms.load(Ordering::SeqCst)
-    }
-}
-
 /// The simulator as a `Backend`. Handles made by [`Backend::reopener`] share one machine, as
 /// two NVML handles share one card.
 pub struct SimBackend {
     machine: Arc<Mutex<SimMachine>>,
-    clock: Arc<dyn SimClock>,
+    clock: Arc<dyn Clock>,
     /// Per GPU, the Xids this handle has reported (or found when it began watching).
     xids_seen: Option<Vec<u64>>,
 }
@@ -129,7 +81,7 @@ impl SimBackend {
     }
 
     /// A simulated machine on the given clock.
-    pub fn with_clock(options: &SimOptions, clock: Box<dyn SimClock>) -> SimBackend {
+    pub fn with_clock(options: &SimOptions, clock: Box<dyn Clock>) -> SimBackend {
         let machine = SimMachine::new(options.scenario, options.load, clock.now_ms());
         SimBackend {
             machine: Arc::new(Mutex::new(machine)),

@@ -147,7 +147,7 @@ impl Engine {
     ) -> Result<Vec<Setting>, (Vec<Setting>, TuneError)> {
         let mut written = Vec::new();
         for (position, setting) in settings.iter().enumerate() {
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            if deadline.is_some_and(|deadline| self.clock.now() >= deadline) {
                 let message = format!(
                     "GPU {index}'s driver answers too slowly: the time ran out after {position} of {} settings were written.",
                     settings.len()

@@ -3,20 +3,13 @@
 //! back together — by the clock, by the client on any of them, by a GPU error on one of them,
 //! or when the client goes away.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::trial::TrialRequest;
-use super::{ClientInfo, Engine, GpuChange, SessionPurpose, TrialStatus, TuneError, TuneErrorKind};
+use super::{
+    ClientInfo, Engine, GroupTrialRequest, SessionPurpose, TrialRequest, TrialStatus, TuneError,
+    TuneErrorKind,
+};
 use crate::tuning::in_force::Hold;
-
-/// What a trial over several GPUs asks for: each card's own settings (a power limit is in
-/// watts, so each card gets the same percentage of its own default from the client).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GroupTrialRequest {
-    pub changes: Vec<GpuChange>,
-    pub duration_s: u64,
-    pub baseline_s: u64,
-}
 
 impl Engine {
     /// Starts one trial session over every card of `request`, all or nothing: every value is
@@ -77,7 +70,7 @@ impl Engine {
             trials.push((index, trial));
         }
         // Every card's baseline ends at the same moment, so they apply together.
-        let until = Instant::now() + Duration::from_millis(longest_missing_ms);
+        let until = self.clock.now() + Duration::from_millis(longest_missing_ms);
         for (index, mut trial) in trials {
             trial.measure_until(until);
             if let Some(part) = self.session_part_mut(id, index) {

@@ -2,10 +2,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::fans::FanFollower;
-use super::{Engine, Gpu, GpuInfo, Ownership, TuneError, TuneErrorKind};
+use super::state::{FanFollower, Gpu};
+use super::{Engine, GpuInfo, Ownership, TuneError, TuneErrorKind};
+use crate::clock::Clock;
 use crate::device::worker::DeviceWorker;
 use crate::device::{Backend, BackendKind, CurrentSettings};
 use crate::notice::Notice;
@@ -28,10 +30,12 @@ pub struct EngineOptions {
 impl Engine {
     /// Opens the engine on `backend`: reads every GPU, takes the locks (the daemon holds them
     /// all), and restores what journals left by a gputune that ended badly say. The notices say
-    /// what was restored or could not be.
+    /// what was restored or could not be. Trials end, baselines and retries wait, and changes
+    /// are dated by `clock` (the service passes the wall clock; tests a manual one).
     pub fn open(
         backend: Box<dyn Backend>,
         options: &EngineOptions,
+        clock: Arc<dyn Clock>,
     ) -> Result<(Engine, Vec<Notice>), TuneError> {
         let mut folder = StateFolder::open(&options.state_dir).map_err(|error| {
             TuneError::new(
@@ -102,6 +106,7 @@ impl Engine {
             sessions: BTreeMap::new(),
             next_session: 1,
             events: Vec::new(),
+            clock,
         };
         if options.ownership == Ownership::Daemon {
             for index in 0..count {
@@ -213,7 +218,7 @@ pub fn restore_left_changes(options: &crate::device::BackendOptions) -> Vec<Noti
         call_timeout: crate::device::worker::call_timeout_from_env(),
         owner_label: format!("gputune (pid {}, restoring)", std::process::id()),
     };
-    match Engine::open(opened.backend, &options) {
+    match Engine::open(opened.backend, &options, Arc::new(crate::clock::WallClock)) {
         Ok((_, notices)) => notices,
         Err(error) => vec![Notice::Error(error.message)],
     }

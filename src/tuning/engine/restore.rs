@@ -1,15 +1,11 @@
-//! Putting cards back: the settings a session, a trial or a failed apply recorded, and the
-//! journals a crashed or killed gputune left behind.
+//! Putting cards back: the settings a session, a trial or a failed apply recorded; what the
+//! driver refused to take back waits in the card's journal and is tried again (before any new
+//! write, and every `UNRESTORED_RETRY` from `tick`). Journals left by a gputune that ended
+//! badly are read in `journals_left.rs`.
 
-use std::path::Path;
-use std::time::Instant;
-
-use serde::Deserialize;
-
-use super::{Engine, GpuRestored, Ownership, RestoreMap, TuneError, TuneErrorKind};
+use super::{Engine, GpuRestored, RestoreMap, TuneError, TuneErrorKind};
+use crate::device::Setting;
 use crate::device::gate::validate;
-use crate::device::{BackendKind, Setting};
-use crate::fsafe::{self, Links};
 use crate::notice::Notice;
 use crate::tuning::in_force::{Control, Hold};
 
@@ -20,28 +16,6 @@ pub(super) fn retry_sentence() -> String {
         super::UNRESTORED_RETRY.as_secs()
     )
 }
-
-/// The single journal of gputune 0.1 (`journal.json`, all GPUs in one file).
-#[derive(Debug, Deserialize)]
-struct LegacyJournal {
-    backend: BackendKind,
-    #[serde(default)]
-    owner: Option<LegacyOwner>,
-    gpus: Vec<LegacyEntry>,
-}
-
-#[derive(Debug, Deserialize)]
-struct LegacyOwner {
-    pid: u32,
-}
-
-#[derive(Debug, Deserialize)]
-struct LegacyEntry {
-    uuid: String,
-    restore: Vec<Setting>,
-}
-
-const LEGACY_JOURNAL: &str = "journal.json";
 
 impl Engine {
     /// Writes the settings of `map` to GPU `index` (each through the gate), in control order.
@@ -146,7 +120,7 @@ impl Engine {
             return Ok(());
         }
         let map = self.gpu(index).unrestored.clone();
-        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+        self.gpu_mut(index).unrestored_tried = Some(self.clock.now());
         let report = self.restore_map(index, &map);
         self.keep_unrestored(index, &map, &report);
         if !report.restored.is_empty() {
@@ -193,13 +167,14 @@ impl Engine {
     /// (from `tick`), held cards included: what waits is the value their session expects back.
     /// An in-process engine does so only when it holds or can take the card's lock.
     pub(super) fn retry_unrestored(&mut self) {
+        let now = self.clock.now();
         for index in 0..self.gpus.len() as u32 {
             let gpu = self.gpu(index);
             let due = !gpu.unrestored.is_empty()
                 && gpu.lost.is_none()
-                && gpu
-                    .unrestored_tried
-                    .is_none_or(|tried| tried.elapsed() >= super::UNRESTORED_RETRY);
+                && gpu.unrestored_tried.is_none_or(|tried| {
+                    now.saturating_duration_since(tried) >= super::UNRESTORED_RETRY
+                });
             if !due {
                 continue;
             }
@@ -215,7 +190,7 @@ impl Engine {
                 .take_locks(index, "gputune (putting back a journal)", &holds)
                 .is_err()
             {
-                self.gpu_mut(index).unrestored_tried = Some(Instant::now());
+                self.gpu_mut(index).unrestored_tried = Some(self.clock.now());
                 continue;
             }
             let _ = self.put_back_unrestored(index);
@@ -223,246 +198,7 @@ impl Engine {
             self.announce(index);
         }
     }
-
-    /// An in-process engine that just took the locks of `holds` on GPU `index`: the journal's
-    /// entries for those controls are what a gputune that ended (or this engine, earlier)
-    /// could not put back, and wait in `unrestored` to be written first. Entries for other
-    /// controls belong to the processes that hold them.
-    pub(super) fn take_in_journal(&mut self, index: u32, holds: &[Hold]) {
-        // A simulated card lives in this process only: another process's journal is not its.
-        if self.ownership != Ownership::InProcess || self.backend_kind == BackendKind::Sim {
-            return;
-        }
-        let uuid = self.gpu(index).info.identity.uuid.clone();
-        let mine = |control: &Control| holds.contains(&control.hold());
-        self.gpu_mut(index)
-            .unrestored
-            .retain(|control, _| !mine(control));
-        let journal = match self.folder.read_journal(&uuid) {
-            Ok(Some(journal)) if journal.backend == self.backend_kind => journal,
-            Ok(_) => return,
-            Err(problem) => {
-                self.notice(Some(index), Notice::Warning(problem.message));
-                return;
-            }
-        };
-        let waiting: RestoreMap = journal
-            .restore
-            .iter()
-            .filter(|setting| !self.is_phantom(index, setting))
-            .map(|setting| (Control::of(setting), (*setting, true)))
-            .filter(|(control, _)| mine(control))
-            .collect();
-        if waiting.is_empty() {
-            return;
-        }
-        let gpu = self.gpu_mut(index);
-        gpu.unrestored.extend(waiting);
-        gpu.unrestored_tried = None;
-    }
-
-    /// Whether GPU `index` already runs `setting`, as read back from the card: a journal entry
-    /// that asks for it has nothing to put back. Only controls NVML reads count (a clock lock
-    /// is only what gputune recorded, so its entry is always written).
-    fn is_phantom(&self, index: u32, setting: &Setting) -> bool {
-        let readable = !matches!(
-            Control::of(setting),
-            Control::GpuClockLock | Control::MemoryClockLock
-        );
-        readable && self.gpu(index).in_force.matches(setting)
-    }
-
-    /// Restores what journals in the state folder say a gputune that ended badly left on the
-    /// cards. A journal whose card is held by a live process is left to it; a damaged one is
-    /// set aside and reported.
-    pub(super) fn restore_pending(&mut self) -> Vec<Notice> {
-        let mut notices = Vec::new();
-        self.restore_legacy(&mut notices);
-        for uuid in self.folder.journal_uuids() {
-            let journal = match self.folder.read_journal(&uuid) {
-                Ok(Some(journal)) => journal,
-                Ok(None) => continue,
-                Err(problem) => {
-                    notices.push(Notice::Warning(problem.message));
-                    continue;
-                }
-            };
-            if journal.backend == BackendKind::Sim {
-                // A simulated card ended with its process: there is nothing left to put back.
-                if self.backend_kind == BackendKind::Sim || journal.backend != self.backend_kind {
-                    let _ = self
-                        .folder
-                        .write_journal(&crate::tuning::state_folder::GpuJournal {
-                            restore: Vec::new(),
-                            ..journal
-                        });
-                }
-                continue;
-            }
-            if journal.backend != self.backend_kind {
-                continue;
-            }
-            let Ok(index) = self.index_of(&journal.uuid) else {
-                notices.push(Notice::Warning(format!(
-                    "A journal of settings to put back waits for GPU {}, which is not present now; it is kept for when the card is back.",
-                    crate::text::printable(&journal.uuid)
-                )));
-                continue;
-            };
-            if let Some(notice) = self.restore_journal(index, &journal.restore, &journal.by, true) {
-                notices.push(notice);
-            }
-        }
-        notices
-    }
-
-    /// Restores one GPU from a journal's list, if its lock can be had; what the driver refuses
-    /// waits in `unrestored` (and the journal).
-    fn restore_journal(
-        &mut self,
-        index: u32,
-        restore: &[Setting],
-        by: &str,
-        from_gpu_journal: bool,
-    ) -> Option<Notice> {
-        let mut restore = restore.to_vec();
-        if self.ownership == Ownership::InProcess {
-            let uuid = self.gpu(index).info.identity.uuid.clone();
-            let by = "gputune (restoring a journal)";
-            // Each control whose lock can be had: a live process holding another puts that one
-            // back itself.
-            let holds: std::collections::BTreeSet<Hold> = restore.iter().map(Hold::of).collect();
-            let mut locked = std::collections::BTreeSet::new();
-            for hold in holds {
-                let one = [hold].into();
-                match self.take_locks(index, by, &one) {
-                    Ok(()) => {
-                        locked.insert(hold);
-                    }
-                    Err(error) if error.kind == TuneErrorKind::Held => {}
-                    Err(error) => {
-                        self.release_lock(index);
-                        return Some(Notice::Warning(error.message));
-                    }
-                }
-            }
-            // Reread: its owner may have finished between our listing and our lock.
-            if from_gpu_journal {
-                restore = match self.folder.read_journal(&uuid) {
-                    Ok(Some(journal)) => journal.restore,
-                    _ => Vec::new(),
-                };
-            }
-            restore.retain(|setting| locked.contains(&Hold::of(setting)));
-            if restore.is_empty() {
-                self.gpu_mut(index)
-                    .unrestored
-                    .retain(|control, _| !locked.contains(&control.hold()));
-                self.release_lock(index);
-                return None;
-            }
-        }
-        // An entry the card already runs is a phantom (its write never happened, or another
-        // program put it back): nothing to write, nothing to announce, and it leaves the journal.
-        let (phantoms, restore): (Vec<Setting>, Vec<Setting>) = restore
-            .iter()
-            .partition(|setting| self.is_phantom(index, setting));
-        if !phantoms.is_empty() {
-            tracing::info!(
-                "GPU {index} already runs {}: nothing to put back for it.",
-                crate::tuning::describe_all(&phantoms)
-            );
-            let gone: Vec<Control> = phantoms.iter().map(Control::of).collect();
-            self.gpu_mut(index)
-                .unrestored
-                .retain(|control, _| !gone.contains(control));
-        }
-        let attempted: RestoreMap = restore
-            .iter()
-            .map(|setting| (Control::of(setting), (*setting, true)))
-            .collect();
-        if attempted.is_empty() {
-            if let Err(error) = self.write_journal(index, None) {
-                tracing::error!("{error}");
-            }
-            self.release_lock(index);
-            return None;
-        }
-        let report = self.restore_map(index, &attempted);
-        self.gpu_mut(index).unrestored_tried = Some(Instant::now());
-        let kept = self.keep_unrestored(index, &attempted, &report);
-        self.release_lock(index);
-        self.announce(index);
-        let by = crate::text::printable(by);
-        Some(if report.is_complete() {
-            Notice::Info(format!(
-                "Restored the settings {by} left changed on GPU {index} ({}).",
-                crate::tuning::describe_all(&report.restored)
-            ))
-        } else {
-            let kept = if kept {
-                retry_sentence()
-            } else {
-                format!(
-                    "Its journal could not be kept either: check GPU {index} with `gputune status`."
-                )
-            };
-            self.gpu_mut(index).unrestored_said = Some(describe_left(&report));
-            Notice::Error(format!(
-                "Could not put back everything {by} left changed on GPU {index} ({}). {kept}",
-                describe_left(&report)
-            ))
-        })
-    }
-
-    /// The one-file journal of gputune 0.1: restored once, then removed.
-    fn restore_legacy(&mut self, notices: &mut Vec<Notice>) {
-        let path = self.folder.dir().join(LEGACY_JOURNAL);
-        let Some(journal) = read_legacy(&path, notices) else {
-            return;
-        };
-        if journal.owner.as_ref().is_some_and(|owner| {
-            owner.pid != std::process::id() && Path::new(&format!("/proc/{}", owner.pid)).exists()
-        }) {
-            return;
-        }
-        if journal.backend == self.backend_kind || journal.backend == BackendKind::Sim {
-            if journal.backend == self.backend_kind && journal.backend != BackendKind::Sim {
-                for entry in &journal.gpus {
-                    if let Ok(index) = self.index_of(&entry.uuid)
-                        && let Some(notice) =
-                            self.restore_journal(index, &entry.restore, "an older gputune", false)
-                    {
-                        notices.push(notice);
-                    }
-                }
-            }
-            let _ = std::fs::remove_file(&path);
-        }
-    }
 }
-
-fn read_legacy(path: &Path, notices: &mut Vec<Notice>) -> Option<LegacyJournal> {
-    let bytes = match fsafe::read_limited(path, 64 * 1024, Links::Refuse) {
-        Ok(bytes) => bytes,
-        Err(error) if error.is_not_found() => return None,
-        Err(error) => {
-            notices.push(Notice::Warning(format!("{error} It was left as it is.")));
-            return None;
-        }
-    };
-    match serde_json::from_slice(&bytes) {
-        Ok(journal) => Some(journal),
-        Err(error) => {
-            notices.push(Notice::Warning(format!(
-                "The old journal {} is damaged ({error}); it was left as it is: check your GPUs' settings with `gputune status`, then delete it.",
-                path.display()
-            )));
-            None
-        }
-    }
-}
-
 /// "fan 0 at 80 %: the driver refused (…); the power limit …": what was left, and why.
 pub(super) fn describe_left(report: &GpuRestored) -> String {
     report

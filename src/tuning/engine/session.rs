@@ -2,70 +2,22 @@
 //! its cards, changes them temporarily, and puts back exactly what was there when it ends, is
 //! stopped, or its client goes away. One session per control at a time: sessions holding
 //! different controls of one card (a power-limit trial beside a fan curve) go on together.
+//! Starting and changing sessions is here; ending them (and a client going away) is in
+//! `session_end.rs`; their data (`Session`, `SessionGpu`) is in `state.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::trial::Trial;
+use super::state::{Session, SessionGpu, Trial};
 use super::{
     ClientId, ClientInfo, Engine, GpuApplied, GpuChange, Holder, Layer, RestoreMap, SessionId,
-    SessionPurpose, SessionReport, TuneError, TuneErrorKind,
+    SessionPurpose, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
 };
 use crate::device::Telemetry;
-use crate::device::sim::wall_clock_ms;
-use crate::notice::Notice;
-use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::{Hold, describe_holds};
-use crate::tuning::stats::TrialStats;
 
 /// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
 /// every other one is dropped, so a week-long run costs the same memory as a day.
 const MOST_SESSION_SAMPLES: usize = 86_400;
-
-/// A session's part on one GPU.
-pub(super) struct SessionGpu {
-    /// The controls the session holds on the card: no other session changes them, and a
-    /// plain apply of them by another client is refused.
-    pub held: BTreeSet<Hold>,
-    /// What the session's unkept changes replaced.
-    pub restore: RestoreMap,
-    pub trial: Option<Trial>,
-    /// Readings since the session began.
-    pub during: Vec<Telemetry>,
-    /// The session follows a fan curve on this card.
-    pub follows_curve: bool,
-    /// The card's energy counter (mJ) when the session began: what it used since is the
-    /// session's energy (a run's, a sweep's).
-    pub energy_at_start_mj: Option<u64>,
-}
-
-pub(super) struct Session {
-    pub client: ClientInfo,
-    pub purpose: SessionPurpose,
-    pub started_at_ms: u64,
-    pub gpus: BTreeMap<u32, SessionGpu>,
-    /// The process the session's client started as its job, when it said.
-    pub job_pid: Option<u32>,
-}
-
-/// What a new session asks for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionRequest {
-    pub purpose: SessionPurpose,
-    /// Settings applied (temporarily) when the session starts.
-    pub changes: Vec<GpuChange>,
-    /// Fan curves followed while it lasts, per GPU UUID.
-    pub fan_curves: Vec<(String, FanCurve)>,
-    /// The job's process, when it already runs (a sweep's); see `Engine::set_session_job`.
-    #[serde(default)]
-    pub job_pid: Option<u32>,
-}
-
-/// A session that started.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionStarted {
-    pub session: SessionId,
-    pub applied: Vec<GpuApplied>,
-}
 
 impl Engine {
     /// Who holds GPU `index` through session `id`.
@@ -286,7 +238,7 @@ impl Engine {
             Session {
                 client: client.clone(),
                 purpose,
-                started_at_ms: wall_clock_ms(),
+                started_at_ms: self.clock.now_ms(),
                 gpus: parts
                     .iter()
                     .map(|(index, holds)| {
@@ -433,127 +385,6 @@ impl Engine {
                 TuneErrorKind::NotFound,
                 format!("There is no session {id} (it may have ended already)."),
             )),
-        }
-    }
-
-    /// Ends the client's session `id`: keeps its changes, or puts everything back.
-    pub fn end_session(
-        &mut self,
-        client: &ClientInfo,
-        id: SessionId,
-        keep: bool,
-    ) -> Result<SessionReport, TuneError> {
-        self.own_session(client, id)?;
-        let message = if keep {
-            "Kept the settings on"
-        } else {
-            "Put back"
-        };
-        Ok(self.end_session_now(id, keep, message))
-    }
-
-    /// A client disconnected (or was killed): its sessions end and their cards go back.
-    pub fn client_gone(&mut self, client: ClientId) {
-        let ids: Vec<SessionId> = self
-            .sessions
-            .iter()
-            .filter(|(_, session)| session.client.id == client)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            let by = self
-                .sessions
-                .get(&id)
-                .map(|session| session.client.describe())
-                .unwrap_or_default();
-            let report = self.end_session_now(id, false, "Put back");
-            let gpus: Vec<String> = report
-                .restored
-                .iter()
-                .map(|gpu| format!("GPU {}", gpu.gpu_index))
-                .collect();
-            let notice = if report.is_complete() {
-                Notice::Info(format!(
-                    "{by} went away during {}; its changes on {} were put back.",
-                    report.purpose.describe(),
-                    gpus.join(", ")
-                ))
-            } else {
-                Notice::Error(format!(
-                    "{by} went away during {}, and not everything on {} could be put back: {}",
-                    report.purpose.describe(),
-                    gpus.join(", "),
-                    super::report_lines(&report).join(" ")
-                ))
-            };
-            self.notice(report.restored.first().map(|gpu| gpu.gpu_index), notice);
-        }
-    }
-
-    /// Ends session `id` now (nothing checked): its trials, its curves, its changes.
-    pub(super) fn end_session_now(
-        &mut self,
-        id: SessionId,
-        keep: bool,
-        message: &str,
-    ) -> SessionReport {
-        let Some(session) = self.sessions.remove(&id) else {
-            return SessionReport {
-                session: id,
-                purpose: SessionPurpose::Trial,
-                kept: keep,
-                restored: Vec::new(),
-                stats: Vec::new(),
-                message: format!("There is no session {id}."),
-                critical_event: None,
-            };
-        };
-        let by = session.client.describe();
-        let mut restored = Vec::new();
-        let mut stats = Vec::new();
-        for (index, part) in session.gpus {
-            if part.follows_curve {
-                let fans = &mut self.gpu_mut(index).fans;
-                fans.curve = None;
-                fans.target_pct = None;
-            }
-            // Oldest value wins: the session's own record, then its trial's, then what an
-            // earlier put-back in it could not write (tried again now). Kept: nothing.
-            let mut map = RestoreMap::new();
-            if !keep {
-                map = part.restore;
-                let trial = part.trial.as_ref().map(|trial| &trial.restore);
-                for (control, value) in trial
-                    .into_iter()
-                    .flatten()
-                    .chain(&self.gpu(index).unrestored)
-                {
-                    map.entry(*control).or_insert(*value);
-                }
-            }
-            // The session is gone before the restore's writes, so they journal nothing new.
-            let report = self.restore_map(index, &map);
-            self.keep_unrestored(index, &map, &report);
-            if !report.restored.is_empty() {
-                self.note_change(
-                    index,
-                    &by,
-                    format!("put back {}", crate::tuning::describe_all(&report.restored)),
-                );
-            }
-            self.release_lock(index);
-            self.announce(index);
-            stats.push((index, TrialStats::from_samples(&part.during)));
-            restored.push(report);
-        }
-        SessionReport {
-            session: id,
-            purpose: session.purpose,
-            kept: keep,
-            restored,
-            stats,
-            message: message.to_string(),
-            critical_event: None,
         }
     }
 

@@ -1,126 +1,19 @@
-//! Trials: settings tried for a while and reverted unless kept, ended by the wall clock. A
-//! trial measures a baseline first (from the engine's recent history when it has one), then
-//! applies, counts down, and reports before / during numbers all along.
+//! Trials: settings tried for a while and reverted unless kept, ended by the engine's clock
+//! (`tick`). A trial measures a baseline first (from the engine's recent history when it has
+//! one), then applies, counts down, and reports before / during numbers all along. How a trial
+//! ends is `trial_end.rs`; its data (`Trial`, its phase) is in `state.rs`.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::session::SessionGpu;
+use super::state::{Phase, SessionGpu, Trial, ended_status};
 use super::{
-    ClientInfo, Engine, EngineEvent, Layer, RestoreMap, SessionId, SessionPurpose, TrialPhase,
-    TrialStatus, TuneError, TuneErrorKind,
+    ClientInfo, Engine, EngineEvent, LONGEST_BASELINE_S, LONGEST_TRIAL_S, Layer, RestoreMap,
+    SessionId, SessionPurpose, TrialRequest, TrialStatus, TuneError, TuneErrorKind,
 };
 use crate::device::Telemetry;
 use crate::device::gate::ValidatedSetting;
-use crate::device::sim::wall_clock_ms;
 use crate::tuning::in_force::Hold;
-use crate::tuning::stats::TrialStats;
-
-/// The longest trial: a day. Longer is a setting to apply, not to try.
-pub const LONGEST_TRIAL_S: u64 = 86_400;
-/// The longest baseline a trial waits for.
-pub const LONGEST_BASELINE_S: u64 = 600;
-
-enum Phase {
-    Measuring { until: Instant },
-    Running { deadline: Instant, ends_at_ms: u64 },
-}
-
-/// A trial on one GPU, inside a session.
-pub(super) struct Trial {
-    pub(super) what: String,
-    settings: Vec<ValidatedSetting>,
-    duration: Duration,
-    phase: Phase,
-    /// When the baseline began (wall clock), to see whether a setting changed within it.
-    baseline_from_ms: u64,
-    baseline: Vec<Telemetry>,
-    during: Vec<Telemetry>,
-    /// What the trial's changes replaced.
-    pub restore: RestoreMap,
-    baseline_warning: Option<String>,
-    /// The client that started it, to tell after its session is gone.
-    pub(super) client: Option<super::ClientId>,
-}
-
-impl Trial {
-    /// When the engine must look at the trial next.
-    pub fn wakeup(&self) -> Instant {
-        match self.phase {
-            Phase::Measuring { until } => until,
-            Phase::Running { deadline, .. } => deadline,
-        }
-    }
-
-    /// Makes a measuring trial wait until `until` (a group's trials apply together).
-    pub fn measure_until(&mut self, until: Instant) {
-        if let Phase::Measuring { until: own } = &mut self.phase {
-            *own = until;
-        }
-    }
-
-    /// When it reverts, once it runs.
-    pub fn ends_at_ms(&self) -> Option<u64> {
-        match self.phase {
-            Phase::Running { ends_at_ms, .. } => Some(ends_at_ms),
-            Phase::Measuring { .. } => None,
-        }
-    }
-
-    /// Files a reading under the baseline or the trial.
-    pub fn observe(&mut self, reading: &Telemetry) {
-        match self.phase {
-            Phase::Measuring { .. } => self.baseline.push(reading.clone()),
-            Phase::Running { .. } => self.during.push(reading.clone()),
-        }
-    }
-
-    fn status(&self, index: u32, session: SessionId, message: Option<String>) -> TrialStatus {
-        self.status_of(index, session, message, false)
-    }
-
-    pub(super) fn status_of(
-        &self,
-        index: u32,
-        session: SessionId,
-        message: Option<String>,
-        failed: bool,
-    ) -> TrialStatus {
-        let now = Instant::now();
-        let left_s =
-            |until: Instant| until.saturating_duration_since(now).as_secs_f64().ceil() as u64;
-        TrialStatus {
-            gpu_index: index,
-            session,
-            what: self.what.clone(),
-            phase: match (&message, &self.phase) {
-                (Some(_), _) => TrialPhase::Ended,
-                (None, Phase::Measuring { until }) => TrialPhase::Measuring {
-                    left_s: left_s(*until),
-                },
-                (None, Phase::Running { deadline, .. }) => TrialPhase::Running {
-                    left_s: left_s(*deadline),
-                },
-            },
-            baseline: TrialStats::from_samples(&self.baseline),
-            during: TrialStats::from_samples(&self.during),
-            baseline_warning: self.baseline_warning.clone(),
-            message,
-            failed,
-        }
-    }
-}
-
-/// What a trial asks for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TrialRequest {
-    pub gpu_uuid: String,
-    pub settings: Vec<crate::device::Setting>,
-    pub duration_s: u64,
-    /// Seconds of "before" numbers: taken from the recent past when the engine has them,
-    /// else measured before anything is applied.
-    pub baseline_s: u64,
-}
 
 impl Engine {
     /// Starts a trial on one GPU, in a new trial session that holds the controls it tries:
@@ -230,7 +123,7 @@ impl Engine {
         settings: Vec<ValidatedSetting>,
         client: super::ClientId,
     ) -> (Trial, u64) {
-        let now_ms = wall_clock_ms();
+        let now_ms = self.clock.now_ms();
         let baseline_ms = request.baseline_s * 1000;
         let recent: Vec<Telemetry> = self
             .gpu(index)
@@ -253,7 +146,7 @@ impl Engine {
             settings,
             duration: Duration::from_secs(request.duration_s),
             phase: Phase::Measuring {
-                until: Instant::now() + Duration::from_millis(missing_ms),
+                until: self.clock.now() + Duration::from_millis(missing_ms),
             },
             baseline_from_ms: now_ms.saturating_sub(baseline_ms),
             baseline: recent,
@@ -342,7 +235,7 @@ impl Engine {
         part_trial(self, trial);
         // The trial's time runs from its first write: with a slow driver, the first setting
         // must not be held for the time it takes to write the others on top of the trial's.
-        let writing_from = Instant::now();
+        let writing_from = self.clock.now();
         let deadline = writing_from + duration;
         let result =
             self.write_temporary_until(index, &settings, &mut map, Layer::Trial, Some(deadline));
@@ -351,6 +244,7 @@ impl Engine {
             .get(&id)
             .map(|session| session.client.describe())
             .unwrap_or_default();
+        let (now_ms, now) = (self.clock.now_ms(), self.clock.now());
         let Some(trial) = self
             .session_part_mut(id, index)
             .and_then(|part| part.trial.as_mut())
@@ -360,10 +254,8 @@ impl Engine {
         trial.restore = map;
         match result {
             Ok(written) => {
-                let ends_at_ms = wall_clock_ms()
-                    + deadline
-                        .saturating_duration_since(Instant::now())
-                        .as_millis() as u64;
+                let ends_at_ms =
+                    now_ms + deadline.saturating_duration_since(now).as_millis() as u64;
                 trial.phase = Phase::Running {
                     deadline,
                     ends_at_ms,
@@ -410,7 +302,7 @@ impl Engine {
     /// to put back what the driver refused earlier.
     pub fn tick(&mut self) {
         self.retry_unrestored();
-        let now = Instant::now();
+        let now = self.clock.now();
         let due: Vec<(SessionId, u32, bool)> = self
             .sessions
             .iter()
@@ -466,7 +358,11 @@ impl Engine {
         message: Option<String>,
     ) -> Option<TrialStatus> {
         let part: &SessionGpu = self.sessions.get(&id)?.gpus.get(&index)?;
-        Some(part.trial.as_ref()?.status(index, id, message))
+        Some(
+            part.trial
+                .as_ref()?
+                .status(index, id, message, self.clock.now()),
+        )
     }
 
     fn send_trial(&mut self, id: SessionId, status: TrialStatus) {
@@ -476,19 +372,5 @@ impl Engine {
                 status,
             });
         }
-    }
-}
-
-pub(super) fn ended_status(index: u32, session: SessionId, message: &str) -> TrialStatus {
-    TrialStatus {
-        gpu_index: index,
-        session,
-        what: String::new(),
-        phase: TrialPhase::Ended,
-        baseline: TrialStats::default(),
-        during: TrialStats::default(),
-        baseline_warning: None,
-        message: Some(message.to_string()),
-        failed: true,
     }
 }

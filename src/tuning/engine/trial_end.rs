@@ -2,7 +2,7 @@
 //! for the trial), with the message its client is told; a trial over several GPUs ends on
 //! every card together.
 
-use super::trial::{Trial, ended_status};
+use super::state::{Trial, ended_status};
 use super::{Engine, EngineEvent, SessionId, SessionPurpose, TrialStatus};
 
 impl Engine {
@@ -87,7 +87,13 @@ impl Engine {
             incomplete = partly;
             message
         };
-        let status = trial.status_of(index, id, Some(message), could_not_start || incomplete);
+        let status = trial.status_of(
+            index,
+            id,
+            Some(message),
+            could_not_start || incomplete,
+            self.clock.now(),
+        );
         let client = self
             .sessions
             .get(&id)
@@ -135,7 +141,7 @@ impl Engine {
         message: String,
         failed: bool,
     ) {
-        let status = trial.status_of(index, id, Some(message), failed);
+        let status = trial.status_of(index, id, Some(message), failed, self.clock.now());
         if let Some(client) = trial.client {
             self.events.push(EngineEvent::Trial { client, status });
         }

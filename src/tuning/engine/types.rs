@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{CriticalEvent, DeviceError, Setting};
+use crate::device::{Constraints, CriticalEvent, DeviceError, GpuIdentity, Setting};
 use crate::notice::Notice;
 use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::{Hold, SettingsInForce};
@@ -342,4 +342,11 @@ pub enum EngineEvent {
         gpu_index: Option<u32>,
         notice: Notice,
     },
+}
+
+/// A GPU as the engine found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub identity: GpuIdentity,
+    pub constraints: Constraints,
 }

@@ -47,7 +47,7 @@ fn update_processes(path: &Path, change: impl FnOnce(&mut Vec<FakeProcess>)) -> 
     let mut state = match std::fs::read(path) {
         Ok(bytes) => parse_state(&bytes).map_err(|error| format!("{}: {error}", path.display()))?,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            crate::state::FakeState::from_env(gputune::device::sim::wall_clock_ms())?
+            crate::state::FakeState::from_env(gputune::clock::wall_clock_ms())?
         }
         Err(error) => return Err(format!("reading {}: {error}", path.display())),
     };
