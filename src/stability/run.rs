@@ -442,6 +442,11 @@ impl CheckRun {
             else {
                 return;
             };
+            // Once every part has run, the check ends on time, even mid-round.
+            if self.rounds_done > 0 && self.elapsed_s() >= self.options.duration_s {
+                self.finish(Ending::Completed);
+                return;
+            }
             let Some(part) = self.parts.get(part_index).copied() else {
                 self.end_round();
                 if !matches!(self.state, State::Running { .. }) {
