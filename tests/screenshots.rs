@@ -151,6 +151,55 @@ fn screenshots() {
         render(sweep, [1280.0, 720.0], name);
     }
 
+    // "Check stability": a scan's result and a check found unstable, from real runs on the
+    // fake library (tests/data/stability/).
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/stability");
+    let read = |name: &str| {
+        std::fs::read_to_string(data.join(name)).unwrap_or_else(|error| panic!("{name}: {error}"))
+    };
+    let scan: gputune::stability::scan::ScanOutcome =
+        serde_json::from_str(&read("scan-rtx4090.json")).expect("the scan's outcome reads");
+    let checks: Vec<gputune::stability::report::CheckReport> =
+        serde_json::from_str(&read("check-unstable-rtx4090.json")).expect("the check reads");
+    let views = [
+        (
+            "tune-stability-scan-rtx4090.png",
+            gputune::ui::link_stability::StabilityView {
+                gpu_index: 0,
+                scanning: true,
+                running: false,
+                progress: None,
+                scan_progress: None,
+                scan_steps: scan.steps.clone(),
+                report: None,
+                scan_outcome: Some(scan),
+            },
+        ),
+        (
+            "tune-stability-unstable-rtx4090.png",
+            gputune::ui::link_stability::StabilityView {
+                gpu_index: 0,
+                scanning: false,
+                running: false,
+                progress: None,
+                scan_progress: None,
+                scan_steps: Vec::new(),
+                report: checks.into_iter().next(),
+                scan_outcome: None,
+            },
+        ),
+    ];
+    for (name, view) in views {
+        let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+        state.tab = gputune::ui::app::Tab::Tune;
+        state.tune_view = gputune::ui::app::TuneView::Stability;
+        state.apply(
+            gputune::ui::link::LinkEvent::Stability(Box::new(view)),
+            common::ui::START_MS,
+        );
+        render(state, [1280.0, 720.0], name);
+    }
+
     let mut profiles = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     profiles.tab = gputune::ui::app::Tab::Profiles;
     let Some(mut quiet) = gputune::ui::profiles::profile_from_card(

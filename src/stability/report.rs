@@ -61,6 +61,25 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// "GEMM 175.2 TFLOP/s (bf16, fp32 accumulate), VRAM 931 GiB/s written and read back
+    /// (simulated)", with what was measured; None before any GEMM ran.
+    pub fn rates(&self) -> Option<String> {
+        let tflops = self.gemm_tflops?;
+        let vram = self
+            .vram_gib_per_s
+            .map(|gib_s| format!(", VRAM {gib_s:.0} GiB/s written and read back"))
+            .unwrap_or_default();
+        let runtime = self
+            .result
+            .prepared
+            .as_ref()
+            .map(|prepared| format!(" ({})", prepared.runtime))
+            .unwrap_or_default();
+        Some(format!(
+            "GEMM {tflops:.1} TFLOP/s (bf16, fp32 accumulate){vram}{runtime}."
+        ))
+    }
+
     /// The verdict sentence: "Stable for 10 min at +150 MHz offset / 2520 MHz lock: 0 wrong of
     /// 3.1 × 10¹² checked results, 20.1 GiB of VRAM read back 240 times, no Xid; 2415–2745 MHz,
     /// 71 °C peak, …" or "Unstable after 3 min 12 s at …: 14 wrong GEMM results at 2745 MHz;

@@ -698,7 +698,9 @@ pub fn savings(against: &str, stock: &ScanStep, step: &ScanStep) -> String {
             change(before, after)
         ));
     }
-    if let (Some(before), Some(after)) = (stock.clock_max_mhz, step.clock_max_mhz) {
+    if let (Some(before), Some(after)) = (stock.clock_max_mhz, step.clock_max_mhz)
+        && before != after
+    {
         parts.push(format!("peak clock {before} to {after} MHz"));
     }
     if parts.is_empty() {
