@@ -237,16 +237,8 @@ fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
             report.gpu_name,
             report.sentence()
         )?;
-        if let (Some(tflops), Some(gib_s)) = (report.gemm_tflops, report.vram_gib_per_s) {
-            writeln!(
-                stdout,
-                "  GEMM {tflops:.1} TFLOP/s (bf16, fp32 accumulate), VRAM {gib_s:.0} GiB/s written and read back; {}",
-                report
-                    .result
-                    .prepared
-                    .as_ref()
-                    .map_or_else(String::new, |prepared| prepared.runtime.clone())
-            )?;
+        if let Some(rates) = report.rates() {
+            writeln!(stdout, "  {rates}")?;
         }
     }
     Ok(())

@@ -354,15 +354,8 @@ fn report_ui(ui: &mut egui::Ui, report: &CheckReport) {
         Verdict::Stopped | Verdict::NotRun => ui.visuals().weak_text_color(),
     };
     ui.label(RichText::new(report.sentence()).strong().color(color));
-    if let (Some(tflops), Some(gib_s)) = (report.gemm_tflops, report.vram_gib_per_s) {
-        ui.label(format!(
-            "GEMM {tflops:.1} TFLOP/s, VRAM {gib_s:.0} GiB/s written and read back ({}).",
-            report
-                .result
-                .prepared
-                .as_ref()
-                .map_or("", |prepared| prepared.runtime.as_str())
-        ));
+    if let Some(rates) = report.rates() {
+        ui.label(rates);
     }
     for line in &report.put_back {
         ui.label(RichText::new(line).weak());
