@@ -310,3 +310,25 @@ fn the_scanner_stops_within_a_step_of_the_simulated_margin_and_confirms_a_stable
     assert_eq!(settings.gpu_clock_offset_mhz, 0, "{stderr}");
     assert_eq!(settings.gpu_locked_clocks, None, "{stderr}");
 }
+
+#[test]
+fn a_setting_changed_by_another_program_during_a_check_is_named_in_its_verdict() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let mut running = spawn_piped(machine.command(&["stability", "--duration-s", "120", "--json"]));
+    running.wait_for_line("Ctrl-C stops it");
+    // Past this card's margin at its unlocked clock, short of an Xid.
+    let applied = machine.gputune(&["apply", "--gpu-clock-offset", "150"]);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    let (status, stdout, stderr) = running.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let reports: Value = serde_json::from_str(&stdout).expect("JSON");
+    let report = &reports[0];
+    assert_eq!(report["verdict"], "unstable", "{report}");
+    assert_eq!(
+        report["settings"],
+        "+150 MHz offset (changed during the check by another program, from stock settings)"
+    );
+    assert_eq!(report["put_back"].as_array().map(Vec::len), Some(0));
+    // The check changed nothing: the setting another program made stays.
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 150);
+}

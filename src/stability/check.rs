@@ -39,6 +39,9 @@ pub struct CheckProgress {
 pub struct CardCheck {
     gpu: GpuInfo,
     settings_text: String,
+    /// Without a session another program may change the card's settings meanwhile: what it
+    /// runs now, when that differs from what it ran at the start.
+    settings_now: Option<String>,
     options: CheckOptions,
     session: Option<SessionId>,
     run: CheckRun,
@@ -114,6 +117,7 @@ impl CardCheck {
         run.take_settings(SettingsSeen::of(&in_force));
         Ok(CardCheck {
             settings_text: describe_settings(&in_force, gpu.constraints.power_limit_default_mw),
+            settings_now: None,
             gpu: gpu.clone(),
             options,
             session,
@@ -141,6 +145,15 @@ impl CardCheck {
             Event::Engine { event } => match event.as_ref() {
                 EngineEvent::Tuning { tuning } if tuning.gpu_index == index => {
                     self.run.take_settings(SettingsSeen::of(&tuning.in_force));
+                    // A session's settings are the check's own (nobody else may change
+                    // them, and its put-back is not what was checked).
+                    if self.session.is_none() && self.run.result().is_none() {
+                        let now = describe_settings(
+                            &tuning.in_force,
+                            self.gpu.constraints.power_limit_default_mw,
+                        );
+                        self.settings_now = (now != self.settings_text).then_some(now);
+                    }
                 }
                 EngineEvent::Critical { critical } if critical.gpu_index == index => {
                     self.run.take_critical_event(*critical);
@@ -209,7 +222,13 @@ impl CardCheck {
             gpu_index: self.gpu.identity.index,
             gpu_uuid: self.gpu.identity.uuid.clone(),
             gpu_name: self.gpu.identity.name.clone(),
-            settings: self.settings_text.clone(),
+            settings: match &self.settings_now {
+                Some(now) => format!(
+                    "{now} (changed during the check by another program, from {})",
+                    self.settings_text
+                ),
+                None => self.settings_text.clone(),
+            },
             pattern: self.options.shape,
             duration_asked_s: self.options.duration_s,
             verdict,

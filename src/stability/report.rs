@@ -122,7 +122,9 @@ impl CheckReport {
     }
 
     fn put_back_note(&self) -> String {
-        if self.put_back.is_empty() {
+        if self.put_back.is_empty() && self.settings != "stock settings" {
+            "; the check changed nothing, so the card still runs these settings.".to_string()
+        } else if self.put_back.is_empty() {
             ".".to_string()
         } else if self.put_back_complete {
             "; put back.".to_string()
