@@ -56,6 +56,7 @@ fn view() -> StabilityView {
         progress: None,
         scan_progress: None,
         scan_steps: Vec::new(),
+        scan_stock: None,
         report: None,
         scan_outcome: None,
     }

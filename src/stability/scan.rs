@@ -366,6 +366,11 @@ impl Scan {
         &self.steps
     }
 
+    /// The stock step, once measured.
+    pub fn stock(&self) -> Option<&ScanStep> {
+        self.stock.as_ref()
+    }
+
     /// Moves the scan on; its outcome once it has ended and the card is back.
     pub fn tick(&mut self, client: &mut TuningClient) -> Option<&ScanOutcome> {
         if self.outcome.is_some() {
@@ -388,7 +393,7 @@ impl Scan {
         }
         if let Some(reason) = self.stop_reason.clone() {
             self.record(&result);
-            return self.finish(client, format!("The scan was stopped ({reason})."));
+            return self.finish(client, format!("The scan ended early: {reason}."));
         }
         if let Ending::NotRun { reason } = &result.ending {
             return self.finish(client, format!("The scan could not run: {reason}"));

@@ -54,6 +54,9 @@ pub struct StabilityView {
     /// A scan's live line ("step +45 MHz: 12 s of 60 s").
     pub scan_progress: Option<String>,
     pub scan_steps: Vec<ScanStep>,
+    /// A scan's stock step, once measured.
+    #[serde(default)]
+    pub scan_stock: Option<ScanStep>,
     pub report: Option<CheckReport>,
     pub scan_outcome: Option<ScanOutcome>,
 }
@@ -185,6 +188,7 @@ fn view_of(run: &Running) -> StabilityView {
             progress: Some(check.progress()),
             scan_progress: None,
             scan_steps: Vec::new(),
+            scan_stock: None,
             report: check.report().cloned(),
             scan_outcome: None,
         },
@@ -195,6 +199,7 @@ fn view_of(run: &Running) -> StabilityView {
             progress: None,
             scan_progress: Some(scan.progress()),
             scan_steps: scan.steps().to_vec(),
+            scan_stock: scan.stock().cloned(),
             report: None,
             scan_outcome: scan.outcome().cloned(),
         },

@@ -273,7 +273,7 @@ impl StabilityPanel {
         let stock = view
             .scan_outcome
             .as_ref()
-            .and_then(|outcome| outcome.stock.as_ref());
+            .map_or(view.scan_stock.as_ref(), |outcome| outcome.stock.as_ref());
         if !steps.is_empty() || stock.is_some() {
             steps_grid(ui, view.gpu_index, stock, steps);
         }
