@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod device;
 pub mod fsafe;
 pub mod join;
+pub mod link;
 pub mod measure_job;
 pub mod metrics;
 pub mod notice;

@@ -639,7 +639,7 @@ fn a_user_without_rights_may_read_but_not_write() {
 
 /// The window, fed by its link the way the app feeds it, until `done` says so.
 fn window_until(
-    link: &gputune::ui::link::Link,
+    link: &gputune::link::Link,
     state: &mut gputune::ui::app::AppState,
     done: impl Fn(&gputune::ui::app::AppState) -> bool,
 ) {
@@ -702,9 +702,8 @@ fn the_window_shows_a_change_another_process_made() {
     assert_eq!(daemon.stop(), Some(0));
 
     // Without a daemon: the window's own engine reads the card back and sees the change.
-    let link =
-        gputune::ui::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
-            .expect("the link starts");
+    let link = gputune::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
+        .expect("the link starts");
     let mut state = AppState::new(
         Model::with_history_capacity(100),
         RememberedState::default(),

@@ -91,8 +91,8 @@ fn a_kept_curve_outlives_its_client_and_holds_only_the_fans() {
 
 #[test]
 fn the_windows_curve_through_the_daemon_outlives_the_window() {
+    use gputune::link::{LinkCommand, LinkEvent, TuneCommand};
     use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
-    use gputune::ui::link::{LinkCommand, LinkEvent, TuneCommand};
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
     let (link, _state) = daemon.open_window(&machine, 10);

@@ -14,8 +14,8 @@ use gputune::device::sim::{
     LoadPattern, SIM_FIRST_PID, SIM_USER, SimBackend, SimOptions, SimScenario,
 };
 use gputune::device::{Backend, GpuProcess, ProcessKind};
+use gputune::link::{Link, LinkEvent};
 use gputune::service::client::SocketChoice;
-use gputune::ui::link::{Link, LinkEvent};
 use serde_json::Value;
 
 const MIB: u64 = 1 << 20;

@@ -13,9 +13,9 @@ use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::spawn_piped;
 use common::{FakeMachine, text};
 use gputune::device::sim::SimSettings;
+use gputune::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use gputune::service::client::SocketChoice;
 use gputune::tuning::fan_curve::FanCurve;
-use gputune::ui::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 
 /// A profile "Everything": every control otherwise, and a fan curve at full speed.
 fn write_profile(machine: &FakeMachine) {

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use gputune::cli::connect::TuningOptions;
 use gputune::device::sim::{LoadPattern, SimOptions, SimScenario};
 use gputune::device::{BackendChoice, BackendKind, BackendOptions, DeviceError};
+use gputune::link::{Link, LinkEvent};
 use gputune::service::client::SocketChoice;
-use gputune::ui::link::{Link, LinkEvent};
 
 /// Collects events until `done` says so; gives up (and fails) after a generous deadline, which
 /// only matters if the thread is broken.

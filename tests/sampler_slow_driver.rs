@@ -7,9 +7,9 @@ mod common;
 use common::FakeMachine;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+use gputune::link::Link;
 use gputune::service::client::SocketChoice;
 use gputune::ui::app::{AppState, RememberedState};
-use gputune::ui::link::Link;
 use gputune::ui::model::Model;
 
 #[test]

@@ -142,7 +142,7 @@ fn screenshots() {
             elapsed_s,
         );
         sweep.apply(
-            gputune::ui::link::LinkEvent::Sweep {
+            gputune::link::LinkEvent::Sweep {
                 view: Box::new(view),
                 notes: Vec::new(),
             },

@@ -9,8 +9,8 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::DeviceError;
 use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::link::LinkEvent;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
-use gputune::ui::link::LinkEvent;
 use gputune::ui::model::Model;
 use gputune::ui::widgets::time_axis::TimeWindow;
 
@@ -65,7 +65,7 @@ fn eight_gpus_fit_at_1120x720_and_1280x720_in_four_columns_with_no_row_cut() {
 #[test]
 fn box_totals_on_an_eight_gpu_box_and_none_on_one_gpu() {
     let state = training(SimScenario::EightRtx4090);
-    let expected = gputune::ui::box_totals::box_totals(&state.model.gpus);
+    let expected = gputune::ui::monitor::box_totals::box_totals(&state.model.gpus);
     let Some(totals) = expected else {
         panic!("an eight-GPU box has totals")
     };
@@ -582,7 +582,7 @@ fn hovering_a_card_in_the_overview_says_it_opens_the_graphs() {
     }
     assert!(
         harness
-            .query_all_by_label(gputune::ui::overview::CARD_HINT)
+            .query_all_by_label(gputune::ui::monitor::overview::CARD_HINT)
             .next()
             .is_some(),
         "the hint shows over the card"

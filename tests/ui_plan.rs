@@ -346,7 +346,7 @@ fn planner_screenshot_of_a_setup_that_needs_changes() {
 /// loads; the model is named after its config, not the snapshot folder it sits in.
 #[test]
 fn without_a_file_dialog_the_tab_says_so_and_loads_a_typed_path() {
-    use gputune::ui::plan_files;
+    use gputune::ui::plan;
     let mut harness = harness();
     harness
         .get_by_label("Open config.json or .safetensors…")
@@ -359,7 +359,7 @@ fn without_a_file_dialog_the_tab_says_so_and_loads_a_typed_path() {
             .contains(&AppCommand::Plan(PlanAction::OpenModelFile))
     );
     // What the app does when the dialog gives no file.
-    plan_files::model_file_picked(&mut harness.state_mut().state.plan, None);
+    plan::files::model_file_picked(&mut harness.state_mut().state.plan, None);
     harness.run();
     harness.get_by_label_contains("No file was chosen. If no file dialog opened");
 
@@ -388,7 +388,7 @@ fn without_a_file_dialog_the_tab_says_so_and_loads_a_typed_path() {
             _ => None,
         });
     assert_eq!(asked.as_deref(), Some(typed.as_str()));
-    plan_files::load_typed_model_path(&mut harness.state_mut().state.plan, &typed);
+    plan::files::load_typed_model_path(&mut harness.state_mut().state.plan, &typed);
     harness.run();
     assert_eq!(
         harness.state().state.plan.model.name,
@@ -411,7 +411,7 @@ fn without_a_file_dialog_the_tab_says_so_and_loads_a_typed_path() {
 
     // A path that is not a model: the reason, in the tab.
     let missing = root.path().join("nothing-here.json");
-    plan_files::load_typed_model_path(
+    plan::files::load_typed_model_path(
         &mut harness.state_mut().state.plan,
         &missing.display().to_string(),
     );

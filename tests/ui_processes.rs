@@ -10,9 +10,9 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SIM_FIRST_PID, SimScenario};
 use gputune::device::{GpuProcess, ProcessKind, Telemetry};
+use gputune::link::LinkEvent;
 use gputune::tuning::engine::{Holder, SessionPurpose};
 use gputune::ui::app::AppState;
-use gputune::ui::link::LinkEvent;
 
 /// VRAM the simulated training worker holds: the load's use above the idle card's.
 const SIM_WORKER_MIB: u64 = 21_870 - 420;

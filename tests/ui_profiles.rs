@@ -183,9 +183,9 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
 #[test]
 fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
     use gputune::device::Setting;
+    use gputune::link::LinkEvent;
     use gputune::notice::Notice;
     use gputune::tuning::engine::{GpuApplied, TuneError, TuneErrorKind};
-    use gputune::ui::link::LinkEvent;
     let mut harness = harness();
     // What the app does on "Apply quiet-70": says it is applying, and waits for the answer.
     {

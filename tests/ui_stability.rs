@@ -9,6 +9,8 @@ use common::ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::link::LinkEvent;
+use gputune::link::stability::{StabilityKind, StabilityView};
 use gputune::stability::check::CheckProgress;
 use gputune::stability::compute::{Checked, Prepared};
 use gputune::stability::plan::LoadShape;
@@ -17,9 +19,7 @@ use gputune::stability::run::{Ending, Finding, RunResult, Tally};
 use gputune::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
 use gputune::stability::watch::Watched;
 use gputune::ui::app::{AppCommand, Tab, TuneView};
-use gputune::ui::link::LinkEvent;
-use gputune::ui::link_stability::{StabilityKind, StabilityView};
-use gputune::ui::stability_panel::StabilityAction;
+use gputune::ui::tune::stability_panel::StabilityAction;
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);

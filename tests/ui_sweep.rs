@@ -10,12 +10,12 @@ use common::ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::link::LinkEvent;
 use gputune::sweep::objective::Objective;
 use gputune::sweep::plan::SweepSpec;
 use gputune::tuning::engine::{Holder, SessionPurpose};
 use gputune::ui::app::{AppCommand, Tab, TuneView};
-use gputune::ui::link::LinkEvent;
-use gputune::ui::sweep_panel::SweepAction;
+use gputune::ui::tune::sweep_panel::SweepAction;
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);

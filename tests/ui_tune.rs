@@ -9,12 +9,12 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::link::{LinkEvent, TuneCommand};
 use gputune::notice::Notice;
 use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose, TrialPhase, TrialStatus};
 use gputune::tuning::fan_curve::FanCurve;
 use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
-use gputune::ui::link::{LinkEvent, TuneCommand};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);

@@ -5,16 +5,17 @@
 use eframe::egui;
 use serde::{Deserialize, Serialize};
 
-use super::link::{LinkEvent, TuneCommand};
 use super::model::{Connection, Model};
+use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
-use super::overview::overview_ui;
 use super::plan::{PlanAction, PlanPanel};
 use super::profiles::{ProfileAction, ProfilesPanel};
-use super::stability_panel::{StabilityAction, StabilityPanel};
-use super::sweep_panel::{SweepAction, SweepPanel};
+use super::style::ERROR_TEXT;
 use super::tune::TunePanel;
-use super::widgets::banner::{ERROR_TEXT, connection_banner};
+use super::tune::stability_panel::{StabilityAction, StabilityPanel};
+use super::tune::sweep_panel::{SweepAction, SweepPanel};
+use super::widgets::banner::connection_banner;
+use crate::link::{LinkEvent, TuneCommand};
 use crate::notice::Notice;
 use crate::service::INTERVAL_RANGE_MS;
 use eframe::egui::RichText;
@@ -284,7 +285,7 @@ impl AppState {
                 .model
                 .gpus
                 .iter()
-                .map(super::overview::card_title)
+                .map(super::widgets::gpu_switcher::card_title)
                 .collect();
             let all_label = format!("All {} GPUs", names.len());
             let all = offer_all && self.tune_all;
@@ -313,7 +314,7 @@ impl AppState {
                 .labelled_by(label.id);
         } else if let Some(gpu) = self.model.gpus.first() {
             ui.label(
-                RichText::new(super::overview::card_title(gpu))
+                RichText::new(super::widgets::gpu_switcher::card_title(gpu))
                     .strong()
                     .size(15.0),
             );

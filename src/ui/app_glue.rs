@@ -8,13 +8,13 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use eframe::egui;
 
 use super::app::{AppCommand, AppState, RememberedState, STORAGE_KEY};
-use super::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use super::model::Model;
 use super::plan::PlanAction;
 use super::profiles::ProfileAction;
-use super::stability_panel::StabilityAction;
-use super::sweep_panel::SweepAction;
+use super::tune::stability_panel::StabilityAction;
+use super::tune::sweep_panel::SweepAction;
 use crate::clock::wall_clock_ms;
+use crate::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use crate::notice::Notice;
 use crate::service::client::TuningOptions;
 
@@ -27,7 +27,7 @@ pub struct GpuTuneApp {
     state: AppState,
     export_results: (Sender<ExportResult>, Receiver<ExportResult>),
     /// The Plan tab's "Measure my job".
-    measure: super::plan_measure::MeasureRunner,
+    measure: super::plan::measure_runner::MeasureRunner,
 }
 
 impl GpuTuneApp {
@@ -49,7 +49,7 @@ impl GpuTuneApp {
         let pacer = std::sync::Mutex::new(super::repaint::RepaintPacer::new(
             super::repaint::MIN_FRAME_INTERVAL,
         ));
-        let measure = super::plan_measure::MeasureRunner::new(options.backend.clone());
+        let measure = super::plan::measure_runner::MeasureRunner::new(options.backend.clone());
         let link = Link::spawn(options, state.interval_ms, move || {
             let delay = pacer
                 .lock()
@@ -75,10 +75,10 @@ impl GpuTuneApp {
                 let picked = rfd::FileDialog::new()
                     .add_filter("Model config or checkpoint", &["json", "safetensors"])
                     .pick_file();
-                super::plan_files::model_file_picked(&mut self.state.plan, picked);
+                super::plan::files::model_file_picked(&mut self.state.plan, picked);
             }
             AppCommand::Plan(PlanAction::LoadModelPath(typed)) => {
-                super::plan_files::load_typed_model_path(&mut self.state.plan, &typed);
+                super::plan::files::load_typed_model_path(&mut self.state.plan, &typed);
             }
             AppCommand::Plan(PlanAction::Export(format)) => {
                 let text = match self.state.plan.export_text(format) {
@@ -93,7 +93,7 @@ impl GpuTuneApp {
                     .save_file()
                 else {
                     // Shown beside the export buttons, in place of "Choose where to save it".
-                    self.state.plan.model_message = Some(super::plan_files::NOT_SAVED.to_string());
+                    self.state.plan.model_message = Some(super::plan::files::NOT_SAVED.to_string());
                     return;
                 };
                 // A few hundred bytes: written here, through the path the dialog gave.
@@ -136,7 +136,7 @@ impl GpuTuneApp {
             AppCommand::Sweep(SweepAction::SaveProfile { gpu_index, name }) => {
                 let gpu = self.state.model.gpus.get(gpu_index as usize);
                 self.state.sweep.message =
-                    Some(super::profile_actions::save_sweep_profile(gpu, &name));
+                    Some(super::profiles::actions::save_sweep_profile(gpu, &name));
                 self.run_profile_action(ProfileAction::Refresh);
             }
             AppCommand::Stability(StabilityAction::Start(launch)) => {
@@ -149,7 +149,7 @@ impl GpuTuneApp {
             AppCommand::Stability(StabilityAction::SaveScanProfile { gpu_index, name }) => {
                 let gpu = self.state.model.gpus.get(gpu_index as usize);
                 self.state.stability.message =
-                    Some(super::profile_actions::save_scan_profile(gpu, &name));
+                    Some(super::profiles::actions::save_scan_profile(gpu, &name));
                 self.run_profile_action(ProfileAction::Refresh);
             }
             AppCommand::ExportCsv { gpu_index } => {
@@ -179,7 +179,7 @@ impl GpuTuneApp {
             ProfileAction::Apply { name, try_first } => Some((name.clone(), *try_first)),
             _ => None,
         };
-        let outcome = super::profile_actions::run_profile_action(
+        let outcome = super::profiles::actions::run_profile_action(
             action,
             self.state.model.gpus.get(self.state.tune_gpu),
             self.state.tune.trial_duration_s,
@@ -242,7 +242,7 @@ impl eframe::App for GpuTuneApp {
             if connected {
                 if self.state.apply_default_profiles_on_start {
                     let (commands, said) =
-                        super::profile_actions::default_profile_commands(&self.state.model.gpus);
+                        super::profiles::actions::default_profile_commands(&self.state.model.gpus);
                     for command in commands {
                         self.link.send(LinkCommand::Tune(command));
                     }

@@ -1,34 +1,17 @@
-//! The egui application: `app` owns the window and the link to the tuning service (`link`);
-//! each panel is a file with its state and a `*_ui` method, and never touches hardware or
-//! files.
+//! The egui application: `app` owns the window and the link to the tuning service
+//! (`crate::link`); each tab is a folder (`monitor/`, `tune/`, `profiles/`, `plan/`) whose
+//! panels are files with their state and a `*_ui` method, and never touch hardware or files.
+//! Colours two panels share are in `style`; small pieces every tab uses are in `widgets/`.
 
 pub mod app;
 mod app_glue;
-pub mod box_totals;
-pub mod group_trial_table;
-pub mod link;
-mod link_commands;
-mod link_history;
-pub mod link_stability;
-pub mod link_sweep;
 pub mod model;
 pub mod monitor;
-pub mod overview;
 pub mod plan;
-pub mod plan_charts;
-pub mod plan_files;
-mod plan_inputs;
-pub mod plan_measure;
-mod profile_actions;
 pub mod profiles;
 pub mod repaint;
-pub mod stability_panel;
-pub mod sweep_panel;
-pub mod trial_view;
+pub mod style;
 pub mod tune;
-pub mod tune_all;
-mod tune_fans;
-mod tune_in_force;
 pub mod widgets;
 
 use crate::service::client::TuningOptions;

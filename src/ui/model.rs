@@ -2,12 +2,12 @@
 //! history, and what it runs. Fed only by events from the link to the tuning service.
 
 use crate::device::{BackendKind, DeviceError, Telemetry};
+use crate::link::LinkEvent;
+use crate::link::stability::StabilityView;
 use crate::notice::Notice;
 use crate::sweep::runner::SweepView;
 use crate::telemetry::history::{GpuHistory, HistoryRow};
 use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialStatus};
-use crate::ui::link::LinkEvent;
-use crate::ui::link_stability::StabilityView;
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]

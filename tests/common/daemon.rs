@@ -126,8 +126,8 @@ impl Daemon {
         &self,
         machine: &FakeMachine,
         history_samples: usize,
-    ) -> (gputune::ui::link::Link, gputune::ui::app::AppState) {
-        let link = gputune::ui::link::Link::spawn(
+    ) -> (gputune::link::Link, gputune::ui::app::AppState) {
+        let link = gputune::link::Link::spawn(
             window_options(
                 machine,
                 gputune::service::client::SocketChoice::Path(self.socket.clone()),

@@ -6,11 +6,11 @@ use gputune::clock::{Clock, ManualClock};
 use gputune::device::Backend;
 use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::device::{BackendKind, DeviceError};
+use gputune::link::LinkEvent;
 use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 use gputune::tuning::in_force::SettingsInForce;
 use gputune::tuning::stats::TrialStats;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
-use gputune::ui::link::LinkEvent;
 use gputune::ui::model::Model;
 
 /// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.

@@ -14,11 +14,11 @@
 
 use std::time::{Duration, Instant};
 
+use gputune::link::{Link, LinkEvent};
 use gputune::service::client::{SocketChoice, TuningOptions};
 use gputune::telemetry::history::{HistoryRow, Metric};
 use gputune::telemetry::store::{HistoryOptions, HistoryStore};
 use gputune::tuning::engine::ChangeNote;
-use gputune::ui::link::{Link, LinkEvent};
 
 fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();

@@ -1,7 +1,7 @@
 //! The Plan tab's "Measure my job": the user's training command with `{mb}` where its
 //! micro-batch goes, how long each run is, the micro-batches; Measure asks the app
-//! (`PlanAction::Measure`), whose runner (`ui::plan_measure`) runs `measure_job` on its own
-//! thread and sends its news back here. The result: each run's peak against the plan at that
+//! (`PlanAction::Measure`), whose runner (`measure_runner.rs`) runs `measure_job` on its
+//! own thread and sends its news back here. The result: each run's peak against the plan at that
 //! micro-batch, the fit, and the largest micro-batch that fits, with a button that sets the
 //! plan's micro-batch to it. Nothing here touches a process or the GPU.
 
@@ -13,7 +13,7 @@ use super::{PlanAction, PlanPanel};
 use crate::measure_job::{
     DEFAULT_STEPS, JobReport, JobSpec, RunProgress, RunResult, compare_with_plan, mib,
 };
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::ERROR_TEXT;
 
 /// What the runner tells the panel as a measurement goes.
 #[derive(Debug, Clone)]

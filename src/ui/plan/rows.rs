@@ -7,7 +7,7 @@ use eframe::egui::{self, Color32, RichText};
 use super::{ExportStatus, PlanAction, PlanPanel};
 use crate::plan::export::ExportFormat;
 use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes};
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::ERROR_TEXT;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const FITS: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);

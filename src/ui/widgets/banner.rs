@@ -4,10 +4,9 @@ use eframe::egui::{self, Color32, RichText};
 
 use crate::device::BackendKind;
 use crate::ui::model::Connection;
+use crate::ui::style::ERROR_TEXT;
 
 const WARNING_FILL: Color32 = Color32::from_rgb(0x5a, 0x45, 0x10);
-/// Text colour for errors on the dark theme.
-pub const ERROR_TEXT: Color32 = Color32::from_rgb(0xff, 0x8a, 0x80);
 
 /// Shows what the user must know about the connection before any reading. Returns `false` when
 /// there is nothing else to show (still connecting, or failed).

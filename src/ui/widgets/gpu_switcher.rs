@@ -3,7 +3,13 @@
 use eframe::egui::{self, RichText};
 
 use crate::ui::model::GpuModel;
-use crate::ui::overview::card_title;
+
+/// A GPU's title: its overview card's button, this switcher, the Tune tab's heading; tests
+/// click it by this label.
+pub fn card_title(gpu: &GpuModel) -> String {
+    let identity = &gpu.info.identity;
+    format!("GPU {} · {}", identity.index, identity.name)
+}
 
 /// The open GPU's title, as a menu of every GPU on a multi-GPU box; returns the index of the
 /// GPU the user picked, when it is another one.

@@ -1,6 +1,10 @@
-//! One GPU's graphs: power against its limit, temperature, fans, clocks, utilization, VRAM and
-//! throttle reasons on one shared time axis, with a time-window picker, pause/follow, zoom,
-//! hover read-outs and health hints.
+//! The Monitor tab: every GPU's card (overview.rs, with the box's totals: box_totals.rs), and
+//! in this file one GPU's graphs: power against its limit, temperature, fans, clocks,
+//! utilization, VRAM and throttle reasons on one shared time axis, with a time-window picker,
+//! pause/follow, zoom, hover read-outs and health hints.
+
+pub mod box_totals;
+pub mod overview;
 
 use eframe::egui::{self, Color32, RichText};
 use serde::{Deserialize, Serialize};
@@ -11,8 +15,8 @@ use crate::telemetry::history::Metric;
 use crate::tuning::engine::ChangeNote;
 use crate::ui::model::EarlierHistory;
 use crate::ui::model::GpuModel;
-use crate::ui::overview::fans_text;
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::monitor::overview::fans_text;
+use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::change_marks::{change_list, changes_in_span};
 use crate::ui::widgets::gpu_switcher::gpu_switcher;
 use crate::ui::widgets::processes::{job_pid, processes_table};

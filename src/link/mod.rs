@@ -1,6 +1,15 @@
 //! The window's link to the tuning service (the daemon, or an engine in this process): a
 //! thread that connects, subscribes to readings and tuning news, and sends the window's
 //! requests. The window never waits on it; it repaints when news arrives.
+//!
+//! No egui here: the window (`crate::ui`) reads `LinkEvent`s and sends `LinkCommand`s.
+//! commands.rs turns the window's commands into requests, history.rs reads the daemon's
+//! history on opening, sweep.rs and stability.rs drive a sweep, a check or a scan.
+
+mod commands;
+mod history;
+pub mod stability;
+pub mod sweep;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,6 +18,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
+use crate::link::history::HistoryFetch;
+use crate::link::stability::{StabilityLaunch, StabilityRuns, StabilityView};
+use crate::link::sweep::{ActiveSweep, SweepLaunch};
 use crate::notice::Notice;
 use crate::service::client::TuningOptions;
 use crate::service::client::{ConnectOptions, connect};
@@ -18,9 +30,6 @@ use crate::telemetry::history::HistoryRow;
 use crate::tuning::engine::ChangeNote;
 use crate::tuning::engine::{EngineEvent, GpuApplied, GpuInfo, GpuTuning, TrialStatus, TuneError};
 use crate::tuning::fan_curve::FanCurve;
-use crate::ui::link_history::HistoryFetch;
-use crate::ui::link_stability::{StabilityLaunch, StabilityRuns, StabilityView};
-use crate::ui::link_sweep::{ActiveSweep, SweepLaunch};
 
 /// Seconds of "before" numbers a trial in the window compares with (the recent past).
 pub const WINDOW_BASELINE_S: u64 = 30;
@@ -265,7 +274,7 @@ fn run(
                 }
                 Ok(command) => {
                     if let Err(error) =
-                        crate::ui::link_commands::handle(&mut client, &welcome.gpus, command, send)
+                        crate::link::commands::handle(&mut client, &welcome.gpus, command, send)
                     {
                         send(LinkEvent::Failed(error.to_string()));
                         return;

@@ -9,8 +9,7 @@ use crate::notice::Notice;
 use crate::tuning::engine::{GpuTuning, Holder};
 use crate::tuning::in_force::ClockLock;
 use crate::ui::model::GpuModel;
-use crate::ui::tune::{GOOD_TEXT, WARNING_TEXT};
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
 use crate::units::{local_time, watts_exact};
 
 /// What the card runs, who holds it, who changed it last, and who makes the changes.

@@ -3,14 +3,14 @@
 
 use eframe::egui::{self, RichText};
 
-use super::plan::{MethodChoice, ModelKind, PlanAction, PlanPanel};
+use super::{MethodChoice, ModelKind, PlanAction, PlanPanel};
 use crate::plan::model::{LoraTargets, PRESET_NAMES, preset};
 use crate::plan::recommend::cards;
 use crate::plan::setup::{
     Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Offload, Optimizer, Overheads,
     Precision, Sharding, Task,
 };
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::ERROR_TEXT;
 
 impl PlanPanel {
     pub(super) fn inputs_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {

@@ -1,6 +1,9 @@
 //! The Profiles tab: the saved profiles of the chosen card, saving the Tune tab's settings as a
 //! new one, apply (or try), rename, delete (after asking), default, import and export. The
-//! panel only returns `ProfileAction`s; the app runs them against `profiles::store`.
+//! panel only returns `ProfileAction`s; the app runs them against `profiles::store`
+//! (actions.rs, which also saves a sweep's or a scan's result as a profile).
+
+pub(super) mod actions;
 
 use eframe::egui::{self, Color32, RichText};
 
@@ -8,7 +11,7 @@ use crate::notice::Notice;
 use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, StoredProfile};
 use crate::ui::model::GpuModel;
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::ERROR_TEXT;
 
 /// What the Profiles tab asks the app to do.
 #[derive(Debug, Clone, PartialEq)]

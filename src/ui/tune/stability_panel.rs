@@ -4,12 +4,12 @@
 
 use eframe::egui::{self, Color32, RichText};
 
+use crate::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
 use crate::stability::plan::LoadShape;
 use crate::stability::report::{CheckReport, Verdict, describe_settings};
 use crate::stability::scan::ScanStep;
-use crate::ui::link_stability::{StabilityKind, StabilityLaunch, StabilityView};
 use crate::ui::model::GpuModel;
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::ERROR_TEXT;
 use crate::units::{duration_s, large_count};
 
 const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);

@@ -2,11 +2,11 @@
 //! the window: applies, trials (one card, or every card as one session), fan curves.
 
 use crate::device::Setting;
+use crate::link::{LinkCommand, LinkEvent, TuneCommand, WINDOW_BASELINE_S};
 use crate::notice::Notice;
 use crate::service::client::{ClientError, TuningClient};
 use crate::service::protocol::{Request, Response};
 use crate::tuning::engine::{GpuInfo, TrialRequest};
-use crate::ui::link::{LinkCommand, LinkEvent, TuneCommand, WINDOW_BASELINE_S};
 
 /// Runs one of the window's commands; an error only when the service is gone.
 pub(crate) fn handle(

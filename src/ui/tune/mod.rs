@@ -1,28 +1,37 @@
-//! The tuning panel: what the card runs now (tune_in_force.rs), and the controls to change it —
-//! power limit as a percentage of the default (with watts), clock locks and offsets with an
-//! undervolt-style preset, and a fan curve (tune_fans.rs); "All GPUs" is tune_all.rs. It only
-//! builds `TuneCommand`s; the engine validates and writes.
+//! The Tune tab. This file is its Settings view: what the card runs now (in_force.rs), and the
+//! controls to change it — power limit as a percentage of the default (with watts), clock
+//! locks and offsets with an undervolt-style preset, and a fan curve (fans.rs); "All GPUs" is
+//! all_gpus.rs (an ended group trial's table: group_trial_table.rs), a running trial's box is
+//! trial_view.rs. The tab's other views: sweep_panel.rs ("Find the efficient setting") and
+//! stability_panel.rs (the stability check and undervolt scan). It only builds `TuneCommand`s;
+//! the engine validates and writes.
 //!
 //! The inputs follow the card: when a setting changes on the card (here, from the CLI, from
 //! another program), its input shows the new value; what the user is editing elsewhere stays.
 
-use eframe::egui::{self, Color32, RichText};
+pub mod all_gpus;
+mod fans;
+pub mod group_trial_table;
+mod in_force;
+pub mod stability_panel;
+pub mod sweep_panel;
+pub mod trial_view;
+
+use eframe::egui::{self, RichText};
 
 use crate::device::{Constraints, Setting};
+use crate::link::TuneCommand;
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::tuning::request::{PowerLimitRequest, TuneRequest};
-use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
-use crate::ui::trial_view::trial_box;
-use crate::ui::tune_in_force::{in_force_box, notice_label};
+use crate::ui::tune::in_force::{in_force_box, notice_label};
+use crate::ui::tune::trial_view::trial_box;
 use crate::units::watts_exact;
 
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
 const UNDERVOLT_CAP_MHZ: u32 = 2_520;
 const UNDERVOLT_OFFSET_MHZ: i32 = 150;
-pub(super) const GOOD_TEXT: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);
-pub(super) const WARNING_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 
 /// What the card ran when the inputs last followed it.
 #[derive(Debug, Clone, PartialEq)]

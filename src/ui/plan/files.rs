@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::plan::PlanPanel;
+use super::PlanPanel;
 
 /// What the tab says when the file dialog gave no file: a cancelled dialog, or none opened.
 pub const NO_FILE_CHOSEN: &str = "No file was chosen. If no file dialog opened, this desktop has no file chooser gputune can use (an XDG desktop portal, or zenity): type or paste the path in the field below and press Load.";

@@ -3,9 +3,18 @@
 //! between them, the export buttons, the memory breakdown of both against the card, memory
 //! against micro-batch with the fit limit, and the strategy table. Everything updates as the
 //! inputs change. Exports go through the app (`PlanAction::Export`), which writes the file.
+//!
+//! Its files: inputs.rs and fields.rs (the left side), rows.rs (the two rows and the changes),
+//! charts.rs (breakdown, batch curve, strategy table), measure.rs ("Measure my job"); the
+//! work the app glue does for the tab: files.rs (the model file picked or typed) and
+//! measure_runner.rs (the measuring thread, no egui).
 
+pub mod charts;
 mod fields;
+pub mod files;
+mod inputs;
 mod measure;
+pub mod measure_runner;
 mod rows;
 
 use eframe::egui::{self, RichText};
@@ -18,8 +27,8 @@ use crate::plan::recommend::{
     GpuCard, Recommendation, batch_product, cards, recommend, training_seconds, usable_bytes,
 };
 use crate::plan::setup::{Checkpointing, Method, TrainingSetup};
-use crate::ui::plan_charts::{batch_curve, breakdown_chart, strategy_table};
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::plan::charts::{batch_curve, breakdown_chart, strategy_table};
+use crate::ui::style::ERROR_TEXT;
 
 pub use fields::{KindFields, ModelKind};
 pub use measure::{MeasureNews, MeasureSection, MeasureState};

@@ -2,9 +2,9 @@
 //! store (`profiles::store` owns the files). Applying becomes tuning commands for the engine,
 //! like every other change. The app calls these with what they need and takes the outcome.
 
+use crate::link::TuneCommand;
 use crate::notice::Notice;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
-use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
 use crate::ui::profiles::ProfileAction;
 

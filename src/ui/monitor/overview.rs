@@ -4,9 +4,10 @@
 use eframe::egui::{self, RichText};
 
 use crate::device::{Telemetry, ThrottleReasons};
-use crate::ui::box_totals::box_totals_ui;
 use crate::ui::model::{GpuModel, Model};
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::monitor::box_totals::box_totals_ui;
+use crate::ui::style::ERROR_TEXT;
+use crate::ui::widgets::gpu_switcher::card_title;
 use crate::ui::widgets::processes::{card_summary, job_pid};
 use crate::units::{NOT_AVAILABLE, gib, or_na, watts};
 
@@ -36,12 +37,6 @@ fn card_width_pt(available_width_pt: f32, columns: usize, spacing_pt: f32) -> f3
     let columns = columns.max(1) as f32;
     let share = (available_width_pt - spacing_pt * (columns - 1.0)) / columns - CARD_FRAME_PT;
     share.floor().clamp(CARD_MIN_WIDTH_PT, CARD_MAX_WIDTH_PT)
-}
-
-/// The text of a card's title button; tests click it by this label.
-pub fn card_title(gpu: &GpuModel) -> String {
-    let identity = &gpu.info.identity;
-    format!("GPU {} · {}", identity.index, identity.name)
 }
 
 /// Draws the cards; returns the index of the GPU the user clicked, if any.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::link::LinkEvent;
 use crate::notice::Notice;
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
@@ -15,7 +16,6 @@ use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::report::CheckReport;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome, ScanStep};
 use crate::tuning::engine::{GpuInfo, GpuTuning};
-use crate::ui::link::LinkEvent;
 
 /// How often the window hears of a running check.
 const VIEW_EVERY: Duration = Duration::from_millis(500);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{Legend, Line, MarkerShape, Plot, Points};
 
+use crate::link::sweep::SweepLaunch;
 use crate::sweep::base::{SweepBase, plan_sweep};
 use crate::sweep::measure::StepResult;
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
@@ -15,9 +16,8 @@ use crate::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, par
 use crate::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
 use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
 use crate::tuning::in_force::Hold;
-use crate::ui::link_sweep::SweepLaunch;
 use crate::ui::model::GpuModel;
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::ERROR_TEXT;
 
 const MEASURED: Color32 = Color32::from_rgb(0x4d, 0xd0, 0xe1);
 const RECOMMENDED: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);

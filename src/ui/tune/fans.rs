@@ -5,13 +5,13 @@
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 
+use crate::link::TuneCommand;
 use crate::tuning::engine::SessionPurpose;
 use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::Hold;
-use crate::ui::link::TuneCommand;
 use crate::ui::model::GpuModel;
-use crate::ui::tune::{GOOD_TEXT, TunePanel, WARNING_TEXT};
-use crate::ui::widgets::banner::ERROR_TEXT;
+use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
+use crate::ui::tune::TunePanel;
 
 impl TunePanel {
     pub(super) fn fan_section(
