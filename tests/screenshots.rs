@@ -164,7 +164,7 @@ fn screenshots() {
     let views = [
         (
             "tune-stability-scan-rtx4090.png",
-            gputune::ui::link_stability::StabilityView {
+            gputune::link::stability::StabilityView {
                 gpu_index: 0,
                 scanning: true,
                 running: false,
@@ -178,7 +178,7 @@ fn screenshots() {
         ),
         (
             "tune-stability-unstable-rtx4090.png",
-            gputune::ui::link_stability::StabilityView {
+            gputune::link::stability::StabilityView {
                 gpu_index: 0,
                 scanning: false,
                 running: false,
@@ -196,7 +196,7 @@ fn screenshots() {
         state.tab = gputune::ui::app::Tab::Tune;
         state.tune_view = gputune::ui::app::TuneView::Stability;
         state.apply(
-            gputune::ui::link::LinkEvent::Stability(Box::new(view)),
+            gputune::link::LinkEvent::Stability(Box::new(view)),
             common::ui::START_MS,
         );
         render(state, [1280.0, 720.0], name);
