@@ -88,13 +88,13 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
     harness.run();
     harness.get_by_label("quiet-70");
     // The row says what the profile sets in the words `gputune profile list` uses, the
-    // memory clock lock included.
+    // memory clock lock included, and that its clocks were never checked for stability.
     assert!(
         profile.summary().contains("memory clocks 405-810 MHz"),
         "{}",
         profile.summary()
     );
-    harness.get_by_label(&profile.summary());
+    harness.get_by_label(&format!("{}; never checked", profile.summary()));
     harness.get_by_label("Apply quiet-70").click();
     harness.run();
     harness.get_by_label("Try quiet-70").click();
