@@ -1,0 +1,1 @@
+//! Files as the previous release (commit ac1ed75) wrote them.
