@@ -5,16 +5,15 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune::device::BackendKind;
-use gputune::profiles::profile::{CardIdentity, ClockLock, PowerLimit, Profile};
+use gputune::formats::disk::{
+    BootDefault, CardIdentity, CheckRecord, ClockLock as LockState, GpuJournal, HEADER_BYTES,
+    LockRecord, PowerLimit, Profile, ProfileClockLock as ClockLock, RECORD_BYTES, Verdict,
+};
+use gputune::formats::wire::{BackendKind, CurvePoint};
 use gputune::profiles::store::{parse_profile, profile_to_toml};
-use gputune::service::protocol::BootDefault;
-use gputune::stability::report::{CheckRecord, Verdict};
 use gputune::telemetry::store::changes::ChangeLog;
-use gputune::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES, RingFile};
-use gputune::tuning::fan_curve::CurvePoint;
-use gputune::tuning::in_force::{ClockLock as LockState, LockRecord};
-use gputune::tuning::state_folder::{GpuJournal, StateFolder, file_safe};
+use gputune::telemetry::store::ring::RingFile;
+use gputune::tuning::state_folder::{StateFolder, file_safe};
 
 use super::values::*;
 use super::{formats_dir, golden, json_lines};
@@ -150,7 +149,7 @@ fn a_boot_default_writes_its_bytes_and_reads_back() {
 
 pub fn profile(last_check: bool) -> Profile {
     Profile {
-        schema_version: 1,
+        schema_version: gputune::formats::disk::SCHEMA_VERSION,
         name: "Quiet".to_string(),
         notes: "Cooler nights.\nSecond line.".to_string(),
         card: CardIdentity {

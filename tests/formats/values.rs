@@ -1,21 +1,15 @@
 //! The fixed values the golden files hold: one of each message and record, with every optional
 //! part filled somewhere so a renamed field shows.
 
-use gputune::device::{
-    ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode, FanRangePct,
-    FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, ProcessKind, Setting, Telemetry,
-    ThrottleReason, ThrottleReasons,
+// Through `gputune::formats`, so the list of formats names everything the golden files hold.
+use gputune::formats::wire::{
+    BootDefault, ChangeNote, ClockLock, ClockRangeMhz, Constraints, CriticalEvent, CurvePoint,
+    DeviceError, EccCounts, FanCurve, FanMode, FanRangePct, FanReading, GpuApplied, GpuChange,
+    GpuIdentity, GpuInfo, GpuProcess, GpuRestored, GpuTuning, HistoryRow, Hold, Holder, Notice,
+    OffsetRangeMhz, ProcessKind, SessionPurpose, SessionReport, Setting, SettingsInForce,
+    Telemetry, TemperatureTrend, ThrottleReason, ThrottleReasons, TrialPhase, TrialStats,
+    TrialStatus,
 };
-use gputune::notice::Notice;
-use gputune::service::protocol::BootDefault;
-use gputune::telemetry::history::HistoryRow;
-use gputune::tuning::engine::{
-    ChangeNote, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuTuning, Holder, SessionPurpose,
-    SessionReport, TrialPhase, TrialStatus,
-};
-use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
-use gputune::tuning::in_force::{ClockLock, Hold, SettingsInForce};
-use gputune::tuning::stats::{TemperatureTrend, TrialStats};
 
 pub const UUID: &str = "GPU-5a1e0c2d-0000-4000-8000-000000000001";
 

@@ -2,13 +2,10 @@
 //! (every engine event among them), one JSON line each, as the daemon and its clients write
 //! them.
 
-use gputune::service::protocol::{
-    Event, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Snapshot, Welcome,
-};
-use gputune::telemetry::store::HistoryPage;
-use gputune::tuning::engine::{
-    EngineEvent, GroupTrialRequest, SessionPurpose, SessionRequest, SessionStarted, TrialRequest,
-    TuneError, TuneErrorKind,
+use gputune::formats::wire::{
+    BackendKind, CriticalEvent, EngineEvent, Event, GroupTrialRequest, HistoryPage, Message,
+    PROTOCOL_VERSION, Request, RequestLine, Response, SessionPurpose, SessionRequest,
+    SessionStarted, Snapshot, TrialRequest, TuneError, TuneErrorKind, Welcome,
 };
 
 use super::values::*;
@@ -97,7 +94,7 @@ pub fn responses() -> Vec<Response> {
         Response::Welcome(Box::new(Welcome {
             protocol: PROTOCOL_VERSION,
             version: "0.9.0".to_string(),
-            backend: gputune::device::BackendKind::Sim,
+            backend: BackendKind::Sim,
             simulated_because: Some("--sim was given".to_string()),
             gpus: vec![gpu_info()],
             daemon: true,
@@ -168,7 +165,7 @@ pub fn events() -> Vec<Event> {
         },
         Event::Engine {
             event: Box::new(EngineEvent::Critical {
-                critical: gputune::device::CriticalEvent {
+                critical: CriticalEvent {
                     gpu_index: 0,
                     xid: 79,
                 },
