@@ -137,13 +137,14 @@ fn a_clock_lock_record_writes_its_bytes_and_is_believed_only_in_its_boot() {
 
 #[test]
 fn a_boot_default_writes_its_bytes_and_reads_back() {
-    // As `service::routing` stores it in /var/lib/gputune/defaults/boot-<uuid>.json.
+    // What the daemon stores in /var/lib/gputune/defaults/boot-<uuid>.json.
     let default = boot_default();
-    let bytes = serde_json::to_vec_pretty(&default).unwrap_or_default();
-    golden("boot-default.json", &bytes);
-    let read =
-        serde_json::from_slice::<BootDefault>(&read(&formats_dir().join("boot-default.json")))
-            .map_err(|error| error.to_string());
+    match default.to_file_bytes() {
+        Ok(bytes) => golden("boot-default.json", &bytes),
+        Err(error) => panic!("the boot default does not serialize: {error}"),
+    }
+    let read = BootDefault::from_file_bytes(&read(&formats_dir().join("boot-default.json")))
+        .map_err(|error| error.to_string());
     assert_eq!(read, Ok(default));
 }
 

@@ -84,7 +84,7 @@ fn a_clock_lock_record_of_the_previous_release_reads_in_its_boot() {
 
 #[test]
 fn a_boot_default_of_the_previous_release_reads_with_its_fan_curve() {
-    let read = serde_json::from_slice::<BootDefault>(&old_file("boot-default.json"))
+    let read = BootDefault::from_file_bytes(&old_file("boot-default.json"))
         .map_err(|error| error.to_string());
     let curve = FanCurve::new(
         vec![
