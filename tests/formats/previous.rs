@@ -5,6 +5,8 @@
 //! `Constraints` gained `boost_clock_mhz` and `Telemetry` gained `ecc`, both with serde
 //! defaults) and profiles gained an optional `last_check`. The journal, the clock-lock record,
 //! boot defaults and the history files did not change.
+//! The ring file is made by `ac1ed75/make_ring.py` from that commit's layout, without any
+//! gputune code, so it checks the layout rather than a round trip.
 
 use gputune::device::{
     BackendKind, ClockRangeMhz, DeviceError, FanRangePct, Setting, ThrottleReason, ThrottleReasons,
@@ -13,7 +15,9 @@ use gputune::profiles::store::parse_profile;
 use gputune::service::protocol::{
     BootDefault, Event, Message, PROTOCOL_VERSION, Request, Response, parse_request_line,
 };
+use gputune::telemetry::history::HistoryRow;
 use gputune::telemetry::store::changes::ChangeLog;
+use gputune::telemetry::store::ring::RingFile;
 use gputune::tuning::engine::{ChangeNote, GpuInfo, TuneErrorKind};
 use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
 use gputune::tuning::in_force::{ClockLock, LockRecord};
@@ -239,5 +243,43 @@ fn a_protocol_3_peer_is_understood_well_enough_to_be_told_to_upgrade() {
             min_pct: 30,
             max_pct: 100
         })
+    );
+}
+
+/// `history.ring` is made by `make_ring.py` beside it, from ac1ed75's ring.rs layout without
+/// any gputune code: two records, a torn one and a slot never written.
+#[test]
+fn a_history_ring_of_the_previous_release_reads_its_records_and_skips_a_torn_one() {
+    const FIRST_S: u64 = 1_763_900_000;
+    let dir = temp();
+    let path = dir.path().join("old.ring");
+    place(&path, &old_file("history.ring"));
+    let (ring, notice) = match RingFile::open(&path, 4) {
+        Ok(opened) => opened,
+        Err(error) => panic!("the old ring could not be opened: {error}"),
+    };
+    assert_eq!(notice, None, "the old ring's header is refused");
+    let full = [
+        2500, 3000, 61, 40, 1905, 1905, 9501, 97, 55, 8192, 4, 16, 4, 16, 2,
+    ]
+    .map(Some);
+    let mut partial = full;
+    partial[2] = None;
+    let expected = vec![
+        HistoryRow {
+            time_ms: FIRST_S * 1000,
+            values: full,
+            throttle_bits: Some(ThrottleReason::SwPowerCap.bit() as u16),
+        },
+        HistoryRow {
+            time_ms: (FIRST_S + 1) * 1000 + 250,
+            values: partial,
+            throttle_bits: None,
+        },
+    ];
+    assert_eq!(
+        ring.read(FIRST_S, FIRST_S + 3)
+            .map_err(|error| error.to_string()),
+        Ok(expected)
     );
 }
