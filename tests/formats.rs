@@ -11,6 +11,8 @@ mod disk;
 mod previous;
 #[path = "formats/values.rs"]
 mod values;
+#[path = "formats/vocabulary.rs"]
+mod vocabulary;
 #[path = "formats/wire.rs"]
 mod wire;
 
