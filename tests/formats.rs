@@ -69,9 +69,17 @@ fn difference(expected: &[u8], actual: &[u8]) -> String {
             for at in 0..old.len().max(new.len()) {
                 let (before, after) = (old.get(at), new.get(at));
                 if before != after {
-                    lines.push(format!("line {}:", at + 1));
-                    lines.extend(before.map(|line| format!("- {line}")));
-                    lines.extend(after.map(|line| format!("+ {line}")));
+                    let column = match (before, after) {
+                        (Some(old), Some(new)) => old
+                            .chars()
+                            .zip(new.chars())
+                            .position(|(old, new)| old != new)
+                            .unwrap_or(old.chars().count().min(new.chars().count())),
+                        _ => 0,
+                    };
+                    lines.push(format!("line {}, from character {column}:", at + 1));
+                    lines.extend(before.map(|line| format!("- {}", around(line, column))));
+                    lines.extend(after.map(|line| format!("+ {}", around(line, column))));
                 }
                 if lines.len() > 30 {
                     lines.push("...".to_string());
@@ -93,6 +101,21 @@ fn difference(expected: &[u8], actual: &[u8]) -> String {
             )
         }
     }
+}
+
+/// A long line (a message) shown from a little before `column`, not whole.
+fn around(line: &str, column: usize) -> String {
+    const BEFORE: usize = 40;
+    const SHOWN: usize = 160;
+    let start = column.saturating_sub(BEFORE);
+    let shown: String = line.chars().skip(start).take(SHOWN).collect();
+    let head = if start > 0 { "…" } else { "" };
+    let tail = if line.chars().count() > start + SHOWN {
+        "…"
+    } else {
+        ""
+    };
+    format!("{head}{shown}{tail}")
 }
 
 /// One JSON document a line, as the socket and the changes file carry them.
