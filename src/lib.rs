@@ -5,6 +5,7 @@ pub mod cli;
 pub mod clock;
 pub mod daemon;
 pub mod device;
+pub mod formats;
 pub mod fsafe;
 pub mod join;
 pub mod link;

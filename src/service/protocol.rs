@@ -49,6 +49,19 @@ pub struct BootDefault {
     pub fan_curve: Option<FanCurve>,
 }
 
+impl BootDefault {
+    /// The bytes of its file (`<defaults>/boot-<uuid>.json`, pretty JSON): one writer, so the
+    /// golden file in tests/data/formats pins what the daemon stores.
+    pub fn to_file_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec_pretty(self)
+    }
+
+    /// A stored file read back (files of older releases too: see tests/formats.rs).
+    pub fn from_file_bytes(bytes: &[u8]) -> Result<BootDefault, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
 /// What a client asks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

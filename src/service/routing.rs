@@ -540,7 +540,8 @@ impl Router {
                     settings: default.settings,
                     fan_curve: default.fan_curve,
                 };
-                let text = serde_json::to_vec_pretty(&default)
+                let text = default
+                    .to_file_bytes()
                     .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
                 fsafe::ensure_private_folder(dir, 0o700)
                     .and_then(|()| fsafe::write_atomically(&path, &text, 0o600))
@@ -585,7 +586,7 @@ fn read_boot_defaults(dir: &Path) -> super::BootDefaults {
         let read = fsafe::read_limited(&path, 64 * 1024, Links::Refuse)
             .map_err(|error| error.to_string())
             .and_then(|bytes| {
-                serde_json::from_slice::<BootDefault>(&bytes)
+                BootDefault::from_file_bytes(&bytes)
                     .map_err(|error| format!("{} is damaged ({error})", path.display()))
             });
         match read {
