@@ -150,13 +150,19 @@ fn save_list_show_apply_delete_from_the_command_line() {
         "{stdout}"
     );
     assert!(stdout.contains("GPU offset:     +120 MHz"), "{stdout}");
+    assert!(stdout.contains("Stability:      never checked"), "{stdout}");
     assert!(stdout.contains("for the night"), "{stdout}");
 
     // Change the card, then apply the profile: exactly its settings are written back.
     machine.ok(&["apply", "--power-limit", "400W", "--gpu-clock-offset", "0"]);
     let before = machine.write_log().len();
     let (stdout, stderr) = machine.ok(&["profile", "apply", "Quiet"]);
-    assert_eq!(stderr, "", "no notices on its own card");
+    // On its own card nothing is clamped or left out; the one thing said is that its clock
+    // offset was never checked for stability.
+    assert_eq!(
+        stderr,
+        "gputune: notice: GPU 0: The profile \"Quiet\" changes clocks and was never checked for stability (`gputune stability --profile \"Quiet\"` checks it).\n"
+    );
     assert!(
         stdout.contains("GPU 0: Power limit set to 315 W (70 % of 450 W)."),
         "{stdout}"

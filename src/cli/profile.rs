@@ -430,6 +430,18 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
         }
         None => writeln!(out, "Fan curve:      none (the driver's own)")?,
     }
+    match &profile.last_check {
+        Some(record) => {
+            writeln!(out, "Stability:      {}", record.describe())?;
+            writeln!(out, "  {}", crate::text::printable(&record.summary))?;
+        }
+        None if profile.changes_clocks() => writeln!(
+            out,
+            "Stability:      never checked (`gputune stability --profile \"{}\"` checks it)",
+            crate::text::printable(&profile.name)
+        )?,
+        None => {}
+    }
     if !profile.notes.is_empty() {
         writeln!(out, "Notes:")?;
         for line in profile.notes.lines() {
