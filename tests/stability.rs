@@ -164,29 +164,43 @@ fn an_xid_during_a_check_ends_it_as_unstable() {
 }
 
 #[test]
-fn ctrl_c_and_sigterm_mid_check_put_the_profile_back() {
-    for signal in ["INT", "TERM"] {
+fn ctrl_c_and_sigterm_mid_check_and_mid_scan_put_the_card_back() {
+    for (signal, scan) in [
+        ("INT", false),
+        ("TERM", false),
+        ("INT", true),
+        ("TERM", true),
+    ] {
         let machine = FakeMachine::new("rtx4090", "");
         with_offset_profile(&machine, "Mild", 15);
-        let mut running = spawn_piped(machine.command(&[
-            "stability",
-            "--profile",
-            "Mild",
-            "--duration-s",
-            "120",
-        ]));
+        let arguments: &[&str] = if scan {
+            &["scan", "--step-s", "5", "--confirm-s", "60"]
+        } else {
+            &["stability", "--profile", "Mild", "--duration-s", "120"]
+        };
+        let mut running = spawn_piped(machine.command(arguments));
         running.wait_for_line("Ctrl-C stops it");
-        wait_until("the profile is on the card", || {
-            machine.settings(0).gpu_clock_offset_mhz == 15
+        wait_until("the setting is on the card", || {
+            let settings = machine.settings(0);
+            settings.gpu_clock_offset_mhz == 15 || settings.gpu_locked_clocks.is_some()
         });
         running.signal(signal);
         let (status, stdout, stderr) = running.finish();
-        assert_eq!(status.code(), Some(130), "{signal}: {stderr}");
-        assert!(stdout.contains("not a verdict"), "{signal}: {stdout}");
+        assert_eq!(status.code(), Some(130), "{signal} {arguments:?}: {stderr}");
+        let said = if scan {
+            "The scan ended early: stopped by Ctrl-C or SIGTERM"
+        } else {
+            "not a verdict"
+        };
+        assert!(stdout.contains(said), "{signal} {arguments:?}: {stdout}");
+        let settings = machine.settings(0);
         assert_eq!(
-            machine.settings(0).gpu_clock_offset_mhz,
-            0,
-            "{signal}: {stderr}"
+            settings.gpu_clock_offset_mhz, 0,
+            "{signal} {arguments:?}: {stderr}"
+        );
+        assert_eq!(
+            settings.gpu_locked_clocks, None,
+            "{signal} {arguments:?}: {stderr}"
         );
     }
 }
@@ -331,4 +345,41 @@ fn a_setting_changed_by_another_program_during_a_check_is_named_in_its_verdict()
     assert_eq!(report["put_back"].as_array().map(Vec::len), Some(0));
     // The check changed nothing: the setting another program made stays.
     assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 150);
+}
+
+#[test]
+fn a_datacenter_cards_ecc_counters_are_watched_and_an_uncorrectable_error_is_instability() {
+    let machine = FakeMachine::new("datacenter-fanless", "");
+    let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let report = &json(&output)[0];
+    assert_eq!(
+        report["watched"]["ecc_errors"],
+        serde_json::json!({"corrected_volatile": 0, "uncorrected_volatile": 0}),
+        "{report}"
+    );
+    let sentence = text(&machine.gputune(&["stability", "--duration-s", "1"]).stdout);
+    assert!(sentence.contains("no ECC errors"), "{sentence}");
+
+    let mut running = spawn_piped(machine.command(&["stability", "--duration-s", "60", "--json"]));
+    running.wait_for_line("Ctrl-C stops it");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // The memory loses data: two uncorrectable errors. (The running fake may save its own
+    // state over this one; inject again until the check has seen it.)
+    let started = std::time::Instant::now();
+    while running.child.try_wait().ok().flatten().is_none()
+        && started.elapsed() < std::time::Duration::from_secs(30)
+    {
+        let mut state = machine.state();
+        state.machine.gpus[0].inject_ecc_errors(0, 2);
+        nvidia_ml_fake::save_state(machine.state_path(), &state).expect("the state is saved");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let (status, stdout, stderr) = running.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let reports: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(
+        reports[0]["ending"]["finding"]["kind"], "uncorrected_ecc",
+        "{stdout}"
+    );
 }

@@ -104,7 +104,7 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
         }
         if !stopped && stop.try_recv().is_ok() {
             stopped = true;
-            scan.stop(&mut client, "stopped by Ctrl-C");
+            scan.stop(&mut client, "stopped by Ctrl-C or SIGTERM");
         }
         if let Some(outcome) = scan.tick(&mut client) {
             break outcome.clone();

@@ -183,7 +183,7 @@ fn drive(
         if !stopped && stop.try_recv().is_ok() {
             stopped = true;
             for check in checks.iter_mut() {
-                check.stop(client, "stopped by Ctrl-C");
+                check.stop(client, "stopped by Ctrl-C or SIGTERM");
             }
         }
         let mut all_done = true;

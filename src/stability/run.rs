@@ -236,6 +236,9 @@ impl CheckRun {
     pub fn take_reading(&mut self, reading: &Telemetry) {
         if matches!(self.state, State::Running { .. }) {
             self.watched.take(reading);
+            if let Some(ecc) = reading.ecc {
+                self.take_ecc_uncorrected(ecc.uncorrected_volatile);
+            }
         }
         self.conditions.graphics_clock_mhz = reading
             .sm_clock_mhz

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{Telemetry, ThrottleReasons};
+use crate::device::{EccCounts, Telemetry, ThrottleReason, ThrottleReasons};
 
 /// The readings of one span (a whole check, or one scan step).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -21,6 +21,12 @@ pub struct Watched {
     pub throttle_reasons: ThrottleReasons,
     /// Energy the card used over the span, from its counter (first to last reading).
     pub energy_j: Option<f64>,
+    /// ECC errors the card counted over the span (volatile counters, last reading less the
+    /// first); `None` for a card without ECC.
+    #[serde(default)]
+    pub ecc_errors: Option<EccCounts>,
+    #[serde(skip)]
+    ecc_first: Option<EccCounts>,
     #[serde(skip)]
     power_sum_w: f64,
     #[serde(skip)]
@@ -67,6 +73,17 @@ impl Watched {
                 }
             }
         }
+        if let Some(ecc) = reading.ecc {
+            let first = *self.ecc_first.get_or_insert(ecc);
+            self.ecc_errors = Some(EccCounts {
+                corrected_volatile: ecc
+                    .corrected_volatile
+                    .saturating_sub(first.corrected_volatile),
+                uncorrected_volatile: ecc
+                    .uncorrected_volatile
+                    .saturating_sub(first.uncorrected_volatile),
+            });
+        }
         self.first_ms.get_or_insert(reading.sampled_at_ms);
         self.last_ms = Some(reading.sampled_at_ms);
     }
@@ -106,6 +123,33 @@ impl Watched {
                 .unwrap_or_default();
             let peak = self.power_peak_w.unwrap_or(mean);
             parts.push(format!("{mean:.0} W average, {peak:.0} W peak{limit}"));
+        }
+        // The card's own limits show up here; the clock lock the check asked for does not
+        // need saying, nor idle between pulses.
+        let throttles: Vec<&str> = self
+            .throttle_reasons
+            .iter()
+            .filter(|reason| {
+                !matches!(
+                    reason,
+                    ThrottleReason::GpuIdle | ThrottleReason::ApplicationsClocksSetting
+                )
+            })
+            .map(ThrottleReason::label)
+            .collect();
+        if !throttles.is_empty() {
+            parts.push(format!(
+                "held back by: {}",
+                throttles.join(", ").to_lowercase()
+            ));
+        }
+        if let Some(ecc) = self.ecc_errors {
+            parts.push(match (ecc.corrected_volatile, ecc.uncorrected_volatile) {
+                (0, 0) => "no ECC errors".to_string(),
+                (corrected, uncorrected) => {
+                    format!("ECC errors: {corrected} corrected, {uncorrected} uncorrected")
+                }
+            });
         }
         if parts.is_empty() {
             "no readings of the card".to_string()
