@@ -45,6 +45,15 @@ fn with_offset_profile(machine: &FakeMachine, name: &str, offset_mhz: i32) {
     assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
 }
 
+/// Applies the profile `name` and checks what it said; then puts the offset back to 0.
+fn applying_says(machine: &FakeMachine, name: &str, words: &str) {
+    let applied = machine.gputune(&["profile", "apply", name]);
+    let stderr = text(&applied.stderr);
+    assert!(stderr.contains(words), "{stderr}");
+    let reset = machine.gputune(&["apply", "--gpu-clock-offset", "0"]);
+    assert!(reset.status.success(), "{}", text(&reset.stderr));
+}
+
 #[test]
 fn a_check_at_stock_settings_finds_no_wrong_result_and_changes_nothing() {
     let machine = FakeMachine::new("rtx4090", "");
@@ -109,18 +118,7 @@ fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
     assert!(list.contains("found UNSTABLE after"), "{list}");
     // Applying it now warns that it was found unstable.
-    let applied = machine.gputune(&["profile", "apply", "Deep"]);
-    assert!(
-        text(&applied.stderr).contains("may compute wrong results"),
-        "{}",
-        text(&applied.stderr)
-    );
-    assert!(
-        machine
-            .gputune(&["apply", "--gpu-clock-offset", "0"])
-            .status
-            .success()
-    );
+    applying_says(&machine, "Deep", "may compute wrong results");
 }
 
 #[test]
@@ -129,18 +127,7 @@ fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_check
     with_offset_profile(&machine, "Mild", 15);
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
     assert!(list.contains("never checked"), "{list}");
-    let applied = machine.gputune(&["profile", "apply", "Mild"]);
-    assert!(
-        text(&applied.stderr).contains("was never checked for stability"),
-        "{}",
-        text(&applied.stderr)
-    );
-    assert!(
-        machine
-            .gputune(&["apply", "--gpu-clock-offset", "0"])
-            .status
-            .success()
-    );
+    applying_says(&machine, "Mild", "was never checked for stability");
     let output = machine.gputune(&["stability", "--profile", "Mild", "--duration-s", "2"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(
