@@ -666,7 +666,7 @@ fn tune_tab_shows(state: gputune::ui::app::AppState, label_contains: &str) {
 fn the_window_shows_a_change_another_process_made() {
     use gputune::service::client::SocketChoice;
     use gputune::ui::app::{AppState, RememberedState};
-    use gputune::ui::model::Model;
+    use gputune::ui::model::WindowModel;
     let machine = FakeMachine::new("rtx4090", "");
     let power_limit_is = |watts: u32| {
         move |state: &AppState| {
@@ -705,7 +705,7 @@ fn the_window_shows_a_change_another_process_made() {
     let link = gputune::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
         .expect("the link starts");
     let mut state = AppState::new(
-        Model::with_history_capacity(100),
+        WindowModel::with_history_capacity(100),
         RememberedState::default(),
     );
     window_until(&link, &mut state, power_limit_is(315));

@@ -10,7 +10,7 @@ use egui_kittest::kittest::Queryable;
 use gputune::link::Link;
 use gputune::service::client::SocketChoice;
 use gputune::ui::app::{AppState, RememberedState};
-use gputune::ui::model::Model;
+use gputune::ui::model::WindowModel;
 
 #[test]
 fn a_slow_driver_never_blocks_the_window() {
@@ -26,7 +26,7 @@ fn a_slow_driver_never_blocks_the_window() {
             let _ = state.ui(ui);
         },
         AppState::new(
-            Model::with_history_capacity(100),
+            WindowModel::with_history_capacity(100),
             RememberedState::default(),
         ),
     );

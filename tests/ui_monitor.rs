@@ -11,7 +11,7 @@ use gputune::device::DeviceError;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::link::LinkEvent;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
-use gputune::ui::model::Model;
+use gputune::ui::model::WindowModel;
 use gputune::ui::widgets::time_axis::TimeWindow;
 
 fn harness(state: AppState) -> Harness<'static, Window> {
@@ -267,12 +267,15 @@ fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
 #[test]
 fn before_the_backend_opens_and_when_it_cannot() {
     let connecting = harness(AppState::new(
-        Model::with_history_capacity(10),
+        WindowModel::with_history_capacity(10),
         RememberedState::default(),
     ));
     connecting.get_by_label("Looking for GPUs…");
 
-    let mut state = AppState::new(Model::with_history_capacity(10), RememberedState::default());
+    let mut state = AppState::new(
+        WindowModel::with_history_capacity(10),
+        RememberedState::default(),
+    );
     state.apply(LinkEvent::Failed(DeviceError::NoGpus.to_string()), 0);
     let harness = harness(state);
     harness.get_by_label("No GPU could be reached");
@@ -292,7 +295,7 @@ fn the_window_remembers_the_gpu_window_and_interval() {
     let stored = serde_json::to_string(&remembered).unwrap_or_default();
     let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
     assert_eq!(restored.monitor.window, TimeWindow::SixHours);
-    let mut next_run = AppState::new(Model::with_history_capacity(10), restored);
+    let mut next_run = AppState::new(WindowModel::with_history_capacity(10), restored);
     let fresh = training(SimScenario::EightRtx4090);
     let connected = LinkEvent::Connected {
         backend: gputune::device::BackendKind::Sim,

@@ -5,7 +5,7 @@
 use eframe::egui;
 use serde::{Deserialize, Serialize};
 
-use super::model::{Connection, Model};
+use super::model::{Connection, WindowModel};
 use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::plan::{PlanAction, PlanPanel};
@@ -103,7 +103,7 @@ pub struct AppState {
     /// The Tune tab's settings are for every GPU at once ("All GPUs").
     pub tune_all: bool,
     pub plan: PlanPanel,
-    pub model: Model,
+    pub model: WindowModel,
     /// The GPU whose graphs are open; `None` shows the overview.
     pub selected_gpu: Option<usize>,
     pub monitor: MonitorView,
@@ -115,7 +115,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(model: Model, remembered: RememberedState) -> AppState {
+    pub fn new(model: WindowModel, remembered: RememberedState) -> AppState {
         AppState {
             tab: remembered.tab,
             profiles: ProfilesPanel::default(),

@@ -11,7 +11,7 @@ use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 use gputune::tuning::in_force::SettingsInForce;
 use gputune::tuning::stats::TrialStats;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
-use gputune::ui::model::Model;
+use gputune::ui::model::WindowModel;
 
 /// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.
 pub fn connected_event(
@@ -108,7 +108,7 @@ pub fn app_state_with_history(
         .unwrap_or_else(|error| panic!("{error}"));
     let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
     let mut state = AppState::new(
-        Model::with_history_capacity(history_samples),
+        WindowModel::with_history_capacity(history_samples),
         RememberedState {
             interval_ms,
             ..RememberedState::default()
