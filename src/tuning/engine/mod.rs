@@ -85,7 +85,7 @@ use crate::tuning::in_force::{Control, Hold};
 use crate::tuning::state_folder::StateFolder;
 
 use state::{Gpu, Session};
-pub(crate) use state::{Layer, RestoreMap};
+pub(crate) use state::{Layer, RestoreEntry, RestoreMap};
 
 /// Said when a put-back reset a clock lock instead of restoring it: true whether the lock was
 /// set by another tool or never set since the driver started.
