@@ -555,7 +555,7 @@ fn the_daemon_survives_hostile_clients_and_keeps_serving_others() {
     half.send(b"{\"id\":1,\"req").expect("half a line");
 
     // Many clients at once: past the limit, a clear refusal; the daemon stays up.
-    let crowd: Vec<UnixStream> = (0..gputune::daemon::MOST_CONNECTIONS + 4)
+    let crowd: Vec<UnixStream> = (0..gputune::daemon::MAX_CONNECTIONS + 4)
         .filter_map(|_| UnixStream::connect(&daemon.socket).ok())
         .collect();
     let mut refused = 0;
