@@ -647,7 +647,7 @@ fn window_until(
     while !done(state) {
         assert!(Instant::now() < deadline, "the window never showed it");
         for event in link.drain_events() {
-            state.apply(event, 0);
+            state.take_event(event, 0);
         }
         std::thread::sleep(Duration::from_millis(20));
     }

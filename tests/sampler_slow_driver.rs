@@ -33,7 +33,7 @@ fn a_slow_driver_never_blocks_the_window() {
     // Frames keep coming while the thread sits in NVML; the window says what it is doing.
     for _ in 0..10 {
         for event in link.drain_events() {
-            harness.state_mut().apply(event, 0);
+            harness.state_mut().take_event(event, 0);
         }
         // `step`, not `run`: the "looking for GPUs" spinner keeps asking for frames.
         harness.step();

@@ -371,7 +371,7 @@ impl Router {
             }
             Request::Apply { changes } => answer(
                 engine
-                    .apply(&info, &changes)
+                    .apply_changes(&info, &changes)
                     .map(|gpus| Response::Applied { gpus }),
             ),
             Request::StartSession { session } => answer(
@@ -618,7 +618,7 @@ pub(crate) fn apply_boot_defaults(engine: &mut Engine, dir: &Path) -> Vec<Notice
                 gpu_uuid: default.gpu_uuid.clone(),
                 settings: default.settings.clone(),
             };
-            notices.push(match engine.apply(&daemon, &[change]) {
+            notices.push(match engine.apply_changes(&daemon, &[change]) {
                 Ok(applied) => Notice::Info(format!(
                     "Applied the boot default \"{name}\" to GPU {} ({}).",
                     applied.first().map_or(0, |gpu| gpu.gpu_index),

@@ -139,9 +139,9 @@ impl AppState {
     }
 
     /// Takes in one event from the link to the tuning service.
-    pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+    pub fn take_event(&mut self, event: LinkEvent, received_at_ms: u64) {
         let connected = matches!(event, LinkEvent::Connected { .. });
-        self.model.apply(event, received_at_ms);
+        self.model.take_event(event, received_at_ms);
         if connected {
             self.plan.detected_card = self.model.gpus.first().map(|gpu| {
                 let identity = &gpu.info.identity;

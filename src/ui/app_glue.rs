@@ -238,7 +238,7 @@ impl eframe::App for GpuTuneApp {
         let now_ms = wall_clock_ms();
         for event in self.link.drain_events() {
             let connected = matches!(event, LinkEvent::Connected { .. });
-            self.state.apply(event, now_ms);
+            self.state.take_event(event, now_ms);
             if connected {
                 if self.state.apply_default_profiles_on_start {
                     let (commands, said) =

@@ -142,7 +142,7 @@ impl WindowModel {
 
     /// Takes in one event from the link. `received_at_ms` (Unix ms) stamps a failed read,
     /// which has no timestamp of its own.
-    pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+    pub fn take_event(&mut self, event: LinkEvent, received_at_ms: u64) {
         self.heard_at_ms = self.heard_at_ms.max(received_at_ms);
         match event {
             LinkEvent::Connected {

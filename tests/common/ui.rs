@@ -114,13 +114,13 @@ pub fn app_state_with_history(
             ..RememberedState::default()
         },
     );
-    state.apply(connected, clock.now_ms());
+    state.take_event(connected, clock.now_ms());
     for index in 0..gpu_count as u32 {
-        state.apply(tuning_event(&mut backend, index), clock.now_ms());
+        state.take_event(tuning_event(&mut backend, index), clock.now_ms());
     }
     for _ in 0..samples {
         clock.advance_ms(interval_ms);
-        state.apply(samples_event(&mut backend, gpu_count), clock.now_ms());
+        state.take_event(samples_event(&mut backend, gpu_count), clock.now_ms());
     }
     state
 }

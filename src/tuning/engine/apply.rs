@@ -16,7 +16,7 @@ impl Engine {
     /// Applies every change, permanently. Validated on every GPU first (nothing is written if
     /// one value is refused); journaled while it runs, so a crash mid-way is put back at the next
     /// start; and when the driver refuses a write, what this apply wrote before is rolled back.
-    pub fn apply(
+    pub fn apply_changes(
         &mut self,
         client: &ClientInfo,
         changes: &[GpuChange],
