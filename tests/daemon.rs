@@ -555,7 +555,7 @@ fn the_daemon_survives_hostile_clients_and_keeps_serving_others() {
     half.send(b"{\"id\":1,\"req").expect("half a line");
 
     // Many clients at once: past the limit, a clear refusal; the daemon stays up.
-    let crowd: Vec<UnixStream> = (0..gputune::daemon::MOST_CONNECTIONS + 4)
+    let crowd: Vec<UnixStream> = (0..gputune::daemon::MAX_CONNECTIONS + 4)
         .filter_map(|_| UnixStream::connect(&daemon.socket).ok())
         .collect();
     let mut refused = 0;
@@ -647,7 +647,7 @@ fn window_until(
     while !done(state) {
         assert!(Instant::now() < deadline, "the window never showed it");
         for event in link.drain_events() {
-            state.apply(event, 0);
+            state.take_event(event, 0);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -666,7 +666,7 @@ fn tune_tab_shows(state: gputune::ui::app::AppState, label_contains: &str) {
 fn the_window_shows_a_change_another_process_made() {
     use gputune::service::client::SocketChoice;
     use gputune::ui::app::{AppState, RememberedState};
-    use gputune::ui::model::Model;
+    use gputune::ui::model::WindowModel;
     let machine = FakeMachine::new("rtx4090", "");
     let power_limit_is = |watts: u32| {
         move |state: &AppState| {
@@ -705,7 +705,7 @@ fn the_window_shows_a_change_another_process_made() {
     let link = gputune::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
         .expect("the link starts");
     let mut state = AppState::new(
-        Model::with_history_capacity(100),
+        WindowModel::with_history_capacity(100),
         RememberedState::default(),
     );
     window_until(&link, &mut state, power_limit_is(315));

@@ -162,7 +162,7 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
             "the window never got the history"
         );
         for event in link.drain_events() {
-            state.apply(event, now_ms());
+            state.take_event(event, now_ms());
         }
         std::thread::sleep(Duration::from_millis(20));
     }

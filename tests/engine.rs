@@ -218,7 +218,7 @@ fn a_trial_in_the_window_s_fan_curve_session_is_kept_beyond_the_window() {
     // Another client may not touch the card meanwhile, and is told by whom it is held.
     let cli = client(2, "gputune apply --power-limit 70%");
     let refused = engine
-        .apply(
+        .apply_changes(
             &cli,
             &[GpuChange {
                 gpu_uuid: uuid.clone(),
@@ -277,7 +277,7 @@ fn the_holder_s_own_apply_is_permanent_and_its_session_does_not_undo_it() {
         )
         .unwrap_or_else(|error| panic!("{error}"));
     engine
-        .apply(
+        .apply_changes(
             &run,
             &[GpuChange {
                 gpu_uuid: uuid.clone(),
@@ -308,7 +308,7 @@ fn a_plain_apply_rolls_back_what_it_wrote_when_a_later_write_is_refused() {
     // The driver stops accepting offsets after the engine read the card's constraints.
     machine.set_shared_faults("offsets_not_supported");
     let refused = engine
-        .apply(
+        .apply_changes(
             &client(1, "gputune apply"),
             &[GpuChange {
                 gpu_uuid: uuid,
@@ -775,7 +775,7 @@ fn a_journal_value_the_card_can_never_take_is_said_and_does_not_block_the_card()
             .exists()
     );
     engine
-        .apply(
+        .apply_changes(
             &client(1, "gputune apply"),
             &[GpuChange {
                 gpu_uuid: uuid,

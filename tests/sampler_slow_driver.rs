@@ -10,7 +10,7 @@ use egui_kittest::kittest::Queryable;
 use gputune::link::Link;
 use gputune::service::client::SocketChoice;
 use gputune::ui::app::{AppState, RememberedState};
-use gputune::ui::model::Model;
+use gputune::ui::model::WindowModel;
 
 #[test]
 fn a_slow_driver_never_blocks_the_window() {
@@ -26,14 +26,14 @@ fn a_slow_driver_never_blocks_the_window() {
             let _ = state.ui(ui);
         },
         AppState::new(
-            Model::with_history_capacity(100),
+            WindowModel::with_history_capacity(100),
             RememberedState::default(),
         ),
     );
     // Frames keep coming while the thread sits in NVML; the window says what it is doing.
     for _ in 0..10 {
         for event in link.drain_events() {
-            harness.state_mut().apply(event, 0);
+            harness.state_mut().take_event(event, 0);
         }
         // `step`, not `run`: the "looking for GPUs" spinner keeps asking for frames.
         harness.step();

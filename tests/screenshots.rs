@@ -141,7 +141,7 @@ fn screenshots() {
             measured_steps,
             elapsed_s,
         );
-        sweep.apply(
+        sweep.take_event(
             gputune::link::LinkEvent::Sweep {
                 view: Box::new(view),
                 notes: Vec::new(),
@@ -195,7 +195,7 @@ fn screenshots() {
         let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
         state.tab = gputune::ui::app::Tab::Tune;
         state.tune_view = gputune::ui::app::TuneView::Stability;
-        state.apply(
+        state.take_event(
             gputune::link::LinkEvent::Stability(Box::new(view)),
             common::ui::START_MS,
         );

@@ -472,7 +472,7 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
             Ok(changes) => changes,
             Err(error) => return audit.refused(&error.to_string()),
         };
-        let written = engine.apply(&client, &changes);
+        let written = engine.apply_changes(&client, &changes);
         prop_assert!(written.is_ok(), "{:?}: {:?}", args, written);
         audit.check(changes.iter().map(|gpu| gpu.settings.len()).sum())
     });

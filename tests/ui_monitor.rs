@@ -11,7 +11,7 @@ use gputune::device::DeviceError;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::link::LinkEvent;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
-use gputune::ui::model::Model;
+use gputune::ui::model::WindowModel;
 use gputune::ui::widgets::time_axis::TimeWindow;
 
 fn harness(state: AppState) -> Harness<'static, Window> {
@@ -255,7 +255,7 @@ fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
         }
     }
     samples[2] = Err(DeviceError::GpuLost { index: 2 });
-    state.apply(
+    state.take_event(
         LinkEvent::Samples(samples),
         common::ui::START_MS + 120 * 500,
     );
@@ -267,13 +267,16 @@ fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
 #[test]
 fn before_the_backend_opens_and_when_it_cannot() {
     let connecting = harness(AppState::new(
-        Model::with_history_capacity(10),
+        WindowModel::with_history_capacity(10),
         RememberedState::default(),
     ));
     connecting.get_by_label("Looking for GPUs…");
 
-    let mut state = AppState::new(Model::with_history_capacity(10), RememberedState::default());
-    state.apply(LinkEvent::Failed(DeviceError::NoGpus.to_string()), 0);
+    let mut state = AppState::new(
+        WindowModel::with_history_capacity(10),
+        RememberedState::default(),
+    );
+    state.take_event(LinkEvent::Failed(DeviceError::NoGpus.to_string()), 0);
     let harness = harness(state);
     harness.get_by_label("No GPU could be reached");
     harness.get_by_label_contains("--backend sim");
@@ -292,7 +295,7 @@ fn the_window_remembers_the_gpu_window_and_interval() {
     let stored = serde_json::to_string(&remembered).unwrap_or_default();
     let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
     assert_eq!(restored.monitor.window, TimeWindow::SixHours);
-    let mut next_run = AppState::new(Model::with_history_capacity(10), restored);
+    let mut next_run = AppState::new(WindowModel::with_history_capacity(10), restored);
     let fresh = training(SimScenario::EightRtx4090);
     let connected = LinkEvent::Connected {
         backend: gputune::device::BackendKind::Sim,
@@ -306,7 +309,7 @@ fn the_window_remembers_the_gpu_window_and_interval() {
         daemon: false,
         notices: Vec::new(),
     };
-    next_run.apply(connected, 0);
+    next_run.take_event(connected, 0);
     assert_eq!(
         next_run.selected_gpu,
         Some(6),
@@ -332,7 +335,7 @@ fn a_setting_changed_by_another_program_is_marked_in_the_graphs_with_who_and_wha
         what: "power limit changed".to_string(),
     });
     for _ in 0..2 {
-        state.apply(LinkEvent::Tuning(Box::new(tuning.clone())), latest_ms);
+        state.take_event(LinkEvent::Tuning(Box::new(tuning.clone())), latest_ms);
     }
     assert_eq!(state.model.gpus[0].changes.len(), 1);
     state.selected_gpu = Some(0);
@@ -347,7 +350,7 @@ fn a_setting_changed_by_another_program_is_marked_in_the_graphs_with_who_and_wha
             by: "another program".to_string(),
             what: "power limit changed".to_string(),
         });
-        state.apply(LinkEvent::Tuning(Box::new(tuning)), latest_ms);
+        state.take_event(LinkEvent::Tuning(Box::new(tuning)), latest_ms);
     }
     state.selected_gpu = Some(0);
     let window = harness(state);
@@ -494,7 +497,7 @@ fn hovering_a_setting_mark_says_when_what_and_who() {
         by: "gputune apply (pid 77, user ana)".to_string(),
         what: "power limit 315 W".to_string(),
     });
-    state.apply(LinkEvent::Tuning(Box::new(tuning)), latest_ms);
+    state.take_event(LinkEvent::Tuning(Box::new(tuning)), latest_ms);
     state.selected_gpu = Some(0);
     state.monitor.set_window(TimeWindow::OneMinute);
     state.monitor.pause(latest_ms + 20_000);

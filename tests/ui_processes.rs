@@ -42,7 +42,7 @@ fn run_with_job(state: &mut AppState, pid: u32) {
         job_pid: Some(pid),
         energy_at_start_mj: None,
     }];
-    state.apply(LinkEvent::Tuning(Box::new(tuning)), 0);
+    state.take_event(LinkEvent::Tuning(Box::new(tuning)), 0);
 }
 
 /// GPU 0's latest reading, with `processes` instead of what it listed.
@@ -55,7 +55,7 @@ fn with_processes(state: &mut AppState, processes: Option<Vec<GpuProcess>>) {
         },
         other => panic!("GPU 0 has a reading: {other:?}"),
     };
-    state.apply(LinkEvent::Samples(vec![Ok(reading)]), 0);
+    state.take_event(LinkEvent::Samples(vec![Ok(reading)]), 0);
 }
 
 fn process(pid: u32, mib: u64, command: Option<&str>) -> GpuProcess {

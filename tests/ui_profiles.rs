@@ -204,7 +204,7 @@ fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
         in_force: Default::default(),
         enforced_power_limit_mw: Some(315_000),
     };
-    harness.state_mut().state.apply(
+    harness.state_mut().state.take_event(
         LinkEvent::Applied {
             gpu_index: 0,
             result: Ok(applied),
@@ -225,7 +225,7 @@ fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
         let gpu = &state.model.gpus[0];
         state.profiles.awaiting(gpu, "quiet-70", false);
     }
-    harness.state_mut().state.apply(
+    harness.state_mut().state.take_event(
         LinkEvent::Applied {
             gpu_index: 0,
             result: Err(TuneError::new(

@@ -44,7 +44,7 @@ fn show(harness: &mut Harness<'static, Window>, view: StabilityView) {
     harness
         .state_mut()
         .state
-        .apply(LinkEvent::Stability(Box::new(view)), 0);
+        .take_event(LinkEvent::Stability(Box::new(view)), 0);
     harness.run();
 }
 

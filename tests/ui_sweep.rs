@@ -106,7 +106,7 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
     harness
         .state_mut()
         .state
-        .apply(LinkEvent::Tuning(Box::new(tuning)), 0);
+        .take_event(LinkEvent::Tuning(Box::new(tuning)), 0);
     harness.run();
     harness.get_by_label_contains("held by gputune run --profile Quiet (pid 77, user bob) (a run)");
     harness.get_by_label("Start the sweep").click();
@@ -119,7 +119,7 @@ fn a_running_sweep_shows_its_step_and_can_be_stopped() {
     let mut harness = harness();
     harness.state_mut().state.tune_view = TuneView::Sweep;
     let view = simulated_sweep(&[100.0, 90.0, 80.0, 70.0, 60.0], 2, 50);
-    harness.state_mut().state.apply(
+    harness.state_mut().state.take_event(
         LinkEvent::Sweep {
             view: Box::new(view),
             notes: vec!["Following /home/ana/runs/llama-lora/train.log.".to_string()],
@@ -150,7 +150,7 @@ fn a_finished_sweep_shows_its_answer_and_saves_it_as_a_profile() {
         .as_ref()
         .and_then(|outcome| outcome.recommendation.clone().ok())
         .unwrap_or_else(|| panic!("the simulated sweep has an answer"));
-    harness.state_mut().state.apply(
+    harness.state_mut().state.take_event(
         LinkEvent::Sweep {
             view: Box::new(view),
             notes: Vec::new(),

@@ -98,7 +98,7 @@ fn following_a_fan_curve_and_stopping() {
         tuning.fan_curve = Some(FanCurve::default());
         tuning.holders = vec![fans_holder(SessionPurpose::FanCurve, "the gputune window")];
     });
-    harness.state_mut().state.apply(following, 0);
+    harness.state_mut().state.take_event(following, 0);
     harness.run();
     harness.get_by_label(
         "The fan curve is followed while this window is open: no gputune daemon keeps it.",
@@ -129,7 +129,7 @@ fn the_tab_shows_what_the_card_runs_and_follows_a_change_made_elsewhere() {
         };
         tuning.in_force.gpu_clock_offset_mhz = Some(150);
     });
-    harness.state_mut().state.apply(tuned, 0);
+    harness.state_mut().state.take_event(tuned, 0);
     harness.run();
     harness.get_by_label_contains("power limit 315 W (70 % of default)");
     harness.get_by_label_contains("GPU clocks 210-2520 MHz");
@@ -144,7 +144,7 @@ fn the_tab_shows_what_the_card_runs_and_follows_a_change_made_elsewhere() {
     let lowered = tuning_after(&harness, |tuning| {
         tuning.in_force.power_limit_mw = Some(300_000);
     });
-    harness.state_mut().state.apply(lowered, 0);
+    harness.state_mut().state.take_event(lowered, 0);
     harness.run();
     harness.get_by_label("= 300 W");
     assert_eq!(harness.state().state.tune.memory_clock_offset_mhz, 500);
@@ -180,7 +180,7 @@ fn a_card_held_by_another_client_says_by_whom_and_until_when() {
             energy_at_start_mj: None,
         }];
     });
-    harness.state_mut().state.apply(held, 0);
+    harness.state_mut().state.take_event(held, 0);
     harness.run();
     harness.get_by_label_contains(
         "The power limit is held by a trial of gputune apply --try 60 (pid 4242, user alice) until",
@@ -412,8 +412,8 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
             what: "power limit 315 W".to_string(),
         });
     });
-    harness.state_mut().state.apply(ours, at_ms - 40);
-    harness.state_mut().state.apply(
+    harness.state_mut().state.take_event(ours, at_ms - 40);
+    harness.state_mut().state.take_event(
         LinkEvent::Notice {
             gpu_index: Some(0),
             notice: Notice::Info("Applied power limit 315 W.".to_string()),
@@ -422,7 +422,7 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
     );
     // The engine's next report of the same change keeps it.
     let again = tuning_after(&harness, |_| {});
-    harness.state_mut().state.apply(again, at_ms + 1_000);
+    harness.state_mut().state.take_event(again, at_ms + 1_000);
     harness.run();
     harness.get_by_label("Applied power limit 315 W.");
     // Another program sets 400 W a minute later: the message gives way to what the card runs.
@@ -434,7 +434,7 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
             what: "power limit changed".to_string(),
         });
     });
-    harness.state_mut().state.apply(theirs, at_ms + 60_500);
+    harness.state_mut().state.take_event(theirs, at_ms + 60_500);
     harness.run();
     assert!(
         harness
@@ -676,7 +676,7 @@ fn through_the_daemon_a_followed_curve_is_kept_by_it_and_cleared_there() {
         tuning.fan_curve = Some(FanCurve::default());
         tuning.holders = vec![fans_holder(SessionPurpose::KeptFanCurve, "alice")];
     });
-    harness.state_mut().state.apply(kept, 0);
+    harness.state_mut().state.take_event(kept, 0);
     harness.run();
     harness.get_by_label(
         "The fan curve is kept by the daemon (set by alice); clear it to hand the fans back.",

@@ -21,7 +21,7 @@ use crate::units::local_time;
 const DAY_AND_TIME: &str = "%-d %b %H:%M:%S";
 
 /// The longest look back one may ask for (the daemon keeps at most 30 days).
-const MOST_HOURS: u64 = 720;
+const MAX_HOURS: u64 = 720;
 
 /// `gputune history`.
 #[derive(Debug, Clone, clap::Args)]
@@ -30,7 +30,7 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "UUID|INDEX")]
     pub gpu: Vec<String>,
     /// How far back, in hours (default: all the daemon keeps).
-    #[arg(long, value_name = "HOURS", value_parser = clap::value_parser!(u64).range(1..=MOST_HOURS))]
+    #[arg(long, value_name = "HOURS", value_parser = clap::value_parser!(u64).range(1..=MAX_HOURS))]
     pub hours: Option<u64>,
     /// Write the samples to this new CSV file (one row per GPU per second, `gputune log`'s
     /// columns); an existing file is never replaced.
@@ -165,7 +165,7 @@ fn read_gpu(
 ) -> Result<GpuRecord, ClientError> {
     let mut pages = HistoryPages::new(&info.identity.uuid, from_ms, until_ms);
     // Memory grows with the samples read, up to the most a daemon keeps.
-    let mut history = GpuHistory::with_capacity((MOST_HOURS * 3_600) as usize);
+    let mut history = GpuHistory::with_capacity((MAX_HOURS * 3_600) as usize);
     let mut changes = Vec::new();
     let mut keep_hours = 0;
     while let Some(page) = pages.next(client)? {

@@ -109,7 +109,7 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
         ProfileCommand::Apply { name, gpu } => {
             let stored = store.load(name)?;
             let mut client = connect_for_changes(options, &mut messages)?;
-            apply(
+            apply_profile(
                 &mut client,
                 &stored,
                 gpu.as_deref(),
@@ -573,7 +573,7 @@ fn apply_to_gpu(
 }
 
 /// `profile apply NAME`: notices on `messages`, what was written on `out`.
-pub fn apply(
+pub fn apply_profile(
     client: &mut TuningClient,
     stored: &StoredProfile,
     gpu: Option<&str>,

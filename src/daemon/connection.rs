@@ -4,7 +4,7 @@
 //!
 //! - the writer gives up on a client that has not taken an answer for [`WRITE_PATIENCE`], or
 //!   that the service dropped for not reading (its backlog full), and closes the socket;
-//! - the reader stops reading while [`MOST_IN_FLIGHT`] answers are unsent, but keeps watching
+//! - the reader stops reading while [`MAX_IN_FLIGHT`] answers are unsent, but keeps watching
 //!   the socket for the peer hanging up and the writer giving up;
 //! - a connection must say `hello` within [`HELLO_DEADLINE`].
 //!
@@ -21,15 +21,13 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::slots::Slot;
-use crate::service::protocol::{
-    MOST_REQUEST_BYTES, Message, Request, Response, parse_request_line,
-};
+use crate::service::protocol::{MAX_REQUEST_BYTES, Message, Request, Response, parse_request_line};
 use crate::service::{Input, Service};
 use crate::tuning::engine::{ClientId, ClientInfo, TuneError, TuneErrorKind};
 
 /// The most requests of one client waiting for an answer; past that the daemon stops reading
 /// from it until it catches up.
-const MOST_IN_FLIGHT: usize = 32;
+const MAX_IN_FLIGHT: usize = 32;
 /// How long a new connection has to say `hello`.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(3);
 /// How long one message may wait for the client to read it before the client is dropped.
@@ -124,7 +122,7 @@ fn read_requests(
             }
         }
         line.clear();
-        let limit = (MOST_REQUEST_BYTES + 1) as u64;
+        let limit = (MAX_REQUEST_BYTES + 1) as u64;
         match (&mut reader).take(limit).read_until(b'\n', &mut line) {
             Ok(0) => return,
             Ok(_) => {}
@@ -137,13 +135,13 @@ fn read_requests(
             }
             Err(_) => return,
         }
-        if line.len() > MOST_REQUEST_BYTES || line.last() != Some(&b'\n') {
-            if line.len() > MOST_REQUEST_BYTES {
+        if line.len() > MAX_REQUEST_BYTES || line.last() != Some(&b'\n') {
+            if line.len() > MAX_REQUEST_BYTES {
                 reply_error(
                     outbox,
                     0,
                     format!(
-                        "A request may be at most {MOST_REQUEST_BYTES} bytes; this connection is closed."
+                        "A request may be at most {MAX_REQUEST_BYTES} bytes; this connection is closed."
                     ),
                 );
             }
@@ -190,7 +188,7 @@ fn no_hello() -> String {
 /// Back-pressure: a client that floods waits for its answers. Returns false when the
 /// connection ended meanwhile (the peer hung up, or the writer gave up on it).
 fn wait_for_room(connection: &Connection) -> bool {
-    while connection.in_flight.load(Ordering::SeqCst) >= MOST_IN_FLIGHT {
+    while connection.in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
         if connection.is_closed() || peer_hung_up(&connection.stream) {
             return false;
         }

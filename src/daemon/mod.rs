@@ -19,7 +19,7 @@ use crate::telemetry::store::HistoryOptions;
 use crate::tuning::engine::{EngineOptions, Ownership};
 
 pub use connection::{HELLO_DEADLINE, WRITE_PATIENCE};
-pub use slots::{KEPT_FOR_WRITERS, MOST_CONNECTIONS, MOST_PER_USER};
+pub use slots::{KEPT_FOR_WRITERS, MAX_CONNECTIONS, MAX_PER_USER};
 
 /// The group whose members may change settings through the daemon.
 pub const DEFAULT_GROUP: &str = "gputune";

@@ -1,16 +1,16 @@
 //! Who gets a connection slot. The daemon serves a bounded number of connections; a user who
 //! opens many (a stuck script, a hostile local user) must not lock the others out, and users
 //! who may only read must not starve the ones who may change settings. So: at most
-//! [`MOST_CONNECTIONS`] in all, at most [`MOST_PER_USER`] for one user, and the last
+//! [`MAX_CONNECTIONS`] in all, at most [`MAX_PER_USER`] for one user, and the last
 //! [`KEPT_FOR_WRITERS`] only for peers who may write.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The most clients connected at once.
-pub const MOST_CONNECTIONS: usize = 64;
+pub const MAX_CONNECTIONS: usize = 64;
 /// The most connections of one user (by the kernel's uid of the peer).
-pub const MOST_PER_USER: usize = 16;
+pub const MAX_PER_USER: usize = 16;
 /// Slots that peers who may only read never take.
 pub const KEPT_FOR_WRITERS: usize = 16;
 
@@ -55,13 +55,13 @@ impl Slots {
             .counts
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if counts.total >= MOST_CONNECTIONS {
+        if counts.total >= MAX_CONNECTIONS {
             return Err(format!(
-                "The gputune daemon already serves {MOST_CONNECTIONS} connections, its most; close a gputune window or command you no longer need, or try again in a moment."
+                "The gputune daemon already serves {MAX_CONNECTIONS} connections, its most; close a gputune window or command you no longer need, or try again in a moment."
             ));
         }
         let mine = counts.per_user.get(&applicant.uid).copied().unwrap_or(0);
-        if mine >= MOST_PER_USER {
+        if mine >= MAX_PER_USER {
             let who = applicant
                 .user
                 .clone()
@@ -70,10 +70,10 @@ impl Slots {
                     None => "peers without credentials".to_string(),
                 });
             return Err(format!(
-                "The gputune daemon already serves {MOST_PER_USER} connections of {who}, the most for one user; close some gputune windows or scripts of {who} and try again."
+                "The gputune daemon already serves {MAX_PER_USER} connections of {who}, the most for one user; close some gputune windows or scripts of {who} and try again."
             ));
         }
-        if !applicant.may_write && counts.readers >= MOST_CONNECTIONS - KEPT_FOR_WRITERS {
+        if !applicant.may_write && counts.readers >= MAX_CONNECTIONS - KEPT_FOR_WRITERS {
             return Err(format!(
                 "The gputune daemon keeps its last {KEPT_FOR_WRITERS} connections for users who may change settings, and every other one is taken; try again in a moment."
             ));
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn one_user_cannot_take_every_slot() {
         let slots = Slots::new();
-        let held: Vec<Slot> = (0..MOST_PER_USER)
+        let held: Vec<Slot> = (0..MAX_PER_USER)
             .map(|_| slots.take(&applicant(1000, false)).unwrap())
             .collect();
         let refused = slots.take(&applicant(1000, false)).unwrap_err();
@@ -148,10 +148,10 @@ mod tests {
     #[test]
     fn readers_leave_slots_for_users_who_may_write() {
         let slots = Slots::new();
-        let readers = MOST_CONNECTIONS - KEPT_FOR_WRITERS;
+        let readers = MAX_CONNECTIONS - KEPT_FOR_WRITERS;
         let held: Vec<Slot> = (0..readers)
             .map(|index| {
-                let uid = 2000 + (index / MOST_PER_USER) as u32;
+                let uid = 2000 + (index / MAX_PER_USER) as u32;
                 slots.take(&applicant(uid, false)).unwrap()
             })
             .collect();

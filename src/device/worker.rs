@@ -14,7 +14,7 @@ use super::{Backend, BackendKind, DeviceError, Reopener};
 
 /// How many threads may be stuck in the driver at once before the worker stops making new
 /// ones: past that the driver has stopped answering, and more threads would only pile up.
-const MOST_STUCK_THREADS: usize = 4;
+const MAX_STUCK_THREADS: usize = 4;
 
 /// Environment variable: the deadline of one write or settings read, milliseconds.
 pub const DRIVER_TIMEOUT_ENV: &str = "GPUTUNE_DRIVER_TIMEOUT_MS";
@@ -159,7 +159,7 @@ impl DeviceWorker {
 
     fn spawn(&self, backend: Option<Box<dyn Backend>>) -> Result<Sender<Job>, DeviceError> {
         let stuck = self.stuck_threads.load(Ordering::SeqCst);
-        if stuck >= MOST_STUCK_THREADS {
+        if stuck >= MAX_STUCK_THREADS {
             return Err(DeviceError::Timeout {
                 what: format!("{stuck} earlier calls are still waiting on it"),
                 waited_s: 0,

@@ -16,7 +16,7 @@ use crate::tuning::engine::{ChangeNote, GpuInfo};
 const TURN_BUDGET: Duration = Duration::from_millis(25);
 /// How far back the window reads: the daemon's one sample a second fills the window's history
 /// (24 h at 10 Hz) in this many seconds; older samples would not be kept.
-const MOST_LOOK_BACK_S: u64 = crate::telemetry::history::DAY_AT_10_HZ as u64;
+const MAX_LOOK_BACK_S: u64 = crate::telemetry::history::DAY_AT_10_HZ as u64;
 
 /// The reading of every GPU's history, in progress.
 pub(crate) struct HistoryFetch {
@@ -64,7 +64,7 @@ impl HistoryFetch {
             };
             // From as far back as the window keeps (the daemon starts at the oldest it has).
             let until_ms = self.until_ms;
-            let from_ms = until_ms.saturating_sub(MOST_LOOK_BACK_S * 1000);
+            let from_ms = until_ms.saturating_sub(MAX_LOOK_BACK_S * 1000);
             let pages = self
                 .pages
                 .get_or_insert_with(|| HistoryPages::new(&uuid, from_ms, until_ms));

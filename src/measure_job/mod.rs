@@ -38,7 +38,7 @@ pub const DEFAULT_STEPS: u64 = 20;
 /// Micro-batches measured when none are given.
 pub const DEFAULT_MICRO_BATCHES: [u64; 2] = [1, 2];
 /// A run counting steps is stopped after this long even if it printed no readable progress.
-const MOST_SECONDS_COUNTING_STEPS: f64 = 900.0;
+const MAX_SECONDS_COUNTING_STEPS: f64 = 900.0;
 /// How often the job's processes are looked for in NVML's list.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long the job's output is waited for after it ended (the out-of-memory text).
@@ -216,7 +216,7 @@ impl JobSpec {
             }
             None => RunLimit {
                 steps: Some(steps.unwrap_or(DEFAULT_STEPS)),
-                seconds: MOST_SECONDS_COUNTING_STEPS,
+                seconds: MAX_SECONDS_COUNTING_STEPS,
             },
         };
         Ok(JobSpec {
@@ -470,13 +470,13 @@ impl Runner<'_> {
             }
             let elapsed_s = started.elapsed().as_secs_f64();
             let done = match self.limit.steps {
-                Some(steps) => steps_read >= steps || elapsed_s >= MOST_SECONDS_COUNTING_STEPS,
+                Some(steps) => steps_read >= steps || elapsed_s >= MAX_SECONDS_COUNTING_STEPS,
                 None => elapsed_s >= self.limit.seconds,
             };
             if done || reached_card || out_of_memory_text.load(Ordering::SeqCst) {
-                if self.limit.steps.is_some() && elapsed_s >= MOST_SECONDS_COUNTING_STEPS {
+                if self.limit.steps.is_some() && elapsed_s >= MAX_SECONDS_COUNTING_STEPS {
                     self.watcher.message(&format!(
-                        "no progress gputune can read came in {MOST_SECONDS_COUNTING_STEPS:.0} s; measuring by time instead (seconds per run) needs no progress."
+                        "no progress gputune can read came in {MAX_SECONDS_COUNTING_STEPS:.0} s; measuring by time instead (seconds per run) needs no progress."
                     ));
                 }
                 stopped_by_us = true;

@@ -5,7 +5,7 @@
 use super::exposition::CONTENT_TYPE;
 
 /// The most bytes of a request head (request line and headers) read before answering 431.
-pub const MOST_REQUEST_BYTES: usize = 8 * 1024;
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
 
 /// What the bytes read so far make.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,13 +30,13 @@ pub enum Route {
 /// Reads a request head from what arrived so far.
 pub fn parse(received: &[u8]) -> Parsed {
     let Some(end) = head_end(received) else {
-        return if received.len() >= MOST_REQUEST_BYTES {
+        return if received.len() >= MAX_REQUEST_BYTES {
             Parsed::Answer(Route::TooLarge)
         } else {
             Parsed::Incomplete
         };
     };
-    if end > MOST_REQUEST_BYTES {
+    if end > MAX_REQUEST_BYTES {
         return Parsed::Answer(Route::TooLarge);
     }
     let Ok(head) = std::str::from_utf8(&received[..end]) else {
@@ -68,7 +68,7 @@ pub fn parse(received: &[u8]) -> Parsed {
 
 /// Where the head ends (after its blank line), when it has.
 fn head_end(received: &[u8]) -> Option<usize> {
-    let searched = &received[..received.len().min(MOST_REQUEST_BYTES + 4)];
+    let searched = &received[..received.len().min(MAX_REQUEST_BYTES + 4)];
     let crlf = searched
         .windows(4)
         .position(|window| window == b"\r\n\r\n")
@@ -227,7 +227,7 @@ mod tests {
         assert_eq!(route(""), Parsed::Incomplete);
         let long = format!(
             "GET /metrics HTTP/1.1\r\nX: {}",
-            "a".repeat(MOST_REQUEST_BYTES)
+            "a".repeat(MAX_REQUEST_BYTES)
         );
         assert_eq!(route(&long), Parsed::Answer(Route::TooLarge));
         let complete_but_long = format!("{long}\r\n\r\n");

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::feed::Published;
-use super::http::{self, MOST_REQUEST_BYTES, Parsed};
+use super::http::{self, MAX_REQUEST_BYTES, Parsed};
 
 /// What one connection may take.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +45,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// How long a closing connection's leftover input is read, so the close is clean.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// Reads or writes one connection makes before the others get their turn.
-const MOST_STEPS: usize = 64;
+const MAX_STEPS: usize = 64;
 
 /// Binds the listening socket, with a message that says what to do when it cannot.
 pub fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
@@ -247,14 +247,14 @@ fn progress(
     now: Instant,
 ) -> Option<Connection> {
     // Bounded, so a client that sends without end cannot keep the thread from the others.
-    for _ in 0..MOST_STEPS {
+    for _ in 0..MAX_STEPS {
         match &mut connection.phase {
             Phase::Reading(received) => {
                 let mut chunk = [0u8; 2048];
                 match connection.stream.read(&mut chunk) {
                     Ok(0) => return None,
                     Ok(count) => {
-                        let room = (MOST_REQUEST_BYTES + 4).saturating_sub(received.len());
+                        let room = (MAX_REQUEST_BYTES + 4).saturating_sub(received.len());
                         received.extend_from_slice(&chunk[..count.min(room)]);
                         if let Parsed::Answer(route) = http::parse(received) {
                             let body = published.body();

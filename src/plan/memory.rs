@@ -265,107 +265,73 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
     } else {
         0.0
     };
-    let base = weights + autocast_copies + optimizer;
-    let mut candidates = vec![
-        (
-            Phase::Forward,
-            [
-                base,
-                held_gradients,
-                activations.saved,
-                activations.loss_temporaries,
-            ],
-        ),
-        (
-            Phase::Backward,
-            [
-                base,
-                held_gradients,
-                activations.saved,
-                activations.backward_start,
-            ],
-        ),
-        (
-            Phase::Backward,
-            [
-                base,
-                held_gradients.max(head_gradient),
-                activations.saved - activations.loss_saved,
-                activations.logits_gradient + head_gradient_cast,
-            ],
-        ),
-        (
-            Phase::Backward,
-            [
-                base,
-                held_gradients.max(head_gradient),
-                activations.saved - activations.loss_saved,
-                activations.recomputed_block,
-            ],
-        ),
-        (
-            Phase::OptimizerStep,
-            [weights + optimizer, gradients, 0.0, step_temporaries],
-        ),
+    let persistent_bytes = weights + autocast_copies + optimizer;
+    let backward_gradients_bytes = held_gradients.max(head_gradient);
+    let after_loss_activations_bytes = activations.saved - activations.loss_saved;
+    let mut moments = vec![
+        Moment {
+            phase: Phase::Forward,
+            persistent_bytes,
+            gradients_bytes: held_gradients,
+            activations_bytes: activations.saved,
+            temporaries_bytes: activations.loss_temporaries,
+        },
+        Moment {
+            phase: Phase::Backward,
+            persistent_bytes,
+            gradients_bytes: held_gradients,
+            activations_bytes: activations.saved,
+            temporaries_bytes: activations.backward_start,
+        },
+        Moment {
+            phase: Phase::Backward,
+            persistent_bytes,
+            gradients_bytes: backward_gradients_bytes,
+            activations_bytes: after_loss_activations_bytes,
+            temporaries_bytes: activations.logits_gradient + head_gradient_cast,
+        },
+        Moment {
+            phase: Phase::Backward,
+            persistent_bytes,
+            gradients_bytes: backward_gradients_bytes,
+            activations_bytes: after_loss_activations_bytes,
+            temporaries_bytes: activations.recomputed_block,
+        },
+        Moment {
+            phase: Phase::OptimizerStep,
+            persistent_bytes: weights + optimizer,
+            gradients_bytes: gradients,
+            activations_bytes: 0.0,
+            temporaries_bytes: step_temporaries,
+        },
     ];
     if let Architecture::Cnn(config) = &model.architecture {
-        // A CNN's backward pass frees each stage's activations as it passes and leaves its
-        // gradients behind: while it works through stage s, the stem's and stages 0..=s's
-        // tensors (and autocast's copies of their weights) and every later gradient coexist.
-        let types = super::activations::Types::of(setup);
-        let prefixes = super::cnn::backward_prefixes(
-            config,
-            setup.sequence_length as f64,
-            setup.micro_batch as f64,
-            types,
-        );
-        for prefix in prefixes {
-            let copies = if autocast_copies > 0.0 {
-                2.0 * prefix.parameters
-            } else {
-                0.0
-            };
-            let later_gradients =
-                (counts.trainable - prefix.parameters).max(0.0) * gradient_bytes_per_value;
-            candidates.push((
-                Phase::Backward,
-                [
-                    weights + copies + optimizer,
-                    held_gradients.max(later_gradients),
-                    prefix.saved_bytes,
-                    0.0,
-                ],
-            ));
-        }
+        let stored = CnnStored {
+            weights_bytes: weights,
+            optimizer_bytes: optimizer,
+            held_gradients_bytes: held_gradients,
+            autocast: autocast_copies > 0.0,
+            gradient_bytes_per_value,
+            trainable_parameters: counts.trainable,
+        };
+        moments.extend(cnn_backward_moments(config, setup, &stored));
     }
-    let sum = |parts: &[f64; 4]| parts.iter().sum::<f64>();
     let phase_peak = |phase: Phase| {
-        candidates
+        moments
             .iter()
-            .filter(|(candidate, _)| *candidate == phase)
-            .map(|(_, parts)| sum(parts))
+            .filter(|moment| moment.phase == phase)
+            .map(Moment::total_bytes)
             .fold(0.0, f64::max)
     };
-    let (peak_phase, peak_parts) = candidates
-        .iter()
-        .copied()
-        .fold(candidates[0], |best, next| {
-            if sum(&next.1) > sum(&best.1) {
-                next
-            } else {
-                best
-            }
-        });
-    let [
-        _,
-        gradients_at_peak,
-        activations_at_peak,
-        temporaries_at_peak,
-    ] = peak_parts;
+    let peak = largest_moment(&moments);
+    let peak_phase = peak.phase;
+    let gradients_at_peak = peak.gradients_bytes;
+    let activations_at_peak = peak.activations_bytes;
+    let temporaries_at_peak = peak.temporaries_bytes;
     // What the peak's moment holds beyond the stored weights and the optimizer states.
-    let copies_at_peak = (peak_parts[0] - weights - optimizer).max(0.0);
+    let copies_at_peak = (peak.persistent_bytes - weights - optimizer).max(0.0);
     let weights_at_peak = weights + copies_at_peak;
-    let tensors = sum(&peak_parts);
+    let tensors = peak.total_bytes();
     let allocator_reserve = if sharded_parameters || setup.offload != Offload::None {
         // No sharded or offloaded run was measured on a GPU here: their reserve keeps the
         // share fit to the published FSDP and offload points (each block's gathered
@@ -407,6 +373,91 @@ pub fn estimate(model: &Model, setup: &TrainingSetup) -> Result<MemoryBreakdown,
             optimizer_step: to_bytes(phase_peak(Phase::OptimizerStep)),
         },
     })
+}
+
+/// One moment of a training step the peak can fall at and what it holds, in bytes (fractional
+/// while estimating; rounded once in the breakdown).
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    phase: Phase,
+    /// Stored weights, the optimizer's states and autocast's 16-bit copies live at the moment.
+    persistent_bytes: f64,
+    gradients_bytes: f64,
+    activations_bytes: f64,
+    temporaries_bytes: f64,
+}
+
+impl Moment {
+    fn total_bytes(&self) -> f64 {
+        self.persistent_bytes
+            + self.gradients_bytes
+            + self.activations_bytes
+            + self.temporaries_bytes
+    }
+}
+
+/// The first moment holding the most (a later one must hold strictly more to win).
+fn largest_moment(moments: &[Moment]) -> Moment {
+    let first = moments.first().copied().unwrap_or(Moment {
+        phase: Phase::Forward,
+        persistent_bytes: 0.0,
+        gradients_bytes: 0.0,
+        activations_bytes: 0.0,
+        temporaries_bytes: 0.0,
+    });
+    moments.iter().copied().fold(first, |best, next| {
+        if next.total_bytes() > best.total_bytes() {
+            next
+        } else {
+            best
+        }
+    })
+}
+
+/// What a CNN's backward moments start from: the step's stored bytes.
+struct CnnStored {
+    weights_bytes: f64,
+    optimizer_bytes: f64,
+    held_gradients_bytes: f64,
+    /// Whether autocast keeps 16-bit copies of the weights between forward and backward.
+    autocast: bool,
+    gradient_bytes_per_value: f64,
+    trainable_parameters: f64,
+}
+
+/// A CNN's backward pass frees each stage's activations as it passes and leaves its gradients
+/// behind: while it works through stage s, the stem's and stages 0..=s's tensors (and
+/// autocast's copies of their weights) and every later gradient coexist.
+fn cnn_backward_moments(
+    config: &super::model::CnnConfig,
+    setup: &TrainingSetup,
+    stored: &CnnStored,
+) -> Vec<Moment> {
+    let types = super::activations::Types::of(setup);
+    super::cnn::backward_prefixes(
+        config,
+        setup.sequence_length as f64,
+        setup.micro_batch as f64,
+        types,
+    )
+    .into_iter()
+    .map(|prefix| {
+        let copies_bytes = if stored.autocast {
+            2.0 * prefix.parameters
+        } else {
+            0.0
+        };
+        let later_gradients_bytes = (stored.trainable_parameters - prefix.parameters).max(0.0)
+            * stored.gradient_bytes_per_value;
+        Moment {
+            phase: Phase::Backward,
+            persistent_bytes: stored.weights_bytes + copies_bytes + stored.optimizer_bytes,
+            gradients_bytes: stored.held_gradients_bytes.max(later_gradients_bytes),
+            activations_bytes: prefix.saved_bytes,
+            temporaries_bytes: 0.0,
+        }
+    })
+    .collect()
 }
 
 /// The default allocator's reserve beyond the live tensors at the peak, as a share of them:

@@ -9,7 +9,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use super::protocol::{
-    Event, MOST_MESSAGE_BYTES, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Welcome,
+    Event, MAX_MESSAGE_BYTES, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Welcome,
 };
 use super::{Input, Service, ServiceOptions};
 use crate::device::{BackendChoice, BackendOptions, open_backend};
@@ -427,7 +427,7 @@ impl TuningClient {
                     .set_read_timeout(Some(timeout))
                     .map_err(|_| ClientError::Closed)?;
                 // Bytes of a line read before a timeout stay in `partial` for the next call.
-                let limit = (MOST_MESSAGE_BYTES + 1 - partial.len().min(MOST_MESSAGE_BYTES)) as u64;
+                let limit = (MAX_MESSAGE_BYTES + 1 - partial.len().min(MAX_MESSAGE_BYTES)) as u64;
                 match std::io::Read::take(&mut *reader, limit).read_until(b'\n', partial) {
                     Ok(0) => Err(ClientError::Closed),
                     Ok(_) if partial.last() == Some(&b'\n') => {
@@ -436,7 +436,7 @@ impl TuningClient {
                             .map(Some)
                             .map_err(|error| ClientError::Unreadable(error.to_string()))
                     }
-                    Ok(_) if partial.len() > MOST_MESSAGE_BYTES => Err(ClientError::Unreadable(
+                    Ok(_) if partial.len() > MAX_MESSAGE_BYTES => Err(ClientError::Unreadable(
                         "a message longer than the protocol allows".to_string(),
                     )),
                     Ok(_) => Ok(None),

@@ -1,6 +1,6 @@
 //! What clients and the tuning service say to each other. In-process the values pass through
 //! channels; through the daemon's socket each message is one line of JSON (at most
-//! [`MOST_MESSAGE_BYTES`]), versioned by [`PROTOCOL_VERSION`]:
+//! [`MAX_MESSAGE_BYTES`]), versioned by [`PROTOCOL_VERSION`]:
 //!
 //! ```text
 //! → {"id":1,"request":{"type":"hello","protocol":4,"client":"gputune apply --try 60"}}
@@ -29,9 +29,9 @@ use crate::tuning::fan_curve::FanCurve;
 pub const PROTOCOL_VERSION: u32 = 4;
 /// The longest message, in bytes. A real one is at most a few kilobytes (a snapshot of eight
 /// GPUs); anything longer is refused and its connection closed.
-pub const MOST_MESSAGE_BYTES: usize = 256 * 1024;
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// The longest message a client may send (requests are small).
-pub const MOST_REQUEST_BYTES: usize = 64 * 1024;
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 /// A card's default settings, applied by the daemon when it starts (at boot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,9 +23,9 @@ use crate::tuning::engine::{
 use crate::tuning::fan_curve::FanCurve;
 
 /// The longest client label kept, in characters.
-const MOST_LABEL_CHARS: usize = 200;
+const MAX_LABEL_CHARS: usize = 200;
 /// A boot default is a handful of settings.
-const MOST_BOOT_SETTINGS: usize = 64;
+const MAX_BOOT_SETTINGS: usize = 64;
 
 struct ClientSlot {
     info: ClientInfo,
@@ -345,7 +345,7 @@ impl Router {
                 if let Some(slot) = self.clients.get_mut(&client) {
                     let label: String = crate::text::printable(label.trim())
                         .chars()
-                        .take(MOST_LABEL_CHARS)
+                        .take(MAX_LABEL_CHARS)
                         .collect();
                     if !label.is_empty() {
                         slot.info.label = label;
@@ -371,7 +371,7 @@ impl Router {
             }
             Request::Apply { changes } => answer(
                 engine
-                    .apply(&info, &changes)
+                    .apply_changes(&info, &changes)
                     .map(|gpus| Response::Applied { gpus }),
             ),
             Request::StartSession { session } => answer(
@@ -521,10 +521,10 @@ impl Router {
                 )),
             },
             Some(default) => {
-                if default.settings.len() > MOST_BOOT_SETTINGS {
+                if default.settings.len() > MAX_BOOT_SETTINGS {
                     return Err(TuneError::new(
                         TuneErrorKind::Refused,
-                        format!("A boot default holds at most {MOST_BOOT_SETTINGS} settings."),
+                        format!("A boot default holds at most {MAX_BOOT_SETTINGS} settings."),
                     ));
                 }
                 engine.check_settings(index, &default.settings)?;
@@ -535,7 +535,7 @@ impl Router {
                     gpu_uuid: uuid,
                     profile_name: crate::text::printable(&default.profile_name)
                         .chars()
-                        .take(MOST_LABEL_CHARS)
+                        .take(MAX_LABEL_CHARS)
                         .collect(),
                     settings: default.settings,
                     fan_curve: default.fan_curve,
@@ -618,7 +618,7 @@ pub(crate) fn apply_boot_defaults(engine: &mut Engine, dir: &Path) -> Vec<Notice
                 gpu_uuid: default.gpu_uuid.clone(),
                 settings: default.settings.clone(),
             };
-            notices.push(match engine.apply(&daemon, &[change]) {
+            notices.push(match engine.apply_changes(&daemon, &[change]) {
                 Ok(applied) => Notice::Info(format!(
                     "Applied the boot default \"{name}\" to GPU {} ({}).",
                     applied.first().map_or(0, |gpu| gpu.gpu_index),

@@ -17,7 +17,7 @@ use crate::device::{CriticalEvent, Telemetry};
 /// A GEMM batch aims at this long, so a fault is seen within about this much of happening.
 const BATCH_S: f64 = 0.1;
 /// The most passes in one batch.
-const MOST_PASSES: u32 = 10_000;
+const MAX_PASSES: u32 = 10_000;
 /// No piece of work may take longer than this many times what it was expected to take...
 const DEADLINE_FACTOR: f64 = 20.0;
 /// ...nor less than this: the first passes compile and warm up.
@@ -532,7 +532,7 @@ impl CheckRun {
         match self.gemm_pass_s {
             Some(pass_s) if pass_s > 0.0 => {
                 let passes = (left_s.clamp(0.0, BATCH_S) / pass_s).floor();
-                (passes as u32).clamp(1, MOST_PASSES)
+                (passes as u32).clamp(1, MAX_PASSES)
             }
             _ => 1,
         }

@@ -38,7 +38,7 @@ pub struct ScanOptions {
 }
 
 /// How many times a failed confirmation steps back once more before giving up.
-const MOST_CONFIRMATIONS: u32 = 3;
+const MAX_CONFIRMATIONS: u32 = 3;
 
 impl ScanOptions {
     /// Checks what the user asked for against `gpu` (`lock_mhz` None: the rated boost clock).
@@ -450,7 +450,7 @@ impl Scan {
                     return self.finish_stable(client, offset_mhz, summary);
                 }
                 let lower = offset_mhz - self.options.step_mhz;
-                if tries + 1 >= MOST_CONFIRMATIONS || lower < 0 {
+                if tries + 1 >= MAX_CONFIRMATIONS || lower < 0 {
                     return self.finish(
                         client,
                         format!("The long check failed at {offset_mhz:+} MHz too; no offset was confirmed stable."),

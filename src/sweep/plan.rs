@@ -15,7 +15,7 @@ pub const DEFAULT_POWER_LIMITS_PCT: [f64; 5] = [100.0, 90.0, 80.0, 70.0, 60.0];
 /// hold under a clock cap.
 pub const DEFAULT_UNDERVOLT_OFFSET_MHZ: i32 = 150;
 /// More steps than this is a day-long sweep; the user most likely mistyped a list.
-pub const MOST_STEPS: usize = 60;
+pub const MAX_STEPS: usize = 60;
 
 /// What the user asked to sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,9 +151,9 @@ pub fn plan_steps(
             });
         }
     }
-    if steps.len() > MOST_STEPS {
+    if steps.len() > MAX_STEPS {
         return Err(invalid(format!(
-            "{} settings is too many for one sweep (at most {MOST_STEPS}): give fewer power limits or clock caps.",
+            "{} settings is too many for one sweep (at most {MAX_STEPS}): give fewer power limits or clock caps.",
             steps.len()
         )));
     }

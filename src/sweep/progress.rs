@@ -2,7 +2,7 @@
 //! PyTorch Lightning's TQDM and Rich bars), Hugging Face Trainer's log dicts, or the user's own
 //! `--progress-regex`. Bytes come in arbitrary chunks; a line ends at `\n` or `\r` (tqdm
 //! redraws its bar with `\r`). Nothing here panics on odd input, and a line with no end never
-//! grows the buffer past [`MOST_LINE_BYTES`].
+//! grows the buffer past [`MAX_LINE_BYTES`].
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -11,7 +11,7 @@ use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
 /// The longest line kept while waiting for its end; older bytes are dropped.
-pub const MOST_LINE_BYTES: usize = 64 * 1024;
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// A user's regex may compile to at most this much memory.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -181,8 +181,8 @@ impl ProgressParser {
             rest = &rest[end + 1..];
         }
         self.pending.extend_from_slice(rest);
-        if self.pending.len() > MOST_LINE_BYTES {
-            let excess = self.pending.len() - MOST_LINE_BYTES;
+        if self.pending.len() > MAX_LINE_BYTES {
+            let excess = self.pending.len() - MAX_LINE_BYTES;
             self.pending.drain(..excess);
         }
         readings

@@ -40,7 +40,7 @@ impl TryFrom<FanCurveParts> for FanCurve {
 }
 
 /// The most points a curve may have.
-pub const MOST_POINTS: usize = 32;
+pub const MAX_POINTS: usize = 32;
 
 /// How hot a card must be allowed to get before a curve has to run its fans hard.
 pub const HOT_TEMPERATURE_C: f64 = 85.0;
@@ -52,7 +52,7 @@ pub const LEAST_SPEED_WHEN_HOT_PCT: f64 = 70.0;
 pub enum FanCurveError {
     #[error("A fan curve needs at least 2 points, not {0}.")]
     TooFewPoints(usize),
-    #[error("A fan curve has {0} points; at most {MOST_POINTS} are allowed.")]
+    #[error("A fan curve has {0} points; at most {MAX_POINTS} are allowed.")]
     TooManyPoints(usize),
     #[error("A fan curve point at {0} °C is outside 0-110 °C.")]
     TemperatureOutOfRange(f64),
@@ -104,7 +104,7 @@ impl FanCurve {
         if points.len() < 2 {
             return Err(FanCurveError::TooFewPoints(points.len()));
         }
-        if points.len() > MOST_POINTS {
+        if points.len() > MAX_POINTS {
             return Err(FanCurveError::TooManyPoints(points.len()));
         }
         for point in &points {

@@ -29,13 +29,13 @@ pub const SHARED_RECORD_DIR: &str = "/run/gputune/state";
 /// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
 const JOURNAL_FORMAT: u32 = 2;
 /// A journal lists one setting per control; a few dozen at most. More is not a journal.
-const MOST_RESTORE_ENTRIES: usize = 64;
+const MAX_RESTORE_ENTRIES: usize = 64;
 /// The largest journal or record read: a real one is a few hundred bytes.
-const MOST_FILE_BYTES: u64 = 64 * 1024;
+const MAX_FILE_BYTES: u64 = 64 * 1024;
 /// The longest wait for another process to finish rewriting a journal (one small file write).
 pub const JOURNAL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The largest lock-holder description read.
-const MOST_HOLDER_BYTES: u64 = 4096;
+const MAX_HOLDER_BYTES: u64 = 4096;
 
 /// The user's state folder: `GPUTUNE_STATE_DIR`, else the platform's state (or local data)
 /// folder.
@@ -253,7 +253,7 @@ impl StateFolder {
     }
 
     fn read_journal_at(&self, path: &Path) -> Result<Option<GpuJournal>, FolderProblem> {
-        let bytes = match fsafe::read_limited(path, MOST_FILE_BYTES, Links::Refuse) {
+        let bytes = match fsafe::read_limited(path, MAX_FILE_BYTES, Links::Refuse) {
             Ok(bytes) => bytes,
             Err(error) if error.is_not_found() => return Ok(None),
             Err(error) => return Err(self.set_aside(path, &error.to_string())),
@@ -271,11 +271,11 @@ impl StateFolder {
                 ),
             ));
         }
-        if journal.restore.len() > MOST_RESTORE_ENTRIES {
+        if journal.restore.len() > MAX_RESTORE_ENTRIES {
             return Err(self.set_aside(
                 path,
                 &format!(
-                    "it lists {} settings, more than a card has (at most {MOST_RESTORE_ENTRIES})",
+                    "it lists {} settings, more than a card has (at most {MAX_RESTORE_ENTRIES})",
                     journal.restore.len()
                 ),
             ));
@@ -345,7 +345,7 @@ impl StateFolder {
     /// back, and that value still goes through the gate.
     pub fn read_locks(&self, uuid: &str) -> Option<LockRecord> {
         let path = self.record_path(uuid);
-        let record = match fsafe::read_private(&path, MOST_FILE_BYTES) {
+        let record = match fsafe::read_private(&path, MAX_FILE_BYTES) {
             Ok(bytes) => serde_json::from_slice::<RecordFile>(&bytes).ok(),
             Err(error) if error.is_not_found() => None,
             Err(error) => {
@@ -397,7 +397,7 @@ fn lock_at(path: &Path, holder: &str, mode: LockMode) -> Result<GpuLock, LockRef
     match taken {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            let holder = fsafe::read_limited(path, MOST_HOLDER_BYTES, Links::Refuse)
+            let holder = fsafe::read_limited(path, MAX_HOLDER_BYTES, Links::Refuse)
                 .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
                 .ok()
                 .filter(|text| !text.is_empty())

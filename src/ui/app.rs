@@ -5,7 +5,7 @@
 use eframe::egui;
 use serde::{Deserialize, Serialize};
 
-use super::model::{Connection, Model};
+use super::model::{Connection, WindowModel};
 use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
 use super::plan::{PlanAction, PlanPanel};
@@ -103,7 +103,7 @@ pub struct AppState {
     /// The Tune tab's settings are for every GPU at once ("All GPUs").
     pub tune_all: bool,
     pub plan: PlanPanel,
-    pub model: Model,
+    pub model: WindowModel,
     /// The GPU whose graphs are open; `None` shows the overview.
     pub selected_gpu: Option<usize>,
     pub monitor: MonitorView,
@@ -115,7 +115,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(model: Model, remembered: RememberedState) -> AppState {
+    pub fn new(model: WindowModel, remembered: RememberedState) -> AppState {
         AppState {
             tab: remembered.tab,
             profiles: ProfilesPanel::default(),
@@ -139,9 +139,9 @@ impl AppState {
     }
 
     /// Takes in one event from the link to the tuning service.
-    pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+    pub fn take_event(&mut self, event: LinkEvent, received_at_ms: u64) {
         let connected = matches!(event, LinkEvent::Connected { .. });
-        self.model.apply(event, received_at_ms);
+        self.model.take_event(event, received_at_ms);
         if connected {
             self.plan.detected_card = self.model.gpus.first().map(|gpu| {
                 let identity = &gpu.info.identity;

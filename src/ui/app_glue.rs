@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use eframe::egui;
 
 use super::app::{AppCommand, AppState, RememberedState, STORAGE_KEY};
-use super::model::Model;
+use super::model::WindowModel;
 use super::plan::PlanAction;
 use super::profiles::ProfileAction;
 use super::tune::stability_panel::StabilityAction;
@@ -44,7 +44,7 @@ impl GpuTuneApp {
         if let Some(interval_ms) = interval_ms {
             remembered.interval_ms = interval_ms;
         }
-        let state = AppState::new(Model::default(), remembered);
+        let state = AppState::new(WindowModel::default(), remembered);
         // News redraws the window once, at most four times a second however fast it samples.
         let pacer = std::sync::Mutex::new(super::repaint::RepaintPacer::new(
             super::repaint::MIN_FRAME_INTERVAL,
@@ -238,7 +238,7 @@ impl eframe::App for GpuTuneApp {
         let now_ms = wall_clock_ms();
         for event in self.link.drain_events() {
             let connected = matches!(event, LinkEvent::Connected { .. });
-            self.state.apply(event, now_ms);
+            self.state.take_event(event, now_ms);
             if connected {
                 if self.state.apply_default_profiles_on_start {
                     let (commands, said) =

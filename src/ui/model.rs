@@ -109,8 +109,9 @@ pub struct SweepState {
     pub notes: Vec<String>,
 }
 
-/// Everything the panels show, built from sampler events.
-pub struct Model {
+/// What the window shows (everything the panels draw), built from sampler events; not the
+/// planner's `plan::model::Model`.
+pub struct WindowModel {
     pub connection: Connection,
     pub gpus: Vec<GpuModel>,
     /// News not about one GPU (what the engine restored when it started).
@@ -122,15 +123,15 @@ pub struct Model {
     history_capacity: usize,
 }
 
-impl Default for Model {
-    fn default() -> Model {
-        Model::with_history_capacity(crate::telemetry::history::DAY_AT_10_HZ)
+impl Default for WindowModel {
+    fn default() -> WindowModel {
+        WindowModel::with_history_capacity(crate::telemetry::history::DAY_AT_10_HZ)
     }
 }
 
-impl Model {
-    pub fn with_history_capacity(history_capacity: usize) -> Model {
-        Model {
+impl WindowModel {
+    pub fn with_history_capacity(history_capacity: usize) -> WindowModel {
+        WindowModel {
             connection: Connection::Connecting,
             gpus: Vec::new(),
             notices: Vec::new(),
@@ -141,7 +142,7 @@ impl Model {
 
     /// Takes in one event from the link. `received_at_ms` (Unix ms) stamps a failed read,
     /// which has no timestamp of its own.
-    pub fn apply(&mut self, event: LinkEvent, received_at_ms: u64) {
+    pub fn take_event(&mut self, event: LinkEvent, received_at_ms: u64) {
         self.heard_at_ms = self.heard_at_ms.max(received_at_ms);
         match event {
             LinkEvent::Connected {

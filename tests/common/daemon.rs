@@ -137,7 +137,7 @@ impl Daemon {
         )
         .expect("the link starts");
         let state = gputune::ui::app::AppState::new(
-            gputune::ui::model::Model::with_history_capacity(history_samples),
+            gputune::ui::model::WindowModel::with_history_capacity(history_samples),
             gputune::ui::app::RememberedState::default(),
         );
         (link, state)

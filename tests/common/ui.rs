@@ -11,7 +11,7 @@ use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 use gputune::tuning::in_force::SettingsInForce;
 use gputune::tuning::stats::TrialStats;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
-use gputune::ui::model::Model;
+use gputune::ui::model::WindowModel;
 
 /// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.
 pub fn connected_event(
@@ -108,19 +108,19 @@ pub fn app_state_with_history(
         .unwrap_or_else(|error| panic!("{error}"));
     let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
     let mut state = AppState::new(
-        Model::with_history_capacity(history_samples),
+        WindowModel::with_history_capacity(history_samples),
         RememberedState {
             interval_ms,
             ..RememberedState::default()
         },
     );
-    state.apply(connected, clock.now_ms());
+    state.take_event(connected, clock.now_ms());
     for index in 0..gpu_count as u32 {
-        state.apply(tuning_event(&mut backend, index), clock.now_ms());
+        state.take_event(tuning_event(&mut backend, index), clock.now_ms());
     }
     for _ in 0..samples {
         clock.advance_ms(interval_ms);
-        state.apply(samples_event(&mut backend, gpu_count), clock.now_ms());
+        state.take_event(samples_event(&mut backend, gpu_count), clock.now_ms());
     }
     state
 }

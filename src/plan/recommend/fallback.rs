@@ -54,7 +54,7 @@ pub struct Change {
 }
 
 /// `setup` with one change made, or `None` where it does not apply.
-pub fn apply(
+pub fn with_change(
     kind: ChangeKind,
     setup: &TrainingSetup,
     model: &Model,
@@ -206,7 +206,7 @@ impl Probe<'_> {
     /// `base` with `kinds` made in order (those that do not apply are left out).
     fn rebuild(&self, base: &TrainingSetup, kinds: &[ChangeKind]) -> TrainingSetup {
         kinds.iter().fold(*base, |setup, &kind| {
-            apply(kind, &setup, self.model, self.card).unwrap_or(setup)
+            with_change(kind, &setup, self.model, self.card).unwrap_or(setup)
         })
     }
 
@@ -224,7 +224,7 @@ impl Probe<'_> {
             if self.fits(&current)? {
                 break;
             }
-            let Some(next) = apply(kind, &current, self.model, self.card) else {
+            let Some(next) = with_change(kind, &current, self.model, self.card) else {
                 continue;
             };
             let next_bytes = self.bytes(&next)?;
@@ -265,7 +265,7 @@ impl Probe<'_> {
             });
         }
         for &kind in kinds {
-            if let Some(next) = apply(kind, &setup, self.model, self.card) {
+            if let Some(next) = with_change(kind, &setup, self.model, self.card) {
                 setup = next;
                 changes.push(Change {
                     kind,

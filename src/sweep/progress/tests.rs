@@ -199,7 +199,7 @@ fn odd_bytes_and_endless_lines_are_survived() {
     );
     let endless = vec![b'x'; 1 << 20];
     assert!(parser.feed(&endless, 2).is_empty());
-    assert!(parser.pending.len() <= MOST_LINE_BYTES);
+    assert!(parser.pending.len() <= MAX_LINE_BYTES);
     let after = parser.feed(b"\n 46/100 [00:10<00:12, 4.60it/s]\n", 3);
     assert_eq!(after.len(), 2);
     assert_eq!(after[0].value, rate(4.6));

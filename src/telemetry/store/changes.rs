@@ -1,6 +1,6 @@
 //! One GPU's setting changes, as JSON lines appended to a file: when, what, who. The newest
 //! [`CHANGES_KEPT`] are held in memory; the file is rewritten down to them when it grows past
-//! [`MOST_FILE_BYTES`]. A damaged line is skipped, never the file.
+//! [`MAX_FILE_BYTES`]. A damaged line is skipped, never the file.
 
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -12,11 +12,11 @@ use crate::tuning::engine::ChangeNote;
 /// Changes kept per GPU (the window marks as many).
 pub const CHANGES_KEPT: usize = 500;
 /// The file is rewritten to the kept changes past this size.
-const MOST_FILE_BYTES: u64 = 256 * 1024;
+const MAX_FILE_BYTES: u64 = 256 * 1024;
 /// The most of the file read when the daemon starts (its end: the newest changes).
-const MOST_READ_BYTES: u64 = 1024 * 1024;
+const MAX_READ_BYTES: u64 = 1024 * 1024;
 /// Longer texts are cut (a client's label is at most 200 characters already).
-const MOST_TEXT_CHARS: usize = 400;
+const MAX_TEXT_CHARS: usize = 400;
 
 pub struct ChangeLog {
     path: PathBuf,
@@ -94,7 +94,7 @@ impl ChangeLog {
             return Ok(());
         }
         self.keep(note.clone());
-        if self.file_bytes > MOST_FILE_BYTES {
+        if self.file_bytes > MAX_FILE_BYTES {
             return self.rewrite();
         }
         let mut line = serde_json::to_string(&note).map_err(|error| self.write_error(error))?;
@@ -134,7 +134,7 @@ impl ChangeLog {
     }
 }
 
-/// The last [`MOST_READ_BYTES`] of the file (from its first whole line) and the file's size.
+/// The last [`MAX_READ_BYTES`] of the file (from its first whole line) and the file's size.
 fn read_tail(path: &Path) -> Result<(String, u64), FileError> {
     let mut file = fsafe::open_regular(path, Links::Refuse)?;
     let read_error = |error: std::io::Error| FileError::Read {
@@ -142,10 +142,10 @@ fn read_tail(path: &Path) -> Result<(String, u64), FileError> {
         detail: error.to_string(),
     };
     let size = file.metadata().map_err(read_error)?.len();
-    let start = size.saturating_sub(MOST_READ_BYTES);
+    let start = size.saturating_sub(MAX_READ_BYTES);
     file.seek(SeekFrom::Start(start)).map_err(read_error)?;
     let mut bytes = Vec::new();
-    file.take(MOST_READ_BYTES)
+    file.take(MAX_READ_BYTES)
         .read_to_end(&mut bytes)
         .map_err(read_error)?;
     if start > 0 {
@@ -162,7 +162,7 @@ fn read_tail(path: &Path) -> Result<(String, u64), FileError> {
 fn cut(text: &str) -> String {
     crate::text::printable(text)
         .chars()
-        .take(MOST_TEXT_CHARS)
+        .take(MAX_TEXT_CHARS)
         .collect()
 }
 
@@ -225,7 +225,7 @@ mod tests {
             log.append_if_new(&note(at_ms)).unwrap();
         }
         let size = std::fs::metadata(&path).unwrap().len();
-        assert!(size <= MOST_FILE_BYTES + 1024, "{size}");
+        assert!(size <= MAX_FILE_BYTES + 1024, "{size}");
         let (log, _) = ChangeLog::open(&path);
         let kept = log.between(0, u64::MAX);
         assert_eq!(kept.len(), CHANGES_KEPT);
@@ -241,7 +241,7 @@ mod tests {
             text.push_str(&serde_json::to_string(&note(at_ms)).unwrap());
             text.push('\n');
         }
-        assert!(text.len() as u64 > 4 * MOST_READ_BYTES);
+        assert!(text.len() as u64 > 4 * MAX_READ_BYTES);
         std::fs::write(&path, text).unwrap();
         let (log, notice) = ChangeLog::open(&path);
         assert_eq!(notice, None, "the cut first line is dropped, not reported");

@@ -26,7 +26,7 @@ pub const KEEP_HOURS_RANGE: (u32, u32) = (1, 720);
 /// the protocol's message limit.
 pub const PAGE_SECONDS: u64 = 1_200;
 /// The longest GPU UUID used as a file name.
-const MOST_UUID_CHARS: usize = 96;
+const MAX_UUID_CHARS: usize = 96;
 
 /// Where and how much history is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,7 +233,7 @@ impl HistoryStore {
 /// NVML's UUIDs are "GPU-" and hex digits with dashes; anything else is not used as a name.
 fn uuid_is_file_name(uuid: &str) -> bool {
     !uuid.is_empty()
-        && uuid.len() <= MOST_UUID_CHARS
+        && uuid.len() <= MAX_UUID_CHARS
         && !uuid.starts_with('.')
         && uuid
             .chars()

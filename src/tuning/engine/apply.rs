@@ -3,7 +3,8 @@
 //! before it is made.
 
 use super::{
-    ClientInfo, Engine, GpuApplied, GpuChange, Layer, RestoreMap, TuneError, TuneErrorKind,
+    ClientInfo, Engine, GpuApplied, GpuChange, Layer, RestoreEntry, RestoreMap, TuneError,
+    TuneErrorKind,
 };
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ impl Engine {
     /// Applies every change, permanently. Validated on every GPU first (nothing is written if
     /// one value is refused); journaled while it runs, so a crash mid-way is put back at the next
     /// start; and when the driver refuses a write, what this apply wrote before is rolled back.
-    pub fn apply(
+    pub fn apply_changes(
         &mut self,
         client: &ClientInfo,
         changes: &[GpuChange],
@@ -157,7 +158,7 @@ impl Engine {
             let control = Control::of(setting.setting());
             let recorded_now = !map.contains_key(&control);
             if recorded_now {
-                let Some(value) = self.gpu(index).in_force.restoring(control) else {
+                let Some(value) = RestoreEntry::of(&self.gpu(index).in_force, control) else {
                     return Err((
                         written,
                         TuneError::new(

@@ -3,8 +3,8 @@
 //! that overrides a curve when the card runs hot is in `fan_safety_net.rs`.
 
 use super::{
-    ClientInfo, Engine, KEPT_CURVE_CLIENT, Ownership, SessionId, SessionPurpose, TuneError,
-    TuneErrorKind,
+    ClientInfo, Engine, KEPT_CURVE_CLIENT, Ownership, RestoreEntry, SessionId, SessionPurpose,
+    TuneError, TuneErrorKind,
 };
 use crate::device::Setting;
 use crate::device::gate::validate;
@@ -183,11 +183,10 @@ impl Engine {
     fn record_fan(&mut self, id: SessionId, index: u32, fan_index: u32) -> Result<bool, TuneError> {
         let control = Control::Fan { fan_index };
         // A driver that does not say who drives the fans: they were the driver's.
-        let value = self
-            .gpu(index)
-            .in_force
-            .restoring(control)
-            .unwrap_or((Setting::FanAutomatic { fan_index }, false));
+        let value = RestoreEntry::of(&self.gpu(index).in_force, control).unwrap_or(RestoreEntry {
+            setting: Setting::FanAutomatic { fan_index },
+            exact: false,
+        });
         let Some(part) = self.session_part_mut(id, index) else {
             return Ok(false);
         };

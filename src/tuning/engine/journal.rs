@@ -63,7 +63,7 @@ impl Engine {
             }
         }
         let mut restore: Vec<crate::device::Setting> =
-            merged.values().map(|(setting, _)| *setting).collect();
+            merged.values().map(|entry| entry.setting).collect();
         let uuid = &gpu.info.identity.uuid;
         let state_error = |message: String| {
             TuneError::new(

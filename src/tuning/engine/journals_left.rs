@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::restore::{describe_left, retry_sentence};
-use super::{Engine, Ownership, RestoreMap, TuneErrorKind};
+use super::{Engine, Ownership, RestoreEntry, RestoreMap, TuneErrorKind};
 use crate::device::{BackendKind, Setting};
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;
@@ -63,7 +63,7 @@ impl Engine {
             .restore
             .iter()
             .filter(|setting| !self.is_phantom(index, setting))
-            .map(|setting| (Control::of(setting), (*setting, true)))
+            .map(|setting| (Control::of(setting), RestoreEntry::exact(*setting)))
             .filter(|(control, _)| mine(control))
             .collect();
         if waiting.is_empty() {
@@ -192,7 +192,7 @@ impl Engine {
         }
         let attempted: RestoreMap = restore
             .iter()
-            .map(|setting| (Control::of(setting), (*setting, true)))
+            .map(|setting| (Control::of(setting), RestoreEntry::exact(*setting)))
             .collect();
         if attempted.is_empty() {
             if let Err(error) = self.write_journal(index, None) {

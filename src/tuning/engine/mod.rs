@@ -17,7 +17,7 @@
 //!
 //! | way in | method | file, then where it leads |
 //! |---|---|---|
-//! | plain apply (`apply`, `profile apply`) | `apply` | `apply.rs` (rollback on a refused write) |
+//! | plain apply (`apply`, `profile apply`) | `apply_changes` | `apply.rs` (rollback on a refused write) |
 //! | start a session (`run`, sweep, window) | `start_session` | `session.rs` |
 //! | apply inside a session | `session_apply` | `session.rs` |
 //! | name a session's job | `set_session_job` | `job.rs` |
@@ -27,7 +27,7 @@
 //! | trial over several GPUs | `start_group_trial` | `group_trial.rs` (one session, ended together in `trial_end.rs`) |
 //! | follow a fan curve while connected (or stop) | `set_fan_curve` | `fan_curves.rs` |
 //! | keep / clear a curve with no client (daemon) | `keep_fan_curve` | `fan_curves.rs` |
-//! | boot defaults, at daemon start | `service::routing::apply_boot_defaults` | → `apply` + `keep_fan_curve` |
+//! | boot defaults, at daemon start | `service::routing::apply_boot_defaults` | → `apply_changes` + `keep_fan_curve` |
 //! | check a boot default before storing it | `check_settings`, `check_fan_curve` | `mod.rs`, `apply.rs` |
 //! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `trial.rs::trial_progress` |
 //! | settings read back by the sampler | `on_settings` | `card_events.rs` (a change nobody here made) |
@@ -85,7 +85,7 @@ use crate::tuning::in_force::{Control, Hold};
 use crate::tuning::state_folder::StateFolder;
 
 use state::{Gpu, Session};
-pub(crate) use state::{Layer, RestoreMap};
+pub(crate) use state::{Layer, RestoreEntry, RestoreMap};
 
 /// Said when a put-back reset a clock lock instead of restoring it: true whether the lock was
 /// set by another tool or never set since the driver started.

@@ -3,8 +3,7 @@
 //! write, and every `UNRESTORED_RETRY` from `tick`). Journals left by a gputune that ended
 //! badly are read in `journals_left.rs`.
 
-use super::{Engine, GpuRestored, RestoreMap, TuneError, TuneErrorKind};
-use crate::device::Setting;
+use super::{Engine, GpuRestored, RestoreEntry, RestoreMap, TuneError, TuneErrorKind};
 use crate::device::gate::validate;
 use crate::notice::Notice;
 use crate::tuning::in_force::{Control, Hold};
@@ -20,7 +19,7 @@ pub(super) fn retry_sentence() -> String {
 impl Engine {
     /// Writes the settings of `map` to GPU `index` (each through the gate), in control order.
     pub(super) fn restore_map(&mut self, index: u32, map: &RestoreMap) -> GpuRestored {
-        let settings: Vec<(Setting, bool)> = map.values().copied().collect();
+        let settings: Vec<RestoreEntry> = map.values().copied().collect();
         self.restore_settings(index, &settings)
     }
 
@@ -28,7 +27,7 @@ impl Engine {
     pub(super) fn restore_settings(
         &mut self,
         index: u32,
-        settings: &[(Setting, bool)],
+        settings: &[RestoreEntry],
     ) -> GpuRestored {
         let mut report = GpuRestored {
             gpu_index: index,
@@ -37,12 +36,12 @@ impl Engine {
             left: Vec::new(),
             exact: true,
         };
-        for (position, (setting, exact)) in settings.iter().enumerate() {
+        for (position, RestoreEntry { setting, exact }) in settings.iter().enumerate() {
             if let Some(reason) = self.gpu(index).lost.clone() {
                 report.left.extend(
                     settings[position..]
                         .iter()
-                        .map(|(setting, _)| (*setting, reason.clone())),
+                        .map(|entry| (entry.setting, reason.clone())),
                 );
                 break;
             }
@@ -88,7 +87,10 @@ impl Engine {
                 continue;
             }
             let control = Control::of(setting);
-            let value = attempted.get(&control).copied().unwrap_or((*setting, true));
+            let value = attempted
+                .get(&control)
+                .copied()
+                .unwrap_or(RestoreEntry::exact(*setting));
             gpu.unrestored.insert(control, value);
         }
         if gpu.unrestored.is_empty() {

@@ -17,7 +17,7 @@ use crate::tuning::in_force::{Hold, describe_holds};
 
 /// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
 /// every other one is dropped, so a week-long run costs the same memory as a day.
-const MOST_SESSION_SAMPLES: usize = 86_400;
+const MAX_SESSION_SAMPLES: usize = 86_400;
 
 impl Engine {
     /// Who holds GPU `index` through session `id`.
@@ -394,7 +394,7 @@ impl Engine {
             let Some(part) = self.session_part_mut(id, index) else {
                 continue;
             };
-            if part.during.len() >= MOST_SESSION_SAMPLES {
+            if part.during.len() >= MAX_SESSION_SAMPLES {
                 let mut keep = false;
                 part.during.retain(|_| {
                     keep = !keep;

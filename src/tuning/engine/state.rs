@@ -16,8 +16,33 @@ use crate::tuning::in_force::{Control, Hold, SettingsInForce};
 use crate::tuning::state_folder::GpuLock;
 use crate::tuning::stats::TrialStats;
 
-/// What puts controls back: for each, the setting that restores it and whether exactly.
-pub(crate) type RestoreMap = BTreeMap<Control, (Setting, bool)>;
+/// What puts controls back: for each, the setting that restores it.
+pub(crate) type RestoreMap = BTreeMap<Control, RestoreEntry>;
+
+/// The setting that puts one control back, and whether writing it restores exactly the value
+/// before (not so for the reset of a lock gputune did not know).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RestoreEntry {
+    pub setting: Setting,
+    pub exact: bool,
+}
+
+impl RestoreEntry {
+    /// A setting that puts its control back exactly.
+    pub fn exact(setting: Setting) -> RestoreEntry {
+        RestoreEntry {
+            setting,
+            exact: true,
+        }
+    }
+
+    /// What puts `control` back to its value in `in_force` now (see `SettingsInForce::restoring`).
+    pub fn of(in_force: &SettingsInForce, control: Control) -> Option<RestoreEntry> {
+        in_force
+            .restoring(control)
+            .map(|(setting, exact)| RestoreEntry { setting, exact })
+    }
+}
 
 /// Where a temporary change is recorded, oldest first: the journal restores the oldest value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

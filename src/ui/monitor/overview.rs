@@ -4,7 +4,7 @@
 use eframe::egui::{self, RichText};
 
 use crate::device::{Telemetry, ThrottleReasons};
-use crate::ui::model::{GpuModel, Model};
+use crate::ui::model::{GpuModel, WindowModel};
 use crate::ui::monitor::box_totals::box_totals_ui;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::gpu_switcher::card_title;
@@ -40,7 +40,7 @@ fn card_width_pt(available_width_pt: f32, columns: usize, spacing_pt: f32) -> f3
 }
 
 /// Draws the cards; returns the index of the GPU the user clicked, if any.
-pub fn overview_ui(ui: &mut egui::Ui, model: &Model) -> Option<usize> {
+pub fn overview_ui(ui: &mut egui::Ui, model: &WindowModel) -> Option<usize> {
     if model.gpus.is_empty() {
         ui.label("The driver reports no GPUs.");
         return None;

@@ -116,12 +116,13 @@ impl TunePanel {
         };
         let before = self.synced.as_ref().filter(|_| same_gpu).cloned();
         let now = &tuning.in_force;
-        let changed = |pick: &dyn Fn(&SettingsInForce) -> String| {
+        // A setting changed when it differs from the card as last synced (or nothing was).
+        let changed = |differs: fn(&SettingsInForce, &SettingsInForce) -> bool| {
             before
                 .as_ref()
-                .is_none_or(|before| pick(&before.in_force) != pick(now))
+                .is_none_or(|before| differs(&before.in_force, now))
         };
-        if changed(&|settings| format!("{:?}", settings.power_limit_mw))
+        if changed(|before, now| before.power_limit_mw != now.power_limit_mw)
             && let (Some(limit), Some(default)) =
                 (now.power_limit_mw, constraints.power_limit_default_mw)
             && default > 0
@@ -129,22 +130,22 @@ impl TunePanel {
             self.power_limit_pct = (f64::from(limit) / f64::from(default) * 100.0).round();
             self.card_power_limit_mw = Some(limit);
         }
-        if changed(&|settings| format!("{:?}", settings.gpu_clock_lock))
+        if changed(|before, now| before.gpu_clock_lock != now.gpu_clock_lock)
             && let ClockLock::Locked { min_mhz, max_mhz } = now.gpu_clock_lock
         {
             self.gpu_clock_lock_mhz = (min_mhz, max_mhz);
         }
-        if changed(&|settings| format!("{:?}", settings.memory_clock_lock))
+        if changed(|before, now| before.memory_clock_lock != now.memory_clock_lock)
             && let ClockLock::Locked { min_mhz, max_mhz } = now.memory_clock_lock
         {
             self.memory_clock_lock_mhz = (min_mhz, max_mhz);
         }
-        if changed(&|settings| format!("{:?}", settings.gpu_clock_offset_mhz))
+        if changed(|before, now| before.gpu_clock_offset_mhz != now.gpu_clock_offset_mhz)
             && let Some(offset) = now.gpu_clock_offset_mhz
         {
             self.gpu_clock_offset_mhz = offset;
         }
-        if changed(&|settings| format!("{:?}", settings.memory_clock_offset_mhz))
+        if changed(|before, now| before.memory_clock_offset_mhz != now.memory_clock_offset_mhz)
             && let Some(offset) = now.memory_clock_offset_mhz
         {
             self.memory_clock_offset_mhz = offset;

@@ -12,7 +12,7 @@ use crate::units::{NOT_AVAILABLE, gib, mib, mib_text, or_na};
 /// What marks the job's process.
 const JOB_COLOUR: Color32 = Color32::from_rgb(0x8a, 0xc4, 0xff);
 /// The most processes the hover text of a card lists.
-const MOST_LISTED_ON_HOVER: usize = 12;
+const MAX_LISTED_ON_HOVER: usize = 12;
 /// Rows of the table shown before it scrolls.
 const TABLE_ROWS_SHOWN: f32 = 6.0;
 
@@ -88,13 +88,13 @@ pub fn card_summary(ui: &mut egui::Ui, processes: Option<&[GpuProcess]>, job_pid
     if let Some(processes) = processes.filter(|processes| !processes.is_empty()) {
         let mut lines: Vec<String> = processes
             .iter()
-            .take(MOST_LISTED_ON_HOVER)
+            .take(MAX_LISTED_ON_HOVER)
             .map(|process| process_line(process, job_pid))
             .collect();
-        if processes.len() > MOST_LISTED_ON_HOVER {
+        if processes.len() > MAX_LISTED_ON_HOVER {
             lines.push(format!(
                 "… and {} more (open the graphs)",
-                processes.len() - MOST_LISTED_ON_HOVER
+                processes.len() - MAX_LISTED_ON_HOVER
             ));
         }
         label.on_hover_text(lines.join("\n"));
