@@ -968,7 +968,7 @@ fn writes_never_follow_a_planted_link_and_leave_no_temporary_files() {
 
 #[test]
 fn control_and_bidi_characters_are_refused_in_names_notes_and_card_fields() {
-    use gputune::profiles::store::check_profile_name;
+    use gputune::profiles::profile::check_name as check_profile_name;
     let (_, identity, _) = card(SimScenario::Rtx4090);
     let (_directory, store) = store();
 

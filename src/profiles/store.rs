@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::fsafe::{self, FileError, Links};
-use crate::profiles::profile::{Profile, SCHEMA_VERSION, check_name};
+use crate::profiles::profile::{Profile, SCHEMA_VERSION};
 use crate::text;
 
 /// Environment variable that overrides the config folder (tests, unusual set-ups).
@@ -698,9 +698,4 @@ fn one_line(message: &str) -> String {
 fn is_source_echo(line: &str) -> bool {
     let after_number = line.trim_start_matches(|character: char| character.is_ascii_digit());
     after_number.trim_start().starts_with('|')
-}
-
-/// Reads a name for a new profile, checked as `Profile::check` will.
-pub fn check_profile_name(name: &str) -> Result<(), String> {
-    check_name(name)
 }
