@@ -1,24 +1,9 @@
-//! gputune: monitor, tune and plan NVIDIA GPUs for model training. docs/architecture.md
-//! describes the rooms, the threads, the daemon's protocol and the safety rules.
+//! gputune: monitor, tune and plan NVIDIA GPUs for model training. This crate is the window
+//! (`ui`) and the binary; everything else is `gputune-core` (crates/core), re-exported here
+//! so that `gputune::device::…` and the window's `crate::device::…` name the same items.
+//! docs/architecture.md describes the rooms, the threads, the daemon's protocol and the
+//! safety rules.
 
-pub mod cli;
-pub mod clock;
-pub mod daemon;
-pub mod device;
-pub mod formats;
-pub mod fsafe;
-pub mod join;
-pub mod link;
-pub mod measure_job;
-pub mod metrics;
-pub mod notice;
-pub mod plan;
-pub mod profiles;
-pub mod service;
-pub mod stability;
-pub mod sweep;
-pub mod telemetry;
-pub mod text;
-pub mod tuning;
+pub use gputune_core::*;
+
 pub mod ui;
-pub mod units;

@@ -107,9 +107,9 @@ fn exit_with(exit_code: i32) -> anyhow::Result<()> {
 /// driver call past its deadline (it comes back as the command's error), and the NVML
 /// fallback (every command says why the simulator stands in). The daemon logs them all.
 const SAID_BY_THE_COMMAND: [&str; 3] = [
-    "gputune::tuning::engine",
-    "gputune::device::worker",
-    "gputune::device",
+    "gputune_core::tuning::engine",
+    "gputune_core::device::worker",
+    "gputune_core::device",
 ];
 
 fn main() -> ExitCode {
@@ -136,9 +136,9 @@ fn init_logging(is_daemon: bool) {
 
     let asked = std::env::var_os("GPUTUNE_LOG").is_some_and(|value| !value.is_empty());
     let default_filter = if is_daemon {
-        "error,gputune=info"
+        "error,gputune=info,gputune_core=info"
     } else {
-        "error,gputune=warn"
+        "error,gputune=warn,gputune_core=warn"
     };
     let filter =
         EnvFilter::try_from_env("GPUTUNE_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));

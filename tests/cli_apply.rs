@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use common::FakeMachine;
-use gputune::device::Setting;
+use gputune_core::device::Setting;
 use nvidia_ml_fake::{WriteRecord, save_state};
 
 /// NVML_ERROR_NO_PERMISSION.
@@ -656,7 +656,7 @@ fn a_failure_the_command_reports_is_one_sentence_without_a_log_line_repeating_it
         .output()
         .expect("gputune runs");
     assert!(
-        text(&output.stderr).contains("ERROR gputune::device::worker"),
+        text(&output.stderr).contains("ERROR gputune_core::device::worker"),
         "{}",
         text(&output.stderr)
     );
@@ -671,8 +671,8 @@ fn a_phantom_journal_entry_is_dropped_without_a_write_or_a_message() {
     let machine = Machine::new("rtx4090", "");
     std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
     let uuid = machine.fake.uuid(0);
-    let journal = gputune::tuning::state_folder::GpuJournal::new(
-        gputune::device::BackendKind::Nvml,
+    let journal = gputune_core::tuning::state_folder::GpuJournal::new(
+        gputune_core::device::BackendKind::Nvml,
         &uuid,
         0,
         vec![
@@ -681,7 +681,7 @@ fn a_phantom_journal_entry_is_dropped_without_a_write_or_a_message() {
         ],
         "the gputune window (pid 1, user alice)",
     );
-    gputune::tuning::state_folder::StateFolder::open(&machine.state_dir())
+    gputune_core::tuning::state_folder::StateFolder::open(&machine.state_dir())
         .and_then(|folder| folder.write_journal(&journal))
         .expect("the journal is planted");
     machine.fake.set_shared_faults("no_permission");

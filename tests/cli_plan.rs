@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use gputune::plan::model::PRESET_NAMES;
+use gputune_core::plan::model::PRESET_NAMES;
 use serde_json::Value;
 
 /// Every field of `TrainingArguments` in transformers 5.23.0, as

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::FakeMachine;
-use gputune::device::Setting;
+use gputune_core::device::Setting;
 use nvidia_ml_fake::WriteRecord;
 use serde_json::Value;
 
@@ -465,8 +465,9 @@ fn under_sudo_the_profiles_are_the_invoking_user_s() {
 /// Whether `text` holds a character that can drive a terminal: ESC, a C1 control, or a
 /// bidirectional control such as U+202E (line breaks and tabs are layout).
 fn has_terminal_control(text: &str) -> bool {
-    text.chars()
-        .any(|character| !matches!(character, '\n' | '\t') && gputune::text::is_unsafe(character))
+    text.chars().any(|character| {
+        !matches!(character, '\n' | '\t') && gputune_core::text::is_unsafe(character)
+    })
 }
 
 #[test]

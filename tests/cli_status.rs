@@ -6,10 +6,10 @@ mod common;
 use std::process::Command;
 
 use common::FakeMachine;
-use gputune::device::Backend;
-use gputune::device::Setting;
-use gputune::device::gate::validate;
-use gputune::device::nvml::NvmlBackend;
+use gputune_core::device::Backend;
+use gputune_core::device::Setting;
+use gputune_core::device::gate::validate;
+use gputune_core::device::nvml::NvmlBackend;
 use serde_json::Value;
 
 /// The fields every GPU in `status --json` must carry (null when unsupported).

@@ -5,6 +5,8 @@
 //! session on a tuned card restores it exactly.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -658,7 +660,7 @@ fn tune_tab_shows(state: gputune::ui::app::AppState, label_contains: &str) {
     use egui_kittest::kittest::Queryable;
     let mut state = state;
     state.tab = gputune::ui::app::Tab::Tune;
-    let harness = common::ui::window_harness(state, [1300.0, 1000.0]);
+    let harness = common_ui::window_harness(state, [1300.0, 1000.0]);
     harness.get_by_label_contains(label_contains);
 }
 
@@ -681,7 +683,8 @@ fn the_window_shows_a_change_another_process_made() {
 
     // Through the daemon: another client's apply reaches the window, with who made it.
     let daemon = Daemon::start(&machine);
-    let (link, mut state) = daemon.open_window(&machine, 100);
+    let link = daemon.open_link(&machine);
+    let mut state = common_ui::empty_state(100);
     window_until(&link, &mut state, power_limit_is(450));
     daemon.ok(
         &machine,

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
-use gputune::device::Setting;
-use gputune::service::protocol::Request;
-use gputune::tuning::engine::{GpuChange, SessionPurpose, SessionRequest};
+use gputune_core::device::Setting;
+use gputune_core::service::protocol::Request;
+use gputune_core::tuning::engine::{GpuChange, SessionPurpose, SessionRequest};
 
 /// A `run` session at 250 W and +200 MHz, as `gputune run` would start it.
 fn run_session(machine: &FakeMachine) -> Request {
@@ -214,14 +214,14 @@ fn connections_that_never_say_hello_time_out_and_one_user_cannot_take_every_slot
     let (_, fds_before) = threads_and_fds(daemon.child.id());
     // This user holds its share of connections (greeted, quiet); every one past it is told
     // why at once, and so is this user's own command, in words that say why.
-    let held: Vec<Raw> = (0..gputune::daemon::MAX_PER_USER)
+    let held: Vec<Raw> = (0..gputune_core::daemon::MAX_PER_USER)
         .map(|round| {
             let mut raw = Raw::connect(&daemon.socket);
             raw.hello(&format!("holder {round}"));
             raw
         })
         .collect();
-    for _ in 0..gputune::daemon::MAX_CONNECTIONS - gputune::daemon::MAX_PER_USER {
+    for _ in 0..gputune_core::daemon::MAX_CONNECTIONS - gputune_core::daemon::MAX_PER_USER {
         let mut extra = Raw::connect(&daemon.socket);
         let line = extra.line().unwrap_or_default();
         assert!(line.contains("the most for one user"), "{line}");
@@ -245,7 +245,7 @@ fn connections_that_never_say_hello_time_out_and_one_user_cannot_take_every_slot
 
     // Connections that never speak are closed, with the reason, after the hello deadline.
     let started = Instant::now();
-    let silent: Vec<Raw> = (0..gputune::daemon::MAX_PER_USER)
+    let silent: Vec<Raw> = (0..gputune_core::daemon::MAX_PER_USER)
         .map(|_| Raw::connect(&daemon.socket))
         .collect();
     for mut raw in silent {
@@ -256,7 +256,7 @@ fn connections_that_never_say_hello_time_out_and_one_user_cannot_take_every_slot
     let took = started.elapsed();
     eprintln!(
         "{} silent connections closed after {} ms",
-        gputune::daemon::MAX_PER_USER,
+        gputune_core::daemon::MAX_PER_USER,
         took.as_millis()
     );
     assert!(took >= Duration::from_secs(2), "closed too early: {took:?}");
@@ -361,7 +361,8 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
     let readers: Vec<Child> = (0..4)
         .map(|user| abuse_as(61_000 + user, &daemon.socket, "quiet", 16, 20))
         .collect();
-    let reader_slots = gputune::daemon::MAX_CONNECTIONS - gputune::daemon::KEPT_FOR_WRITERS;
+    let reader_slots =
+        gputune_core::daemon::MAX_CONNECTIONS - gputune_core::daemon::KEPT_FOR_WRITERS;
     wait_until("the readers hold every slot they may take", || {
         threads_and_fds(pid).1 >= fds_before + reader_slots
     });
@@ -374,7 +375,7 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
     assert_eq!(machine.settings(0).power_limit_mw, 300_000);
 
     // This user fills the slots kept for writers; the next command is told the daemon is full.
-    let mine: Vec<Raw> = (0..gputune::daemon::KEPT_FOR_WRITERS)
+    let mine: Vec<Raw> = (0..gputune_core::daemon::KEPT_FOR_WRITERS)
         .map(|round| {
             let mut raw = Raw::connect(&daemon.socket);
             raw.hello(&format!("holder {round}"));
@@ -382,7 +383,7 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
         })
         .collect();
     wait_until("every slot is taken", || {
-        threads_and_fds(pid).1 >= fds_before + gputune::daemon::MAX_CONNECTIONS
+        threads_and_fds(pid).1 >= fds_before + gputune_core::daemon::MAX_CONNECTIONS
     });
     let output = daemon
         .client(&machine, &["apply", "--power-limit", "310W"])
@@ -457,7 +458,7 @@ fn a_crowd_of_idle_deaf_and_flooding_connections_never_keeps_a_client_waiting() 
     // Served all along; the figure the issue asks for (1 s) is recorded, not asserted here.
     assert!(worst < Duration::from_secs(10), "{worst:?}");
     assert!(
-        peak_threads <= threads_before + 2 * gputune::daemon::MAX_CONNECTIONS + 4,
+        peak_threads <= threads_before + 2 * gputune_core::daemon::MAX_CONNECTIONS + 4,
         "{peak_threads} threads"
     );
 

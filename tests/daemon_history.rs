@@ -1,10 +1,13 @@
-//! The daemon's history on disk (tests/history.rs is the window's own), with a real daemon
-//! process on the fake libnvidia-ml: it keeps one sample a second and the setting changes while no window is open, across a restart and
+//! The daemon's history on disk (crates/core/tests/core/history.rs is the window's own), with
+//! a real daemon process on the fake libnvidia-ml: it keeps one sample a second and the setting
+//! changes while no window is open, across a restart and
 //! kill -9; the window, when it opens, shows them in front of its own readings; planted
 //! symlinks, FIFOs, hard links, an oversized or damaged file and hostile requests are refused
 //! or survived without writing through anything or losing the good records.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -149,7 +152,8 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
     assert_eq!(page.keep_hours, 48);
 
     // The window opens now and shows those hours in front of its own readings.
-    let (link, mut state) = daemon.open_window(&machine, 10_000);
+    let link = daemon.open_link(&machine);
+    let mut state = common_ui::empty_state(10_000);
     let deadline = Instant::now() + Duration::from_secs(60);
     while state
         .model
@@ -184,7 +188,7 @@ fn history_and_changes_are_kept_while_no_window_is_open_across_a_restart_and_sho
     {
         use egui_kittest::kittest::Queryable;
         state.selected_gpu = Some(0);
-        let harness = common::ui::window_harness(state, [1280.0, 720.0]);
+        let harness = common_ui::window_harness(state, [1280.0, 720.0]);
         harness.get_by_label_contains("samples the gputune daemon kept before this window opened");
     }
 }

@@ -12,7 +12,7 @@ use std::process::{Output, Stdio};
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
 use common::{FakeMachine, RECORD_DIR_ENV, text};
-use gputune::device::{ClockRangeMhz, Setting};
+use gputune_core::device::{ClockRangeMhz, Setting};
 
 fn must(output: &Output, what: &str) {
     assert!(
@@ -314,11 +314,11 @@ fn a_run_that_resets_an_unknown_clock_lock_says_what_is_true() {
 #[test]
 fn engines_without_the_daemon_record_clock_locks_in_the_daemon_s_folder() {
     assert_eq!(
-        Path::new(gputune::daemon::DEFAULT_RUNTIME_DIR).join("state"),
-        Path::new(gputune::tuning::state_folder::SHARED_RECORD_DIR)
+        Path::new(gputune_core::daemon::DEFAULT_RUNTIME_DIR).join("state"),
+        Path::new(gputune_core::tuning::state_folder::SHARED_RECORD_DIR)
     );
     assert_eq!(
         RECORD_DIR_ENV,
-        gputune::tuning::state_folder::RECORD_DIR_ENV
+        gputune_core::tuning::state_folder::RECORD_DIR_ENV
     );
 }

@@ -12,17 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::FakeMachine;
-use gputune::clock::{Clock, ManualClock, WallClock};
-use gputune::device::nvml::NvmlBackend;
-use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune::device::{Backend, FanMode, Setting};
-use gputune::notice::Notice;
-use gputune::tuning::engine::{
+use gputune_core::clock::{Clock, ManualClock, WallClock};
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
+use gputune_core::device::{Backend, FanMode, Setting};
+use gputune_core::notice::Notice;
+use gputune_core::tuning::engine::{
     ClientInfo, Engine, EngineEvent, EngineOptions, GpuChange, Ownership, SessionPurpose,
     SessionRequest, TrialPhase, TrialRequest, TrialStatus, TuneErrorKind, UNRESTORED_RETRY,
 };
-use gputune::tuning::fan_curve::{CurvePoint, FanCurve};
-use gputune::tuning::in_force::Hold;
+use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
+use gputune_core::tuning::in_force::Hold;
 
 fn client(id: u64, label: &str) -> ClientInfo {
     ClientInfo {
@@ -448,7 +448,7 @@ fn a_trial_stopped_while_its_baseline_is_measured_changes_nothing() {
     assert!(
         matches!(
             status.phase,
-            gputune::tuning::engine::TrialPhase::Measuring { .. }
+            gputune_core::tuning::engine::TrialPhase::Measuring { .. }
         ),
         "no history yet: the baseline is measured first ({:?})",
         status.phase
@@ -548,7 +548,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     let message = status.message.clone().unwrap_or_default();
     assert_eq!(
         status.phase,
-        gputune::tuning::engine::TrialPhase::Ended,
+        gputune_core::tuning::engine::TrialPhase::Ended,
         "ended at once, not measuring a baseline: {status:?}"
     );
     assert!(status.failed);
@@ -565,7 +565,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     let statuses = engine
         .start_group_trial(
             &window,
-            &gputune::tuning::engine::GroupTrialRequest {
+            &gputune_core::tuning::engine::GroupTrialRequest {
                 changes: uuids
                     .iter()
                     .map(|uuid| GpuChange {
@@ -582,7 +582,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     for status in &statuses {
         assert_eq!(
             status.phase,
-            gputune::tuning::engine::TrialPhase::Ended,
+            gputune_core::tuning::engine::TrialPhase::Ended,
             "{status:?}"
         );
         assert!(status.failed, "{status:?}");
@@ -737,12 +737,12 @@ fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
 
 #[test]
 fn a_journal_value_the_card_can_never_take_is_said_and_does_not_block_the_card() {
-    use gputune::tuning::state_folder::{GpuJournal, StateFolder};
+    use gputune_core::tuning::state_folder::{GpuJournal, StateFolder};
     let machine = FakeMachine::new("rtx4090", "");
     let folder = tempfile::tempdir().expect("a state folder");
     let uuid = machine.uuid(0);
     let journal = GpuJournal::new(
-        gputune::device::BackendKind::Nvml,
+        gputune_core::device::BackendKind::Nvml,
         &uuid,
         0,
         // Below the card's 150 W minimum: the gate refuses it, now and always.

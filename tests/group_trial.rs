@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::FakeMachine;
-use gputune::clock::{ManualClock, wall_clock_ms};
-use gputune::device::Setting;
-use gputune::device::nvml::NvmlBackend;
-use gputune::tuning::engine::{
+use gputune_core::clock::{ManualClock, wall_clock_ms};
+use gputune_core::device::Setting;
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_core::tuning::engine::{
     ClientInfo, Engine, EngineEvent, EngineOptions, GpuChange, GroupTrialRequest, Ownership,
     TrialPhase, TrialRequest, TrialStatus, TuneErrorKind,
 };
@@ -257,8 +257,8 @@ fn a_card_held_by_another_client_refuses_the_whole_trial_before_any_write() {
 #[test]
 fn the_window_tries_every_gpu_through_the_daemon_and_closing_it_puts_them_all_back() {
     use common::daemon::{Daemon, wait_until, window_options};
-    use gputune::link::{Link, LinkCommand, TuneCommand};
-    use gputune::service::client::SocketChoice;
+    use gputune_core::link::{Link, LinkCommand, TuneCommand};
+    use gputune_core::service::client::SocketChoice;
     let machine = FakeMachine::for_processes("8x-rtx4090", "training");
     let daemon = Daemon::start(&machine);
     let all_at = |watts: u32| {

@@ -51,7 +51,7 @@ fn eight_fake_gpus_are_exported_with_dcgm_exporter_names_and_status_values() {
     let first = exporter.scrape_until("every GPU read", all_read);
     let gpus = status(&machine);
     assert_eq!(gpus.len(), 8);
-    let hostname = gputune::metrics::hostname();
+    let hostname = gputune_core::metrics::hostname();
     for (index, gpu) in gpus.iter().enumerate() {
         let index = index as u32;
         let power = by_gpu(&first, "DCGM_FI_DEV_POWER_USAGE")[&index];

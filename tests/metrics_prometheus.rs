@@ -176,7 +176,7 @@ fn prometheus_scrapes_the_exporter_and_its_values_and_labels_round_trip() {
     });
 
     // Labels: dcgm-exporter's, plus Prometheus's job and instance.
-    let hostname = gputune::metrics::hostname();
+    let hostname = gputune_core::metrics::hostname();
     let power = prometheus.query("DCGM_FI_DEV_POWER_USAGE");
     for (labels, watts) in &power {
         let gpu = labels["gpu"].as_str().unwrap_or_default();

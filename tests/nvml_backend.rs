@@ -4,9 +4,9 @@
 mod common;
 
 use common::FakeMachine;
-use gputune::device::gate::validate;
-use gputune::device::nvml::NvmlBackend;
-use gputune::device::{
+use gputune_core::device::gate::validate;
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_core::device::{
     Backend, BackendChoice, BackendKind, BackendOptions, ClockRangeMhz, DeviceError, Setting,
     ThrottleReason, open_backend,
 };

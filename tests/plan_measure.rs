@@ -5,6 +5,8 @@
 //! the window's runner tests load the fake library in this process and take turns.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
 use std::path::PathBuf;
 

@@ -9,13 +9,13 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use gputune::device::nvml::NvmlBackend;
-use gputune::device::sim::{
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_core::device::sim::{
     LoadPattern, SIM_FIRST_PID, SIM_USER, SimBackend, SimOptions, SimScenario,
 };
-use gputune::device::{Backend, GpuProcess, ProcessKind};
-use gputune::link::{Link, LinkEvent};
-use gputune::service::client::SocketChoice;
+use gputune_core::device::{Backend, GpuProcess, ProcessKind};
+use gputune_core::link::{Link, LinkEvent};
+use gputune_core::service::client::SocketChoice;
 use serde_json::Value;
 
 const MIB: u64 = 1 << 20;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gputune::cli::connect::TuningOptions;
-use gputune::device::sim::{LoadPattern, SimOptions, SimScenario};
-use gputune::device::{BackendChoice, BackendKind, BackendOptions, DeviceError};
-use gputune::link::{Link, LinkEvent};
-use gputune::service::client::SocketChoice;
+use gputune_core::cli::connect::TuningOptions;
+use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
+use gputune_core::device::{BackendChoice, BackendKind, BackendOptions, DeviceError};
+use gputune_core::link::{Link, LinkEvent};
+use gputune_core::service::client::SocketChoice;
 
 /// Collects events until `done` says so; gives up (and fails) after a generous deadline, which
 /// only matters if the thread is broken.
@@ -39,7 +39,9 @@ fn in_process(backend: BackendOptions) -> TuningOptions {
     }
 }
 
-fn samples(events: &[LinkEvent]) -> Vec<&Vec<Result<gputune::device::Telemetry, DeviceError>>> {
+fn samples(
+    events: &[LinkEvent],
+) -> Vec<&Vec<Result<gputune_core::device::Telemetry, DeviceError>>> {
     events
         .iter()
         .filter_map(|event| match event {

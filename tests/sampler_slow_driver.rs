@@ -3,6 +3,8 @@
 //! the fake library for a while after the test ends.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
 use common::FakeMachine;
 use egui_kittest::Harness;

@@ -2,10 +2,12 @@
 //! Regenerate them with: `cargo test --test screenshots -- --ignored`
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
 use std::path::Path;
 
-use common::ui::app_state;
+use common_ui::app_state;
 use egui_kittest::Harness;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::ui::app::AppState;
@@ -90,13 +92,13 @@ fn screenshots() {
     if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut tune.model.connection {
         *daemon = true;
     }
-    let trial = common::ui::running_trial(25, 60);
+    let trial = common_ui::running_trial(25, 60);
     let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
     if let Some(tuning) = tune.model.gpus[0].tuning.as_mut() {
         tuning.in_force.power_limit_mw = Some(315_000);
         tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
         tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
-            at_ms: common::ui::START_MS,
+            at_ms: common_ui::START_MS,
             by: this_window,
             what: "trying power limit 315 W".to_string(),
         });
@@ -114,7 +116,7 @@ fn screenshots() {
     let mut ended = all_gpus_trying();
     for (index, gpu) in ended.model.gpus.iter_mut().enumerate() {
         // Each card a few seconds apart, so that their numbers differ as real cards' do.
-        let mut trial = common::ui::running_trial(40 + 3 * index as u64, 60);
+        let mut trial = common_ui::running_trial(40 + 3 * index as u64, 60);
         trial.gpu_index = index as u32;
         trial.phase = gputune::tuning::engine::TrialPhase::Ended;
         trial.message = Some("Reverted: put back power limit 450 W.".to_string());
@@ -146,7 +148,7 @@ fn screenshots() {
                 view: Box::new(view),
                 notes: Vec::new(),
             },
-            common::ui::START_MS,
+            common_ui::START_MS,
         );
         render(sweep, [1280.0, 720.0], name);
     }
@@ -197,7 +199,7 @@ fn screenshots() {
         state.tune_view = gputune::ui::app::TuneView::Stability;
         state.take_event(
             gputune::link::LinkEvent::Stability(Box::new(view)),
-            common::ui::START_MS,
+            common_ui::START_MS,
         );
         render(state, [1280.0, 720.0], name);
     }
@@ -259,8 +261,8 @@ fn trial_of_this_window(session: u64, this_window: &str) -> gputune::tuning::eng
         purpose: gputune::tuning::engine::SessionPurpose::Trial,
         by: this_window.to_string(),
         client: 1,
-        since_ms: common::ui::START_MS,
-        trial_ends_at_ms: Some(common::ui::START_MS + 60_000),
+        since_ms: common_ui::START_MS,
+        trial_ends_at_ms: Some(common_ui::START_MS + 60_000),
         job_pid: None,
         energy_at_start_mj: None,
     }
@@ -283,7 +285,7 @@ fn all_gpus_trying() -> gputune::ui::app::AppState {
     }
     let this_window = format!("the gputune window (pid {}, user you)", std::process::id());
     for (index, gpu) in all.model.gpus.iter_mut().enumerate() {
-        let mut trial = common::ui::running_trial(25, 60);
+        let mut trial = common_ui::running_trial(25, 60);
         trial.gpu_index = index as u32;
         if let Some(tuning) = gpu.tuning.as_mut() {
             tuning.in_force.power_limit_mw = Some(315_000);

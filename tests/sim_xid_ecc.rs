@@ -8,11 +8,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use gputune::clock::ManualClock;
-use gputune::device::gate::validate;
-use gputune::device::nvml::NvmlBackend;
-use gputune::device::sim::{LoadPattern, SiliconMargin, SimBackend, SimOptions, SimScenario};
-use gputune::device::{Backend, CriticalEvent, EccCounts, Setting};
+use gputune_core::clock::ManualClock;
+use gputune_core::device::gate::validate;
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_core::device::sim::{LoadPattern, SiliconMargin, SimBackend, SimOptions, SimScenario};
+use gputune_core::device::{Backend, CriticalEvent, EccCounts, Setting};
 
 const START_MS: u64 = 1_700_000_000_000;
 
@@ -44,7 +44,8 @@ fn undervolt(backend: &mut dyn Backend, offset_mhz: i32) {
 /// The single RTX 4090's hard limit at 2520 MHz and 60 °C, the coolest it runs there: an
 /// offset a bin past it faults whatever the card's temperature.
 fn past_hard_limit_mhz() -> i32 {
-    let machine = gputune::device::sim::SimMachine::new(SimScenario::Rtx4090, LoadPattern::Idle, 0);
+    let machine =
+        gputune_core::device::sim::SimMachine::new(SimScenario::Rtx4090, LoadPattern::Idle, 0);
     let gpu = &machine.gpus[0];
     let margin = SiliconMargin::for_card(&gpu.spec, &gpu.uuid);
     (margin.hard_limit_mhz(2520, 60.0) as i32 / 15 + 1) * 15
@@ -208,7 +209,7 @@ fn the_fake_librarys_cards_get_the_simulated_device_with_the_simulators_margin()
         let identity = backend
             .identity(gpu)
             .unwrap_or_else(|error| panic!("{error}"));
-        let device = gputune::stability::simulated::SimulatedDevice::for_gpu(&identity)
+        let device = gputune_core::stability::simulated::SimulatedDevice::for_gpu(&identity)
             .expect("a fake library's card is a simulated one");
         let card = &machine.state().machine.gpus[gpu as usize];
         assert_eq!(

@@ -262,8 +262,8 @@ fn absurd_options_are_refused_before_anything_runs() {
 
 #[test]
 fn the_scanner_stops_within_a_step_of_the_simulated_margin_and_confirms_a_stable_offset() {
-    use gputune::device::sim::CardSpec;
-    use gputune::device::sim::silicon::SiliconMargin;
+    use gputune_core::device::sim::CardSpec;
+    use gputune_core::device::sim::silicon::SiliconMargin;
     let machine = FakeMachine::new("rtx4090", "");
     let output = machine.gputune(&["scan", "--step-s", "2", "--confirm-s", "3", "--json"]);
     let stderr = text(&output.stderr);

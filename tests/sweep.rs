@@ -14,9 +14,9 @@ use std::time::Instant;
 use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
-use gputune::sweep::measure::{MeasuredBy, StepResult, Throughput};
-use gputune::sweep::objective::{Objective, recommend};
-use gputune::sweep::runner::{SweepEnd, SweepOutcome};
+use gputune_core::sweep::measure::{MeasuredBy, StepResult, Throughput};
+use gputune_core::sweep::objective::{Objective, recommend};
+use gputune_core::sweep::runner::{SweepEnd, SweepOutcome};
 
 /// Steps per second of the stand-in job at 2520 MHz.
 const RATE_AT_REFERENCE: f64 = 20.0;
@@ -356,8 +356,8 @@ fn attached_to_a_running_job_the_sweep_follows_its_log_file() {
     assert_eq!(
         outcome.measured_by,
         Some(MeasuredBy::Progress {
-            source: gputune::sweep::progress::ProgressSource::HuggingFace,
-            unit: gputune::sweep::progress::WorkUnit::Epoch,
+            source: gputune_core::sweep::progress::ProgressSource::HuggingFace,
+            unit: gputune_core::sweep::progress::WorkUnit::Epoch,
         })
     );
     let full = outcome.results[0].throughput.expect("measured").units_per_s;
@@ -627,7 +627,7 @@ fn a_sweep_on_a_card_the_daemon_says_is_held_is_refused_before_its_job_starts() 
 }
 
 /// The card's settings on the fake driver now.
-fn card(machine: &FakeMachine) -> gputune::device::sim::SimSettings {
+fn card(machine: &FakeMachine) -> gputune_core::device::sim::SimSettings {
     machine.state().machine.gpus[0].settings.clone()
 }
 
@@ -645,12 +645,10 @@ fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every
     assert!(tuned.status.success(), "{}", text(&tuned.stderr));
     let before = card(&machine);
     let profile = |name: &str| {
-        std::fs::read_to_string(
-            machine
-                .config_dir()
-                .join("profiles")
-                .join(format!("{}.toml", gputune::profiles::store::slug(name))),
-        )
+        std::fs::read_to_string(machine.config_dir().join("profiles").join(format!(
+            "{}.toml",
+            gputune_core::profiles::store::slug(name)
+        )))
         .expect("the profile was saved")
     };
 
@@ -681,8 +679,8 @@ fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every
         .map(|write| write.setting)
         .collect();
     assert!(
-        written.contains(&gputune::device::Setting::ResetGpuClocks)
-            && written.contains(&gputune::device::Setting::GpuClockOffset { offset_mhz: 0 }),
+        written.contains(&gputune_core::device::Setting::ResetGpuClocks)
+            && written.contains(&gputune_core::device::Setting::GpuClockOffset { offset_mhz: 0 }),
         "{written:?}"
     );
     assert_eq!(card(&machine), before, "the lock and offset are put back");

@@ -9,11 +9,11 @@ mod common;
 use std::cell::RefCell;
 
 use common::FakeMachine;
-use gputune::cli::apply::{ApplyArgs, changes_on_gpus};
-use gputune::device::nvml::NvmlBackend;
-use gputune::device::{Backend, Constraints, Setting};
-use gputune::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
-use gputune::tuning::request::{FanRequest, PowerLimitRequest, TuneRequest};
+use gputune_core::cli::apply::{ApplyArgs, changes_on_gpus};
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_core::device::{Backend, Constraints, Setting};
+use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
+use gputune_core::tuning::request::{FanRequest, PowerLimitRequest, TuneRequest};
 use nvidia_ml_fake::{WriteRecord, save_state};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -197,10 +197,10 @@ impl Ranges {
         let default_w = constraints
             .power_limit_default_mw
             .map_or(power_w.1, |mw| f64::from(mw) / 1000.0);
-        let clock = |range: Option<gputune::device::ClockRangeMhz>| {
+        let clock = |range: Option<gputune_core::device::ClockRangeMhz>| {
             range.map(|range| (f64::from(range.min_mhz), f64::from(range.max_mhz)))
         };
-        let offset = |range: Option<gputune::device::OffsetRangeMhz>| {
+        let offset = |range: Option<gputune_core::device::OffsetRangeMhz>| {
             range.map(|range| (f64::from(range.min_mhz), f64::from(range.max_mhz)))
         };
         Ranges {
@@ -439,7 +439,7 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
             call_timeout: std::time::Duration::from_secs(30),
             owner_label: "the property test".to_string(),
         },
-        std::sync::Arc::new(gputune::clock::WallClock),
+        std::sync::Arc::new(gputune_core::clock::WallClock),
     )
     .unwrap_or_else(|error| panic!("{error}"));
     assert!(notices.is_empty(), "{notices:?}");

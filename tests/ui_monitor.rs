@@ -3,8 +3,10 @@
 //! and the simulated-GPU banner says why.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
-use common::ui::{Window, app_state, window_harness};
+use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::DeviceError;
@@ -255,10 +257,7 @@ fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
         }
     }
     samples[2] = Err(DeviceError::GpuLost { index: 2 });
-    state.take_event(
-        LinkEvent::Samples(samples),
-        common::ui::START_MS + 120 * 500,
-    );
+    state.take_event(LinkEvent::Samples(samples), common_ui::START_MS + 120 * 500);
     let harness = harness(state);
     harness.get_by_label_contains("GPU 2 stopped answering");
     assert_eq!(harness.query_all_by_label("Temperature").count(), 7);
@@ -532,7 +531,7 @@ fn a_pause_is_not_remembered_by_the_next_run() {
     let mut state = training(SimScenario::Rtx4090);
     state.selected_gpu = Some(0);
     state.monitor.set_window(TimeWindow::OneHour);
-    state.monitor.pause(common::ui::START_MS);
+    state.monitor.pause(common_ui::START_MS);
     let stored = serde_json::to_string(&state.remembered()).unwrap_or_default();
     let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
     assert_eq!(
@@ -559,7 +558,7 @@ fn a_gpu_with_no_reading_yet_shows_sane_axes() {
     let hovered = harness.get_by_label_contains("No reading here");
     let text = text_of(&hovered);
     let minutes_in_view: Vec<String> = (0..=10)
-        .map(|minute| gputune::units::local_time(common::ui::START_MS - minute * 60_000, "%H:%M"))
+        .map(|minute| gputune::units::local_time(common_ui::START_MS - minute * 60_000, "%H:%M"))
         .collect();
     assert!(
         minutes_in_view

@@ -4,8 +4,10 @@
 //! and an export that fails says so beside them.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
-use common::ui::{Window, app_state, window_harness};
+use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};

@@ -3,8 +3,10 @@
 //! profile folder.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
-use common::ui::{Window, app_state, window_harness};
+use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
@@ -209,7 +211,7 @@ fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
             gpu_index: 0,
             result: Ok(applied),
         },
-        common::ui::START_MS + 10_000,
+        common_ui::START_MS + 10_000,
     );
     harness.run();
     assert!(
@@ -233,7 +235,7 @@ fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
                 "GPU 0 is held by a trial of gputune apply --try 60.",
             )),
         },
-        common::ui::START_MS + 20_000,
+        common_ui::START_MS + 20_000,
     );
     harness.run();
     harness.get_by_label_contains("quiet-70 was not applied on GPU 0: GPU 0 is held by a trial");

@@ -4,9 +4,11 @@
 //! finished one shows its answer and saves it as a profile.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
 use common::sweep_view::simulated_sweep;
-use common::ui::{Window, app_state, window_harness};
+use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};

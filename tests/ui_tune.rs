@@ -3,8 +3,10 @@
 //! undervolt preset sends a clock cap and an offset, fanless cards hide the curve.
 
 mod common;
+#[path = "common/ui.rs"]
+mod common_ui;
 
-use common::ui::{Window, app_state, window_harness};
+use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use gputune::device::Setting;
@@ -239,7 +241,7 @@ fn try_sends_a_trial_and_a_running_trial_shows_a_countdown_that_revert_ends() {
     );
 
     // The engine reports the trial running: countdown, before/during numbers, Revert.
-    harness.state_mut().state.model.gpus[0].trial = Some(common::ui::running_trial(18, 60));
+    harness.state_mut().state.model.gpus[0].trial = Some(common_ui::running_trial(18, 60));
     harness.run();
     harness.get_by_label("Trying power limit 315 W: reverts in 42 s");
     // The same rows as `gputune apply --try`, with the change in %.
@@ -355,7 +357,7 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
     );
     // The engine reports the trial on every card: one line each, one Revert for all.
     for gpu in 0..8 {
-        let mut trial = common::ui::running_trial(18, 60);
+        let mut trial = common_ui::running_trial(18, 60);
         trial.gpu_index = gpu;
         harness.state_mut().state.model.gpus[gpu as usize].trial = Some(trial);
     }
@@ -446,14 +448,13 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
 
 #[test]
 fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() {
-    let mut state =
-        common::ui::app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+    let mut state = common_ui::app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     state.tab = Tab::Tune;
     let refusal = gputune::device::DeviceError::NoPermission {
         action: "power limit 315 W".to_string(),
     };
     let message = format!("The trial could not start: GPU 0: {refusal} Nothing was changed.");
-    let mut trial = common::ui::running_trial(0, 60);
+    let mut trial = common_ui::running_trial(0, 60);
     trial.phase = gputune::tuning::engine::TrialPhase::Ended;
     trial.message = Some(message.clone());
     trial.failed = true;
@@ -475,7 +476,7 @@ fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() 
 fn ended_group_trial(harness: &mut Harness<'static, Window>) -> Vec<TrialStatus> {
     let mut statuses = Vec::new();
     for gpu in 0..8u32 {
-        let mut trial = common::ui::running_trial(20 + u64::from(gpu), 60);
+        let mut trial = common_ui::running_trial(20 + u64::from(gpu), 60);
         trial.gpu_index = gpu;
         trial.phase = TrialPhase::Ended;
         trial.message = Some("Reverted: put back power limit 450 W.".to_string());
@@ -495,7 +496,7 @@ fn ended_group_trial(harness: &mut Harness<'static, Window>) -> Vec<TrialStatus>
 
 #[test]
 fn an_ended_all_gpus_trial_shows_each_cards_numbers_and_the_boxs_totals() {
-    let mut state = common::ui::app_state(
+    let mut state = common_ui::app_state(
         SimScenario::EightRtx4090,
         LoadPattern::Training,
         None,
@@ -626,7 +627,7 @@ fn an_ended_all_gpus_trial_shows_each_cards_numbers_and_the_boxs_totals() {
 
 #[test]
 fn a_running_all_gpus_trial_shows_no_table_yet() {
-    let mut state = common::ui::app_state(
+    let mut state = common_ui::app_state(
         SimScenario::EightRtx4090,
         LoadPattern::Training,
         None,

@@ -3,7 +3,7 @@
 Builds each model from its released config on the meta device (no weights, no download),
 writes the config as `tests/data/families/<name>.json` (the genuine config.json format the
 planner's importer reads) and the counts to `tests/data/families/counts.toml`. The Rust test
-`tests/plan_families.rs` holds the planner's counts to them exactly.
+`crates/core/tests/planner/plan_families.rs` holds the planner's counts to them exactly.
 
 LoRA counts are PEFT's `r * (in + out)` per adapted module, over the modules each family names
 (fused projections are one module). One small config per family is also wrapped with real PEFT

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gputune::device::{BackendChoice, BackendOptions};
-use gputune::service::client::{ConnectOptions, SocketChoice, TuningClient, connect};
-use gputune::service::protocol::{Request, Response};
-use gputune::tuning::engine::GpuChange;
+use gputune_core::device::{BackendChoice, BackendOptions};
+use gputune_core::service::client::{ConnectOptions, SocketChoice, TuningClient, connect};
+use gputune_core::service::protocol::{Request, Response};
+use gputune_core::tuning::engine::GpuChange;
 
 struct Setup {
     _folder: tempfile::TempDir,
@@ -132,7 +132,7 @@ fn round_trips(client: &mut TuningClient, uuid: &str, count: usize) -> (String, 
         let answer = client.request(Request::Apply {
             changes: vec![GpuChange {
                 gpu_uuid: uuid.to_string(),
-                settings: vec![gputune::device::Setting::PowerLimit { power_limit_mw }],
+                settings: vec![gputune_core::device::Setting::PowerLimit { power_limit_mw }],
             }],
         });
         applies.push(started.elapsed());

@@ -8,10 +8,10 @@ use std::hint::black_box;
 use std::os::unix::fs::MetadataExt;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gputune::device::sim::{SimOptions, SimScenario};
-use gputune::device::{BackendChoice, BackendOptions, Telemetry, open_backend};
-use gputune::telemetry::history::HistoryRow;
-use gputune::telemetry::store::{HistoryOptions, HistoryPage, HistoryStore, PAGE_SECONDS};
+use gputune_core::device::sim::{SimOptions, SimScenario};
+use gputune_core::device::{BackendChoice, BackendOptions, Telemetry, open_backend};
+use gputune_core::telemetry::history::HistoryRow;
+use gputune_core::telemetry::store::{HistoryOptions, HistoryPage, HistoryStore, PAGE_SECONDS};
 
 const DAY_S: u64 = 86_400;
 const START_S: u64 = 1_790_000_000;

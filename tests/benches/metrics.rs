@@ -7,12 +7,12 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gputune::device::sim::{SimOptions, SimScenario};
-use gputune::device::{BackendChoice, BackendKind, BackendOptions, open_backend};
-use gputune::metrics::families::{Context, render};
-use gputune::service::protocol::Snapshot;
-use gputune::tuning::engine::{GpuInfo, GpuTuning};
-use gputune::tuning::in_force::SettingsInForce;
+use gputune_core::device::sim::{SimOptions, SimScenario};
+use gputune_core::device::{BackendChoice, BackendKind, BackendOptions, open_backend};
+use gputune_core::metrics::families::{Context, render};
+use gputune_core::service::protocol::Snapshot;
+use gputune_core::tuning::engine::{GpuInfo, GpuTuning};
+use gputune_core::tuning::in_force::SettingsInForce;
 
 /// A snapshot of the simulated `scenario`, as the service gives it to the feed.
 fn snapshot(scenario: SimScenario) -> Option<Snapshot> {

@@ -8,7 +8,6 @@
 //! simulated hour instead of a day and draws each view once, as a smoke test.
 
 #[path = "../common/ui.rs"]
-#[allow(dead_code)]
 mod ui_common;
 
 use std::hint::black_box;

@@ -5,9 +5,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gputune::plan::model::{LoraTargets, preset};
-use gputune::plan::recommend::{card, recommend};
-use gputune::plan::setup::{Checkpointing, Method, TrainingSetup};
+use gputune_core::plan::model::{LoraTargets, preset};
+use gputune_core::plan::recommend::{card, recommend};
+use gputune_core::plan::setup::{Checkpointing, Method, TrainingSetup};
 
 fn planner(criterion: &mut Criterion) {
     let (Some(model), Some(rtx4090)) = (preset("llama-3.1-8b"), card("RTX 4090")) else {

@@ -6,8 +6,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gputune::device::Backend;
-use gputune::device::nvml::NvmlBackend;
+use gputune_core::device::Backend;
+use gputune_core::device::nvml::NvmlBackend;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 

@@ -120,27 +120,18 @@ impl Daemon {
         super::text(&output.stderr)
     }
 
-    /// The window's link to this daemon (sampling every 500 ms) and an empty window state
-    /// keeping `history_samples` per GPU, for tests that open the window on it.
-    pub fn open_window(
-        &self,
-        machine: &FakeMachine,
-        history_samples: usize,
-    ) -> (gputune::link::Link, gputune::ui::app::AppState) {
-        let link = gputune::link::Link::spawn(
+    /// The window's link to this daemon (sampling every 500 ms); the tests that open the
+    /// window add its state (`common_ui::empty_state`).
+    pub fn open_link(&self, machine: &FakeMachine) -> gputune_core::link::Link {
+        gputune_core::link::Link::spawn(
             window_options(
                 machine,
-                gputune::service::client::SocketChoice::Path(self.socket.clone()),
+                gputune_core::service::client::SocketChoice::Path(self.socket.clone()),
             ),
             500,
             || {},
         )
-        .expect("the link starts");
-        let state = gputune::ui::app::AppState::new(
-            gputune::ui::model::WindowModel::with_history_capacity(history_samples),
-            gputune::ui::app::RememberedState::default(),
-        );
-        (link, state)
+        .expect("the link starts")
     }
 
     /// The daemon's journal for GPU `gpu` (in its runtime folder).
@@ -234,13 +225,13 @@ pub fn trial_arguments(seconds: &str) -> Vec<&str> {
 /// How the window (its link) reaches `socket` on `machine`'s fake library.
 pub fn window_options(
     machine: &FakeMachine,
-    socket: gputune::service::client::SocketChoice,
-) -> gputune::service::client::TuningOptions {
-    gputune::service::client::TuningOptions {
-        backend: gputune::device::BackendOptions {
-            choice: gputune::device::BackendChoice::Nvml,
+    socket: gputune_core::service::client::SocketChoice,
+) -> gputune_core::service::client::TuningOptions {
+    gputune_core::service::client::TuningOptions {
+        backend: gputune_core::device::BackendOptions {
+            choice: gputune_core::device::BackendChoice::Nvml,
             nvml_library_path: Some(machine.library.clone()),
-            ..gputune::device::BackendOptions::default()
+            ..gputune_core::device::BackendOptions::default()
         },
         socket,
     }

@@ -8,7 +8,8 @@ pub mod metrics;
 pub mod process;
 pub mod raw;
 pub mod sweep_view;
-pub mod ui;
+// The window's helpers are `tests/common/ui.rs`, included as `common_ui` only by the tests
+// that open the window: a test that includes only this module links no GUI stack.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -108,9 +109,10 @@ impl FakeMachine {
 
     /// GPU `gpu`'s UUID, as the simulator makes it.
     pub fn uuid(&self, gpu: usize) -> String {
-        gputune::device::sim::SimMachine::new(
-            gputune::device::sim::SimScenario::from_name(self.scenario).expect("a known scenario"),
-            gputune::device::sim::LoadPattern::Idle,
+        gputune_core::device::sim::SimMachine::new(
+            gputune_core::device::sim::SimScenario::from_name(self.scenario)
+                .expect("a known scenario"),
+            gputune_core::device::sim::LoadPattern::Idle,
             0,
         )
         .gpus[gpu]
@@ -128,7 +130,7 @@ impl FakeMachine {
     }
 
     /// What the fake driver's GPU `gpu` runs now (settings as the "hardware" holds them).
-    pub fn settings(&self, gpu: usize) -> gputune::device::sim::SimSettings {
+    pub fn settings(&self, gpu: usize) -> gputune_core::device::sim::SimSettings {
         self.state().machine.gpus[gpu].settings.clone()
     }
 
@@ -180,17 +182,17 @@ impl FakeMachine {
         &self,
         gpu: u32,
         pid: u32,
-        kind: gputune::device::ProcessKind,
+        kind: gputune_core::device::ProcessKind,
         mib: Option<u64>,
     ) {
         if !self.state_path().exists() {
             // Created as this machine's scenario, whatever this process's environment says.
-            let machine = gputune::device::sim::SimMachine::new(
-                gputune::device::sim::SimScenario::from_name(self.scenario)
+            let machine = gputune_core::device::sim::SimMachine::new(
+                gputune_core::device::sim::SimScenario::from_name(self.scenario)
                     .expect("a known scenario"),
                 serde_json::from_value(serde_json::Value::String(self.load.to_string()))
                     .expect("a known load"),
-                gputune::clock::wall_clock_ms(),
+                gputune_core::clock::wall_clock_ms(),
             );
             nvidia_ml_fake::save_state(self.state_path(), &FakeState::new(machine))
                 .expect("the fake state is written");

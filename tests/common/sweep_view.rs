@@ -3,16 +3,16 @@
 //! progress a compute-bound job would print (its speed following the SM clock), all through
 //! the sweep's own measurement and objective code.
 
-use gputune::clock::{Clock, ManualClock};
-use gputune::device::Backend;
-use gputune::device::gate::validate;
-use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
-use gputune::sweep::objective::{Objective, flag_noisy_steps, recommend_in};
-use gputune::sweep::plan::{SweepSpec, plan_steps};
-use gputune::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
-use gputune::sweep::runner::{SweepEnd, SweepOutcome, SweepPhase, SweepTiming, SweepView};
-use gputune::tuning::engine::GpuInfo;
+use gputune_core::clock::{Clock, ManualClock};
+use gputune_core::device::Backend;
+use gputune_core::device::gate::validate;
+use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
+use gputune_core::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
+use gputune_core::sweep::objective::{Objective, flag_noisy_steps, recommend_in};
+use gputune_core::sweep::plan::{SweepSpec, plan_steps};
+use gputune_core::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
+use gputune_core::sweep::runner::{SweepEnd, SweepOutcome, SweepPhase, SweepTiming, SweepView};
+use gputune_core::tuning::engine::GpuInfo;
 
 /// Steps per second of the simulated job at 2520 MHz.
 const RATE_AT_REFERENCE: f64 = 3.2;

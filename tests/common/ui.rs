@@ -1,5 +1,8 @@
 //! Building the window's state from a simulated machine, the way the device-owner thread
-//! feeds it, for UI tests and screenshots.
+//! feeds it, for UI tests and screenshots. Included as `common_ui` (beside `common`) by the tests
+//! that open the window only.
+
+#![allow(dead_code)]
 
 use egui_kittest::Harness;
 use gputune::clock::{Clock, ManualClock};
@@ -192,4 +195,13 @@ pub fn running_trial(seconds_in: u64, duration_s: u64) -> TrialStatus {
         message: None,
         failed: false,
     }
+}
+
+/// An empty window state keeping `history_samples` per GPU, for tests that open the window on
+/// a daemon (its link: `Daemon::open_link`).
+pub fn empty_state(history_samples: usize) -> AppState {
+    AppState::new(
+        WindowModel::with_history_capacity(history_samples),
+        RememberedState::default(),
+    )
 }

@@ -108,7 +108,7 @@ fn a_refused_put_back_is_tried_again_after_the_retry_interval_and_not_before() {
     let folder = tempfile::tempdir().expect("a state folder");
     let backend =
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    let clock = ManualClock::starting_at(gputune::clock::wall_clock_ms());
+    let clock = ManualClock::starting_at(gputune_core::clock::wall_clock_ms());
     let (mut engine, _) = Engine::open(
         Box::new(backend),
         &options(&folder),

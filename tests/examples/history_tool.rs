@@ -14,11 +14,11 @@
 
 use std::time::{Duration, Instant};
 
-use gputune::link::{Link, LinkEvent};
-use gputune::service::client::{SocketChoice, TuningOptions};
-use gputune::telemetry::history::{HistoryRow, Metric};
-use gputune::telemetry::store::{HistoryOptions, HistoryStore};
-use gputune::tuning::engine::ChangeNote;
+use gputune_core::link::{Link, LinkEvent};
+use gputune_core::service::client::{SocketChoice, TuningOptions};
+use gputune_core::telemetry::history::{HistoryRow, Metric};
+use gputune_core::telemetry::store::{HistoryOptions, HistoryStore};
+use gputune_core::tuning::engine::ChangeNote;
 
 fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
@@ -63,7 +63,7 @@ fn fill(arguments: &[String]) -> Result<(), String> {
         keep_hours: hours,
     })
     .map_err(|error| error.to_string())?;
-    let now_s = gputune::clock::wall_clock_ms() / 1000;
+    let now_s = gputune_core::clock::wall_clock_ms() / 1000;
     let first_s = now_s - u64::from(hours) * 3_600;
     let started = Instant::now();
     for (gpu, uuid) in uuids.iter().enumerate() {
@@ -158,7 +158,7 @@ fn load(arguments: &[String]) -> Result<(), String> {
         .copied()
         .ok_or("--socket is needed")?;
     let options = TuningOptions {
-        backend: gputune::device::BackendOptions::default(),
+        backend: gputune_core::device::BackendOptions::default(),
         socket: SocketChoice::Path(socket.into()),
     };
     let started = Instant::now();

@@ -1,10 +1,10 @@
 //! Prints the simulator's calibration tables for docs/simulator.md:
 //! `cargo run --example sim_calibration`.
 
-use gputune::clock::ManualClock;
-use gputune::device::gate::validate;
-use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune::device::{Backend, Setting};
+use gputune_core::clock::ManualClock;
+use gputune_core::device::gate::validate;
+use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
+use gputune_core::device::{Backend, Setting};
 
 /// Averages over one simulated minute after 30 minutes at the setting (power W, clock MHz, °C, fan %).
 fn settle(load: LoadPattern, settings: &[Setting]) -> Result<(f64, f64, f64, f64), String> {

@@ -3,13 +3,13 @@
 
 use std::time::Instant;
 
-use gputune::device::Backend;
-use gputune::device::sim::{
+use gputune_core::device::Backend;
+use gputune_core::device::sim::{
     LoadPattern, SiliconMargin, SimBackend, SimMachine, SimOptions, SimScenario,
 };
-use gputune::stability::reference::fma_chain_reference;
-use gputune::stability::simulated::SimulatedDevice;
-use gputune::stability::{CardConditions, Checked, ComputeDevice, ComputeSetup, VramPattern};
+use gputune_core::stability::reference::fma_chain_reference;
+use gputune_core::stability::simulated::SimulatedDevice;
+use gputune_core::stability::{CardConditions, Checked, ComputeDevice, ComputeSetup, VramPattern};
 
 fn main() -> Result<(), String> {
     margins();

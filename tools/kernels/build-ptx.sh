@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Compiles the stability check's kernels (src/stability/kernels/stability.cu) to the PTX that
-# src/stability/cuda.rs embeds, with Debian 12's clang-14 and nothing from the CUDA toolkit.
-#   bash tools/kernels/build-ptx.sh            rewrites src/stability/kernels/stability.ptx
-#   bash tools/kernels/build-ptx.sh OUT.ptx    writes OUT.ptx instead (tests/stability_kernels.rs
+# Compiles the stability check's kernels (crates/core/src/stability/kernels/stability.cu) to the PTX that
+# crates/core/src/stability/cuda.rs embeds, with Debian 12's clang-14 and nothing from the CUDA toolkit.
+#   bash tools/kernels/build-ptx.sh            rewrites crates/core/src/stability/kernels/stability.ptx
+#   bash tools/kernels/build-ptx.sh OUT.ptx    writes OUT.ptx instead (crates/core/tests/core/stability_kernels.rs
 #                                              compares it with the committed file)
 # CLANG names another clang; its output must stay byte for byte what clang-14 writes.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-source_file="$root/src/stability/kernels/stability.cu"
-output=${1:-$root/src/stability/kernels/stability.ptx}
+source_file="$root/crates/core/src/stability/kernels/stability.cu"
+output=${1:-$root/crates/core/src/stability/kernels/stability.ptx}
 clang=${CLANG:-clang-14}
 
 if ! command -v "$clang" >/dev/null 2>&1; then

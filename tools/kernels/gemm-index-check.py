@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # A check of gemm_bf16's index arithmetic without a GPU: emulates the kernel of
-# src/stability/kernels/stability.cu thread by thread (its cp.async tile loads, the padded shared
+# crates/core/src/stability/kernels/stability.cu thread by thread (its cp.async tile loads, the padded shared
 # layout, each lane's fragment reads and its stores of C) for n = 256, with mma.m16n8k16 done as
 # the PTX ISA lays its fragments out, and compares C with numpy's A·B. Needs numpy; not run in CI.
 # Keep it in step with the kernel by hand. Prints "unwritten: 0 max error: 0.0" when they agree.

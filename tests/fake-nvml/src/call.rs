@@ -7,9 +7,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gputune::clock::wall_clock_ms;
-use gputune::device::Setting;
-use gputune::device::sim::{SimGpu, apply_to_sim};
+use gputune_core::clock::wall_clock_ms;
+use gputune_core::device::Setting;
+use gputune_core::device::sim::{SimGpu, apply_to_sim};
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use crate::codes::{

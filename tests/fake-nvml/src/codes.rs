@@ -1,6 +1,6 @@
 //! NVML return codes under short names, and how simulator refusals map onto them.
 
-use gputune::device::sim::SimError;
+use gputune_core::device::sim::SimError;
 use nvml_wrapper_sys::bindings as nvml;
 
 /// What every NVML call returns.

@@ -1,5 +1,5 @@
 //! A fake `libnvidia-ml.so`: the NVML C functions gputune calls, answered by gputune's own
-//! simulator, so tests can drive the real NVML code path (`gputune::device::nvml`, through
+//! simulator, so tests can drive the real NVML code path (`gputune_core::device::nvml`, through
 //! nvml-wrapper and a real `dlopen`) on a machine without a GPU.
 //!
 //! Build it with `cargo build -p fake-nvml`; tests find the `.so` with [`fake_library_path`] and

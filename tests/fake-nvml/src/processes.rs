@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use gputune::device::ProcessKind;
-use gputune::device::sim::SimMachine;
+use gputune_core::device::ProcessKind;
+use gputune_core::device::sim::SimMachine;
 use serde::{Deserialize, Serialize};
 
 use crate::PROCESSES_ENV;
@@ -47,7 +47,7 @@ fn update_processes(path: &Path, change: impl FnOnce(&mut Vec<FakeProcess>)) -> 
     let mut state = match std::fs::read(path) {
         Ok(bytes) => parse_state(&bytes).map_err(|error| format!("{}: {error}", path.display()))?,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            crate::state::FakeState::from_env(gputune::clock::wall_clock_ms())?
+            crate::state::FakeState::from_env(gputune_core::clock::wall_clock_ms())?
         }
         Err(error) => return Err(format!("reading {}: {error}", path.display())),
     };
@@ -155,8 +155,8 @@ mod tests {
         );
         assert_eq!(parse_processes(""), Ok(Vec::new()));
         let machine = SimMachine::new(
-            gputune::device::sim::SimScenario::Rtx4090,
-            gputune::device::sim::LoadPattern::Idle,
+            gputune_core::device::sim::SimScenario::Rtx4090,
+            gputune_core::device::sim::LoadPattern::Idle,
             0,
         );
         let fits = parse_processes("0:1:compute:20480").unwrap_or_default();

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use gputune::device::Setting;
-use gputune::device::sim::{LoadPattern, SimMachine, SimScenario};
+use gputune_core::device::Setting;
+use gputune_core::device::sim::{LoadPattern, SimMachine, SimScenario};
 use serde::{Deserialize, Serialize};
 
 use crate::processes::{FakeProcess, check_processes, parse_processes};

@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use gputune::clock::wall_clock_ms;
+use gputune_core::clock::wall_clock_ms;
 
 use crate::STATE_ENV;
 use crate::codes::{Code, UNKNOWN};

@@ -2,7 +2,7 @@
 
 use std::ffi::c_uint;
 
-use gputune::device::sim::SimGpu;
+use gputune_core::device::sim::SimGpu;
 use nvml_wrapper_sys::bindings::{
     nvmlClockId_t, nvmlClockOffset_t, nvmlClockType_t, nvmlDevice_t, nvmlReturn_t,
 };

@@ -7,7 +7,7 @@
 
 use std::ffi::{c_uint, c_ulonglong};
 
-use gputune::device::sim::SimGpu;
+use gputune_core::device::sim::SimGpu;
 use nvml_wrapper_sys::bindings::{
     nvmlComputeMode_enum_NVML_COMPUTEMODE_DEFAULT, nvmlComputeMode_t, nvmlDevice_t,
     nvmlDriverModel_t, nvmlEccCounterType_enum_NVML_ECC_COUNTER_TYPE_COUNT, nvmlEccCounterType_t,

@@ -3,8 +3,8 @@
 
 use std::ffi::{c_uint, c_ulonglong};
 
-use gputune::clock::wall_clock_ms;
-use gputune::device::ProcessKind;
+use gputune_core::clock::wall_clock_ms;
+use gputune_core::device::ProcessKind;
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t,
     nvmlReturn_t,

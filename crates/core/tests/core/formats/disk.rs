@@ -1,0 +1,278 @@
+//! The files gputune keeps: a card's journal, the clock-lock record, a boot default, profiles,
+//! and the daemon's history (changes and ring file), each written by the code that writes it
+//! for real where that code is public.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use gputune_core::formats::disk::{
+    BootDefault, CardIdentity, CheckRecord, ClockLock as LockState, GpuJournal, HEADER_BYTES,
+    LockRecord, PowerLimit, Profile, ProfileClockLock as ClockLock, RECORD_BYTES, Verdict,
+};
+use gputune_core::formats::wire::{BackendKind, CurvePoint};
+use gputune_core::profiles::store::{parse_profile, profile_to_toml};
+use gputune_core::telemetry::store::changes::ChangeLog;
+use gputune_core::telemetry::store::ring::RingFile;
+use gputune_core::tuning::state_folder::{StateFolder, file_safe};
+
+use super::values::*;
+use super::{formats_dir, golden, json_lines};
+
+pub fn read(path: &Path) -> Vec<u8> {
+    match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => panic!("{} could not be read: {error}", path.display()),
+    }
+}
+
+/// Puts `bytes` at `path` the way gputune leaves its files: private to this user.
+pub fn place(path: &Path, bytes: &[u8]) {
+    let written = std::fs::write(path, bytes)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)));
+    if let Err(error) = written {
+        panic!("{} could not be written: {error}", path.display());
+    }
+}
+
+pub fn temp() -> tempfile::TempDir {
+    match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(error) => panic!("no temporary folder: {error}"),
+    }
+}
+
+pub fn state_folder(dir: &Path) -> StateFolder {
+    match StateFolder::open(&dir.join("state")) {
+        Ok(folder) => folder,
+        Err(error) => panic!("the state folder could not be made: {error}"),
+    }
+}
+
+pub fn journal() -> GpuJournal {
+    let mut journal = GpuJournal::new(
+        BackendKind::Nvml,
+        UUID,
+        0,
+        all_settings(),
+        "gputune apply --try 60 (pid 4242, user alice)",
+    );
+    journal.written_at_ms = 1_764_000_000_000;
+    journal
+}
+
+pub fn journal_path(folder: &StateFolder) -> std::path::PathBuf {
+    folder
+        .dir()
+        .join(format!("journal-{}.json", file_safe(UUID)))
+}
+
+#[test]
+fn a_journal_writes_the_bytes_of_format_2_and_reads_back() {
+    let dir = temp();
+    let folder = state_folder(dir.path());
+    let journal = journal();
+    if let Err(error) = folder.write_journal(&journal) {
+        panic!("the journal could not be written: {error}");
+    }
+    golden("journal-v2.json", &read(&journal_path(&folder)));
+
+    let fresh = temp();
+    let folder = state_folder(fresh.path());
+    place(
+        &journal_path(&folder),
+        &read(&formats_dir().join("journal-v2.json")),
+    );
+    assert_eq!(folder.read_journal(UUID), Ok(Some(journal)));
+}
+
+pub const GOLDEN_BOOT_ID: &str = "BOOT-ID";
+
+pub fn this_boot() -> String {
+    String::from_utf8_lossy(&read(Path::new("/proc/sys/kernel/random/boot_id")))
+        .trim()
+        .to_string()
+}
+
+pub fn record_path(folder: &StateFolder) -> std::path::PathBuf {
+    folder
+        .record_dir()
+        .join(format!("record-{}.json", file_safe(UUID)))
+}
+
+#[test]
+fn a_clock_lock_record_writes_its_bytes_and_is_believed_only_in_its_boot() {
+    let locks = LockRecord {
+        gpu_clock_lock: LockState::Locked {
+            min_mhz: 210,
+            max_mhz: 2520,
+        },
+        memory_clock_lock: LockState::Unlocked,
+    };
+    let dir = temp();
+    let folder = state_folder(dir.path());
+    if let Err(error) = folder.write_locks(UUID, locks) {
+        panic!("the record could not be written: {error}");
+    }
+    let written = String::from_utf8_lossy(&read(&record_path(&folder))).to_string();
+    // The boot's id differs on every machine: the golden file names it BOOT-ID.
+    let boot = this_boot();
+    assert!(written.contains(&boot), "{written}");
+    golden(
+        "clock-lock-record.json",
+        written.replace(&boot, GOLDEN_BOOT_ID).as_bytes(),
+    );
+
+    let golden_text =
+        String::from_utf8_lossy(&read(&formats_dir().join("clock-lock-record.json"))).to_string();
+    let fresh = temp();
+    let folder = state_folder(fresh.path());
+    place(
+        &record_path(&folder),
+        golden_text.replace(GOLDEN_BOOT_ID, &boot).as_bytes(),
+    );
+    assert_eq!(folder.read_locks(UUID), Some(locks));
+    place(&record_path(&folder), golden_text.as_bytes());
+    assert_eq!(folder.read_locks(UUID), None, "a record of another boot");
+}
+
+#[test]
+fn a_boot_default_writes_its_bytes_and_reads_back() {
+    // What the daemon stores in /var/lib/gputune/defaults/boot-<uuid>.json.
+    let default = boot_default();
+    match default.to_file_bytes() {
+        Ok(bytes) => golden("boot-default.json", &bytes),
+        Err(error) => panic!("the boot default does not serialize: {error}"),
+    }
+    let read = BootDefault::from_file_bytes(&read(&formats_dir().join("boot-default.json")))
+        .map_err(|error| error.to_string());
+    assert_eq!(read, Ok(default));
+}
+
+pub fn profile(last_check: bool) -> Profile {
+    Profile {
+        schema_version: gputune_core::formats::disk::SCHEMA_VERSION,
+        name: "Quiet".to_string(),
+        notes: "Cooler nights.\nSecond line.".to_string(),
+        card: CardIdentity {
+            uuid: UUID.to_string(),
+            name: "NVIDIA GeForce RTX 4090".to_string(),
+            pci_bus_id: "00000000:01:00.0".to_string(),
+        },
+        default_for_card: true,
+        power_limit: Some(PowerLimit {
+            percent_of_default: 70.0,
+            watts: 315.0,
+        }),
+        gpu_clock_lock: Some(ClockLock {
+            min_mhz: 210,
+            max_mhz: 2520,
+        }),
+        memory_clock_lock: None,
+        gpu_clock_offset_mhz: Some(-150),
+        memory_clock_offset_mhz: Some(500),
+        fan_curve: Some(vec![
+            CurvePoint {
+                temperature_c: 40.0,
+                speed_pct: 30.0,
+            },
+            CurvePoint {
+                temperature_c: 85.0,
+                speed_pct: 100.0,
+            },
+        ]),
+        last_check: last_check.then(|| CheckRecord {
+            ended_at_ms: 1_764_000_600_000,
+            ran_s: 600.0,
+            verdict: Verdict::Stable,
+            summary: "Stable: 10 min, 0 errors in 1.2 TB checked.".to_string(),
+            driver_version: Some("580.65.06".to_string()),
+            gputune_version: "0.9.0".to_string(),
+        }),
+    }
+}
+
+#[test]
+fn profiles_write_the_bytes_of_schema_1_with_and_without_a_last_check_and_read_back() {
+    for (name, with_check) in [
+        ("profile-v1.toml", false),
+        ("profile-v1-last-check.toml", true),
+    ] {
+        let profile = profile(with_check);
+        let text = match profile_to_toml(&profile) {
+            Ok(text) => text,
+            Err(error) => panic!("the profile does not serialize: {error}"),
+        };
+        golden(name, text.as_bytes());
+        let read = parse_profile(&read(&formats_dir().join(name)));
+        assert_eq!(read, Ok(profile), "{name}");
+    }
+}
+
+#[test]
+fn the_history_changes_write_one_json_line_each_and_read_back() {
+    let notes = vec![change_note(1_764_000_000_000), {
+        let mut note = change_note(1_764_000_060_000);
+        note.by = "another program".to_string();
+        note.what = "fan 0 automatic".to_string();
+        note
+    }];
+    let dir = temp();
+    let path = dir.path().join("changes.jsonl");
+    let (mut log, problem) = ChangeLog::open(&path);
+    assert_eq!(problem, None);
+    for note in &notes {
+        if let Err(error) = log.append_if_new(note) {
+            panic!("a change could not be written: {error}");
+        }
+    }
+    let written = read(&path);
+    assert_eq!(written, json_lines(&notes).into_bytes());
+    golden("history-changes.jsonl", &written);
+
+    let fresh = temp();
+    let path = fresh.path().join("changes.jsonl");
+    place(&path, &read(&formats_dir().join("history-changes.jsonl")));
+    let (log, problem) = ChangeLog::open(&path);
+    assert_eq!(problem, None);
+    assert_eq!(log.between(0, u64::MAX), notes);
+}
+
+const RING_CAPACITY_S: u64 = 4;
+
+#[test]
+fn the_history_ring_writes_its_header_and_40_byte_records_and_reads_back() {
+    let rows = history_rows();
+    let dir = temp();
+    let path = dir.path().join("ring");
+    let ring = match RingFile::open(&path, RING_CAPACITY_S) {
+        Ok((ring, _)) => ring,
+        Err(error) => panic!("the ring could not be made: {error}"),
+    };
+    for row in &rows {
+        if let Err(error) = ring.write(row) {
+            panic!("a row could not be written: {error}");
+        }
+    }
+    let bytes = read(&path);
+    // The layout, said once more by hand: magic, version 1, record size, capacity, then one
+    // 40-byte record a second at slot (second % capacity), each starting with its time (ms).
+    assert_eq!(&bytes[..16], b"gputune history\n");
+    assert_eq!(bytes[16..20], 1u32.to_le_bytes());
+    assert_eq!(bytes[20..24], (RECORD_BYTES as u32).to_le_bytes());
+    assert_eq!(bytes[24..32], RING_CAPACITY_S.to_le_bytes());
+    let first_slot = (rows[0].time_ms / 1000 % RING_CAPACITY_S) as usize;
+    let at = HEADER_BYTES as usize + first_slot * RECORD_BYTES;
+    assert_eq!(bytes[at..at + 8], rows[0].time_ms.to_le_bytes());
+    golden("history-ring-v1.bin", &bytes);
+
+    let fresh = temp();
+    let path = fresh.path().join("ring");
+    place(&path, &read(&formats_dir().join("history-ring-v1.bin")));
+    let (ring, notice) = match RingFile::open(&path, RING_CAPACITY_S) {
+        Ok(opened) => opened,
+        Err(error) => panic!("the golden ring could not be opened: {error}"),
+    };
+    assert_eq!(notice, None, "the golden ring's header is refused");
+    let seconds = rows[0].time_ms / 1000..=rows[rows.len() - 1].time_ms / 1000;
+    assert_eq!(ring.read(*seconds.start(), *seconds.end()).ok(), Some(rows));
+}
