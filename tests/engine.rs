@@ -81,6 +81,31 @@ fn wall() -> Arc<dyn Clock> {
     Arc::new(WallClock)
 }
 
+/// Starts `trial` for the window (client 1), then ends it with the driver refusing every write:
+/// the put-back fails and waits in the journal, whose path it returns.
+fn trial_put_back_refused(
+    engine: &mut Engine,
+    machine: &FakeMachine,
+    folder: &tempfile::TempDir,
+    trial: &TrialRequest,
+) -> std::path::PathBuf {
+    let window = client(1, "the gputune window");
+    engine
+        .start_trial(&window, trial)
+        .unwrap_or_else(|error| panic!("{error}"));
+    machine.set_shared_faults("no_permission");
+    let ended = engine
+        .finish_trial(&window, &trial.gpu_uuid, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(ended.failed, "{:?}", ended.message);
+    let journal = folder
+        .path()
+        .join("state")
+        .join(format!("journal-{}.json", trial.gpu_uuid));
+    assert!(journal.exists(), "what waits to be put back is journaled");
+    journal
+}
+
 fn notices(engine: &mut Engine) -> Vec<Notice> {
     engine
         .take_events()
@@ -681,25 +706,15 @@ fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
         duration_s: 60,
         baseline_s: 0,
     };
-    engine
-        .start_trial(
-            &window,
-            &trial(vec![Setting::FanSpeed {
-                fan_index: 0,
-                speed_pct: 80,
-            }]),
-        )
-        .unwrap_or_else(|error| panic!("{error}"));
-    machine.set_shared_faults("no_permission");
-    let ended = engine
-        .finish_trial(&window, &uuid, false)
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert!(ended.failed, "{:?}", ended.message);
-    let journal = folder
-        .path()
-        .join("state")
-        .join(format!("journal-{uuid}.json"));
-    assert!(journal.exists(), "the journal is kept");
+    let journal = trial_put_back_refused(
+        &mut engine,
+        &machine,
+        &folder,
+        &trial(vec![Setting::FanSpeed {
+            fan_index: 0,
+            speed_pct: 80,
+        }]),
+    );
 
     machine.set_shared_faults("");
     let writes_before = machine.write_log().len();

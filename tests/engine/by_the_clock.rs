@@ -116,30 +116,19 @@ fn a_refused_put_back_is_tried_again_after_the_retry_interval_and_not_before() {
     )
     .unwrap_or_else(|error| panic!("{error}"));
     let uuid = engine.gpus()[0].identity.uuid.clone();
-    let window = client(1, "the gputune window");
-    engine
-        .start_trial(
-            &window,
-            &TrialRequest {
-                gpu_uuid: uuid.clone(),
-                settings: vec![Setting::PowerLimit {
-                    power_limit_mw: 315_000,
-                }],
-                duration_s: 60,
-                baseline_s: 0,
-            },
-        )
-        .unwrap_or_else(|error| panic!("{error}"));
-    machine.set_shared_faults("no_permission");
-    let ended = engine
-        .finish_trial(&window, &uuid, false)
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert!(ended.failed, "{:?}", ended.message);
-    let journal = folder
-        .path()
-        .join("state")
-        .join(format!("journal-{uuid}.json"));
-    assert!(journal.exists(), "what waits to be put back is journaled");
+    let journal = super::trial_put_back_refused(
+        &mut engine,
+        &machine,
+        &folder,
+        &TrialRequest {
+            gpu_uuid: uuid.clone(),
+            settings: vec![Setting::PowerLimit {
+                power_limit_mw: 315_000,
+            }],
+            duration_s: 60,
+            baseline_s: 0,
+        },
+    );
     // The next tick tries once more at once (refused again); from then on, once a retry
     // interval has passed since the last try.
     let writes_before = machine.write_log().len();
