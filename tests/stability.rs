@@ -56,7 +56,7 @@ fn applying_says(machine: &FakeMachine, name: &str, words: &str) {
 
 #[test]
 fn a_check_at_stock_settings_finds_no_wrong_result_and_changes_nothing() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let reports = json(&output);
@@ -95,7 +95,7 @@ fn a_check_at_stock_settings_finds_no_wrong_result_and_changes_nothing() {
 
 #[test]
 fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     with_offset_profile(&machine, "Deep", 400);
     let output = machine.gputune(&[
         "stability",
@@ -123,7 +123,7 @@ fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
 
 #[test]
 fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_checked() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     with_offset_profile(&machine, "Mild", 15);
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
     assert!(list.contains("never checked"), "{list}");
@@ -141,7 +141,7 @@ fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_check
 
 #[test]
 fn an_xid_during_a_check_ends_it_as_unstable() {
-    let machine = FakeMachine::new("rtx4090", "xid_after_ms=1500");
+    let machine = FakeMachine::for_processes_with_faults("rtx4090", "xid_after_ms=1500");
     let output = machine.gputune(&["stability", "--duration-s", "30", "--json"]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
     let report = &json(&output)[0];
@@ -158,10 +158,10 @@ fn ctrl_c_and_sigterm_mid_check_and_mid_scan_put_the_card_back() {
         ("INT", true),
         ("TERM", true),
     ] {
-        let machine = FakeMachine::new("rtx4090", "");
+        let machine = FakeMachine::for_processes("rtx4090", "training");
         with_offset_profile(&machine, "Mild", 15);
         let arguments: &[&str] = if scan {
-            &["scan", "--step-s", "5", "--confirm-s", "60"]
+            &["scan", "--step-s", "2", "--confirm-s", "60"]
         } else {
             &["stability", "--profile", "Mild", "--duration-s", "120"]
         };
@@ -194,12 +194,12 @@ fn ctrl_c_and_sigterm_mid_check_and_mid_scan_put_the_card_back() {
 
 #[test]
 fn kill_9_of_a_check_or_a_scan_leaves_the_daemon_to_put_the_card_back() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     with_offset_profile(&machine, "Mild", 15);
     let daemon = Daemon::start(&machine);
     for arguments in [
         vec!["stability", "--profile", "Mild", "--duration-s", "120"],
-        vec!["scan", "--step-s", "30", "--confirm-s", "60"],
+        vec!["scan", "--step-s", "2", "--confirm-s", "60"],
     ] {
         let mut running = spawn_piped(daemon.client(&machine, &arguments));
         running.wait_for_line("Ctrl-C stops it");
@@ -218,7 +218,7 @@ fn kill_9_of_a_check_or_a_scan_leaves_the_daemon_to_put_the_card_back() {
 
 #[test]
 fn without_a_driver_the_check_says_so_in_one_sentence() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     let output = machine
         .command(&["stability", "--duration-s", "2"])
         .env("GPUTUNE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
@@ -235,7 +235,7 @@ fn without_a_driver_the_check_says_so_in_one_sentence() {
 
 #[test]
 fn absurd_options_are_refused_before_anything_runs() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     for (arguments, words) in [
         (vec!["stability", "--duration-s", "0"], "--duration-s 0"),
         (vec!["stability", "--duration-s", "1e12"], "seconds"),
@@ -249,9 +249,7 @@ fn absurd_options_are_refused_before_anything_runs() {
         assert!(stderr.contains(words), "{arguments:?}: {stderr}");
     }
     assert!(machine.write_log().is_empty());
-    // One fake machine at a time in this process (they take turns with the environment).
-    drop(machine);
-    let datacenter = FakeMachine::new("datacenter-fanless", "");
+    let datacenter = FakeMachine::for_processes("datacenter-fanless", "training");
     let output = datacenter.gputune(&["scan"]);
     assert!(
         text(&output.stderr).contains("takes no graphics clock offset"),
@@ -264,8 +262,8 @@ fn absurd_options_are_refused_before_anything_runs() {
 fn the_scanner_stops_within_a_step_of_the_simulated_margin_and_confirms_a_stable_offset() {
     use gputune_core::device::sim::CardSpec;
     use gputune_core::device::sim::silicon::SiliconMargin;
-    let machine = FakeMachine::new("rtx4090", "");
-    let output = machine.gputune(&["scan", "--step-s", "2", "--confirm-s", "3", "--json"]);
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = machine.gputune(&["scan", "--step-s", "1", "--confirm-s", "2", "--json"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let outcome = json(&output);
@@ -314,7 +312,7 @@ fn the_scanner_stops_within_a_step_of_the_simulated_margin_and_confirms_a_stable
 
 #[test]
 fn a_setting_changed_by_another_program_during_a_check_is_named_in_its_verdict() {
-    let machine = FakeMachine::new("rtx4090", "");
+    let machine = FakeMachine::for_processes("rtx4090", "training");
     let mut running = spawn_piped(machine.command(&["stability", "--duration-s", "120", "--json"]));
     running.wait_for_line("Ctrl-C stops it");
     // Past this card's margin at its unlocked clock, short of an Xid.
@@ -336,7 +334,7 @@ fn a_setting_changed_by_another_program_during_a_check_is_named_in_its_verdict()
 
 #[test]
 fn a_datacenter_cards_ecc_counters_are_watched_and_an_uncorrectable_error_is_instability() {
-    let machine = FakeMachine::new("datacenter-fanless", "");
+    let machine = FakeMachine::for_processes("datacenter-fanless", "training");
     let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let report = &json(&output)[0];

@@ -68,6 +68,11 @@ impl FakeMachine {
         FakeMachine::unlocked(scenario, "", load, None)
     }
 
+    /// [`FakeMachine::for_processes`] with `faults` (the fake's FAKE_NVML_FAULTS).
+    pub fn for_processes_with_faults(scenario: &'static str, faults: &str) -> FakeMachine {
+        FakeMachine::unlocked(scenario, faults, "training", None)
+    }
+
     fn unlocked(
         scenario: &'static str,
         faults: &str,
