@@ -214,7 +214,9 @@ fn a_finished_check_shows_its_verdict_and_what_was_put_back() {
     harness.get_by_label_contains(
         "Unstable after 3 min 12 s at +250 MHz offset / 2520 MHz lock: 14 wrong GEMM results at 2745 MHz; put back.",
     );
-    harness.get_by_label_contains("GEMM 156.4 TFLOP/s (bf16, fp32 accumulate), VRAM 880 GiB/s");
+    harness.get_by_label_contains(
+        "GEMM 156.4 TFLOP/s (bf16, fp32 accumulate; simulated), VRAM 880 GiB/s",
+    );
     harness.get_by_label_contains("Put back GPU 0");
 }
 

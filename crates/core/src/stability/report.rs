@@ -65,18 +65,18 @@ impl CheckReport {
     /// (simulated)", with what was measured; None before any GEMM ran.
     pub fn rates(&self) -> Option<String> {
         let tflops = self.gemm_tflops?;
-        let vram = self
-            .vram_gib_per_s
-            .map(|gib_s| format!(", VRAM {gib_s:.0} GiB/s written and read back"))
-            .unwrap_or_default();
         let runtime = self
             .result
             .prepared
             .as_ref()
-            .map(|prepared| format!(" ({})", prepared.runtime))
+            .map(|prepared| format!("; {}", prepared.runtime))
+            .unwrap_or_default();
+        let vram = self
+            .vram_gib_per_s
+            .map(|gib_s| format!(", VRAM {gib_s:.0} GiB/s written and read back"))
             .unwrap_or_default();
         Some(format!(
-            "GEMM {tflops:.1} TFLOP/s (bf16, fp32 accumulate){vram}{runtime}."
+            "GEMM {tflops:.1} TFLOP/s (bf16, fp32 accumulate{runtime}){vram}."
         ))
     }
 
