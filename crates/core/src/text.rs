@@ -23,6 +23,14 @@ pub fn first_unsafe(text: &str) -> Option<char> {
     text.chars().find(|character| is_unsafe(*character))
 }
 
+/// Why a stored text field (`field`) holding `character` is refused, the character escaped.
+pub fn unsafe_character(field: &str, character: char) -> String {
+    format!(
+        "{field} may not hold the character {}: it is a control or bidirectional formatting character that could change how text is shown",
+        character.escape_unicode()
+    )
+}
+
 /// `text` with every unsafe character written as an escape (`\u{1b}`), safe to print.
 pub fn printable(text: &str) -> String {
     let mut shown = String::with_capacity(text.len());

@@ -168,6 +168,14 @@ pub fn duration_s(seconds: f64) -> String {
     }
 }
 
+/// A clock range as read: "2415–2745 MHz", "2520 MHz" when it never moved; None without both.
+pub fn clock_range_mhz(low_mhz: Option<u32>, high_mhz: Option<u32>) -> Option<String> {
+    match (low_mhz?, high_mhz?) {
+        (low, high) if low == high => Some(format!("{low} MHz")),
+        (low, high) => Some(format!("{low}–{high} MHz")),
+    }
+}
+
 /// `value` formatted by `format`, or "n/a".
 pub fn or_na<T>(value: Option<T>, format: impl FnOnce(T) -> String) -> String {
     value.map_or_else(|| NOT_AVAILABLE.to_string(), format)

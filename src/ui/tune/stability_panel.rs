@@ -384,11 +384,10 @@ fn steps_grid(ui: &mut egui::Ui, gpu_index: u32, stock: Option<&ScanStep>, steps
                         ui.label(RichText::new("stable").color(STABLE_TEXT));
                     }
                 }
-                ui.label(match (step.clock_min_mhz, step.clock_max_mhz) {
-                    (Some(low), Some(high)) if low == high => format!("{low} MHz"),
-                    (Some(low), Some(high)) => format!("{low}–{high} MHz"),
-                    _ => "—".to_string(),
-                });
+                ui.label(
+                    crate::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
+                        .unwrap_or_else(|| "—".to_string()),
+                );
                 ui.label(
                     step.power_mean_w
                         .map_or_else(|| "—".to_string(), |power| format!("{power:.0} W")),

@@ -142,11 +142,8 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
 
 /// "+45 MHz: stable, 2520 MHz, 341 W, 0 wrong of 1.2 × 10¹⁰, 2.45 J/TFLOP".
 pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
-    let clocks = match (step.clock_min_mhz, step.clock_max_mhz) {
-        (Some(low), Some(high)) if low == high => format!("{low} MHz"),
-        (Some(low), Some(high)) => format!("{low}–{high} MHz"),
-        _ => "clock not read".to_string(),
-    };
+    let clocks = crate::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
+        .unwrap_or_else(|| "clock not read".to_string());
     let power = step.power_mean_w.map_or_else(
         || "power not read".to_string(),
         |power| format!("{power:.0} W"),

@@ -61,10 +61,11 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();
     let stored = match &args.profile {
-        Some(name) => Some((
-            ProfileStore::open_default()?,
-            ProfileStore::open_default()?.load(name)?,
-        )),
+        Some(name) => {
+            let store = ProfileStore::open_default()?;
+            let stored = store.load(name)?;
+            Some((store, stored))
+        }
         None => None,
     };
     let mut client = connect_for(options, "check", &mut messages)?;

@@ -283,7 +283,7 @@ impl Profile {
             .chars()
             .find(|&character| !matches!(character, '\n' | '\t') && text::is_unsafe(character))
         {
-            return invalid(unsafe_character("notes", character));
+            return invalid(text::unsafe_character("notes", character));
         }
         for (field, value) in [
             ("card.uuid", &self.card.uuid),
@@ -296,7 +296,7 @@ impl Profile {
                 ));
             }
             if let Some(character) = text::first_unsafe(value) {
-                return invalid(unsafe_character(field, character));
+                return invalid(text::unsafe_character(field, character));
             }
         }
         if self.card.uuid.trim().is_empty() {
@@ -522,7 +522,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if let Some(character) = text::first_unsafe(name) {
         return Err(format!(
             "{} (in \"{}\")",
-            unsafe_character("the profile name", character),
+            text::unsafe_character("the profile name", character),
             text::printable(name)
         ));
     }
@@ -530,13 +530,6 @@ pub fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// "notes may not hold the character \u{1b}: ...": the field and the refused character, escaped.
-fn unsafe_character(field: &str, character: char) -> String {
-    format!(
-        "{field} may not hold the character {}: it is a control or bidirectional formatting character that could change how text is shown",
-        character.escape_unicode()
-    )
-}
-
 fn gpu_lock(min_mhz: u32, max_mhz: u32) -> Setting {
     Setting::LockGpuClocks { min_mhz, max_mhz }
 }

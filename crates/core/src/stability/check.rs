@@ -8,17 +8,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::compute::ComputeDevice;
+use super::held::Held;
 use super::plan::CheckOptions;
-use super::report::{CheckReport, Verdict, describe_settings};
+use super::report::{CheckReport, describe_settings};
 use super::run::{CheckRun, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::Setting;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{
-    EngineEvent, GpuChange, GpuInfo, GpuTuning, SessionId, SessionPurpose, SessionReport,
-    SessionRequest, report_lines,
-};
+use crate::tuning::engine::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
 use crate::tuning::fan_curve::FanCurve;
 
 /// Where a check stands, for a progress line or the window.
@@ -43,17 +41,15 @@ pub struct CardCheck {
     /// runs now, when that differs from what it ran at the start.
     settings_now: Option<String>,
     options: CheckOptions,
-    session: Option<SessionId>,
+    held: Held,
     run: CheckRun,
-    put_back: Vec<String>,
-    put_back_complete: bool,
     report: Option<CheckReport>,
 }
 
 impl CardCheck {
     /// Starts checking `gpu` with `device`: first holds `settings` (and `fan_curve`) in a
-    /// session of the engine (none: the card's settings as they are, nothing changed). `tuning` is the card's
-    /// tuning state now.
+    /// session of the engine (none: the card's settings as they are, nothing changed).
+    /// `tuning` is the card's tuning state now.
     pub fn start(
         client: &mut TuningClient,
         gpu: &GpuInfo,
@@ -64,9 +60,8 @@ impl CardCheck {
         device: Box<dyn ComputeDevice>,
     ) -> Result<CardCheck, String> {
         let mut in_force = tuning.in_force.clone();
-        let session = if settings.is_empty() && fan_curve.is_none() {
-            None
-        } else {
+        let mut held = Held::nothing();
+        if !settings.is_empty() || fan_curve.is_some() {
             let request = Request::StartSession {
                 session: SessionRequest {
                     purpose: SessionPurpose::Stability,
@@ -89,7 +84,7 @@ impl CardCheck {
                     if let Some(applied) = started.applied.first() {
                         in_force = applied.in_force.clone();
                     }
-                    Some(started.session)
+                    held.started(started.session);
                 }
                 Ok(other) => {
                     return Err(format!(
@@ -103,13 +98,11 @@ impl CardCheck {
                     ));
                 }
             }
-        };
+        }
         let worker = match ComputeWorker::start(device, &gpu.identity.index.to_string()) {
             Ok(worker) => worker,
             Err(message) => {
-                if let Some(session) = session {
-                    let _ = end_session(client, session);
-                }
+                held.end(client);
                 return Err(message);
             }
         };
@@ -120,10 +113,8 @@ impl CardCheck {
             settings_now: None,
             gpu: gpu.clone(),
             options,
-            session,
+            held,
             run,
-            put_back: Vec::new(),
-            put_back_complete: true,
             report: None,
         })
     }
@@ -136,43 +127,17 @@ impl CardCheck {
     /// and the engine ending this check's session.
     pub fn take_event(&mut self, event: &Event) {
         let index = self.gpu_index();
-        match event {
-            Event::Samples { readings } => {
-                if let Some(Ok(reading)) = readings.get(index as usize) {
-                    self.run.take_reading(reading);
-                }
-            }
-            Event::Engine { event } => match event.as_ref() {
-                EngineEvent::Tuning { tuning } if tuning.gpu_index == index => {
-                    self.run.take_settings(SettingsSeen::of(&tuning.in_force));
-                    // A session's settings are the check's own (nobody else may change
-                    // them, and its put-back is not what was checked).
-                    if self.session.is_none() && self.run.result().is_none() {
-                        let now = describe_settings(
-                            &tuning.in_force,
-                            self.gpu.constraints.power_limit_default_mw,
-                        );
-                        self.settings_now = (now != self.settings_text).then_some(now);
-                    }
-                }
-                EngineEvent::Critical { critical } if critical.gpu_index == index => {
-                    self.run.take_critical_event(*critical);
-                }
-                EngineEvent::SessionEnded { report, .. }
-                    if Some(report.session) == self.session =>
-                {
-                    // The engine ended it (an Xid, a lost GPU): it put everything back.
-                    self.session = None;
-                    self.take_put_back(report);
-                    if let Some(critical) = report.critical_event {
-                        self.run.take_critical_event(critical);
-                    } else {
-                        self.run
-                            .stop(&format!("the tuning engine ended it: {}", report.message));
-                    }
-                }
-                _ => {}
-            },
+        let Some(tuning) = self.held.feed(&mut self.run, index, event) else {
+            return;
+        };
+        // A session's settings are the check's own (nobody else may change them, and its
+        // put-back is not what was checked).
+        if self.held.session().is_none() && self.run.result().is_none() {
+            let now = describe_settings(
+                &tuning.in_force,
+                self.gpu.constraints.power_limit_default_mw,
+            );
+            self.settings_now = (now != self.settings_text).then_some(now);
         }
     }
 
@@ -209,62 +174,20 @@ impl CardCheck {
     }
 
     fn conclude(&mut self, client: &mut TuningClient, result: RunResult) {
-        if let Some(session) = self.session.take() {
-            match end_session(client, session) {
-                Ok(report) => self.take_put_back(&report),
-                Err(message) => {
-                    self.put_back.push(message);
-                }
-            }
-        }
-        let verdict = Verdict::of(&result.ending);
-        self.report = Some(CheckReport {
-            gpu_index: self.gpu.identity.index,
-            gpu_uuid: self.gpu.identity.uuid.clone(),
-            gpu_name: self.gpu.identity.name.clone(),
-            settings: match &self.settings_now {
-                Some(now) => format!(
-                    "{now} (changed during the check by another program, from {})",
-                    self.settings_text
-                ),
-                None => self.settings_text.clone(),
-            },
-            pattern: self.options.shape,
-            duration_asked_s: self.options.duration_s,
-            verdict,
-            gemm_tflops: result.tally.gemm_tflops(),
-            vram_gib_per_s: result.tally.vram_gib_per_s(),
-            reached_power_limit: result.watched.reached_power_limit(),
+        self.held.end(client);
+        let settings = match &self.settings_now {
+            Some(now) => format!(
+                "{now} (changed during the check by another program, from {})",
+                self.settings_text
+            ),
+            None => self.settings_text.clone(),
+        };
+        self.report = Some(CheckReport::new(
+            &self.gpu,
+            settings,
+            &self.options,
             result,
-            put_back: std::mem::take(&mut self.put_back),
-            put_back_complete: self.put_back_complete,
-            ended_at_ms: crate::clock::wall_clock_ms(),
-            driver_version: self.gpu.identity.driver_version.clone(),
-            gputune_version: env!("CARGO_PKG_VERSION").to_string(),
-        });
-    }
-
-    fn take_put_back(&mut self, report: &SessionReport) {
-        self.put_back_complete &= report.is_complete();
-        self.put_back.extend(report_lines(report));
-    }
-}
-
-/// Ends `session`, putting everything it changed back; the engine's report.
-pub(crate) fn end_session(
-    client: &mut TuningClient,
-    session: SessionId,
-) -> Result<SessionReport, String> {
-    match client.request(Request::EndSession {
-        session,
-        keep: false,
-    }) {
-        Ok(Response::SessionEnded { report }) => Ok(report),
-        Ok(other) => Err(format!(
-            "The service answered {other:?} to ending the check's session."
-        )),
-        Err(error) => Err(format!(
-            "The check's session could not be ended ({error}); the daemon puts the card back when the connection closes."
-        )),
+            self.held.take_put_back(),
+        ));
     }
 }

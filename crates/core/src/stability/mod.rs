@@ -22,6 +22,7 @@ pub mod check;
 pub mod compute;
 pub mod cuda;
 pub mod device;
+pub mod held;
 pub mod plan;
 pub mod reference;
 pub mod report;

@@ -144,11 +144,6 @@ pub fn in_burst(duty: f64, elapsed_s: f64) -> bool {
     (elapsed_s % PULSE_PERIOD_S) < duty * PULSE_PERIOD_S
 }
 
-/// Seconds from `elapsed_s` to the next burst's start.
-pub fn until_next_burst_s(elapsed_s: f64) -> f64 {
-    PULSE_PERIOD_S - (elapsed_s % PULSE_PERIOD_S)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,7 +202,6 @@ mod tests {
         assert!(in_burst(0.4, 0.1));
         assert!(!in_burst(0.4, 0.5));
         assert!(in_burst(0.4, 1.2));
-        assert!((until_next_burst_s(0.5) - 0.5).abs() < 1e-9);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::LoadShape;
+use super::plan::{CheckOptions, LoadShape};
 use super::run::{Ending, RunResult};
+use crate::tuning::engine::GpuInfo;
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::units::{duration_s, gib, large_count};
 
@@ -61,6 +62,35 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// The report of `result` on `gpu`, checked at `settings` (the verdict and rates derived
+    /// from the result), ended now. A check and a scan's confirmation both report through here.
+    pub fn new(
+        gpu: &GpuInfo,
+        settings: String,
+        options: &CheckOptions,
+        result: RunResult,
+        (put_back, put_back_complete): (Vec<String>, bool),
+    ) -> CheckReport {
+        CheckReport {
+            gpu_index: gpu.identity.index,
+            gpu_uuid: gpu.identity.uuid.clone(),
+            gpu_name: gpu.identity.name.clone(),
+            settings,
+            pattern: options.shape,
+            duration_asked_s: options.duration_s,
+            verdict: Verdict::of(&result.ending),
+            gemm_tflops: result.tally.gemm_tflops(),
+            vram_gib_per_s: result.tally.vram_gib_per_s(),
+            reached_power_limit: result.watched.reached_power_limit(),
+            result,
+            put_back,
+            put_back_complete,
+            ended_at_ms: crate::clock::wall_clock_ms(),
+            driver_version: gpu.identity.driver_version.clone(),
+            gputune_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
     /// "GEMM 175.2 TFLOP/s (bf16, fp32 accumulate), VRAM 931 GiB/s written and read back
     /// (simulated)", with what was measured; None before any GEMM ran.
     pub fn rates(&self) -> Option<String> {
@@ -122,7 +152,7 @@ impl CheckReport {
     }
 
     fn put_back_note(&self) -> String {
-        if self.put_back.is_empty() && self.settings != "stock settings" {
+        if self.put_back.is_empty() && self.settings != STOCK_SETTINGS {
             "; the check changed nothing, so the card still runs these settings.".to_string()
         } else if self.put_back.is_empty() {
             ".".to_string()
@@ -198,10 +228,7 @@ impl CheckRecord {
                 ));
             }
             if let Some(character) = crate::text::first_unsafe(value) {
-                return Err(format!(
-                    "{field} may not hold the character {}: it is a control or bidirectional formatting character that could change how text is shown",
-                    character.escape_unicode()
-                ));
+                return Err(crate::text::unsafe_character(field, character));
             }
         }
         Ok(())
@@ -223,6 +250,9 @@ impl CheckRecord {
         }
     }
 }
+
+/// What [`describe_settings`] calls a card that runs nothing gputune tunes.
+pub const STOCK_SETTINGS: &str = "stock settings";
 
 /// What a card runs, as a check names it: "+150 MHz offset / 2520 MHz lock", "stock settings".
 pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u32>) -> String {
@@ -252,7 +282,7 @@ pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u3
         ));
     }
     if parts.is_empty() {
-        "stock settings".to_string()
+        STOCK_SETTINGS.to_string()
     } else {
         parts.join(" / ")
     }

@@ -315,10 +315,6 @@ impl CheckRun {
         (!hung).then_some((self.worker, self.prepared))
     }
 
-    pub fn prepared(&self) -> Option<&Prepared> {
-        self.prepared.as_ref()
-    }
-
     /// Seconds of checked work so far.
     pub fn elapsed_s(&self) -> f64 {
         self.started

@@ -7,226 +7,26 @@
 //! however it ends, the card is put back. A stock step first, at the card's settings as they
 //! are, gives what the result saves. Never blocks, like [`super::check::CardCheck`].
 
-use serde::{Deserialize, Serialize};
+mod options;
+mod outcome;
 
-use super::check::end_session;
+pub use options::ScanOptions;
+pub use outcome::{ScanOutcome, ScanStep, savings};
+
 use super::compute::{ComputeDevice, Prepared};
-use super::plan::{CheckOptions, LONGEST_CHECK_S, LoadShape, SHORTEST_CHECK_S};
+use super::held::Held;
+use super::plan::{CheckOptions, LoadShape};
 use super::report::{CheckReport, Verdict, describe_settings};
 use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::Setting;
-use crate::profiles::profile::Profile;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{
-    EngineEvent, GpuChange, GpuInfo, GpuTuning, SessionId, SessionPurpose, SessionRequest,
-    report_lines,
-};
+use crate::tuning::engine::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
-
-/// The scanner's options, checked against the card before anything runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ScanOptions {
-    pub lock_mhz: u32,
-    pub step_mhz: i32,
-    pub step_s: f64,
-    pub margin_steps: u32,
-    pub confirm_s: f64,
-    /// The highest offset tried: the card's.
-    pub max_offset_mhz: i32,
-}
 
 /// How many times a failed confirmation steps back once more before giving up.
 const MAX_CONFIRMATIONS: u32 = 3;
-
-impl ScanOptions {
-    /// Checks what the user asked for against `gpu` (`lock_mhz` None: the rated boost clock).
-    pub fn new(
-        gpu: &GpuInfo,
-        lock_mhz: Option<u32>,
-        step_mhz: i32,
-        step_s: f64,
-        margin_steps: u32,
-        confirm_s: f64,
-    ) -> Result<ScanOptions, String> {
-        let index = gpu.identity.index;
-        let Some(offsets) = gpu.constraints.adjustable_gpu_clock_offset_range() else {
-            return Err(format!(
-                "GPU {index} ({}) takes no graphics clock offset, so there is no undervolt to find (datacenter cards and drivers before 555 have none).",
-                gpu.identity.name
-            ));
-        };
-        let Some(range) = gpu.constraints.gpu_clock_range else {
-            return Err(format!(
-                "GPU {index} does not say which clocks it can lock, so the scanner cannot lock one."
-            ));
-        };
-        let lock_mhz = match lock_mhz.or(gpu.constraints.boost_clock_mhz) {
-            Some(lock) => lock,
-            None => {
-                return Err(format!(
-                    "GPU {index} does not report its boost clock: give the clock to lock with --lock-mhz ({}-{} MHz).",
-                    range.min_mhz, range.max_mhz
-                ));
-            }
-        };
-        if !(range.min_mhz..=range.max_mhz).contains(&lock_mhz) {
-            return Err(format!(
-                "--lock-mhz {lock_mhz}: GPU {index} locks clocks from {} to {} MHz.",
-                range.min_mhz, range.max_mhz
-            ));
-        }
-        if !(1..=200).contains(&step_mhz) {
-            return Err(format!(
-                "--step-mhz {step_mhz}: give 1 to 200 MHz (15 is one boost bin)."
-            ));
-        }
-        for (name, seconds) in [("--step-s", step_s), ("--confirm-s", confirm_s)] {
-            if !seconds.is_finite() || !(SHORTEST_CHECK_S..=LONGEST_CHECK_S).contains(&seconds) {
-                return Err(format!(
-                    "{name} {seconds}: give {SHORTEST_CHECK_S} to {LONGEST_CHECK_S} seconds."
-                ));
-            }
-        }
-        if margin_steps > 10 {
-            return Err(format!(
-                "--margin-steps {margin_steps}: give 0 to 10 steps."
-            ));
-        }
-        Ok(ScanOptions {
-            lock_mhz,
-            step_mhz,
-            step_s,
-            margin_steps,
-            confirm_s,
-            max_offset_mhz: offsets.max_mhz.max(0),
-        })
-    }
-
-    /// Steps at most (the stock step and the confirmation aside).
-    pub fn most_steps(&self) -> u32 {
-        (self.max_offset_mhz / self.step_mhz) as u32 + 1
-    }
-}
-
-/// One measured setting of the scan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScanStep {
-    /// None for the stock step (the card's settings as the scan found them).
-    pub offset_mhz: Option<i32>,
-    pub verdict: Verdict,
-    /// What went wrong, when it did.
-    pub finding: Option<String>,
-    pub clock_min_mhz: Option<u32>,
-    pub clock_max_mhz: Option<u32>,
-    pub power_mean_w: Option<f64>,
-    pub temperature_peak_c: Option<u32>,
-    pub wrong: u64,
-    pub results: u64,
-    pub gemm_tflops: Option<f64>,
-    /// Energy per unit of GEMM work, joules per TFLOP.
-    pub joules_per_tflop: Option<f64>,
-    pub ran_s: f64,
-}
-
-impl ScanStep {
-    fn of(offset_mhz: Option<i32>, result: &RunResult) -> ScanStep {
-        let watched = &result.watched;
-        let tally = &result.tally;
-        // The readings span less than the run: their average power times the run's length.
-        let energy_j = watched
-            .counter_power_w()
-            .or(watched.power_mean_w)
-            .map(|power| power * result.ran_s);
-        let tflop = tally.gemm.flop / 1e12;
-        ScanStep {
-            offset_mhz,
-            verdict: Verdict::of(&result.ending),
-            finding: match &result.ending {
-                Ending::Unstable { finding } => Some(finding.describe()),
-                Ending::Stopped { reason } | Ending::NotRun { reason } => Some(reason.clone()),
-                Ending::Completed => None,
-            },
-            clock_min_mhz: watched.clock_min_mhz,
-            clock_max_mhz: watched.clock_max_mhz,
-            power_mean_w: watched.power_mean_w,
-            temperature_peak_c: watched.temperature_peak_c,
-            wrong: tally.wrong(),
-            results: tally.results(),
-            gemm_tflops: tally.gemm_tflops(),
-            joules_per_tflop: energy_j
-                .filter(|_| tflop > 0.0)
-                .map(|energy| energy / tflop),
-            ran_s: result.ran_s,
-        }
-    }
-
-    /// "+45 MHz", "stock".
-    pub fn label(&self) -> String {
-        self.offset_mhz
-            .map_or_else(|| "stock".to_string(), |offset| format!("{offset:+} MHz"))
-    }
-}
-
-/// How a scan ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScanOutcome {
-    pub gpu_index: u32,
-    pub gpu_uuid: String,
-    pub gpu_name: String,
-    pub options: ScanOptions,
-    pub stock: Option<ScanStep>,
-    pub steps: Vec<ScanStep>,
-    /// The first offset found unstable, if any was.
-    pub first_unstable_mhz: Option<i32>,
-    /// The offset the long check confirmed stable.
-    pub stable_offset_mhz: Option<i32>,
-    /// The long check of the confirmed offset (or of the last one tried).
-    pub confirmation: Option<CheckReport>,
-    /// One sentence: what was found, or why there is no result.
-    pub summary: String,
-    /// What it saves against stock at the confirmed offset.
-    pub savings: Option<String>,
-    pub put_back: Vec<String>,
-    pub put_back_complete: bool,
-    pub ran_s: f64,
-}
-
-impl ScanOutcome {
-    /// The confirmed offset at the scan's lock as a profile named `name` (the card's other
-    /// settings as they were, `previous`'s notes kept), with its confirmation as its check;
-    /// None when no offset was confirmed. The CLI and the window save through here.
-    pub fn profile(
-        &self,
-        name: &str,
-        gpu: &GpuInfo,
-        tuning: &GpuTuning,
-        previous: Option<&Profile>,
-    ) -> Option<Profile> {
-        let offset_mhz = self.stable_offset_mhz?;
-        let report = self.confirmation.as_ref()?;
-        let mut in_force = tuning.in_force.clone();
-        in_force.gpu_clock_offset_mhz = Some(offset_mhz);
-        in_force.gpu_clock_lock = ClockLock::Locked {
-            min_mhz: self.options.lock_mhz,
-            max_mhz: self.options.lock_mhz,
-        };
-        let mut profile = Profile::from_in_force(
-            name,
-            &gpu.identity,
-            &gpu.constraints,
-            &in_force,
-            tuning.fan_curve.as_ref(),
-            previous,
-        );
-        profile.last_check = Some(report.record());
-        if profile.notes.is_empty() {
-            profile.notes = format!("Found by gputune scan: {}", self.summary);
-        }
-        Some(profile)
-    }
-}
 
 enum Phase {
     Stock,
@@ -240,7 +40,7 @@ pub struct Scan {
     gpu: GpuInfo,
     options: ScanOptions,
     start_in_force: SettingsInForce,
-    session: Option<SessionId>,
+    held: Held,
     run: Option<CheckRun>,
     prepared: Option<Prepared>,
     phase: Phase,
@@ -248,12 +48,8 @@ pub struct Scan {
     steps: Vec<ScanStep>,
     first_unstable_mhz: Option<i32>,
     confirmation: Option<CheckReport>,
-    put_back: Vec<String>,
-    put_back_complete: bool,
     started: std::time::Instant,
     outcome: Option<ScanOutcome>,
-    /// Set when the current run must end the scan (Ctrl-C, the service gone).
-    stop_reason: Option<String>,
 }
 
 impl Scan {
@@ -274,7 +70,7 @@ impl Scan {
             gpu: gpu.clone(),
             options,
             start_in_force: tuning.in_force.clone(),
-            session: None,
+            held: Held::nothing(),
             run: Some(run),
             prepared: None,
             phase: Phase::Stock,
@@ -282,55 +78,21 @@ impl Scan {
             steps: Vec::new(),
             first_unstable_mhz: None,
             confirmation: None,
-            put_back: Vec::new(),
-            put_back_complete: true,
             started: std::time::Instant::now(),
             outcome: None,
-            stop_reason: None,
         })
     }
 
+    /// Takes one event of the service (the card's news; an Xid ends the scan's session, and
+    /// the next setting starts a new one).
     pub fn take_event(&mut self, event: &Event) {
-        let index = self.gpu.identity.index;
-        let Some(run) = self.run.as_mut() else {
-            return;
-        };
-        match event {
-            Event::Samples { readings } => {
-                if let Some(Ok(reading)) = readings.get(index as usize) {
-                    run.take_reading(reading);
-                }
-            }
-            Event::Engine { event } => match event.as_ref() {
-                EngineEvent::Tuning { tuning } if tuning.gpu_index == index => {
-                    run.take_settings(SettingsSeen::of(&tuning.in_force));
-                }
-                EngineEvent::Critical { critical } if critical.gpu_index == index => {
-                    run.take_critical_event(*critical);
-                }
-                EngineEvent::SessionEnded { report, .. }
-                    if Some(report.session) == self.session =>
-                {
-                    // An Xid: the engine put everything back; the next setting needs a new session.
-                    self.session = None;
-                    self.put_back_complete &= report.is_complete();
-                    self.put_back.extend(report_lines(report));
-                    match report.critical_event {
-                        Some(critical) => run.take_critical_event(critical),
-                        None => {
-                            run.stop(&format!("the tuning engine ended it: {}", report.message));
-                            self.stop_reason = Some(report.message.clone());
-                        }
-                    }
-                }
-                _ => {}
-            },
+        if let Some(run) = self.run.as_mut() {
+            self.held.feed(run, self.gpu.identity.index, event);
         }
     }
 
     /// Stops the scan now and puts the card back.
     pub fn stop(&mut self, client: &mut TuningClient, reason: &str) {
-        self.stop_reason = Some(reason.to_string());
         if let Some(run) = self.run.as_mut() {
             run.stop(reason);
         }
@@ -391,7 +153,9 @@ impl Scan {
         if let Some(prepared) = &result.prepared {
             self.prepared = Some(prepared.clone());
         }
-        if let Some(reason) = self.stop_reason.clone() {
+        // Stopped: Ctrl-C, the window, the service gone, or the engine ending the session
+        // without an Xid.
+        if let Ending::Stopped { reason } = &result.ending {
             self.record(&result);
             return self.finish(client, format!("The scan ended early: {reason}."));
         }
@@ -543,7 +307,7 @@ impl Scan {
     /// The lock and `offset_mhz` held by the scan's session (started when there is none).
     fn hold(&mut self, client: &mut TuningClient, offset_mhz: i32) -> Result<(), String> {
         let offset = Setting::GpuClockOffset { offset_mhz };
-        let request = match self.session {
+        let request = match self.held.session() {
             Some(session) => Request::SessionApply {
                 session,
                 changes: vec![GpuChange {
@@ -571,7 +335,7 @@ impl Scan {
         };
         match client.request(request) {
             Ok(Response::SessionStarted(started)) => {
-                self.session = Some(started.session);
+                self.held.started(started.session);
                 Ok(())
             }
             Ok(Response::Applied { .. }) => Ok(()),
@@ -590,71 +354,28 @@ impl Scan {
             min_mhz: self.options.lock_mhz,
             max_mhz: self.options.lock_mhz,
         };
-        CheckReport {
-            gpu_index: self.gpu.identity.index,
-            gpu_uuid: self.gpu.identity.uuid.clone(),
-            gpu_name: self.gpu.identity.name.clone(),
-            settings: describe_settings(&in_force, self.gpu.constraints.power_limit_default_mw),
-            pattern: LoadShape::Both,
-            duration_asked_s: self.options.confirm_s,
-            verdict: Verdict::of(&result.ending),
-            gemm_tflops: result.tally.gemm_tflops(),
-            vram_gib_per_s: result.tally.vram_gib_per_s(),
-            reached_power_limit: result.watched.reached_power_limit(),
+        CheckReport::new(
+            &self.gpu,
+            describe_settings(&in_force, self.gpu.constraints.power_limit_default_mw),
+            &step_options(self.options.confirm_s, LoadShape::Both),
             result,
-            put_back: Vec::new(),
-            put_back_complete: true,
-            ended_at_ms: crate::clock::wall_clock_ms(),
-            driver_version: self.gpu.identity.driver_version.clone(),
-            gputune_version: env!("CARGO_PKG_VERSION").to_string(),
-        }
+            (Vec::new(), true),
+        )
     }
 
     fn finish_stable(&mut self, client: &mut TuningClient, offset_mhz: i32, summary: String) {
         self.finish(client, summary);
         if let Some(outcome) = self.outcome.as_mut() {
-            outcome.stable_offset_mhz = Some(offset_mhz);
-            let at_offset = outcome
-                .steps
-                .iter()
-                .find(|step| step.offset_mhz == Some(offset_mhz));
-            let at_zero = outcome.steps.iter().find(|step| step.offset_mhz == Some(0));
-            outcome.savings = match (&outcome.stock, at_offset) {
-                (Some(stock), Some(step)) => {
-                    let mut text = savings("Against stock", stock, step);
-                    if let Some(zero) = at_zero.filter(|_| offset_mhz != 0) {
-                        text.push(' ');
-                        text.push_str(&savings(
-                            &format!(
-                                "Against +0 MHz at the {} MHz lock",
-                                outcome.options.lock_mhz
-                            ),
-                            zero,
-                            step,
-                        ));
-                    }
-                    Some(text)
-                }
-                _ => None,
-            };
+            outcome.confirmed(offset_mhz);
         }
     }
 
     /// Ends the scan: the session ended (the card put back) and the outcome written.
     fn finish(&mut self, client: &mut TuningClient, summary: String) {
-        if let Some(run) = self.run.as_mut() {
-            run.stop("the scan ended");
-        }
+        // A run left (its worker busy or hung) is dropped: the device finishes on its own.
         self.run = None;
-        if let Some(session) = self.session.take() {
-            match end_session(client, session) {
-                Ok(report) => {
-                    self.put_back_complete &= report.is_complete();
-                    self.put_back.extend(report_lines(&report));
-                }
-                Err(message) => self.put_back.push(message),
-            }
-        }
+        self.held.end(client);
+        let (put_back, put_back_complete) = self.held.take_put_back();
         self.phase = Phase::Done;
         self.outcome = Some(ScanOutcome {
             gpu_index: self.gpu.identity.index,
@@ -668,8 +389,8 @@ impl Scan {
             confirmation: self.confirmation.clone(),
             summary,
             savings: None,
-            put_back: std::mem::take(&mut self.put_back),
-            put_back_complete: self.put_back_complete,
+            put_back,
+            put_back_complete,
             ran_s: self.started.elapsed().as_secs_f64(),
         });
     }
@@ -678,39 +399,4 @@ impl Scan {
 /// A scan step's or confirmation's options (`seconds` was checked by [`ScanOptions::new`]).
 fn step_options(seconds: f64, shape: LoadShape) -> CheckOptions {
     CheckOptions::clamped(seconds, shape)
-}
-
-/// "Against stock: power 398 to 341 W (-14 %), 2.91 to 2.45 J per TFLOP of GEMM work (-16 %),
-/// peak clock 2610 to 2520 MHz." (Words, not arrows: the window's font has no arrow.)
-pub fn savings(against: &str, stock: &ScanStep, step: &ScanStep) -> String {
-    let mut parts = Vec::new();
-    let change = |before: f64, after: f64| {
-        if before > 0.0 {
-            format!(" ({:+.0} %)", (after / before - 1.0) * 100.0)
-        } else {
-            String::new()
-        }
-    };
-    if let (Some(before), Some(after)) = (stock.power_mean_w, step.power_mean_w) {
-        parts.push(format!(
-            "power {before:.0} to {after:.0} W{}",
-            change(before, after)
-        ));
-    }
-    if let (Some(before), Some(after)) = (stock.joules_per_tflop, step.joules_per_tflop) {
-        parts.push(format!(
-            "{before:.2} to {after:.2} J per TFLOP of GEMM work{}",
-            change(before, after)
-        ));
-    }
-    if let (Some(before), Some(after)) = (stock.clock_max_mhz, step.clock_max_mhz)
-        && before != after
-    {
-        parts.push(format!("peak clock {before} to {after} MHz"));
-    }
-    if parts.is_empty() {
-        format!("{against}: no readings to compare.")
-    } else {
-        format!("{against}: {}.", parts.join(", "))
-    }
 }

@@ -108,10 +108,9 @@ impl Watched {
     /// "2415-2745 MHz, 71 °C peak, 398 W average (450 W limit)"; parts without readings left out.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
-        match (self.clock_min_mhz, self.clock_max_mhz) {
-            (Some(low), Some(high)) if low == high => parts.push(format!("{low} MHz")),
-            (Some(low), Some(high)) => parts.push(format!("{low}–{high} MHz")),
-            _ => {}
+        if let Some(clocks) = crate::units::clock_range_mhz(self.clock_min_mhz, self.clock_max_mhz)
+        {
+            parts.push(clocks);
         }
         if let Some(peak) = self.temperature_peak_c {
             parts.push(format!("{peak} °C peak"));

@@ -138,19 +138,6 @@ impl ComputeWorker {
             }
         }
     }
-
-    /// Waits (up to `most`) for the pending work, polling every few milliseconds.
-    pub fn wait(&mut self, most: Duration) -> Poll {
-        let started = Instant::now();
-        loop {
-            match self.poll() {
-                Poll::Busy { .. } if started.elapsed() < most => {
-                    thread::sleep(Duration::from_millis(2));
-                }
-                other => return other,
-            }
-        }
-    }
 }
 
 fn serve(mut device: Box<dyn ComputeDevice>, inbox: &Receiver<Message>, outbox: &Sender<Done>) {
