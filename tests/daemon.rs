@@ -510,7 +510,7 @@ fn the_daemon_survives_hostile_clients_and_keeps_serving_others() {
     }
     for hostile in [
         r#"{"type":"apply","changes":[{"gpu_uuid":"GPU-none","settings":[]}]}"#.to_string(),
-        r#"{"type":"apply","changes":[{"gpu_uuid":"x","settings":[{"PowerLimit":{"power_limit_mw":4294967296}}]}]}"#.to_string(),
+        r#"{"type":"apply","changes":[{"gpu_uuid":"x","settings":[{"type":"power_limit","power_limit_mw":4294967296}]}]}"#.to_string(),
         r#"{"type":"start_trial","trial":{"gpu_uuid":"x","settings":[],"duration_s":0,"baseline_s":0}}"#.to_string(),
         r#"{"type":"follow_fan_curve","gpu_uuid":"x","curve":{"points":[{"temperature_c":40,"speed_pct":90},{"temperature_c":85,"speed_pct":10}],"hysteresis_c":3}}"#.to_string(),
         r#"{"type":"end_session","session":18446744073709551615,"keep":true}"#.to_string(),

@@ -1,16 +1,8 @@
 //! A message for the user about something that happened (a profile clamped to a card, a
-//! setting restored, the fan safety net engaged), with how much it matters.
+//! setting restored, the fan safety net engaged), with how much it matters. The type crosses
+//! the socket, so it is defined in `formats::tuning`.
 
-use serde::{Deserialize, Serialize};
-
-/// One sentence for the user, and whether it is news, a warning or an error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "level", content = "text", rename_all = "snake_case")]
-pub enum Notice {
-    Info(String),
-    Warning(String),
-    Error(String),
-}
+pub use crate::formats::tuning::Notice;
 
 impl Notice {
     pub fn text(&self) -> &str {

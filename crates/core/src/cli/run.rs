@@ -22,7 +22,8 @@ use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
 use crate::telemetry::csv::{TelemetryCsvWriter, open_for_append};
 use crate::tuning::engine::{
-    EngineEvent, GpuChange, SessionId, SessionPurpose, SessionReport, SessionRequest, report_lines,
+    EngineEvent, GpuChange, GpuFanCurve, SessionId, SessionPurpose, SessionReport, SessionRequest,
+    report_lines,
 };
 
 /// How often gputune looks whether the command has ended.
@@ -93,7 +94,12 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
         fan_curves: application
             .fan_curve
             .clone()
-            .map(|curve| vec![(uuid.clone(), curve)])
+            .map(|curve| {
+                vec![GpuFanCurve {
+                    gpu_uuid: uuid.clone(),
+                    curve,
+                }]
+            })
             .unwrap_or_default(),
         job_pid: None,
     };

@@ -1,5 +1,7 @@
-//! Talking to GPUs: the types every other room uses, and the `Backend` trait that the real
-//! NVIDIA backend (`nvml`) and the simulator (`sim`) implement.
+//! Talking to GPUs: the `Backend` trait that the real NVIDIA backend (`nvml`) and the
+//! simulator (`sim`) implement. The types every other room uses (identity, readings,
+//! constraints, settings, errors) are formats, defined in `formats::card`; their methods are
+//! here.
 
 pub mod gate;
 pub mod nvml;
@@ -16,129 +18,18 @@ use serde::{Deserialize, Serialize};
 pub use process::{GpuProcess, ProcessKind};
 pub use throttle::{ThrottleReason, ThrottleReasons};
 
+pub use crate::formats::card::{
+    BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,
+    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, Setting, Telemetry,
+};
 use crate::units::watts_exact;
 use gate::ValidatedSetting;
-
-/// What a GPU is: fixed for as long as the driver runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GpuIdentity {
-    /// Position in the driver's enumeration; for display only, it can change between boots.
-    pub index: u32,
-    /// NVML UUID ("GPU-..."): how gputune names a GPU everywhere.
-    pub uuid: String,
-    pub name: String,
-    /// PCI bus id as NVML writes it ("00000000:01:00.0").
-    pub pci_bus_id: String,
-    pub memory_total_bytes: u64,
-    pub driver_version: Option<String>,
-    pub nvml_version: Option<String>,
-    /// Chip generation ("Ada", "Hopper", ...), used for precision advice.
-    pub architecture: Option<String>,
-}
-
-/// One fan's reading. Either value is `None` when the card does not report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FanReading {
-    pub speed_pct: Option<u32>,
-    pub speed_rpm: Option<u32>,
-}
-
-/// One snapshot of everything that changes. `None` means "this card does not report it",
-/// never zero.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Telemetry {
-    /// Wall-clock time of the snapshot, milliseconds since the Unix epoch.
-    pub sampled_at_ms: u64,
-    pub power_draw_mw: Option<u32>,
-    /// The limit the card enforces right now (may be below the one set, e.g. by a board limit).
-    pub power_limit_mw: Option<u32>,
-    pub temperature_c: Option<u32>,
-    /// `None` when the card has no fans or does not report them (datacenter cards).
-    pub fans: Option<Vec<FanReading>>,
-    pub gpu_clock_mhz: Option<u32>,
-    pub sm_clock_mhz: Option<u32>,
-    pub memory_clock_mhz: Option<u32>,
-    pub utilization_gpu_pct: Option<u32>,
-    pub utilization_memory_pct: Option<u32>,
-    pub memory_used_bytes: Option<u64>,
-    /// Performance state number: 0 is P0 (fastest) ... 15 is P15.
-    pub performance_state: Option<u32>,
-    pub throttle_reasons: Option<ThrottleReasons>,
-    pub pcie_link_gen: Option<u32>,
-    pub pcie_link_width: Option<u32>,
-    pub pcie_link_gen_max: Option<u32>,
-    pub pcie_link_width_max: Option<u32>,
-    /// Energy used since the driver loaded, millijoules.
-    pub energy_total_mj: Option<u64>,
-    /// The processes on the GPU, most VRAM first; `None` when the card does not list them.
-    /// `Backend::telemetry` leaves it `None`: the sampler fills it from `Backend::processes`
-    /// (at most once a second, the same list on the samples in between), and so does
-    /// `gputune status`.
-    #[serde(default)]
-    pub processes: Option<Vec<GpuProcess>>,
-    /// The card's ECC error counters; `None` when it has no ECC (or it is off) or does not say.
-    /// Read from the driver at most once a second.
-    #[serde(default)]
-    pub ecc: Option<EccCounts>,
-}
-
-/// ECC errors the memory made since the driver loaded (NVML's volatile counters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct EccCounts {
-    /// Single-bit errors the memory corrected.
-    pub corrected_volatile: u64,
-    /// Errors it could not correct: data was lost.
-    pub uncorrected_volatile: u64,
-}
-
-/// An inclusive clock range in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClockRangeMhz {
-    pub min_mhz: u32,
-    pub max_mhz: u32,
-}
-
-/// An inclusive clock-offset range in MHz (negative offsets lower the clock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OffsetRangeMhz {
-    pub min_mhz: i32,
-    pub max_mhz: i32,
-}
 
 impl OffsetRangeMhz {
     /// Whether more than one offset is allowed.
     pub fn has_room(&self) -> bool {
         self.min_mhz < self.max_mhz
     }
-}
-
-/// An inclusive fan-speed range in percent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FanRangePct {
-    pub min_pct: u32,
-    pub max_pct: u32,
-}
-
-/// What a card accepts. `None` means the card does not support that control.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Constraints {
-    pub power_limit_min_mw: Option<u32>,
-    pub power_limit_max_mw: Option<u32>,
-    pub power_limit_default_mw: Option<u32>,
-    pub gpu_clock_range: Option<ClockRangeMhz>,
-    pub memory_clock_range: Option<ClockRangeMhz>,
-    pub fan_count: u32,
-    pub fan_speed_range: Option<FanRangePct>,
-    pub gpu_clock_offset_range: Option<OffsetRangeMhz>,
-    pub memory_clock_offset_range: Option<OffsetRangeMhz>,
-    /// The temperature at which the card starts slowing itself down (NVML's slowdown
-    /// threshold): gputune's fan safety net hands the fans back to the driver below it.
-    #[serde(default)]
-    pub slowdown_temperature_c: Option<u32>,
-    /// The rated boost clock (NVML's customer boost maximum), where the undervolt scanner
-    /// locks the clock by default.
-    #[serde(default)]
-    pub boost_clock_mhz: Option<u32>,
 }
 
 impl Constraints {
@@ -162,16 +53,6 @@ impl Constraints {
     }
 }
 
-/// Who drives a fan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FanMode {
-    /// The driver's own temperature curve.
-    Automatic,
-    /// A fixed speed someone set.
-    Manual { speed_pct: u32 },
-}
-
 /// The settings of a card that NVML can read back. Clock locks cannot be read through NVML:
 /// the tuning engine keeps its own record of them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -183,39 +64,6 @@ pub struct CurrentSettings {
     /// Each fan's mode; `None` when the card has no fans or does not report who drives them.
     #[serde(default)]
     pub fans: Option<Vec<FanMode>>,
-}
-
-/// A change to a card, as a user asks for it. Reaches hardware only as a
-/// [`ValidatedSetting`], which `device::gate` alone can make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Setting {
-    PowerLimit {
-        power_limit_mw: u32,
-    },
-    LockGpuClocks {
-        min_mhz: u32,
-        max_mhz: u32,
-    },
-    ResetGpuClocks,
-    LockMemoryClocks {
-        min_mhz: u32,
-        max_mhz: u32,
-    },
-    ResetMemoryClocks,
-    GpuClockOffset {
-        offset_mhz: i32,
-    },
-    MemoryClockOffset {
-        offset_mhz: i32,
-    },
-    FanSpeed {
-        fan_index: u32,
-        speed_pct: u32,
-    },
-    /// Hand the fan back to the driver's own curve.
-    FanAutomatic {
-        fan_index: u32,
-    },
 }
 
 impl Setting {
@@ -248,13 +96,6 @@ impl Setting {
     }
 }
 
-/// A GPU error NVML reports as an event (an "Xid"): the sign of an unstable setting, or worse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CriticalEvent {
-    pub gpu_index: u32,
-    pub xid: u64,
-}
-
 impl CriticalEvent {
     /// What NVIDIA's documentation says an Xid usually means, for the common ones.
     pub fn meaning(&self) -> &'static str {
@@ -276,14 +117,6 @@ impl CriticalEvent {
     }
 }
 
-/// Which backend is talking to the GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    Nvml,
-    Sim,
-}
-
 impl BackendKind {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -291,43 +124,6 @@ impl BackendKind {
             BackendKind::Sim => "sim",
         }
     }
-}
-
-/// Everything that can go wrong talking to a GPU. Each message says what happened and, where
-/// there is one, what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum DeviceError {
-    #[error(
-        "The NVIDIA management library could not be loaded ({detail}). Install the NVIDIA driver, or point --nvml-lib / GPUTUNE_NVML_LIB at libnvidia-ml.so.1."
-    )]
-    LibraryNotLoaded { detail: String },
-    #[error("The NVIDIA driver is not running ({detail}). Check `nvidia-smi`, or load the driver.")]
-    DriverNotLoaded { detail: String },
-    #[error("The NVIDIA driver found no GPU.")]
-    NoGpus,
-    #[error(
-        "No GPU matches \"{query}\": give an index (0, 1, ...) or a UUID from `gputune status`."
-    )]
-    GpuNotFound { query: String },
-    #[error(
-        "Changing the {action} needs administrator rights: set up the gputune daemon once with `sudo gputune daemon install` (or install the package: `sudo apt install ./gputune_*.deb`), then log out and in again; or run gputune as root."
-    )]
-    NoPermission { action: String },
-    #[error("This GPU does not support {what}.")]
-    NotSupported { what: String },
-    #[error("The driver refused {what}: the value is outside what this GPU accepts.")]
-    InvalidArgument { what: String },
-    #[error(
-        "GPU {index} stopped answering (it fell off the bus or its driver reset). Check `dmesg`; a reboot may be needed."
-    )]
-    GpuLost { index: u32 },
-    #[error(
-        "The driver did not answer within {waited_s} s while {what}: it is hung or very slow. Check `nvidia-smi` and `dmesg`."
-    )]
-    Timeout { what: String, waited_s: u64 },
-    #[error("{what} failed: {detail}")]
-    Other { what: String, detail: String },
 }
 
 impl DeviceError {

@@ -1,19 +1,7 @@
 //! The processes that use a GPU: what NVML lists (pid, kind of context, VRAM), and who they are
 //! (user and command, from /proc; see `procfs`).
 
-use serde::{Deserialize, Serialize};
-
-/// What kind of context a process holds on a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProcessKind {
-    /// A compute context (CUDA, a training job): `nvmlDeviceGetComputeRunningProcesses`.
-    Compute,
-    /// A graphics context (OpenGL, Vulkan, a desktop): `nvmlDeviceGetGraphicsRunningProcesses`.
-    Graphics,
-    /// Listed by both.
-    ComputeAndGraphics,
-}
+pub use crate::formats::card::{GpuProcess, ProcessKind};
 
 impl ProcessKind {
     /// nvidia-smi's letters: "C", "G", "C+G".
@@ -41,26 +29,6 @@ impl ProcessKind {
             ProcessKind::ComputeAndGraphics
         }
     }
-}
-
-/// One process using a GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GpuProcess {
-    /// As NVML reports it: the pid in the host's pid namespace.
-    pub pid: u32,
-    pub kind: ProcessKind,
-    /// VRAM the process holds on this GPU; `None` when the driver does not say (Windows' WDDM,
-    /// some MIG and vGPU setups).
-    pub used_memory_bytes: Option<u64>,
-    /// The owner's user name (or uid, when it has no name); `None` when it could not be read.
-    pub user: Option<String>,
-    /// The command line, made printable and cut to [`MAX_COMMAND_CHARS`]; `None` when it could
-    /// not be read.
-    pub command: Option<String>,
-    /// The process had ended by the time /proc was read (NVML lists a process a little longer
-    /// than it lives, and a pid can end between the two).
-    #[serde(default)]
-    pub exited: bool,
 }
 
 /// The longest command line kept, in characters; longer ones end in "…".

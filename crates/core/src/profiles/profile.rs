@@ -2,20 +2,15 @@
 //! for a card — the one it was saved from, or another one (by percentage of that card's default
 //! power limit, clamped to what it accepts, with a notice for every change).
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::gate::validate;
 use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
+pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use crate::notice::Notice;
 use crate::stability::report::CheckRecord;
 use crate::text;
-use crate::tuning::fan_curve::{CurvePoint, FanCurve};
+use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
 use crate::units::watts_exact;
-
-/// The version of the profile file format this gputune writes and reads. A file with a higher
-/// version is refused (never rewritten), so an older gputune cannot mangle a newer profile.
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// The longest profile name, in characters.
 pub const NAME_MAX_CHARS: usize = 100;
@@ -30,62 +25,6 @@ const POWER_PERCENT_RANGE: std::ops::RangeInclusive<f64> = 1.0..=1000.0;
 const POWER_WATTS_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100_000.0;
 const CLOCK_MAX_MHZ: u32 = 100_000;
 const OFFSET_MAX_MHZ: i32 = 10_000;
-
-/// Which card a profile was saved from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CardIdentity {
-    /// NVML UUID ("GPU-..."): how gputune recognizes the same card again.
-    pub uuid: String,
-    /// Model name ("NVIDIA GeForce RTX 4090").
-    pub name: String,
-    /// PCI bus id when it was saved, for people only.
-    pub pci_bus_id: String,
-}
-
-/// A power limit, kept both ways: watts for the card it was saved from, a share of the default
-/// limit for any other card.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PowerLimit {
-    pub percent_of_default: f64,
-    pub watts: f64,
-}
-
-/// A clock lock, inclusive, in MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClockLock {
-    pub min_mhz: u32,
-    pub max_mhz: u32,
-}
-
-/// A named set of settings for a card. `None` leaves that control as it is when the profile is
-/// applied. One hand-editable TOML file per profile (see `profiles::store`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    /// The file format's version: [`SCHEMA_VERSION`] for what this gputune writes.
-    pub schema_version: u32,
-    pub name: String,
-    #[serde(default)]
-    pub notes: String,
-    /// The card the profile was saved from.
-    pub card: CardIdentity,
-    /// Applied at boot by `gputune profile apply-defaults` (one default per card UUID).
-    #[serde(default)]
-    pub default_for_card: bool,
-    pub power_limit: Option<PowerLimit>,
-    pub gpu_clock_lock: Option<ClockLock>,
-    pub memory_clock_lock: Option<ClockLock>,
-    pub gpu_clock_offset_mhz: Option<i32>,
-    pub memory_clock_offset_mhz: Option<i32>,
-    /// Temperature → fan speed points, followed by the window or `gputune run`.
-    pub fan_curve: Option<Vec<CurvePoint>>,
-    /// The last stability check of these settings (`gputune stability --profile`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_check: Option<CheckRecord>,
-}
 
 /// What applying a profile to one card means.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@
 
 pub mod client;
 pub mod history_pages;
-pub mod protocol;
+pub use crate::formats::protocol;
 mod recorder;
 mod routing;
 mod sampler;

@@ -74,7 +74,12 @@ impl CardCheck {
                         }]
                     },
                     fan_curves: fan_curve
-                        .map(|curve| vec![(gpu.identity.uuid.clone(), curve.clone())])
+                        .map(|curve| {
+                            vec![crate::tuning::engine::GpuFanCurve {
+                                gpu_uuid: gpu.identity.uuid.clone(),
+                                curve: curve.clone(),
+                            }]
+                        })
                         .unwrap_or_default(),
                     job_pid: None,
                 },

@@ -5,21 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::{CheckOptions, LoadShape};
 use super::run::{Ending, RunResult};
+pub use crate::formats::profile::{CheckRecord, Verdict};
 use crate::tuning::engine::GpuInfo;
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::units::{duration_s, gib, large_count};
-
-/// The verdict in one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Stable,
-    Unstable,
-    /// Stopped before its time: what ran was clean, but it is not a verdict.
-    Stopped,
-    /// It could not run at all.
-    NotRun,
-}
 
 impl Verdict {
     pub fn of(ending: &Ending) -> Verdict {
@@ -182,19 +171,6 @@ impl CheckReport {
             gputune_version: self.gputune_version.clone(),
         }
     }
-}
-
-/// A profile's memory of its last stability check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckRecord {
-    /// Unix time the check ended, ms.
-    pub ended_at_ms: u64,
-    pub ran_s: f64,
-    pub verdict: Verdict,
-    /// The verdict sentence.
-    pub summary: String,
-    pub driver_version: Option<String>,
-    pub gputune_version: String,
 }
 
 /// The longest verdict sentence a profile keeps, in characters.

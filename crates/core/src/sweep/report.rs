@@ -56,8 +56,8 @@ pub fn throttle_summary(result: &StepResult) -> String {
         .stats
         .throttle_s
         .iter()
-        .filter(|(_, seconds)| *seconds >= 0.5)
-        .map(|(reason, seconds)| (reason.label().to_string(), *seconds))
+        .filter(|time| time.seconds >= 0.5)
+        .map(|time| (time.reason.label().to_string(), time.seconds))
         .collect();
     reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
     if reasons.is_empty() {

@@ -4,13 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::FanRangePct;
-
-/// One point of a curve.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CurvePoint {
-    pub temperature_c: f64,
-    pub speed_pct: f64,
-}
+pub use crate::formats::tuning::CurvePoint;
 
 /// A fan curve, kept sorted by temperature. Read from anywhere (a profile, a client of the
 /// daemon) only through [`FanCurve::new`]'s checks.

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::{CurrentSettings, FanMode, Setting};
+pub use crate::formats::tuning::{ClockLock, Hold, LockRecord, SettingsInForce};
 
 /// One thing on a card that a setting changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -61,20 +62,6 @@ impl Control {
             Control::Fan { .. } => Hold::Fans,
         }
     }
-}
-
-/// What a session holds on a card: one control, or all of its fans together (a curve drives
-/// every fan, and a fan's speed is meaningless beside another client's curve). Two sessions
-/// may change one card at once when they hold different ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hold {
-    PowerLimit,
-    GpuClockLock,
-    MemoryClockLock,
-    GpuClockOffset,
-    MemoryClockOffset,
-    Fans,
 }
 
 impl Hold {
@@ -134,20 +121,6 @@ pub fn describe_holds(holds: &[Hold]) -> (String, &'static str) {
     (text, verb)
 }
 
-/// A clock lock as gputune knows it. NVML cannot read locks back, so what gputune did not set
-/// itself since the driver started is `Unknown`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum ClockLock {
-    Unlocked,
-    Locked {
-        min_mhz: u32,
-        max_mhz: u32,
-    },
-    #[default]
-    Unknown,
-}
-
 impl ClockLock {
     /// "210-2520 MHz", "unlocked", "not known (NVML cannot read clock locks)".
     pub fn describe(self) -> String {
@@ -169,26 +142,6 @@ impl ClockLock {
             _ => None,
         }
     }
-}
-
-/// The clock locks gputune set, kept by the engine because NVML cannot read them back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct LockRecord {
-    pub gpu_clock_lock: ClockLock,
-    pub memory_clock_lock: ClockLock,
-}
-
-/// Everything gputune can change on one card, as it is now.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct SettingsInForce {
-    /// The power limit set (the enforced one is in the telemetry).
-    pub power_limit_mw: Option<u32>,
-    pub gpu_clock_lock: ClockLock,
-    pub memory_clock_lock: ClockLock,
-    pub gpu_clock_offset_mhz: Option<i32>,
-    pub memory_clock_offset_mhz: Option<i32>,
-    /// Each fan's mode; `None` for a card without fans (or one that does not say).
-    pub fans: Option<Vec<FanMode>>,
 }
 
 impl SettingsInForce {

@@ -10,10 +10,11 @@ use std::io::{Seek, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::clock::wall_clock_ms;
 use crate::device::{BackendKind, Setting};
+pub use crate::formats::files::{GpuJournal, JOURNAL_FORMAT, LOCK_RECORD_FORMAT};
+use crate::formats::files::{RecordFile, parse_journal, parse_record};
+use crate::formats::legacy;
 use crate::fsafe::{self, FileError, Links};
 use crate::tuning::in_force::{Hold, LockRecord};
 
@@ -26,8 +27,6 @@ pub const RECORD_DIR_ENV: &str = "GPUTUNE_RECORD_DIR";
 /// engine running as root without the daemon records its clock locks here too, so the daemon
 /// knows them (NVML cannot read locks back) and restores them rather than resetting them.
 pub const SHARED_RECORD_DIR: &str = "/run/gputune/state";
-/// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
-const JOURNAL_FORMAT: u32 = 2;
 /// A journal lists one setting per control; a few dozen at most. More is not a journal.
 const MAX_RESTORE_ENTRIES: usize = 64;
 /// The largest journal or record read: a real one is a few hundred bytes.
@@ -51,24 +50,6 @@ pub fn default_state_dir() -> Option<PathBuf> {
     )
 }
 
-/// What puts one GPU back as it was before gputune's temporary changes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GpuJournal {
-    pub format_version: u32,
-    /// A simulated GPU's journal is never applied to a real one (and a simulated card ends with
-    /// its process, so its journal is simply dropped).
-    pub backend: BackendKind,
-    pub uuid: String,
-    /// The GPU's index when written, for messages only: the UUID finds the card.
-    pub index: u32,
-    /// Settings that put the card back, written in this order.
-    pub restore: Vec<Setting>,
-    /// Who made the changes, for messages.
-    pub by: String,
-    pub written_at_ms: u64,
-}
-
 impl GpuJournal {
     /// A journal of this engine's making.
     pub fn new(
@@ -88,14 +69,6 @@ impl GpuJournal {
             written_at_ms: wall_clock_ms(),
         }
     }
-}
-
-/// The clock-lock record of one GPU, valid for the boot it was written in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecordFile {
-    boot_id: String,
-    locks: LockRecord,
 }
 
 /// A problem with a file in the state folder, reported to the user; the engine carries on.
@@ -258,19 +231,18 @@ impl StateFolder {
             Err(error) if error.is_not_found() => return Ok(None),
             Err(error) => return Err(self.set_aside(path, &error.to_string())),
         };
-        let journal: GpuJournal = match serde_json::from_slice(&bytes) {
-            Ok(journal) => journal,
+        let journal = match parse_journal(&bytes) {
+            Ok(Some(journal)) => journal,
+            Ok(None) => {
+                let version = legacy::format_version_of(&bytes).ok().flatten();
+                let version = version.map_or_else(|| "none".to_string(), |v| v.to_string());
+                return Err(self.set_aside(
+                    path,
+                    &format!("it has format version {version}, which this gputune does not know"),
+                ));
+            }
             Err(error) => return Err(self.set_aside(path, &format!("it is damaged ({error})"))),
         };
-        if journal.format_version != JOURNAL_FORMAT {
-            return Err(self.set_aside(
-                path,
-                &format!(
-                    "it has format version {}, which this gputune does not know",
-                    journal.format_version
-                ),
-            ));
-        }
         if journal.restore.len() > MAX_RESTORE_ENTRIES {
             return Err(self.set_aside(
                 path,
@@ -346,7 +318,7 @@ impl StateFolder {
     pub fn read_locks(&self, uuid: &str) -> Option<LockRecord> {
         let path = self.record_path(uuid);
         let record = match fsafe::read_private(&path, MAX_FILE_BYTES) {
-            Ok(bytes) => serde_json::from_slice::<RecordFile>(&bytes).ok(),
+            Ok(bytes) => parse_record(&bytes),
             Err(error) if error.is_not_found() => None,
             Err(error) => {
                 tracing::warn!("the clock-lock record is not used: {error}");
@@ -364,6 +336,7 @@ impl StateFolder {
     pub fn write_locks(&self, uuid: &str, locks: LockRecord) -> Result<(), FileError> {
         let path = self.record_path(uuid);
         let record = RecordFile {
+            format_version: LOCK_RECORD_FORMAT,
             boot_id: boot_id().unwrap_or_default(),
             locks,
         };

@@ -2,51 +2,13 @@
 //! a sweep step): one statistics type, and one comparison table that the window draws as a grid
 //! and the terminal prints as text.
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::{Telemetry, ThrottleReason};
+pub use crate::formats::tuning::{TemperatureTrend, ThrottleTime, TrialStats};
 
 /// The span over which the temperature must hold still to count as settled.
 const SETTLE_WINDOW_MS: u64 = 30_000;
 /// Settled: the temperature moved less than this over the settle window.
 const SETTLED_WITHIN_C: f64 = 1.5;
-
-/// Where the temperature was going at the end of the samples.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "trend", rename_all = "snake_case")]
-pub enum TemperatureTrend {
-    /// Not enough samples to say (less than the settle window).
-    TooShort,
-    Settled,
-    /// Still moving: degrees per minute, positive when warming.
-    Moving {
-        c_per_min: f64,
-    },
-}
-
-/// What a GPU did over a run of samples.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct TrialStats {
-    pub samples: usize,
-    /// From the first sample to the last.
-    pub duration_s: f64,
-    /// Energy over time when the card has an energy counter, else the mean of the readings.
-    pub average_power_w: Option<f64>,
-    pub average_sm_clock_mhz: Option<f64>,
-    pub min_sm_clock_mhz: Option<u32>,
-    pub average_temperature_c: Option<f64>,
-    pub peak_temperature_c: Option<u32>,
-    /// Mean over the fans and the samples, percent.
-    pub average_fan_speed_pct: Option<f64>,
-    /// From the energy counter's first and last readings; `None` without a counter.
-    pub energy_wh: Option<f64>,
-    /// Energy per minute of the span: from the counter, else from the average power.
-    pub energy_wh_per_min: Option<f64>,
-    /// Seconds under each throttle reason that was active at all, in NVML's order. Each
-    /// interval between two samples counts under the reasons its closing sample reports.
-    pub throttle_s: Vec<(ThrottleReason, f64)>,
-    pub temperature_trend: Option<TemperatureTrend>,
-}
 
 impl TrialStats {
     /// Summarizes `samples` (oldest first). Readings a card does not report stay `None`.
@@ -80,7 +42,10 @@ impl TrialStats {
                 .map(|pair| pair[1].sampled_at_ms.saturating_sub(pair[0].sampled_at_ms))
                 .sum();
             if milliseconds > 0 {
-                throttle_s.push((reason, milliseconds as f64 / 1000.0));
+                throttle_s.push(ThrottleTime {
+                    reason,
+                    seconds: milliseconds as f64 / 1000.0,
+                });
             }
         }
         let fan_speeds = samples
@@ -114,8 +79,8 @@ impl TrialStats {
     pub fn throttled_s(&self, reason: ThrottleReason) -> f64 {
         self.throttle_s
             .iter()
-            .find(|(seen, _)| *seen == reason)
-            .map_or(0.0, |(_, seconds)| *seconds)
+            .find(|time| time.reason == reason)
+            .map_or(0.0, |time| time.seconds)
     }
 
     /// "Duration 12.3 s, energy 1.234 Wh, average power 361 W, peak temperature 71 °C." (what

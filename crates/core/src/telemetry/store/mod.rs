@@ -10,8 +10,7 @@ pub mod ring;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::formats::history::HistoryPage;
 use crate::fsafe::{self, FileError};
 use crate::telemetry::history::HistoryRow;
 use crate::tuning::engine::ChangeNote;
@@ -32,20 +31,6 @@ const MAX_UUID_CHARS: usize = 96;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryOptions {
     pub dir: PathBuf,
-    pub keep_hours: u32,
-}
-
-/// One page of a GPU's history, as the daemon answers a `history` request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryPage {
-    pub gpu_uuid: String,
-    /// One sample a second (or fewer: none where the daemon was not running), oldest first.
-    pub rows: Vec<HistoryRow>,
-    /// The setting changes in the page's time, oldest first.
-    pub changes: Vec<ChangeNote>,
-    /// Where the next page starts; `None` on the last.
-    pub next_from_ms: Option<u64>,
-    /// Hours the daemon keeps.
     pub keep_hours: u32,
 }
 

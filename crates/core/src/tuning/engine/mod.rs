@@ -371,7 +371,7 @@ pub fn report_lines(report: &SessionReport) -> Vec<String> {
                 crate::tuning::describe_all(&gpu.restored)
             ));
         }
-        for (setting, reason) in &gpu.left {
+        for SettingLeft { setting, reason } in &gpu.left {
             lines.push(format!(
                 "Could not put back the {} on GPU {} ({}): {reason}",
                 setting.describe(),

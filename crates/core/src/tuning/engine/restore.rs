@@ -3,7 +3,7 @@
 //! write, and every `UNRESTORED_RETRY` from `tick`). Journals left by a gputune that ended
 //! badly are read in `journals_left.rs`.
 
-use super::{Engine, GpuRestored, RestoreEntry, RestoreMap, TuneError, TuneErrorKind};
+use super::{Engine, GpuRestored, RestoreEntry, RestoreMap, SettingLeft, TuneError, TuneErrorKind};
 use crate::device::gate::validate;
 use crate::notice::Notice;
 use crate::tuning::in_force::{Control, Hold};
@@ -38,17 +38,21 @@ impl Engine {
         };
         for (position, RestoreEntry { setting, exact }) in settings.iter().enumerate() {
             if let Some(reason) = self.gpu(index).lost.clone() {
-                report.left.extend(
-                    settings[position..]
-                        .iter()
-                        .map(|entry| (entry.setting, reason.clone())),
-                );
+                report
+                    .left
+                    .extend(settings[position..].iter().map(|entry| SettingLeft {
+                        setting: entry.setting,
+                        reason: reason.clone(),
+                    }));
                 break;
             }
             let validated = match validate(&self.gpu(index).info.constraints, *setting) {
                 Ok(validated) => validated,
                 Err(refused) => {
-                    report.left.push((*setting, refused.to_string()));
+                    report.left.push(SettingLeft {
+                        setting: *setting,
+                        reason: refused.to_string(),
+                    });
                     continue;
                 }
             };
@@ -59,7 +63,10 @@ impl Engine {
                     // written at all is in `left`, said as such.
                     report.exact &= *exact;
                 }
-                Err(error) => report.left.push((*setting, error.to_string())),
+                Err(error) => report.left.push(SettingLeft {
+                    setting: *setting,
+                    reason: error.to_string(),
+                }),
             }
         }
         report
@@ -79,7 +86,7 @@ impl Engine {
         let gpu = self.gpu_mut(index);
         gpu.unrestored
             .retain(|control, _| !attempted.contains_key(control));
-        for (setting, _) in &report.left {
+        for SettingLeft { setting, .. } in &report.left {
             // A value the gate refuses can never be written: waiting for it would block the
             // card for good. It is said instead.
             if let Err(refused) = validate(&constraints, *setting) {
@@ -206,7 +213,7 @@ pub(super) fn describe_left(report: &GpuRestored) -> String {
     report
         .left
         .iter()
-        .map(|(setting, reason)| format!("{}: {reason}", setting.describe()))
+        .map(|left| format!("{}: {}", left.setting.describe(), left.reason))
         .collect::<Vec<_>>()
         .join("; ")
 }

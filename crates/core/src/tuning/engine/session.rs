@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::state::{Session, SessionGpu, Trial};
 use super::{
-    ClientId, ClientInfo, Engine, GpuApplied, GpuChange, Holder, Layer, RestoreMap, SessionId,
-    SessionPurpose, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
+    ClientId, ClientInfo, Engine, GpuApplied, GpuChange, GpuFanCurve, Holder, Layer, RestoreMap,
+    SessionId, SessionPurpose, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
 };
 use crate::device::Telemetry;
 use crate::tuning::in_force::{Hold, describe_holds};
@@ -128,7 +128,7 @@ impl Engine {
             .changes
             .iter()
             .map(|change| change.gpu_uuid.as_str())
-            .chain(request.fan_curves.iter().map(|(uuid, _)| uuid.as_str()))
+            .chain(request.fan_curves.iter().map(|kept| kept.gpu_uuid.as_str()))
         {
             let index = self.index_of(uuid)?;
             if !indices.contains(&index) {
@@ -161,8 +161,8 @@ impl Engine {
                 (*index, holds)
             })
             .collect();
-        for (uuid, _) in &request.fan_curves {
-            let index = self.index_of(uuid)?;
+        for GpuFanCurve { gpu_uuid, .. } in &request.fan_curves {
+            let index = self.index_of(gpu_uuid)?;
             self.check_fans(index)?;
             if let Some((_, holds)) = parts.iter_mut().find(|(part, _)| *part == index) {
                 holds.insert(Hold::Fans);
@@ -190,8 +190,8 @@ impl Engine {
                 }
             }
         }
-        for (uuid, curve) in &request.fan_curves {
-            let index = self.index_of(uuid)?;
+        for GpuFanCurve { gpu_uuid, curve } in &request.fan_curves {
+            let index = self.index_of(gpu_uuid)?;
             if let Err(error) = self.start_curve(id, index, curve.clone()) {
                 self.end_session_now(id, false, "Put back after a failed start");
                 return Err(error);

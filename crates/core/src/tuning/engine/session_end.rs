@@ -4,7 +4,8 @@
 //! changed (`restore.rs`) and tells its client.
 
 use super::{
-    ClientId, ClientInfo, Engine, RestoreMap, SessionId, SessionPurpose, SessionReport, TuneError,
+    ClientId, ClientInfo, Engine, GpuStats, RestoreMap, SessionId, SessionPurpose, SessionReport,
+    TuneError,
 };
 use crate::notice::Notice;
 use crate::tuning::stats::TrialStats;
@@ -117,7 +118,10 @@ impl Engine {
             }
             self.release_lock(index);
             self.announce(index);
-            stats.push((index, TrialStats::from_samples(&part.during)));
+            stats.push(GpuStats {
+                gpu_index: index,
+                stats: TrialStats::from_samples(&part.during),
+            });
             restored.push(report);
         }
         SessionReport {

@@ -155,7 +155,7 @@ fn restore_message(reason: &str, report: Option<&super::GpuRestored>) -> (String
             let left: Vec<String> = report
                 .left
                 .iter()
-                .map(|(setting, why)| format!("{}: {why}", setting.describe()))
+                .map(|left| format!("{}: {}", left.setting.describe(), left.reason))
                 .collect();
             (
                 format!(

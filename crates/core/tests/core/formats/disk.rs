@@ -5,14 +5,17 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune_core::formats::disk::{
-    BootDefault, CardIdentity, CheckRecord, ClockLock as LockState, GpuJournal, HEADER_BYTES,
-    LockRecord, PowerLimit, Profile, ProfileClockLock as ClockLock, RECORD_BYTES, Verdict,
+use gputune_core::formats::card::BackendKind;
+use gputune_core::formats::files::GpuJournal;
+use gputune_core::formats::profile::{
+    CardIdentity, CheckRecord, ClockLock, PowerLimit, Profile, SCHEMA_VERSION, Verdict,
 };
-use gputune_core::formats::wire::{BackendKind, CurvePoint};
+use gputune_core::formats::protocol::BootDefault;
+use gputune_core::formats::tuning::{ClockLock as LockState, CurvePoint, LockRecord};
 use gputune_core::profiles::store::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
+use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
 use gputune_core::tuning::state_folder::{StateFolder, file_safe};
 
 use super::values::*;
@@ -67,20 +70,20 @@ pub fn journal_path(folder: &StateFolder) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_journal_writes_the_bytes_of_format_2_and_reads_back() {
+fn a_journal_writes_the_bytes_of_format_3_and_reads_back() {
     let dir = temp();
     let folder = state_folder(dir.path());
     let journal = journal();
     if let Err(error) = folder.write_journal(&journal) {
         panic!("the journal could not be written: {error}");
     }
-    golden("journal-v2.json", &read(&journal_path(&folder)));
+    golden("journal-v3.json", &read(&journal_path(&folder)));
 
     let fresh = temp();
     let folder = state_folder(fresh.path());
     place(
         &journal_path(&folder),
-        &read(&formats_dir().join("journal-v2.json")),
+        &read(&formats_dir().join("journal-v3.json")),
     );
     assert_eq!(folder.read_journal(UUID), Ok(Some(journal)));
 }
@@ -150,7 +153,7 @@ fn a_boot_default_writes_its_bytes_and_reads_back() {
 
 pub fn profile(last_check: bool) -> Profile {
     Profile {
-        schema_version: gputune_core::formats::disk::SCHEMA_VERSION,
+        schema_version: SCHEMA_VERSION,
         name: "Quiet".to_string(),
         notes: "Cooler nights.\nSecond line.".to_string(),
         card: CardIdentity {

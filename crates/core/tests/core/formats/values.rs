@@ -2,14 +2,17 @@
 //! part filled somewhere so a renamed field shows.
 
 // Through `gputune_core::formats`, so the list of formats names everything the golden files hold.
-use gputune_core::formats::wire::{
-    BootDefault, ChangeNote, ClockLock, ClockRangeMhz, Constraints, CriticalEvent, CurvePoint,
-    DeviceError, EccCounts, FanCurve, FanMode, FanRangePct, FanReading, GpuApplied, GpuChange,
-    GpuIdentity, GpuInfo, GpuProcess, GpuRestored, GpuTuning, HistoryRow, Hold, Holder, Notice,
-    OffsetRangeMhz, ProcessKind, SessionPurpose, SessionReport, Setting, SettingsInForce,
-    Telemetry, TemperatureTrend, ThrottleReason, ThrottleReasons, TrialPhase, TrialStats,
-    TrialStatus,
+use gputune_core::formats::card::{
+    ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode, FanRangePct,
+    FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, ProcessKind, Setting, Telemetry,
 };
+use gputune_core::formats::protocol::BootDefault;
+use gputune_core::formats::tuning::{
+    ChangeNote, ClockLock, CurvePoint, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats,
+    GpuTuning, Hold, Holder, Notice, SessionPurpose, SessionReport, SettingLeft, SettingsInForce,
+    TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
+};
+use gputune_core::formats::{FanCurve, HistoryRow, ThrottleReason, ThrottleReasons};
 
 pub const UUID: &str = "GPU-5a1e0c2d-0000-4000-8000-000000000001";
 
@@ -213,7 +216,10 @@ pub fn stats() -> TrialStats {
         average_fan_speed_pct: Some(51.5),
         energy_wh: Some(4.96875),
         energy_wh_per_min: Some(5.0),
-        throttle_s: vec![(ThrottleReason::SwPowerCap, 12.5)],
+        throttle_s: vec![ThrottleTime {
+            reason: ThrottleReason::SwPowerCap,
+            seconds: 12.5,
+        }],
         temperature_trend: Some(TemperatureTrend::Moving { c_per_min: 0.75 }),
     }
 }
@@ -241,13 +247,16 @@ pub fn report() -> SessionReport {
             gpu_index: 0,
             gpu_uuid: UUID.to_string(),
             restored: vec![power_limit(450)],
-            left: vec![(
-                Setting::FanAutomatic { fan_index: 1 },
-                "the driver refused".to_string(),
-            )],
+            left: vec![SettingLeft {
+                setting: Setting::FanAutomatic { fan_index: 1 },
+                reason: "the driver refused".to_string(),
+            }],
             exact: true,
         }],
-        stats: vec![(0, stats())],
+        stats: vec![GpuStats {
+            gpu_index: 0,
+            stats: stats(),
+        }],
         message: "The scan ended: GPU 0 reported Xid 13.".to_string(),
         critical_event: Some(CriticalEvent {
             gpu_index: 0,

@@ -6,10 +6,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use gputune_core::formats::disk::Verdict;
-use gputune_core::formats::wire::{
-    BackendKind, ClockLock, DeviceError, EngineEvent, Event, FanMode, Hold, Notice, ProcessKind,
-    Request, Response, SessionPurpose, TemperatureTrend, ThrottleReason, TrialPhase, TuneErrorKind,
+use gputune_core::formats::ThrottleReason;
+use gputune_core::formats::card::{BackendKind, DeviceError, FanMode, ProcessKind};
+use gputune_core::formats::profile::Verdict;
+use gputune_core::formats::protocol::{Event, Request, Response};
+use gputune_core::formats::tuning::{
+    ClockLock, EngineEvent, Hold, Notice, SessionPurpose, TemperatureTrend, TrialPhase,
+    TuneErrorKind,
 };
 
 use super::{formats_dir, golden};

@@ -1,11 +1,15 @@
-//! The socket's messages (protocol v4): one request of each kind, each response, each event
+//! The socket's messages (protocol v5): one request of each kind, each response, each event
 //! (every engine event among them), one JSON line each, as the daemon and its clients write
 //! them.
 
-use gputune_core::formats::wire::{
-    BackendKind, CriticalEvent, EngineEvent, Event, GroupTrialRequest, HistoryPage, Message,
-    PROTOCOL_VERSION, Request, RequestLine, Response, SessionPurpose, SessionRequest,
-    SessionStarted, Snapshot, TrialRequest, TuneError, TuneErrorKind, Welcome,
+use gputune_core::formats::card::{BackendKind, CriticalEvent};
+use gputune_core::formats::history::HistoryPage;
+use gputune_core::formats::protocol::{
+    Event, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Snapshot, Welcome,
+};
+use gputune_core::formats::tuning::{
+    EngineEvent, GpuFanCurve, GroupTrialRequest, SessionPurpose, SessionRequest, SessionStarted,
+    TrialRequest, TuneError, TuneErrorKind,
 };
 
 use super::values::*;
@@ -25,7 +29,10 @@ pub fn requests() -> Vec<Request> {
             session: SessionRequest {
                 purpose: SessionPurpose::Stability,
                 changes: vec![change()],
-                fan_curves: vec![(UUID.to_string(), curve())],
+                fan_curves: vec![GpuFanCurve {
+                    gpu_uuid: UUID.to_string(),
+                    curve: curve(),
+                }],
                 job_pid: Some(4242),
             },
         },

@@ -3,11 +3,11 @@
 //! [`MAX_MESSAGE_BYTES`]), versioned by [`PROTOCOL_VERSION`]:
 //!
 //! ```text
-//! → {"id":1,"request":{"type":"hello","protocol":4,"client":"gputune apply --try 60"}}
+//! → {"id":1,"request":{"type":"hello","protocol":5,"client":"gputune apply --try 60"}}
 //! ← {"id":1,"response":{"type":"welcome", ...}}
 //! → {"id":2,"request":{"type":"start_trial","trial":{"gpu_uuid":"GPU-...","settings":[...],...}}}
 //! ← {"id":2,"response":{"type":"trial","status":{...}}}
-//! ← {"event":{"type":"engine","event":{"event":"trial","client":3,"status":{...}}}}
+//! ← {"event":{"type":"engine","event":{"type":"trial","client":3,"status":{...}}}}
 //! ```
 //!
 //! GPUs are named by UUID. A request the service does not understand gets an `error` response
@@ -26,7 +26,7 @@ use crate::tuning::fan_curve::FanCurve;
 
 /// Bumped whenever a message changes meaning; a client and a daemon of different versions say
 /// so instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The longest message, in bytes. A real one is at most a few kilobytes (a snapshot of eight
 /// GPUs); anything longer is refused and its connection closed.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -47,19 +47,6 @@ pub struct BootDefault {
     /// could be kept have none).
     #[serde(default)]
     pub fan_curve: Option<FanCurve>,
-}
-
-impl BootDefault {
-    /// The bytes of its file (`<defaults>/boot-<uuid>.json`, pretty JSON): one writer, so the
-    /// golden file in tests/data/formats pins what the daemon stores.
-    pub fn to_file_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec_pretty(self)
-    }
-
-    /// A stored file read back (files of older releases too: see crates/core/tests/core/formats.rs).
-    pub fn from_file_bytes(bytes: &[u8]) -> Result<BootDefault, serde_json::Error> {
-        serde_json::from_slice(bytes)
-    }
 }
 
 /// What a client asks.
@@ -174,6 +161,7 @@ pub struct Snapshot {
     pub gpus: Vec<GpuInfo>,
     pub tunings: Vec<GpuTuning>,
     /// The latest reading of each GPU, `None` before the first.
+    #[serde(with = "crate::formats::readings::latest")]
     pub latest: Vec<Option<Result<Telemetry, DeviceError>>>,
 }
 
@@ -214,6 +202,7 @@ pub enum Response {
 pub enum Event {
     /// One reading per GPU, in index order; a GPU that failed to read carries its error.
     Samples {
+        #[serde(with = "crate::formats::readings::each")]
         readings: Vec<Result<Telemetry, DeviceError>>,
     },
     Engine {
@@ -284,7 +273,7 @@ mod tests {
     #[test]
     fn a_boot_default_written_before_kept_curves_still_reads() {
         let old = r#"{"gpu_uuid":"GPU-1","profile_name":"Quiet","settings":[{"PowerLimit":{"power_limit_mw":315000}}]}"#;
-        let default: BootDefault = serde_json::from_str(old).unwrap();
+        let default = BootDefault::from_file_bytes(old.as_bytes()).unwrap();
         assert_eq!(default.fan_curve, None);
         assert_eq!(default.settings.len(), 1);
         let line = r#"{"id":4,"request":{"type":"set_fan_curve","gpu_uuid":"GPU-1","curve":null}}"#;

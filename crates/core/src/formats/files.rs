@@ -1,0 +1,148 @@
+//! The engine's files: a card's journal (what puts it back) and the clock-lock record, each
+//! with its format version; the older formats are read through `legacy`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::{BackendKind, Setting};
+use crate::formats::legacy;
+use crate::formats::protocol::BootDefault;
+use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::LockRecord;
+
+/// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
+/// Format 3 writes settings in protocol 5's style; format 2 (older releases) is still read.
+pub const JOURNAL_FORMAT: u32 = 3;
+
+/// The clock-lock record's format: 2 writes protocol 5's style and says so; a record without
+/// `format_version` (older releases; a daemon upgraded without a reboot meets one) still reads.
+pub const LOCK_RECORD_FORMAT: u32 = 2;
+
+/// What puts one GPU back as it was before gputune's temporary changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuJournal {
+    pub format_version: u32,
+    /// A simulated GPU's journal is never applied to a real one (and a simulated card ends with
+    /// its process, so its journal is simply dropped).
+    pub backend: BackendKind,
+    pub uuid: String,
+    /// The GPU's index when written, for messages only: the UUID finds the card.
+    pub index: u32,
+    /// Settings that put the card back, written in this order.
+    pub restore: Vec<Setting>,
+    /// Who made the changes, for messages.
+    pub by: String,
+    pub written_at_ms: u64,
+}
+
+/// The clock-lock record of one GPU, valid for the boot it was written in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordFile {
+    pub format_version: u32,
+    pub boot_id: String,
+    pub locks: LockRecord,
+}
+
+/// A journal's bytes in today's type: format 3, or format 2 (settings in protocol 4's style)
+/// converted; `Ok(None)` for another format.
+pub fn parse_journal(bytes: &[u8]) -> Result<Option<GpuJournal>, serde_json::Error> {
+    match legacy::format_version_of(bytes)? {
+        Some(version) if version == u64::from(JOURNAL_FORMAT) => {
+            serde_json::from_slice(bytes).map(Some)
+        }
+        Some(2) => {
+            let old: legacy::JournalV2 = serde_json::from_slice(bytes)?;
+            Ok(Some(GpuJournal {
+                format_version: JOURNAL_FORMAT,
+                restore: old.restore(),
+                backend: old.backend,
+                uuid: old.uuid,
+                index: old.index,
+                by: old.by,
+                written_at_ms: old.written_at_ms,
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A clock-lock record's bytes: format 2, or one without a version (protocol 4's style)
+/// converted; `None` for anything else (a record only ever saves a reset, so an unreadable one
+/// is simply not believed).
+pub fn parse_record(bytes: &[u8]) -> Option<RecordFile> {
+    match legacy::format_version_of(bytes).ok()? {
+        Some(version) if version == u64::from(LOCK_RECORD_FORMAT) => {
+            serde_json::from_slice(bytes).ok()
+        }
+        None => {
+            let old: legacy::LockRecordFileV1 = serde_json::from_slice(bytes).ok()?;
+            Some(RecordFile {
+                format_version: LOCK_RECORD_FORMAT,
+                boot_id: old.boot_id,
+                locks: old.locks.into(),
+            })
+        }
+        Some(_) => None,
+    }
+}
+
+/// A boot default's file format: 2 writes protocol 5's style and says so.
+pub const BOOT_DEFAULT_FORMAT: u32 = 2;
+
+/// A boot default as its file holds it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BootDefaultFile {
+    format_version: u32,
+    gpu_uuid: String,
+    profile_name: String,
+    settings: Vec<Setting>,
+    #[serde(default)]
+    fan_curve: Option<FanCurve>,
+}
+
+impl BootDefault {
+    /// The bytes of its file (`<defaults>/boot-<uuid>.json`, pretty JSON, with its
+    /// `format_version`): one writer, so the golden file in tests/data/formats pins what the
+    /// daemon stores.
+    pub fn to_file_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec_pretty(&BootDefaultFile {
+            format_version: BOOT_DEFAULT_FORMAT,
+            gpu_uuid: self.gpu_uuid.clone(),
+            profile_name: self.profile_name.clone(),
+            settings: self.settings.clone(),
+            fan_curve: self.fan_curve.clone(),
+        })
+    }
+
+    /// A stored file read back: format 2, or a file without `format_version` (older releases,
+    /// settings in protocol 4's style); another format is an error that names it.
+    pub fn from_file_bytes(bytes: &[u8]) -> Result<BootDefault, String> {
+        let text = |error: serde_json::Error| error.to_string();
+        match crate::formats::legacy::format_version_of(bytes).map_err(text)? {
+            Some(version) if version == u64::from(BOOT_DEFAULT_FORMAT) => {
+                let file: BootDefaultFile = serde_json::from_slice(bytes).map_err(text)?;
+                Ok(BootDefault {
+                    gpu_uuid: file.gpu_uuid,
+                    profile_name: file.profile_name,
+                    settings: file.settings,
+                    fan_curve: file.fan_curve,
+                })
+            }
+            None => {
+                let old: crate::formats::legacy::BootDefaultV1 =
+                    serde_json::from_slice(bytes).map_err(text)?;
+                Ok(BootDefault {
+                    settings: old.settings(),
+                    gpu_uuid: old.gpu_uuid,
+                    profile_name: old.profile_name,
+                    fan_curve: old.fan_curve,
+                })
+            }
+            Some(version) => Err(format!(
+                "it has format version {version}, which this gputune does not know"
+            )),
+        }
+    }
+}
