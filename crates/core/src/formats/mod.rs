@@ -13,7 +13,9 @@
 //!   a compact `[time_ms,[values…],throttle_bits]` on purpose (a page holds 1,200 of them);
 //! - what gputune acts on refuses fields it does not know (requests, journals, records, boot
 //!   defaults, profiles, settings, fan curves); what it only shows ignores them (responses,
-//!   events, readings), so a newer daemon's additions reach an older window harmlessly;
+//!   events, readings), so a newer daemon's additions reach an older window harmlessly (a
+//!   value that is its tag alone cannot refuse one: serde ignores fields beside a unit
+//!   variant's tag);
 //! - a file says its `format_version` (the profile its `schema_version`, the ring its header);
 //!   older formats are read through [`legacy`] and converted, never written.
 //!

@@ -15,6 +15,7 @@ pub type SessionId = u64;
 
 /// What a client wants to change on one GPU, named by UUID.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuChange {
     pub gpu_uuid: String,
     pub settings: Vec<Setting>,
@@ -248,7 +249,8 @@ pub struct GpuInfo {
 }
 
 /// What a trial asks for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TrialRequest {
     pub gpu_uuid: String,
     pub settings: Vec<crate::device::Setting>,
@@ -259,7 +261,8 @@ pub struct TrialRequest {
 }
 
 /// What a new session asks for.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionRequest {
     pub purpose: SessionPurpose,
     /// Settings applied (temporarily) when the session starts.
@@ -272,14 +275,15 @@ pub struct SessionRequest {
 }
 
 /// A fan curve for one GPU, named by UUID.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuFanCurve {
     pub gpu_uuid: String,
     pub curve: FanCurve,
 }
 
 /// A session that started.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionStarted {
     pub session: SessionId,
     pub applied: Vec<GpuApplied>,
@@ -287,7 +291,8 @@ pub struct SessionStarted {
 
 /// What a trial over several GPUs asks for: each card's own settings (a power limit is in
 /// watts, so each card gets the same percentage of its own default from the client).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GroupTrialRequest {
     pub changes: Vec<GpuChange>,
     pub duration_s: u64,
@@ -388,6 +393,7 @@ pub struct TrialStats {
 
 /// One point of a curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CurvePoint {
     pub temperature_c: f64,
     pub speed_pct: f64,

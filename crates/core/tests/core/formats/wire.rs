@@ -195,3 +195,67 @@ pub fn messages() -> Vec<Message> {
     let events = events().into_iter().map(|event| Message::Event { event });
     responses.chain(events).collect()
 }
+
+/// The rule for fields a build does not know (docs/architecture.md, "Formats"): what gputune
+/// acts on refuses them, so a newer client's meaning is never half applied; what it only shows
+/// ignores them, so a newer daemon's additions reach an older window harmlessly. (A value that
+/// is its tag alone, `{"type":"snapshot"}` or `{"type":"reset_gpu_clocks"}`, cannot refuse
+/// one: serde ignores fields beside a unit variant's tag.)
+#[test]
+fn what_gputune_acts_on_refuses_an_unknown_field_and_what_it_only_shows_ignores_one() {
+    use gputune_core::formats::protocol::parse_request_line;
+    let refused = [
+        r#"{"id":1,"request":{"type":"apply","changes":[{"gpu_uuid":"GPU-1","settings":[],"later":1}]}}"#,
+        r#"{"id":1,"request":{"type":"apply","changes":[{"gpu_uuid":"GPU-1","settings":[{"type":"power_limit","power_limit_mw":300000,"dry_run":true}]}]}}"#,
+        r#"{"id":1,"request":{"type":"start_trial","trial":{"gpu_uuid":"GPU-1","settings":[],"duration_s":60,"baseline_s":10,"keep":true}}}"#,
+        r#"{"id":1,"request":{"type":"start_session","session":{"purpose":"run","changes":[],"fan_curves":[{"gpu_uuid":"GPU-1","curve":{"points":[{"temperature_c":40.0,"speed_pct":30.0},{"temperature_c":85.0,"speed_pct":100.0}],"hysteresis_c":3.0},"fans":[0]}]}}}"#,
+        r#"{"id":1,"request":{"type":"follow_fan_curve","gpu_uuid":"GPU-1","curve":{"points":[{"temperature_c":40.0,"speed_pct":30.0,"rpm":900},{"temperature_c":85.0,"speed_pct":100.0}],"hysteresis_c":3.0}}}"#,
+        r#"{"id":1,"request":{"type":"start_group_trial","trial":{"changes":[],"duration_s":60,"baseline_s":10,"cards":"all"}}}"#,
+    ];
+    for line in refused {
+        assert!(
+            parse_request_line(line.as_bytes()).is_err(),
+            "a request with an unknown field was accepted: {line}"
+        );
+    }
+
+    // Today's snapshot with a field added to the answer, a card's reading and its tuning.
+    let snapshot = messages()
+        .into_iter()
+        .find(|message| {
+            matches!(
+                message,
+                Message::Response {
+                    response: Response::Snapshot(_),
+                    ..
+                }
+            )
+        })
+        .map(|message| serde_json::to_string(&message).unwrap_or_default())
+        .unwrap_or_default();
+    let newer = snapshot
+        .replacen(
+            r#""type":"snapshot","#,
+            r#""type":"snapshot","from_a_newer_daemon":1,"#,
+            1,
+        )
+        .replacen(
+            r#""sampled_at_ms":"#,
+            r#""fan_noise_db":31,"sampled_at_ms":"#,
+            1,
+        )
+        .replacen(
+            r#""fan_safety_engaged":"#,
+            r#""cooling":"liquid","fan_safety_engaged":"#,
+            1,
+        );
+    assert_eq!(newer.matches("newer_daemon").count(), 1, "{newer}");
+    assert!(
+        newer.contains("fan_noise_db") && newer.contains("liquid"),
+        "{newer}"
+    );
+    let read = serde_json::from_str::<Message>(&newer).map_err(|error| error.to_string());
+    let expected = serde_json::from_str::<Message>(&snapshot).map_err(|error| error.to_string());
+    assert!(read.is_ok(), "{read:?}");
+    assert_eq!(read, expected);
+}
