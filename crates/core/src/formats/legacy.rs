@@ -1,6 +1,7 @@
-//! The shapes of protocol 4's era (before the one serde style of [`super`]), kept only to read
-//! the files an older release left: a journal of format 2, a boot default and a clock-lock
-//! record without `format_version`. Nothing writes them. Each converts to today's type.
+//! The shapes of protocol 4's era and before (ahead of the one serde style of [`super`]), kept
+//! only to read the files an older release left: gputune 0.1's one-file journal (format 1), a
+//! journal of format 2, a boot default and a clock-lock record without `format_version`.
+//! Nothing writes them. Each converts to today's type.
 
 use serde::Deserialize;
 
@@ -54,6 +55,36 @@ impl From<SettingV4> for Setting {
 
 fn settings(old: Vec<SettingV4>) -> Vec<Setting> {
     old.into_iter().map(Setting::from).collect()
+}
+
+/// The single journal of gputune 0.1 (`<state>/journal.json`, every GPU in one file, format 1):
+/// restored once by a newer engine, then removed.
+#[derive(Debug, Deserialize)]
+pub struct JournalV1 {
+    pub backend: BackendKind,
+    #[serde(default)]
+    pub owner: Option<JournalV1Owner>,
+    pub gpus: Vec<JournalV1Entry>,
+}
+
+/// The process that wrote a format-1 journal (a live one still owns it).
+#[derive(Debug, Deserialize)]
+pub struct JournalV1Owner {
+    pub pid: u32,
+}
+
+/// One GPU's part of a format-1 journal.
+#[derive(Debug, Deserialize)]
+pub struct JournalV1Entry {
+    pub uuid: String,
+    pub restore: Vec<SettingV4>,
+}
+
+impl JournalV1Entry {
+    /// The settings that put the card back, in today's type.
+    pub fn restore(&self) -> Vec<Setting> {
+        settings(self.restore.clone())
+    }
 }
 
 /// A journal of format 2 (releases up to protocol 4).

@@ -5,35 +5,15 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::restore::{describe_left, retry_sentence};
 use super::{Engine, Ownership, RestoreEntry, RestoreMap, TuneErrorKind};
 use crate::device::{BackendKind, Setting};
+use crate::formats::legacy::JournalV1;
 use crate::fsafe::{self, Links};
 use crate::notice::Notice;
 use crate::tuning::in_force::{Control, Hold};
 
-/// The single journal of gputune 0.1 (`journal.json`, all GPUs in one file).
-#[derive(Debug, Deserialize)]
-struct LegacyJournal {
-    backend: BackendKind,
-    #[serde(default)]
-    owner: Option<LegacyOwner>,
-    gpus: Vec<LegacyEntry>,
-}
-
-#[derive(Debug, Deserialize)]
-struct LegacyOwner {
-    pid: u32,
-}
-
-#[derive(Debug, Deserialize)]
-struct LegacyEntry {
-    uuid: String,
-    restore: Vec<Setting>,
-}
-
+/// The single journal of gputune 0.1 (all GPUs in one file; its format is `JournalV1`).
 const LEGACY_JOURNAL: &str = "journal.json";
 
 impl Engine {
@@ -244,7 +224,7 @@ impl Engine {
                 for entry in &journal.gpus {
                     if let Ok(index) = self.index_of(&entry.uuid)
                         && let Some(notice) =
-                            self.restore_journal(index, &entry.restore, "an older gputune", false)
+                            self.restore_journal(index, &entry.restore(), "an older gputune", false)
                     {
                         notices.push(notice);
                     }
@@ -255,7 +235,7 @@ impl Engine {
     }
 }
 
-fn read_legacy(path: &Path, notices: &mut Vec<Notice>) -> Option<LegacyJournal> {
+fn read_legacy(path: &Path, notices: &mut Vec<Notice>) -> Option<JournalV1> {
     let bytes = match fsafe::read_limited(path, 64 * 1024, Links::Refuse) {
         Ok(bytes) => bytes,
         Err(error) if error.is_not_found() => return None,

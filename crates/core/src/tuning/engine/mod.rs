@@ -43,10 +43,11 @@
 //! `apply.rs::write_temporary` (journal first, then write), `journal.rs` (a card's journal),
 //! `locks.rs` (cards' and controls' locks), `restore.rs` (put-backs and their retries).
 //!
-//! The files import in a line, never in a circle: `types.rs` (what crosses to clients) ←
-//! `requests.rs`, `state.rs` (what the engine keeps: `Gpu`, `Session`, `SessionGpu`, `Trial`,
-//! `FanFollower`) ← `mod.rs` (the `Engine`) ← the files above, which import from these and
-//! never from each other (one exception, one way: `journals_left.rs` uses two of
+//! The files import in a line, never in a circle: `types.rs` (what crosses to clients: the
+//! types are defined in `formats::tuning`, their methods and `ClientInfo` here) ←
+//! `requests.rs` (the bounds on requests), `state.rs` (what the engine keeps: `Gpu`,
+//! `Session`, `SessionGpu`, `Trial`, `FanFollower`) ← `mod.rs` (the `Engine`) ← the files
+//! above, which import from these and never from each other (one exception, one way: `journals_left.rs` uses two of
 //! `restore.rs`'s sentences). `mod.rs` names each file and re-exports what clients use.
 
 mod apply;
