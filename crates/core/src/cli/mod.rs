@@ -5,6 +5,7 @@ pub mod apply;
 mod as_user;
 pub mod connect;
 pub mod daemon;
+mod drive;
 pub mod exporter;
 pub mod fan;
 pub mod history;

@@ -3,19 +3,18 @@
 //! on request. Every ending puts the card back.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
 
 use clap::Args;
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snapshot};
+use crate::cli::drive::{Driven, drive};
 use crate::profiles::store::ProfileStore;
-use crate::service::protocol::Request;
+use crate::service::client::TuningClient;
+use crate::service::protocol::{Event, Request};
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
 
 /// Readings while the scan runs.
 const SAMPLE_INTERVAL_MS: u64 = 500;
-/// A progress line this often.
-const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Args)]
 pub struct ScanArgs {
@@ -79,7 +78,7 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
             interval_ms: SAMPLE_INTERVAL_MS,
         })
         .map_err(refusal)?;
-    let mut scan = Scan::start(gpu, tuning, scan_options, device).map_err(anyhow::Error::msg)?;
+    let scan = Scan::start(gpu, tuning, scan_options, device).map_err(anyhow::Error::msg)?;
     let _ = writeln!(
         messages,
         "gputune: scanning GPU {index} ({}) at a {} MHz lock: offsets from +0 MHz in {} MHz steps of {} each (at most {} steps), a {} confirmation; a stock step first. Ctrl-C stops it and puts the card back.",
@@ -90,33 +89,13 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
         scan_options.most_steps(),
         crate::units::duration_s(scan_options.confirm_s),
     );
-    let mut last_progress = Instant::now();
-    let mut steps_said = 0;
-    let mut stopped = false;
-    let outcome = loop {
-        match client.next_event(Duration::from_millis(20)) {
-            Ok(Some(event)) => scan.take_event(&event),
-            Ok(None) => {}
-            Err(error) => scan.stop(
-                &mut client,
-                &format!("the tuning service went away: {error}"),
-            ),
-        }
-        if !stopped && stop.try_recv().is_ok() {
-            stopped = true;
-            scan.stop(&mut client, "stopped by Ctrl-C or SIGTERM");
-        }
-        if let Some(outcome) = scan.tick(&mut client) {
-            break outcome.clone();
-        }
-        for step in scan.steps().iter().skip(steps_said) {
-            let _ = writeln!(messages, "gputune: {}", step_line(step));
-        }
-        steps_said = scan.steps().len();
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            last_progress = Instant::now();
-            let _ = writeln!(messages, "gputune: {}", scan.progress());
-        }
+    let mut driven = ScanDriven {
+        scan,
+        steps_said: 0,
+    };
+    let stopped = drive(&mut client, &mut driven, &stop, &mut messages);
+    let Some(outcome) = driven.scan.outcome().cloned() else {
+        anyhow::bail!("The scan ended without an outcome; check the card with `gputune status`.");
     };
     for line in &outcome.put_back {
         let _ = writeln!(messages, "gputune: {line}");
@@ -141,6 +120,39 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
 }
 
 /// "+45 MHz: stable, 2520 MHz, 341 W, 0 wrong of 1.2 × 10¹⁰, 2.45 J/TFLOP".
+/// The scan, and how many of its steps were printed.
+struct ScanDriven {
+    scan: Scan,
+    steps_said: usize,
+}
+
+impl Driven for ScanDriven {
+    fn take_event(&mut self, event: &Event) {
+        self.scan.take_event(event);
+    }
+
+    fn stop(&mut self, client: &mut TuningClient, reason: &str) {
+        self.scan.stop(client, reason);
+    }
+
+    fn tick(&mut self, client: &mut TuningClient) -> bool {
+        self.scan.tick(client).is_some()
+    }
+
+    fn news(&mut self) -> Vec<String> {
+        let lines = self.scan.steps()[self.steps_said..]
+            .iter()
+            .map(step_line)
+            .collect();
+        self.steps_said = self.scan.steps().len();
+        lines
+    }
+
+    fn progress(&self) -> Vec<String> {
+        vec![self.scan.progress()]
+    }
+}
+
 pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
     let clocks = crate::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
         .unwrap_or_else(|| "clock not read".to_string());

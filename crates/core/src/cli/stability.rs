@@ -3,18 +3,17 @@
 //! Prints one verdict per card; `--json` prints the figures behind each.
 
 use std::io::Write;
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::Args;
 
 use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
+use crate::cli::drive::{Driven, drive};
 use crate::device::Setting;
 use crate::device::resolve_among;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Request, Snapshot};
+use crate::service::protocol::{Event, Request, Snapshot};
 use crate::stability::check::CardCheck;
 use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::report::{CheckReport, Verdict};
@@ -22,8 +21,6 @@ use crate::tuning::fan_curve::FanCurve;
 
 /// Readings while a check runs: twice a second, enough for clock and power ranges.
 const SAMPLE_INTERVAL_MS: u64 = 500;
-/// A progress line this often when not on a terminal.
-const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Args)]
 pub struct StabilityArgs {
@@ -150,7 +147,11 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
     for line in &not_run {
         let _ = writeln!(messages, "gputune: {line}");
     }
-    let reports = drive(&mut client, &mut checks, &stop, &mut messages);
+    drive(&mut client, &mut Checks(&mut checks), &stop, &mut messages);
+    let reports: Vec<CheckReport> = checks
+        .iter()
+        .filter_map(|check| check.report().cloned())
+        .collect();
     print_reports(&reports, args.json)?;
     if let Some((store, stored)) = &stored {
         save_records(store, stored, &reports, &mut messages);
@@ -158,66 +159,49 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
     Ok(exit_code(&reports, !not_run.is_empty()))
 }
 
-/// Every check to its end: events in, ticks, Ctrl-C, a progress line now and then.
-fn drive(
-    client: &mut TuningClient,
-    checks: &mut [CardCheck],
-    stop: &Receiver<()>,
-    messages: &mut dyn Write,
-) -> Vec<CheckReport> {
-    let mut last_progress = Instant::now();
-    let mut stopped = false;
-    loop {
-        match client.next_event(Duration::from_millis(20)) {
-            Ok(Some(event)) => {
-                for check in checks.iter_mut() {
-                    check.take_event(&event);
-                }
-            }
-            Ok(None) => {}
-            Err(error) => {
-                for check in checks.iter_mut() {
-                    check.stop(client, &format!("the tuning service went away: {error}"));
-                }
-            }
-        }
-        if !stopped && stop.try_recv().is_ok() {
-            stopped = true;
-            for check in checks.iter_mut() {
-                check.stop(client, "stopped by Ctrl-C or SIGTERM");
-            }
-        }
-        let mut all_done = true;
-        for check in checks.iter_mut() {
-            all_done &= check.tick(client).is_some();
-        }
-        if all_done {
-            break;
-        }
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            last_progress = Instant::now();
-            for check in checks.iter() {
-                if check.report().is_none() {
-                    let progress = check.progress();
-                    let _ = writeln!(
-                        messages,
-                        "gputune: GPU {}: {} of {}, {}: {} results checked, {} wrong; {}",
-                        progress.gpu_index,
-                        crate::units::duration_s(progress.elapsed_s),
-                        crate::units::duration_s(progress.duration_s),
-                        progress.activity,
-                        crate::units::large_count(progress.results),
-                        progress.wrong,
-                        progress.readings
-                    );
-                }
-            }
+/// Every card's check, driven together.
+struct Checks<'a>(&'a mut [CardCheck]);
+
+impl Driven for Checks<'_> {
+    fn take_event(&mut self, event: &Event) {
+        for check in self.0.iter_mut() {
+            check.take_event(event);
         }
     }
-    checks
-        .iter()
-        .filter_map(|check| check.report().cloned())
-        .collect()
+
+    fn stop(&mut self, client: &mut TuningClient, reason: &str) {
+        for check in self.0.iter_mut() {
+            check.stop(client, reason);
+        }
+    }
+
+    fn tick(&mut self, client: &mut TuningClient) -> bool {
+        let mut all_done = true;
+        for check in self.0.iter_mut() {
+            all_done &= check.tick(client).is_some();
+        }
+        all_done
+    }
+
+    fn progress(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|check| check.report().is_none())
+            .map(|check| {
+                let progress = check.progress();
+                format!(
+                    "GPU {}: {} of {}, {}: {} results checked, {} wrong; {}",
+                    progress.gpu_index,
+                    crate::units::duration_s(progress.elapsed_s),
+                    crate::units::duration_s(progress.duration_s),
+                    progress.activity,
+                    crate::units::large_count(progress.results),
+                    progress.wrong,
+                    progress.readings
+                )
+            })
+            .collect()
+    }
 }
 
 fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
