@@ -542,6 +542,48 @@ fn a_simulator_journal_left_behind_does_not_block_real_trials() {
     assert!(machine.write_log().is_empty());
 }
 
+/// A daemon or CLI upgraded in place meets the journal the release before protocol 5 left
+/// (format 2, settings in protocol 4's shape): it puts the card back exactly as it says.
+#[test]
+fn a_journal_of_format_2_from_the_release_before_is_put_back_in_full() {
+    let machine = Machine::new("rtx4090", "");
+    std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
+    let golden = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/formats/1d84280/journal-v2.json"),
+    )
+    .expect("the golden journal of 1d84280 reads");
+    let old = golden.replace(
+        "GPU-5a1e0c2d-0000-4000-8000-000000000001",
+        &machine.fake.uuid(0),
+    );
+    assert!(
+        old.contains(r#""format_version": 2"#) && old.contains("PowerLimit"),
+        "{old}"
+    );
+    std::fs::write(machine.journal(), old).expect("the journal is written");
+
+    let output = machine.gputune(&["status"]);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Restored the settings gputune apply --try 60 (pid 4242, user alice) left changed on GPU 0"),
+        "{stderr}"
+    );
+    let settings = machine.fake.settings(0);
+    assert_eq!(settings.power_limit_mw, 315_000);
+    assert_eq!(settings.gpu_clock_offset_mhz, -150);
+    assert_eq!(settings.memory_clock_offset_mhz, 500);
+    // Each lock is written, then reset, as the journal lists them.
+    assert_eq!(settings.gpu_locked_clocks, None);
+    assert_eq!(settings.memory_locked_clocks, None);
+    assert_eq!(settings.fan_manual_pct, vec![None, Some(55)]);
+    assert!(
+        !machine.journal().exists(),
+        "a journal put back in full is removed"
+    );
+}
+
 #[test]
 fn the_journal_of_the_previous_gputune_is_restored_once() {
     let machine = Machine::new("rtx4090", "");
