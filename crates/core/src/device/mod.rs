@@ -8,15 +8,14 @@ pub mod nvml;
 pub mod process;
 pub mod procfs;
 pub mod sim;
-mod throttle;
 pub mod worker;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::formats::throttle::{ThrottleReason, ThrottleReasons};
 pub use process::{GpuProcess, ProcessKind};
-pub use throttle::{ThrottleReason, ThrottleReasons};
 
 pub use crate::formats::card::{
     BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::ThrottleReasons;
+use super::throttle::ThrottleReasons;
 
 /// What a GPU is: fixed for as long as the driver runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

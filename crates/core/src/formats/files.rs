@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{BackendKind, Setting};
-use crate::formats::legacy;
-use crate::formats::protocol::BootDefault;
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::LockRecord;
+use super::card::{BackendKind, Setting};
+use super::fan_curve::FanCurve;
+use super::legacy;
+use super::protocol::BootDefault;
+use super::tuning::LockRecord;
 
 /// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
 /// Format 3 writes settings in protocol 5's style; format 2 (older releases) is still read.
@@ -120,7 +120,7 @@ impl BootDefault {
     /// settings in protocol 4's style); another format is an error that names it.
     pub fn from_file_bytes(bytes: &[u8]) -> Result<BootDefault, String> {
         let text = |error: serde_json::Error| error.to_string();
-        match crate::formats::legacy::format_version_of(bytes).map_err(text)? {
+        match legacy::format_version_of(bytes).map_err(text)? {
             Some(version) if version == u64::from(BOOT_DEFAULT_FORMAT) => {
                 let file: BootDefaultFile = serde_json::from_slice(bytes).map_err(text)?;
                 Ok(BootDefault {
@@ -131,8 +131,7 @@ impl BootDefault {
                 })
             }
             None => {
-                let old: crate::formats::legacy::BootDefaultV1 =
-                    serde_json::from_slice(bytes).map_err(text)?;
+                let old: legacy::BootDefaultV1 = serde_json::from_slice(bytes).map_err(text)?;
                 Ok(BootDefault {
                     settings: old.settings(),
                     gpu_uuid: old.gpu_uuid,

@@ -5,9 +5,9 @@
 
 use serde::Deserialize;
 
-use crate::device::{BackendKind, Setting};
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::{ClockLock, LockRecord};
+use super::card::{BackendKind, Setting};
+use super::fan_curve::FanCurve;
+use super::tuning::{ClockLock, LockRecord};
 
 /// `Setting` as protocol 4 wrote it: externally tagged, PascalCase
 /// (`{"PowerLimit":{"power_limit_mw":315000}}`, `"ResetGpuClocks"`).

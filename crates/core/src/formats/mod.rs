@@ -19,21 +19,18 @@
 //! - a file says its `format_version` (the profile its `schema_version`, the ring its header);
 //!   older formats are read through [`legacy`] and converted, never written.
 //!
-//! Three wire types stay beside the code that guards them, because their fields are private
-//! to it: `FanCurve` (checked when read: `tuning::fan_curve`), `ThrottleReasons` and
-//! `ThrottleReason` (NVML's bits, written as names: `device::throttle`) and `HistoryRow`
-//! (the compact row: `telemetry::history::row`). They are re-exported here so this module
-//! names every format.
+//! This module imports nothing of gputune's but the leaves (`units`); every room above builds
+//! on it and re-exports what it uses (`device::Setting` is `formats::card::Setting`). Methods
+//! stay with their rooms, except where a type's private fields need them here: a fan curve's
+//! checks and interpolation (`fan_curve`), NVML's throttle bits and their names (`throttle`).
 
 pub mod card;
+pub mod fan_curve;
 pub mod files;
 pub mod history;
 pub mod legacy;
 pub mod profile;
 pub mod protocol;
 pub mod readings;
+pub mod throttle;
 pub mod tuning;
-
-pub use crate::device::{ThrottleReason, ThrottleReasons};
-pub use crate::telemetry::history::HistoryRow;
-pub use crate::tuning::fan_curve::FanCurve;

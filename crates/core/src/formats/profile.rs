@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::tuning::fan_curve::CurvePoint;
+use super::fan_curve::CurvePoint;
 
 /// The version of the profile file format this gputune writes and reads. A file with a higher
 /// version is refused (never rewritten), so an older gputune cannot mangle a newer profile.

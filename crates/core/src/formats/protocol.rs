@@ -15,14 +15,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
-use crate::notice::Notice;
-use crate::telemetry::store::HistoryPage;
-use crate::tuning::engine::{
-    EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, GroupTrialRequest, SessionId,
+use super::card::{BackendKind, DeviceError, Setting, Telemetry};
+use super::fan_curve::FanCurve;
+use super::history::HistoryPage;
+use super::tuning::{
+    EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, GroupTrialRequest, Notice, SessionId,
     SessionReport, SessionRequest, SessionStarted, TrialRequest, TrialStatus, TuneError,
 };
-use crate::tuning::fan_curve::FanCurve;
 
 /// Bumped whenever a message changes meaning; a client and a daemon of different versions say
 /// so instead of misreading each other.

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::device::{DeviceError, Telemetry};
+use super::card::{DeviceError, Telemetry};
 
 /// One reading as it is written.
 #[derive(Serialize)]

@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{Constraints, CriticalEvent, FanMode, GpuIdentity, Setting, ThrottleReason};
-use crate::tuning::fan_curve::FanCurve;
+use super::card::{Constraints, CriticalEvent, FanMode, GpuIdentity, Setting};
+use super::fan_curve::FanCurve;
+use super::throttle::ThrottleReason;
 
 /// A connection to the engine, numbered by the service.
 pub type ClientId = u64;
@@ -253,7 +254,7 @@ pub struct GpuInfo {
 #[serde(deny_unknown_fields)]
 pub struct TrialRequest {
     pub gpu_uuid: String,
-    pub settings: Vec<crate::device::Setting>,
+    pub settings: Vec<Setting>,
     pub duration_s: u64,
     /// Seconds of "before" numbers: taken from the recent past when the engine has them,
     /// else measured before anything is applied.
@@ -389,14 +390,6 @@ pub struct TrialStats {
     /// interval between two samples counts under the reasons its closing sample reports.
     pub throttle_s: Vec<ThrottleTime>,
     pub temperature_trend: Option<TemperatureTrend>,
-}
-
-/// One point of a curve.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CurvePoint {
-    pub temperature_c: f64,
-    pub speed_pct: f64,
 }
 
 /// One sentence for the user, and whether it is news, a warning or an error.

@@ -3,7 +3,7 @@
 //! with its state folder of locks, journals and records. Every write passes `device::gate`.
 
 pub mod engine;
-pub mod fan_curve;
+pub use crate::formats::fan_curve;
 pub mod in_force;
 pub mod request;
 pub mod state_folder;

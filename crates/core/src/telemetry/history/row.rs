@@ -2,25 +2,14 @@
 //! The daemon keeps these on disk and sends them to the window, so a row read back is exactly
 //! the sample that was pushed (no second rounding).
 
-use serde::{Deserialize, Serialize};
-
 use super::Metric;
 use super::column::{THROTTLE_BITS, THROTTLE_MISSING};
 use super::quantize::quantize;
 use crate::device::Telemetry;
+pub use crate::formats::history::{HISTORY_VALUES, HistoryRow};
 
-/// A sample in stored steps (power 0.1 W, memory 1 MiB, the rest in display units). On the
-/// wire it is a compact array: `[time_ms, [values...], throttle_bits]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "WireRow", into = "WireRow")]
-pub struct HistoryRow {
-    /// Unix ms.
-    pub time_ms: u64,
-    /// Each metric of [`Metric::ALL`] in its stored steps; `None` where it was not read.
-    pub values: [Option<u32>; Metric::ALL.len()],
-    /// NVML's throttle reasons bitmask (the bits the history keeps); `None` when not read.
-    pub throttle_bits: Option<u16>,
-}
+// The row's array holds one value per metric.
+const _: () = assert!(Metric::ALL.len() == HISTORY_VALUES);
 
 impl HistoryRow {
     /// The row for a reading taken at `time_ms`; `None` is a failed read (a gap everywhere).
@@ -48,26 +37,6 @@ impl HistoryRow {
     pub(crate) fn stored_throttle(&self) -> u16 {
         self.throttle_bits
             .map_or(THROTTLE_MISSING, |bits| bits & THROTTLE_BITS)
-    }
-}
-
-/// The wire form: an array, about a third of the bytes of an object with names.
-#[derive(Serialize, Deserialize)]
-struct WireRow(u64, [Option<u32>; Metric::ALL.len()], Option<u16>);
-
-impl From<WireRow> for HistoryRow {
-    fn from(WireRow(time_ms, values, throttle_bits): WireRow) -> HistoryRow {
-        HistoryRow {
-            time_ms,
-            values,
-            throttle_bits,
-        }
-    }
-}
-
-impl From<HistoryRow> for WireRow {
-    fn from(row: HistoryRow) -> WireRow {
-        WireRow(row.time_ms, row.values, row.throttle_bits)
     }
 }
 

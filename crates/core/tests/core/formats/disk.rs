@@ -6,12 +6,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use gputune_core::formats::card::BackendKind;
+use gputune_core::formats::fan_curve::CurvePoint;
 use gputune_core::formats::files::GpuJournal;
 use gputune_core::formats::profile::{
     CardIdentity, CheckRecord, ClockLock, PowerLimit, Profile, SCHEMA_VERSION, Verdict,
 };
 use gputune_core::formats::protocol::BootDefault;
-use gputune_core::formats::tuning::{ClockLock as LockState, CurvePoint, LockRecord};
+use gputune_core::formats::tuning::{ClockLock as LockState, LockRecord};
 use gputune_core::profiles::store::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;

@@ -6,13 +6,15 @@ use gputune_core::formats::card::{
     ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode, FanRangePct,
     FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, ProcessKind, Setting, Telemetry,
 };
+use gputune_core::formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_core::formats::history::HistoryRow;
 use gputune_core::formats::protocol::BootDefault;
+use gputune_core::formats::throttle::{ThrottleReason, ThrottleReasons};
 use gputune_core::formats::tuning::{
-    ChangeNote, ClockLock, CurvePoint, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats,
-    GpuTuning, Hold, Holder, Notice, SessionPurpose, SessionReport, SettingLeft, SettingsInForce,
-    TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
+    ChangeNote, ClockLock, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats, GpuTuning, Hold,
+    Holder, Notice, SessionPurpose, SessionReport, SettingLeft, SettingsInForce, TemperatureTrend,
+    ThrottleTime, TrialPhase, TrialStats, TrialStatus,
 };
-use gputune_core::formats::{FanCurve, HistoryRow, ThrottleReason, ThrottleReasons};
 
 pub const UUID: &str = "GPU-5a1e0c2d-0000-4000-8000-000000000001";
 

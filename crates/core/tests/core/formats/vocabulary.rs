@@ -6,10 +6,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use gputune_core::formats::ThrottleReason;
 use gputune_core::formats::card::{BackendKind, DeviceError, FanMode, ProcessKind};
 use gputune_core::formats::profile::Verdict;
 use gputune_core::formats::protocol::{Event, Request, Response};
+use gputune_core::formats::throttle::ThrottleReason;
 use gputune_core::formats::tuning::{
     ClockLock, EngineEvent, Hold, Notice, SessionPurpose, TemperatureTrend, TrialPhase,
     TuneErrorKind,

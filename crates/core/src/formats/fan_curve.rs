@@ -3,8 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::FanRangePct;
-pub use crate::formats::tuning::CurvePoint;
+use super::card::FanRangePct;
+
+/// One point of a curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurvePoint {
+    pub temperature_c: f64,
+    pub speed_pct: f64,
+}
 
 /// A fan curve, kept sorted by temperature. Read from anywhere (a profile, a client of the
 /// daemon) only through [`FanCurve::new`]'s checks.
