@@ -21,8 +21,9 @@ use crate::ui::widgets::change_marks::{change_list, changes_in_span};
 use crate::ui::widgets::gpu_switcher::gpu_switcher;
 use crate::ui::widgets::processes::{job_pid, processes_table};
 use crate::ui::widgets::throttle_strip::throttle_strip;
+use crate::ui::widgets::time_axis::TimeSpan;
 use crate::ui::widgets::time_axis::TimeWindow;
-use crate::ui::widgets::time_plot::{GraphSpec, TimeSpan, graph, series};
+use crate::ui::widgets::time_plot::{GraphSpec, graph, series};
 use crate::units::{gib, or_na, watts};
 
 /// Sampling intervals offered, in milliseconds.

@@ -6,8 +6,7 @@ use eframe::egui::{self, Color32, RichText};
 use egui_plot::{LineStyle, PlotUi, VLine};
 
 use crate::tuning::engine::ChangeNote;
-use crate::ui::widgets::time_axis::clock_time;
-use crate::ui::widgets::time_plot::{TimeSpan, seconds};
+use crate::ui::widgets::time_axis::{TimeSpan, clock_time, seconds};
 
 /// The marks' colour: apart from every series' colour.
 const MARK_COLOR: Color32 = Color32::from_rgb(0xe0, 0xe0, 0xe0);

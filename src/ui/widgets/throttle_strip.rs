@@ -6,10 +6,8 @@ use egui_plot::{HoverPosition, Line};
 use crate::device::ThrottleReason;
 use crate::telemetry::decimate::throttle_columns;
 use crate::telemetry::history::GpuHistory;
-use crate::ui::widgets::time_axis::clock_time;
-use crate::ui::widgets::time_plot::{
-    TimeSpan, WHEEL_HINT, moved_by_user, plot_base, seconds, visible_span,
-};
+use crate::ui::widgets::time_axis::{TimeSpan, clock_time, seconds};
+use crate::ui::widgets::time_plot::{WHEEL_HINT, moved_by_user, plot_base, visible_span};
 
 /// The throttle reasons the strip has a row for, top to bottom.
 const STRIP_REASONS: [ThrottleReason; 7] = [

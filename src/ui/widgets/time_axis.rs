@@ -2,6 +2,25 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The time span the graphs show this frame, and whether to force it onto the axis.
+#[derive(Clone, Copy)]
+pub(crate) struct TimeSpan {
+    pub(crate) from_ms: u64,
+    pub(crate) to_ms: u64,
+    pub(crate) force: bool,
+    pub(crate) gap_after_ms: u64,
+}
+
+/// Unix ms as the x axis's Unix seconds.
+pub(crate) fn seconds(unix_ms: u64) -> f64 {
+    unix_ms as f64 / 1000.0
+}
+
+/// The x axis's Unix seconds as Unix ms (0 before the epoch).
+pub(crate) fn unix_ms(unix_seconds: f64) -> u64 {
+    (unix_seconds.max(0.0) * 1000.0) as u64
+}
+
 /// The spans the time-window picker offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum TimeWindow {

@@ -7,7 +7,7 @@ use crate::telemetry::decimate::decimate;
 use crate::telemetry::history::{GpuHistory, Metric};
 use crate::tuning::engine::ChangeNote;
 use crate::ui::widgets::change_marks::mark_changes;
-use crate::ui::widgets::time_axis::{axis_label, clock_time};
+use crate::ui::widgets::time_axis::{TimeSpan, axis_label, clock_time, seconds, unix_ms};
 
 /// Height of one graph, in points.
 const PLOT_HEIGHT: f32 = 140.0;
@@ -36,15 +36,6 @@ pub(crate) const fn series(
     }
 }
 
-/// The time span the graphs show this frame, and whether to force it onto the axis.
-#[derive(Clone, Copy)]
-pub(crate) struct TimeSpan {
-    pub(crate) from_ms: u64,
-    pub(crate) to_ms: u64,
-    pub(crate) force: bool,
-    pub(crate) gap_after_ms: u64,
-}
-
 pub(crate) fn plot_base<'a>(id: &'a str, span: TimeSpan) -> Plot<'a> {
     let link = egui::Id::unique("gputune-time-axis");
     Plot::new(id)
@@ -69,14 +60,6 @@ pub(crate) fn plot_base<'a>(id: &'a str, span: TimeSpan) -> Plot<'a> {
         // No filled background: the grid marks the plot, and under a software renderer each
         // graph's fill was as costly as its lines.
         .show_background(false)
-}
-
-pub(crate) fn seconds(unix_ms: u64) -> f64 {
-    unix_ms as f64 / 1000.0
-}
-
-fn unix_ms(unix_seconds: f64) -> u64 {
-    (unix_seconds.max(0.0) * 1000.0) as u64
 }
 
 /// The visible time span and its width in pixels, as this frame will draw it.

@@ -7,7 +7,8 @@
 use super::family::{Family, GeluKind};
 use super::model::LoraTargets;
 use super::model::{Architecture, MlpKind, TransformerConfig};
-use super::setup::{Attention, Checkpointing, Method, Precision, Task, TrainingSetup};
+use super::setup::{Attention, Checkpointing, Method, Task, TrainingSetup};
+use super::value_types::Types;
 
 /// Activation bytes of one training step at its three moments.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -28,37 +29,6 @@ pub struct ActivationProfile {
     /// Beside `saved`, while the loss is computed at the end of the forward pass: the logits
     /// and their fp32 copy, which only the log-softmax's output outlives.
     pub loss_temporaries: f64,
-}
-
-/// How values are stored while a step runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Types {
-    /// Bytes of the residual stream (the blocks' inputs and outputs).
-    pub residual: f64,
-    /// Bytes of matmul inputs and outputs.
-    pub compute: f64,
-    /// Autocast: each linear layer casts an fp32 input to its own 16-bit copy, LayerNorm and
-    /// softmax run in fp32.
-    pub autocast: bool,
-}
-
-impl Types {
-    pub fn of(setup: &TrainingSetup) -> Types {
-        let mixed = matches!(setup.precision, Precision::Bf16Mixed | Precision::Fp16Mixed);
-        // LoRA and QLoRA load the frozen model (embeddings included) in 16 bits, so its
-        // residual stream is 16-bit even under autocast.
-        let fp32_weights =
-            setup.precision == Precision::Fp32 || (mixed && setup.method == Method::Full);
-        Types {
-            residual: if fp32_weights { 4.0 } else { 2.0 },
-            compute: if setup.precision == Precision::Fp32 {
-                4.0
-            } else {
-                2.0
-            },
-            autocast: mixed,
-        }
-    }
 }
 
 /// Bytes of activations one GPU holds through a training step.

@@ -1,7 +1,7 @@
 //! CNN activations, counted tensor by tensor from each stage's blocks (docs/planner.md).
 
-use super::activations::Types;
 use super::model::{Architecture, CnnConfig, RESNET_WIDTHS, architecture_parameter_count};
+use super::value_types::Types;
 
 /// The stem and the first stages of a CNN: what the backward pass, which runs from the last
 /// stage to the first, still holds while it works through the last of them.

@@ -433,7 +433,7 @@ fn cnn_backward_moments(
     setup: &TrainingSetup,
     stored: &CnnStored,
 ) -> Vec<Moment> {
-    let types = super::activations::Types::of(setup);
+    let types = super::value_types::Types::of(setup);
     super::cnn::backward_prefixes(
         config,
         setup.sequence_length as f64,

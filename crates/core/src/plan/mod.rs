@@ -12,6 +12,7 @@ pub mod model;
 mod presets;
 pub mod recommend;
 pub mod setup;
+mod value_types;
 
 use model::{Architecture, Model};
 

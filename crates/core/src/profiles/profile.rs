@@ -4,9 +4,9 @@
 
 use crate::device::gate::validate;
 use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
+use crate::formats::profile::CheckRecord;
 pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use crate::notice::Notice;
-use crate::stability::report::CheckRecord;
 use crate::text;
 use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
@@ -430,7 +430,7 @@ impl Profile {
                 "The profile \"{}\" changes clocks and was never checked for stability ({check}).",
                 self.name
             ))),
-            Some(record) if record.verdict == crate::stability::report::Verdict::Unstable => {
+            Some(record) if record.verdict == crate::formats::profile::Verdict::Unstable => {
                 Some(Notice::Warning(format!(
                     "The profile \"{}\" was {}: it may compute wrong results ({check} again).",
                     self.name,

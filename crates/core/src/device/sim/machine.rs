@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::SimScenario;
 use super::card::CardSpec;
 use super::load::LoadPattern;
-use super::physics::{SimGpu, splitmix64};
+use super::physics::SimGpu;
+use super::seed::splitmix64;
 
 /// How long a new machine has already been running when it is first read, so it starts warm
 /// and settled rather than at room temperature.

@@ -8,6 +8,7 @@ mod load;
 mod machine;
 mod physics;
 mod processes;
+mod seed;
 pub mod silicon;
 
 use std::sync::{Arc, Mutex, PoisonError};

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::card::CardSpec;
 use super::load::LoadPattern;
+use super::seed::{splitmix64, text_seed};
 use super::silicon::applied_offset_mhz;
 use crate::device::{ClockRangeMhz, ThrottleReason, ThrottleReasons};
 
@@ -415,19 +416,4 @@ impl SimGpu {
 /// Deterministic noise in [-1, 1], so runs repeat exactly.
 fn jitter(value: u64) -> f64 {
     (splitmix64(value) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-}
-
-/// splitmix64: a well-mixed 64-bit hash of one number.
-pub(super) fn splitmix64(value: u64) -> u64 {
-    let mut z = value.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A per-card seed, so eight identical cards do not move in lockstep.
-pub(super) fn text_seed(text: &str) -> u64 {
-    text.bytes().fold(0xCBF2_9CE4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01B3)
-    })
 }

@@ -5,7 +5,7 @@
 //! formulas and each scenario's margins are in docs/simulator.md.
 
 use super::card::CardSpec;
-use super::physics::{splitmix64, text_seed};
+use super::seed::{splitmix64, text_seed};
 
 /// Above this temperature the margin shrinks (hot silicon switches slower).
 pub const MARGIN_WARM_FROM_C: f64 = 60.0;
