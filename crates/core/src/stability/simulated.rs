@@ -170,6 +170,33 @@ impl SimulatedDevice {
     }
 
     /// Sleeps until `modeled_s` has passed since `started` (the CPU work counts against it).
+    /// Where a batch's wrong results fall among `sample_len` sampled values: as many as the
+    /// card's margin makes at its clock over `results`, and any a test injected.
+    fn wrong_positions(&mut self, part: Part, results: u64, sample_len: usize) -> Vec<usize> {
+        let corrupt =
+            self.draws.poisson(self.wrong_rate() * results as f64) + self.faults.take_wrong(part);
+        self.draws.positions(corrupt, sample_len)
+    }
+
+    /// A batch of arithmetic checked, taking the time `flop` take at `tflops` and this clock.
+    fn arithmetic_checked(
+        &self,
+        started: Instant,
+        results: u64,
+        wrong: u64,
+        flop: f64,
+        tflops: f64,
+    ) -> Checked {
+        let elapsed_s = Self::take_time(started, flop / (tflops * 1e12 * self.clock_scale()));
+        Checked {
+            results,
+            wrong,
+            flop,
+            bytes: 0,
+            elapsed_s,
+        }
+    }
+
     fn take_time(started: Instant, modeled_s: f64) -> f64 {
         let modeled = Duration::from_secs_f64(modeled_s.clamp(0.0, 3600.0));
         if let Some(left) = modeled.checked_sub(started.elapsed()) {
@@ -240,52 +267,29 @@ impl ComputeDevice for SimulatedDevice {
     fn gemm(&mut self, passes: u32) -> Result<Checked, ComputeError> {
         let started = Instant::now();
         self.faults.on_call()?;
-        let rate = self.wrong_rate();
-        let scale = self.clock_scale();
         let ready = self.ready()?;
         let results = ready.setup.gemm_results() * u64::from(passes);
         let flop = ready.setup.gemm_flop() * f64::from(passes);
         let mut values = sample::gemm_sample(&ready.gemm_inputs.0, &ready.gemm_inputs.1);
         let expected = ready.gemm_reference.clone();
-        let corrupt =
-            self.draws.poisson(rate * results as f64) + self.faults.take_wrong(Part::Gemm);
-        let positions = self.draws.positions(corrupt, GEMM_SAMPLE_N * GEMM_SAMPLE_N);
+        let positions = self.wrong_positions(Part::Gemm, results, GEMM_SAMPLE_N * GEMM_SAMPLE_N);
         sample::corrupt_floats(&mut values, &positions, &mut self.draws);
         let wrong = reference::count_wrong(&expected, &values);
-        let elapsed_s =
-            Self::take_time(started, flop / (self.throughput.gemm_tflops * 1e12 * scale));
-        Ok(Checked {
-            results,
-            wrong,
-            flop,
-            bytes: 0,
-            elapsed_s,
-        })
+        Ok(self.arithmetic_checked(started, results, wrong, flop, self.throughput.gemm_tflops))
     }
 
     fn fma(&mut self) -> Result<Checked, ComputeError> {
         let started = Instant::now();
         self.faults.on_call()?;
-        let rate = self.wrong_rate();
-        let scale = self.clock_scale();
         let ready = self.ready()?;
         let results = u64::from(ready.setup.fma_threads);
         let flop = ready.setup.fma_flop();
         let expected = ready.fma_reference.clone();
         let mut values = sample::fma_sample(expected.len(), ready.setup.fma_steps);
-        let corrupt = self.draws.poisson(rate * results as f64) + self.faults.take_wrong(Part::Fma);
-        let positions = self.draws.positions(corrupt, values.len());
+        let positions = self.wrong_positions(Part::Fma, results, values.len());
         sample::corrupt_words(&mut values, &positions, &mut self.draws);
         let wrong = reference::count_wrong_words(&expected, &values);
-        let elapsed_s =
-            Self::take_time(started, flop / (self.throughput.fma_tflops * 1e12 * scale));
-        Ok(Checked {
-            results,
-            wrong,
-            flop,
-            bytes: 0,
-            elapsed_s,
-        })
+        Ok(self.arithmetic_checked(started, results, wrong, flop, self.throughput.fma_tflops))
     }
 
     fn vram(&mut self, pattern: VramPattern) -> Result<Checked, ComputeError> {
