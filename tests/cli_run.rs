@@ -626,6 +626,7 @@ fn the_command_is_the_runs_job_for_every_client_of_the_daemon() {
         gputune_core::service::client::connect(&gputune_core::service::client::ConnectOptions {
             backend: gputune_core::device::BackendOptions::default(),
             socket: gputune_core::service::client::SocketChoice::Path(daemon.socket.clone()),
+            folders: machine.fake.folders(),
             label: "a test watching the daemon".to_string(),
         })
         .unwrap_or_else(|error| panic!("{error}"));

@@ -29,6 +29,7 @@ fn client(daemon: &Daemon, machine: &FakeMachine) -> TuningClient {
     connect(&ConnectOptions {
         backend: window_options(machine, SocketChoice::None).backend,
         socket: SocketChoice::Path(daemon.socket.clone()),
+        folders: machine.folders(),
         label: "tests/history.rs".to_string(),
     })
     .expect("the daemon answers")
@@ -369,12 +370,13 @@ fn hostile_history_requests_get_an_answer_and_the_daemon_stays_responsive() {
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let socket = daemon.socket.clone();
-            let backend = window_options(&machine, SocketChoice::None).backend;
+            let window = window_options(&machine, SocketChoice::None);
             let uuid = machine.uuid(0);
             std::thread::spawn(move || {
                 let mut client = connect(&ConnectOptions {
-                    backend,
+                    backend: window.backend,
                     socket: SocketChoice::Path(socket),
+                    folders: window.folders,
                     label: "a greedy client".to_string(),
                 })
                 .expect("connects");

@@ -38,6 +38,8 @@ fn client(id: u64, label: &str) -> ClientInfo {
 fn options(folder: &tempfile::TempDir) -> EngineOptions {
     EngineOptions {
         state_dir: folder.path().join("state"),
+        // An in-process engine (`..options(folder)`) as root: never /run/gputune's records.
+        record_dir: Some(folder.path().join("state")),
         ownership: Ownership::Daemon,
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),

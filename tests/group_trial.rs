@@ -38,6 +38,7 @@ fn engine(machine: &FakeMachine) -> (Engine, ManualClock, tempfile::TempDir) {
         NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
     let options = EngineOptions {
         state_dir: folder.path().join("state"),
+        record_dir: None,
         ownership: Ownership::Daemon,
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),

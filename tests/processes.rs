@@ -202,9 +202,6 @@ fn the_sampler_hands_out_each_gpus_processes_with_its_readings() {
     let machine = FakeMachine::new("rtx4090", "");
     let job = Sleeper::start();
     machine.register_process(0, job.pid(), ProcessKind::Compute, Some(8_192));
-    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-    // SAFETY: this binary's tests that read it hold the fake's environment turn (`machine`).
-    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
     let options = common::daemon::window_options(&machine, SocketChoice::None);
     let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use gputune_core::cli::connect::TuningOptions;
 use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
 use gputune_core::device::{BackendChoice, BackendKind, BackendOptions, DeviceError};
+use gputune_core::folders::Folders;
 use gputune_core::link::{Link, LinkEvent};
 use gputune_core::service::client::SocketChoice;
 
@@ -32,10 +33,12 @@ fn wait_for(link: &Link, done: impl Fn(&[LinkEvent]) -> bool) -> Vec<LinkEvent> 
     events
 }
 
-fn in_process(backend: BackendOptions) -> TuningOptions {
+/// The engine in this process, its state in `state`.
+fn in_process(backend: BackendOptions, state: &tempfile::TempDir) -> TuningOptions {
     TuningOptions {
         backend,
         socket: SocketChoice::None,
+        folders: Folders::inside(state.path()),
     }
 }
 
@@ -54,19 +57,19 @@ fn samples(
 #[test]
 fn the_link_connects_then_samples_every_gpu_and_wakes_the_ui() {
     let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-    // SAFETY: this test binary's other tests do not read the variable concurrently in a way
-    // that matters (each sets its own machine; the state folder is only written here).
-    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
     let wakeups = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&wakeups);
-    let options = in_process(BackendOptions {
-        choice: BackendChoice::Sim,
-        sim: SimOptions {
-            scenario: SimScenario::EightRtx4090,
-            load: LoadPattern::Training,
+    let options = in_process(
+        BackendOptions {
+            choice: BackendChoice::Sim,
+            sim: SimOptions {
+                scenario: SimScenario::EightRtx4090,
+                load: LoadPattern::Training,
+            },
+            ..BackendOptions::default()
         },
-        ..BackendOptions::default()
-    });
+        &state,
+    );
     let link = Link::spawn(options, 100, move || {
         counter.fetch_add(1, Ordering::SeqCst);
     })
@@ -108,11 +111,15 @@ fn the_link_connects_then_samples_every_gpu_and_wakes_the_ui() {
 
 #[test]
 fn the_link_reports_a_backend_that_cannot_open() {
-    let options = in_process(BackendOptions {
-        choice: BackendChoice::Nvml,
-        nvml_library_path: Some("/nonexistent/libnvidia-ml.so.1".into()),
-        ..BackendOptions::default()
-    });
+    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    let options = in_process(
+        BackendOptions {
+            choice: BackendChoice::Nvml,
+            nvml_library_path: Some("/nonexistent/libnvidia-ml.so.1".into()),
+            ..BackendOptions::default()
+        },
+        &state,
+    );
     let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     let events = wait_for(&link, |events| !events.is_empty());
     match &events[0] {
@@ -126,14 +133,7 @@ fn the_link_reports_a_backend_that_cannot_open() {
 #[test]
 fn the_link_survives_a_lost_gpu_and_keeps_reporting() {
     let machine = FakeMachine::new("8x-rtx4090", "gpu_lost_after=700");
-    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-    // SAFETY: FakeMachine holds this binary's environment lock for the test's length.
-    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
-    let options = in_process(BackendOptions {
-        choice: BackendChoice::Nvml,
-        nvml_library_path: Some(machine.library.clone()),
-        ..BackendOptions::default()
-    });
+    let options = common::daemon::window_options(&machine, SocketChoice::None);
     let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     // Keep collecting until the loss has been reported a few times: the service goes on.
     let events = wait_for(&link, |events| {

@@ -435,6 +435,8 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
         Box::new(open(&machine)),
         &EngineOptions {
             state_dir: state_dir.path().to_path_buf(),
+            // Tests may run as root: never the machine's shared record folder (/run/gputune).
+            record_dir: Some(state_dir.path().to_path_buf()),
             ownership: Ownership::InProcess,
             call_timeout: std::time::Duration::from_secs(30),
             owner_label: "the property test".to_string(),

@@ -10,6 +10,7 @@ use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::folders::Folders;
 use gputune::profiles::store::ProfileStore;
 use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
@@ -23,9 +24,7 @@ fn harness() -> Harness<'static, Window> {
 
 #[test]
 fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
-    let state_dir = tempfile::tempdir().expect("a config folder");
-    // SAFETY: the only test in this binary that reads the environment.
-    unsafe { std::env::set_var("GPUTUNE_CONFIG_DIR", state_dir.path()) };
+    let config_dir = tempfile::tempdir().expect("a config folder");
 
     let mut harness = harness();
     harness.get_by_label("No profile saved for this card yet.");
@@ -80,7 +79,11 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
     );
 
     // What the app does with it: the store saves, lists it, and the row offers its actions.
-    let store = ProfileStore::open_default().unwrap_or_else(|error| panic!("{error}"));
+    let store = ProfileStore::open(&Folders {
+        config_dir: Some(config_dir.path().to_path_buf()),
+        ..Folders::default()
+    })
+    .unwrap_or_else(|error| panic!("{error}"));
     store
         .save(&profile)
         .unwrap_or_else(|error| panic!("{error}"));
