@@ -93,9 +93,16 @@ fn compute_and_graphics_processes_are_listed_with_pid_vram_kind_user_and_command
     assert_eq!(second.pid, me);
     assert_eq!(second.kind, ProcessKind::ComputeAndGraphics);
     assert_eq!(second.used_memory_bytes, Some(300 * MIB));
+    let this_binary = std::env::current_exe()
+        .ok()
+        .and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| panic!("this test binary has a name"));
     assert!(
-        second.command_text().contains("processes"),
-        "this test binary: {second:?}"
+        second.command_text().contains(&this_binary),
+        "this test binary ({this_binary}): {second:?}"
     );
     let telemetry = backend
         .telemetry(0)

@@ -179,11 +179,14 @@ impl FakeMachine {
         std::fs::rename(&temporary, self.faults_file()).expect("the faults file is replaced");
     }
 
-    /// Changes the faults for the calls that follow (the fake reads them on every call).
+    /// Changes the faults for the calls that follow (the fake reads them on every call): in
+    /// this process when the machine holds the turn, and in every process it starts.
     pub fn set_faults(&mut self, faults: &str) {
         self.faults = faults.to_string();
-        // SAFETY: as in `with_load`.
-        unsafe { std::env::set_var(nvidia_ml_fake::FAULTS_ENV, faults) };
+        if self._turn.is_some() {
+            // SAFETY: as in `with_load`.
+            unsafe { std::env::set_var(nvidia_ml_fake::FAULTS_ENV, faults) };
+        }
     }
 
     /// Makes GPU `gpu` list process `pid` (of `kind`, holding `mib` MiB, `None`: not
@@ -252,6 +255,11 @@ impl FakeMachine {
 
 impl Drop for FakeMachine {
     fn drop(&mut self) {
+        // A machine for child processes only never set them, and must not take them from the
+        // machine that holds the turn now (its fake would fall back to an in-memory card).
+        if self._turn.is_none() {
+            return;
+        }
         for name in [
             nvidia_ml_fake::STATE_ENV,
             nvidia_ml_fake::SCENARIO_ENV,
