@@ -1,5 +1,5 @@
 //! The command line as a user runs it: each module is one command (or one topic) against the
-//! fake libnvidia-ml, run as real `gputune` processes. One test binary for all of them (one
+//! fake libnvidia-ml, mostly as real `gputune` processes. One test binary for all of them (one
 //! link instead of nine); `cargo test --test cli cli_apply::` runs one module.
 
 #[path = "../common/mod.rs"]
