@@ -180,6 +180,8 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
     let tuning = gputune::cli::connect::TuningOptions {
         backend: options.clone(),
         socket: gputune::service::client::SocketChoice::from_option(cli.socket.as_deref()),
+        // The one place the folders' variables are read (GPUTUNE_STATE_DIR, …, SUDO_UID).
+        folders: gputune::folders::Folders::from_env(),
     };
     // Commands that only read restore what a killed gputune left changed before anything else;
     // the ones that tune do it as their engine starts.
@@ -187,7 +189,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         cli.command,
         Some(Command::Status { .. } | Command::Log { .. })
     ) {
-        for notice in gputune::tuning::engine::restore_left_changes(&options) {
+        for notice in gputune::tuning::engine::restore_left_changes(&options, &tuning.folders) {
             eprintln!("gputune: {}: {notice}", notice.level_word());
         }
     }
@@ -212,7 +214,10 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
                 opened.fallback_reason.as_deref(),
                 gpu.as_deref(),
                 json,
-                &tunings,
+                &gputune::cli::status::SetBy {
+                    daemon: &tunings,
+                    folders: &tuning.folders,
+                },
                 &mut stdout.lock(),
                 &mut std::io::stderr(),
             )

@@ -18,9 +18,6 @@ use gputune::ui::model::WindowModel;
 fn a_slow_driver_never_blocks_the_window() {
     // Every NVML call takes a second: opening 8 GPUs takes minutes on the device-owner thread.
     let machine = FakeMachine::new("8x-rtx4090", "slow_ms=1000");
-    let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-    // SAFETY: FakeMachine holds this binary's environment lock for the test's length.
-    unsafe { std::env::set_var("GPUTUNE_STATE_DIR", state.path()) };
     let options = common::daemon::window_options(&machine, SocketChoice::None);
     let link = Link::spawn(options, 100, || {}).unwrap_or_else(|error| panic!("{error}"));
     let mut harness = Harness::builder().build_ui_state(

@@ -28,6 +28,8 @@ pub struct GpuTuneApp {
     export_results: (Sender<ExportResult>, Receiver<ExportResult>),
     /// The Plan tab's "Measure my job".
     measure: super::plan::measure_runner::MeasureRunner,
+    /// Where the profiles are (found once, at the start).
+    folders: crate::folders::Folders,
 }
 
 impl GpuTuneApp {
@@ -50,6 +52,7 @@ impl GpuTuneApp {
             super::repaint::MIN_FRAME_INTERVAL,
         ));
         let measure = super::plan::measure_runner::MeasureRunner::new(options.backend.clone());
+        let folders = options.folders.clone();
         let link = Link::spawn(options, state.interval_ms, move || {
             let delay = pacer
                 .lock()
@@ -62,6 +65,7 @@ impl GpuTuneApp {
             state,
             export_results: mpsc::channel(),
             measure,
+            folders,
         })
     }
 
@@ -135,8 +139,11 @@ impl GpuTuneApp {
             }
             AppCommand::Sweep(SweepAction::SaveProfile { gpu_index, name }) => {
                 let gpu = self.state.model.gpus.get(gpu_index as usize);
-                self.state.sweep.message =
-                    Some(super::profiles::actions::save_sweep_profile(gpu, &name));
+                self.state.sweep.message = Some(super::profiles::actions::save_sweep_profile(
+                    &self.folders,
+                    gpu,
+                    &name,
+                ));
                 self.run_profile_action(ProfileAction::Refresh);
             }
             AppCommand::Stability(StabilityAction::Start(launch)) => {
@@ -148,8 +155,11 @@ impl GpuTuneApp {
             }
             AppCommand::Stability(StabilityAction::SaveScanProfile { gpu_index, name }) => {
                 let gpu = self.state.model.gpus.get(gpu_index as usize);
-                self.state.stability.message =
-                    Some(super::profiles::actions::save_scan_profile(gpu, &name));
+                self.state.stability.message = Some(super::profiles::actions::save_scan_profile(
+                    &self.folders,
+                    gpu,
+                    &name,
+                ));
                 self.run_profile_action(ProfileAction::Refresh);
             }
             AppCommand::ExportCsv { gpu_index } => {
@@ -180,6 +190,7 @@ impl GpuTuneApp {
             _ => None,
         };
         let outcome = super::profiles::actions::run_profile_action(
+            &self.folders,
             action,
             self.state.model.gpus.get(self.state.tune_gpu),
             self.state.tune.trial_duration_s,
@@ -241,8 +252,10 @@ impl eframe::App for GpuTuneApp {
             self.state.take_event(event, now_ms);
             if connected {
                 if self.state.apply_default_profiles_on_start {
-                    let (commands, said) =
-                        super::profiles::actions::default_profile_commands(&self.state.model.gpus);
+                    let (commands, said) = super::profiles::actions::default_profile_commands(
+                        &self.folders,
+                        &self.state.model.gpus,
+                    );
                     for command in commands {
                         self.link.send(LinkCommand::Tune(command));
                     }

@@ -88,6 +88,13 @@ impl Setup {
                 ..BackendOptions::default()
             },
             socket,
+            // An engine in this process (`SocketChoice::None`) keeps its state here, and never
+            // in the machine's shared record folder (/run/gputune) when run as root.
+            folders: gputune_core::folders::Folders {
+                state_dir: Some(self.folder.join("in-process-state")),
+                record_dir: Some(self.folder.join("in-process-state")),
+                config_dir: None,
+            },
             label: "the daemon bench".to_string(),
         })
         .unwrap_or_else(|error| panic!("{error}"))
@@ -216,9 +223,6 @@ fn main() {
     // The same requests to an engine in this process.
     // SAFETY: this bench is single-threaded here; the variables are for the fake library.
     unsafe {
-        std::env::set_var("GPUTUNE_STATE_DIR", setup.folder.join("in-process-state"));
-        // Never the machine's shared record folder (/run/gputune) when run as root.
-        std::env::set_var("GPUTUNE_RECORD_DIR", setup.folder.join("in-process-state"));
         std::env::set_var("FAKE_NVML_SCENARIO", "rtx4090");
         std::env::remove_var("FAKE_NVML_STATE");
     }

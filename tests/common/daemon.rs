@@ -234,5 +234,6 @@ pub fn window_options(
             ..gputune_core::device::BackendOptions::default()
         },
         socket,
+        folders: machine.folders(),
     }
 }

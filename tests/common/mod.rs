@@ -15,10 +15,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
+use gputune_core::folders::{CONFIG_DIR_ENV, RECORD_DIR_ENV, STATE_DIR_ENV};
 use nvidia_ml_fake::FakeState;
-
-/// Where engines other than the daemon record clock locks (see `tuning::state_folder`).
-pub const RECORD_DIR_ENV: &str = "GPUTUNE_RECORD_DIR";
 
 /// A process's output as text.
 pub fn text(bytes: &[u8]) -> String {
@@ -55,10 +53,6 @@ impl FakeMachine {
             // SAFETY: every test in this binary that touches these variables holds ENVIRONMENT.
             unsafe { std::env::set_var(name, value) };
         }
-        // Engines in this process record clock locks beside this machine, never in the
-        // machine's shared record folder (/run/gputune) when the tests run as root.
-        // SAFETY: as above.
-        unsafe { std::env::set_var(RECORD_DIR_ENV, machine.state_dir()) };
         machine
     }
 
@@ -104,6 +98,17 @@ impl FakeMachine {
     /// gputune's config folder for this machine (profiles).
     pub fn config_dir(&self) -> PathBuf {
         self.directory.path().join("gputune-config")
+    }
+
+    /// This machine's folders for an engine or a store in this process: its own state and
+    /// config folders, and the clock locks recorded in its state folder (tests may run as
+    /// root: never the machine's shared record folder, /run/gputune).
+    pub fn folders(&self) -> gputune_core::folders::Folders {
+        gputune_core::folders::Folders {
+            state_dir: Some(self.state_dir()),
+            record_dir: Some(self.state_dir()),
+            config_dir: Some(self.config_dir()),
+        }
     }
 
     /// The journal the engine keeps for GPU `gpu` while it changes it temporarily.
@@ -174,11 +179,14 @@ impl FakeMachine {
         std::fs::rename(&temporary, self.faults_file()).expect("the faults file is replaced");
     }
 
-    /// Changes the faults for the calls that follow (the fake reads them on every call).
+    /// Changes the faults for the calls that follow (the fake reads them on every call): in
+    /// this process when the machine holds the turn, and in every process it starts.
     pub fn set_faults(&mut self, faults: &str) {
         self.faults = faults.to_string();
-        // SAFETY: as in `with_load`.
-        unsafe { std::env::set_var(nvidia_ml_fake::FAULTS_ENV, faults) };
+        if self._turn.is_some() {
+            // SAFETY: as in `with_load`.
+            unsafe { std::env::set_var(nvidia_ml_fake::FAULTS_ENV, faults) };
+        }
     }
 
     /// Makes GPU `gpu` list process `pid` (of `kind`, holding `mib` MiB, `None`: not
@@ -224,10 +232,10 @@ impl FakeMachine {
         command
             .args(arguments)
             .env("GPUTUNE_NVML_LIB", &self.library)
-            .env("GPUTUNE_STATE_DIR", self.state_dir())
-            .env("GPUTUNE_CONFIG_DIR", self.config_dir())
+            .env(STATE_DIR_ENV, self.state_dir())
+            .env(CONFIG_DIR_ENV, self.config_dir())
             // Tests may run as root: never the machine's shared record folder (/run/gputune).
-            .env("GPUTUNE_RECORD_DIR", self.state_dir())
+            .env(RECORD_DIR_ENV, self.state_dir())
             .env("GPUTUNE_SOCKET", "")
             .env_remove("GPUTUNE_INSTALL_ROOT")
             .env_remove("GPUTUNE_LOG");
@@ -247,13 +255,17 @@ impl FakeMachine {
 
 impl Drop for FakeMachine {
     fn drop(&mut self) {
+        // A machine for child processes only never set them, and must not take them from the
+        // machine that holds the turn now (its fake would fall back to an in-memory card).
+        if self._turn.is_none() {
+            return;
+        }
         for name in [
             nvidia_ml_fake::STATE_ENV,
             nvidia_ml_fake::SCENARIO_ENV,
             nvidia_ml_fake::FAULTS_ENV,
             nvidia_ml_fake::FAULTS_FILE_ENV,
             nvidia_ml_fake::LOAD_ENV,
-            RECORD_DIR_ENV,
         ] {
             // SAFETY: as in `with_load`; the turn is still held while this runs.
             unsafe { std::env::remove_var(name) };

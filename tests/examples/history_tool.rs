@@ -160,6 +160,8 @@ fn load(arguments: &[String]) -> Result<(), String> {
     let options = TuningOptions {
         backend: gputune_core::device::BackendOptions::default(),
         socket: SocketChoice::Path(socket.into()),
+        // The daemon's history only: no engine in this process, no profiles.
+        folders: gputune_core::folders::Folders::default(),
     };
     let started = Instant::now();
     let link = Link::spawn(options, 1_000, || {}).map_err(|error| error.to_string())?;

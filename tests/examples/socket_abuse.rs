@@ -1,5 +1,5 @@
 //! Abuses a gputune daemon's socket the way a broken or hostile local program would, for
-//! tests/daemon_clients.rs (run as another user by the test):
+//! tests/service/daemon_clients.rs (run as another user by the test):
 //!
 //! ```text
 //! socket_abuse SOCKET KIND COUNT SECONDS

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock;
 pub mod daemon;
 pub mod device;
+pub mod folders;
 pub mod formats;
 pub mod fsafe;
 pub mod join;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
 use gputune_core::device::{Backend, Constraints, GpuIdentity, Setting};
+use gputune_core::folders::{CONFIG_DIR_ENV, Folders};
 use gputune_core::profiles::store::{parse_profile, profile_to_toml, slug};
 use gputune_core::profiles::{
     CardIdentity, ClockLock, PowerLimit, Profile, ProfileStore, SCHEMA_VERSION, StoreError,
@@ -728,15 +729,57 @@ proptest! {
 }
 
 #[test]
-fn the_default_store_follows_the_config_dir_variable() {
-    // Only this test in this binary touches the variable.
+fn the_store_follows_the_config_dir_variable_and_an_empty_one_is_unset() {
     let directory = tempfile::tempdir().unwrap();
-    // SAFETY: no other test in this binary reads or writes GPUTUNE_CONFIG_DIR.
-    unsafe { std::env::set_var("GPUTUNE_CONFIG_DIR", directory.path()) };
-    let store = ProfileStore::open_default().unwrap();
-    unsafe { std::env::remove_var("GPUTUNE_CONFIG_DIR") };
+    let named = directory.path().as_os_str().to_os_string();
+    let folders = Folders::from_vars(
+        |name| (name == CONFIG_DIR_ENV).then(|| named.clone()),
+        false,
+    );
+    let store = ProfileStore::open(&folders).unwrap();
     assert_eq!(store.folder(), directory.path().join("profiles"));
-    assert!(Path::new(store.folder()).starts_with(directory.path()));
+    // An empty variable (and, for a user who is not root, sudo's SUDO_UID) changes nothing:
+    // the folders are the platform's, as with no variable at all.
+    let empty = Folders::from_vars(
+        |name| match name {
+            "SUDO_UID" => Some("0".into()),
+            _ => Some(std::ffi::OsString::new()),
+        },
+        false,
+    );
+    assert_eq!(empty, Folders::from_vars(|_| None, false));
+    assert_eq!(empty.record_dir, None);
+}
+
+#[test]
+fn root_under_sudo_finds_the_invoking_users_profiles_unless_the_variable_names_a_folder() {
+    let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody") else {
+        return; // no such account here: nothing to look up
+    };
+    let sudo_uid = nobody.uid.to_string();
+    let under_sudo = Folders::from_vars(
+        |name| (name == "SUDO_UID").then(|| sudo_uid.clone().into()),
+        true,
+    );
+    assert_eq!(
+        under_sudo.config_dir,
+        Some(nobody.dir.join(".config").join("gputune"))
+    );
+    // Not root: sudo's variable is another process's business.
+    let not_root = Folders::from_vars(
+        |name| (name == "SUDO_UID").then(|| sudo_uid.clone().into()),
+        false,
+    );
+    assert_ne!(not_root.config_dir, under_sudo.config_dir);
+    let named = Folders::from_vars(
+        |name| match name {
+            "SUDO_UID" => Some(sudo_uid.clone().into()),
+            CONFIG_DIR_ENV => Some("/somewhere".into()),
+            _ => None,
+        },
+        true,
+    );
+    assert_eq!(named.config_dir, Some(PathBuf::from("/somewhere")));
 }
 
 // ---------------------------------------------------------------------------------------------

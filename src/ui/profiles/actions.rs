@@ -2,6 +2,7 @@
 //! store (`profiles::store` owns the files). Applying becomes tuning commands for the engine,
 //! like every other change. The app calls these with what they need and takes the outcome.
 
+use crate::folders::Folders;
 use crate::link::TuneCommand;
 use crate::notice::Notice;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
@@ -20,13 +21,14 @@ pub struct ProfileOutcome {
 }
 
 /// Runs one Profiles-tab action on `gpu` (the Tune and Profiles tabs' GPU); a trial lasts
-/// `trial_duration_s`.
+/// `trial_duration_s`; the profiles are in `folders`' config folder.
 pub fn run_profile_action(
+    folders: &Folders,
     action: ProfileAction,
     gpu: Option<&GpuModel>,
     trial_duration_s: u64,
 ) -> ProfileOutcome {
-    let store = match ProfileStore::open_default() {
+    let store = match ProfileStore::open(folders) {
         Ok(store) => store,
         Err(error) => {
             return ProfileOutcome {
@@ -146,10 +148,13 @@ fn apply_profile(
 
 /// The commands that apply each card's default profile (when the window opens), and what to
 /// say about it.
-pub fn default_profile_commands(gpus: &[GpuModel]) -> (Vec<TuneCommand>, Vec<String>) {
+pub fn default_profile_commands(
+    folders: &Folders,
+    gpus: &[GpuModel],
+) -> (Vec<TuneCommand>, Vec<String>) {
     let mut commands = Vec::new();
     let mut said = Vec::new();
-    let Ok(store) = ProfileStore::open_default() else {
+    let Ok(store) = ProfileStore::open(folders) else {
         return (commands, said);
     };
     for gpu in gpus {
@@ -181,7 +186,11 @@ pub fn default_profile_commands(gpus: &[GpuModel]) -> (Vec<TuneCommand>, Vec<Str
 }
 
 /// Saves the recommendation of the last sweep on `gpu` as the profile `name`.
-pub fn save_sweep_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, String> {
+pub fn save_sweep_profile(
+    folders: &Folders,
+    gpu: Option<&GpuModel>,
+    name: &str,
+) -> Result<String, String> {
     let gpu = gpu.ok_or("No GPU.")?;
     let outcome = gpu
         .sweep
@@ -194,7 +203,7 @@ pub fn save_sweep_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, 
         &gpu.info.identity,
         &gpu.info.constraints,
     )?;
-    let store = ProfileStore::open_default().map_err(|error| error.to_string())?;
+    let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
     let path = store.save(&profile).map_err(|error| error.to_string())?;
     Ok(format!(
         "Saved the profile \"{}\" ({}): apply it from the Profiles tab, or run your job with gputune run --profile \"{}\".",
@@ -206,7 +215,11 @@ pub fn save_sweep_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, 
 
 /// Saves the confirmed result of the last undervolt scan on `gpu` as the profile `name`, with
 /// its check; what to say in the panel.
-pub fn save_scan_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, String> {
+pub fn save_scan_profile(
+    folders: &Folders,
+    gpu: Option<&GpuModel>,
+    name: &str,
+) -> Result<String, String> {
     let gpu = gpu.ok_or("No GPU.")?;
     let outcome = gpu
         .stability
@@ -218,7 +231,7 @@ pub fn save_scan_profile(gpu: Option<&GpuModel>, name: &str) -> Result<String, S
         .as_ref()
         .ok_or("The tuning engine has not said what the card runs yet.")?;
     crate::profiles::profile::check_name(name)?;
-    let store = ProfileStore::open_default().map_err(|error| error.to_string())?;
+    let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
     let previous = store.load(name).ok().map(|stored| stored.profile);
     let profile = outcome
         .profile(name, &gpu.info, tuning, previous.as_ref())

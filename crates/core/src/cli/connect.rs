@@ -47,6 +47,7 @@ pub fn connect_for(
     let client = connect(&ConnectOptions {
         backend: options.backend.clone(),
         socket: options.socket.clone(),
+        folders: options.folders.clone(),
         label: command_label(),
     })?;
     if let Some(reason) = &client.welcome().simulated_because {

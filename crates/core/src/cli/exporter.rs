@@ -39,6 +39,7 @@ pub fn run_command(args: &ExporterArgs, options: &TuningOptions) -> anyhow::Resu
     let connect_options = ConnectOptions {
         backend: options.backend.clone(),
         socket: options.socket.clone(),
+        folders: options.folders.clone(),
         label: LABEL.to_string(),
     };
     let client = connect(&connect_options)?;

@@ -98,6 +98,7 @@ pub fn run_command(args: &FanArgs, options: &TuningOptions) -> anyhow::Result<()
             let mut client = connect(&ConnectOptions {
                 backend: options.backend.clone(),
                 socket: options.socket.clone(),
+                folders: options.folders.clone(),
                 label: command_label(),
             })?;
             show(&mut client, gpu.as_deref(), *json, &mut out)
@@ -110,6 +111,7 @@ fn connect_daemon(options: &TuningOptions) -> anyhow::Result<TuningClient> {
     match connect(&ConnectOptions {
         backend: options.backend.clone(),
         socket: options.socket.clone(),
+        folders: options.folders.clone(),
         label: command_label(),
     }) {
         Ok(client) if client.is_daemon() => Ok(client),

@@ -82,7 +82,7 @@ pub enum ProfileCommand {
 
 /// Runs `gputune profile ...`.
 pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Result<()> {
-    let store = ProfileStore::open_default()?;
+    let store = ProfileStore::open(&options.folders)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut messages = std::io::stderr();
@@ -182,6 +182,7 @@ fn hand_default_to_daemon(
     let connected = crate::service::client::connect(&crate::service::client::ConnectOptions {
         backend: options.backend.clone(),
         socket: options.socket.clone(),
+        folders: options.folders.clone(),
         label: crate::cli::connect::command_label(),
     });
     let mut client = match connected {

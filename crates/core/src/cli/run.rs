@@ -61,7 +61,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     // Who the command runs as is settled before anything is applied: a sudo environment that
     // names no real user refuses the run here, with the card untouched.
     let run_as = invoking_user(args.keep_root).map_err(anyhow::Error::msg)?;
-    let store = ProfileStore::open_default()?;
+    let store = ProfileStore::open(&options.folders)?;
     let stored = store.load(&args.profile)?;
     let mut messages = std::io::stderr();
     let mut client = connect_for_changes(options, &mut messages)?;

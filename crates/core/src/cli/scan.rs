@@ -51,7 +51,7 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
     let store = match &args.save_profile {
         Some(name) => {
             crate::profiles::profile::check_name(name).map_err(anyhow::Error::msg)?;
-            Some(ProfileStore::open_default()?)
+            Some(ProfileStore::open(&options.folders)?)
         }
         None => None,
     };

@@ -59,7 +59,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
     let mut messages = std::io::stderr();
     let stored = match &args.profile {
         Some(name) => {
-            let store = ProfileStore::open_default()?;
+            let store = ProfileStore::open(&options.folders)?;
             let stored = store.load(name)?;
             Some((store, stored))
         }

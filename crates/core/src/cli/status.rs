@@ -10,6 +10,7 @@ use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::device::{
     Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons, resolve_gpu,
 };
+use crate::folders::Folders;
 use crate::service::client::{SocketChoice, connect_daemon};
 use crate::service::protocol::{Request, Response};
 use crate::tuning::engine::{GpuTuning, Holder};
@@ -176,6 +177,14 @@ fn read_gpu_within(
     ))
 }
 
+/// Who set what the cards run, besides the card itself: the daemon's sessions and the locks
+/// it set (none without a daemon), and the folders where this user's gputune records the
+/// clock locks it sets when no daemon runs (NVML cannot read them back).
+pub struct SetBy<'a> {
+    pub daemon: &'a HashMap<String, GpuTuning>,
+    pub folders: &'a Folders,
+}
+
 /// How long a GPU may take to answer before `status` says it is waiting.
 const SLOW_AFTER: Duration = Duration::from_secs(2);
 
@@ -188,7 +197,7 @@ pub fn run(
     simulated_because: Option<&str>,
     gpu_query: Option<&str>,
     json: bool,
-    tunings: &HashMap<String, GpuTuning>,
+    set_by: &SetBy,
     out: &mut dyn Write,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
@@ -223,7 +232,7 @@ pub fn run(
                         waited_s: timeout.as_secs(),
                     });
                 }
-                let tuning = tunings.get(&status.identity.uuid);
+                let tuning = set_by.daemon.get(&status.identity.uuid);
                 status.sessions = tuning
                     .into_iter()
                     .flat_map(|tuning| &tuning.holders)
@@ -246,8 +255,12 @@ pub fn run(
                             .map(|current| {
                                 SettingsInForce::from_card(
                                     &current,
-                                    crate::tuning::engine::recorded_locks(backend_kind, &uuid)
-                                        .unwrap_or_default(),
+                                    crate::tuning::engine::recorded_locks(
+                                        set_by.folders,
+                                        backend_kind,
+                                        &uuid,
+                                    )
+                                    .unwrap_or_default(),
                                 )
                             })
                     }

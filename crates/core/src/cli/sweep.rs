@@ -177,7 +177,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         line_open: Arc::clone(&line_open),
     };
     let store = match &args.save_profile {
-        Some(_) => Some(ProfileStore::open_default()?),
+        Some(_) => Some(ProfileStore::open(&options.folders)?),
         None => None,
     };
     let mut client = connect_for_changes(options, &mut messages)?;
@@ -223,7 +223,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
     if !client.is_daemon() {
         let mut holds = swept.clone();
         holds.dedup();
-        if let Some((hold, holder)) = held_elsewhere(&gpu.identity.uuid, &holds) {
+        if let Some((hold, holder)) = held_elsewhere(&options.folders, &gpu.identity.uuid, &holds) {
             bail!(
                 "GPU {index}'s {} is being changed by {}: wait for it to end, or stop it there; the sweep was not started.",
                 hold.name(),

@@ -67,6 +67,7 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
         ServiceOptions {
             engine: EngineOptions {
                 state_dir: options.runtime_dir.join("state"),
+                record_dir: None,
                 ownership: Ownership::Daemon,
                 call_timeout: crate::device::worker::call_timeout_from_env(),
                 owner_label: format!("the gputune daemon (pid {})", std::process::id()),

@@ -212,6 +212,7 @@ fn run(
     let connected = connect(&ConnectOptions {
         backend: options.backend.clone(),
         socket: options.socket.clone(),
+        folders: options.folders.clone(),
         label: "the gputune window".to_string(),
     });
     let mut client = match connected {

@@ -1,5 +1,5 @@
 //! Where profiles live: one hand-editable TOML file per profile in `<config>/profiles/`
-//! (`GPUTUNE_CONFIG_DIR` overrides the config folder). Files are read with `fsafe` (a FIFO, a
+//! (`folders::Folders::config_dir`; `GPUTUNE_CONFIG_DIR` overrides it). Files are read with `fsafe` (a FIFO, a
 //! device or a huge file is refused at once, never waited on) and written with
 //! `fsafe::write_atomically` (an exclusive temporary file in the same folder, then a rename; a
 //! link at the target is replaced, never followed). A file that does not read as a profile —
@@ -10,12 +10,11 @@ use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::folders::{CONFIG_DIR_ENV, Folders};
 use crate::fsafe::{self, FileError, Links};
 use crate::profiles::profile::{Profile, SCHEMA_VERSION};
 use crate::text;
 
-/// Environment variable that overrides the config folder (tests, unusual set-ups).
-pub const CONFIG_DIR_ENV: &str = "GPUTUNE_CONFIG_DIR";
 /// The folder inside the config folder that holds the profile files.
 pub const PROFILES_FOLDER: &str = "profiles";
 /// A profile file's extension.
@@ -119,22 +118,6 @@ pub enum StoreError {
     },
 }
 
-/// When root runs gputune through `sudo`, the invoking user's config folder
-/// (`~USER/.config/gputune`), so `sudo gputune profile apply Quiet` finds that user's profile.
-fn invoking_user_config() -> Option<PathBuf> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    let uid: u32 = std::env::var("SUDO_UID").ok()?.trim().parse().ok()?;
-    if uid == 0 {
-        return None;
-    }
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()?;
-    Some(user.dir.join(".config").join("gputune"))
-}
-
 /// A path as messages show it: control and bidirectional characters escaped.
 fn shown(path: &Path) -> String {
     text::printable(&path.to_string_lossy())
@@ -162,19 +145,13 @@ pub struct ProfileStore {
 }
 
 impl ProfileStore {
-    /// The user's profiles: `<GPUTUNE_CONFIG_DIR or the platform config folder>/profiles`.
-    /// Under `sudo`, the profiles are those of the user who ran it, not root's.
-    pub fn open_default() -> Result<ProfileStore, StoreError> {
-        let config = match std::env::var_os(CONFIG_DIR_ENV).filter(|dir| !dir.is_empty()) {
-            Some(dir) => PathBuf::from(dir),
-            None => match invoking_user_config() {
-                Some(config) => config,
-                None => directories::ProjectDirs::from("", "", "gputune")
-                    .ok_or(StoreError::NoConfigFolder)?
-                    .config_dir()
-                    .to_path_buf(),
-            },
-        };
+    /// The profiles in the config folder `folders` names (`<config>/profiles`); under `sudo`,
+    /// those of the user who ran it, not root's (`Folders::from_env`).
+    pub fn open(folders: &Folders) -> Result<ProfileStore, StoreError> {
+        let config = folders
+            .config_dir
+            .as_ref()
+            .ok_or(StoreError::NoConfigFolder)?;
         Ok(ProfileStore::at(config.join(PROFILES_FOLDER)))
     }
 

@@ -13,6 +13,7 @@ use super::protocol::{
 };
 use super::{Input, Service, ServiceOptions};
 use crate::device::{BackendChoice, BackendOptions, open_backend};
+use crate::folders::Folders;
 use crate::tuning::engine::{
     ClientId, ClientInfo, EngineOptions, Ownership, TuneError, TuneErrorKind,
 };
@@ -62,6 +63,8 @@ impl SocketChoice {
 pub struct TuningOptions {
     pub backend: BackendOptions,
     pub socket: SocketChoice,
+    /// This user's folders (an engine in this process, profiles), found once at the start.
+    pub folders: Folders,
 }
 
 /// How a client connects.
@@ -69,6 +72,8 @@ pub struct TuningOptions {
 pub struct ConnectOptions {
     pub backend: BackendOptions,
     pub socket: SocketChoice,
+    /// Where an engine in this process keeps its state (`TuningOptions::folders`).
+    pub folders: Folders,
     /// What the client is, for messages that name a holder ("gputune apply --try 60").
     pub label: String,
 }
@@ -162,12 +167,12 @@ pub fn connect(options: &ConnectOptions) -> Result<TuningClient, ConnectError> {
 /// A service in this process, on the options' backend.
 pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, ConnectError> {
     let opened = open_backend(&options.backend)?;
-    let state_dir = crate::tuning::state_folder::default_state_dir().ok_or_else(|| {
+    let state_dir = options.folders.state_dir.clone().ok_or_else(|| {
         TuneError::new(
             TuneErrorKind::State,
             format!(
                 "No state folder could be found: set {} to a writable folder.",
-                crate::tuning::state_folder::STATE_DIR_ENV
+                crate::folders::STATE_DIR_ENV
             ),
         )
     })?;
@@ -176,6 +181,7 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
         ServiceOptions {
             engine: EngineOptions {
                 state_dir,
+                record_dir: options.folders.record_dir.clone(),
                 ownership: Ownership::InProcess,
                 call_timeout: crate::device::worker::call_timeout_from_env(),
                 owner_label: options.label.clone(),

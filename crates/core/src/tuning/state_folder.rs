@@ -18,11 +18,6 @@ use crate::formats::legacy;
 use crate::fsafe::{self, FileError, Links};
 use crate::tuning::in_force::{Hold, LockRecord};
 
-/// Environment variable that overrides the state folder (tests, unusual set-ups).
-pub const STATE_DIR_ENV: &str = "GPUTUNE_STATE_DIR";
-/// Environment variable that names the folder where an engine other than the daemon records
-/// the clock locks it sets (tests, unusual set-ups); see [`SHARED_RECORD_DIR`].
-pub const RECORD_DIR_ENV: &str = "GPUTUNE_RECORD_DIR";
 /// The daemon's state folder under systemd (`RuntimeDirectory=gputune`, then `state`): an
 /// engine running as root without the daemon records its clock locks here too, so the daemon
 /// knows them (NVML cannot read locks back) and restores them rather than resetting them.
@@ -35,20 +30,6 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 pub const JOURNAL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The largest lock-holder description read.
 const MAX_HOLDER_BYTES: u64 = 4096;
-
-/// The user's state folder: `GPUTUNE_STATE_DIR`, else the platform's state (or local data)
-/// folder.
-pub fn default_state_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(STATE_DIR_ENV).filter(|dir| !dir.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let dirs = directories::ProjectDirs::from("", "", "gputune")?;
-    Some(
-        dirs.state_dir()
-            .unwrap_or_else(|| dirs.data_local_dir())
-            .to_path_buf(),
-    )
-}
 
 impl GpuJournal {
     /// A journal of this engine's making.

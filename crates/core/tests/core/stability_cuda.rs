@@ -4,7 +4,7 @@
 //! no setting of the card (compute only).
 //!
 //! Ignored where there is no GPU; on a machine with one:
-//!   GPUTUNE_CUDA_GPU=GPU-… cargo test --release --test stability_cuda -- --ignored --nocapture
+//!   GPUTUNE_CUDA_GPU=GPU-… cargo test -p gputune-core --release --test core stability_cuda -- --ignored --nocapture
 //! (without GPUTUNE_CUDA_GPU it takes nvidia-smi's first GPU). It prints the GEMM's TFLOP/s
 //! and the memory test's GiB/s at the standard setup.
 
@@ -34,7 +34,7 @@ fn bf16(bits: u16) -> f64 {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --test stability_cuda -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test -p gputune-core --test core stability_cuda -- --ignored"]
 fn the_kernels_compute_what_the_cpu_says_on_a_real_gpu() {
     let mut device = CudaDevice::open(&gpu_uuid()).unwrap_or_else(|error| panic!("{error}"));
     let setup = ComputeSetup {
@@ -101,7 +101,7 @@ fn the_kernels_compute_what_the_cpu_says_on_a_real_gpu() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test stability_cuda -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test -p gputune-core --release --test core stability_cuda -- --ignored"]
 fn the_standard_load_reports_its_rates_on_a_real_gpu() {
     let mut device = CudaDevice::open(&gpu_uuid()).unwrap_or_else(|error| panic!("{error}"));
     let setup = ComputeSetup::standard();

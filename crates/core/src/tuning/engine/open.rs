@@ -10,16 +10,20 @@ use super::{Engine, GpuInfo, Ownership, TuneError, TuneErrorKind};
 use crate::clock::Clock;
 use crate::device::worker::DeviceWorker;
 use crate::device::{Backend, BackendKind, CurrentSettings};
+use crate::folders::Folders;
 use crate::notice::Notice;
 use crate::tuning::in_force::Hold;
 use crate::tuning::in_force::SettingsInForce;
-use crate::tuning::state_folder::{LockRefused, RECORD_DIR_ENV, SHARED_RECORD_DIR, StateFolder};
+use crate::tuning::state_folder::{LockRefused, SHARED_RECORD_DIR, StateFolder};
 
 /// How an engine is set up.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// Where its locks, journals and clock-lock records live.
     pub state_dir: PathBuf,
+    /// Where an engine other than the daemon records the clock locks it sets, when named
+    /// (`Folders::record_dir`); `None`: see [`shared_record_dir`].
+    pub record_dir: Option<PathBuf>,
     pub ownership: Ownership,
     /// The deadline of one driver call.
     pub call_timeout: Duration,
@@ -45,8 +49,9 @@ impl Engine {
         })?;
         let backend_kind = backend.kind();
         let mut early_notices = Vec::new();
-        if let Some(records) = shared_record_dir(options.ownership, backend_kind)
-            .filter(|records| records.as_path() != folder.dir())
+        if let Some(records) =
+            shared_record_dir(options.ownership, backend_kind, options.record_dir.as_ref())
+                .filter(|records| records.as_path() != folder.dir())
         {
             match folder.clone().with_record_folder(&records) {
                 Ok(shared) => folder = shared,
@@ -134,33 +139,38 @@ impl Engine {
 }
 
 /// Where an engine other than the daemon records the clock locks it sets, when not in its own
-/// state folder: `GPUTUNE_RECORD_DIR` when set; else, for an engine running as root on the
+/// state folder: `named` (`GPUTUNE_RECORD_DIR`) when set; else, for an engine running as root on the
 /// real driver (only root can lock a real card's clocks), the daemon's state folder
 /// (`/run/gputune/state`), so the daemon restores what it set rather than resetting it. The
 /// daemon keeps its records in its own folder and believes only files of its own user there
 /// (`StateFolder::read_locks`); a record only ever names a value to put back, which still goes
 /// through the gate.
-fn shared_record_dir(ownership: Ownership, backend: BackendKind) -> Option<PathBuf> {
+fn shared_record_dir(
+    ownership: Ownership,
+    backend: BackendKind,
+    named: Option<&PathBuf>,
+) -> Option<PathBuf> {
     if ownership == Ownership::Daemon {
         return None;
     }
-    if let Some(dir) = std::env::var_os(RECORD_DIR_ENV).filter(|dir| !dir.is_empty()) {
-        return Some(PathBuf::from(dir));
+    if let Some(dir) = named {
+        return Some(dir.clone());
     }
     (backend == BackendKind::Nvml && crate::fsafe::effective_uid() == 0)
         .then(|| PathBuf::from(SHARED_RECORD_DIR))
 }
 
 /// The clock locks gputune recorded for GPU `uuid` this boot, read where an engine of this
-/// process would keep them (its state folder, or the shared record folder): for `status`
-/// without a daemon. `None` when none was recorded or the folder cannot be used.
+/// process would keep them (in `folders`: its state folder, or the shared record folder): for
+/// `status` without a daemon. `None` when none was recorded or the folder cannot be used.
 pub fn recorded_locks(
+    folders: &Folders,
     backend: BackendKind,
     uuid: &str,
 ) -> Option<crate::tuning::in_force::LockRecord> {
-    let dir = crate::tuning::state_folder::default_state_dir()?;
-    let folder = StateFolder::open(&dir).ok()?;
-    let folder = match shared_record_dir(Ownership::InProcess, backend) {
+    let folder = StateFolder::open(folders.state_dir.as_ref()?).ok()?;
+    let folder = match shared_record_dir(Ownership::InProcess, backend, folders.record_dir.as_ref())
+    {
         Some(records) => folder.with_record_folder(&records).ok()?,
         None => folder,
     };
@@ -170,10 +180,9 @@ pub fn recorded_locks(
 /// Which of `holds` on GPU `uuid` another gputune process's own engine holds now (no daemon:
 /// each such engine holds a lock file per control it changes), and who: lets a sweep refuse
 /// before it starts its job rather than at its first setting. Looking takes and at once
-/// gives back each free lock.
-pub fn held_elsewhere(uuid: &str, holds: &[Hold]) -> Option<(Hold, String)> {
-    let dir = crate::tuning::state_folder::default_state_dir()?;
-    let folder = StateFolder::open(&dir).ok()?;
+/// gives back each free lock. The locks are in `folders`' state folder.
+pub fn held_elsewhere(folders: &Folders, uuid: &str, holds: &[Hold]) -> Option<(Hold, String)> {
+    let folder = StateFolder::open(folders.state_dir.as_ref()?).ok()?;
     holds.iter().find_map(|hold| {
         match folder.try_lock_control(uuid, *hold, "gputune sweep (looking)") {
             Err(LockRefused::Held { holder }) => Some((*hold, holder)),
@@ -184,9 +193,12 @@ pub fn held_elsewhere(uuid: &str, holds: &[Hold]) -> Option<(Hold, String)> {
 
 /// At the start of a command that only reads: puts back what a gputune that ended badly (a
 /// crash, `kill -9`, a power cut mid-trial) left changed, as its journals in the user's state
-/// folder say. Costs one folder listing when there is nothing to do.
-pub fn restore_left_changes(options: &crate::device::BackendOptions) -> Vec<Notice> {
-    let Some(dir) = crate::tuning::state_folder::default_state_dir() else {
+/// folder (in `folders`) say. Costs one folder listing when there is nothing to do.
+pub fn restore_left_changes(
+    options: &crate::device::BackendOptions,
+    folders: &Folders,
+) -> Vec<Notice> {
+    let Some(dir) = folders.state_dir.clone() else {
         return Vec::new();
     };
     let has_journal = std::fs::read_dir(&dir).is_ok_and(|entries| {
@@ -214,6 +226,7 @@ pub fn restore_left_changes(options: &crate::device::BackendOptions) -> Vec<Noti
     }
     let options = EngineOptions {
         state_dir: dir,
+        record_dir: folders.record_dir.clone(),
         ownership: Ownership::InProcess,
         call_timeout: crate::device::worker::call_timeout_from_env(),
         owner_label: format!("gputune (pid {}, restoring)", std::process::id()),

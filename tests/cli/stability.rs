@@ -1,0 +1,370 @@
+//! `gputune stability` and `gputune scan` against the fake libnvidia-ml, whose cards get the
+//! simulated device's silicon margin: a check at stock finds nothing wrong and changes
+//! nothing; a profile past the margin is found unstable and put back; an Xid ends a check;
+//! Ctrl-C, SIGTERM and kill -9 mid-check and mid-scan put the card back; the scanner stops
+//! within a step of the margin and confirms a stable offset; profiles remember their check.
+
+use crate::common;
+
+use std::process::Output;
+
+use common::FakeMachine;
+use common::daemon::{Daemon, wait_until};
+use common::process::spawn_piped;
+use serde_json::Value;
+
+fn text(bytes: &[u8]) -> String {
+    common::text(bytes)
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "stdout is JSON ({error}): {}\nstderr: {}",
+            text(&output.stdout),
+            text(&output.stderr)
+        )
+    })
+}
+
+/// A 4090 with a profile `name` that sets `offset_mhz` (saved, then the card put back to 0).
+fn with_offset_profile(machine: &FakeMachine, name: &str, offset_mhz: i32) {
+    let offset = offset_mhz.to_string();
+    for arguments in [
+        vec!["apply", "--gpu-clock-offset", offset.as_str()],
+        vec!["profile", "save", name],
+        vec!["apply", "--gpu-clock-offset", "0"],
+    ] {
+        let output = machine.gputune(&arguments);
+        assert!(
+            output.status.success(),
+            "{arguments:?}: {}",
+            text(&output.stderr)
+        );
+    }
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
+}
+
+/// Applies the profile `name` and checks what it said; then puts the offset back to 0.
+fn applying_says(machine: &FakeMachine, name: &str, words: &str) {
+    let applied = machine.gputune(&["profile", "apply", name]);
+    let stderr = text(&applied.stderr);
+    assert!(stderr.contains(words), "{stderr}");
+    let reset = machine.gputune(&["apply", "--gpu-clock-offset", "0"]);
+    assert!(reset.status.success(), "{}", text(&reset.stderr));
+}
+
+#[test]
+fn a_check_at_stock_settings_finds_no_wrong_result_and_changes_nothing() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let reports = json(&output);
+    let report = &reports[0];
+    assert_eq!(report["verdict"], "stable", "{report}");
+    assert_eq!(report["settings"], "stock settings");
+    let tally = &report["tally"];
+    for part in ["gemm", "fma", "vram"] {
+        assert!(
+            tally[part]["results"].as_u64().unwrap_or(0) > 0,
+            "{part}: {tally}"
+        );
+        assert_eq!(tally[part]["wrong"], 0, "{part}: {tally}");
+    }
+    assert!(tally["vram_patterns"].as_u64().unwrap_or(0) >= 7, "{tally}");
+    assert!(
+        report["gemm_tflops"].as_f64().unwrap_or(0.0) > 0.0,
+        "{report}"
+    );
+    assert!(
+        report["vram_gib_per_s"].as_f64().unwrap_or(0.0) > 0.0,
+        "{report}"
+    );
+    assert!(
+        machine.write_log().is_empty(),
+        "a check at stock wrote: {:?}",
+        machine.write_log()
+    );
+    let sentence = machine.gputune(&["stability", "--duration-s", "1"]);
+    let stdout = text(&sentence.stdout);
+    assert!(
+        stdout.contains("Stable for") && stdout.contains("at stock settings: 0 wrong of"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Deep", 400);
+    let output = machine.gputune(&[
+        "stability",
+        "--profile",
+        "Deep",
+        "--duration-s",
+        "20",
+        "--json",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let report = &json(&output)[0];
+    assert_eq!(report["verdict"], "unstable", "{report}");
+    assert!(
+        report["ran_s"].as_f64().unwrap_or(99.0) < 20.0,
+        "it ended at the first fault"
+    );
+    assert_eq!(report["put_back_complete"], true);
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0, "{stderr}");
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("found UNSTABLE after"), "{list}");
+    // Applying it now warns that it was found unstable.
+    applying_says(&machine, "Deep", "may compute wrong results");
+}
+
+#[test]
+fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_checked() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Mild", 15);
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("never checked"), "{list}");
+    applying_says(&machine, "Mild", "was never checked for stability");
+    let output = machine.gputune(&["stability", "--profile", "Mild", "--duration-s", "2"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        machine.settings(0).gpu_clock_offset_mhz,
+        0,
+        "put back after the check"
+    );
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("checked stable for 2."), "{list}");
+}
+
+#[test]
+fn an_xid_during_a_check_ends_it_as_unstable() {
+    let machine = FakeMachine::for_processes_with_faults("rtx4090", "xid_after_ms=1500");
+    let output = machine.gputune(&["stability", "--duration-s", "30", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let report = &json(&output)[0];
+    assert_eq!(report["verdict"], "unstable");
+    assert_eq!(report["ending"]["finding"]["kind"], "xid", "{report}");
+    assert_eq!(report["ending"]["finding"]["xid"], 13);
+}
+
+#[test]
+fn ctrl_c_and_sigterm_mid_check_and_mid_scan_put_the_card_back() {
+    for (signal, scan) in [
+        ("INT", false),
+        ("TERM", false),
+        ("INT", true),
+        ("TERM", true),
+    ] {
+        let machine = FakeMachine::for_processes("rtx4090", "training");
+        with_offset_profile(&machine, "Mild", 15);
+        let arguments: &[&str] = if scan {
+            &["scan", "--step-s", "2", "--confirm-s", "60"]
+        } else {
+            &["stability", "--profile", "Mild", "--duration-s", "120"]
+        };
+        let mut running = spawn_piped(machine.command(arguments));
+        running.wait_for_line("Ctrl-C stops it");
+        wait_until("the setting is on the card", || {
+            let settings = machine.settings(0);
+            settings.gpu_clock_offset_mhz == 15 || settings.gpu_locked_clocks.is_some()
+        });
+        running.signal(signal);
+        let (status, stdout, stderr) = running.finish();
+        assert_eq!(status.code(), Some(130), "{signal} {arguments:?}: {stderr}");
+        let said = if scan {
+            "The scan ended early: stopped by Ctrl-C or SIGTERM"
+        } else {
+            "not a verdict"
+        };
+        assert!(stdout.contains(said), "{signal} {arguments:?}: {stdout}");
+        let settings = machine.settings(0);
+        assert_eq!(
+            settings.gpu_clock_offset_mhz, 0,
+            "{signal} {arguments:?}: {stderr}"
+        );
+        assert_eq!(
+            settings.gpu_locked_clocks, None,
+            "{signal} {arguments:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn kill_9_of_a_check_or_a_scan_leaves_the_daemon_to_put_the_card_back() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Mild", 15);
+    let daemon = Daemon::start(&machine);
+    for arguments in [
+        vec!["stability", "--profile", "Mild", "--duration-s", "120"],
+        vec!["scan", "--step-s", "2", "--confirm-s", "60"],
+    ] {
+        let mut running = spawn_piped(daemon.client(&machine, &arguments));
+        running.wait_for_line("Ctrl-C stops it");
+        wait_until("the setting is on the card", || {
+            let settings = machine.settings(0);
+            settings.gpu_clock_offset_mhz == 15 || settings.gpu_locked_clocks.is_some()
+        });
+        running.signal("KILL");
+        let _ = running.finish();
+        wait_until("the daemon put the card back", || {
+            let settings = machine.settings(0);
+            settings.gpu_clock_offset_mhz == 0 && settings.gpu_locked_clocks.is_none()
+        });
+    }
+}
+
+#[test]
+fn without_a_driver_the_check_says_so_in_one_sentence() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = machine
+        .command(&["stability", "--duration-s", "2"])
+        .env("GPUTUNE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .output()
+        .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.starts_with("gputune: There is no NVIDIA GPU to check ("),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn absurd_options_are_refused_before_anything_runs() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    for (arguments, words) in [
+        (vec!["stability", "--duration-s", "0"], "--duration-s 0"),
+        (vec!["stability", "--duration-s", "1e12"], "seconds"),
+        (vec!["scan", "--step-mhz", "0"], "--step-mhz 0"),
+        (vec!["scan", "--lock-mhz", "99999"], "--lock-mhz 99999"),
+        (vec!["stability", "--gpu", "7"], "GPU"),
+    ] {
+        let output = machine.gputune(&arguments);
+        let stderr = text(&output.stderr);
+        assert!(!output.status.success(), "{arguments:?}");
+        assert!(stderr.contains(words), "{arguments:?}: {stderr}");
+    }
+    assert!(machine.write_log().is_empty());
+    let datacenter = FakeMachine::for_processes("datacenter-fanless", "training");
+    let output = datacenter.gputune(&["scan"]);
+    assert!(
+        text(&output.stderr).contains("takes no graphics clock offset"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn the_scanner_stops_within_a_step_of_the_simulated_margin_and_confirms_a_stable_offset() {
+    use gputune_core::device::sim::CardSpec;
+    use gputune_core::device::sim::silicon::SiliconMargin;
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = machine.gputune(&["scan", "--step-s", "1", "--confirm-s", "2", "--json"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let outcome = json(&output);
+    let margin = SiliconMargin::for_card(&CardSpec::rtx4090(), &machine.uuid(0));
+    let steps = outcome["steps"].as_array().expect("steps");
+    let last = steps.last().expect("a step");
+    let unstable_mhz = outcome["first_unstable_mhz"]
+        .as_i64()
+        .expect("an unstable offset");
+    assert_eq!(last["offset_mhz"].as_i64(), Some(unstable_mhz));
+    assert_eq!(last["verdict"], "unstable", "{last}");
+    // The margin at the lock, at the temperature the step reached (1.5 MHz less per °C).
+    let at = |step: &Value| {
+        let temperature = step["temperature_peak_c"].as_f64().expect("a temperature");
+        margin.stable_offset_mhz(2520, temperature)
+    };
+    assert!(
+        unstable_mhz as f64 > at(last) - 3.0,
+        "+{unstable_mhz} MHz failed below the margin {:.0}",
+        at(last)
+    );
+    let stable = &steps[steps.len() - 2];
+    assert_eq!(stable["verdict"], "stable");
+    assert!(
+        (unstable_mhz - 15) as f64 <= at(stable) + 3.0,
+        "the scan stopped more than a step past the margin {:.0}: {steps:?}",
+        at(stable)
+    );
+    // Two steps of margin below the last stable offset, confirmed stable.
+    let stable_mhz = outcome["stable_offset_mhz"]
+        .as_i64()
+        .expect("a confirmed offset");
+    assert_eq!(stable_mhz, (unstable_mhz - 15 - 30).max(0));
+    assert_eq!(outcome["confirmation"]["verdict"], "stable");
+    assert_eq!(outcome["options"]["lock_mhz"], 2520);
+    assert!(
+        outcome["savings"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Against stock: power ")
+    );
+    let settings = machine.settings(0);
+    assert_eq!(settings.gpu_clock_offset_mhz, 0, "{stderr}");
+    assert_eq!(settings.gpu_locked_clocks, None, "{stderr}");
+}
+
+#[test]
+fn a_setting_changed_by_another_program_during_a_check_is_named_in_its_verdict() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let mut running = spawn_piped(machine.command(&["stability", "--duration-s", "120", "--json"]));
+    running.wait_for_line("Ctrl-C stops it");
+    // Past this card's margin at its unlocked clock, short of an Xid.
+    let applied = machine.gputune(&["apply", "--gpu-clock-offset", "150"]);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    let (status, stdout, stderr) = running.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let reports: Value = serde_json::from_str(&stdout).expect("JSON");
+    let report = &reports[0];
+    assert_eq!(report["verdict"], "unstable", "{report}");
+    assert_eq!(
+        report["settings"],
+        "+150 MHz offset (changed during the check by another program, from stock settings)"
+    );
+    assert_eq!(report["put_back"].as_array().map(Vec::len), Some(0));
+    // The check changed nothing: the setting another program made stays.
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 150);
+}
+
+#[test]
+fn a_datacenter_cards_ecc_counters_are_watched_and_an_uncorrectable_error_is_instability() {
+    let machine = FakeMachine::for_processes("datacenter-fanless", "training");
+    let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let report = &json(&output)[0];
+    assert_eq!(
+        report["watched"]["ecc_errors"],
+        serde_json::json!({"corrected_volatile": 0, "uncorrected_volatile": 0}),
+        "{report}"
+    );
+    let sentence = text(&machine.gputune(&["stability", "--duration-s", "1"]).stdout);
+    assert!(sentence.contains("no ECC errors"), "{sentence}");
+
+    let mut running = spawn_piped(machine.command(&["stability", "--duration-s", "60", "--json"]));
+    running.wait_for_line("Ctrl-C stops it");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // The memory loses data: two uncorrectable errors. (The running fake may save its own
+    // state over this one; inject again until the check has seen it.)
+    let started = std::time::Instant::now();
+    while running.child.try_wait().ok().flatten().is_none()
+        && started.elapsed() < std::time::Duration::from_secs(30)
+    {
+        let mut state = machine.state();
+        state.machine.gpus[0].inject_ecc_errors(0, 2);
+        nvidia_ml_fake::save_state(machine.state_path(), &state).expect("the state is saved");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let (status, stdout, stderr) = running.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let reports: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(
+        reports[0]["ending"]["finding"]["kind"], "uncorrected_ecc",
+        "{stdout}"
+    );
+}

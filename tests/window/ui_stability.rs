@@ -1,0 +1,309 @@
+//! The Tune tab's "Check stability" view as a user drives it: the inputs become the check or
+//! the scan the link runs, a running check shows where it stands and can be stopped, a
+//! finished one shows its verdict, a finished scan its steps and what it saves, and saves its
+//! result as a profile; a card without clock offsets says there is no undervolt to find.
+
+use crate::common_ui;
+
+use common_ui::{Window, app_state, window_harness};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::link::LinkEvent;
+use gputune::link::stability::{StabilityKind, StabilityView};
+use gputune::stability::check::CheckProgress;
+use gputune::stability::compute::{Checked, Prepared};
+use gputune::stability::plan::LoadShape;
+use gputune::stability::report::{CheckReport, Verdict};
+use gputune::stability::run::{Ending, Finding, RunResult, Tally};
+use gputune::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
+use gputune::stability::watch::Watched;
+use gputune::ui::app::{AppCommand, Tab, TuneView};
+use gputune::ui::tune::stability_panel::StabilityAction;
+
+fn harness(scenario: SimScenario) -> Harness<'static, Window> {
+    let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
+    state.tab = Tab::Tune;
+    state.tune_view = TuneView::Stability;
+    window_harness(state, [1280.0, 900.0])
+}
+
+fn actions(harness: &Harness<'static, Window>) -> Vec<StabilityAction> {
+    harness
+        .state()
+        .commands
+        .iter()
+        .filter_map(|command| match command {
+            AppCommand::Stability(action) => Some(action.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn show(harness: &mut Harness<'static, Window>, view: StabilityView) {
+    harness
+        .state_mut()
+        .state
+        .take_event(LinkEvent::Stability(Box::new(view)), 0);
+    harness.run();
+}
+
+fn view() -> StabilityView {
+    StabilityView {
+        gpu_index: 0,
+        scanning: false,
+        running: true,
+        progress: None,
+        scan_progress: None,
+        scan_steps: Vec::new(),
+        scan_stock: None,
+        report: None,
+        scan_outcome: None,
+    }
+}
+
+fn tally(wrong: u64) -> Tally {
+    Tally {
+        gemm: Checked {
+            results: 2_684_354_560,
+            wrong,
+            flop: 21.9e12,
+            bytes: 0,
+            elapsed_s: 0.14,
+        },
+        fma: Checked {
+            results: 8_388_608,
+            ..Checked::default()
+        },
+        vram: Checked {
+            results: 5_905_580_032,
+            bytes: 47_244_640_256,
+            elapsed_s: 0.05,
+            ..Checked::default()
+        },
+        vram_patterns: 7,
+    }
+}
+
+fn report(ending: Ending) -> CheckReport {
+    let mut watched = Watched::default();
+    watched.take(&gputune::device::Telemetry {
+        sampled_at_ms: 0,
+        sm_clock_mhz: Some(2745),
+        temperature_c: Some(71),
+        power_draw_mw: Some(441_000),
+        power_limit_mw: Some(450_000),
+        ..gputune::device::Telemetry::default()
+    });
+    CheckReport {
+        gpu_index: 0,
+        gpu_uuid: "GPU-1".to_string(),
+        gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+        settings: "+250 MHz offset / 2520 MHz lock".to_string(),
+        pattern: LoadShape::Both,
+        duration_asked_s: 600.0,
+        verdict: Verdict::of(&ending),
+        result: RunResult {
+            ending,
+            ran_s: 192.0,
+            tally: tally(14),
+            watched,
+            prepared: Some(Prepared {
+                device_name: "NVIDIA GeForce RTX 4090".to_string(),
+                runtime: "simulated".to_string(),
+                vram_tested_bytes: 22 << 30,
+            }),
+        },
+        gemm_tflops: Some(156.4),
+        vram_gib_per_s: Some(880.0),
+        reached_power_limit: true,
+        put_back: vec!["Put back GPU 0 (GPU clock offset 0 MHz).".to_string()],
+        put_back_complete: true,
+        ended_at_ms: 0,
+        driver_version: None,
+        gputune_version: "0.1.0".to_string(),
+    }
+}
+
+#[test]
+fn the_inputs_become_the_check_or_the_scan_the_link_runs() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    harness.get_by_label_contains("The card runs: stock settings");
+    harness.get_by_label("Check stability").click();
+    harness.run();
+    harness.get_by_label("Find my undervolt").click();
+    harness.run();
+    let actions = actions(&harness);
+    let [StabilityAction::Start(check), StabilityAction::Start(scan)] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(
+        check.kind,
+        StabilityKind::Check {
+            duration_s: 600.0,
+            shape: LoadShape::Both
+        }
+    );
+    assert_eq!(check.gpu_index, 0);
+    // The scan locks the card's rated boost clock unless told otherwise.
+    assert_eq!(
+        scan.kind,
+        StabilityKind::Scan {
+            lock_mhz: Some(2520),
+            step_mhz: 15,
+            step_s: 60.0,
+            margin_steps: 2,
+            confirm_s: 600.0,
+        }
+    );
+    harness.get_by_label_contains("at most");
+}
+
+#[test]
+fn a_running_check_shows_where_it_stands_and_can_be_stopped() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    show(
+        &mut harness,
+        StabilityView {
+            progress: Some(CheckProgress {
+                gpu_index: 0,
+                elapsed_s: 192.0,
+                duration_s: 600.0,
+                activity: "GEMM pulsed at 40 %".to_string(),
+                // Every superscript digit the count can use must have a glyph.
+                results: 4_567_890_123_456_789_012,
+                wrong: 0,
+                readings: "2415–2745 MHz, 71 °C peak".to_string(),
+            }),
+            ..view()
+        },
+    );
+    harness.get_by_label_contains("3 min 12 s of 10 min: GEMM pulsed at 40 %");
+    harness.get_by_label_contains("4.6 × 10¹⁸ results checked, 0 wrong");
+    harness.get_by_label("Stop").click();
+    harness.run();
+    assert_eq!(
+        actions(&harness),
+        vec![StabilityAction::Stop { gpu_index: 0 }]
+    );
+    // While it runs, nothing else starts.
+    harness.get_by_label("Check stability").click();
+    harness.run();
+    assert_eq!(actions(&harness).len(), 1);
+}
+
+#[test]
+fn a_finished_check_shows_its_verdict_and_what_was_put_back() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    show(
+        &mut harness,
+        StabilityView {
+            running: false,
+            report: Some(report(Ending::Unstable {
+                finding: Finding::WrongResults {
+                    part: "GEMM".to_string(),
+                    wrong: 14,
+                    clock_mhz: Some(2745),
+                },
+            })),
+            ..view()
+        },
+    );
+    harness.get_by_label_contains(
+        "Unstable after 3 min 12 s at +250 MHz offset / 2520 MHz lock: 14 wrong GEMM results at 2745 MHz; put back.",
+    );
+    harness.get_by_label_contains(
+        "GEMM 156.4 TFLOP/s (bf16, fp32 accumulate; simulated), VRAM 880 GiB/s",
+    );
+    harness.get_by_label_contains("Put back GPU 0");
+}
+
+fn step(offset_mhz: Option<i32>, power_w: f64, finding: Option<&str>) -> ScanStep {
+    ScanStep {
+        offset_mhz,
+        verdict: if finding.is_some() {
+            Verdict::Unstable
+        } else {
+            Verdict::Stable
+        },
+        finding: finding.map(str::to_string),
+        clock_min_mhz: Some(2520),
+        clock_max_mhz: Some(if offset_mhz.is_none() { 2745 } else { 2520 }),
+        power_mean_w: Some(power_w),
+        temperature_peak_c: Some(70),
+        wrong: u64::from(finding.is_some()) * 3,
+        results: 11_000_000_000,
+        gemm_tflops: Some(150.0),
+        joules_per_tflop: Some(power_w / 150.0),
+        ran_s: 60.0,
+    }
+}
+
+#[test]
+fn a_finished_scan_shows_its_steps_and_savings_and_saves_a_profile() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    let stock = step(None, 431.0, None);
+    let steps = vec![
+        step(Some(0), 402.0, None),
+        step(Some(15), 396.0, None),
+        step(Some(30), 391.0, None),
+        step(Some(45), 388.0, Some("3 wrong GEMM results at 2520 MHz")),
+    ];
+    let savings = gputune::stability::scan::savings("Against stock", &stock, &steps[0]);
+    let outcome = ScanOutcome {
+        gpu_index: 0,
+        gpu_uuid: "GPU-1".to_string(),
+        gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+        options: ScanOptions {
+            lock_mhz: 2520,
+            step_mhz: 15,
+            step_s: 60.0,
+            margin_steps: 2,
+            confirm_s: 600.0,
+            max_offset_mhz: 1000,
+        },
+        stock: Some(stock),
+        steps: steps.clone(),
+        first_unstable_mhz: Some(45),
+        stable_offset_mhz: Some(0),
+        confirmation: Some(report(Ending::Completed)),
+        summary: "The largest stable offset at the 2520 MHz lock is +0 MHz (confirmed for 10 min)."
+            .to_string(),
+        savings: Some(savings),
+        put_back: Vec::new(),
+        put_back_complete: true,
+        ran_s: 900.0,
+    };
+    show(
+        &mut harness,
+        StabilityView {
+            scanning: true,
+            running: false,
+            scan_steps: steps,
+            scan_outcome: Some(outcome),
+            ..view()
+        },
+    );
+    harness.get_by_label_contains("The largest stable offset at the 2520 MHz lock is +0 MHz");
+    harness.get_by_label_contains("Against stock: power 431 to 402 W (-7 %)");
+    harness.get_by_label_contains("unstable: 3 wrong GEMM results at 2520 MHz");
+    harness.get_by_label("Save").click();
+    harness.run();
+    assert_eq!(
+        actions(&harness),
+        vec![StabilityAction::SaveScanProfile {
+            gpu_index: 0,
+            name: "Undervolt".to_string()
+        }]
+    );
+}
+
+#[test]
+fn a_card_without_clock_offsets_has_no_undervolt_to_find() {
+    let mut harness = harness(SimScenario::DatacenterFanless);
+    harness.get_by_label_contains("takes no graphics clock offset");
+    assert!(harness.query_by_label("Find my undervolt").is_none());
+    harness.get_by_label("Check stability").click();
+    harness.run();
+    assert_eq!(actions(&harness).len(), 1);
+}
