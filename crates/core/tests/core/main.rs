@@ -1,12 +1,12 @@
 //! The core crate's tests that need no fake library and set no environment variable, one
 //! binary (each module is a former test file of the same name:
 //! `cargo test -p gputune-core --test core formats`). Data in the repository's tests/data/.
-//! `profiles` (sets environment variables) and `stability_cuda_driver` (runs itself as a
-//! child by test name) stay binaries of their own.
+//! `stability_cuda_driver` (runs itself as a child by test name) stays a binary of its own.
 
 mod formats;
 mod health;
 mod history;
+mod profiles;
 mod simulator;
 mod stability_cuda;
 mod stability_kernels;
