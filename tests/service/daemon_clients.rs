@@ -69,6 +69,18 @@ fn threads_and_fds(pid: u32) -> (usize, usize) {
     (threads, fds)
 }
 
+/// The sockets a process holds open: its connections, unlike its file count, are not moved by
+/// a file it reads for a moment (the fake driver's state, /proc).
+fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    })
+}
+
 /// Resident memory of a process, KiB.
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -357,14 +369,14 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
     // Four other users who may only read, each trying for 16 quiet connections: together
     // they get the 48 slots readers may take, and no more.
     let pid = daemon.child.id();
-    let (_, fds_before) = threads_and_fds(pid);
+    let sockets_before = sockets(pid);
     let readers: Vec<Child> = (0..4)
         .map(|user| abuse_as(61_000 + user, &daemon.socket, "quiet", 16, 20))
         .collect();
     let reader_slots =
         gputune_core::daemon::MAX_CONNECTIONS - gputune_core::daemon::KEPT_FOR_WRITERS;
     wait_until("the readers hold every slot they may take", || {
-        threads_and_fds(pid).1 >= fds_before + reader_slots
+        sockets(pid) >= sockets_before + reader_slots
     });
     // A user who may write still gets in, and writes.
     let output = daemon
@@ -383,7 +395,7 @@ fn readers_leave_room_for_writers_and_a_full_daemon_says_so() {
         })
         .collect();
     wait_until("every slot is taken", || {
-        threads_and_fds(pid).1 >= fds_before + gputune_core::daemon::MAX_CONNECTIONS
+        sockets(pid) >= sockets_before + gputune_core::daemon::MAX_CONNECTIONS
     });
     let output = daemon
         .client(&machine, &["apply", "--power-limit", "310W"])
