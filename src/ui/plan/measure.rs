@@ -14,6 +14,7 @@ use crate::measure_job::{
     DEFAULT_STEPS, JobReport, JobSpec, RunProgress, RunResult, compare_with_plan, mib,
 };
 use crate::ui::style::ERROR_TEXT;
+use crate::ui::widgets::labelled::labelled;
 
 /// What the runner tells the panel as a measurement goes.
 #[derive(Debug, Clone)]
@@ -167,13 +168,13 @@ impl PlanPanel {
         let section = &mut self.measure;
         ui.add_enabled_ui(!running, |ui| {
             ui.horizontal(|ui| {
-                let label = ui.label("Command:");
-                ui.add(
+                labelled(
+                    ui,
+                    "Command:",
                     egui::TextEdit::singleline(&mut section.command)
                         .hint_text("python train.py --batch-size {mb}")
                         .desired_width(420.0),
-                )
-                .labelled_by(label.id);
+                );
             });
             ui.horizontal(|ui| {
                 let by_steps = ui.radio_value(&mut section.by_seconds, false, "Steps per run");
@@ -186,13 +187,13 @@ impl PlanPanel {
                     .on_hover_text("for a job whose progress gputune cannot read");
             });
             ui.horizontal(|ui| {
-                let label = ui.label("Micro-batches:");
-                ui.add(
+                labelled(
+                    ui,
+                    "Micro-batches:",
                     egui::TextEdit::singleline(&mut section.micro_batches)
                         .hint_text("1,2")
                         .desired_width(80.0),
-                )
-                .labelled_by(label.id);
+                );
                 ui.checkbox(&mut section.confirm, "Confirm with a run at the answer");
             });
         });

@@ -232,11 +232,10 @@ pub fn save_scan_profile(
         .ok_or("The tuning engine has not said what the card runs yet.")?;
     crate::profiles::profile::check_name(name)?;
     let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
-    let previous = store.load(name).ok().map(|stored| stored.profile);
-    let profile = outcome
-        .profile(name, &gpu.info, tuning, previous.as_ref())
+    let (profile, path) = outcome
+        .save_profile(&store, name, &gpu.info, tuning)
+        .map_err(|error| error.to_string())?
         .ok_or("The scan confirmed no offset, so there is nothing to save.")?;
-    let path = store.save(&profile).map_err(|error| error.to_string())?;
     Ok(format!(
         "Saved the profile \"{}\" ({}; {}) in {}.",
         profile.name,

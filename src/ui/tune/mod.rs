@@ -27,6 +27,7 @@ use crate::tuning::request::{PowerLimitRequest, TuneRequest};
 use crate::ui::model::GpuModel;
 use crate::ui::tune::in_force::{in_force_box, notice_label};
 use crate::ui::tune::trial_view::trial_box;
+use crate::ui::widgets::labelled::labelled;
 use crate::units::watts_exact;
 
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
@@ -194,13 +195,13 @@ impl TunePanel {
     /// How long a "Try" lasts.
     pub(super) fn trial_duration_row(&mut self, ui: &mut egui::Ui) {
         ui.horizontal(|ui| {
-            let label = ui.label("Try settings for");
-            ui.add(
+            labelled(
+                ui,
+                "Try settings for",
                 egui::DragValue::new(&mut self.trial_duration_s)
                     .range(5..=3_600)
                     .suffix(" s"),
-            )
-            .labelled_by(label.id);
+            );
             ui.label(RichText::new("then revert unless you keep them.").weak());
         });
     }

@@ -10,6 +10,7 @@ use crate::stability::report::{CheckReport, Verdict, describe_settings};
 use crate::stability::scan::ScanStep;
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
+use crate::ui::widgets::labelled::labelled;
 use crate::units::{duration_s, large_count};
 
 const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
@@ -109,14 +110,14 @@ impl StabilityPanel {
     ) {
         ui.heading("Stability check");
         ui.horizontal(|ui| {
-            let label = ui.label("Duration");
-            ui.add(
+            labelled(
+                ui,
+                "Duration",
                 egui::DragValue::new(&mut self.duration_s)
                     .range(10.0..=3600.0)
                     .speed(10.0)
                     .suffix(" s"),
-            )
-            .labelled_by(label.id);
+            );
             let label = ui.label("Load");
             egui::ComboBox::from_id_salt(("stability-load", gpu.info.identity.index))
                 .selected_text(shape_text(self.shape))
@@ -170,45 +171,45 @@ impl StabilityPanel {
         egui::Grid::new(("scan-inputs", gpu.info.identity.index))
             .num_columns(4)
             .show(ui, |ui| {
-                let label = ui.label("Lock the clock at");
                 let (low, high) = range.map_or((0, 5000), |range| (range.min_mhz, range.max_mhz));
-                ui.add(
+                labelled(
+                    ui,
+                    "Lock the clock at",
                     egui::DragValue::new(&mut self.lock_mhz)
                         .range(low..=high)
                         .suffix(" MHz"),
-                )
-                .labelled_by(label.id);
-                let label = ui.label("Step");
-                ui.add(
+                );
+                labelled(
+                    ui,
+                    "Step",
                     egui::DragValue::new(&mut self.step_mhz)
                         .range(1..=200)
                         .suffix(" MHz"),
-                )
-                .labelled_by(label.id);
+                );
                 ui.end_row();
-                let label = ui.label("Each step for");
-                ui.add(
+                labelled(
+                    ui,
+                    "Each step for",
                     egui::DragValue::new(&mut self.step_s)
                         .range(5.0..=600.0)
                         .suffix(" s"),
-                )
-                .labelled_by(label.id);
-                let label = ui.label("Margin");
-                ui.add(
+                );
+                labelled(
+                    ui,
+                    "Margin",
                     egui::DragValue::new(&mut self.margin_steps)
                         .range(0..=10)
                         .suffix(" steps"),
-                )
-                .labelled_by(label.id);
+                );
                 ui.end_row();
-                let label = ui.label("Confirm for");
-                ui.add(
+                labelled(
+                    ui,
+                    "Confirm for",
                     egui::DragValue::new(&mut self.confirm_s)
                         .range(10.0..=3600.0)
                         .speed(10.0)
                         .suffix(" s"),
-                )
-                .labelled_by(label.id);
+                );
                 ui.end_row();
             });
         let most_steps = offsets.max_mhz.max(0) / self.step_mhz.max(1) + 1;

@@ -18,6 +18,7 @@ use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
 use crate::tuning::in_force::Hold;
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
+use crate::ui::widgets::labelled::labelled;
 
 const MEASURED: Color32 = Color32::from_rgb(0x4d, 0xd0, 0xe1);
 const RECOMMENDED: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
@@ -212,13 +213,13 @@ impl SweepPanel {
                                 .suffix(" s"),
                         )
                         .labelled_by(label.id);
-                        let warm = ui.label("warm-up");
-                        ui.add(
+                        labelled(
+                            ui,
+                            "warm-up",
                             egui::DragValue::new(&mut self.warmup_s)
                                 .range(0.0..=600.0)
                                 .suffix(" s"),
-                        )
-                        .labelled_by(warm.id);
+                        );
                     });
                     ui.end_row();
                     let label = ui.label("Best means");

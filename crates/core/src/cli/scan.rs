@@ -210,16 +210,14 @@ fn save_profile(
     tuning: &crate::tuning::engine::GpuTuning,
     messages: &mut dyn Write,
 ) {
-    let previous = store.load(name).ok().map(|stored| stored.profile);
-    let Some(profile) = outcome.profile(name, gpu, tuning, previous.as_ref()) else {
-        let _ = writeln!(
-            messages,
-            "gputune: no offset was confirmed stable, so no profile was saved."
-        );
-        return;
-    };
-    match store.save(&profile) {
-        Ok(path) => {
+    match outcome.save_profile(store, name, gpu, tuning) {
+        Ok(None) => {
+            let _ = writeln!(
+                messages,
+                "gputune: no offset was confirmed stable, so no profile was saved."
+            );
+        }
+        Ok(Some((profile, path))) => {
             let _ = writeln!(
                 messages,
                 "gputune: saved the profile \"{}\" ({}; {}) in {}.",

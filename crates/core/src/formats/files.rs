@@ -44,16 +44,26 @@ pub struct RecordFile {
     pub locks: LockRecord,
 }
 
+/// Why a journal's bytes are not a journal this gputune can follow.
+#[derive(Debug)]
+pub enum JournalUnread {
+    /// Not JSON, or not a journal of the format it names.
+    Damaged(serde_json::Error),
+    /// A format this gputune does not know (`None`: the file names none).
+    UnknownFormat(Option<u64>),
+}
+
 /// A journal's bytes in today's type: format 3, or format 2 (settings in protocol 4's style)
-/// converted; `Ok(None)` for another format.
-pub fn parse_journal(bytes: &[u8]) -> Result<Option<GpuJournal>, serde_json::Error> {
-    match legacy::format_version_of(bytes)? {
+/// converted.
+pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
+    match legacy::format_version_of(bytes).map_err(JournalUnread::Damaged)? {
         Some(version) if version == u64::from(JOURNAL_FORMAT) => {
-            serde_json::from_slice(bytes).map(Some)
+            serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)
         }
         Some(2) => {
-            let old: legacy::JournalV2 = serde_json::from_slice(bytes)?;
-            Ok(Some(GpuJournal {
+            let old: legacy::JournalV2 =
+                serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)?;
+            Ok(GpuJournal {
                 format_version: JOURNAL_FORMAT,
                 restore: old.restore(),
                 backend: old.backend,
@@ -61,9 +71,9 @@ pub fn parse_journal(bytes: &[u8]) -> Result<Option<GpuJournal>, serde_json::Err
                 index: old.index,
                 by: old.by,
                 written_at_ms: old.written_at_ms,
-            }))
+            })
         }
-        _ => Ok(None),
+        other => Err(JournalUnread::UnknownFormat(other)),
     }
 }
 

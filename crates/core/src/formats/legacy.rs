@@ -53,8 +53,8 @@ impl From<SettingV4> for Setting {
     }
 }
 
-fn settings(old: Vec<SettingV4>) -> Vec<Setting> {
-    old.into_iter().map(Setting::from).collect()
+fn settings(old: &[SettingV4]) -> Vec<Setting> {
+    old.iter().copied().map(Setting::from).collect()
 }
 
 /// The single journal of gputune 0.1 (`<state>/journal.json`, every GPU in one file, format 1):
@@ -83,7 +83,7 @@ pub struct JournalV1Entry {
 impl JournalV1Entry {
     /// The settings that put the card back, in today's type.
     pub fn restore(&self) -> Vec<Setting> {
-        settings(self.restore.clone())
+        settings(&self.restore)
     }
 }
 
@@ -103,7 +103,7 @@ pub struct JournalV2 {
 impl JournalV2 {
     /// The settings that put the card back, in today's type.
     pub fn restore(&self) -> Vec<Setting> {
-        settings(self.restore.clone())
+        settings(&self.restore)
     }
 }
 
@@ -121,7 +121,7 @@ pub struct BootDefaultV1 {
 impl BootDefaultV1 {
     /// Its parts in today's types: the settings, then the curve.
     pub fn settings(&self) -> Vec<Setting> {
-        settings(self.settings.clone())
+        settings(&self.settings)
     }
 }
 

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::clock::wall_clock_ms;
 use crate::device::{BackendKind, Setting};
 pub use crate::formats::files::{GpuJournal, JOURNAL_FORMAT, LOCK_RECORD_FORMAT};
-use crate::formats::files::{RecordFile, parse_journal, parse_record};
-use crate::formats::legacy;
+use crate::formats::files::{JournalUnread, RecordFile, parse_journal, parse_record};
 use crate::fsafe::{self, FileError, Links};
 use crate::tuning::in_force::{Hold, LockRecord};
 
@@ -213,16 +212,17 @@ impl StateFolder {
             Err(error) => return Err(self.set_aside(path, &error.to_string())),
         };
         let journal = match parse_journal(&bytes) {
-            Ok(Some(journal)) => journal,
-            Ok(None) => {
-                let version = legacy::format_version_of(&bytes).ok().flatten();
+            Ok(journal) => journal,
+            Err(JournalUnread::Damaged(error)) => {
+                return Err(self.set_aside(path, &format!("it is damaged ({error})")));
+            }
+            Err(JournalUnread::UnknownFormat(version)) => {
                 let version = version.map_or_else(|| "none".to_string(), |v| v.to_string());
                 return Err(self.set_aside(
                     path,
                     &format!("it has format version {version}, which this gputune does not know"),
                 ));
             }
-            Err(error) => return Err(self.set_aside(path, &format!("it is damaged ({error})"))),
         };
         if journal.restore.len() > MAX_RESTORE_ENTRIES {
             return Err(self.set_aside(

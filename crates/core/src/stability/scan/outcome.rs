@@ -1,10 +1,13 @@
 //! What a scan found: each measured step, the outcome, what it saves against stock, and the
 //! confirmed offset as a profile.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use super::ScanOptions;
 use crate::profiles::profile::Profile;
+use crate::profiles::store::{ProfileStore, StoreError};
 use crate::stability::report::{CheckReport, Verdict};
 use crate::stability::run::{Ending, RunResult};
 use crate::tuning::engine::{GpuInfo, GpuTuning};
@@ -118,10 +121,26 @@ impl ScanOutcome {
         self.savings = Some(text);
     }
 
-    /// The confirmed offset at the scan's lock as a profile named `name` (the card's other
-    /// settings as they were, `previous`'s notes kept), with its confirmation as its check;
-    /// None when no offset was confirmed. The CLI and the window save through here.
-    pub fn profile(
+    /// Saves the confirmed offset at the scan's lock in `store` as the profile `name` (the
+    /// card's other settings as they were, a profile of that name's notes kept), with its
+    /// confirmation as its check: the profile and its file, or `None` when no offset was
+    /// confirmed. The CLI and the window save through here.
+    pub fn save_profile(
+        &self,
+        store: &ProfileStore,
+        name: &str,
+        gpu: &GpuInfo,
+        tuning: &GpuTuning,
+    ) -> Result<Option<(Profile, PathBuf)>, StoreError> {
+        let previous = store.load(name).ok().map(|stored| stored.profile);
+        let Some(profile) = self.profile(name, gpu, tuning, previous.as_ref()) else {
+            return Ok(None);
+        };
+        let path = store.save(&profile)?;
+        Ok(Some((profile, path)))
+    }
+
+    fn profile(
         &self,
         name: &str,
         gpu: &GpuInfo,
