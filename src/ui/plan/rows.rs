@@ -74,13 +74,13 @@ impl PlanPanel {
                 gib(usable_bytes(card.memory_bytes) as u64),
                 gib(answer.breakdown.cuda_context),
                 answer.yours.setup.overheads.allocator.name(),
-                if answer.breakdown.safety_margin > 0 {
-                    format!(
-                        "; {:.0} % of a CNN's tensors kept free for cuDNN's workspaces",
-                        crate::plan::memory::CNN_SAFETY_MARGIN * 100.0
-                    )
-                } else {
-                    String::new()
+                match answer.breakdown.safety_margin_for {
+                    Some(margin) => format!(
+                        "; {} kept free for {}",
+                        gib(answer.breakdown.safety_margin),
+                        margin.describe()
+                    ),
+                    None => String::new(),
                 }
             ))
             .weak(),

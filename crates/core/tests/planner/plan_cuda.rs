@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use gputune_core::plan::import::load_model;
 use gputune_core::plan::memory::estimate;
-use gputune_core::plan::model::{LoraTargets, Model, preset};
-use gputune_core::plan::recommend::{GpuCard, card, recommend_for_target};
+use gputune_core::plan::model::{Architecture, LoraTargets, Model, preset};
+use gputune_core::plan::recommend::{GpuCard, card, max_micro_batch, recommend_for_target};
 use gputune_core::plan::setup::{
     Allocator, Checkpointing, Method, Optimizer, Overheads, Precision, Task, TrainingSetup,
 };
@@ -287,4 +287,72 @@ fn recommended_micro_batch_ran_and_is_close_to_the_largest_that_ran() {
         }
     }
     assert_eq!(brackets, 6, "three brackets per allocator");
+}
+
+/// A micro-batch whose real step needed more than a card offers is never planned to fit that
+/// card where the loss dominates: with PyTorch's default allocator, each measured full
+/// fine-tune whose fp32 loss tensor (its logits) is at least a tenth of its live tensors, on a
+/// card of its own measured total less 1 %, must fit only a smaller micro-batch than the one
+/// measured. (Held-out brackets found such a fine-tune recommended one above the largest that
+/// ran: the freed fp32 logits and loss leave holes the next large request cannot use. With
+/// expandable segments the brackets held; docs/planner.md.)
+#[test]
+fn a_loss_dominated_micro_batch_that_needed_more_than_the_card_does_not_fit_it() {
+    println!(
+        "\n| setup | allocator | fp32 logits / live tensors | measured micro-batch | card (GiB) | largest that fits |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut checked = 0;
+    {
+        let allocator = Allocator::Default;
+        let data = lines(allocator);
+        let context = data
+            .iter()
+            .find(|line| line.kind == "context")
+            .and_then(|line| line.context)
+            .unwrap_or_else(|| panic!("no context line"));
+        for line in data.iter().filter(|line| line.kind == "setup") {
+            let (Some(id), Some(spec), Some(reserved), Some(allocated)) =
+                (&line.id, &line.spec, line.max_reserved, line.max_allocated)
+            else {
+                panic!("incomplete setup: {line:?}");
+            };
+            let model = model_of(spec);
+            let Architecture::Transformer(config) = &model.architecture else {
+                continue;
+            };
+            let vocabulary = config.vocab_size;
+            let logits = (spec.6 * spec.7 * vocabulary * 4) as f64;
+            if spec.3 != "full" || logits < 0.1 * allocated {
+                continue;
+            }
+            // What nvidia-smi showed at the peak, less 1 %: this micro-batch did not fit there.
+            let needed = context + reserved;
+            let memory_bytes = (needed * 0.99) as u64;
+            let setup = setup_of(spec, 1, allocator);
+            let largest = max_micro_batch(&model, &setup, memory_bytes)
+                .unwrap_or_else(|e| panic!("{id}: {e}"))
+                .unwrap_or(0);
+            println!(
+                "| {id} | {} | {:.0} % | {} | {:.2} | {largest} |",
+                allocator.name(),
+                logits / allocated * 100.0,
+                spec.6,
+                memory_bytes as f64 / GIB
+            );
+            assert!(
+                largest < spec.6,
+                "{id} {}: micro-batch {largest} planned to fit {:.2} GiB, but micro-batch {} needed {:.2} GiB",
+                allocator.name(),
+                memory_bytes as f64 / GIB,
+                spec.6,
+                needed / GIB
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked, 3,
+        "GPT-2 medium checkpointed, Qwen2 in bf16 and bf16-mixed"
+    );
 }

@@ -131,12 +131,12 @@ fn write_breakdowns(
         gib(overheads.cuda_context_bytes),
         overheads.allocator.name(),
     )?;
-    if yours.breakdown.safety_margin > 0 {
+    if let Some(margin) = yours.breakdown.safety_margin_for {
         writeln!(
             out,
-            "  Kept free: {} ({:.0} % of a CNN's live tensors: cuDNN's workspaces are not counted).",
+            "  Kept free: {} for {}.",
             gib(yours.breakdown.safety_margin),
-            crate::plan::memory::CNN_SAFETY_MARGIN * 100.0
+            margin.describe()
         )?;
     }
     Ok(())

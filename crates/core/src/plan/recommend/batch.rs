@@ -10,7 +10,8 @@ use crate::plan::setup::TrainingSetup;
 
 /// Whether a breakdown fits a card: its total (the allocator's reserve included, which
 /// PyTorch gives back before it runs out of memory) and its safety margin, if any
-/// (`MemoryBreakdown::safety_margin`: CNNs only; the measurements on a real GPU show no other
+/// (`MemoryBreakdown::safety_margin`: CNNs' workspaces, and the hole a loss-dominated full
+/// fine-tune leaves in the default allocator; the measurements on a real GPU show no other
 /// margin is needed, docs/planner.md).
 pub fn fits(breakdown: &MemoryBreakdown, memory_bytes: u64) -> bool {
     (breakdown.total().saturating_add(breakdown.safety_margin) as f64) <= usable_bytes(memory_bytes)
