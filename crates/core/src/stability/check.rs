@@ -45,6 +45,8 @@ pub struct CardCheck {
     /// Without a session another program may change the card's settings meanwhile: what it
     /// runs now, when that differs from what it ran at the start.
     settings_now: Option<String>,
+    /// The other programs it runs beside (forced), for the verdict.
+    beside: Option<String>,
     /// The check holds settings of its own (a profile's): the engine puts them back.
     holds_settings: bool,
     /// What the card runs, as the engine last said.
@@ -127,17 +129,16 @@ impl CardCheck {
         };
         let mut run = CheckRun::start(worker, options, None);
         run.take_settings(SettingsSeen::of(&in_force));
-        let mut settings_text =
-            describe_settings(&in_force, gpu.constraints.power_limit_default_mw);
-        if !beside.is_empty() {
+        let beside = (!beside.is_empty()).then(|| {
             let beside: Vec<&GpuProcess> = beside.iter().collect();
-            settings_text.push_str(&format!(
+            format!(
                 ", beside other programs computing on the card (forced: {})",
                 describe_processes(&beside)
-            ));
-        }
+            )
+        });
         Ok(CardCheck {
-            settings_text,
+            settings_text: describe_settings(&in_force, gpu.constraints.power_limit_default_mw),
+            beside,
             settings_now: None,
             holds_settings,
             in_force_now: in_force,
@@ -219,13 +220,16 @@ impl CardCheck {
             put_back.push(line);
             complete &= done;
         }
-        let settings = match &self.settings_now {
+        let mut settings = match &self.settings_now {
             Some(now) => format!(
                 "{now} (changed during the check by another program, from {})",
                 self.settings_text
             ),
             None => self.settings_text.clone(),
         };
+        if let Some(beside) = &self.beside {
+            settings.push_str(beside);
+        }
         self.report = Some(CheckReport::new(
             &self.gpu,
             settings,
