@@ -153,6 +153,9 @@ impl GpuTuneApp {
             AppCommand::Stability(StabilityAction::Stop { gpu_index }) => {
                 self.link.send(LinkCommand::StopStability { gpu_index });
             }
+            AppCommand::Stability(StabilityAction::PutBack { gpu_index }) => {
+                self.put_back(gpu_index);
+            }
             AppCommand::Stability(StabilityAction::SaveScanProfile { gpu_index, name }) => {
                 let gpu = self.state.model.gpus.get(gpu_index as usize);
                 self.state.stability.message = Some(super::profiles::actions::save_scan_profile(
@@ -181,6 +184,32 @@ impl GpuTuneApp {
                 self.export_in_background(gpu_index, path, context.clone());
             }
         }
+    }
+
+    /// Puts a card found unstable at its own settings back (the Stability view's Put back):
+    /// to the profile last checked stable on it, else stock clock offsets and locks.
+    fn put_back(&mut self, gpu_index: u32) {
+        let Some(gpu) = self.state.model.gpus.get(gpu_index as usize) else {
+            return;
+        };
+        let Some(tuning) = gpu.tuning.as_ref() else {
+            return;
+        };
+        let profiles = match crate::profiles::store::ProfileStore::open(&self.folders) {
+            Ok(store) => store.list().0,
+            Err(_) => Vec::new(),
+        };
+        let plan =
+            crate::stability::put_back::PutBack::plan(&gpu.info, &tuning.in_force, &profiles);
+        if plan.settings.is_empty() {
+            self.state.stability.message = Some(Ok(plan.describe()));
+            return;
+        }
+        self.state.stability.message = Some(Ok(format!("Putting {}", plan.describe())));
+        self.link.send(LinkCommand::Tune(TuneCommand::Apply {
+            gpu_index,
+            settings: plan.settings,
+        }));
     }
 
     /// Runs a Profiles-tab action and takes in its outcome.

@@ -368,3 +368,273 @@ fn a_datacenter_cards_ecc_counters_are_watched_and_an_uncorrectable_error_is_ins
         "{stdout}"
     );
 }
+
+/// A `sleep` for the fake driver to list as another program's compute work; killed when
+/// dropped.
+struct OtherJob(std::process::Child);
+
+impl OtherJob {
+    fn start() -> OtherJob {
+        OtherJob(
+            std::process::Command::new("sleep")
+                .arg("300")
+                .spawn()
+                .unwrap_or_else(|error| panic!("sleep starts: {error}")),
+        )
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for OtherJob {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_check_beside_another_programs_compute_work_is_refused_naming_it_and_force_checks_beside_it() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let job = OtherJob::start();
+    machine.register_process(
+        0,
+        job.pid(),
+        gputune_core::device::ProcessKind::Compute,
+        Some(20_480),
+    );
+    for arguments in [
+        vec!["stability", "--duration-s", "2"],
+        vec!["scan", "--step-s", "1", "--confirm-s", "2"],
+    ] {
+        let output = machine.gputune(&arguments);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}: {stderr}");
+        for words in [
+            "GPU 0 is busy: 1 other program computes on it".to_string(),
+            format!("pid {}", job.pid()),
+            "sleep 300, 20480 MiB".to_string(),
+            "--force".to_string(),
+            "nothing was measured".to_string(),
+        ] {
+            assert!(stderr.contains(&words), "{arguments:?}: {words}: {stderr}");
+        }
+        assert!(
+            text(&output.stdout).is_empty(),
+            "no verdict: {}",
+            text(&output.stdout)
+        );
+    }
+    assert!(machine.write_log().is_empty(), "{:?}", machine.write_log());
+    let forced = machine.gputune(&["stability", "--duration-s", "2", "--force", "--json"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
+    let report = &json(&forced)[0];
+    let settings = report["settings"].as_str().unwrap_or("");
+    assert!(
+        settings.starts_with(
+            "stock settings, beside other programs computing on the card (forced: pid "
+        ) && settings.contains("sleep 300, 20480 MiB"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_check_or_a_second_scan_while_a_scan_runs_is_refused_naming_the_scan() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let mut scan = spawn_piped(machine.command(&["scan", "--step-s", "30", "--confirm-s", "60"]));
+    scan.wait_for_line("Ctrl-C stops it");
+    for arguments in [
+        vec!["stability", "--duration-s", "2"],
+        vec!["scan", "--step-s", "2", "--confirm-s", "2"],
+    ] {
+        let output = machine.gputune(&arguments);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}: {stderr}");
+        assert!(
+            stderr.contains("GPU 0 is busy: its ") && stderr.contains("gputune scan --step-s 30"),
+            "{arguments:?}: {stderr}"
+        );
+        assert!(stderr.contains("nothing was measured"), "{stderr}");
+        assert!(text(&output.stdout).is_empty(), "{}", text(&output.stdout));
+    }
+    scan.signal("INT");
+    let (status, _, stderr) = scan.finish();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
+}
+
+#[test]
+fn through_the_daemon_a_scan_and_a_check_each_refuse_the_other_naming_its_holder() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    for (first, second, named) in [
+        (
+            vec!["scan", "--step-s", "30", "--confirm-s", "60"],
+            vec!["stability", "--duration-s", "2"],
+            "an undervolt scan of gputune scan --step-s 30",
+        ),
+        (
+            vec!["stability", "--duration-s", "120"],
+            vec!["scan", "--step-s", "2", "--confirm-s", "2"],
+            "a stability check of gputune stability --duration-s 120",
+        ),
+    ] {
+        let mut running = spawn_piped(daemon.client(&machine, &first));
+        running.wait_for_line("Ctrl-C stops it");
+        let output = daemon
+            .client(&machine, &second)
+            .output()
+            .expect("gputune runs");
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{second:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("GPU 0 is busy: {named}")),
+            "{second:?}: {stderr}"
+        );
+        assert!(text(&output.stdout).is_empty(), "{}", text(&output.stdout));
+        running.signal("INT");
+        let (status, _, stderr) = running.finish();
+        assert_eq!(status.code(), Some(130), "{first:?}: {stderr}");
+    }
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
+}
+
+#[test]
+fn a_scan_without_the_right_to_change_settings_is_refused_before_its_stock_step() {
+    let machine = FakeMachine::for_processes_with_faults("rtx4090", "no_permission");
+    let output = machine.gputune(&["scan", "--step-s", "2", "--confirm-s", "2", "--json"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("The scan could not set GPU 0 to stock clocks and offsets")
+            && stderr.contains("nothing was measured"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("scanning GPU 0"),
+        "it never started: {stderr}"
+    );
+    assert!(text(&output.stdout).is_empty(), "{}", text(&output.stdout));
+}
+
+/// Applies an offset past the margin at the lock the Tune tab's preset uses.
+fn apply_unstable_offset(machine: &FakeMachine) {
+    let applied = machine.gputune(&[
+        "apply",
+        "--lock-gpu-clocks",
+        "210,2520",
+        "--gpu-clock-offset",
+        "300",
+    ]);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+}
+
+#[test]
+fn unstable_at_the_cards_own_offset_says_how_to_put_it_back_and_put_back_does() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    apply_unstable_offset(&machine);
+    let output = machine.gputune(&["stability", "--duration-s", "20"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("GPU 0 still runs +300 MHz offset")
+            && stderr.contains("Put it back to stock clock offsets and locks with `gputune stability --put-back --gpu 0`."),
+        "{stderr}"
+    );
+    let put_back = machine.gputune(&["stability", "--put-back"]);
+    let said = text(&put_back.stdout);
+    assert_eq!(
+        put_back.status.code(),
+        Some(0),
+        "{}",
+        text(&put_back.stderr)
+    );
+    assert!(
+        said.starts_with("Put GPU 0 back to stock clock offsets and locks: "),
+        "{said}"
+    );
+    let settings = machine.settings(0);
+    assert_eq!(settings.gpu_clock_offset_mhz, 0);
+    assert_eq!(settings.gpu_locked_clocks, None);
+    let again = machine.gputune(&["stability", "--put-back"]);
+    assert!(
+        text(&again.stdout)
+            .contains("already runs stock clock offsets and locks: nothing to put back"),
+        "{}",
+        text(&again.stdout)
+    );
+}
+
+#[test]
+fn put_back_goes_to_the_profile_last_checked_stable_on_the_card() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Mild", 15);
+    let checked = machine.gputune(&["stability", "--profile", "Mild", "--duration-s", "2"]);
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked.stderr));
+    apply_unstable_offset(&machine);
+    let output = machine.gputune(&["stability", "--duration-s", "20"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("Put it back to the profile \"Mild\" (the last checked stable on this card)"),
+        "{stderr}"
+    );
+    let put_back = machine.gputune(&["stability", "--put-back", "--gpu", "0"]);
+    assert_eq!(
+        put_back.status.code(),
+        Some(0),
+        "{}",
+        text(&put_back.stderr)
+    );
+    let settings = machine.settings(0);
+    assert_eq!(
+        settings.gpu_clock_offset_mhz,
+        15,
+        "{}",
+        text(&put_back.stdout)
+    );
+    assert_eq!(settings.gpu_locked_clocks, None);
+}
+
+#[test]
+fn a_scan_after_an_unstable_offset_measures_stock_at_stock_and_puts_the_offset_back() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    apply_unstable_offset(&machine);
+    let output = machine.gputune(&["scan", "--step-s", "1", "--confirm-s", "2", "--json"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let outcome = json(&output);
+    assert_eq!(outcome["stock"]["verdict"], "stable", "{outcome}");
+    assert!(outcome["stable_offset_mhz"].as_i64().is_some(), "{outcome}");
+    // The scan's first writes, before its first step locks 2520 MHz: stock offsets, no lock.
+    use gputune_core::device::Setting;
+    let writes: Vec<Setting> = machine
+        .write_log()
+        .iter()
+        .map(|write| write.setting)
+        .collect();
+    let first_step = writes
+        .iter()
+        .position(|setting| {
+            *setting
+                == Setting::LockGpuClocks {
+                    min_mhz: 2520,
+                    max_mhz: 2520,
+                }
+        })
+        .unwrap_or_else(|| panic!("the scan locked 2520 MHz: {writes:?}"));
+    // The apply wrote the lock and +300 first.
+    let before_steps = &writes[2..first_step];
+    assert!(
+        before_steps.contains(&Setting::GpuClockOffset { offset_mhz: 0 })
+            && before_steps.contains(&Setting::ResetGpuClocks),
+        "{writes:?}"
+    );
+    // Put back as it was: the user's own settings.
+    let settings = machine.settings(0);
+    assert_eq!(settings.gpu_clock_offset_mhz, 300, "{stderr}");
+    assert!(settings.gpu_locked_clocks.is_some(), "{stderr}");
+}

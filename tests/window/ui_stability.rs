@@ -18,6 +18,8 @@ use gputune::stability::report::{CheckReport, Verdict};
 use gputune::stability::run::{Ending, Finding, RunResult, Tally};
 use gputune::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
 use gputune::stability::watch::Watched;
+use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose};
+use gputune::tuning::in_force::{ClockLock, Hold};
 use gputune::ui::app::{AppCommand, Tab, TuneView};
 use gputune::ui::tune::stability_panel::StabilityAction;
 
@@ -303,6 +305,87 @@ fn a_card_without_clock_offsets_has_no_undervolt_to_find() {
     let mut harness = harness(SimScenario::DatacenterFanless);
     harness.get_by_label_contains("takes no graphics clock offset");
     assert!(harness.query_by_label("Find my undervolt").is_none());
+    harness.get_by_label("Check stability").click();
+    harness.run();
+    assert_eq!(actions(&harness).len(), 1);
+}
+
+fn set_tuning(harness: &mut Harness<'static, Window>, change: impl FnOnce(&mut GpuTuning)) {
+    let gpu = &mut harness.state_mut().state.model.gpus[0];
+    let tuning = gpu.tuning.as_mut().expect("the card's tuning is known");
+    change(tuning);
+    harness.run();
+}
+
+#[test]
+fn unstable_at_settings_the_card_still_runs_offers_put_back() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    set_tuning(&mut harness, |tuning| {
+        tuning.in_force.gpu_clock_offset_mhz = Some(300);
+        tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+            min_mhz: 210,
+            max_mhz: 2520,
+        };
+    });
+    let mut unstable = report(Ending::Unstable {
+        finding: Finding::WrongResults {
+            part: "GEMM".to_string(),
+            wrong: 14,
+            clock_mhz: Some(2745),
+        },
+    });
+    // The check changed nothing: nothing was put back.
+    unstable.put_back.clear();
+    show(
+        &mut harness,
+        StabilityView {
+            running: false,
+            report: Some(unstable),
+            ..view()
+        },
+    );
+    harness.get_by_label_contains("The card still runs +300 MHz offset");
+    harness.get_by_label("Put back").click();
+    harness.run();
+    assert_eq!(
+        actions(&harness),
+        vec![StabilityAction::PutBack { gpu_index: 0 }]
+    );
+    // Once the card is back at stock, there is nothing to put back.
+    set_tuning(&mut harness, |tuning| {
+        tuning.in_force.gpu_clock_offset_mhz = Some(0);
+        tuning.in_force.gpu_clock_lock = ClockLock::Unlocked;
+    });
+    assert!(harness.query_by_label("Put back").is_none());
+}
+
+#[test]
+fn another_clients_scan_is_shown_with_its_holder_and_nothing_else_starts() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    set_tuning(&mut harness, |tuning| {
+        tuning.holders.push(Holder {
+            session: 9,
+            controls: vec![Hold::GpuClockLock, Hold::GpuClockOffset],
+            purpose: SessionPurpose::Scan,
+            by: "gputune scan --step-s 30 (pid 77, user bob)".to_string(),
+            client: 5,
+            since_ms: gputune::clock::wall_clock_ms(),
+            trial_ends_at_ms: None,
+            job_pid: None,
+            energy_at_start_mj: None,
+        });
+    });
+    harness.get_by_label_contains(
+        "GPU 0 is busy: an undervolt scan of gputune scan --step-s 30 (pid 77, user bob) since",
+    );
+    harness.get_by_label_contains("Check and Find are off until it ends.");
+    harness.get_by_label("Check stability").click();
+    harness.run();
+    harness.get_by_label("Find my undervolt").click();
+    harness.run();
+    assert_eq!(actions(&harness), Vec::new());
+    // When it ends, both are back.
+    set_tuning(&mut harness, |tuning| tuning.holders.clear());
     harness.get_by_label("Check stability").click();
     harness.run();
     assert_eq!(actions(&harness).len(), 1);

@@ -151,6 +151,14 @@ fn cards_box(
                         .iter()
                         .flat_map(|tuning| &tuning.holders)
                         .map(|holder| {
+                            if holder.controls.is_empty() {
+                                // A check at the card's own settings holds nothing.
+                                return format!(
+                                    " · {} of {}",
+                                    holder.purpose.describe(),
+                                    holder_who(holder)
+                                );
+                            }
                             format!(
                                 " · {} held by {} of {}",
                                 holder.controls_text(),

@@ -5,7 +5,9 @@
 use eframe::egui::{self, Color32, RichText};
 
 use crate::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
+use crate::stability::busy::checking_holder;
 use crate::stability::plan::LoadShape;
+use crate::stability::put_back::stock_clocks;
 use crate::stability::report::{CheckReport, Verdict, describe_settings};
 use crate::stability::scan::ScanStep;
 use crate::ui::model::GpuModel;
@@ -20,6 +22,11 @@ const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
 pub enum StabilityAction {
     Start(Box<StabilityLaunch>),
     Stop {
+        gpu_index: u32,
+    },
+    /// Put the card back after it was found unstable at its own settings: to the profile
+    /// last checked stable on it, else to stock clock offsets and locks.
+    PutBack {
         gpu_index: u32,
     },
     /// Save the last scan's confirmed offset on this GPU as a profile.
@@ -83,7 +90,25 @@ impl StabilityPanel {
         ui.add_space(6.0);
         let view = gpu.stability.as_ref();
         let running = view.is_some_and(|view| view.running);
-        ui.add_enabled_ui(!running && gpu.tuning.is_some(), |ui| {
+        // Another client's check or scan (the CLI's, another window's): named, and no second.
+        let other = gpu
+            .tuning
+            .as_ref()
+            .and_then(checking_holder)
+            .filter(|_| !running);
+        if let Some(holder) = other {
+            ui.label(
+                RichText::new(format!(
+                    "GPU {gpu_index} is busy: {} since {}. Check and Find are off until it ends.",
+                    holder
+                        .purpose
+                        .describe_by(&crate::text::printable(&holder.by)),
+                    crate::units::local_time(holder.since_ms, "%H:%M:%S")
+                ))
+                .strong(),
+            );
+        }
+        ui.add_enabled_ui(!running && other.is_none() && gpu.tuning.is_some(), |ui| {
             self.check_inputs_ui(ui, gpu, &mut actions);
             ui.add_space(6.0);
             self.scan_inputs_ui(ui, gpu, &mut actions);
@@ -97,9 +122,55 @@ impl StabilityPanel {
                 self.scan_view_ui(ui, view, &mut actions);
             } else {
                 check_view_ui(ui, view);
+                self.put_back_ui(ui, gpu, view, &mut actions);
             }
         }
         actions
+    }
+
+    /// After "Unstable" at settings the card still runs: the way back.
+    fn put_back_ui(
+        &self,
+        ui: &mut egui::Ui,
+        gpu: &GpuModel,
+        view: &StabilityView,
+        actions: &mut Vec<StabilityAction>,
+    ) {
+        let unstable = view
+            .report
+            .as_ref()
+            .is_some_and(|report| report.verdict == Verdict::Unstable);
+        let Some(tuning) = gpu.tuning.as_ref().filter(|_| unstable && !view.running) else {
+            return;
+        };
+        if !stock_clocks(&gpu.info, &tuning.in_force, false).is_empty() {
+            ui.horizontal(|ui| {
+                ui.label(format!(
+                    "The card still runs {}.",
+                    describe_settings(&tuning.in_force, gpu.info.constraints.power_limit_default_mw)
+                ));
+                if ui
+                    .button("Put back")
+                    .on_hover_text(
+                        "To the profile last checked stable on this card, else to stock clock offsets and locks; the fans stay as they are.",
+                    )
+                    .clicked()
+                {
+                    actions.push(StabilityAction::PutBack {
+                        gpu_index: gpu.info.identity.index,
+                    });
+                }
+            });
+        }
+        match &self.message {
+            Some(Ok(message)) => {
+                ui.label(message);
+            }
+            Some(Err(message)) => {
+                ui.label(RichText::new(message).color(ERROR_TEXT));
+            }
+            None => {}
+        }
     }
 
     fn check_inputs_ui(

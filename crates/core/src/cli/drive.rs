@@ -6,8 +6,10 @@ use std::io::Write;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use crate::device::{DeviceError, GpuProcess, Telemetry};
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
+use crate::tuning::in_force::Hold;
 
 /// The longest wait for the service's next event between two ticks.
 const TICK: Duration = Duration::from_millis(20);
@@ -61,5 +63,62 @@ pub fn drive(
                 let _ = writeln!(messages, "gputune: {line}");
             }
         }
+    }
+}
+
+/// The processes on each GPU, as the first readings after subscribing list them (waiting at
+/// most `wait` for them), else as `latest` (the snapshot's) does.
+pub fn gpu_processes(
+    client: &mut TuningClient,
+    latest: &[Option<Result<Telemetry, DeviceError>>],
+    wait: Duration,
+) -> Vec<Option<Vec<GpuProcess>>> {
+    let of = |readings: &[Option<&Telemetry>]| -> Vec<Option<Vec<GpuProcess>>> {
+        readings
+            .iter()
+            .map(|reading| reading.and_then(|reading| reading.processes.clone()))
+            .collect()
+    };
+    let deadline = Instant::now() + wait;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match client.next_event(left.min(TICK * 5)) {
+            Ok(Some(Event::Samples { readings })) => {
+                let readings: Vec<Option<&Telemetry>> = readings
+                    .iter()
+                    .map(|reading| reading.as_ref().ok())
+                    .collect();
+                return of(&readings);
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let readings: Vec<Option<&Telemetry>> = latest
+        .iter()
+        .map(|reading| reading.as_ref().and_then(|reading| reading.as_ref().ok()))
+        .collect();
+    of(&readings)
+}
+
+/// Refuses a check or scan (`what`) of `gpu` when another gputune process (each with its own
+/// engine, without a daemon) holds its clock offset or lock: a scan, or a check of a profile.
+pub fn refuse_if_held_elsewhere(
+    client: &TuningClient,
+    folders: &crate::folders::Folders,
+    gpu: &crate::tuning::engine::GpuInfo,
+    what: &str,
+) -> Result<(), String> {
+    if client.is_daemon() {
+        return Ok(());
+    }
+    let holds = [Hold::GpuClockOffset, Hold::GpuClockLock];
+    match crate::tuning::engine::held_elsewhere(folders, &gpu.identity.uuid, &holds) {
+        Some((hold, holder)) => Err(format!(
+            "GPU {} is busy: its {} is held by {}; wait for it to end, or stop it there. The {what} did not start; nothing was measured.",
+            gpu.identity.index,
+            hold.name(),
+            crate::text::printable(&holder)
+        )),
+        None => Ok(()),
     }
 }

@@ -7,14 +7,17 @@ use std::io::Write;
 use clap::Args;
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snapshot};
-use crate::cli::drive::{Driven, drive};
+use crate::cli::drive::{Driven, drive, gpu_processes, refuse_if_held_elsewhere};
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
+use crate::stability::busy::OtherWork;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
 
 /// Readings while the scan runs.
 const SAMPLE_INTERVAL_MS: u64 = 500;
+/// The longest wait for the first readings, which list the processes on the card.
+const PROCESSES_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 #[derive(Debug, Clone, Args)]
 pub struct ScanArgs {
@@ -42,10 +45,13 @@ pub struct ScanArgs {
     /// Print the outcome as JSON on standard output.
     #[arg(long)]
     pub json: bool,
+    /// Scan even beside other programs computing on the card.
+    #[arg(long)]
+    pub force: bool,
 }
 
-/// Runs `gputune scan`; exit status 0 when an offset was confirmed, 1 when none was, 130
-/// when stopped.
+/// Runs `gputune scan`; exit status 0 when an offset was confirmed, 1 when none was, 2 when
+/// the card was busy and nothing was measured, 130 when stopped.
 pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     let mut messages = std::io::stderr();
     let store = match &args.save_profile {
@@ -78,10 +84,26 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
             interval_ms: SAMPLE_INTERVAL_MS,
         })
         .map_err(refusal)?;
-    let scan = Scan::start(gpu, tuning, scan_options, device).map_err(anyhow::Error::msg)?;
+    let other_work = OtherWork {
+        processes: gpu_processes(&mut client, &snapshot.latest, PROCESSES_WAIT)
+            .get(index as usize)
+            .cloned()
+            .flatten(),
+        force: args.force,
+        force_hint: ", or scan beside them with --force".to_string(),
+    };
+    let started = refuse_if_held_elsewhere(&client, &options.folders, gpu, "scan")
+        .and_then(|()| Scan::start(&mut client, gpu, tuning, scan_options, device, &other_work));
+    let scan = match started {
+        Ok(scan) => scan,
+        Err(message) => {
+            let _ = writeln!(messages, "gputune: {message}");
+            return Ok(2);
+        }
+    };
     let _ = writeln!(
         messages,
-        "gputune: scanning GPU {index} ({}) at a {} MHz lock: offsets from +0 MHz in {} MHz steps of {} each (at most {} steps), a {} confirmation; a stock step first. Ctrl-C stops it and puts the card back.",
+        "gputune: scanning GPU {index} ({}) at a {} MHz lock: offsets from +0 MHz in {} MHz steps of {} each (at most {} steps), a {} confirmation; a stock step first, at stock clock offsets and locks. Ctrl-C stops it and puts the card back.",
         gpu.identity.name,
         scan_options.lock_mhz,
         scan_options.step_mhz,

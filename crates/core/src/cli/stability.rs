@@ -9,18 +9,24 @@ use clap::Args;
 
 use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive};
+use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
 use crate::device::Setting;
 use crate::device::resolve_among;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
+use crate::service::protocol::Response;
 use crate::service::protocol::{Event, Request, Snapshot};
-use crate::stability::check::CardCheck;
+use crate::stability::busy::OtherWork;
+use crate::stability::check::{CardCheck, CheckSetup};
 use crate::stability::plan::{CheckOptions, LoadShape};
+use crate::stability::put_back::PutBack;
 use crate::stability::report::{CheckReport, Verdict};
 use crate::tuning::fan_curve::FanCurve;
 
 /// Readings while a check runs: twice a second, enough for clock and power ranges.
 const SAMPLE_INTERVAL_MS: u64 = 500;
+/// The longest wait for the first readings, which list the processes on each card.
+const PROCESSES_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 #[derive(Debug, Clone, Args)]
 pub struct StabilityArgs {
@@ -42,6 +48,13 @@ pub struct StabilityArgs {
     /// Print the figures behind each verdict as JSON on standard output.
     #[arg(long)]
     pub json: bool,
+    /// Check even beside other programs computing on the card (the verdict says so).
+    #[arg(long)]
+    pub force: bool,
+    /// Check nothing: put the card back after an unstable check, to the profile last checked
+    /// stable on it, else to stock clock offsets and locks (the fans are left as they are).
+    #[arg(long, conflicts_with_all = ["profile", "json", "force"])]
+    pub put_back: bool,
 }
 
 /// What each checked card gets: its settings and fan curve (from the profile, or none).
@@ -54,6 +67,9 @@ struct Target {
 /// Runs `gputune stability`; the exit status: 0 every card stable, 1 one unstable, 2 one
 /// could not be checked, 130 stopped.
 pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
+    if args.put_back {
+        return put_back(args, options);
+    }
     let check_options =
         CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();
@@ -96,12 +112,22 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
             interval_ms: SAMPLE_INTERVAL_MS,
         })
         .map_err(refusal)?;
+    let processes = gpu_processes(&mut client, &snapshot.latest, PROCESSES_WAIT);
     let mut checks = Vec::new();
     let mut not_run = Vec::new();
     for target in &targets {
         let gpu = &snapshot.gpus[target.index as usize];
         let Some(tuning) = snapshot.tunings.get(target.index as usize) else {
             bail!("The tuning engine sent no state for GPU {}.", target.index);
+        };
+        if let Err(message) = refuse_if_held_elsewhere(&client, &options.folders, gpu, "check") {
+            not_run.push(message);
+            continue;
+        }
+        let other_work = OtherWork {
+            processes: processes.get(target.index as usize).cloned().flatten(),
+            force: args.force,
+            force_hint: ", or check beside them with --force".to_string(),
         };
         let device = match crate::stability::device::open_for(&gpu.identity) {
             Ok(device) => device,
@@ -113,15 +139,12 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
                 continue;
             }
         };
-        match CardCheck::start(
-            &mut client,
-            gpu,
-            tuning,
-            &target.settings,
-            target.fan_curve.as_ref(),
-            check_options,
-            device,
-        ) {
+        let setup = CheckSetup {
+            settings: &target.settings,
+            fan_curve: target.fan_curve.as_ref(),
+            other_work: &other_work,
+        };
+        match CardCheck::start(&mut client, gpu, tuning, &setup, check_options, device) {
             Ok(check) => {
                 let _ = writeln!(
                     messages,
@@ -156,7 +179,105 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
     if let Some((store, stored)) = &stored {
         save_records(store, stored, &reports, &mut messages);
     }
+    if stored.is_none() {
+        say_how_to_put_back(&mut client, options, &reports, &mut messages);
+    }
     Ok(exit_code(&reports, !not_run.is_empty()))
+}
+
+/// `--put-back`: each named card (default: the only one) back to the profile last checked
+/// stable on it, else to stock clock offsets and locks, through the engine.
+fn put_back(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
+    let mut messages = std::io::stderr();
+    let mut client = crate::cli::connect::connect_for_changes(options, &mut messages)?;
+    let snapshot = snapshot(&mut client)?;
+    let profiles = saved_profiles(options, &mut messages);
+    let mut stdout = std::io::stdout();
+    for index in choose_gpus(&snapshot, args.gpu.as_deref(), None)? {
+        let gpu = &snapshot.gpus[index as usize];
+        let Some(tuning) = snapshot.tunings.get(index as usize) else {
+            bail!("The tuning engine sent no state for GPU {index}.");
+        };
+        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
+        if !plan.settings.is_empty() {
+            let request = Request::Apply {
+                changes: vec![crate::tuning::engine::GpuChange {
+                    gpu_uuid: gpu.identity.uuid.clone(),
+                    settings: plan.settings.clone(),
+                }],
+            };
+            match client.request(request).map_err(refusal)? {
+                Response::Applied { .. } => {}
+                other => return Err(crate::cli::connect::unexpected(&other)),
+            }
+        }
+        let said = if plan.settings.is_empty() {
+            plan.describe()
+        } else {
+            format!("Put {}", plan.describe())
+        };
+        writeln!(stdout, "{said}")?;
+    }
+    Ok(0)
+}
+
+/// The saved profiles (a folder that cannot be read: none, said on `messages`).
+fn saved_profiles(
+    options: &TuningOptions,
+    messages: &mut dyn Write,
+) -> Vec<crate::profiles::store::StoredProfile> {
+    match ProfileStore::open(&options.folders) {
+        Ok(store) => store.list().0,
+        Err(error) => {
+            let _ = writeln!(
+                messages,
+                "gputune: the profiles could not be read ({error}); stock settings are the way back."
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// After a card was found unstable at its own settings, which it still runs: how to put it
+/// back.
+fn say_how_to_put_back(
+    client: &mut TuningClient,
+    options: &TuningOptions,
+    reports: &[CheckReport],
+    messages: &mut dyn Write,
+) {
+    if !reports
+        .iter()
+        .any(|report| report.verdict == Verdict::Unstable)
+    {
+        return;
+    }
+    let Ok(now) = snapshot(client) else {
+        return;
+    };
+    let profiles = saved_profiles(options, messages);
+    for report in reports
+        .iter()
+        .filter(|report| report.verdict == Verdict::Unstable)
+    {
+        let index = report.gpu_index as usize;
+        let (Some(gpu), Some(tuning)) = (now.gpus.get(index), now.tunings.get(index)) else {
+            continue;
+        };
+        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
+        if plan.settings.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            messages,
+            "gputune: GPU {index} still runs {}. Put it back to {} with `gputune stability --put-back --gpu {index}`.",
+            crate::stability::report::describe_settings(
+                &tuning.in_force,
+                gpu.constraints.power_limit_default_mw
+            ),
+            plan.target
+        );
+    }
 }
 
 /// Every card's check, driven together.

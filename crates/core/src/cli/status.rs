@@ -429,10 +429,15 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         .find_map(|session| session.holder.job_pid);
     for session in &status.sessions {
         let purpose = session.holder.purpose.as_str();
+        // A check at the card's own settings holds no control: it is there to be seen.
+        let holding = if session.holder.controls.is_empty() {
+            "holding no control".to_string()
+        } else {
+            format!("holding the {}", session.holder.controls_text())
+        };
         writeln!(
             out,
-            "  Session      {purpose} holding the {} by {}, since {}{}",
-            session.holder.controls_text(),
+            "  Session      {purpose} {holding} by {}, since {}{}",
             crate::text::printable(&session.holder.by),
             crate::units::local_time(session.holder.since_ms, "%H:%M:%S"),
             session

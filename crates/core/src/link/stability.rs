@@ -11,7 +11,8 @@ use crate::link::LinkEvent;
 use crate::notice::Notice;
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
-use crate::stability::check::{CardCheck, CheckProgress};
+use crate::stability::busy::OtherWork;
+use crate::stability::check::{CardCheck, CheckProgress, CheckSetup};
 use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::report::CheckReport;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome, ScanStep};
@@ -76,6 +77,9 @@ struct Running {
 #[derive(Default)]
 pub struct StabilityRuns {
     runs: Vec<Running>,
+    /// Each card's processes, as the last readings listed them (a card is refused while
+    /// other programs compute on it).
+    processes: Vec<Option<Vec<crate::device::GpuProcess>>>,
 }
 
 impl StabilityRuns {
@@ -111,10 +115,20 @@ impl StabilityRuns {
                 return;
             }
         };
+        let other_work = OtherWork {
+            processes: self.processes.get(gpu_index as usize).cloned().flatten(),
+            force: false,
+            force_hint: " (or use `gputune stability --force`)".to_string(),
+        };
         let active = match launch.kind {
             StabilityKind::Check { duration_s, shape } => {
                 let options = CheckOptions::clamped(duration_s, shape);
-                CardCheck::start(client, gpu, &launch.tuning, &[], None, options, device)
+                let setup = CheckSetup {
+                    settings: &[],
+                    fan_curve: None,
+                    other_work: &other_work,
+                };
+                CardCheck::start(client, gpu, &launch.tuning, &setup, options, device)
                     .map(|check| Active::Check(Box::new(check)))
             }
             StabilityKind::Scan {
@@ -124,7 +138,9 @@ impl StabilityRuns {
                 margin_steps,
                 confirm_s,
             } => ScanOptions::new(gpu, lock_mhz, step_mhz, step_s, margin_steps, confirm_s)
-                .and_then(|options| Scan::start(gpu, &launch.tuning, options, device))
+                .and_then(|options| {
+                    Scan::start(client, gpu, &launch.tuning, options, device, &other_work)
+                })
                 .map(|scan| Active::Scan(Box::new(scan))),
         };
         match active {
@@ -152,6 +168,17 @@ impl StabilityRuns {
     }
 
     pub fn on_event(&mut self, event: &Event) {
+        if let Event::Samples { readings } = event {
+            self.processes = readings
+                .iter()
+                .map(|reading| {
+                    reading
+                        .as_ref()
+                        .ok()
+                        .and_then(|reading| reading.processes.clone())
+                })
+                .collect();
+        }
         for run in &mut self.runs {
             match &mut run.active {
                 Active::Check(check) => check.take_event(event),

@@ -7,17 +7,22 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::busy::{OtherWork, describe_processes};
 use super::compute::ComputeDevice;
 use super::held::Held;
 use super::plan::CheckOptions;
+use super::put_back::stock_clocks;
 use super::report::{CheckReport, describe_settings};
-use super::run::{CheckRun, RunResult, SettingsSeen};
+use super::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
-use crate::device::Setting;
+use crate::device::{GpuProcess, Setting};
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
+use crate::tuning::engine::{
+    GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest, TuneErrorKind,
+};
 use crate::tuning::fan_curve::FanCurve;
+use crate::tuning::in_force::SettingsInForce;
 
 /// Where a check stands, for a progress line or the window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +45,12 @@ pub struct CardCheck {
     /// Without a session another program may change the card's settings meanwhile: what it
     /// runs now, when that differs from what it ran at the start.
     settings_now: Option<String>,
+    /// The other programs it runs beside (forced), for the verdict.
+    beside: Option<String>,
+    /// The check holds settings of its own (a profile's): the engine puts them back.
+    holds_settings: bool,
+    /// What the card runs, as the engine last said.
+    in_force_now: SettingsInForce,
     options: CheckOptions,
     held: Held,
     run: CheckRun,
@@ -47,64 +58,69 @@ pub struct CardCheck {
 }
 
 impl CardCheck {
-    /// Starts checking `gpu` with `device`: first holds `settings` (and `fan_curve`) in a
-    /// session of the engine (none: the card's settings as they are, nothing changed).
-    /// `tuning` is the card's tuning state now.
+    /// Starts checking `gpu` with `device`: refuses a busy card first (another check or scan,
+    /// other programs computing, unless forced), then holds `setup`'s settings (and fan curve)
+    /// in a session of the engine; with none, a session that holds nothing, so every client
+    /// sees the check among the card's holders. `tuning` is the card's tuning state now.
     pub fn start(
         client: &mut TuningClient,
         gpu: &GpuInfo,
         tuning: &GpuTuning,
-        settings: &[Setting],
-        fan_curve: Option<&FanCurve>,
+        setup: &CheckSetup<'_>,
         options: CheckOptions,
         device: Box<dyn ComputeDevice>,
     ) -> Result<CardCheck, String> {
+        let index = gpu.identity.index;
+        let beside = setup.other_work.refusal(index, tuning, "check")?;
+        let settings = setup.settings;
+        let holds_settings = !settings.is_empty() || setup.fan_curve.is_some();
         let mut in_force = tuning.in_force.clone();
         let mut held = Held::nothing();
-        if !settings.is_empty() || fan_curve.is_some() {
-            let request = Request::StartSession {
-                session: SessionRequest {
-                    purpose: SessionPurpose::Stability,
-                    changes: if settings.is_empty() {
-                        Vec::new()
-                    } else {
-                        vec![GpuChange {
+        let request = Request::StartSession {
+            session: SessionRequest {
+                purpose: SessionPurpose::Stability,
+                changes: vec![GpuChange {
+                    gpu_uuid: gpu.identity.uuid.clone(),
+                    settings: settings.to_vec(),
+                }],
+                fan_curves: setup
+                    .fan_curve
+                    .map(|curve| {
+                        vec![crate::tuning::engine::GpuFanCurve {
                             gpu_uuid: gpu.identity.uuid.clone(),
-                            settings: settings.to_vec(),
+                            curve: curve.clone(),
                         }]
-                    },
-                    fan_curves: fan_curve
-                        .map(|curve| {
-                            vec![crate::tuning::engine::GpuFanCurve {
-                                gpu_uuid: gpu.identity.uuid.clone(),
-                                curve: curve.clone(),
-                            }]
-                        })
-                        .unwrap_or_default(),
-                    job_pid: None,
-                },
-            };
-            match client.request(request) {
-                Ok(Response::SessionStarted(started)) => {
-                    if let Some(applied) = started.applied.first() {
-                        in_force = applied.in_force.clone();
-                    }
-                    held.started(started.session);
+                    })
+                    .unwrap_or_default(),
+                job_pid: None,
+            },
+        };
+        match client.request(request) {
+            Ok(Response::SessionStarted(started)) => {
+                if let Some(applied) = started.applied.first() {
+                    in_force = applied.in_force.clone();
                 }
-                Ok(other) => {
-                    return Err(format!(
-                        "The service answered {other:?} to the check's settings."
-                    ));
-                }
-                Err(error) => {
-                    return Err(format!(
-                        "The settings to check could not be applied to GPU {}: {error}",
-                        gpu.identity.index
-                    ));
-                }
+                held.started(started.session);
+            }
+            Ok(other) => {
+                return Err(format!(
+                    "The service answered {other:?} to the check's settings."
+                ));
+            }
+            // A check that changes nothing needs no right to change settings: it goes on
+            // without a session (other clients do not see it).
+            Err(error)
+                if !holds_settings
+                    && error
+                        .refusal()
+                        .is_some_and(|refusal| refusal.kind == TuneErrorKind::NotAllowed) => {}
+            Err(error) => {
+                return Err(format!(
+                    "The settings to check could not be applied to GPU {index}: {error}"
+                ));
             }
         }
-        let worker = match ComputeWorker::start(device, &gpu.identity.index.to_string()) {
+        let worker = match ComputeWorker::start(device, &index.to_string()) {
             Ok(worker) => worker,
             Err(message) => {
                 held.end(client);
@@ -113,9 +129,19 @@ impl CardCheck {
         };
         let mut run = CheckRun::start(worker, options, None);
         run.take_settings(SettingsSeen::of(&in_force));
+        let beside = (!beside.is_empty()).then(|| {
+            let beside: Vec<&GpuProcess> = beside.iter().collect();
+            format!(
+                ", beside other programs computing on the card (forced: {})",
+                describe_processes(&beside)
+            )
+        });
         Ok(CardCheck {
             settings_text: describe_settings(&in_force, gpu.constraints.power_limit_default_mw),
+            beside,
             settings_now: None,
+            holds_settings,
+            in_force_now: in_force,
             gpu: gpu.clone(),
             options,
             held,
@@ -135,9 +161,12 @@ impl CardCheck {
         let Some(tuning) = self.held.feed(&mut self.run, index, event) else {
             return;
         };
-        // A session's settings are the check's own (nobody else may change them, and its
+        if self.run.result().is_none() {
+            self.in_force_now = tuning.in_force.clone();
+        }
+        // Settings the check holds are its own (nobody else may change them, and their
         // put-back is not what was checked).
-        if self.held.session().is_none() && self.run.result().is_none() {
+        if !self.holds_settings && self.run.result().is_none() {
             let now = describe_settings(
                 &tuning.in_force,
                 self.gpu.constraints.power_limit_default_mw,
@@ -180,19 +209,85 @@ impl CardCheck {
 
     fn conclude(&mut self, client: &mut TuningClient, result: RunResult) {
         self.held.end(client);
-        let settings = match &self.settings_now {
+        let (mut put_back, complete) = self.held.take_put_back();
+        let mut complete = complete;
+        if !self.holds_settings
+            && let Ending::Unstable {
+                finding: Finding::Fault { .. },
+            } = &result.ending
+            && let Some((line, done)) = self.put_back_after_fault(client)
+        {
+            put_back.push(line);
+            complete &= done;
+        }
+        let mut settings = match &self.settings_now {
             Some(now) => format!(
                 "{now} (changed during the check by another program, from {})",
                 self.settings_text
             ),
             None => self.settings_text.clone(),
         };
+        if let Some(beside) = &self.beside {
+            settings.push_str(beside);
+        }
         self.report = Some(CheckReport::new(
             &self.gpu,
             settings,
             &self.options,
             result,
-            self.held.take_put_back(),
+            (put_back, complete),
         ));
     }
+
+    /// A CUDA fault at the card's own clock offset or lock most likely means that tuning
+    /// failed: the offsets and locks go back to stock through the engine (the fans stay as
+    /// they are). The sentence to say, and whether it worked; `None` when the card ran stock
+    /// clocks already.
+    fn put_back_after_fault(&mut self, client: &mut TuningClient) -> Option<(String, bool)> {
+        let settings = stock_clocks(&self.gpu, &self.in_force_now, false);
+        if settings.is_empty() {
+            return None;
+        }
+        let index = self.gpu_index();
+        let at = describe_settings(
+            &self.in_force_now,
+            self.gpu.constraints.power_limit_default_mw,
+        );
+        let request = Request::Apply {
+            changes: vec![GpuChange {
+                gpu_uuid: self.gpu.identity.uuid.clone(),
+                settings: settings.clone(),
+            }],
+        };
+        Some(match client.request(request) {
+            Ok(Response::Applied { .. }) => (
+                format!(
+                    "A CUDA fault at the card's own settings ({at}) most likely means they failed: GPU {index}'s clock offsets and locks were put back to stock ({}); the fans were left as they are.",
+                    crate::tuning::describe_all(&settings)
+                ),
+                true,
+            ),
+            Ok(other) => (
+                format!(
+                    "GPU {index}'s clock offsets and locks could not be put back after a CUDA fault (the service answered {other:?}): `gputune stability --put-back --gpu {index}`."
+                ),
+                false,
+            ),
+            Err(error) => (
+                format!(
+                    "GPU {index}'s clock offsets and locks could not be put back after a CUDA fault at {at} ({error}): `gputune stability --put-back --gpu {index}`."
+                ),
+                false,
+            ),
+        })
+    }
+}
+
+/// What a check holds and what it may run beside.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckSetup<'a> {
+    /// Settings to check, held while it runs (none: the card's as they are).
+    pub settings: &'a [Setting],
+    pub fan_curve: Option<&'a FanCurve>,
+    pub other_work: &'a OtherWork,
 }

@@ -101,6 +101,14 @@ impl Held {
 
     fn take(&mut self, report: &SessionReport) {
         self.put_back_complete &= report.is_complete();
+        // A check at the card's own settings holds nothing: there is nothing to say.
+        let nothing = report
+            .restored
+            .iter()
+            .all(|gpu| gpu.restored.is_empty() && gpu.left.is_empty() && gpu.exact);
+        if nothing {
+            return;
+        }
         self.put_back.extend(report_lines(report));
     }
 }

@@ -13,17 +13,21 @@
 //! worker.rs     a device on its own thread: every piece of work with a deadline
 //! watch.rs      what the card did meanwhile (clocks, temperature, power, energy)
 //! run.rs        one span of checked work: the rounds handed out, results counted, findings
+//! busy.rs       whether a card is free for a check: another check or scan, other programs
 //! check.rs      one card's check: its settings held by an engine session, put back at the end
+//! put_back.rs   where a card found unstable at its own settings goes back to
 //! report.rs     the verdict sentence, the figures (--json), a profile's record of its check
 //! scan.rs       the undervolt scanner: offsets stepped at a clock lock, each checked, confirmed
 //! device.rs     which device checks a card: simulated for simulated cards, CUDA for real ones
 
+pub mod busy;
 pub mod check;
 pub mod compute;
 pub mod cuda;
 pub mod device;
 pub mod held;
 pub mod plan;
+pub mod put_back;
 pub mod reference;
 pub mod report;
 pub mod run;

@@ -4,8 +4,9 @@
 //! offset at a locked clock reaches that clock at a lower voltage: less power for the same work.
 //!
 //! The whole scan is one session of the engine (a new one if an Xid made the engine end it):
-//! however it ends, the card is put back. A stock step first, at the card's settings as they
-//! are, gives what the result saves. Never blocks, like [`super::check::CardCheck`].
+//! however it ends, the card is put back. The session starts with stock clock offsets and
+//! locks (a user's own offset is never measured as "stock"), and a stock step at them gives
+//! what the result saves. Never blocks, like [`super::check::CardCheck`].
 
 mod options;
 mod outcome;
@@ -13,9 +14,11 @@ mod outcome;
 pub use options::ScanOptions;
 pub use outcome::{ScanOutcome, ScanStep, savings};
 
+use super::busy::OtherWork;
 use super::compute::{ComputeDevice, Prepared};
 use super::held::Held;
 use super::plan::{CheckOptions, LoadShape};
+use super::put_back::stock_clocks;
 use super::report::{CheckReport, Verdict, describe_settings};
 use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
@@ -39,7 +42,12 @@ enum Phase {
 pub struct Scan {
     gpu: GpuInfo,
     options: ScanOptions,
+    /// What the card runs at the stock step: stock clock offsets and locks.
     start_in_force: SettingsInForce,
+    /// The settings that bring the card to stock (a new session after an Xid starts with them).
+    stock_settings: Vec<Setting>,
+    /// The scan's session holds its clock lock (from the first step on).
+    locked: bool,
     held: Held,
     run: Option<CheckRun>,
     prepared: Option<Prepared>,
@@ -53,24 +61,69 @@ pub struct Scan {
 }
 
 impl Scan {
+    /// Starts a scan of `gpu`: refuses a busy card first (another check or scan, other
+    /// programs computing, unless forced), then starts the scan's session with stock clock
+    /// offsets and locks (so a missing right to change settings is found before anything is
+    /// measured, and the stock step measures stock, not the user's own offset), and the stock
+    /// step at them.
     pub fn start(
+        client: &mut TuningClient,
         gpu: &GpuInfo,
         tuning: &GpuTuning,
         options: ScanOptions,
         device: Box<dyn ComputeDevice>,
+        other_work: &OtherWork,
     ) -> Result<Scan, String> {
-        let worker = ComputeWorker::start(device, &gpu.identity.index.to_string())?;
+        let index = gpu.identity.index;
+        other_work.refusal(index, tuning, "scan")?;
+        let stock = stock_clocks(gpu, &tuning.in_force, true);
+        let mut held = Held::nothing();
+        let mut in_force = tuning.in_force.clone();
+        match client.request(Request::StartSession {
+            session: SessionRequest {
+                purpose: SessionPurpose::Scan,
+                changes: vec![GpuChange {
+                    gpu_uuid: gpu.identity.uuid.clone(),
+                    settings: stock.clone(),
+                }],
+                fan_curves: Vec::new(),
+                job_pid: None,
+            },
+        }) {
+            Ok(Response::SessionStarted(started)) => {
+                if let Some(applied) = started.applied.first() {
+                    in_force = applied.in_force.clone();
+                }
+                held.started(started.session);
+            }
+            Ok(other) => return Err(format!("The service answered {other:?} to the scan.")),
+            Err(error) => {
+                return Err(format!(
+                    "The scan could not set GPU {index} to stock clocks and offsets ({}): {error} The scan did not start; nothing was measured.",
+                    crate::tuning::describe_all(&stock)
+                ));
+            }
+        }
+        let worker = match ComputeWorker::start(device, &index.to_string()) {
+            Ok(worker) => worker,
+            Err(message) => {
+                held.end(client);
+                return Err(message);
+            }
+        };
         let mut run = CheckRun::start(
             worker,
             step_options(options.step_s, LoadShape::Pulsed),
             None,
         );
-        run.take_settings(SettingsSeen::of(&tuning.in_force));
+        run.take_settings(SettingsSeen::of(&in_force));
         Ok(Scan {
             gpu: gpu.clone(),
             options,
-            start_in_force: tuning.in_force.clone(),
-            held: Held::nothing(),
+            start_in_force: in_force,
+            stock_settings: stock,
+            locked: false,
+            held,
             run: Some(run),
             prepared: None,
             phase: Phase::Stock,
@@ -169,7 +222,7 @@ impl Scan {
                 if result.ending != Ending::Completed {
                     return self.finish(
                         client,
-                        "The card is not stable even at its own settings; nothing to scan."
+                        "The card is not stable even at stock clock offsets and locks; nothing to scan (check its cooling and power, or have it looked at)."
                             .to_string(),
                     );
                 }
@@ -304,41 +357,62 @@ impl Scan {
         self.run = Some(run);
     }
 
-    /// The lock and `offset_mhz` held by the scan's session (started when there is none).
+    /// The lock and `offset_mhz` held by the scan's session (started when there is none: an
+    /// Xid ended the last one, and everything it changed went back).
     fn hold(&mut self, client: &mut TuningClient, offset_mhz: i32) -> Result<(), String> {
         let offset = Setting::GpuClockOffset { offset_mhz };
+        let lock = Setting::LockGpuClocks {
+            min_mhz: self.options.lock_mhz,
+            max_mhz: self.options.lock_mhz,
+        };
         let request = match self.held.session() {
             Some(session) => Request::SessionApply {
                 session,
                 changes: vec![GpuChange {
                     gpu_uuid: self.gpu.identity.uuid.clone(),
-                    settings: vec![offset],
+                    settings: if self.locked {
+                        vec![offset]
+                    } else {
+                        vec![lock, offset]
+                    },
                 }],
             },
-            None => Request::StartSession {
-                session: SessionRequest {
-                    purpose: SessionPurpose::Scan,
-                    changes: vec![GpuChange {
-                        gpu_uuid: self.gpu.identity.uuid.clone(),
-                        settings: vec![
-                            Setting::LockGpuClocks {
-                                min_mhz: self.options.lock_mhz,
-                                max_mhz: self.options.lock_mhz,
-                            },
-                            offset,
-                        ],
-                    }],
-                    fan_curves: Vec::new(),
-                    job_pid: None,
-                },
-            },
+            None => {
+                let mut settings: Vec<Setting> = self
+                    .stock_settings
+                    .iter()
+                    .filter(|setting| {
+                        !matches!(
+                            setting,
+                            Setting::GpuClockOffset { .. } | Setting::ResetGpuClocks
+                        )
+                    })
+                    .copied()
+                    .collect();
+                settings.extend([lock, offset]);
+                Request::StartSession {
+                    session: SessionRequest {
+                        purpose: SessionPurpose::Scan,
+                        changes: vec![GpuChange {
+                            gpu_uuid: self.gpu.identity.uuid.clone(),
+                            settings,
+                        }],
+                        fan_curves: Vec::new(),
+                        job_pid: None,
+                    },
+                }
+            }
         };
         match client.request(request) {
             Ok(Response::SessionStarted(started)) => {
                 self.held.started(started.session);
+                self.locked = true;
                 Ok(())
             }
-            Ok(Response::Applied { .. }) => Ok(()),
+            Ok(Response::Applied { .. }) => {
+                self.locked = true;
+                Ok(())
+            }
             Ok(other) => Err(format!("The service answered {other:?} to a scan step.")),
             Err(error) => Err(format!(
                 "The offset {offset_mhz:+} MHz at the {} MHz lock could not be applied: {error}",

@@ -9,6 +9,7 @@ mod history;
 mod profiles;
 mod simulator;
 mod stability_cuda;
+mod stability_flow;
 mod stability_kernels;
 mod stability_run;
 mod stability_sim;
