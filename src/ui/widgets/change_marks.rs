@@ -107,12 +107,21 @@ impl ChangeGroup<'_> {
             clock_time(seconds(self.last_ms()), true),
             self.made_by()
         )];
-        lines.extend(
-            self.changes
-                .iter()
-                .take(HOVER_LISTS_AT_MOST)
-                .map(|change| format!("  {}", line(change))),
-        );
+        // One author is named once, above; several, on each line.
+        let one_author = self
+            .changes
+            .iter()
+            .all(|change| change.by == self.changes[0].by);
+        lines.extend(self.changes.iter().take(HOVER_LISTS_AT_MOST).map(
+            |change| match one_author {
+                true => format!(
+                    "  {} {}",
+                    clock_time(seconds(change.at_ms), true),
+                    change.what
+                ),
+                false => format!("  {}", line(change)),
+            },
+        ));
         let more = self.changes.len().saturating_sub(HOVER_LISTS_AT_MOST);
         if more > 0 {
             lines.push(format!("  … and {more} more"));
