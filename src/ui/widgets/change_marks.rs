@@ -56,7 +56,7 @@ impl ChangeGroup<'_> {
                 None => counts.push((&change.by, 1)),
             }
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
         match counts.as_slice() {
             [(by, _)] => (*by).to_string(),
             _ => counts
