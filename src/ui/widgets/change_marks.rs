@@ -186,13 +186,22 @@ pub(crate) fn label_groups(ui: &egui::Ui, transform: &PlotTransform, groups: &[C
         let x = transform
             .position_from_point(&egui_plot::PlotPoint::new(middle_s, 0.0))
             .x;
-        painter.text(
-            egui::pos2(x, frame.bottom() - 2.0),
-            egui::Align2::CENTER_BOTTOM,
+        let galley = painter.layout_no_wrap(
             format!("{} changes", group.changes.len()),
             egui::FontId::proportional(11.0),
             MARK_COLOR,
         );
+        // Inside the graph even for a group at its edge (the newest changes, while following).
+        let half_width = galley.size().x / 2.0 + 2.0;
+        let x = x.clamp(
+            frame.left() + half_width,
+            (frame.right() - half_width).max(frame.left() + half_width),
+        );
+        let top_left = egui::pos2(
+            x - galley.size().x / 2.0,
+            frame.bottom() - 2.0 - galley.size().y,
+        );
+        painter.galley(top_left, galley, MARK_COLOR);
     }
 }
 
