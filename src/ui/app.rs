@@ -357,7 +357,12 @@ impl AppState {
                 commands.extend(actions.into_iter().map(AppCommand::Sweep));
             }
             TuneView::Stability => {
-                let actions = self.stability.stability_ui(ui, gpu);
+                // A finished scan's table and its "Save as profile" run past a 720 px window.
+                let actions = egui::ScrollArea::vertical()
+                    .id_salt("stability-view")
+                    .auto_shrink([false, false])
+                    .show(ui, |ui| self.stability.stability_ui(ui, gpu))
+                    .inner;
                 commands.extend(actions.into_iter().map(AppCommand::Stability));
             }
         }

@@ -30,6 +30,8 @@ pub struct GpuTuneApp {
     measure: super::plan::measure_runner::MeasureRunner,
     /// Where the profiles are (found once, at the start).
     folders: crate::folders::Folders,
+    /// Notices profiles saved elsewhere (the CLI) while the Profiles tab is shown.
+    profile_watch: super::profiles::folder_watch::ProfileFolderWatch,
 }
 
 impl GpuTuneApp {
@@ -65,6 +67,7 @@ impl GpuTuneApp {
             state,
             export_results: mpsc::channel(),
             measure,
+            profile_watch: super::profiles::folder_watch::ProfileFolderWatch::new(&folders),
             folders,
         })
     }
@@ -274,8 +277,18 @@ impl GpuTuneApp {
 }
 
 impl eframe::App for GpuTuneApp {
-    fn logic(&mut self, _context: &egui::Context, _frame: &mut eframe::Frame) {
+    fn logic(&mut self, context: &egui::Context, _frame: &mut eframe::Frame) {
         let now_ms = wall_clock_ms();
+        let profiles_shown = self.state.tab == super::app::Tab::Profiles;
+        self.profile_watch.reload_if_changed(
+            &mut self.state.profiles,
+            profiles_shown,
+            std::time::Instant::now(),
+        );
+        if profiles_shown {
+            // Looked at again even while nothing else redraws the window.
+            context.request_repaint_after(super::profiles::folder_watch::LOOK_EVERY);
+        }
         for event in self.link.drain_events() {
             let connected = matches!(event, LinkEvent::Connected { .. });
             self.state.take_event(event, now_ms);

@@ -7,7 +7,7 @@ use crate::link::stability::StabilityView;
 use crate::notice::Notice;
 use crate::sweep::runner::SweepView;
 use crate::telemetry::history::{GpuHistory, HistoryRow};
-use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialStatus};
+use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -41,6 +41,11 @@ pub struct GpuModel {
     pub answers: u64,
     /// The trial running on this GPU, or the last one that ended.
     pub trial: Option<TrialStatus>,
+    /// When the ended `trial` came (Unix ms): a setting change on the card after it
+    /// supersedes it ("Kept power limit 360 W" is no longer what the card runs).
+    pub trial_ended_at_ms: u64,
+    /// The ended trial is superseded by a later change: the Tune tab no longer shows it.
+    pub trial_superseded: bool,
     /// What the card runs, who holds it, its fan state: the card's truth, from the engine.
     pub tuning: Option<GpuTuning>,
     /// The sweep started from this window on this GPU (running, or the last one's result).
@@ -73,6 +78,12 @@ pub enum EarlierHistory {
 }
 
 impl GpuModel {
+    /// The trial the Tune tab shows: a running one, or the last one that ended while no
+    /// later change of the card superseded it.
+    pub fn shown_trial(&self) -> Option<&TrialStatus> {
+        self.trial.as_ref().filter(|_| !self.trial_superseded)
+    }
+
     /// Puts what the daemon kept before the window opened in front of the window's own
     /// readings and changes.
     fn take_earlier(&mut self, rows: &[HistoryRow], changes: Vec<ChangeNote>) {
@@ -168,6 +179,8 @@ impl WindowModel {
                         tune_message_at_ms: 0,
                         answers: 0,
                         trial: None,
+                        trial_ended_at_ms: 0,
+                        trial_superseded: false,
                         tuning: None,
                         sweep: None,
                         stability: None,
@@ -216,6 +229,18 @@ impl WindowModel {
                     {
                         gpu.tune_message = None;
                     }
+                    // The same for an ended trial's message and numbers.
+                    if gpu
+                        .trial
+                        .as_ref()
+                        .is_some_and(|trial| trial.phase == TrialPhase::Ended)
+                        && tuning
+                            .last_change
+                            .as_ref()
+                            .is_some_and(|change| change.at_ms > gpu.trial_ended_at_ms)
+                    {
+                        gpu.trial_superseded = true;
+                    }
                     gpu.tuning = Some(*tuning);
                 }
             }
@@ -249,6 +274,16 @@ impl WindowModel {
                         .is_none_or(|trial| trial.session != status.session);
                     if new_trial {
                         gpu.answers += 1;
+                    }
+                    let was_ended = gpu
+                        .trial
+                        .as_ref()
+                        .is_some_and(|trial| trial.phase == TrialPhase::Ended);
+                    if status.phase != TrialPhase::Ended {
+                        gpu.trial_superseded = false;
+                    } else if new_trial || !was_ended {
+                        gpu.trial_superseded = false;
+                        gpu.trial_ended_at_ms = received_at_ms;
                     }
                     gpu.trial = Some(*status);
                 }

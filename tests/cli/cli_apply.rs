@@ -328,7 +328,11 @@ fn a_trial_puts_every_setting_back_and_prints_the_table() {
         "{stderr}"
     );
     // The lock was never set by gputune (NVML cannot read it): reset, and said so.
-    assert!(stderr.contains("was not known to gputune"), "{stderr}");
+    assert!(
+        stderr.contains("clocks were reset to the driver's default range (unlocked)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no earlier lock on record"), "{stderr}");
     let settings: Vec<Setting> = machine
         .write_log()
         .iter()

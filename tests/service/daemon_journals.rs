@@ -306,8 +306,11 @@ fn a_run_that_resets_an_unknown_clock_lock_says_what_is_true() {
     must(&run, "the run");
     let said = text(&run.stderr);
     assert!(!said.contains("set outside gputune"), "{said}");
-    assert!(said.contains("was not known to gputune"), "{said}");
-    assert!(said.contains("reset to unlocked"), "{said}");
+    assert!(said.contains("no earlier lock on record"), "{said}");
+    assert!(
+        said.contains("reset to the driver's default range (unlocked)"),
+        "{said}"
+    );
     assert_eq!(machine.settings(0).gpu_locked_clocks, None, "{said}");
     assert_eq!(machine.settings(0).power_limit_mw, 700_000, "{said}");
 }

@@ -524,6 +524,160 @@ fn hovering_a_setting_mark_says_when_what_and_who() {
     );
 }
 
+/// What hovering the power graph says at every third pixel across it, at the 1-minute view
+/// of samples 500 ms apart (about ten pixel columns between samples).
+fn hover_across_the_power_graph_at_one_minute(state: AppState) -> Vec<String> {
+    let mut state = state;
+    let latest_ms = state.model.gpus[0]
+        .history
+        .last_time_ms()
+        .unwrap_or_default();
+    state.selected_gpu = Some(0);
+    state.monitor.set_window(TimeWindow::OneMinute);
+    state.monitor.pause(latest_ms);
+    let mut harness = window_harness(state, [1280.0, 720.0]);
+    harness.run();
+    let title = harness.get_by_label("Power (W)").rect();
+    // From just right of the y axis to just left of the newest reading.
+    (0..1_100)
+        .step_by(3)
+        .map(|dx| {
+            harness.hover_at(eframe::egui::pos2(
+                title.left() + 70.0 + dx as f32,
+                title.bottom() + 60.0,
+            ));
+            harness.run();
+            harness
+                .query_by_label_contains("Wheel scrolls the page")
+                .map(|node| text_of(&node))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn hovering_at_the_one_minute_view_reads_a_sample_wherever_a_line_is_drawn() {
+    let hovers = hover_across_the_power_graph_at_one_minute(app_state(
+        SimScenario::Rtx4090,
+        LoadPattern::Training,
+        None,
+        240,
+        500,
+    ));
+    assert!(hovers.len() > 300);
+    let empty: Vec<&String> = hovers
+        .iter()
+        .filter(|text| !text.contains("Power draw: "))
+        .collect();
+    assert!(
+        empty.is_empty(),
+        "{} of {} hovers over drawn data read nothing, e.g. {:?}",
+        empty.len(),
+        hovers.len(),
+        empty.first()
+    );
+
+    // Ten seconds without a reading is a gap in the line: the hover says so there, and
+    // nowhere else.
+    let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 240, 500);
+    let history = &state.model.gpus[0].history;
+    let latest_ms = history.last_time_ms().unwrap_or_default();
+    let gap = latest_ms - 30_000..latest_ms - 20_000;
+    let mut gapped = gputune::telemetry::history::GpuHistory::with_capacity(history.capacity());
+    for row in (0..history.len()).filter_map(|index| history.row(index)) {
+        if !gap.contains(&row.time_ms) {
+            gapped.push_row(&row);
+        }
+    }
+    state.model.gpus[0].history = gapped;
+    // The samples either side are 500 ms from its ends: a second of slack each way.
+    let in_the_gap: Vec<String> = (gap.start / 1_000 - 1..=gap.end / 1_000 + 1)
+        .map(|second| gputune::units::local_time(second * 1_000, "%H:%M:%S"))
+        .collect();
+    let hovers = hover_across_the_power_graph_at_one_minute(state);
+    let no_reading: Vec<&String> = hovers
+        .iter()
+        .filter(|text| text.contains("No reading here"))
+        .collect();
+    assert!(no_reading.len() > 20, "the gap reads as no reading");
+    for text in no_reading {
+        assert!(
+            in_the_gap
+                .iter()
+                .any(|time| text.starts_with(time.as_str())),
+            "\"No reading here\" outside the gap: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_scans_twenty_changes_read_as_one_group_in_an_hours_view() {
+    let mut state = app_state(
+        SimScenario::Rtx4090,
+        LoadPattern::Training,
+        None,
+        3_600,
+        1_000,
+    );
+    let latest_ms = state.model.gpus[0]
+        .history
+        .last_time_ms()
+        .unwrap_or_default();
+    let scan = "gputune stability --scan (pid 4242, user ana)";
+    let scan_started_ms = latest_ms - 40 * 60_000;
+    state.model.gpus[0].changes = (0..20)
+        .map(|step| gputune::tuning::engine::ChangeNote {
+            at_ms: scan_started_ms + step * 60_000,
+            by: scan.to_string(),
+            what: format!("GPU clock offset {:+} MHz", 15 * step),
+        })
+        .collect();
+    state.selected_gpu = Some(0);
+    state.monitor.set_window(TimeWindow::OneHour);
+    state.monitor.pause(latest_ms);
+    let mut harness = window_harness(state, [1120.0, 720.0]);
+    harness.run();
+    // The line over the graphs: one entry, how many, by whom, from what to what.
+    let line = text_of(&harness.get_by_label_contains("Settings changed: "));
+    assert!(
+        line.contains(&format!(
+            "20 changes ({scan}): GPU clock offset +0 MHz … GPU clock offset +285 MHz"
+        )),
+        "{line}"
+    );
+    assert_eq!(line.matches("GPU clock offset").count(), 2, "{line}");
+    // Hovering the group lists its changes.
+    let title = harness.get_by_label("Power (W)").rect();
+    let found = (0..1_000).step_by(4).find_map(|dx| {
+        harness.hover_at(eframe::egui::pos2(
+            title.left() + 70.0 + dx as f32,
+            title.bottom() + 60.0,
+        ));
+        harness.run();
+        harness
+            .query_by_label_contains("20 setting changes from ")
+            .map(|node| text_of(&node))
+    });
+    let Some(hover) = found else {
+        panic!("no hover over the power graph names the group")
+    };
+    assert!(hover.contains(&format!("({scan}):")), "{hover}");
+    assert!(hover.contains(" GPU clock offset +15 MHz\n"), "{hover}");
+    assert!(hover.contains("… and 8 more"), "{hover}");
+
+    // Ten minutes of the scan: each step a minute (over 100 pixel columns) apart, each its own.
+    let state = &mut harness.state_mut().state;
+    state.monitor.set_window(TimeWindow::TenMinutes);
+    state.monitor.pause(scan_started_ms + 19 * 60_000 + 30_000);
+    harness.run();
+    let line = text_of(&harness.get_by_label_contains("Settings changed: "));
+    assert!(!line.contains(" changes ("), "{line}");
+    assert!(
+        line.contains(&format!("GPU clock offset +285 MHz ({scan})")),
+        "{line}"
+    );
+}
+
 #[test]
 fn a_pause_is_not_remembered_by_the_next_run() {
     let mut state = training(SimScenario::Rtx4090);

@@ -241,3 +241,58 @@ fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
     harness.run();
     harness.get_by_label_contains("quiet-70 was not applied on GPU 0: GPU 0 is held by a trial");
 }
+
+#[test]
+fn profiles_saved_changed_or_removed_elsewhere_show_without_a_reload() {
+    use gputune::ui::profiles::folder_watch::{LOOK_EVERY, ProfileFolderWatch};
+    use std::time::{Duration, Instant};
+    let config_dir = tempfile::tempdir().expect("a config folder");
+    let folders = Folders {
+        config_dir: Some(config_dir.path().to_path_buf()),
+        ..Folders::default()
+    };
+    // `gputune profile save` in a terminal writes through the same store.
+    let cli = ProfileStore::open(&folders).unwrap_or_else(|error| panic!("{error}"));
+    let mut watch = ProfileFolderWatch::new(&folders);
+    let mut harness = harness();
+    let start = Instant::now();
+    // One frame as the glue runs it: a look at the folder at `at`, then the tab drawn.
+    let mut frame = |harness: &mut Harness<'static, Window>, at: Duration| {
+        let state = &mut harness.state_mut().state;
+        let shown = state.tab == Tab::Profiles;
+        watch.reload_if_changed(&mut state.profiles, shown, start + at);
+        harness.run();
+    };
+    frame(&mut harness, Duration::ZERO);
+    harness.get_by_label("No profile saved for this card yet.");
+
+    let Some(mut profile) =
+        profile_from_card("quiet-70", "", &harness.state().state.model.gpus[0], None)
+    else {
+        panic!("the engine said what the card runs")
+    };
+    cli.save(&profile).unwrap_or_else(|error| panic!("{error}"));
+    frame(&mut harness, LOOK_EVERY);
+    harness.get_by_label("quiet-70");
+
+    // Changed in place: the row says what it sets now.
+    profile.gpu_clock_offset_mhz = Some(135);
+    cli.save(&profile).unwrap_or_else(|error| panic!("{error}"));
+    frame(&mut harness, LOOK_EVERY * 2);
+    harness.get_by_label(&format!("{}; never checked", profile.summary()));
+
+    // Removed.
+    cli.delete("quiet-70")
+        .unwrap_or_else(|error| panic!("{error}"));
+    frame(&mut harness, LOOK_EVERY * 3);
+    harness.get_by_label("No profile saved for this card yet.");
+
+    // Saved while another tab is shown: the folder is looked at as the tab comes back.
+    harness.state_mut().state.tab = Tab::Monitor;
+    frame(&mut harness, LOOK_EVERY * 3 + Duration::from_millis(100));
+    profile.name = "undervolt".to_string();
+    cli.save(&profile).unwrap_or_else(|error| panic!("{error}"));
+    harness.state_mut().state.tab = Tab::Profiles;
+    frame(&mut harness, LOOK_EVERY * 3 + Duration::from_millis(200));
+    harness.get_by_label("undervolt");
+}

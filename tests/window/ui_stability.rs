@@ -300,6 +300,68 @@ fn a_finished_scan_shows_its_steps_and_savings_and_saves_a_profile() {
     );
 }
 
+/// A scan's outcome from a real run on the fake library (tests/data/stability/).
+fn recorded_scan() -> ScanOutcome {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/stability/scan-rtx4090.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[test]
+fn a_finished_scan_scrolls_to_save_as_profile_in_a_720_px_window() {
+    for size in [[1120.0, 720.0], [1280.0, 720.0]] {
+        let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
+        state.tab = Tab::Tune;
+        state.tune_view = TuneView::Stability;
+        let mut harness = window_harness(state, size);
+        let scan = recorded_scan();
+        show(
+            &mut harness,
+            StabilityView {
+                scanning: true,
+                running: false,
+                scan_steps: scan.steps.clone(),
+                scan_outcome: Some(scan),
+                ..view()
+            },
+        );
+        let below = harness.get_by_label("Save").rect().bottom();
+        assert!(below > size[1], "the result runs past the window: {below}");
+        // The user scrolls the view with the wheel, as on a laptop screen.
+        harness.hover_at(eframe::egui::pos2(size[0] / 2.0, size[1] / 2.0));
+        harness.run();
+        for _ in 0..30 {
+            harness.event(eframe::egui::Event::MouseWheel {
+                unit: eframe::egui::MouseWheelUnit::Line,
+                delta: eframe::egui::vec2(0.0, -3.0),
+                phase: eframe::egui::TouchPhase::Move,
+                source: eframe::egui::MouseWheelSource::Unknown,
+                modifiers: eframe::egui::Modifiers::NONE,
+            });
+            harness.run();
+        }
+        let save = harness.get_by_label("Save");
+        assert!(
+            save.rect().bottom() <= size[1],
+            "{size:?}: Save is inside the window after scrolling: {:?}",
+            save.rect()
+        );
+        harness.get_by_label("Save as profile");
+        save.click();
+        harness.run();
+        assert_eq!(
+            actions(&harness),
+            vec![StabilityAction::SaveScanProfile {
+                gpu_index: 0,
+                name: "Undervolt".to_string()
+            }],
+            "{size:?}"
+        );
+    }
+}
+
 #[test]
 fn a_card_without_clock_offsets_has_no_undervolt_to_find() {
     let mut harness = harness(SimScenario::DatacenterFanless);

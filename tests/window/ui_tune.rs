@@ -445,6 +445,117 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
 }
 
 #[test]
+fn a_kept_trials_message_goes_once_the_card_runs_something_else() {
+    use gputune::tuning::engine::ChangeNote;
+    let mut harness = harness(SimScenario::Rtx4090);
+    let at_ms = 1_700_000_100_000;
+    // This window kept a trial of 360 W: the engine noted the change, then the trial ended.
+    let kept = tuning_after(&harness, |tuning| {
+        tuning.in_force.power_limit_mw = Some(360_000);
+        tuning.last_change = Some(ChangeNote {
+            at_ms: at_ms - 50,
+            by: "this window".to_string(),
+            what: "trying power limit 360 W".to_string(),
+        });
+    });
+    harness
+        .state_mut()
+        .state
+        .take_event(kept.clone(), at_ms - 40);
+    let mut trial = common_ui::running_trial(40, 60);
+    trial.what = "power limit 360 W".to_string();
+    trial.phase = TrialPhase::Ended;
+    trial.message = Some("Kept power limit 360 W.".to_string());
+    harness
+        .state_mut()
+        .state
+        .take_event(LinkEvent::Trial(Box::new(trial.clone())), at_ms);
+    // The engine's next report of the same change, and the same status again, keep it.
+    harness.state_mut().state.take_event(kept, at_ms + 1_000);
+    harness
+        .state_mut()
+        .state
+        .take_event(LinkEvent::Trial(Box::new(trial)), at_ms + 1_100);
+    harness.run();
+    harness.get_by_label("Kept power limit 360 W.");
+    // Another program sets 338 W a minute later: the message and its numbers give way to
+    // what the card runs.
+    let theirs = tuning_after(&harness, |tuning| {
+        tuning.in_force.power_limit_mw = Some(338_000);
+        tuning.last_change = Some(ChangeNote {
+            at_ms: at_ms + 60_000,
+            by: "another program".to_string(),
+            what: "power limit changed".to_string(),
+        });
+    });
+    harness.state_mut().state.take_event(theirs, at_ms + 60_500);
+    harness.run();
+    assert!(
+        harness
+            .query_by_label_contains("Kept power limit 360 W")
+            .is_none()
+    );
+    assert!(
+        harness.query_by_label("Before").is_none(),
+        "no stale numbers"
+    );
+    harness.get_by_label_contains("power limit 338 W");
+    // The next trial shows again.
+    harness.state_mut().state.take_event(
+        LinkEvent::Trial(Box::new(common_ui::running_trial(5, 60))),
+        at_ms + 70_000,
+    );
+    harness.run();
+    harness.get_by_label_contains("Trying power limit 315 W");
+}
+
+#[test]
+fn a_put_back_lock_gputune_never_recorded_says_it_was_reset_and_claims_nothing_more() {
+    use gputune::tuning::engine::{GpuRestored, SessionReport, report_lines};
+    let mut harness = harness(SimScenario::Rtx4090);
+    let report = SessionReport {
+        session: 3,
+        purpose: SessionPurpose::Trial,
+        kept: false,
+        restored: vec![GpuRestored {
+            gpu_index: 0,
+            gpu_uuid: "GPU-1".to_string(),
+            restored: vec![Setting::ResetGpuClocks],
+            left: Vec::new(),
+            exact: false,
+        }],
+        stats: Vec::new(),
+        message: "Ended the clock lock: put back".to_string(),
+        critical_event: None,
+    };
+    harness.state_mut().state.take_event(
+        LinkEvent::Notice {
+            gpu_index: Some(0),
+            notice: Notice::Info(report_lines(&report).join(" ")),
+        },
+        1_700_000_100_000,
+    );
+    harness.run();
+    let said = harness.get_by_label_contains(
+        "GPU 0: its clocks were reset to the driver's default range (unlocked).",
+    );
+    let node = said.accesskit_node();
+    let text = node.label().or_else(|| node.value()).unwrap_or_default();
+    assert!(
+        text.contains("no earlier lock on record to put back"),
+        "{text}"
+    );
+    // It does not claim to know what the card ran before, nor that it "restored" anything.
+    for claim in [
+        "was not known",
+        "rather than restored",
+        "was unlocked before",
+    ] {
+        assert!(!text.contains(claim), "{claim} in {text}");
+    }
+}
+
+#[test]
 fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() {
     let mut state = common_ui::app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     state.tab = Tab::Tune;

@@ -23,7 +23,7 @@ use crate::ui::widgets::processes::{job_pid, processes_table};
 use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeSpan;
 use crate::ui::widgets::time_axis::TimeWindow;
-use crate::ui::widgets::time_plot::{GraphSpec, graph, series};
+use crate::ui::widgets::time_plot::{GraphSpec, column_ms_for, graph, series};
 use crate::units::{gib, or_na, watts};
 
 /// Sampling intervals offered, in milliseconds.
@@ -142,7 +142,7 @@ pub fn monitor_ui(
     view.reset_time_axis = false;
     earlier_history_note(ui, gpu.earlier);
     let changes = changes_in_span(&gpu.changes, span);
-    change_list(ui, &changes);
+    change_list(ui, &changes, column_ms_for(ui, span));
     let mut user_moved_time_axis = false;
     egui::ScrollArea::vertical().show(ui, |ui| {
         user_moved_time_axis |= graphs(ui, gpu, span, &changes);

@@ -1,9 +1,11 @@
 //! The Profiles tab: the saved profiles of the chosen card, saving the Tune tab's settings as a
 //! new one, apply (or try), rename, delete (after asking), default, import and export. The
 //! panel only returns `ProfileAction`s; the app runs them against `profiles::store`
-//! (actions.rs, which also saves a sweep's or a scan's result as a profile).
+//! (actions.rs, which also saves a sweep's or a scan's result as a profile); folder_watch.rs
+//! notices profiles another program saved, changed or removed.
 
 pub(super) mod actions;
+pub mod folder_watch;
 
 use eframe::egui::{self, Color32, RichText};
 

@@ -173,7 +173,7 @@ fn cards_box(
             });
         let trials: Vec<&TrialStatus> = gpus
             .iter()
-            .filter_map(|gpu| gpu.trial.as_ref())
+            .filter_map(|gpu| gpu.shown_trial())
             .filter(|trial| !dismissed.contains(&(trial.gpu_index, trial.session)))
             .collect();
         // One line for the whole trial while every card is at the same point (the usual case),

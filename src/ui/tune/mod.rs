@@ -175,7 +175,7 @@ impl TunePanel {
         if let Some(notice) = &gpu.tune_message {
             notice_label(ui, notice);
         }
-        if let Some(trial) = &gpu.trial {
+        if let Some(trial) = gpu.shown_trial() {
             let key = (trial.gpu_index, trial.session);
             if self.dismissed_trial != Some(key) && trial_box(ui, trial, &mut commands) {
                 self.dismissed_trial = Some(key);

@@ -6,7 +6,7 @@ use egui_plot::{HLine, HoverPosition, Legend, Line, LineStyle, Plot, PlotUi};
 use crate::telemetry::decimate::decimate;
 use crate::telemetry::history::{GpuHistory, Metric};
 use crate::tuning::engine::ChangeNote;
-use crate::ui::widgets::change_marks::mark_changes;
+use crate::ui::widgets::change_marks::{group_changes, label_groups, mark_changes};
 use crate::ui::widgets::time_axis::{TimeSpan, axis_label, clock_time, seconds, unix_ms};
 
 /// Height of one graph, in points.
@@ -76,6 +76,15 @@ pub(crate) fn visible_span(plot_ui: &mut PlotUi<'_>, span: TimeSpan) -> (u64, u6
     }
 }
 
+/// The width of a graph's pixel column in ms at `span` for graphs as wide as `ui` (its y
+/// axis and the page's scroll bar off): what the text over the graphs groups changes by
+/// before any graph is drawn.
+pub(crate) fn column_ms_for(ui: &egui::Ui, span: TimeSpan) -> f64 {
+    let scroll_bar = ui.spacing().scroll.bar_width + ui.spacing().scroll.bar_outer_margin;
+    let columns = (ui.available_width() - Y_AXIS_WIDTH - scroll_bar).max(1.0);
+    span.to_ms.saturating_sub(span.from_ms) as f64 / f64::from(columns)
+}
+
 /// One graph: a title with its unit, its lines, an optional reference line, values the y
 /// axis always shows, and the y range it shows while no line has a point in view.
 pub(crate) struct GraphSpec {
@@ -108,8 +117,8 @@ pub(crate) fn graph(
     for &y in spec.y_always_shows.iter() {
         plot = plot.include_y(y);
     }
-    // The width of one pixel column in ms, as this frame draws it: the hover text looks for
-    // the nearest sample within the hovered column.
+    // The width of one pixel column in ms, as this frame draws it: past the line's ends and
+    // in its gaps the hover text looks for a sample only within the hovered column.
     let column_ms = std::rc::Rc::new(std::cell::Cell::new(0.0_f64));
     let hover = Hover {
         history,
@@ -117,6 +126,7 @@ pub(crate) fn graph(
         unit,
         changes,
         column_ms: column_ms.clone(),
+        gap_after_ms: span.gap_after_ms,
     };
     let response = plot
         .y_grid_spacer(nice_y_grid)
@@ -163,7 +173,7 @@ pub(crate) fn graph(
                 let room = (high - low) * 0.05;
                 plot_ui.set_plot_bounds_y(low - room..=high + room);
             }
-            mark_changes(plot_ui, changes);
+            mark_changes(plot_ui, &group_changes(changes, column_ms.get()));
             if let Some((name, value)) = reference {
                 plot_ui.hline(
                     HLine::new(name, value)
@@ -173,6 +183,11 @@ pub(crate) fn graph(
                 );
             }
         });
+    label_groups(
+        ui,
+        &response.transform,
+        &group_changes(changes, column_ms.get()),
+    );
     moved_by_user(&response.response)
 }
 
@@ -196,14 +211,16 @@ struct Hover<'a> {
     unit: &'static str,
     changes: &'a [&'a ChangeNote],
     column_ms: std::rc::Rc<std::cell::Cell<f64>>,
+    /// Samples further apart than this are a gap in the lines, and in the hover.
+    gap_after_ms: u64,
 }
 
 /// How many pixel columns either side of a change mark still hover it.
 const MARK_HOVER_COLUMNS: f64 = 4.0;
 
 impl Hover<'_> {
-    /// The sample nearest the pointer within its pixel column: its time and every line's
-    /// value with the unit; the setting changes marked within a few pixels (when, what,
+    /// The sample nearest the pointer on the drawn line (or within its pixel column where no
+    /// line is drawn): its time and every line's value with the unit; the setting changes marked within a few pixels (when, what,
     /// who); and what the wheel does.
     fn text(&self, position: &HoverPosition<'_>) -> String {
         let pointer = match position {
@@ -217,11 +234,13 @@ impl Hover<'_> {
             self.changes,
             pointer.x,
             self.column_ms.get(),
+            self.gap_after_ms,
         )
     }
 }
 
-/// [`Hover::text`] at `at_seconds` (Unix seconds) with pixel columns `column_ms` wide.
+/// [`Hover::text`] at `at_seconds` (Unix seconds) with pixel columns `column_ms` wide and
+/// samples more than `gap_after_ms` apart drawn as a gap.
 pub(crate) fn hover_text(
     history: &GpuHistory,
     lines: &[Series],
@@ -229,15 +248,12 @@ pub(crate) fn hover_text(
     changes: &[&ChangeNote],
     at_seconds: f64,
     column_ms: f64,
+    gap_after_ms: u64,
 ) -> String {
     let at_ms = unix_ms(at_seconds);
     let half_column_ms = (column_ms / 2.0).max(0.0) as u64;
     let mut text = Vec::new();
-    match history.nearest(
-        at_ms,
-        at_ms.saturating_sub(half_column_ms),
-        at_ms.saturating_add(half_column_ms),
-    ) {
+    match history.nearest_on_line(at_ms, half_column_ms, gap_after_ms) {
         Some(index) => {
             let time_ms = history.time_ms(index).unwrap_or(at_ms);
             text.push(clock_time(seconds(time_ms), true));
@@ -256,16 +272,13 @@ pub(crate) fn hover_text(
         }
     }
     let reach_ms = (column_ms * MARK_HOVER_COLUMNS).max(0.0) as u64;
-    for change in changes
-        .iter()
-        .filter(|change| change.at_ms.abs_diff(at_ms) <= reach_ms)
-    {
-        text.push(crate::text::printable(&format!(
-            "Setting changed at {}: {} (by {})",
-            clock_time(seconds(change.at_ms), true),
-            change.what,
-            change.by
-        )));
+    for group in group_changes(changes, column_ms).iter().filter(|group| {
+        group.first_ms().saturating_sub(reach_ms) <= at_ms
+            && at_ms <= group.last_ms().saturating_add(reach_ms)
+    }) {
+        for line in group.hover_lines() {
+            text.push(crate::text::printable(&line));
+        }
     }
     text.push(WHEEL_HINT.to_string());
     text.join("\n")

@@ -285,6 +285,28 @@ impl GpuHistory {
         }
     }
 
+    /// The sample a graph's hover reads at `at_ms`. Where the pointer is between two samples
+    /// the graph's line joins (at most `gap_after_ms` apart), the nearer of the two, however
+    /// many pixel columns lie between them; in a gap or past either end, the nearest within
+    /// `reach_ms` (half the hovered pixel column), else `None`: never a sample across a gap.
+    pub fn nearest_on_line(&self, at_ms: u64, reach_ms: u64, gap_after_ms: u64) -> Option<usize> {
+        let after = self.partition_point(0, self.len, |time_ms| time_ms < at_ms);
+        if let Some(before) = after.checked_sub(1)
+            && after < self.len
+            && let (Some(before_ms), Some(after_ms)) = (self.time_ms(before), self.time_ms(after))
+            && after_ms.saturating_sub(before_ms) <= gap_after_ms
+        {
+            // The earlier one on a tie, as `nearest`.
+            let nearer_after = after_ms.saturating_sub(at_ms) < at_ms.saturating_sub(before_ms);
+            return Some(if nearer_after { after } else { before });
+        }
+        self.nearest(
+            at_ms,
+            at_ms.saturating_sub(reach_ms),
+            at_ms.saturating_add(reach_ms),
+        )
+    }
+
     /// Bytes the buffers have allocated.
     pub fn memory_bytes(&self) -> usize {
         size_of::<GpuHistory>()

@@ -159,6 +159,37 @@ fn samples_further_apart_than_the_gap_split_the_line() {
 }
 
 #[test]
+fn hover_reads_the_nearer_sample_on_the_line_and_nothing_across_a_gap() {
+    // Samples 500 ms apart, then 10 s without one, then 500 ms apart again.
+    let mut history = GpuHistory::with_capacity(100);
+    for step_ms in [0u64, 500, 1_000, 11_000, 11_500] {
+        history.push(T0_MS + step_ms, Some(&reading(Some(100_000))));
+    }
+    let (half_column_ms, gap_after_ms) = (25, 1_500);
+    let read = |at_ms: u64| history.nearest_on_line(T0_MS + at_ms, half_column_ms, gap_after_ms);
+    // Between two joined samples, ten columns apart: the nearer, the earlier on a tie.
+    assert_eq!(read(200), Some(0));
+    assert_eq!(read(250), Some(0));
+    assert_eq!(read(300), Some(1));
+    assert_eq!(read(11_400), Some(4));
+    // In the gap: only within half a column of its ends.
+    assert_eq!(read(1_020), Some(2));
+    assert_eq!(read(1_100), None);
+    assert_eq!(read(6_000), None);
+    assert_eq!(read(10_980), Some(3));
+    // Past either end.
+    assert_eq!(read(11_600), None);
+    assert_eq!(
+        history.nearest_on_line(T0_MS - 100, half_column_ms, gap_after_ms),
+        None
+    );
+    assert_eq!(
+        GpuHistory::with_capacity(4).nearest_on_line(T0_MS, 25, 1_500),
+        None
+    );
+}
+
+#[test]
 fn a_clock_that_steps_back_is_clamped_to_the_previous_time() {
     let mut history = GpuHistory::with_capacity(10);
     history.push(T0_MS + 1000, None);

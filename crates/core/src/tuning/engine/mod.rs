@@ -88,9 +88,9 @@ use crate::tuning::state_folder::StateFolder;
 use state::{Gpu, Session};
 pub(crate) use state::{Layer, RestoreEntry, RestoreMap};
 
-/// Said when a put-back reset a clock lock instead of restoring it: true whether the lock was
-/// set by another tool or never set since the driver started.
-pub const UNKNOWN_LOCK_RESET: &str = "its clock lock before was not known to gputune (NVML cannot read clock locks, and no gputune had recorded one since the driver started), so it was reset to unlocked rather than restored.";
+/// Said when a put-back reset a clock lock instead of restoring it. What happened, and only
+/// what gputune knows: the card may have been unlocked, or locked by another tool.
+pub const UNKNOWN_LOCK_RESET: &str = "its clocks were reset to the driver's default range (unlocked). gputune had no earlier lock on record to put back: NVML cannot read clock locks, and none was set through gputune since the driver started (if another tool had locked them, lock them again there).";
 
 /// How often the engine tries again to put back what the driver refused to take back: a fan
 /// left at a fixed speed or a limit left raised must not wait for the next command.
