@@ -125,11 +125,12 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
         messages,
         "gputune: applied the profile \"{}\"{} to GPU {index} ({}){}{}; restored when the command ends.",
         stored.profile.name,
-        // A never-checked profile's notice said so above.
+        // A profile never checked on this card: its notice said so above.
         stored
             .profile
             .last_check
             .as_ref()
+            .filter(|record| record.counts_on(&gpu.identity.uuid))
             .map(|record| format!(" ({})", record.describe()))
             .unwrap_or_default(),
         gpu.identity.name,

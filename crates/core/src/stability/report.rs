@@ -10,6 +10,12 @@ use crate::tuning::engine::GpuInfo;
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::units::{duration_s, gib, large_count};
 
+/// A check this long is thorough (`gputune stability`'s default); a shorter one finds only
+/// gross instability, and its verdict says so.
+pub const THOROUGH_CHECK_S: f64 = 600.0;
+/// A card whose peak clock came this close to the top of its clock lock ran at the lock.
+const AT_LOCK_MHZ: u32 = 30;
+
 impl Verdict {
     pub fn of(ending: &Ending) -> Verdict {
         match ending {
@@ -117,11 +123,12 @@ impl CheckReport {
                     _ => ", no VRAM tested".to_string(),
                 };
                 format!(
-                    "Stable for {ran} at {}: 0 wrong of {} checked results{vram}, no Xid; {}.{}",
+                    "Stable for {ran} at {}: 0 wrong of {} checked results{vram}, no Xid; {}.{}{}",
                     self.settings,
                     large_count(tally.results()),
                     self.result.watched.summary(),
-                    self.stress_note()
+                    self.stress_note(),
+                    self.short_note()
                 )
             }
             Ending::Unstable { finding } => format!(
@@ -152,23 +159,57 @@ impl CheckReport {
         }
     }
 
+    /// Said only where it means something: a card held at its clock lock below the power
+    /// limit was not meant to reach it.
     fn stress_note(&self) -> String {
-        if self.result.watched.readings > 0 && !self.result.watched.reached_power_limit() {
+        let watched = &self.result.watched;
+        let held_at_lock = watched
+            .locked_max_mhz
+            .zip(watched.clock_max_mhz)
+            .is_some_and(|(lock_mhz, peak_mhz)| peak_mhz + AT_LOCK_MHZ >= lock_mhz);
+        if watched.readings > 0 && !watched.reached_power_limit() && !held_at_lock {
             " The card never reached its power limit, so it was not fully stressed.".to_string()
         } else {
             String::new()
         }
     }
 
-    /// The short record a profile keeps.
+    /// Whether it was asked to run for less than a thorough check.
+    pub fn is_short(&self) -> bool {
+        self.duration_asked_s < THOROUGH_CHECK_S
+    }
+
+    fn short_note(&self) -> String {
+        if self.is_short() {
+            format!(
+                " This was a short check ({}): it finds only gross instability; a thorough one runs {}.",
+                duration_s(self.duration_asked_s),
+                duration_s(THOROUGH_CHECK_S)
+            )
+        } else {
+            String::new()
+        }
+    }
+
+    /// "GPU 0 (NVIDIA GeForce RTX 4090, GPU-5a1e…)": the card that was checked.
+    pub fn card(&self) -> String {
+        format!(
+            "GPU {} ({}, {})",
+            self.gpu_index, self.gpu_name, self.gpu_uuid
+        )
+    }
+
+    /// The short record a profile keeps, naming the card checked.
     pub fn record(&self) -> CheckRecord {
         CheckRecord {
             ended_at_ms: self.ended_at_ms,
             ran_s: self.result.ran_s,
             verdict: self.verdict,
-            summary: self.sentence(),
+            summary: format!("{}: {}", self.card(), self.sentence()),
             driver_version: self.driver_version.clone(),
             gputune_version: self.gputune_version.clone(),
+            gpu_uuid: Some(self.gpu_uuid.clone()),
+            gpu_name: Some(self.gpu_name.clone()),
         }
     }
 }
@@ -196,6 +237,8 @@ impl CheckRecord {
             ("last_check.summary", Some(&self.summary)),
             ("last_check.driver_version", self.driver_version.as_ref()),
             ("last_check.gputune_version", Some(&self.gputune_version)),
+            ("last_check.gpu_uuid", self.gpu_uuid.as_ref()),
+            ("last_check.gpu_name", self.gpu_name.as_ref()),
         ] {
             let Some(value) = value else { continue };
             if field != "last_check.summary" && value.chars().count() > RECORD_VERSION_MAX_CHARS {
@@ -210,10 +253,52 @@ impl CheckRecord {
         Ok(())
     }
 
-    /// "checked stable for 10 min on 26 Nov", "found unstable on 26 Nov".
+    /// Whether it counts as a check of the card `uuid`: only on the card that was checked (a
+    /// record that names no card counts on none).
+    pub fn counts_on(&self, uuid: &str) -> bool {
+        self.gpu_uuid
+            .as_deref()
+            .is_some_and(|checked| checked.trim().eq_ignore_ascii_case(uuid.trim()))
+    }
+
+    /// [`CheckRecord::describe`] as seen from the card `uuid`: "checked stable for 10 min on
+    /// 26 Nov", or, from another card, "… on GPU-5a1e0c2d… (another card: NVIDIA H100), not on
+    /// this one".
+    pub fn describe_for(&self, uuid: &str) -> String {
+        if self.counts_on(uuid) {
+            return self.describe();
+        }
+        // Whether it was short matters only on the card it was made on.
+        let what = self.verdict_words(false);
+        match &self.gpu_uuid {
+            Some(checked) => format!(
+                "{what}, on {} (another card{}), not on this one",
+                short_uuid(checked),
+                self.gpu_name
+                    .as_ref()
+                    .map(|name| format!(": {name}"))
+                    .unwrap_or_default()
+            ),
+            None => format!(
+                "{what}, on a card the record does not name (an older gputune wrote it), so it counts as checked on no card"
+            ),
+        }
+    }
+
+    /// "checked stable for 10 min on 26 Nov", "found UNSTABLE after 3 s on 26 Nov"; a short
+    /// check says it was short.
     pub fn describe(&self) -> String {
+        self.verdict_words(true)
+    }
+
+    fn verdict_words(&self, short_caveat: bool) -> String {
         let day = crate::units::local_time(self.ended_at_ms, "%-d %b");
         match self.verdict {
+            Verdict::Stable if short_caveat && self.ran_s < THOROUGH_CHECK_S => format!(
+                "checked stable for only {} on {day}, a short check; a thorough one runs {}",
+                duration_s(self.ran_s),
+                duration_s(THOROUGH_CHECK_S)
+            ),
             Verdict::Stable => format!("checked stable for {} on {day}", duration_s(self.ran_s)),
             Verdict::Unstable => {
                 format!("found UNSTABLE after {} on {day}", duration_s(self.ran_s))
@@ -224,6 +309,16 @@ impl CheckRecord {
             ),
             Verdict::NotRun => format!("never checked (the check on {day} could not run)"),
         }
+    }
+}
+
+/// "GPU-5a1e0c2d…": enough of a UUID to tell cards apart in a sentence.
+fn short_uuid(uuid: &str) -> String {
+    let short: String = uuid.chars().take(12).collect();
+    if short.len() < uuid.len() {
+        format!("{short}…")
+    } else {
+        short
     }
 }
 
