@@ -435,6 +435,60 @@ mod tests {
     }
 
     #[test]
+    fn a_card_held_at_its_clock_lock_is_not_called_unstressed_and_a_short_check_says_so() {
+        let mut stable = report(Ending::Completed);
+        for at_ms in [0, 500] {
+            stable.result.watched.take(&crate::device::Telemetry {
+                sampled_at_ms: at_ms,
+                sm_clock_mhz: Some(2520),
+                power_draw_mw: Some(330_000),
+                power_limit_mw: Some(450_000),
+                ..crate::device::Telemetry::default()
+            });
+        }
+        let unstressed = "never reached its power limit";
+        assert!(stable.sentence().contains(unstressed));
+        stable.result.watched.locked_max_mhz = Some(2520);
+        assert!(!stable.sentence().contains(unstressed));
+        assert!(!stable.sentence().contains("short check"));
+        stable.duration_asked_s = 30.0;
+        assert!(
+            stable
+                .sentence()
+                .ends_with("This was a short check (30 s): it finds only gross instability; a thorough one runs 10 min."),
+            "{}",
+            stable.sentence()
+        );
+    }
+
+    #[test]
+    fn a_record_counts_only_on_the_card_it_was_made_on() {
+        let record = report(Ending::Completed).record();
+        assert!(record.counts_on("gpu-1"));
+        assert!(
+            record
+                .summary
+                .starts_with("GPU 0 (NVIDIA GeForce RTX 4090, GPU-1): Stable")
+        );
+        assert!(!record.counts_on("GPU-2"));
+        assert!(
+            record
+                .describe_for("GPU-2")
+                .ends_with(", on GPU-1 (another card: NVIDIA GeForce RTX 4090), not on this one")
+        );
+        let old = CheckRecord {
+            gpu_uuid: None,
+            gpu_name: None,
+            ..record
+        };
+        assert!(!old.counts_on("GPU-1"));
+        assert!(
+            old.describe_for("GPU-1")
+                .ends_with("so it counts as checked on no card")
+        );
+    }
+
+    #[test]
     fn settings_are_named_as_the_verdict_says_them() {
         let mut in_force = SettingsInForce {
             power_limit_mw: Some(450_000),
