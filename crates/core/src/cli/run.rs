@@ -196,7 +196,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
             Err(error) => {
                 let _ = writeln!(
                     messages,
-                    "gputune: the session could not be ended ({error}); the daemon puts the card back when the connection closes."
+                    "gputune: the connection to the tuning service was lost ({error}), so the session could not be ended from here: whether the card was put back cannot be known here. A daemon that still runs puts it back as the connection closes; one that died puts it back from its journal when it starts again. `gputune status` shows what the card runs now."
                 );
                 None
             }

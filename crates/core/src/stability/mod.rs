@@ -15,6 +15,7 @@
 //! run.rs        one span of checked work: the rounds handed out, results counted, findings
 //! check.rs      one card's check: its settings held by an engine session, put back at the end
 //! report.rs     the verdict sentence, the figures (--json), a profile's record of its check
+//! record.rs     that record read back: where it counts (the card checked) and how it reads
 //! scan.rs       the undervolt scanner: offsets stepped at a clock lock, each checked, confirmed
 //! device.rs     which device checks a card: simulated for simulated cards, CUDA for real ones
 
@@ -24,6 +25,7 @@ pub mod cuda;
 pub mod device;
 pub mod held;
 pub mod plan;
+pub mod record;
 pub mod reference;
 pub mod report;
 pub mod run;
