@@ -58,8 +58,13 @@ enum Command {
     Sweep(Box<gputune::cli::sweep::SweepArgs>),
     /// Does this GPU still compute correctly? A checked tensor-core, FMA and VRAM load at the
     /// card's settings (or a profile's, put back afterwards): 0 wrong results or not.
+    ///
+    /// Exit status: 0 stable, 1 unstable, 2 nothing checked, 130 stopped (Ctrl-C, SIGTERM).
     Stability(Box<gputune::cli::stability::StabilityArgs>),
     /// Find the largest stable clock offset (undervolt) at a clock lock: step, check, confirm.
+    ///
+    /// Exit status: 0 an offset confirmed stable, 1 none was, 2 nothing checked, 130 stopped
+    /// (Ctrl-C, SIGTERM).
     Scan(Box<gputune::cli::scan::ScanArgs>),
     /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
     Plan(Box<gputune::cli::plan::PlanArgs>),
@@ -100,6 +105,19 @@ fn exit_with(exit_code: i32) -> anyhow::Result<()> {
         std::process::exit(exit_code);
     }
     Ok(())
+}
+
+/// A check or scan that could not start checked nothing: its sentence, and exit status 2 (1
+/// would say "unstable").
+fn nothing_checked_is_2(result: anyhow::Result<i32>) -> i32 {
+    match result {
+        Ok(exit_code) => exit_code,
+        Err(error) if is_broken_pipe(&error) => 0,
+        Err(error) => {
+            eprintln!("gputune: {error}");
+            2
+        }
+    }
 }
 
 /// Where a CLI command's log would repeat what the command itself says: the engine's notices
@@ -257,10 +275,12 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Some(Command::Stability(args)) => {
-            exit_with(gputune::cli::stability::run_command(&args, &tuning)?)
-        }
-        Some(Command::Scan(args)) => exit_with(gputune::cli::scan::run_command(&args, &tuning)?),
+        Some(Command::Stability(args)) => exit_with(nothing_checked_is_2(
+            gputune::cli::stability::run_command(&args, &tuning),
+        )),
+        Some(Command::Scan(args)) => exit_with(nothing_checked_is_2(
+            gputune::cli::scan::run_command(&args, &tuning),
+        )),
         Some(Command::Run(args)) => {
             let exit_code = gputune::cli::run::run_command(&args, &tuning)?;
             if exit_code != 0 {

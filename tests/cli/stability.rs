@@ -136,7 +136,7 @@ fn a_checked_stable_profile_says_so_and_an_unchecked_one_says_it_was_never_check
         "put back after the check"
     );
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
-    assert!(list.contains("checked stable for 2."), "{list}");
+    assert!(list.contains("checked stable for only 2."), "{list}");
 }
 
 #[test]
@@ -637,4 +637,339 @@ fn a_scan_after_an_unstable_offset_measures_stock_at_stock_and_puts_the_offset_b
     let settings = machine.settings(0);
     assert_eq!(settings.gpu_clock_offset_mhz, 300, "{stderr}");
     assert!(settings.gpu_locked_clocks.is_some(), "{stderr}");
+}
+
+/// "GPU-5a1e0c2d…": how a sentence names a card by its UUID.
+fn short_uuid(uuid: &str) -> String {
+    uuid.chars().take(12).collect()
+}
+
+/// The profile `name` as it is on disk, and its file's text.
+fn stored(machine: &FakeMachine, name: &str) -> (gputune_core::profiles::profile::Profile, String) {
+    let store = gputune_core::profiles::store::ProfileStore::open(&machine.folders())
+        .expect("the profile folder opens");
+    let stored = store.load(name).expect("the profile reads");
+    let text = std::fs::read_to_string(&stored.path).expect("the profile file reads");
+    (stored.profile, text)
+}
+
+#[test]
+fn a_verdict_names_the_card_checked_and_counts_only_on_that_card() {
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    for arguments in [
+        vec!["apply", "--gpu", "0", "--gpu-clock-offset", "15"],
+        vec!["profile", "save", "Mild", "--gpu", "0"],
+        vec!["apply", "--gpu", "0", "--gpu-clock-offset", "0"],
+    ] {
+        let output = machine.gputune(&arguments);
+        assert!(
+            output.status.success(),
+            "{arguments:?}: {}",
+            text(&output.stderr)
+        );
+    }
+    // GPU 0's profile, checked on GPU 3.
+    let output = machine.gputune(&[
+        "stability",
+        "--profile",
+        "Mild",
+        "--gpu",
+        "3",
+        "--duration-s",
+        "2",
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "GPU 3 (NVIDIA GeForce RTX 4090, {})",
+            machine.uuid(3)
+        )),
+        "the verdict names the card checked: {stdout}"
+    );
+    let (_, file) = stored(&machine, "Mild");
+    assert!(
+        file.contains(&format!("gpu_uuid = \"{}\"", machine.uuid(3))),
+        "the record names the card checked: {file}"
+    );
+    let elsewhere = format!("on {}", short_uuid(&machine.uuid(3)));
+    for arguments in [vec!["profile", "list"], vec!["profile", "show", "Mild"]] {
+        let shown = text(&machine.gputune(&arguments).stdout);
+        assert!(
+            shown.contains(&elsewhere)
+                && shown.contains("(another card")
+                && shown.contains("not on this one"),
+            "{arguments:?}: {shown}"
+        );
+    }
+    // On GPU 0 the profile was never checked; on GPU 3 it was.
+    let on_0 = text(
+        &machine
+            .gputune(&["run", "--profile", "Mild", "--gpu", "0", "--", "true"])
+            .stderr,
+    );
+    assert!(
+        on_0.contains("never checked for stability on this card")
+            && !on_0.contains("(checked stable"),
+        "{on_0}"
+    );
+    let on_3 = text(
+        &machine
+            .gputune(&["run", "--profile", "Mild", "--gpu", "3", "--", "true"])
+            .stderr,
+    );
+    assert!(on_3.contains("(checked stable for only"), "{on_3}");
+    assert!(!on_3.contains("never checked"), "{on_3}");
+}
+
+#[test]
+fn a_profile_of_another_model_checked_here_says_which_card_and_an_old_record_counts_nowhere() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Borrowed", 15);
+    // The profile is an H100's, copied to this machine.
+    let folder = machine.config_dir().join("profiles");
+    let file = std::fs::read_dir(&folder)
+        .expect("the profile folder")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "toml")
+        })
+        .expect("the profile file");
+    let h100 = "GPU-00000000-0000-4000-8000-0000000000b1";
+    let original = std::fs::read_to_string(&file).expect("the profile reads");
+    let edited = original.replace(&machine.uuid(0), h100).replace(
+        "name = \"NVIDIA GeForce RTX 4090\"",
+        "name = \"NVIDIA H100 80GB HBM3\"",
+    );
+    std::fs::write(&file, edited).expect("the profile is written");
+    let output = machine.gputune(&["stability", "--profile", "Borrowed", "--duration-s", "2"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let show = text(&machine.gputune(&["profile", "show", "Borrowed"]).stdout);
+    assert!(
+        show.contains(&format!("on {}", short_uuid(&machine.uuid(0))))
+            && show.contains("another card: NVIDIA GeForce RTX 4090")
+            && show.contains("not on this one"),
+        "{show}"
+    );
+    // A record an older gputune wrote names no card: it counts on none, and says so.
+    let saved = std::fs::read_to_string(&file).expect("the profile reads");
+    let mut old: Vec<&str> = Vec::new();
+    for line in saved.lines() {
+        if !line.starts_with("gpu_uuid = ") && !line.starts_with("gpu_name = ") {
+            old.push(line);
+        }
+    }
+    std::fs::write(&file, old.join("\n")).expect("the profile is written");
+    let list = text(&machine.gputune(&["profile", "list"]).stdout);
+    assert!(list.contains("counts as checked on no card"), "{list}");
+    let run = text(
+        &machine
+            .gputune(&["run", "--profile", "Borrowed", "--", "true"])
+            .stderr,
+    );
+    assert!(
+        run.contains("never checked for stability on this card"),
+        "{run}"
+    );
+}
+
+#[test]
+fn a_scan_saves_only_its_own_settings_locked_from_the_cards_lowest_clock() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    // What another client holds on the card while the scan runs.
+    let applied = machine.gputune(&["apply", "--power-limit", "250", "--mem-clock-offset", "500"]);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    let output = machine.gputune(&[
+        "scan",
+        "--step-s",
+        "1",
+        "--confirm-s",
+        "2",
+        "--save-profile",
+        "Found",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&machine.uuid(0)),
+        "the saved profile names its card: {stderr}"
+    );
+    let (profile, file) = stored(&machine, "Found");
+    assert_eq!(
+        profile.power_limit, None,
+        "another client's power limit was saved"
+    );
+    assert_eq!(
+        profile.memory_clock_offset_mhz, None,
+        "another client's memory offset was saved"
+    );
+    assert_eq!(profile.fan_curve, None);
+    let lock = profile.gpu_clock_lock.expect("the scan's lock");
+    assert_eq!(
+        (lock.min_mhz, lock.max_mhz),
+        (210, 2520),
+        "the lock starts at the card's lowest clock, so it still clocks down when idle"
+    );
+    assert!(profile.gpu_clock_offset_mhz.is_some());
+    assert!(
+        profile.last_check.is_some(),
+        "the confirmation is its check"
+    );
+    assert!(
+        file.contains(&format!("gpu_uuid = \"{}\"", machine.uuid(0))),
+        "{file}"
+    );
+}
+
+#[test]
+fn a_scan_refuses_to_replace_a_profile_without_replace_before_it_runs() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Found", 15);
+    let before = stored(&machine, "Found");
+    let writes = machine.write_log().len();
+    let output = machine.gputune(&[
+        "scan",
+        "--step-s",
+        "1",
+        "--confirm-s",
+        "2",
+        "--save-profile",
+        "Found",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("\"Found\" already exists") && stderr.contains("--replace"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert_eq!(stored(&machine, "Found"), before);
+    assert_eq!(machine.write_log().len(), writes, "the scan ran");
+}
+
+#[test]
+fn a_scan_explains_its_margin_and_a_locked_confirmation_is_not_called_unstressed() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = machine.gputune(&["scan", "--step-s", "1", "--confirm-s", "2"]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let summary = stdout.lines().next().unwrap_or_default();
+    assert!(
+        !summary.contains("largest stable")
+            && summary.contains("was the first unstable step")
+            && summary.contains("below the last step that passed")
+            && summary.contains("margin of 2 steps"),
+        "{stdout}"
+    );
+    let confirmation = stdout
+        .lines()
+        .find(|line| line.contains("Confirmation: Stable"))
+        .unwrap_or_else(|| panic!("a stable confirmation: {stdout}"));
+    assert!(
+        !confirmation.contains("never reached its power limit"),
+        "the clock lock held it below the limit: {confirmation}"
+    );
+    assert!(confirmation.contains("short check"), "{confirmation}");
+}
+
+#[test]
+fn a_short_check_says_it_is_short_and_what_a_thorough_one_is() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let output = machine.gputune(&["stability", "--duration-s", "2"]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        stdout.contains("This was a short check (2")
+            && stdout.contains("a thorough one runs 10 min")
+            && stdout.contains("--duration-s 600"),
+        "{stdout}"
+    );
+    with_offset_profile(&machine, "Mild", 15);
+    let checked = machine.gputune(&["stability", "--profile", "Mild", "--duration-s", "2"]);
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked.stderr));
+    let run = text(
+        &machine
+            .gputune(&["run", "--profile", "Mild", "--", "true"])
+            .stderr,
+    );
+    assert!(
+        run.contains("checked stable for only 2") && run.contains("a short check"),
+        "{run}"
+    );
+}
+
+#[test]
+fn a_scan_step_stopped_by_ctrl_c_says_stopped_not_unstable() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let mut running = spawn_piped(machine.command(&["scan", "--step-s", "5", "--confirm-s", "60"]));
+    running.wait_for_line("Ctrl-C stops it");
+    wait_until("a step runs at the lock", || {
+        machine.settings(0).gpu_locked_clocks.is_some()
+    });
+    running.signal("INT");
+    let (status, stdout, stderr) = running.finish();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(!stdout.contains("UNSTABLE"), "{stdout}");
+    assert!(
+        stdout.contains(": stopped (stopped by Ctrl-C or SIGTERM), not a verdict"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn when_the_daemon_dies_mid_check_the_cli_says_the_connection_was_lost() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    with_offset_profile(&machine, "Mild", 15);
+    let daemon = Daemon::start(&machine);
+    let mut running = spawn_piped(daemon.client(
+        &machine,
+        &["stability", "--profile", "Mild", "--duration-s", "120"],
+    ));
+    running.wait_for_line("Ctrl-C stops it");
+    wait_until("the setting is on the card", || {
+        machine.settings(0).gpu_clock_offset_mhz == 15
+    });
+    daemon.kill();
+    let (_, _, stderr) = running.finish();
+    assert!(
+        !stderr.contains("the daemon puts the card back"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("connection to the tuning service was lost")
+            && stderr.contains("cannot be known here")
+            && stderr.contains("gputune status"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn nothing_checked_exits_2_as_the_help_and_the_docs_say() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    for arguments in [
+        vec!["stability", "--gpu", "7"],
+        vec!["stability", "--profile", "Nothing"],
+        vec!["stability", "--duration-s", "0"],
+        vec!["scan", "--lock-mhz", "99999"],
+    ] {
+        let output = machine.gputune(&arguments);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{arguments:?}: {}",
+            text(&output.stderr)
+        );
+    }
+    let help = text(&machine.gputune(&["stability", "--help"]).stdout);
+    assert!(
+        help.contains("0 stable, 1 unstable, 2 nothing checked, 130 stopped"),
+        "{help}"
+    );
+    let docs = include_str!("../../docs/stability.md");
+    assert!(
+        docs.contains("0 stable, 1 unstable, 2 nothing checked"),
+        "docs/stability.md says the exit status as --help does"
+    );
 }

@@ -296,3 +296,57 @@ fn profiles_saved_changed_or_removed_elsewhere_show_without_a_reload() {
     frame(&mut harness, LOOK_EVERY * 3 + Duration::from_millis(200));
     harness.get_by_label("undervolt");
 }
+
+#[test]
+fn a_check_made_on_another_card_is_named_and_does_not_count_here() {
+    use gputune::formats::profile::{CheckRecord, Verdict};
+    use gputune::profiles::store::StoredProfile;
+    let mut harness = harness();
+    let profiles = {
+        let gpu = &harness.state().state.model.gpus[0];
+        let with_check = |name: &str, uuid: Option<&str>, ran_s: f64| {
+            let mut profile = profile_from_card(name, "", gpu, None)
+                .unwrap_or_else(|| panic!("the engine said what the card runs"));
+            profile.gpu_clock_offset_mhz = Some(120);
+            profile.last_check = Some(CheckRecord {
+                ended_at_ms: common_ui::START_MS,
+                ran_s,
+                verdict: Verdict::Stable,
+                summary: "Stable.".to_string(),
+                driver_version: None,
+                gputune_version: "0.1.0".to_string(),
+                gpu_uuid: uuid.map(str::to_string),
+                gpu_name: uuid.map(|_| "NVIDIA H100 80GB HBM3".to_string()),
+            });
+            StoredProfile {
+                profile,
+                path: std::path::PathBuf::from(format!("/nonexistent/{name}.toml")),
+            }
+        };
+        let here = gpu.info.identity.uuid.clone();
+        vec![
+            with_check("here", Some(&here), 900.0),
+            with_check(
+                "elsewhere",
+                Some("GPU-0b7e2c11-1111-4111-8111-000000000002"),
+                960.0,
+            ),
+            with_check("old", None, 1020.0),
+        ]
+    };
+    harness.state_mut().state.profiles.profiles = profiles;
+    harness.run();
+    harness.get_by_label_contains("checked stable for 15 min on");
+    harness.get_by_label_contains("checked stable for 16 min on");
+    harness.get_by_label_contains(
+        "on GPU-0b7e2c11… (another card: NVIDIA H100 80GB HBM3), not on this one",
+    );
+    harness.get_by_label_contains("so it counts as checked on no card");
+    // Only the check made on this card reads as one.
+    assert_eq!(
+        harness
+            .query_all_by_label_contains("not on this one")
+            .count(),
+        1
+    );
+}

@@ -363,6 +363,24 @@ fn a_finished_scan_scrolls_to_save_as_profile_in_a_720_px_window() {
 }
 
 #[test]
+fn a_scan_step_that_was_stopped_reads_stopped_not_unstable() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    let mut stopped = step(Some(15), 396.0, Some("stopped from the window"));
+    stopped.verdict = Verdict::Stopped;
+    show(
+        &mut harness,
+        StabilityView {
+            scanning: true,
+            running: true,
+            scan_steps: vec![step(Some(0), 402.0, None), stopped],
+            ..view()
+        },
+    );
+    harness.get_by_label("stopped: stopped from the window");
+    assert!(harness.query_by_label_contains("unstable").is_none());
+}
+
+#[test]
 fn a_card_without_clock_offsets_has_no_undervolt_to_find() {
     let mut harness = harness(SimScenario::DatacenterFanless);
     harness.get_by_label_contains("takes no graphics clock offset");

@@ -226,14 +226,11 @@ pub fn save_scan_profile(
         .as_ref()
         .and_then(|view| view.scan_outcome.as_ref())
         .ok_or("No undervolt scan has ended on this GPU.")?;
-    let tuning = gpu
-        .tuning
-        .as_ref()
-        .ok_or("The tuning engine has not said what the card runs yet.")?;
     crate::profiles::profile::check_name(name)?;
     let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
+    // Never over an existing profile: the panel has no way to say "replace".
     let (profile, path) = outcome
-        .save_profile(&store, name, &gpu.info, tuning)
+        .save_profile(&store, name, &gpu.info, false)
         .map_err(|error| error.to_string())?
         .ok_or("The scan confirmed no offset, so there is nothing to save.")?;
     Ok(format!(

@@ -214,7 +214,7 @@ impl ProfilesPanel {
             ui.label("No profile saved for this card yet.");
         }
         for stored in mine {
-            profile_row(ui, stored, edits, &mut actions);
+            profile_row(ui, stored, &identity.uuid, edits, &mut actions);
         }
         if !others.is_empty() {
             ui.add_space(8.0);
@@ -223,7 +223,7 @@ impl ProfilesPanel {
                     .strong(),
             );
             for stored in others {
-                profile_row(ui, stored, edits, &mut actions);
+                profile_row(ui, stored, &identity.uuid, edits, &mut actions);
             }
         }
         for problem in &self.problems {
@@ -245,6 +245,7 @@ struct RowEdits<'a> {
 fn profile_row(
     ui: &mut egui::Ui,
     stored: &StoredProfile,
+    card_uuid: &str,
     edits: &mut RowEdits<'_>,
     actions: &mut Vec<ProfileAction>,
 ) {
@@ -258,7 +259,7 @@ fn profile_row(
                 name.clone()
             };
             ui.label(RichText::new(title).strong());
-            ui.label(RichText::new(summary(profile)).weak());
+            ui.label(RichText::new(summary(profile, card_uuid)).weak());
         });
         ui.horizontal(|ui| {
             if ui.button(format!("Apply {name}")).clicked() {
@@ -317,8 +318,8 @@ fn profile_row(
 }
 
 /// One line about what a profile sets (the words of `gputune profile list`), whether it was
-/// checked for stability, and its notes.
-fn summary(profile: &Profile) -> String {
+/// checked for stability on the card `card_uuid` (the one shown), and its notes.
+fn summary(profile: &Profile, card_uuid: &str) -> String {
     let parts = profile.summary_parts();
     let mut settings = if parts.is_empty() {
         "sets nothing".to_string()
@@ -326,7 +327,7 @@ fn summary(profile: &Profile) -> String {
         parts.join(", ")
     };
     if profile.changes_clocks() || profile.last_check.is_some() {
-        settings = format!("{settings}; {}", profile.check_text());
+        settings = format!("{settings}; {}", profile.check_text_for(card_uuid));
     }
     if profile.notes.is_empty() {
         settings

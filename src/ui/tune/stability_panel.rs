@@ -449,8 +449,11 @@ fn steps_grid(ui: &mut egui::Ui, gpu_index: u32, stock: Option<&ScanStep>, steps
                     Some(finding) if step.verdict == Verdict::Unstable => {
                         ui.label(RichText::new(format!("unstable: {finding}")).color(ERROR_TEXT));
                     }
+                    Some(finding) if step.verdict == Verdict::Stopped => {
+                        ui.label(format!("stopped: {finding}"));
+                    }
                     Some(finding) => {
-                        ui.label(finding);
+                        ui.label(format!("not run: {finding}"));
                     }
                     None => {
                         ui.label(RichText::new("stable").color(STABLE_TEXT));

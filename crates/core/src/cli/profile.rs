@@ -433,7 +433,7 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
     }
     match &profile.last_check {
         Some(record) => {
-            writeln!(out, "Stability:      {}", record.describe())?;
+            writeln!(out, "Stability:      {}", profile.check_text())?;
             writeln!(out, "  {}", crate::text::printable(&record.summary))?;
         }
         None if profile.changes_clocks() => writeln!(

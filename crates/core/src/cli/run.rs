@@ -125,11 +125,12 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
         messages,
         "gputune: applied the profile \"{}\"{} to GPU {index} ({}){}{}; restored when the command ends.",
         stored.profile.name,
-        // A never-checked profile's notice said so above.
+        // A profile never checked on this card: its notice said so above.
         stored
             .profile
             .last_check
             .as_ref()
+            .filter(|record| record.counts_on(&gpu.identity.uuid))
             .map(|record| format!(" ({})", record.describe()))
             .unwrap_or_default(),
         gpu.identity.name,
@@ -195,7 +196,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
             Err(error) => {
                 let _ = writeln!(
                     messages,
-                    "gputune: the session could not be ended ({error}); the daemon puts the card back when the connection closes."
+                    "gputune: the connection to the tuning service was lost ({error}), so the session could not be ended from here: whether the card was put back cannot be known here. A daemon that still runs puts it back as the connection closes; one that died puts it back from its journal when it starts again. `gputune status` shows what the card runs now."
                 );
                 None
             }

@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive, gpu_processes, refuse_if_held_elsewhere};
-use crate::profiles::store::ProfileStore;
+use crate::profiles::store::{ProfileStore, StoreError};
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
 use crate::stability::busy::OtherWork;
@@ -39,9 +39,13 @@ pub struct ScanArgs {
     /// How long to confirm the result, seconds (full and pulsed load).
     #[arg(long, default_value_t = 600.0)]
     pub confirm_s: f64,
-    /// Save the confirmed offset and lock as this profile (with its check).
+    /// Save the confirmed offset and lock as this profile (with its check): the scan's own
+    /// settings only, the lock from the card's lowest clock to the scan's.
     #[arg(long, value_name = "NAME")]
     pub save_profile: Option<String>,
+    /// With --save-profile: replace a profile of that name (refused without it).
+    #[arg(long, requires = "save_profile")]
+    pub replace: bool,
     /// Print the outcome as JSON on standard output.
     #[arg(long)]
     pub json: bool,
@@ -51,13 +55,15 @@ pub struct ScanArgs {
 }
 
 /// Runs `gputune scan`; exit status 0 when an offset was confirmed, 1 when none was, 2 when
-/// the card was busy and nothing was measured, 130 when stopped.
+/// nothing was checked (the card busy included), 130 when stopped.
 pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     let mut messages = std::io::stderr();
     let store = match &args.save_profile {
         Some(name) => {
             crate::profiles::profile::check_name(name).map_err(anyhow::Error::msg)?;
-            Some(ProfileStore::open(&options.folders)?)
+            let store = ProfileStore::open(&options.folders)?;
+            refuse_to_replace(&store, name, args.replace)?;
+            Some(store)
         }
         None => None,
     };
@@ -130,15 +136,30 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
         print_outcome(&outcome)?;
     }
     if let (Some(store), Some(name)) = (&store, &args.save_profile) {
-        save_profile(store, name, &outcome, gpu, tuning, &mut messages);
+        save_profile(store, name, &outcome, gpu, args.replace, &mut messages);
     }
+    let nothing_checked = outcome.stock.is_none() && outcome.steps.is_empty();
     Ok(if stopped {
         130
     } else if outcome.stable_offset_mhz.is_some() {
         0
+    } else if nothing_checked {
+        2
     } else {
         1
     })
+}
+
+/// Refuses, before anything runs, to save over an existing profile without `--replace`.
+fn refuse_to_replace(store: &ProfileStore, name: &str, replace: bool) -> anyhow::Result<()> {
+    match store.load(name) {
+        Ok(existing) if existing.profile.name == name && !replace => anyhow::bail!(
+            "A profile named \"{name}\" already exists ({}); add --replace to replace it with the scan's result, or choose another name. Nothing was scanned.",
+            crate::text::path(&existing.path)
+        ),
+        Err(error @ StoreError::Ambiguous { .. }) => Err(error.into()),
+        Ok(_) | Err(_) => Ok(()),
+    }
 }
 
 /// "+45 MHz: stable, 2520 MHz, 341 W, 0 wrong of 1.2 × 10¹⁰, 2.45 J/TFLOP".
@@ -185,13 +206,10 @@ pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
     let energy = step
         .joules_per_tflop
         .map_or_else(String::new, |joules| format!(", {joules:.2} J/TFLOP"));
-    let verdict = match &step.finding {
-        Some(finding) => format!("UNSTABLE ({finding})"),
-        None => "stable".to_string(),
-    };
     format!(
-        "{}: {verdict}, {clocks}, {power}, {} wrong of {}{energy}",
+        "{}: {}, {clocks}, {power}, {} wrong of {}{energy}",
         step.label(),
+        step.verdict_text(),
         step.wrong,
         crate::units::large_count(step.results)
     )
@@ -201,8 +219,8 @@ fn print_outcome(outcome: &ScanOutcome) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout();
     writeln!(
         stdout,
-        "GPU {} ({}): {}",
-        outcome.gpu_index, outcome.gpu_name, outcome.summary
+        "GPU {} ({}, {}): {}",
+        outcome.gpu_index, outcome.gpu_name, outcome.gpu_uuid, outcome.summary
     )?;
     if let Some(stock) = &outcome.stock {
         writeln!(stdout, "  {}", step_line(stock))?;
@@ -212,6 +230,13 @@ fn print_outcome(outcome: &ScanOutcome) -> anyhow::Result<()> {
     }
     if let Some(report) = &outcome.confirmation {
         writeln!(stdout, "  Confirmation: {}", report.sentence())?;
+        if report.is_short() && report.verdict == crate::stability::report::Verdict::Stable {
+            writeln!(
+                stdout,
+                "  A thorough confirmation: --confirm-s {:.0} (the default).",
+                crate::stability::report::THOROUGH_CHECK_S
+            )?;
+        }
     }
     if let Some(savings) = &outcome.savings {
         writeln!(stdout, "  {savings}")?;
@@ -229,10 +254,10 @@ fn save_profile(
     name: &str,
     outcome: &ScanOutcome,
     gpu: &crate::tuning::engine::GpuInfo,
-    tuning: &crate::tuning::engine::GpuTuning,
+    replace: bool,
     messages: &mut dyn Write,
 ) {
-    match outcome.save_profile(store, name, gpu, tuning) {
+    match outcome.save_profile(store, name, gpu, replace) {
         Ok(None) => {
             let _ = writeln!(
                 messages,
@@ -242,8 +267,11 @@ fn save_profile(
         Ok(Some((profile, path))) => {
             let _ = writeln!(
                 messages,
-                "gputune: saved the profile \"{}\" ({}; {}) in {}.",
+                "gputune: saved the profile \"{}\" for GPU {} ({}, {}): {}; {}; in {}.",
                 profile.name,
+                gpu.identity.index,
+                profile.card.name,
+                profile.card.uuid,
                 profile.summary(),
                 profile.check_text(),
                 crate::text::path(&path)

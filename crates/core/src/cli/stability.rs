@@ -336,38 +336,54 @@ fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
         for line in &report.put_back {
             writeln!(std::io::stderr(), "gputune: {line}")?;
         }
-        writeln!(
-            stdout,
-            "GPU {} ({}): {}",
-            report.gpu_index,
-            report.gpu_name,
-            report.sentence()
-        )?;
+        writeln!(stdout, "{}: {}", report.card(), report.sentence())?;
         if let Some(rates) = report.rates() {
             writeln!(stdout, "  {rates}")?;
+        }
+        if report.is_short() && report.verdict == Verdict::Stable {
+            writeln!(
+                stdout,
+                "  A thorough check: --duration-s {:.0} (the default).",
+                crate::stability::report::THOROUGH_CHECK_S
+            )?;
         }
     }
     Ok(())
 }
 
+/// Saves the verdict in the profile, naming the card checked: the profile's own card's when
+/// it was checked, else another card's (which counts only on that card), never over a record
+/// of the profile's own card.
 fn save_records(
     store: &ProfileStore,
     stored: &crate::profiles::store::StoredProfile,
     reports: &[CheckReport],
     messages: &mut dyn Write,
 ) {
-    let Some(report) = reports
+    let profile_card = &stored.profile.card.uuid;
+    let checked = reports
         .iter()
-        .find(|report| {
-            report
-                .gpu_uuid
-                .eq_ignore_ascii_case(&stored.profile.card.uuid)
-        })
-        .or_else(|| reports.first())
-    else {
+        .filter(|report| report.verdict != Verdict::NotRun);
+    let mut on_its_card = checked
+        .clone()
+        .filter(|report| stored.profile.is_for(&report.gpu_uuid));
+    let Some(report) = on_its_card.next().or_else(|| checked.clone().next()) else {
         return;
     };
-    if report.verdict == Verdict::NotRun {
+    if !stored.profile.is_for(&report.gpu_uuid)
+        && stored
+            .profile
+            .last_check
+            .as_ref()
+            .is_some_and(|record| record.counts_on(profile_card))
+    {
+        let _ = writeln!(
+            messages,
+            "gputune: the verdict on {} is not saved in the profile \"{}\": it was made for another card ({}), whose own check it keeps.",
+            report.card(),
+            stored.profile.name,
+            stored.profile.card.uuid
+        );
         return;
     }
     let mut profile = stored.profile.clone();
@@ -376,9 +392,10 @@ fn save_records(
         Ok(_) => {
             let _ = writeln!(
                 messages,
-                "gputune: the profile \"{}\" now says: {}.",
+                "gputune: the profile \"{}\" now says: {}; checked on {}.",
                 profile.name,
-                report.record().describe()
+                profile.check_text(),
+                report.card()
             );
         }
         Err(error) => {

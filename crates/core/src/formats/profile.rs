@@ -89,4 +89,11 @@ pub struct CheckRecord {
     pub summary: String,
     pub driver_version: Option<String>,
     pub gputune_version: String,
+    /// The card that was checked (NVML UUID): the record counts only on that card. `None` in a
+    /// record an older gputune wrote: the card is unknown, so it counts on no card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
+    /// That card's model name when it was checked, for people only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_name: Option<String>,
 }

@@ -4,7 +4,6 @@
 
 use crate::device::gate::validate;
 use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
-use crate::formats::profile::CheckRecord;
 pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use crate::notice::Notice;
 use crate::text;
@@ -187,11 +186,18 @@ impl Profile {
                 .is_some_and(|offset| offset != 0)
     }
 
-    /// "checked stable for 10 min on 26 Nov", "never checked".
+    /// "checked stable for 10 min on 26 Nov", "never checked", as seen from the profile's
+    /// own card (a check of another card is named as such: it does not count here).
     pub fn check_text(&self) -> String {
-        self.last_check
-            .as_ref()
-            .map_or_else(|| "never checked".to_string(), CheckRecord::describe)
+        self.check_text_for(&self.card.uuid)
+    }
+
+    /// [`Profile::check_text`] as seen from the card `uuid` (the window's selected card).
+    pub fn check_text_for(&self, uuid: &str) -> String {
+        self.last_check.as_ref().map_or_else(
+            || "never checked".to_string(),
+            |record| record.describe_for(uuid),
+        )
     }
 
     /// Whether the profile was saved from this card (same UUID).
@@ -413,14 +419,15 @@ impl Profile {
                         Notice::Info(text)
                     }
                 })
-                .chain(self.stability_notice())
+                .chain(self.stability_notice(&identity.uuid))
                 .collect(),
         }
     }
 
-    /// Said once when a profile that changes clocks is applied: it was never checked, or its
-    /// last check found it unstable.
-    fn stability_notice(&self) -> Option<Notice> {
+    /// Said once when a profile that changes clocks is applied to the card `uuid`: it was
+    /// never checked on that card (a check of another card does not count), or its last check
+    /// there found it unstable.
+    fn stability_notice(&self, uuid: &str) -> Option<Notice> {
         if !self.changes_clocks() {
             return None;
         }
@@ -429,6 +436,11 @@ impl Profile {
             None => Some(Notice::Info(format!(
                 "The profile \"{}\" changes clocks and was never checked for stability ({check}).",
                 self.name
+            ))),
+            Some(record) if !record.counts_on(uuid) => Some(Notice::Info(format!(
+                "The profile \"{}\" changes clocks and was never checked for stability on this card: it was {} ({check} here).",
+                self.name,
+                record.describe_for(uuid)
             ))),
             Some(record) if record.verdict == crate::formats::profile::Verdict::Unstable => {
                 Some(Notice::Warning(format!(

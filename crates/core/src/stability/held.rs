@@ -88,9 +88,14 @@ impl Held {
             Ok(other) => self.put_back.push(format!(
                 "The service answered {other:?} to ending the check's session."
             )),
-            Err(error) => self.put_back.push(format!(
-                "The check's session could not be ended ({error}); the daemon puts the card back when the connection closes."
-            )),
+            Err(error) => {
+                // The service is gone or cannot answer: nothing here can tell what the card
+                // runs now.
+                self.put_back_complete = false;
+                self.put_back.push(format!(
+                    "The connection to the tuning service was lost ({error}), so the check's session could not be ended from here: whether the card was put back cannot be known here. A daemon that still runs puts it back as the connection closes; one that died puts it back from its journal when it starts again. `gputune status` shows what the card runs now."
+                ));
+            }
         }
     }
 

@@ -17,6 +17,7 @@
 //! check.rs      one card's check: its settings held by an engine session, put back at the end
 //! put_back.rs   where a card found unstable at its own settings goes back to
 //! report.rs     the verdict sentence, the figures (--json), a profile's record of its check
+//! record.rs     that record read back: where it counts (the card checked) and how it reads
 //! scan.rs       the undervolt scanner: offsets stepped at a clock lock, each checked, confirmed
 //! device.rs     which device checks a card: simulated for simulated cards, CUDA for real ones
 
@@ -28,6 +29,7 @@ pub mod device;
 pub mod held;
 pub mod plan;
 pub mod put_back;
+pub mod record;
 pub mod reference;
 pub mod report;
 pub mod run;

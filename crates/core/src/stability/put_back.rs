@@ -68,17 +68,17 @@ impl PutBack {
     }
 }
 
-/// The profile saved from this card whose last check found it stable, the latest such.
+/// The profile whose last check found it stable on this very card (the record names the card
+/// checked; a record of another card, or one that names none, does not count), the latest such.
 pub fn last_stable_profile<'a>(
     profiles: &'a [StoredProfile],
     uuid: &str,
 ) -> Option<&'a StoredProfile> {
     profiles
         .iter()
-        .filter(|stored| stored.profile.is_for(uuid))
         .filter_map(|stored| {
             let check = stored.profile.last_check.as_ref()?;
-            (check.verdict == crate::stability::report::Verdict::Stable)
+            (check.verdict == crate::stability::report::Verdict::Stable && check.counts_on(uuid))
                 .then_some((check.ended_at_ms, stored))
         })
         .max_by_key(|(ended_at_ms, _)| *ended_at_ms)

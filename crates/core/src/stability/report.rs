@@ -10,6 +10,12 @@ use crate::tuning::engine::GpuInfo;
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::units::{duration_s, gib, large_count};
 
+/// A check this long is thorough (`gputune stability`'s default); a shorter one finds only
+/// gross instability, and its verdict says so.
+pub const THOROUGH_CHECK_S: f64 = 600.0;
+/// A card whose peak clock came this close to the top of its clock lock ran at the lock.
+const AT_LOCK_MHZ: u32 = 30;
+
 impl Verdict {
     pub fn of(ending: &Ending) -> Verdict {
         match ending {
@@ -117,11 +123,12 @@ impl CheckReport {
                     _ => ", no VRAM tested".to_string(),
                 };
                 format!(
-                    "Stable for {ran} at {}: 0 wrong of {} checked results{vram}, no Xid; {}.{}",
+                    "Stable for {ran} at {}: 0 wrong of {} checked results{vram}, no Xid; {}.{}{}",
                     self.settings,
                     large_count(tally.results()),
                     self.result.watched.summary(),
-                    self.stress_note()
+                    self.stress_note(),
+                    self.short_note()
                 )
             }
             Ending::Unstable { finding } => format!(
@@ -152,77 +159,57 @@ impl CheckReport {
         }
     }
 
+    /// Said only where it means something: a card held at its clock lock below the power
+    /// limit was not meant to reach it.
     fn stress_note(&self) -> String {
-        if self.result.watched.readings > 0 && !self.result.watched.reached_power_limit() {
+        let watched = &self.result.watched;
+        let held_at_lock = watched
+            .locked_max_mhz
+            .zip(watched.clock_max_mhz)
+            .is_some_and(|(lock_mhz, peak_mhz)| peak_mhz + AT_LOCK_MHZ >= lock_mhz);
+        if watched.readings > 0 && !watched.reached_power_limit() && !held_at_lock {
             " The card never reached its power limit, so it was not fully stressed.".to_string()
         } else {
             String::new()
         }
     }
 
-    /// The short record a profile keeps.
+    /// Whether it was asked to run for less than a thorough check.
+    pub fn is_short(&self) -> bool {
+        self.duration_asked_s < THOROUGH_CHECK_S
+    }
+
+    fn short_note(&self) -> String {
+        if self.is_short() {
+            format!(
+                " This was a short check ({}): it finds only gross instability; a thorough one runs {}.",
+                duration_s(self.duration_asked_s),
+                duration_s(THOROUGH_CHECK_S)
+            )
+        } else {
+            String::new()
+        }
+    }
+
+    /// "GPU 0 (NVIDIA GeForce RTX 4090, GPU-5a1e…)": the card that was checked.
+    pub fn card(&self) -> String {
+        format!(
+            "GPU {} ({}, {})",
+            self.gpu_index, self.gpu_name, self.gpu_uuid
+        )
+    }
+
+    /// The short record a profile keeps, naming the card checked.
     pub fn record(&self) -> CheckRecord {
         CheckRecord {
             ended_at_ms: self.ended_at_ms,
             ran_s: self.result.ran_s,
             verdict: self.verdict,
-            summary: self.sentence(),
+            summary: format!("{}: {}", self.card(), self.sentence()),
             driver_version: self.driver_version.clone(),
             gputune_version: self.gputune_version.clone(),
-        }
-    }
-}
-
-/// The longest verdict sentence a profile keeps, in characters.
-const RECORD_SUMMARY_MAX_CHARS: usize = 2_000;
-/// The longest version text a profile keeps, in characters.
-const RECORD_VERSION_MAX_CHARS: usize = 64;
-
-impl CheckRecord {
-    /// Whether a record read from a file could mean something (finite, bounded, printable).
-    pub fn check(&self) -> Result<(), String> {
-        if !self.ran_s.is_finite() || self.ran_s < 0.0 {
-            return Err(format!(
-                "last_check.ran_s = {} is not a duration",
-                self.ran_s
-            ));
-        }
-        if self.summary.chars().count() > RECORD_SUMMARY_MAX_CHARS {
-            return Err(format!(
-                "last_check.summary is longer than {RECORD_SUMMARY_MAX_CHARS} characters"
-            ));
-        }
-        for (field, value) in [
-            ("last_check.summary", Some(&self.summary)),
-            ("last_check.driver_version", self.driver_version.as_ref()),
-            ("last_check.gputune_version", Some(&self.gputune_version)),
-        ] {
-            let Some(value) = value else { continue };
-            if field != "last_check.summary" && value.chars().count() > RECORD_VERSION_MAX_CHARS {
-                return Err(format!(
-                    "{field} is longer than {RECORD_VERSION_MAX_CHARS} characters"
-                ));
-            }
-            if let Some(character) = crate::text::first_unsafe(value) {
-                return Err(crate::text::unsafe_character(field, character));
-            }
-        }
-        Ok(())
-    }
-
-    /// "checked stable for 10 min on 26 Nov", "found unstable on 26 Nov".
-    pub fn describe(&self) -> String {
-        let day = crate::units::local_time(self.ended_at_ms, "%-d %b");
-        match self.verdict {
-            Verdict::Stable => format!("checked stable for {} on {day}", duration_s(self.ran_s)),
-            Verdict::Unstable => {
-                format!("found UNSTABLE after {} on {day}", duration_s(self.ran_s))
-            }
-            Verdict::Stopped => format!(
-                "check stopped after {} on {day} (not a verdict)",
-                duration_s(self.ran_s)
-            ),
-            Verdict::NotRun => format!("never checked (the check on {day} could not run)"),
+            gpu_uuid: Some(self.gpu_uuid.clone()),
+            gpu_name: Some(self.gpu_name.clone()),
         }
     }
 }
@@ -337,6 +324,60 @@ mod tests {
             "Unstable after 3 min 12 s at +150 MHz offset / 2520 MHz lock: 14 wrong GEMM results at 2745 MHz; put back."
         );
         assert_eq!(unstable.record().verdict, Verdict::Unstable);
+    }
+
+    #[test]
+    fn a_card_held_at_its_clock_lock_is_not_called_unstressed_and_a_short_check_says_so() {
+        let mut stable = report(Ending::Completed);
+        for at_ms in [0, 500] {
+            stable.result.watched.take(&crate::device::Telemetry {
+                sampled_at_ms: at_ms,
+                sm_clock_mhz: Some(2520),
+                power_draw_mw: Some(330_000),
+                power_limit_mw: Some(450_000),
+                ..crate::device::Telemetry::default()
+            });
+        }
+        let unstressed = "never reached its power limit";
+        assert!(stable.sentence().contains(unstressed));
+        stable.result.watched.locked_max_mhz = Some(2520);
+        assert!(!stable.sentence().contains(unstressed));
+        assert!(!stable.sentence().contains("short check"));
+        stable.duration_asked_s = 30.0;
+        assert!(
+            stable
+                .sentence()
+                .ends_with("This was a short check (30 s): it finds only gross instability; a thorough one runs 10 min."),
+            "{}",
+            stable.sentence()
+        );
+    }
+
+    #[test]
+    fn a_record_counts_only_on_the_card_it_was_made_on() {
+        let record = report(Ending::Completed).record();
+        assert!(record.counts_on("gpu-1"));
+        assert!(
+            record
+                .summary
+                .starts_with("GPU 0 (NVIDIA GeForce RTX 4090, GPU-1): Stable")
+        );
+        assert!(!record.counts_on("GPU-2"));
+        assert!(
+            record
+                .describe_for("GPU-2")
+                .ends_with(", on GPU-1 (another card: NVIDIA GeForce RTX 4090), not on this one")
+        );
+        let old = CheckRecord {
+            gpu_uuid: None,
+            gpu_name: None,
+            ..record
+        };
+        assert!(!old.counts_on("GPU-1"));
+        assert!(
+            old.describe_for("GPU-1")
+                .ends_with("so it counts as checked on no card")
+        );
     }
 
     #[test]

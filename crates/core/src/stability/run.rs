@@ -268,6 +268,7 @@ impl CheckRun {
         self.conditions.gpu_clock_offset_mhz = settings.gpu_clock_offset_mhz;
         self.conditions.memory_clock_offset_mhz = settings.memory_clock_offset_mhz;
         self.conditions.locked_max_mhz = settings.locked_max_mhz;
+        self.watched.locked_max_mhz = settings.locked_max_mhz;
         // A reading from before a new lock shows a clock the lock no longer allows.
         if let (Some(clock), Some(locked_max)) =
             (self.conditions.graphics_clock_mhz, settings.locked_max_mhz)

@@ -259,10 +259,11 @@ impl Scan {
                 let stable = report.verdict == Verdict::Stable;
                 self.confirmation = Some(report);
                 if stable {
-                    let summary = format!(
-                        "The largest stable offset at the {} MHz lock is {offset_mhz:+} MHz (confirmed for {}).",
-                        self.options.lock_mhz,
-                        crate::units::duration_s(result.ran_s)
+                    let summary = outcome::confirmed_summary(
+                        &self.options,
+                        offset_mhz,
+                        self.first_unstable_mhz,
+                        result.ran_s,
                     );
                     return self.finish_stable(client, offset_mhz, summary);
                 }

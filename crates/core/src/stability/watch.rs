@@ -1,6 +1,7 @@
 //! What the card did while a check ran, from the service's readings: clocks, temperature,
 //! power against the limit, throttle reasons and the energy counter. A check that never
-//! reaches the power limit did not stress the card, and the verdict says so.
+//! reaches the power limit did not stress the card, and the verdict says so (unless its clock
+//! lock held it below the limit). Power is set only against the limit it was drawn under.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,10 @@ pub struct Watched {
     /// first); `None` for a card without ECC.
     #[serde(default)]
     pub ecc_errors: Option<EccCounts>,
+    /// The top of the GPU clock lock in force, when one was: a card held there below its
+    /// power limit was not meant to reach it.
+    #[serde(default)]
+    pub locked_max_mhz: Option<u32>,
     #[serde(skip)]
     ecc_first: Option<EccCounts>,
     #[serde(skip)]
@@ -49,6 +54,16 @@ impl Watched {
         }
         if let Some(temperature) = reading.temperature_c {
             self.temperature_peak_c = Some(self.temperature_peak_c.unwrap_or(0).max(temperature));
+        }
+        // A new limit: the power figures start again from this reading, so a sample taken before
+        // the limit was in force (delivered after) is never set against it.
+        if let (Some(limit_mw), Some(before_w)) = (reading.power_limit_mw, self.power_limit_w)
+            && f64::from(limit_mw) / 1000.0 != before_w
+        {
+            self.power_sum_w = 0.0;
+            self.power_readings = 0;
+            self.power_mean_w = None;
+            self.power_peak_w = None;
         }
         if let Some(power_mw) = reading.power_draw_mw {
             let power_w = f64::from(power_mw) / 1000.0;

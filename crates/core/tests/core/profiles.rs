@@ -75,6 +75,8 @@ fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
                 .to_string(),
             driver_version: Some("580.82.07".to_string()),
             gputune_version: "0.1.0".to_string(),
+            gpu_uuid: Some(identity.uuid.clone()),
+            gpu_name: Some(identity.name.clone()),
         }),
     }
 }
@@ -1028,7 +1030,7 @@ fn control_and_bidi_characters_are_refused_in_names_notes_and_card_fields() {
     // At save: each field with an escape sequence or a bidi override is refused, naming the
     // field and showing the character escaped; nothing is written.
     type Edit = fn(&mut Profile);
-    let cases: [(&str, Edit, &str); 10] = [
+    let cases: [(&str, Edit, &str); 11] = [
         (
             "name ESC",
             |p| p.name = "Quiet\u{1b}[2J".into(),
@@ -1086,6 +1088,15 @@ fn control_and_bidi_characters_are_refused_in_names_notes_and_card_fields() {
                 }
             },
             "last_check.driver_version",
+        ),
+        (
+            "checked card",
+            |p| {
+                if let Some(record) = p.last_check.as_mut() {
+                    record.gpu_name = Some("RTX\u{1b}[2J".into());
+                }
+            },
+            "last_check.gpu_name",
         ),
     ];
     for (case, edit, field) in cases {

@@ -167,3 +167,27 @@ fn a_kernel_that_never_returns_ends_the_check_past_its_deadline() {
         fired_at.map(|at| at.elapsed())
     );
 }
+
+#[test]
+fn peak_power_is_taken_only_from_readings_under_the_limit_in_force() {
+    use gputune_core::stability::watch::Watched;
+    let reading = |at_ms: u64, power_w: u32, limit_w: u32| Telemetry {
+        sampled_at_ms: at_ms,
+        sm_clock_mhz: Some(2520),
+        power_draw_mw: Some(power_w * 1000),
+        power_limit_mw: Some(limit_w * 1000),
+        ..Telemetry::default()
+    };
+    let mut watched = Watched::default();
+    // Sampled before the profile's 350 W limit was in force, delivered after.
+    watched.take(&reading(0, 449, 450));
+    watched.take(&reading(500, 341, 350));
+    watched.take(&reading(1000, 339, 350));
+    assert_eq!(watched.power_peak_w, Some(341.0));
+    assert_eq!(watched.power_mean_w, Some(340.0));
+    let summary = watched.summary();
+    assert!(
+        summary.contains("341 W peak of a 350 W limit") && !summary.contains("449"),
+        "{summary}"
+    );
+}

@@ -10,8 +10,8 @@ use crate::profiles::profile::Profile;
 use crate::profiles::store::{ProfileStore, StoreError};
 use crate::stability::report::{CheckReport, Verdict};
 use crate::stability::run::{Ending, RunResult};
-use crate::tuning::engine::{GpuInfo, GpuTuning};
-use crate::tuning::in_force::ClockLock;
+use crate::tuning::engine::GpuInfo;
+use crate::tuning::in_force::{ClockLock, SettingsInForce};
 
 /// One measured setting of the scan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +70,62 @@ impl ScanStep {
         self.offset_mhz
             .map_or_else(|| "stock".to_string(), |offset| format!("{offset:+} MHz"))
     }
+
+    /// "stable", "UNSTABLE (14 wrong GEMM results at 2520 MHz)", "stopped (stopped by
+    /// Ctrl-C or SIGTERM)": a step that was stopped or could not run is no verdict.
+    pub fn verdict_text(&self) -> String {
+        let finding = self
+            .finding
+            .as_ref()
+            .map(|finding| format!(" ({finding})"))
+            .unwrap_or_default();
+        match self.verdict {
+            Verdict::Stable => "stable".to_string(),
+            Verdict::Unstable => format!("UNSTABLE{finding}"),
+            Verdict::Stopped => format!("stopped{finding}, not a verdict"),
+            Verdict::NotRun => format!("not run{finding}"),
+        }
+    }
+}
+
+/// The summary of a scan whose long check confirmed `offset_mhz`, with the margin explained:
+/// why the offset to use is below steps that passed.
+pub fn confirmed_summary(
+    options: &ScanOptions,
+    offset_mhz: i32,
+    first_unstable_mhz: Option<i32>,
+    confirmed_s: f64,
+) -> String {
+    let lock = options.lock_mhz;
+    let confirmed = crate::units::duration_s(confirmed_s);
+    let Some(unstable_mhz) = first_unstable_mhz else {
+        return format!(
+            "The offset to use at the {lock} MHz lock is {offset_mhz:+} MHz, the card's highest, confirmed stable for {confirmed}: no step failed, so no margin was taken."
+        );
+    };
+    let last_stable_mhz = unstable_mhz - options.step_mhz;
+    let below_mhz = last_stable_mhz - offset_mhz;
+    let margin_mhz = options.step_mhz * options.margin_steps as i32;
+    let steps = options.margin_steps;
+    if below_mhz <= 0 {
+        return format!(
+            "The offset to use at the {lock} MHz lock is {offset_mhz:+} MHz, confirmed stable for {confirmed}. {unstable_mhz:+} MHz was the first unstable step; this is the last step that passed, with no margin below it (--margin-steps {steps})."
+        );
+    }
+    let why = if below_mhz > margin_mhz {
+        format!(
+            "the margin of {steps} steps ({margin_mhz} MHz), and a step more for each long check that failed above it"
+        )
+    } else if below_mhz < margin_mhz {
+        format!("the margin of {steps} steps ({margin_mhz} MHz), which stops at +0 MHz")
+    } else {
+        format!(
+            "a margin of {steps} steps, since a step near the edge passes a short check and can still fail in a long run"
+        )
+    };
+    format!(
+        "The offset to use at the {lock} MHz lock is {offset_mhz:+} MHz, confirmed stable for {confirmed}. {unstable_mhz:+} MHz was the first unstable step; the result is {below_mhz} MHz below the last step that passed ({last_stable_mhz:+} MHz): {why}."
+    )
 }
 
 /// How a scan ended.
@@ -121,48 +177,63 @@ impl ScanOutcome {
         self.savings = Some(text);
     }
 
-    /// Saves the confirmed offset at the scan's lock in `store` as the profile `name` (the
-    /// card's other settings as they were, a profile of that name's notes kept), with its
-    /// confirmation as its check: the profile and its file, or `None` when no offset was
-    /// confirmed. The CLI and the window save through here.
+    /// Saves the confirmed offset in `store` as the profile `name`: the scan's own settings
+    /// only (the offset, and a lock from the card's lowest clock to the scan's, so the card
+    /// still clocks down when idle), never what others held on the card meanwhile, with its
+    /// confirmation as its check. A profile of that name is replaced only when `replace` says
+    /// so (its notes and boot-default flag kept). The profile and its file, or `None` when no
+    /// offset was confirmed. The CLI and the window save through here.
     pub fn save_profile(
         &self,
         store: &ProfileStore,
         name: &str,
         gpu: &GpuInfo,
-        tuning: &GpuTuning,
+        replace: bool,
     ) -> Result<Option<(Profile, PathBuf)>, StoreError> {
-        let previous = store.load(name).ok().map(|stored| stored.profile);
-        let Some(profile) = self.profile(name, gpu, tuning, previous.as_ref()) else {
+        let previous = match store.load(name) {
+            Ok(existing) if existing.profile.name == name => Some(existing),
+            Err(error @ StoreError::Ambiguous { .. }) => return Err(error),
+            // Another name, none, or an unreadable file (which the store never overwrites).
+            Ok(_) | Err(_) => None,
+        };
+        if let Some(existing) = &previous
+            && !replace
+        {
+            return Err(StoreError::AlreadyExists {
+                name: name.to_string(),
+                path: existing.path.clone(),
+            });
+        }
+        let previous = previous.map(|stored| stored.profile);
+        let Some(profile) = self.profile(name, gpu, previous.as_ref()) else {
             return Ok(None);
         };
         let path = store.save(&profile)?;
         Ok(Some((profile, path)))
     }
 
-    fn profile(
-        &self,
-        name: &str,
-        gpu: &GpuInfo,
-        tuning: &GpuTuning,
-        previous: Option<&Profile>,
-    ) -> Option<Profile> {
+    fn profile(&self, name: &str, gpu: &GpuInfo, previous: Option<&Profile>) -> Option<Profile> {
         let offset_mhz = self.stable_offset_mhz?;
         let report = self.confirmation.as_ref()?;
-        let mut in_force = tuning.in_force.clone();
-        in_force.gpu_clock_offset_mhz = Some(offset_mhz);
-        in_force.gpu_clock_lock = ClockLock::Locked {
-            min_mhz: self.options.lock_mhz,
-            max_mhz: self.options.lock_mhz,
+        let lowest_mhz = gpu
+            .constraints
+            .gpu_clock_range
+            .map_or(self.options.lock_mhz, |range| range.min_mhz);
+        let in_force = SettingsInForce {
+            gpu_clock_offset_mhz: Some(offset_mhz),
+            gpu_clock_lock: ClockLock::Locked {
+                min_mhz: lowest_mhz.min(self.options.lock_mhz),
+                max_mhz: self.options.lock_mhz,
+            },
+            memory_clock_lock: ClockLock::Unlocked,
+            ..SettingsInForce::default()
         };
-        let mut profile = Profile::from_in_force(
-            name,
-            &gpu.identity,
-            &gpu.constraints,
-            &in_force,
-            tuning.fan_curve.as_ref(),
-            previous,
-        );
+        let mut profile =
+            Profile::from_in_force(name, &gpu.identity, &gpu.constraints, &in_force, None, None);
+        if let Some(previous) = previous.filter(|previous| previous.is_for(&gpu.identity.uuid)) {
+            profile.notes = previous.notes.clone();
+            profile.default_for_card = previous.default_for_card;
+        }
         profile.last_check = Some(report.record());
         if profile.notes.is_empty() {
             profile.notes = format!("Found by gputune scan: {}", self.summary);

@@ -191,6 +191,8 @@ pub fn profile(last_check: bool) -> Profile {
             summary: "Stable: 10 min, 0 errors in 1.2 TB checked.".to_string(),
             driver_version: Some("580.65.06".to_string()),
             gputune_version: "0.9.0".to_string(),
+            gpu_uuid: Some(UUID.to_string()),
+            gpu_name: Some("NVIDIA GeForce RTX 4090".to_string()),
         }),
     }
 }
@@ -210,6 +212,34 @@ fn profiles_write_the_bytes_of_schema_1_with_and_without_a_last_check_and_read_b
         let read = parse_profile(&read(&formats_dir().join(name)));
         assert_eq!(read, Ok(profile), "{name}");
     }
+}
+
+/// A profile's check as 8ab058c wrote it, without the card it was made on
+/// (`tests/data/formats/8ab058c/`): it reads, with the card unknown, and counts on no card.
+#[test]
+fn a_last_check_of_8ab058c_reads_as_made_on_an_unknown_card() {
+    let old = match parse_profile(&read(
+        &formats_dir().join("8ab058c/profile-v1-last-check.toml"),
+    )) {
+        Ok(profile) => profile,
+        Err(problem) => panic!("the 8ab058c profile does not read: {problem:?}"),
+    };
+    let mut expected = profile(true);
+    if let Some(record) = expected.last_check.as_mut() {
+        record.gpu_uuid = None;
+        record.gpu_name = None;
+    }
+    assert_eq!(old, expected);
+    let record = old
+        .last_check
+        .as_ref()
+        .expect("the old profile has its check");
+    assert!(!record.counts_on(UUID));
+    assert!(
+        old.check_text().contains("counts as checked on no card"),
+        "{}",
+        old.check_text()
+    );
 }
 
 #[test]
