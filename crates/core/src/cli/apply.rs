@@ -400,8 +400,18 @@ pub fn run_trial(
         let Some(Event::Engine { event }) = event else {
             continue;
         };
-        let EngineEvent::Trial { status, .. } = *event else {
-            continue;
+        let status = match *event {
+            EngineEvent::Trial { status, .. } => status,
+            // News about a tried card (a crash put back what another session held, the fan
+            // safety net): said as it arrives.
+            EngineEvent::Notice {
+                gpu_index: Some(gpu),
+                notice,
+            } if running.contains_key(&gpu) && !ended.contains_key(&gpu) => {
+                let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+                continue;
+            }
+            _ => continue,
         };
         if !running.contains_key(&status.gpu_index) {
             continue;
