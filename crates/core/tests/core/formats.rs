@@ -1,10 +1,12 @@
 //! The wire and disk formats, pinned byte for byte. Each golden file under
 //! `tests/data/formats/` is what today's code writes for fixed values; a test fails when the
 //! bytes change and says what to do, and reads every golden file back to the same values.
-//! Files as previous releases wrote them (`tests/data/formats/1d84280/` and `ac1ed75/`) must
-//! still read. After a deliberate change, regenerate with
+//! Files as previous releases wrote them (`tests/data/formats/1d84280/` and `ac1ed75/`, and
+//! 8ab058c's messages before `last_critical`) must still read. After a deliberate change, regenerate with
 //! `GPUTUNE_BLESS=1 cargo test -p gputune-core --test core formats` and commit the new files.
 
+#[path = "formats/before_last_critical.rs"]
+mod before_last_critical;
 #[path = "formats/disk.rs"]
 mod disk;
 #[path = "formats/previous.rs"]
