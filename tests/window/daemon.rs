@@ -794,7 +794,10 @@ fn the_window_shows_what_a_crash_put_back_and_that_the_fans_were_kept() {
     let harness = common_ui::window_harness(state, [1300.0, 1000.0]);
     let shown: Vec<String> = harness
         .query_all_by_label_contains("GPU 0 reported Xid 13")
-        .filter_map(|node| node.accesskit_node().label())
+        .filter_map(|node| {
+            let node = node.accesskit_node();
+            node.label().or_else(|| node.value())
+        })
         .collect();
     assert!(
         shown.iter().any(|label| label.starts_with("At ")
