@@ -80,11 +80,13 @@ fn an_xid_after_a_plain_apply_puts_back_the_offset_and_lock_and_keeps_the_fan_cu
     );
     crash(&machine);
     let shown = curve_still_kept(&daemon, &machine);
+    eprintln!("fan curve show:\n{shown}");
     assert!(says_the_crash(&shown), "{shown}");
     assert!(shown.contains("at +120 MHz"), "{shown}");
 
     // The next command says it: `status`, as text and JSON.
     let status = daemon.ok(&machine, &["status"]);
+    eprintln!("status:\n{status}");
     assert!(status.contains("  Crash        at "), "{status}");
     assert!(says_the_crash(&status), "{status}");
     let json = daemon.ok(&machine, &["status", "--json"]);
@@ -129,6 +131,7 @@ fn an_xid_during_a_trial_ends_it_and_says_so_and_keeps_the_fan_curve() {
     assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 120);
     crash(&machine);
     let (status, _, stderr) = trial.finish();
+    eprintln!("the trial said:\n{stderr}");
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(says_the_crash(&stderr), "{stderr}");
     assert!(
@@ -153,6 +156,7 @@ fn an_xid_during_a_scan_ends_its_session_and_the_scan_says_so() {
     crash(&machine);
     let (_, stdout, stderr) = scan.finish();
     let said = format!("{stdout}{stderr}");
+    eprintln!("the scan said:\n{said}");
     assert!(said.contains("GPU 0 reported Xid 13"), "{said}");
     assert!(
         said.contains("ended an undervolt scan of gputune scan"),
