@@ -120,3 +120,47 @@ impl CriticalEvent {
         self.class().response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(xid: u64) -> CriticalEvent {
+        CriticalEvent { gpu_index: 0, xid }
+    }
+
+    #[test]
+    fn each_xid_has_one_class_and_an_unknown_one_puts_the_clocks_back() {
+        let mut seen = Vec::new();
+        for class in XID_TABLE {
+            for xid in class.xids {
+                assert!(!seen.contains(xid), "Xid {xid} is in two classes");
+                seen.push(*xid);
+                assert_eq!(event(*xid).class(), class);
+            }
+        }
+        for (xid, response) in [
+            (13, XidResponse::ClocksBack),
+            (31, XidResponse::ClocksBack),
+            (43, XidResponse::ClocksBack),
+            (45, XidResponse::ClocksBack),
+            (48, XidResponse::MemoryClockBack),
+            (63, XidResponse::MemoryClockBack),
+            (64, XidResponse::MemoryClockBack),
+            (92, XidResponse::MemoryClockBack),
+            (94, XidResponse::MemoryClockBack),
+            (95, XidResponse::MemoryClockBack),
+            (79, XidResponse::ClocksBack),
+            (61, XidResponse::NothingBack),
+            (62, XidResponse::NothingBack),
+            (119, XidResponse::NothingBack),
+            (120, XidResponse::NothingBack),
+            (74, XidResponse::NothingBack),
+        ] {
+            assert_eq!(event(xid).response(), response, "Xid {xid}");
+        }
+        assert_eq!(event(999).class(), &UNKNOWN_XID);
+        assert_eq!(event(999).response(), XidResponse::ClocksBack);
+        assert_eq!(event(999).meaning(), "a GPU error");
+    }
+}
