@@ -353,9 +353,9 @@ pub fn show(
         if let Some(critical) = &gpu.last_critical {
             writeln!(
                 out,
-                "GPU {}: at {}, {}",
+                "GPU {}: last crash {}: {}",
                 gpu.index,
-                crate::units::local_time(critical.at_ms, "%H:%M:%S"),
+                crate::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
                 critical.sentence
             )?;
         }

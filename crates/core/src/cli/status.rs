@@ -432,8 +432,8 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     if let Some(critical) = &status.last_critical {
         writeln!(
             out,
-            "  Crash        at {}: {}",
-            crate::units::local_time(critical.at_ms, "%H:%M:%S"),
+            "  Crash        {}: {}",
+            crate::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
             critical.sentence
         )?;
     }
