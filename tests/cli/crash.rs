@@ -210,3 +210,52 @@ fn an_xid_during_a_check_ends_its_session_and_the_check_says_so() {
     curve_still_kept(&daemon, &machine);
     assert!(at_stock_clocks(&machine));
 }
+
+#[test]
+fn a_fan_trial_listening_when_a_plain_offset_crashes_says_so_and_goes_on() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = Daemon::start(&machine);
+    daemon.ok(
+        &machine,
+        &[
+            "apply",
+            "--lock-gpu-clocks",
+            "210,2520",
+            "--gpu-clock-offset",
+            "120",
+        ],
+    );
+    let mut trial = spawn_piped(daemon.client(
+        &machine,
+        &[
+            "apply",
+            "--try",
+            "600",
+            "--baseline-s",
+            "0",
+            "--fan-speed",
+            "80",
+        ],
+    ));
+    trial.wait_for_line("Trying the new settings");
+    crash(&machine);
+    // The trial holds the fans only: it goes on, and says the crash as it arrives.
+    trial.wait_for_line("GPU 0 reported Xid 13");
+    let said = trial.stderr.join("\n");
+    assert!(said.contains("gputune: error: "), "{said}");
+    assert!(
+        said.contains("the GPU clock offset and lock were put back"),
+        "{said}"
+    );
+    assert_eq!(
+        machine.settings(0).fan_manual_pct,
+        vec![Some(80), Some(80)],
+        "the tried fans go on"
+    );
+    trial.signal("INT");
+    let (status, _, stderr) = trial.finish();
+    assert!(stderr.contains("Trial stopped early"), "{stderr}");
+    assert!(status.code().is_some(), "{stderr}");
+    assert_eq!(machine.settings(0).fan_manual_pct, vec![None, None]);
+    assert!(at_stock_clocks(&machine));
+}

@@ -333,6 +333,13 @@ pub fn run_trial(
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let mut running: BTreeMap<u32, TrialStatus> = BTreeMap::new();
+    // Every client's news (a crash on a tried card) reaches subscribers only; at the default
+    // pace, so no other client's sampling changes.
+    if let Err(error) = client.request(Request::Subscribe {
+        interval_ms: crate::service::DEFAULT_INTERVAL_MS,
+    }) {
+        tracing::info!("the trial hears no notices: {error}");
+    }
     let started = match changes {
         [change] => client.request(Request::StartTrial {
             trial: TrialRequest {
