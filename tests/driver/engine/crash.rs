@@ -306,3 +306,45 @@ fn memory_errors_put_back_the_memory_overclock_only_and_an_nvlink_error_nothing(
     );
     assert_eq!(last_critical(&engine).critical.xid, 48);
 }
+
+#[test]
+fn a_put_back_the_driver_refuses_after_a_crash_waits_in_the_journal_and_goes_back_later() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    let (mut engine, _) = Engine::open(Box::new(backend), &options(&folder), wall())
+        .unwrap_or_else(|error| panic!("{error}"));
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    engine
+        .apply_changes(
+            &client(1, "gputune apply"),
+            &[GpuChange {
+                gpu_uuid: uuid.clone(),
+                settings: vec![Setting::GpuClockOffset { offset_mhz: 300 }],
+            }],
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let _ = engine.take_events();
+    machine.set_shared_faults("no_permission");
+    let events = xid(&mut engine, 13);
+    let sentence = &error_sentences(&events)[0];
+    assert!(
+        sentence.contains(
+            "at +300 MHz: nothing could be put back yet (not yet: GPU clock offset +0 MHz: "
+        ) && sentence.contains("tried again every 10 s)"),
+        "{sentence}"
+    );
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 300);
+    let journal = folder
+        .path()
+        .join("state")
+        .join(format!("journal-{uuid}.json"));
+    let journaled = std::fs::read_to_string(&journal).unwrap_or_default();
+    assert!(journaled.contains("gpu_clock_offset"), "{journaled}");
+    // The driver takes writes again: the next retry puts the offset back.
+    machine.set_shared_faults("");
+    engine.tick();
+    assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
+    assert!(!journal.exists());
+}

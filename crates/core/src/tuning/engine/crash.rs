@@ -311,8 +311,13 @@ impl Engine {
             .find(|gpu| gpu.gpu_index == index)
         {
             Some(gpu) => {
+                // What the driver refused a moment ago and took at the session's end is back.
+                let taken_since: Vec<Control> = gpu.restored.iter().map(Control::of).collect();
+                let still_left = left_here
+                    .into_iter()
+                    .filter(|left| !taken_since.contains(&Control::of(&left.setting)));
+                gpu.left.splice(0..0, still_left);
                 gpu.restored.splice(0..0, restored_here);
-                gpu.left.splice(0..0, left_here);
             }
             None => report.restored.push(GpuRestored {
                 gpu_index: index,
