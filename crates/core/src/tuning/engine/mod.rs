@@ -31,7 +31,7 @@
 //! | check a boot default before storing it | `check_settings`, `check_fan_curve` | `mod.rs`, `apply.rs` |
 //! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `trial.rs::trial_progress` |
 //! | settings read back by the sampler | `on_settings` | `card_events.rs` (a change nobody here made) |
-//! | critical error (Xid) | `on_critical_event` | `crash.rs` (by the Xid's class, `device::xid`: clock offsets and locks → `restore.rs::restore_settings`, never fans) → `session_end.rs::end_session_now` / `trial_end.rs::finish_trial_with` for their holders |
+//! | critical error (Xid) | `on_critical_event` | `crash.rs` (by the Xid's class, `device::xid`: clock offsets and locks → `restore.rs::restore_settings`, never fans; its one sentence in `crash_sentence.rs`) → `session_end.rs::end_session_now` / `trial_end.rs::finish_trial_with` for their holders |
 //! | GPU lost (off the bus, driver gone) | `gpu_lost` (from `on_samples`; `write` marks it) | `card_events.rs` → every session on it ends, what cannot be written kept in its journal |
 //! | client gone (closed window, killed `run`) | `client_gone` (from `Router::drop_client`) | `session_end.rs` → `end_session_now` → `restore.rs` |
 //! | time passing: baselines, deadlines, retries | `tick` (when `next_wakeup` says) | `trial.rs` → `apply_trial`, `trial_end.rs`, `restore.rs::retry_unrestored` |
@@ -53,6 +53,7 @@
 mod apply;
 mod card_events;
 mod crash;
+mod crash_sentence;
 mod fan_curves;
 mod fan_safety_net;
 mod group_trial;
