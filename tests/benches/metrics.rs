@@ -41,6 +41,7 @@ fn snapshot(scenario: SimScenario) -> Option<Snapshot> {
             fan_safety_engaged: false,
             holders: Vec::new(),
             last_change: None,
+            last_critical: None,
         });
         snapshot.gpus.push(GpuInfo {
             constraints: backend.constraints(index).ok()?,

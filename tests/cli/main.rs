@@ -11,6 +11,7 @@ mod cli_plan;
 mod cli_profile;
 mod cli_run;
 mod cli_status;
+mod crash;
 mod processes;
 mod stability;
 mod sweep;

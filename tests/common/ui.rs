@@ -69,6 +69,7 @@ pub fn tuning_event(backend: &mut SimBackend, index: u32) -> LinkEvent {
         fan_safety_engaged: false,
         holders: Vec::new(),
         last_change: None,
+        last_critical: None,
     }))
 }
 

@@ -2,9 +2,11 @@
 //! write the driver refuses (said once, not retried in a loop), a plain apply rolled back when
 //! a later write fails, the window's trial inside its fan-curve session, a plain apply by the
 //! holder, holders named in refusals, and a client that goes away. What it does as time
-//! passes (trials' countdowns, retries) is in `engine/by_the_clock.rs`, on a manual clock.
+//! passes (trials' countdowns, retries) is in `engine/by_the_clock.rs`, on a manual clock; what a
+//! critical error (Xid) puts back and ends is in `engine/crash.rs`.
 
 mod by_the_clock;
+mod crash;
 use crate::common;
 
 use std::sync::Arc;

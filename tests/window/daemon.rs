@@ -750,3 +750,60 @@ fn a_critical_gpu_error_mid_trial_puts_the_card_back_at_once() {
     let log = daemon.log_text();
     assert!(log.contains("Xid 13"), "{log}");
 }
+
+#[test]
+fn the_window_shows_what_a_crash_put_back_and_that_the_fans_were_kept() {
+    use egui_kittest::kittest::{NodeT, Queryable};
+    let machine = FakeMachine::new("rtx4090", "");
+    let daemon = Daemon::start(&machine);
+    daemon.ok(
+        &machine,
+        &[
+            "fan", "curve", "set", "--point", "0:77", "--point", "110:77",
+        ],
+    );
+    let link = daemon.open_link(&machine);
+    let mut state = common_ui::empty_state(100);
+    daemon.ok(
+        &machine,
+        &[
+            "apply",
+            "--lock-gpu-clocks",
+            "210,2520",
+            "--gpu-clock-offset",
+            "120",
+        ],
+    );
+    // The driver reports Xid 13, as an unstable offset makes it.
+    machine.set_shared_faults("xid_after_ms=0");
+    window_until(&link, &mut state, |state| {
+        state
+            .model
+            .gpus
+            .first()
+            .and_then(|gpu| gpu.tuning.as_ref())
+            .is_some_and(|tuning| tuning.last_critical.is_some())
+    });
+    machine.set_shared_faults("");
+    drop(link);
+    let settings = machine.settings(0);
+    assert_eq!(settings.gpu_clock_offset_mhz, 0);
+    assert_eq!(settings.gpu_locked_clocks, None);
+    assert_eq!(settings.fan_manual_pct, vec![Some(77), Some(77)]);
+    state.tab = gputune::ui::app::Tab::Tune;
+    let harness = common_ui::window_harness(state, [1300.0, 1000.0]);
+    let shown: Vec<String> = harness
+        .query_all_by_label_contains("GPU 0 reported Xid 13")
+        .filter_map(|node| {
+            let node = node.accesskit_node();
+            node.label().or_else(|| node.value())
+        })
+        .collect();
+    assert!(
+        shown.iter().any(|label| label.starts_with("At ")
+            && label.contains("at +120 MHz: the GPU clock offset and lock were put back")
+            && label.contains("fans kept (the fan curve goes on)")),
+        "{shown:?}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -1,6 +1,6 @@
 //! The Tune tab's account of what the card runs: the settings in force (read back, or the
-//! engine's record where NVML cannot read), who holds the card and until when, the last change
-//! and who made it, and who makes the changes.
+//! engine's record where NVML cannot read), who holds the card and until when, the card's last
+//! crash (Xid) and what was put back, the last change and who made it, and who makes the changes.
 
 use eframe::egui::{self, RichText};
 
@@ -34,6 +34,16 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
         }
         for holder in &tuning.holders {
             ui.label(RichText::new(holder_line(holder)).color(WARNING_TEXT));
+        }
+        if let Some(critical) = &tuning.last_critical {
+            ui.label(
+                RichText::new(format!(
+                    "At {}: {}",
+                    local_time(critical.at_ms, "%H:%M:%S"),
+                    critical.sentence
+                ))
+                .color(ERROR_TEXT),
+            );
         }
         if let Some(change) = &tuning.last_change {
             ui.label(

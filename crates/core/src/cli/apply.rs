@@ -333,6 +333,13 @@ pub fn run_trial(
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let mut running: BTreeMap<u32, TrialStatus> = BTreeMap::new();
+    // Every client's news (a crash on a tried card) reaches subscribers only; at the default
+    // pace, so no other client's sampling changes.
+    if let Err(error) = client.request(Request::Subscribe {
+        interval_ms: crate::service::DEFAULT_INTERVAL_MS,
+    }) {
+        tracing::info!("the trial hears no notices: {error}");
+    }
     let started = match changes {
         [change] => client.request(Request::StartTrial {
             trial: TrialRequest {
@@ -400,8 +407,18 @@ pub fn run_trial(
         let Some(Event::Engine { event }) = event else {
             continue;
         };
-        let EngineEvent::Trial { status, .. } = *event else {
-            continue;
+        let status = match *event {
+            EngineEvent::Trial { status, .. } => status,
+            // News about a tried card (a crash put back what another session held, the fan
+            // safety net): said as it arrives.
+            EngineEvent::Notice {
+                gpu_index: Some(gpu),
+                notice,
+            } if running.contains_key(&gpu) && !ended.contains_key(&gpu) => {
+                let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+                continue;
+            }
+            _ => continue,
         };
         if !running.contains_key(&status.gpu_index) {
             continue;

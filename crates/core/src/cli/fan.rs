@@ -12,7 +12,7 @@ use crate::cli::connect::{
 };
 use crate::service::client::{ConnectError, ConnectOptions, TuningClient, connect};
 use crate::service::protocol::{BootDefault, Request, Response};
-use crate::tuning::engine::SessionPurpose;
+use crate::tuning::engine::{CriticalNote, SessionPurpose};
 use crate::tuning::fan_curve::{CurvePoint, FanCurve};
 use crate::tuning::in_force::Hold;
 
@@ -254,6 +254,9 @@ struct ShownGpu {
     /// The curve in the card's boot default.
     boot_curve: Option<FanCurve>,
     safety_net_engaged: bool,
+    /// The card's last critical error (Xid), and what went back (never the fans).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_critical: Option<CriticalNote>,
 }
 
 #[derive(Debug, Serialize)]
@@ -308,6 +311,7 @@ pub fn show(
                 .find(|default| default.gpu_uuid.eq_ignore_ascii_case(&tuning.gpu_uuid))
                 .and_then(|default| default.fan_curve.clone()),
             safety_net_engaged: tuning.fan_safety_engaged,
+            last_critical: tuning.last_critical.clone(),
         });
     }
     if json {
@@ -344,6 +348,15 @@ pub fn show(
                 out,
                 "GPU {}: the safety net has handed the fans to the driver until the card cools.",
                 gpu.index
+            )?;
+        }
+        if let Some(critical) = &gpu.last_critical {
+            writeln!(
+                out,
+                "GPU {}: last crash {}: {}",
+                gpu.index,
+                crate::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
+                critical.sentence
             )?;
         }
         if let Some(curve) = &gpu.boot_curve {

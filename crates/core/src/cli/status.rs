@@ -13,7 +13,7 @@ use crate::device::{
 use crate::folders::Folders;
 use crate::service::client::{SocketChoice, connect_daemon};
 use crate::service::protocol::{Request, Response};
-use crate::tuning::engine::{GpuTuning, Holder};
+use crate::tuning::engine::{CriticalNote, GpuTuning, Holder};
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 use crate::units::{energy, gib, mib_text, or_na, watts};
 
@@ -46,6 +46,10 @@ pub struct GpuStatus {
     /// recorded them: NVML cannot read them back), offsets, fan modes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings_in_force: Option<SettingsInForce>,
+    /// The card's last critical error (Xid) and what the daemon put back for it, as the daemon
+    /// says (the sentence its clients were told then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_critical: Option<CriticalNote>,
 }
 
 /// A session holding a GPU, for `status`.
@@ -109,6 +113,7 @@ impl GpuStatus {
             has_readings,
             not_read,
             settings_in_force: None,
+            last_critical: None,
         }
     }
 }
@@ -241,6 +246,7 @@ pub fn run(
                         holder: holder.clone(),
                     })
                     .collect();
+                status.last_critical = tuning.and_then(|tuning| tuning.last_critical.clone());
                 // The daemon knows the locks it set; without one, what this user's gputune
                 // recorded, with what the card reads back.
                 status.settings_in_force = match tuning {
@@ -422,6 +428,14 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     }
     if let Some(in_force) = &status.settings_in_force {
         writeln!(out, "  Settings     {}", settings_text(in_force))?;
+    }
+    if let Some(critical) = &status.last_critical {
+        writeln!(
+            out,
+            "  Crash        {}: {}",
+            crate::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
+            critical.sentence
+        )?;
     }
     let job_pid = status
         .sessions

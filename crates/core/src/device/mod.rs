@@ -9,6 +9,7 @@ pub mod process;
 pub mod procfs;
 pub mod sim;
 pub mod worker;
+mod xid;
 
 use std::path::PathBuf;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::formats::throttle::{ThrottleReason, ThrottleReasons};
 pub use process::{GpuProcess, ProcessKind};
+pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidResponse};
 
 pub use crate::formats::card::{
     BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,
@@ -91,27 +93,6 @@ impl Setting {
                 speed_pct,
             } => format!("fan {fan_index} at {speed_pct} %"),
             Setting::FanAutomatic { fan_index } => format!("fan {fan_index} automatic"),
-        }
-    }
-}
-
-impl CriticalEvent {
-    /// What NVIDIA's documentation says an Xid usually means, for the common ones.
-    pub fn meaning(&self) -> &'static str {
-        match self.xid {
-            13 => "a graphics engine exception, often an unstable clock or offset",
-            31 => "a GPU memory page fault",
-            43 => "the GPU stopped processing",
-            45 => "a context was cleaned up after an error",
-            48 => "a double-bit ECC error",
-            61 | 62 => "an internal micro-controller error",
-            63 | 64 => "an ECC page retirement",
-            74 => "an NVLink error",
-            79 => "the GPU fell off the bus",
-            92 => "a high single-bit ECC error rate",
-            94 | 95 => "an ECC error",
-            119 | 120 => "a GSP firmware error",
-            _ => "a GPU error",
         }
     }
 }

@@ -90,6 +90,23 @@ pub struct GpuTuning {
     /// same control twice).
     pub holders: Vec<Holder>,
     pub last_change: Option<ChangeNote>,
+    /// The card's last critical error (Xid) since the engine started and what was put back for
+    /// it (one that found nothing to do does not replace one that put something back).
+    #[serde(default)]
+    pub last_critical: Option<CriticalNote>,
+}
+
+/// A critical error (Xid) a card reported and what the engine did about it, kept so that a
+/// client that was not listening then (the next `gputune status`) still hears it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriticalNote {
+    pub at_ms: u64,
+    pub critical: CriticalEvent,
+    /// The settings written back, in order ("GPU clock offset +0 MHz").
+    pub put_back: Vec<Setting>,
+    /// The one sentence every client was told: what the card reported, what went back, what
+    /// was kept.
+    pub sentence: String,
 }
 
 /// What one GPU got from an apply.

@@ -2,9 +2,12 @@
 //! `tests/data/formats/` is what today's code writes for fixed values; a test fails when the
 //! bytes change and says what to do, and reads every golden file back to the same values.
 //! Files as previous releases wrote them (`tests/data/formats/1d84280/`, `ac1ed75/` and
-//! `8ab058c/`) must still read. After a deliberate change, regenerate with
+//! `8ab058c/`: a profile before the checked card was named, protocol-5 messages before
+//! `last_critical`) must still read. After a deliberate change, regenerate with
 //! `GPUTUNE_BLESS=1 cargo test -p gputune-core --test core formats` and commit the new files.
 
+#[path = "formats/before_last_critical.rs"]
+mod before_last_critical;
 #[path = "formats/disk.rs"]
 mod disk;
 #[path = "formats/previous.rs"]

@@ -39,6 +39,7 @@ fn eight_gpus() -> Snapshot {
             fan_safety_engaged: false,
             holders: Vec::new(),
             last_change: None,
+            last_critical: None,
         });
         snapshot.gpus.push(GpuInfo {
             identity,

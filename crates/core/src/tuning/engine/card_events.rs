@@ -1,12 +1,11 @@
 //! What the cards say, as the service hands it over: a round of readings (baselines, sessions,
-//! trials and fan curves follow them), a GPU that stops answering, a critical error (Xid), and
-//! settings read back that somebody else changed.
+//! trials and fan curves follow them), a GPU that stops answering, and settings read back that
+//! somebody else changed. A critical error (Xid) is `crash.rs`.
 
 use std::time::Instant;
 
 use super::{Engine, EngineEvent, SessionId, SessionPurpose};
-use crate::device::{CriticalEvent, CurrentSettings, DeviceError, Telemetry};
-use crate::notice::Notice;
+use crate::device::{CurrentSettings, DeviceError, Telemetry};
 
 /// How much recent history each GPU keeps, for trial baselines.
 const RECENT_WINDOW_MS: u64 = 120_000;
@@ -77,58 +76,6 @@ impl Engine {
                     .get(&index)
                     .is_some_and(|part| part.trial.is_some())
         })
-    }
-
-    /// The driver reported a critical error: every session on that GPU ends at once, everything
-    /// it changed put back (an unstable setting must not stay), and every client is told.
-    pub fn on_critical_event(&mut self, event: CriticalEvent) {
-        let index = event.gpu_index;
-        if index as usize >= self.gpus.len() {
-            return;
-        }
-        let what = format!(
-            "GPU {index} reported Xid {} ({})",
-            event.xid,
-            event.meaning()
-        );
-        let ids = self.sessions_on(index);
-        if ids.is_empty() {
-            self.notice(Some(index), Notice::Warning(format!("{what}.")));
-            self.events.push(EngineEvent::Critical { critical: event });
-            return;
-        }
-        for id in ids {
-            let (client, purpose, by) = match self.sessions.get(&id) {
-                Some(session) => (
-                    session.client.id,
-                    session.purpose,
-                    session.client.describe(),
-                ),
-                None => continue,
-            };
-            let reason = format!("Xid {} ({}); put back at once:", event.xid, event.meaning());
-            if self.trial_only(id, index) {
-                self.finish_trial_with(id, index, false, &reason, true);
-            } else {
-                let mut report = self.end_session_now(
-                    id,
-                    false,
-                    &format!("{what}; everything the session changed was put back at once"),
-                );
-                report.critical_event = Some(event);
-                self.events
-                    .push(EngineEvent::SessionEnded { client, report });
-            }
-            self.notice(
-                Some(index),
-                Notice::Error(format!(
-                    "{what} during {} of {by}; everything it changed was put back.",
-                    purpose.describe()
-                )),
-            );
-        }
-        // After the sessions' ends: a client that holds one hears it was put back first.
-        self.events.push(EngineEvent::Critical { critical: event });
     }
 
     /// Takes in settings read back from GPU `index` by the sampler, whose read began at

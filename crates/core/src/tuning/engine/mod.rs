@@ -31,8 +31,8 @@
 //! | check a boot default before storing it | `check_settings`, `check_fan_curve` | `mod.rs`, `apply.rs` |
 //! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `trial.rs::trial_progress` |
 //! | settings read back by the sampler | `on_settings` | `card_events.rs` (a change nobody here made) |
-//! | critical error (Xid) | `on_critical_event` | `card_events.rs` → `session_end.rs::end_session_now` / `trial_end.rs::finish_trial_with` |
-//! | GPU lost (off the bus, driver gone) | `gpu_lost` (from `on_samples`; `write` marks it) | `card_events.rs` → as for an Xid |
+//! | critical error (Xid) | `on_critical_event` | `crash.rs` (by the Xid's class, `device::xid`: clock offsets and locks → `restore.rs::restore_settings`, never fans; its one sentence in `crash_sentence.rs`) → `session_end.rs::end_session_now` / `trial_end.rs::finish_trial_with` for their holders |
+//! | GPU lost (off the bus, driver gone) | `gpu_lost` (from `on_samples`; `write` marks it) | `card_events.rs` → every session on it ends, what cannot be written kept in its journal |
 //! | client gone (closed window, killed `run`) | `client_gone` (from `Router::drop_client`) | `session_end.rs` → `end_session_now` → `restore.rs` |
 //! | time passing: baselines, deadlines, retries | `tick` (when `next_wakeup` says) | `trial.rs` → `apply_trial`, `trial_end.rs`, `restore.rs::retry_unrestored` |
 //! | start, with journals left behind | `Engine::open` | `open.rs` → `journals_left.rs::restore_pending` |
@@ -52,6 +52,8 @@
 
 mod apply;
 mod card_events;
+mod crash;
+mod crash_sentence;
 mod fan_curves;
 mod fan_safety_net;
 mod group_trial;
@@ -155,6 +157,7 @@ impl Engine {
                 .filter_map(|id| self.holder_of(id, index))
                 .collect(),
             last_change: gpu.last_change.clone(),
+            last_critical: gpu.last_critical.clone(),
         })
     }
 
@@ -365,12 +368,15 @@ pub fn report_lines(report: &SessionReport) -> Vec<String> {
     let mut lines = Vec::new();
     for gpu in &report.restored {
         if !gpu.restored.is_empty() {
-            lines.push(format!(
-                "{} GPU {} ({}).",
-                report.message,
-                gpu.gpu_index,
-                crate::tuning::describe_all(&gpu.restored)
-            ));
+            let restored = crate::tuning::describe_all(&gpu.restored);
+            lines.push(match report.critical_event {
+                // The message is the crash's whole sentence.
+                Some(_) => format!(
+                    "{} Put back on GPU {}: {restored}.",
+                    report.message, gpu.gpu_index
+                ),
+                None => format!("{} GPU {} ({restored}).", report.message, gpu.gpu_index),
+            });
         }
         for SettingLeft { setting, reason } in &gpu.left {
             lines.push(format!(
@@ -385,7 +391,8 @@ pub fn report_lines(report: &SessionReport) -> Vec<String> {
         }
     }
     if lines.is_empty() {
-        lines.push(format!("{}.", report.message));
+        let message = report.message.trim_end_matches('.');
+        lines.push(format!("{message}."));
     }
     lines
 }

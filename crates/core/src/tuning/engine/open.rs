@@ -94,6 +94,7 @@ impl Engine {
                 recent: VecDeque::new(),
                 fans: FanFollower::default(),
                 last_change: None,
+                last_critical: None,
                 last_write: None,
                 lost: None,
                 unrestored: BTreeMap::new(),

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::types::{
-    ChangeNote, ClientInfo, GpuInfo, SessionId, SessionPurpose, TrialPhase, TrialStatus,
+    ChangeNote, ClientInfo, CriticalNote, GpuInfo, SessionId, SessionPurpose, TrialPhase,
+    TrialStatus,
 };
 use crate::device::gate::ValidatedSetting;
 use crate::device::{Setting, Telemetry};
@@ -67,6 +68,8 @@ pub(super) struct Gpu {
     pub recent: VecDeque<Telemetry>,
     pub fans: FanFollower,
     pub last_change: Option<ChangeNote>,
+    /// The card's last critical error and what was put back for it (`crash.rs`).
+    pub last_critical: Option<CriticalNote>,
     /// When the engine last wrote to the card (real time, as the sampler stamps its reads): a
     /// settings read begun before that is stale.
     pub last_write: Option<Instant>,

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceError;
 pub use crate::formats::tuning::{
-    ChangeNote, ClientId, EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats,
-    GpuTuning, Holder, SessionId, SessionPurpose, SessionReport, SettingLeft, TrialPhase,
+    ChangeNote, ClientId, CriticalNote, EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuRestored,
+    GpuStats, GpuTuning, Holder, SessionId, SessionPurpose, SessionReport, SettingLeft, TrialPhase,
     TrialStatus, TuneError, TuneErrorKind,
 };
 

@@ -11,9 +11,9 @@ use gputune_core::formats::history::HistoryRow;
 use gputune_core::formats::protocol::BootDefault;
 use gputune_core::formats::throttle::{ThrottleReason, ThrottleReasons};
 use gputune_core::formats::tuning::{
-    ChangeNote, ClockLock, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats, GpuTuning, Hold,
-    Holder, Notice, SessionPurpose, SessionReport, SettingLeft, SettingsInForce, TemperatureTrend,
-    ThrottleTime, TrialPhase, TrialStats, TrialStatus,
+    ChangeNote, ClockLock, CriticalNote, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats,
+    GpuTuning, Hold, Holder, Notice, SessionPurpose, SessionReport, SettingLeft, SettingsInForce,
+    TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
 };
 
 pub const UUID: &str = "GPU-5a1e0c2d-0000-4000-8000-000000000001";
@@ -195,6 +195,18 @@ pub fn tuning() -> GpuTuning {
             energy_at_start_mj: Some(900_000_000),
         }],
         last_change: Some(change_note(1_764_000_000_000)),
+        last_critical: Some(CriticalNote {
+            at_ms: 1_764_000_030_000,
+            critical: CriticalEvent {
+                gpu_index: 0,
+                xid: 13,
+            },
+            put_back: vec![
+                Setting::ResetGpuClocks,
+                Setting::GpuClockOffset { offset_mhz: 0 },
+            ],
+            sentence: "GPU 0 reported Xid 13 at +300 MHz: the GPU clock lock and GPU clock offset were put back; fans kept.".to_string(),
+        }),
     }
 }
 

@@ -1,0 +1,333 @@
+//! A card's critical error (an Xid): on a tuned card, most likely the tuning failed. By the
+//! Xid's class (`device::xid`), the engine puts back the clock offsets and locks first — to
+//! what the session holding each recorded, or to stock (offset 0, lock reset) for what a plain
+//! apply or a boot default set — and never writes the fans for it. Then the sessions on the
+//! card that held what went back, or a power limit, end (marked ended by the crash; what else
+//! they changed goes back, as at any end), except a session that drives the card's fans: it
+//! keeps its fans (and its power limit) and goes on without its clocks; a trial ends whole. A
+//! plain-applied power limit stays (a lower limit cannot make a card unstable). The crash is
+//! noted as the card's last change, and every client is told in one sentence.
+
+use std::collections::BTreeSet;
+
+use super::{
+    CriticalNote, Engine, EngineEvent, GpuRestored, Ownership, RestoreEntry, RestoreMap, SessionId,
+    SettingLeft,
+};
+use crate::device::{CriticalEvent, Setting, XidResponse};
+use crate::notice::Notice;
+use crate::tuning::in_force::{ClockLock, Control, Hold, SettingsInForce};
+
+/// The controls an Xid's response puts back, in the order they are written: the offsets
+/// first (they move the card off its stock voltage/frequency curve), then the locks.
+fn controls_back(response: XidResponse) -> &'static [Control] {
+    match response {
+        XidResponse::ClocksBack => &[
+            Control::GpuClockOffset,
+            Control::MemoryClockOffset,
+            Control::GpuClockLock,
+            Control::MemoryClockLock,
+        ],
+        XidResponse::MemoryClockBack => &[Control::MemoryClockOffset, Control::MemoryClockLock],
+        XidResponse::NothingBack => &[],
+    }
+}
+
+/// What puts `control` back to stock when it is tuned now (a plain apply's, a boot default's):
+/// `None` at stock, or when the card does not report it.
+fn stock_entry(in_force: &SettingsInForce, control: Control) -> Option<RestoreEntry> {
+    let setting = match control {
+        Control::GpuClockOffset => in_force
+            .gpu_clock_offset_mhz
+            .filter(|offset| *offset != 0)
+            .map(|_| Setting::GpuClockOffset { offset_mhz: 0 }),
+        Control::MemoryClockOffset => in_force
+            .memory_clock_offset_mhz
+            .filter(|offset| *offset != 0)
+            .map(|_| Setting::MemoryClockOffset { offset_mhz: 0 }),
+        Control::GpuClockLock => matches!(in_force.gpu_clock_lock, ClockLock::Locked { .. })
+            .then_some(Setting::ResetGpuClocks),
+        Control::MemoryClockLock => matches!(in_force.memory_clock_lock, ClockLock::Locked { .. })
+            .then_some(Setting::ResetMemoryClocks),
+        Control::PowerLimit | Control::Fan { .. } => None,
+    };
+    setting.map(RestoreEntry::exact)
+}
+
+/// Settings, each with the session it was put back for (`None`: stock, for no session).
+type ForSession<T> = Vec<(Option<SessionId>, T)>;
+
+/// One control to put back, and the session whose record it comes from (none: stock).
+struct PutBack {
+    control: Control,
+    entry: RestoreEntry,
+    holder: Option<SessionId>,
+}
+
+impl Engine {
+    /// The driver reported a critical error on a card: see the module documentation.
+    pub fn on_critical_event(&mut self, event: CriticalEvent) {
+        let index = event.gpu_index;
+        if index as usize >= self.gpus.len() {
+            return;
+        }
+        let before = self.gpu(index).in_force.clone();
+        let controls = controls_back(event.response());
+        let holds: BTreeSet<Hold> = controls.iter().map(|control| control.hold()).collect();
+        // The sessions that held what goes back, or a power limit (a sweep's step, a trial: a
+        // crash leaves their measurement meaningless), before anything changes.
+        let holders: Vec<SessionId> = self
+            .sessions_on(index)
+            .into_iter()
+            .filter(|id| {
+                self.sessions
+                    .get(id)
+                    .and_then(|session| session.gpus.get(&index))
+                    .is_some_and(|part| {
+                        part.held.iter().any(|hold| {
+                            holds.contains(hold) || (*hold == Hold::PowerLimit && !holds.is_empty())
+                        })
+                    })
+            })
+            .collect();
+        let (written, left) = self.put_back_clocks(index, controls);
+        let ending: Vec<SessionId> = holders
+            .iter()
+            .copied()
+            .filter(|id| self.trial_only(*id, index) || !self.drives_fans(*id, index))
+            .collect();
+        let sentence = self.crash_sentence(index, &event, &before, &written, &left, &ending);
+
+        for id in holders {
+            let restored_here = written
+                .iter()
+                .filter(|(holder, _)| *holder == Some(id))
+                .map(|(_, setting)| *setting)
+                .collect::<Vec<_>>();
+            let left_here = left
+                .iter()
+                .filter(|(holder, _)| *holder == Some(id))
+                .map(|(_, left)| left.clone())
+                .collect::<Vec<_>>();
+            if self.trial_only(id, index) {
+                let reason = if self.changed_more(id) {
+                    format!("{sentence} The trial ended; what else it tried went back:")
+                } else {
+                    format!("{sentence} The trial ended.")
+                };
+                // Failed: its client says the trial did not end as it should.
+                self.finish_trial_with(id, index, false, &reason, true);
+                continue;
+            }
+            if self
+                .sessions
+                .get(&id)
+                .and_then(|session| session.gpus.get(&index))
+                .is_some_and(|part| part.trial.is_some())
+            {
+                self.finish_trial_with(id, index, false, &sentence, true);
+            }
+            if ending.contains(&id) {
+                self.end_by_crash(id, index, event, &sentence, restored_here, left_here);
+            } else if let Some(part) = self.session_part_mut(id, index) {
+                // It drives the fans: it keeps them (and whatever else it holds) and goes on.
+                part.held.retain(|hold| !holds.contains(hold));
+                self.release_lock(index);
+            }
+        }
+
+        let put_back: Vec<Setting> = written.iter().map(|(_, setting)| *setting).collect();
+        // Xids come in bursts (13, then 43 and 45): one that did nothing does not hide the
+        // note of the one that put the card back.
+        let did_something = !put_back.is_empty() || !left.is_empty() || !ending.is_empty();
+        let at_ms = self.clock.now_ms();
+        let gpu = self.gpu_mut(index);
+        if did_something
+            || gpu
+                .last_critical
+                .as_ref()
+                .is_none_or(|note| note.put_back.is_empty())
+        {
+            gpu.last_critical = Some(CriticalNote {
+                at_ms,
+                critical: event,
+                put_back: put_back.clone(),
+                sentence: sentence.clone(),
+            });
+        }
+        let what = if put_back.is_empty() {
+            "nothing put back".to_string()
+        } else {
+            format!("put back {}", crate::tuning::describe_all(&put_back))
+        };
+        self.note_change(index, &format!("the crash (Xid {})", event.xid), what);
+        self.notice(Some(index), Notice::Error(sentence));
+        // After the sessions' ends: a client that holds one hears it was put back first.
+        self.events.push(EngineEvent::Critical { critical: event });
+    }
+
+    /// Whether session `id` has changes of its own (or its trial's) left to put back.
+    pub(super) fn changed_more(&self, id: SessionId) -> bool {
+        self.sessions.get(&id).is_some_and(|session| {
+            session.gpus.values().any(|part| {
+                !part.restore.is_empty()
+                    || part
+                        .trial
+                        .as_ref()
+                        .is_some_and(|trial| !trial.restore.is_empty())
+            })
+        })
+    }
+
+    /// Whether session `id` drives GPU `index`'s fans (a curve, a fan speed).
+    pub(super) fn drives_fans(&self, id: SessionId, index: u32) -> bool {
+        self.sessions
+            .get(&id)
+            .and_then(|session| session.gpus.get(&index))
+            .is_some_and(|part| part.held.contains(&Hold::Fans))
+    }
+
+    /// Writes `controls` back on GPU `index`, in order: each to what the session holding it
+    /// recorded, or to stock when it is tuned and no session recorded it. Takes them out of the
+    /// sessions' records (what the driver refuses waits in the journal, tried again). Returns
+    /// what was written and what was left, each with the session it was for.
+    fn put_back_clocks(
+        &mut self,
+        index: u32,
+        controls: &[Control],
+    ) -> (ForSession<Setting>, ForSession<SettingLeft>) {
+        let mut written = Vec::new();
+        let mut left = Vec::new();
+        // An engine without the daemon locks what no session of its own holds before writing
+        // it: another gputune process may be changing it.
+        let unheld: BTreeSet<Hold> = controls
+            .iter()
+            .map(|control| control.hold())
+            .filter(|hold| self.holding(index, *hold).is_none())
+            .collect();
+        let locked = match self.take_locks(index, "gputune (after a crash)", &unheld) {
+            Ok(()) => Ok(()),
+            Err(error) if self.ownership == Ownership::InProcess => Err(error.message),
+            Err(_) => Ok(()),
+        };
+        let mut plan = Vec::new();
+        for &control in controls {
+            let holder = self.holding(index, control.hold());
+            let recorded = holder
+                .and_then(|id| self.sessions.get(&id)?.gpus.get(&index))
+                .and_then(|part| {
+                    part.restore
+                        .get(&control)
+                        .or_else(|| part.trial.as_ref()?.restore.get(&control))
+                })
+                .or_else(|| self.gpu(index).unrestored.get(&control))
+                .copied();
+            let Some(entry) = recorded.or_else(|| stock_entry(&self.gpu(index).in_force, control))
+            else {
+                continue;
+            };
+            if holder.is_none()
+                && let Err(reason) = &locked
+            {
+                left.push((
+                    None,
+                    SettingLeft {
+                        setting: entry.setting,
+                        reason: reason.clone(),
+                    },
+                ));
+                continue;
+            }
+            plan.push(PutBack {
+                control,
+                entry,
+                holder,
+            });
+        }
+        let had_plan = !plan.is_empty();
+        let mut attempted = RestoreMap::new();
+        let mut report = GpuRestored {
+            gpu_index: index,
+            gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
+            restored: Vec::new(),
+            left: Vec::new(),
+            exact: true,
+        };
+        for PutBack {
+            control,
+            entry,
+            holder,
+        } in plan
+        {
+            if let Some(part) = holder.and_then(|id| self.session_part_mut(id, index)) {
+                part.restore.remove(&control);
+                if let Some(trial) = part.trial.as_mut() {
+                    trial.restore.remove(&control);
+                }
+            }
+            // A session that wrote what the card had (a profile's +0 MHz) has nothing to undo.
+            if entry.exact && self.gpu(index).in_force.matches(&entry.setting) {
+                continue;
+            }
+            attempted.insert(control, entry);
+            let one = self.restore_settings(index, &[entry]);
+            report.exact &= one.exact;
+            for setting in one.restored {
+                report.restored.push(setting);
+                written.push((holder, setting));
+            }
+            for setting_left in one.left {
+                report.left.push(setting_left.clone());
+                left.push((holder, setting_left));
+            }
+        }
+        if had_plan {
+            // The journal loses what was taken out of the sessions' records.
+            self.keep_unrestored(index, &attempted, &report);
+        }
+        self.release_lock(index);
+        (written, left)
+    }
+
+    /// Ends session `id` after a crash on GPU `index`: what else it changed goes back, its
+    /// report names the crash and what was put back for it, and its client is told.
+    fn end_by_crash(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        event: CriticalEvent,
+        sentence: &str,
+        restored_here: Vec<Setting>,
+        left_here: Vec<SettingLeft>,
+    ) {
+        let Some(client) = self.sessions.get(&id).map(|session| session.client.id) else {
+            return;
+        };
+        let mut report = self.end_session_now(id, false, sentence);
+        report.critical_event = Some(event);
+        match report
+            .restored
+            .iter_mut()
+            .find(|gpu| gpu.gpu_index == index)
+        {
+            Some(gpu) => {
+                // What the driver refused a moment ago and took at the session's end is back.
+                let taken_since: Vec<Control> = gpu.restored.iter().map(Control::of).collect();
+                let still_left = left_here
+                    .into_iter()
+                    .filter(|left| !taken_since.contains(&Control::of(&left.setting)));
+                gpu.left.splice(0..0, still_left);
+                gpu.restored.splice(0..0, restored_here);
+            }
+            None => report.restored.push(GpuRestored {
+                gpu_index: index,
+                gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
+                restored: restored_here,
+                left: left_here,
+                exact: true,
+            }),
+        }
+        self.events
+            .push(EngineEvent::SessionEnded { client, report });
+    }
+}
