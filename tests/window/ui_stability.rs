@@ -220,6 +220,39 @@ fn a_finished_check_shows_its_verdict_and_what_was_put_back() {
     harness.get_by_label_contains("Put back GPU 0");
 }
 
+#[test]
+fn a_short_checks_stable_verdict_says_it_is_short_and_is_not_the_thorough_green() {
+    let mut harness = harness(SimScenario::Rtx4090);
+    let mut short = report(Ending::Completed);
+    short.duration_asked_s = 30.0;
+    short.result.ran_s = 30.0;
+    show(
+        &mut harness,
+        StabilityView {
+            running: false,
+            report: Some(short),
+            ..view()
+        },
+    );
+    harness.get_by_label_contains(
+        "This was a short check (30 s): it finds only gross instability; a thorough one runs 10 min.",
+    );
+    // A thorough check reads without the caveat.
+    show(
+        &mut harness,
+        StabilityView {
+            running: false,
+            report: Some(report(Ending::Completed)),
+            ..view()
+        },
+    );
+    assert_eq!(
+        harness.query_all_by_label_contains("short check").count(),
+        0,
+        "a 10 min check is not called short"
+    );
+}
+
 fn step(offset_mhz: Option<i32>, power_w: f64, finding: Option<&str>) -> ScanStep {
     ScanStep {
         offset_mhz,

@@ -11,7 +11,7 @@ use crate::stability::put_back::stock_clocks;
 use crate::stability::report::{CheckReport, Verdict, describe_settings};
 use crate::stability::scan::ScanStep;
 use crate::ui::model::GpuModel;
-use crate::ui::style::ERROR_TEXT;
+use crate::ui::style::{ERROR_TEXT, WARNING_TEXT};
 use crate::ui::widgets::labelled::labelled;
 use crate::units::{duration_s, large_count};
 
@@ -421,6 +421,8 @@ fn check_view_ui(ui: &mut egui::Ui, view: &StabilityView) {
 
 fn report_ui(ui: &mut egui::Ui, report: &CheckReport) {
     let color = match report.verdict {
+        // A short check found nothing gross: not the green of a thorough one.
+        Verdict::Stable if report.is_short() => WARNING_TEXT,
         Verdict::Stable => STABLE_TEXT,
         Verdict::Unstable => ERROR_TEXT,
         Verdict::Stopped | Verdict::NotRun => ui.visuals().weak_text_color(),
