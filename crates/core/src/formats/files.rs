@@ -10,8 +10,9 @@ use super::protocol::BootDefault;
 use super::tuning::LockRecord;
 
 /// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
-/// Format 3 writes settings in protocol 5's style; format 2 (older releases) is still read.
-pub const JOURNAL_FORMAT: u32 = 3;
+/// Format 4 may name one P-state's offset (`gpu_clock_offset_at`, protocol 6); format 3
+/// (protocol 5's settings, a subset) reads as it is; format 2 (older releases) is converted.
+pub const JOURNAL_FORMAT: u32 = 4;
 
 /// The clock-lock record's format: 2 writes protocol 5's style and says so; a record without
 /// `format_version` (older releases; a daemon upgraded without a reboot meets one) still reads.
@@ -53,12 +54,20 @@ pub enum JournalUnread {
     UnknownFormat(Option<u64>),
 }
 
-/// A journal's bytes in today's type: format 3, or format 2 (settings in protocol 4's style)
-/// converted.
+/// A journal's bytes in today's type: format 4 or 3 (whose settings are today's, without the
+/// P-state ones), or format 2 (settings in protocol 4's style) converted.
 pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
     match legacy::format_version_of(bytes).map_err(JournalUnread::Damaged)? {
         Some(version) if version == u64::from(JOURNAL_FORMAT) => {
             serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)
+        }
+        Some(3) => {
+            let journal: GpuJournal =
+                serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)?;
+            Ok(GpuJournal {
+                format_version: JOURNAL_FORMAT,
+                ..journal
+            })
         }
         Some(2) => {
             let old: legacy::JournalV2 =

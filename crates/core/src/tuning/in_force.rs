@@ -5,7 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{CurrentSettings, FanMode, Setting};
+use crate::device::{
+    COMPUTE_PSTATES, Constraints, CurrentSettings, FanMode, PstateOffset, Setting,
+    adjustable_compute_pstates, compute_offset_mhz, describe_pstates,
+};
 pub use crate::formats::tuning::{ClockLock, Hold, LockRecord, SettingsInForce};
 
 /// One thing on a card that a setting changes.
@@ -15,9 +18,14 @@ pub enum Control {
     PowerLimit,
     GpuClockLock,
     MemoryClockLock,
+    /// The offset of the P-states compute runs in, as one value (what a card that does not say
+    /// per P-state has).
     GpuClockOffset,
     MemoryClockOffset,
     Fan { fan_index: u32 },
+    /// One P-state's offset (each is put back to its own value).
+    GpuClockOffsetAt { pstate: u32 },
+    MemoryClockOffsetAt { pstate: u32 },
 }
 
 impl Control {
@@ -31,6 +39,8 @@ impl Control {
             }
             Setting::GpuClockOffset { .. } => Control::GpuClockOffset,
             Setting::MemoryClockOffset { .. } => Control::MemoryClockOffset,
+            Setting::GpuClockOffsetAt { pstate, .. } => Control::GpuClockOffsetAt { pstate },
+            Setting::MemoryClockOffsetAt { pstate, .. } => Control::MemoryClockOffsetAt { pstate },
             Setting::FanSpeed { fan_index, .. } | Setting::FanAutomatic { fan_index } => {
                 Control::Fan { fan_index }
             }
@@ -46,6 +56,10 @@ impl Control {
             Control::GpuClockOffset => "the GPU clock offset".to_string(),
             Control::MemoryClockOffset => "the memory clock offset".to_string(),
             Control::Fan { fan_index } => format!("fan {fan_index}"),
+            Control::GpuClockOffsetAt { pstate } => format!("the GPU clock offset in P{pstate}"),
+            Control::MemoryClockOffsetAt { pstate } => {
+                format!("the memory clock offset in P{pstate}")
+            }
         }
     }
 }
@@ -57,8 +71,10 @@ impl Control {
             Control::PowerLimit => Hold::PowerLimit,
             Control::GpuClockLock => Hold::GpuClockLock,
             Control::MemoryClockLock => Hold::MemoryClockLock,
-            Control::GpuClockOffset => Hold::GpuClockOffset,
-            Control::MemoryClockOffset => Hold::MemoryClockOffset,
+            Control::GpuClockOffset | Control::GpuClockOffsetAt { .. } => Hold::GpuClockOffset,
+            Control::MemoryClockOffset | Control::MemoryClockOffsetAt { .. } => {
+                Hold::MemoryClockOffset
+            }
             Control::Fan { .. } => Hold::Fans,
         }
     }
@@ -154,6 +170,8 @@ impl SettingsInForce {
             gpu_clock_offset_mhz: current.gpu_clock_offset_mhz,
             memory_clock_offset_mhz: current.memory_clock_offset_mhz,
             fans: current.fans.clone(),
+            gpu_clock_offsets: current.gpu_clock_offsets.clone(),
+            memory_clock_offsets: current.memory_clock_offsets.clone(),
         }
     }
 
@@ -180,9 +198,23 @@ impl SettingsInForce {
             Setting::LockMemoryClocks { .. } | Setting::ResetMemoryClocks => {
                 self.memory_clock_lock = ClockLock::after(setting).unwrap_or_default();
             }
-            Setting::GpuClockOffset { offset_mhz } => self.gpu_clock_offset_mhz = Some(offset_mhz),
+            Setting::GpuClockOffset { offset_mhz } => {
+                self.gpu_clock_offset_mhz = Some(offset_mhz);
+                set_offsets(&mut self.gpu_clock_offsets, &COMPUTE_PSTATES, offset_mhz);
+            }
             Setting::MemoryClockOffset { offset_mhz } => {
                 self.memory_clock_offset_mhz = Some(offset_mhz);
+                set_offsets(&mut self.memory_clock_offsets, &COMPUTE_PSTATES, offset_mhz);
+            }
+            Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+                set_offsets(&mut self.gpu_clock_offsets, &[pstate], offset_mhz);
+                self.gpu_clock_offset_mhz = compute_offset_mhz(&self.gpu_clock_offsets)
+                    .or(self.gpu_clock_offset_mhz);
+            }
+            Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+                set_offsets(&mut self.memory_clock_offsets, &[pstate], offset_mhz);
+                self.memory_clock_offset_mhz = compute_offset_mhz(&self.memory_clock_offsets)
+                    .or(self.memory_clock_offset_mhz);
             }
             Setting::FanSpeed {
                 fan_index,
@@ -230,6 +262,12 @@ impl SettingsInForce {
             Control::MemoryClockOffset => self
                 .memory_clock_offset_mhz
                 .map(|offset_mhz| (Setting::MemoryClockOffset { offset_mhz }, true)),
+            Control::GpuClockOffsetAt { pstate } => offset_in(&self.gpu_clock_offsets, pstate)
+                .map(|offset_mhz| (Setting::GpuClockOffsetAt { pstate, offset_mhz }, true)),
+            Control::MemoryClockOffsetAt { pstate } => {
+                offset_in(&self.memory_clock_offsets, pstate)
+                    .map(|offset_mhz| (Setting::MemoryClockOffsetAt { pstate, offset_mhz }, true))
+            }
             Control::Fan { fan_index } => {
                 let mode = self.fans.as_ref()?.get(fan_index as usize)?;
                 Some(match *mode {
@@ -253,10 +291,14 @@ impl SettingsInForce {
         if self.power_limit_mw != other.power_limit_mw {
             changed.push(Control::PowerLimit);
         }
-        if self.gpu_clock_offset_mhz != other.gpu_clock_offset_mhz {
+        if self.gpu_clock_offset_mhz != other.gpu_clock_offset_mhz
+            || self.gpu_clock_offsets != other.gpu_clock_offsets
+        {
             changed.push(Control::GpuClockOffset);
         }
-        if self.memory_clock_offset_mhz != other.memory_clock_offset_mhz {
+        if self.memory_clock_offset_mhz != other.memory_clock_offset_mhz
+            || self.memory_clock_offsets != other.memory_clock_offsets
+        {
             changed.push(Control::MemoryClockOffset);
         }
         let fans_now = self.fans.as_deref().unwrap_or_default();
@@ -297,16 +339,106 @@ impl SettingsInForce {
             lock => parts.push(format!("memory clocks {}", lock.describe())),
         }
         if let Some(offset) = self.gpu_clock_offset_mhz {
-            parts.push(format!("GPU offset {offset:+} MHz"));
+            parts.push(format!(
+                "GPU offset {}",
+                describe_offset(offset, &self.gpu_clock_offsets)
+            ));
         }
         if let Some(offset) = self.memory_clock_offset_mhz {
-            parts.push(format!("memory offset {offset:+} MHz"));
+            parts.push(format!(
+                "memory offset {}",
+                describe_offset(offset, &self.memory_clock_offsets)
+            ));
         }
         if let Some(fans) = &self.fans {
             parts.push(fans_summary(fans));
         }
         parts.join(", ")
     }
+}
+
+/// The controls a write of `setting` changes, each to be put back on its own: an offset for
+/// compute changes each adjustable compute P-state the card reports (P0 and P2), which are put
+/// back to their own values; on a card that does not say per P-state, the one offset.
+pub fn controls_written(
+    setting: &Setting,
+    constraints: &Constraints,
+    in_force: &SettingsInForce,
+) -> Vec<Control> {
+    let per_pstate = |ranges, offsets: &[PstateOffset], at: fn(u32) -> Control| {
+        let pstates: Vec<Control> = adjustable_compute_pstates(ranges)
+            .into_iter()
+            .filter(|pstate| offset_in(offsets, *pstate).is_some())
+            .map(at)
+            .collect();
+        (!pstates.is_empty()).then_some(pstates)
+    };
+    let controls = match setting {
+        Setting::GpuClockOffset { .. } => per_pstate(
+            &constraints.gpu_clock_offset_pstates,
+            &in_force.gpu_clock_offsets,
+            |pstate| Control::GpuClockOffsetAt { pstate },
+        ),
+        Setting::MemoryClockOffset { .. } => per_pstate(
+            &constraints.memory_clock_offset_pstates,
+            &in_force.memory_clock_offsets,
+            |pstate| Control::MemoryClockOffsetAt { pstate },
+        ),
+        _ => None,
+    };
+    controls.unwrap_or_else(|| vec![Control::of(setting)])
+}
+
+/// P-state `pstate`'s offset among `offsets`.
+fn offset_in(offsets: &[PstateOffset], pstate: u32) -> Option<i32> {
+    offsets
+        .iter()
+        .find(|offset| offset.pstate == pstate)
+        .map(|offset| offset.offset_mhz)
+}
+
+/// Sets the offset of each of `pstates` listed in `offsets` (a state not listed is not the
+/// card's).
+fn set_offsets(offsets: &mut [PstateOffset], pstates: &[u32], offset_mhz: i32) {
+    for offset in offsets.iter_mut() {
+        if pstates.contains(&offset.pstate) {
+            offset.offset_mhz = offset_mhz;
+        }
+    }
+}
+
+/// The P-states among `offsets` that run `offset_mhz` ([P0, P2]); `None` when the card does not
+/// say per P-state.
+pub fn pstates_at(offset_mhz: i32, offsets: &[PstateOffset]) -> Option<Vec<u32>> {
+    (!offsets.is_empty()).then(|| {
+        offsets
+            .iter()
+            .filter(|offset| offset.offset_mhz == offset_mhz)
+            .map(|offset| offset.pstate)
+            .collect()
+    })
+}
+
+/// "+150 MHz (P0, P2)": an offset compute runs at, with the P-states it covers, and each
+/// compute P-state that runs another ("+150 MHz (P2; P0 at +0 MHz)"); just "+150 MHz" when the
+/// card does not say per P-state.
+pub fn describe_offset(offset_mhz: i32, offsets: &[PstateOffset]) -> String {
+    let Some(covered) = pstates_at(offset_mhz, offsets) else {
+        return format!("{offset_mhz:+} MHz");
+    };
+    let others: Vec<String> = offsets
+        .iter()
+        .filter(|offset| {
+            offset.offset_mhz != offset_mhz && COMPUTE_PSTATES.contains(&offset.pstate)
+        })
+        .map(|offset| format!("P{} at {:+} MHz", offset.pstate, offset.offset_mhz))
+        .collect();
+    let mut text = format!("{offset_mhz:+} MHz ({}", describe_pstates(&covered));
+    if !others.is_empty() {
+        text.push_str(&format!("; {}", others.join(", ")));
+    }
+    text.push(')');
+    text
 }
 
 /// "fans automatic", "fans at 60 %", "fan 0 at 60 %, fan 1 automatic".
@@ -332,6 +464,52 @@ pub fn fans_summary(fans: &[FanMode]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::PstateOffsetRange;
+
+    #[test]
+    fn an_offset_for_compute_is_put_back_per_p_state_where_the_card_says() {
+        let ranges = |pstates: &[(u32, i32)]| Constraints {
+            gpu_clock_offset_pstates: pstates
+                .iter()
+                .map(|&(pstate, room)| PstateOffsetRange {
+                    pstate,
+                    min_mhz: -room,
+                    max_mhz: room,
+                })
+                .collect(),
+            ..Constraints::default()
+        };
+        let mut in_force = tuned();
+        let setting = Setting::GpuClockOffset { offset_mhz: 200 };
+        let rtx = ranges(&[(0, 1000), (2, 1000), (8, 0)]);
+        assert_eq!(
+            controls_written(&setting, &rtx, &in_force),
+            vec![
+                Control::GpuClockOffsetAt { pstate: 0 },
+                Control::GpuClockOffsetAt { pstate: 2 }
+            ]
+        );
+        assert_eq!(
+            controls_written(&setting, &Constraints::default(), &in_force),
+            vec![Control::GpuClockOffset],
+            "a driver that does not say per P-state: the one offset"
+        );
+        in_force.record_applied(&setting);
+        assert_eq!(
+            pstates_at(200, &in_force.gpu_clock_offsets),
+            Some(vec![0, 2])
+        );
+        assert_eq!(
+            describe_offset(200, &in_force.gpu_clock_offsets),
+            "+200 MHz (P0, P2)"
+        );
+        in_force.record_applied(&Setting::GpuClockOffsetAt {
+            pstate: 2,
+            offset_mhz: -30,
+        });
+        assert_eq!(in_force.gpu_clock_offset_mhz, Some(-30), "P2's counts");
+        assert_eq!(describe_offset(7, &[]), "+7 MHz");
+    }
 
     fn tuned() -> SettingsInForce {
         SettingsInForce {
@@ -344,6 +522,17 @@ mod tests {
             gpu_clock_offset_mhz: Some(150),
             memory_clock_offset_mhz: Some(0),
             fans: Some(vec![FanMode::Manual { speed_pct: 60 }, FanMode::Automatic]),
+            gpu_clock_offsets: vec![
+                PstateOffset {
+                    pstate: 0,
+                    offset_mhz: 100,
+                },
+                PstateOffset {
+                    pstate: 2,
+                    offset_mhz: 150,
+                },
+            ],
+            memory_clock_offsets: Vec::new(),
         }
     }
 
@@ -368,6 +557,20 @@ mod tests {
             (
                 Control::GpuClockOffset,
                 Setting::GpuClockOffset { offset_mhz: 150 },
+            ),
+            (
+                Control::GpuClockOffsetAt { pstate: 0 },
+                Setting::GpuClockOffsetAt {
+                    pstate: 0,
+                    offset_mhz: 100,
+                },
+            ),
+            (
+                Control::GpuClockOffsetAt { pstate: 2 },
+                Setting::GpuClockOffsetAt {
+                    pstate: 2,
+                    offset_mhz: 150,
+                },
             ),
             (
                 Control::Fan { fan_index: 0 },
@@ -412,7 +615,7 @@ mod tests {
         assert!(now.matches(&Setting::FanAutomatic { fan_index: 0 }));
         assert_eq!(
             now.summary(),
-            "power limit 300 W, GPU clocks unlocked, memory clocks unlocked, GPU offset +150 MHz, memory offset +0 MHz, fans automatic"
+            "power limit 300 W, GPU clocks unlocked, memory clocks unlocked, GPU offset +150 MHz (P2; P0 at +100 MHz), memory offset +0 MHz, fans automatic"
         );
     }
 }

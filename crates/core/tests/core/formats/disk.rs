@@ -70,21 +70,29 @@ pub fn journal_path(folder: &StateFolder) -> std::path::PathBuf {
         .join(format!("journal-{}.json", file_safe(UUID)))
 }
 
+/// Today's journal: every setting, one P-state's offsets (format 4) included.
+pub fn journal_v4() -> GpuJournal {
+    GpuJournal {
+        restore: all_settings_v6(),
+        ..journal()
+    }
+}
+
 #[test]
-fn a_journal_writes_the_bytes_of_format_3_and_reads_back() {
+fn a_journal_writes_the_bytes_of_format_4_and_reads_back() {
     let dir = temp();
     let folder = state_folder(dir.path());
-    let journal = journal();
+    let journal = journal_v4();
     if let Err(error) = folder.write_journal(&journal) {
         panic!("the journal could not be written: {error}");
     }
-    golden("journal-v3.json", &read(&journal_path(&folder)));
+    golden("journal-v4.json", &read(&journal_path(&folder)));
 
     let fresh = temp();
     let folder = state_folder(fresh.path());
     place(
         &journal_path(&folder),
-        &read(&formats_dir().join("journal-v3.json")),
+        &read(&formats_dir().join("journal-v4.json")),
     );
     assert_eq!(folder.read_journal(UUID), Ok(Some(journal)));
 }
