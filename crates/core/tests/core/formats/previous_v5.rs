@@ -51,7 +51,7 @@ fn a_protocol_5_peer_is_understood_well_enough_to_be_told_to_upgrade() {
     let messages = String::from_utf8_lossy(&v5_file("protocol-v5-messages.jsonl")).to_string();
     let refusal = messages
         .lines()
-        .find(|line| line.contains(r#""type":"error""#))
+        .find(|line| line.contains(r#""kind":"held""#))
         .map(serde_json::from_str::<Message>);
     match refusal {
         Some(Ok(Message::Response {
