@@ -21,11 +21,18 @@ pub enum Control {
     /// The offset of the P-states compute runs in, as one value (what a card that does not say
     /// per P-state has).
     GpuClockOffset,
+    /// One P-state's offset (each is put back to its own value). Put back in this order, the
+    /// offsets and locks before the fans.
+    GpuClockOffsetAt {
+        pstate: u32,
+    },
     MemoryClockOffset,
-    Fan { fan_index: u32 },
-    /// One P-state's offset (each is put back to its own value).
-    GpuClockOffsetAt { pstate: u32 },
-    MemoryClockOffsetAt { pstate: u32 },
+    MemoryClockOffsetAt {
+        pstate: u32,
+    },
+    Fan {
+        fan_index: u32,
+    },
 }
 
 impl Control {

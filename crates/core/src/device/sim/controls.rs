@@ -161,8 +161,11 @@ impl SimGpu {
                     &mut settings.pstate_memory_clock_offsets_mhz,
                 ),
             };
+            // A P-state at 0 is not listed, so a card put back compares equal to a fresh one.
             if pstate == 0 {
                 *p0 = offset_mhz;
+            } else if offset_mhz == 0 {
+                others.remove(&pstate);
             } else {
                 others.insert(pstate, offset_mhz);
             }

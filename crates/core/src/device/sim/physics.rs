@@ -39,7 +39,7 @@ pub struct SimSettings {
     pub memory_clock_offset_mhz: i32,
     /// Per fan: `Some(pct)` under manual control, `None` on the automatic curve.
     pub fan_manual_pct: Vec<Option<u32>>,
-    /// The graphics clock offsets of the P-states other than P0, by P-state (0 when absent).
+    /// The graphics clock offsets of the P-states other than P0, by P-state (absent: 0).
     #[serde(default)]
     pub pstate_gpu_clock_offsets_mhz: BTreeMap<u32, i32>,
     /// The memory clock offsets of the P-states other than P0.
