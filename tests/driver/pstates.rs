@@ -134,7 +134,10 @@ fn every_p_state_s_offset_and_range_is_read() {
     );
     // A P-state without room takes nothing but its 0.
     assert!(validate(&constraints, at(8, 15)).is_err());
-    assert!(validate(&constraints, at(5, 0)).is_err(), "no P5 on this card");
+    assert!(
+        validate(&constraints, at(5, 0)).is_err(),
+        "no P5 on this card"
+    );
 }
 
 #[test]

@@ -64,14 +64,16 @@ fn inside(constraints: &Constraints, setting: &Setting) -> bool {
             .memory_clock_offset_range
             .is_some_and(|range| (range.min_mhz..=range.max_mhz).contains(&offset_mhz)),
         // What the fake logs: each P-state's write, inside that P-state's own range.
-        Setting::GpuClockOffsetAt { pstate, offset_mhz } => constraints
-            .gpu_clock_offset_pstates
-            .iter()
-            .any(|range| range.pstate == pstate && (range.min_mhz..=range.max_mhz).contains(&offset_mhz)),
-        Setting::MemoryClockOffsetAt { pstate, offset_mhz } => constraints
-            .memory_clock_offset_pstates
-            .iter()
-            .any(|range| range.pstate == pstate && (range.min_mhz..=range.max_mhz).contains(&offset_mhz)),
+        Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+            constraints.gpu_clock_offset_pstates.iter().any(|range| {
+                range.pstate == pstate && (range.min_mhz..=range.max_mhz).contains(&offset_mhz)
+            })
+        }
+        Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+            constraints.memory_clock_offset_pstates.iter().any(|range| {
+                range.pstate == pstate && (range.min_mhz..=range.max_mhz).contains(&offset_mhz)
+            })
+        }
         Setting::FanSpeed {
             fan_index,
             speed_pct,

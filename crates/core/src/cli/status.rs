@@ -461,7 +461,10 @@ fn pstate_offsets_text(in_force: &SettingsInForce) -> Option<String> {
         parts.push(format!("GPU {} MHz", list(&in_force.gpu_clock_offsets)));
     }
     if !in_force.memory_clock_offsets.is_empty() {
-        parts.push(format!("memory {} MHz", list(&in_force.memory_clock_offsets)));
+        parts.push(format!(
+            "memory {} MHz",
+            list(&in_force.memory_clock_offsets)
+        ));
     }
     if parts.is_empty() {
         return None;

@@ -19,8 +19,8 @@ pub use process::{GpuProcess, ProcessKind};
 
 pub use crate::formats::card::{
     BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,
-    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, PstateOffset, PstateOffsetRange,
-    Setting, Telemetry,
+    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, PstateOffset, PstateOffsetRange, Setting,
+    Telemetry,
 };
 use crate::units::watts_exact;
 use gate::ValidatedSetting;

@@ -215,13 +215,13 @@ impl SettingsInForce {
             }
             Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
                 set_offsets(&mut self.gpu_clock_offsets, &[pstate], offset_mhz);
-                self.gpu_clock_offset_mhz = compute_offset_mhz(&self.gpu_clock_offsets)
-                    .or(self.gpu_clock_offset_mhz);
+                self.gpu_clock_offset_mhz =
+                    compute_offset_mhz(&self.gpu_clock_offsets).or(self.gpu_clock_offset_mhz);
             }
             Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
                 set_offsets(&mut self.memory_clock_offsets, &[pstate], offset_mhz);
-                self.memory_clock_offset_mhz = compute_offset_mhz(&self.memory_clock_offsets)
-                    .or(self.memory_clock_offset_mhz);
+                self.memory_clock_offset_mhz =
+                    compute_offset_mhz(&self.memory_clock_offsets).or(self.memory_clock_offset_mhz);
             }
             Setting::FanSpeed {
                 fan_index,

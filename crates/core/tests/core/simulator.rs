@@ -339,7 +339,11 @@ fn under_training_the_p2_offset_is_the_one_that_counts() {
         },
     );
     clock.advance_ms(15 * 60 * 1000);
-    assert_eq!(read(&mut backend).performance_state, Some(2), "CUDA runs in P2");
+    assert_eq!(
+        read(&mut backend).performance_state,
+        Some(2),
+        "CUDA runs in P2"
+    );
     let (power_stock, _, _) = average_over(&mut backend, &clock, 30_000);
 
     // P0's offset alone leaves a card computing in P2 where it was.
@@ -391,7 +395,11 @@ fn under_training_the_p2_offset_is_the_one_that_counts() {
     let before = xids(&backend);
     clock.advance_ms(60_000);
     read(&mut backend);
-    assert_eq!(xids(&backend), before, "P0's +600 MHz is not where it computes");
+    assert_eq!(
+        xids(&backend),
+        before,
+        "P0's +600 MHz is not where it computes"
+    );
     apply(
         &mut backend,
         Setting::GpuClockOffsetAt {

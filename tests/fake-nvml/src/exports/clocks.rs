@@ -147,9 +147,7 @@ pub unsafe extern "C" fn nvmlDeviceGetClockOffsets(
                 .spec
                 .offset_range_at(clock, request.pstate)
                 .ok_or(NOT_SUPPORTED)?;
-            let offset_mhz = gpu
-                .offset_at(clock, request.pstate)
-                .ok_or(NOT_SUPPORTED)?;
+            let offset_mhz = gpu.offset_at(clock, request.pstate).ok_or(NOT_SUPPORTED)?;
             Ok((offset_mhz, range))
         })?;
         // SAFETY: as above.

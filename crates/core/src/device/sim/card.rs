@@ -293,8 +293,8 @@ impl CardSpec {
     /// The P-states the card reports offsets for, each with whether it can be changed.
     pub fn offset_pstates(&self) -> Vec<(u32, bool)> {
         if self.offset_pstates.is_empty() {
-            let any = self.gpu_clock_offset_range.is_some()
-                || self.memory_clock_offset_range.is_some();
+            let any =
+                self.gpu_clock_offset_range.is_some() || self.memory_clock_offset_range.is_some();
             return if any { vec![(0, true)] } else { Vec::new() };
         }
         self.offset_pstates

@@ -84,7 +84,11 @@ impl SimGpu {
 
     /// Sets P-state `pstate`'s graphics clock offset; on a card with linked P-states, every
     /// adjustable one moves with it.
-    pub fn set_gpu_clock_offset_at(&mut self, pstate: u32, offset_mhz: i32) -> Result<(), SimError> {
+    pub fn set_gpu_clock_offset_at(
+        &mut self,
+        pstate: u32,
+        offset_mhz: i32,
+    ) -> Result<(), SimError> {
         self.set_offset_at(OffsetClock::Gpu, pstate, offset_mhz)
     }
 
@@ -110,7 +114,8 @@ impl SimGpu {
         let targets: Vec<u32> = crate::device::COMPUTE_PSTATES
             .into_iter()
             .filter(|pstate| {
-                self.spec.offset_range_at(clock, *pstate)
+                self.spec
+                    .offset_range_at(clock, *pstate)
                     .is_some_and(|range| range.has_room())
             })
             .collect();
