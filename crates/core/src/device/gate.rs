@@ -316,6 +316,40 @@ mod tests {
         );
     }
 
+    #[test]
+    fn each_p_state_s_offset_is_checked_against_its_own_range() {
+        let constraints = rtx4090();
+        let at = |pstate, offset_mhz| Setting::GpuClockOffsetAt { pstate, offset_mhz };
+        assert!(validate(&constraints, at(2, 500)).is_ok());
+        assert!(matches!(
+            validate(&constraints, at(8, 15)),
+            Err(LimitError::OffsetOutOfRange {
+                min_mhz: 0,
+                max_mhz: 0,
+                ..
+            })
+        ));
+        assert_eq!(
+            validate(&constraints, at(5, 0)),
+            Err(LimitError::OffsetNotSupportedInPstate {
+                clock: "GPU",
+                pstate: 5
+            })
+        );
+        // A driver that does not say per P-state: P0 is the one range it gave.
+        let old_driver = Constraints {
+            gpu_clock_offset_pstates: Vec::new(),
+            ..rtx4090()
+        };
+        assert!(validate(&old_driver, at(0, 500)).is_ok());
+        assert!(validate(&old_driver, at(2, 500)).is_err());
+        let h100 = sim_constraints(&CardSpec::h100_sxm());
+        assert_eq!(
+            validate(&h100, at(0, 0)),
+            Err(LimitError::OffsetNotSupported { clock: "GPU" })
+        );
+    }
+
     proptest! {
         /// Whatever is asked, what passes the gate lies inside the card's constraints.
         #[test]

@@ -54,8 +54,8 @@ pub enum JournalUnread {
     UnknownFormat(Option<u64>),
 }
 
-/// A journal's bytes in today's type: format 4 or 3 (whose settings are today's, without the
-/// P-state ones), or format 2 (settings in protocol 4's style) converted.
+/// A journal's bytes in today's type: format 4, or format 3 or 2 (settings in protocol 5's or
+/// 4's style) converted, their offsets P0's alone (what gputune wrote then).
 pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
     match legacy::format_version_of(bytes).map_err(JournalUnread::Damaged)? {
         Some(version) if version == u64::from(JOURNAL_FORMAT) => {
@@ -66,6 +66,7 @@ pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
                 serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)?;
             Ok(GpuJournal {
                 format_version: JOURNAL_FORMAT,
+                restore: p0_offsets(journal.restore),
                 ..journal
             })
         }
@@ -74,7 +75,7 @@ pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
                 serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)?;
             Ok(GpuJournal {
                 format_version: JOURNAL_FORMAT,
-                restore: old.restore(),
+                restore: p0_offsets(old.restore()),
                 backend: old.backend,
                 uuid: old.uuid,
                 index: old.index,
@@ -84,6 +85,25 @@ pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
         }
         other => Err(JournalUnread::UnknownFormat(other)),
     }
+}
+
+/// A journal before format 4 named an offset that gputune had written to P0 alone: it puts
+/// back P0 alone (P2, never touched then, keeps what it has).
+fn p0_offsets(settings: Vec<Setting>) -> Vec<Setting> {
+    settings
+        .into_iter()
+        .map(|setting| match setting {
+            Setting::GpuClockOffset { offset_mhz } => Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            Setting::MemoryClockOffset { offset_mhz } => Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            other => other,
+        })
+        .collect()
 }
 
 /// A clock-lock record's bytes: format 2, or one without a version (protocol 4's style)

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune_core::formats::card::BackendKind;
+use gputune_core::formats::card::{BackendKind, Setting};
 use gputune_core::formats::fan_curve::CurvePoint;
 use gputune_core::formats::files::GpuJournal;
 use gputune_core::formats::profile::{
@@ -68,6 +68,25 @@ pub fn journal_path(folder: &StateFolder) -> std::path::PathBuf {
     folder
         .dir()
         .join(format!("journal-{}.json", file_safe(UUID)))
+}
+
+/// `journal` as a journal before format 4 reads today: its offsets P0's alone (all gputune
+/// wrote then).
+pub fn read_as_p0_offsets(mut journal: GpuJournal) -> GpuJournal {
+    for setting in &mut journal.restore {
+        *setting = match *setting {
+            Setting::GpuClockOffset { offset_mhz } => Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            Setting::MemoryClockOffset { offset_mhz } => Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            other => other,
+        };
+    }
+    journal
 }
 
 /// Today's journal: every setting, one P-state's offsets (format 4) included.

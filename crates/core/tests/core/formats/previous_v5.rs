@@ -4,13 +4,14 @@
 //! (`gpu_clock_offset_at`, `memory_clock_offset_at`), which a put-back report or a journal may
 //! now name and a protocol-5 peer cannot read; it also added, with serde defaults, each
 //! P-state's offsets and ranges to what a card runs and accepts. A daemon upgraded in place
-//! meets a format-3 journal and must put each card back exactly as it says.
+//! meets a format-3 journal and must put each card back exactly as it says: P0's offset alone,
+//! the one gputune wrote then.
 
 use gputune_core::service::protocol::{Message, Request, Response, parse_request_line};
 use gputune_core::tuning::engine::TuneErrorKind;
 use gputune_core::tuning::state_folder::{JOURNAL_FORMAT, file_safe};
 
-use super::disk::{journal, place, read, state_folder, temp};
+use super::disk::{journal, place, read, read_as_p0_offsets, state_folder, temp};
 use super::formats_dir;
 use super::values::UUID;
 
@@ -26,7 +27,7 @@ fn a_journal_of_format_3_puts_the_card_back_with_every_setting_it_named() {
         .dir()
         .join(format!("journal-{}.json", file_safe(UUID)));
     place(&path, &v5_file("journal-v3.json"));
-    let mut expected = journal();
+    let mut expected = read_as_p0_offsets(journal());
     expected.format_version = JOURNAL_FORMAT;
     assert_eq!(folder.read_journal(UUID), Ok(Some(expected)));
     assert!(path.exists(), "a readable old journal is not set aside");
