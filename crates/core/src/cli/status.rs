@@ -447,7 +447,8 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
 }
 
 /// Every P-state's offsets, "GPU P0 +150, P2 +150, P8 +0 MHz; memory P0 +0, P2 +0, P8 +0 MHz
-/// (compute runs in P2)"; `None` when the card does not say per P-state.
+/// (training runs in P2)"; "unknown" for offsets not reported per P-state; `None` without
+/// offsets.
 fn pstate_offsets_text(in_force: &SettingsInForce) -> Option<String> {
     let list = |offsets: &[crate::device::PstateOffset]| {
         offsets
@@ -467,7 +468,10 @@ fn pstate_offsets_text(in_force: &SettingsInForce) -> Option<String> {
         ));
     }
     if parts.is_empty() {
-        return None;
+        // An offset without P-states: an older daemon's answer, or a driver that says none.
+        let any_offset =
+            in_force.gpu_clock_offset_mhz.is_some() || in_force.memory_clock_offset_mhz.is_some();
+        return any_offset.then(|| "per P-state: unknown (not reported)".to_string());
     }
     let computes_in_p2 = in_force
         .gpu_clock_offsets
