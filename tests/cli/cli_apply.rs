@@ -135,10 +135,15 @@ fn percent_and_bare_numbers_are_understood() {
         Some((210, 2520))
     );
     assert_eq!(settings.gpu_clock_offset_mhz, -150);
+    assert_eq!(
+        settings.gpu_clock_offset_in(2),
+        -150,
+        "and in P2, where training runs"
+    );
     assert_eq!(settings.fan_manual_pct, vec![Some(60), Some(60)]);
     assert!(
         text(&output.stdout)
-            .contains("GPU clock offset set to -150 MHz; the card reports -150 MHz."),
+            .contains("GPU clock offset set to -150 MHz; the card reports -150 MHz (P0, P2)."),
         "{}",
         text(&output.stdout)
     );
@@ -353,7 +358,15 @@ fn a_trial_puts_every_setting_back_and_prints_the_table() {
                 min_mhz: 210,
                 max_mhz: 2500
             },
-            Setting::GpuClockOffset { offset_mhz: 100 },
+            // An offset reaches P0 and P2 (where training runs), each put back on its own.
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 100
+            },
+            Setting::GpuClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 100
+            },
             Setting::FanSpeed {
                 fan_index: 0,
                 speed_pct: 70
@@ -366,7 +379,14 @@ fn a_trial_puts_every_setting_back_and_prints_the_table() {
                 power_limit_mw: 450_000
             },
             Setting::ResetGpuClocks,
-            Setting::GpuClockOffset { offset_mhz: 0 },
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 0
+            },
+            Setting::GpuClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 0
+            },
             Setting::FanAutomatic { fan_index: 0 },
             Setting::FanAutomatic { fan_index: 1 },
         ]

@@ -177,8 +177,19 @@ fn save_list_show_apply_delete_from_the_command_line() {
             Setting::PowerLimit {
                 power_limit_mw: 315_000
             },
-            Setting::GpuClockOffset { offset_mhz: 120 },
-            Setting::MemoryClockOffset { offset_mhz: 0 },
+            // P0 and P2 each take the offset; P2's memory offset already was 0.
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 120
+            },
+            Setting::GpuClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 120
+            },
+            Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 0
+            },
         ]
     );
     let settings = machine.fake.state().machine.gpus[0].settings.clone();

@@ -272,7 +272,11 @@ fn a_successful_command_runs_with_the_profile_then_the_card_is_restored() {
             Setting::PowerLimit {
                 power_limit_mw: 315_000
             },
-            Setting::GpuClockOffset { offset_mhz: 100 },
+            // P0's write first, then P2's (where training runs).
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 100
+            },
         ]
     );
     assert!(

@@ -333,13 +333,38 @@ fn status_shows_the_locks_and_offsets_in_force() {
     for part in [
         "power limit 400 W",
         "GPU clocks 210-2520 MHz",
-        "GPU offset +150 MHz",
+        "GPU offset +150 MHz (P0, P2)",
         "memory clock lock not set by gputune",
     ] {
         assert!(settings.contains(part), "{part}: {settings}");
     }
+    // Every P-state's offset, P8's (which takes none) included.
+    assert!(
+        printed.contains(
+            "  Offsets      GPU P0 +150, P2 +150, P8 +0 MHz; memory P0 +0, P2 +0, P8 +0 MHz (training runs in P2)"
+        ),
+        "{printed}"
+    );
     let report = parse_json(&machine.gputune(&["status", "--json"]));
     let in_force = &report["gpus"][0]["settings_in_force"];
     assert_eq!(in_force["gpu_clock_offset_mhz"], 150, "{report}");
+    let offsets: Vec<(u64, i64)> = in_force["gpu_clock_offsets"]
+        .as_array()
+        .map(|offsets| {
+            offsets
+                .iter()
+                .map(|offset| {
+                    (
+                        offset["pstate"].as_u64().unwrap_or(99),
+                        offset["offset_mhz"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(offsets, vec![(0, 150), (2, 150), (8, 0)], "{report}");
+    let ranges = &report["gpus"][0]["gpu_clock_offset_pstates"];
+    assert_eq!(ranges[2]["pstate"], 8, "{report}");
+    assert_eq!(ranges[2]["max_mhz"], 0, "{report}");
     assert_eq!(in_force["gpu_clock_lock"]["max_mhz"], 2520, "{report}");
 }

@@ -680,7 +680,10 @@ fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every
         .collect();
     assert!(
         written.contains(&gputune_core::device::Setting::ResetGpuClocks)
-            && written.contains(&gputune_core::device::Setting::GpuClockOffset { offset_mhz: 0 }),
+            && written.contains(&gputune_core::device::Setting::GpuClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 0
+            }),
         "{written:?}"
     );
     assert_eq!(card(&machine), before, "the lock and offset are put back");

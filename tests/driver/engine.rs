@@ -361,7 +361,11 @@ fn a_plain_apply_rolls_back_what_it_wrote_when_a_later_write_is_refused() {
             Setting::PowerLimit {
                 power_limit_mw: 300_000
             },
-            Setting::GpuClockOffset { offset_mhz: 100 },
+            // The driver's refusal of P0's offset (the state it is asked of first).
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 100
+            },
             Setting::PowerLimit {
                 power_limit_mw: 450_000
             },

@@ -12,5 +12,6 @@ mod common;
 mod engine;
 mod nvitop;
 mod nvml_backend;
+mod pstates;
 mod sampler;
 mod tuning_properties;

@@ -329,7 +329,34 @@ fn every_control_reaches_the_card_and_is_logged() {
         .iter()
         .map(|record| record.setting)
         .collect();
-    let expected: Vec<Setting> = settings.iter().chain(resets.iter()).copied().collect();
+    // An offset for compute is one write per compute P-state (P0, then P2: CUDA's).
+    let expected: Vec<Setting> = settings
+        .iter()
+        .chain(resets.iter())
+        .flat_map(|setting| match *setting {
+            Setting::GpuClockOffset { offset_mhz } => vec![
+                Setting::GpuClockOffsetAt {
+                    pstate: 0,
+                    offset_mhz,
+                },
+                Setting::GpuClockOffsetAt {
+                    pstate: 2,
+                    offset_mhz,
+                },
+            ],
+            Setting::MemoryClockOffset { offset_mhz } => vec![
+                Setting::MemoryClockOffsetAt {
+                    pstate: 0,
+                    offset_mhz,
+                },
+                Setting::MemoryClockOffsetAt {
+                    pstate: 2,
+                    offset_mhz,
+                },
+            ],
+            other => vec![other],
+        })
+        .collect();
     assert_eq!(logged, expected);
     assert!(
         state

@@ -63,6 +63,17 @@ fn inside(constraints: &Constraints, setting: &Setting) -> bool {
         Setting::MemoryClockOffset { offset_mhz } => constraints
             .memory_clock_offset_range
             .is_some_and(|range| (range.min_mhz..=range.max_mhz).contains(&offset_mhz)),
+        // What the fake logs: each P-state's write, inside that P-state's own range.
+        Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+            constraints.gpu_clock_offset_pstates.iter().any(|range| {
+                range.pstate == pstate && (range.min_mhz..=range.max_mhz).contains(&offset_mhz)
+            })
+        }
+        Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+            constraints.memory_clock_offset_pstates.iter().any(|range| {
+                range.pstate == pstate && (range.min_mhz..=range.max_mhz).contains(&offset_mhz)
+            })
+        }
         Setting::FanSpeed {
             fan_index,
             speed_pct,
@@ -88,14 +99,25 @@ struct WriteAudit<'a> {
 }
 
 impl WriteAudit<'_> {
-    fn check(&mut self, writes_expected: usize) -> Result<(), TestCaseError> {
+    /// Checks the writes made for `settings`: each reaches the driver once, an offset for
+    /// compute once per compute P-state it had to move (P0, and P2 unless it followed).
+    fn check(&mut self, settings: &[Setting]) -> Result<(), TestCaseError> {
         let mut state = self.machine.state();
         let log: Vec<WriteRecord> = std::mem::take(&mut state.write_log);
-        prop_assert_eq!(
-            log.len(),
-            writes_expected,
-            "every write reaches the driver once: {:?}",
-            log
+        let compute_offsets = settings
+            .iter()
+            .filter(|setting| {
+                matches!(
+                    setting,
+                    Setting::GpuClockOffset { .. } | Setting::MemoryClockOffset { .. }
+                )
+            })
+            .count();
+        prop_assert!(
+            (settings.len()..=settings.len() + compute_offsets).contains(&log.len()),
+            "every write reaches the driver once (an offset once per compute P-state): {:?} for {:?}",
+            log,
+            settings
         );
         for record in &log {
             prop_assert!(
@@ -116,7 +138,7 @@ impl WriteAudit<'_> {
     fn refused(&mut self, message: &str) -> Result<(), TestCaseError> {
         prop_assert!(!message.trim().is_empty(), "a refusal without a message");
         self.requests_refused += 1;
-        self.check(0)
+        self.check(&[])
     }
 }
 
@@ -411,7 +433,9 @@ fn numeric_requests_never_write_outside_the_constraints(scenario: &'static str, 
                     let written = backend.apply(0, setting);
                     prop_assert!(written.is_ok(), "{:?}: {:?}", setting, written);
                 }
-                audit.check(settings.len())
+                let settings: Vec<Setting> =
+                    settings.iter().map(|setting| *setting.setting()).collect();
+                audit.check(&settings)
             }
         }
     });
@@ -476,7 +500,11 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
         };
         let written = engine.apply_changes(&client, &changes);
         prop_assert!(written.is_ok(), "{:?}: {:?}", args, written);
-        audit.check(changes.iter().map(|gpu| gpu.settings.len()).sum())
+        let settings: Vec<Setting> = changes
+            .iter()
+            .flat_map(|gpu| gpu.settings.iter().copied())
+            .collect();
+        audit.check(&settings)
     });
     if let Err(error) = result {
         panic!("{scenario}: {error}");

@@ -7,8 +7,8 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
-use gputune::device::Setting;
 use gputune::device::sim::{LoadPattern, SimScenario};
+use gputune::device::{PstateOffset, Setting};
 use gputune::link::{LinkEvent, TuneCommand};
 use gputune::notice::Notice;
 use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose, TrialPhase, TrialStatus};
@@ -128,12 +128,17 @@ fn the_tab_shows_what_the_card_runs_and_follows_a_change_made_elsewhere() {
             max_mhz: 2520,
         };
         tuning.in_force.gpu_clock_offset_mhz = Some(150);
+        tuning.in_force.gpu_clock_offsets = [(0, 150), (2, 150), (8, 0)]
+            .into_iter()
+            .map(|(pstate, offset_mhz)| PstateOffset { pstate, offset_mhz })
+            .collect();
     });
     harness.state_mut().state.take_event(tuned, 0);
     harness.run();
     harness.get_by_label_contains("power limit 315 W (70 % of default)");
     harness.get_by_label_contains("GPU clocks 210-2520 MHz");
-    harness.get_by_label_contains("GPU offset +150 MHz");
+    // The P-states the offset covers: P2 is where training runs.
+    harness.get_by_label_contains("GPU offset +150 MHz (P0, P2)");
     harness.get_by_label("= 315 W");
     assert_eq!(harness.state().state.tune.gpu_clock_offset_mhz, 150);
     assert_eq!(harness.state().state.tune.gpu_clock_lock_mhz, (210, 2520));

@@ -29,11 +29,14 @@ pub(crate) struct Faults {
     pub xid_after_ms: Option<u64>,
     /// Neither process list is supported.
     pub processes_not_supported: bool,
+    /// The driver cannot list the card's P-states (`nvmlDeviceGetSupportedPerformanceStates`
+    /// is NOT_SUPPORTED), as an older one.
+    pub pstates_not_listed: bool,
 }
 
 const KNOWN_FAULTS: &str = "no_permission, fans_not_supported, gpu_lost_after=N, slow_ms=N, \
                             offsets_not_supported, driver_not_loaded, no_gpus, xid_after_ms=N, \
-                            processes_not_supported";
+                            processes_not_supported, pstates_not_listed";
 
 impl Faults {
     /// The faults `FAKE_NVML_FAULTS` asks for, and those listed in the file
@@ -79,6 +82,7 @@ impl Faults {
                 ("driver_not_loaded", None) => faults.driver_not_loaded = true,
                 ("no_gpus", None) => faults.no_gpus = true,
                 ("processes_not_supported", None) => faults.processes_not_supported = true,
+                ("pstates_not_listed", None) => faults.pstates_not_listed = true,
                 ("gpu_lost_after", Some(value)) => {
                     faults.gpu_lost_after_calls = Some(parse_count(name, value)?);
                 }
@@ -109,9 +113,10 @@ impl Faults {
     pub(crate) fn refuses(&self, setting: &Setting) -> bool {
         match setting {
             Setting::FanSpeed { .. } | Setting::FanAutomatic { .. } => self.fans_not_supported,
-            Setting::GpuClockOffset { .. } | Setting::MemoryClockOffset { .. } => {
-                self.offsets_not_supported
-            }
+            Setting::GpuClockOffset { .. }
+            | Setting::MemoryClockOffset { .. }
+            | Setting::GpuClockOffsetAt { .. }
+            | Setting::MemoryClockOffsetAt { .. } => self.offsets_not_supported,
             Setting::PowerLimit { .. }
             | Setting::LockGpuClocks { .. }
             | Setting::ResetGpuClocks
@@ -136,7 +141,7 @@ mod tests {
         let faults = Faults::parse(
             " no_permission,fans_not_supported, gpu_lost_after=3,slow_ms = 5,\
              offsets_not_supported,driver_not_loaded,no_gpus,xid_after_ms=7,\
-             processes_not_supported",
+             processes_not_supported,pstates_not_listed",
         );
         assert_eq!(
             faults,
@@ -150,6 +155,7 @@ mod tests {
                 no_gpus: true,
                 xid_after_ms: Some(7),
                 processes_not_supported: true,
+                pstates_not_listed: true,
             })
         );
         assert_eq!(Faults::parse(""), Ok(Faults::default()));

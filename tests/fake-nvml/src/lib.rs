@@ -17,8 +17,9 @@
 //!
 //! **Scenario.** `FAKE_NVML_SCENARIO` = `rtx4090` (default) | `8x-rtx4090` |
 //! `datacenter-fanless`, and `FAKE_NVML_LOAD` = `idle` | `training` (default) | `stop-and-go` |
-//! `game`, are read once, when the state is created. An unknown name makes that call return
-//! `UNKNOWN` and says why on stderr.
+//! `game`, and `FAKE_NVML_PSTATES` = `independent` (default) | `linked`, are read once, when
+//! the state is created. An unknown name makes that call return `UNKNOWN` and says why on
+//! stderr.
 //!
 //! **Processes.** `FAKE_NVML_PROCESSES`, read when the state is created, lists processes as
 //! comma-separated `GPU:PID:KIND:MIB` entries (KIND `compute`, `graphics` or `both`; MIB a
@@ -45,7 +46,9 @@
 //! - `no_gpus`: the device count is 0 and no handle can be had;
 //! - `xid_after_ms=N`: an event set reports one critical error, Xid 13 on the first GPU
 //!   registered to it, once the set is N ms old (once per set; sets live in their process);
-//! - `processes_not_supported`: both process lists return `NOT_SUPPORTED`.
+//! - `processes_not_supported`: both process lists return `NOT_SUPPORTED`;
+//! - `pstates_not_listed`: `nvmlDeviceGetSupportedPerformanceStates` returns `NOT_SUPPORTED`,
+//!   as an older driver (gputune then knows P0's offsets only).
 //!
 //! **Xids and ECC, as the simulated card makes them.** Besides that fault, every Xid 13 a
 //! simulated card raises (busy past its silicon's hard limit: gputune's docs/simulator.md) is
@@ -71,8 +74,13 @@
 //! the speed set, or the curve's. The SM clock equals the
 //! graphics clock; the video clock is `NOT_SUPPORTED`. Temperature thresholds: shutdown (0) =
 //! the card's shutdown temperature, slowdown (1) = its hardware slowdown, GPU max (3) and
-//! acoustic current (5) = its thermal target; others `NOT_SUPPORTED`. Clock offsets are one
-//! value per clock for every P-state. The driver version is [`DRIVER_VERSION`], the NVML
+//! acoustic current (5) = its thermal target; others `NOT_SUPPORTED`. Clock offsets are per
+//! P-state (`nvmlDevice{Get,Set}ClockOffsets` name one): the RTX 4090 lists P0, P2 and P8
+//! (`nvmlDeviceGetSupportedPerformanceStates`), takes offsets in P0 and P2 (the card's ranges)
+//! and reports P8's as 0 in a range of 0 to 0; it computes in P2, so only P2's offset changes
+//! its clocks and stability under load. Independent P-states each keep their own offset;
+//! linked ones all move with a write to any. Other P-states' offsets are `NOT_SUPPORTED`. A
+//! write is logged as the P-state it named (`Setting::GpuClockOffsetAt`). The driver version is [`DRIVER_VERSION`], the NVML
 //! version [`NVML_VERSION`].
 //!
 //! **Write log.** Every set/reset call on a valid handle, refused ones included, appends a
@@ -106,6 +114,9 @@ pub const LOAD_ENV: &str = "FAKE_NVML_LOAD";
 pub const FAULTS_ENV: &str = "FAKE_NVML_FAULTS";
 /// Environment variable naming a file of more faults, read on every call.
 pub const FAULTS_FILE_ENV: &str = "FAKE_NVML_FAULTS_FILE";
+/// Environment variable choosing, when the state is created, whether the cards' P-states share
+/// one clock offset (`linked`) or each has its own (`independent`, the default).
+pub const PSTATES_ENV: &str = "FAKE_NVML_PSTATES";
 /// Environment variable listing the processes the GPUs run when the state is created.
 pub const PROCESSES_ENV: &str = "FAKE_NVML_PROCESSES";
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::processes::{FakeProcess, check_processes, parse_processes};
 use crate::store;
-use crate::{LOAD_ENV, PROCESSES_ENV, SCENARIO_ENV};
+use crate::{LOAD_ENV, PROCESSES_ENV, PSTATES_ENV, SCENARIO_ENV};
 
 /// Everything the fake driver remembers between calls (and, with a state file, processes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,7 +75,20 @@ impl FakeState {
                 )
             })?,
         };
-        let mut state = FakeState::new(SimMachine::new(scenario, load, now_ms));
+        let linked = match env_text(PSTATES_ENV)?.as_deref() {
+            None | Some("independent") => false,
+            Some("linked") => true,
+            Some(other) => {
+                return Err(format!(
+                    "{PSTATES_ENV}={other:?}: unknown P-state model (use independent or linked)"
+                ));
+            }
+        };
+        let mut machine = SimMachine::new(scenario, load, now_ms);
+        for gpu in &mut machine.gpus {
+            gpu.spec.offset_pstates_linked = linked;
+        }
+        let mut state = FakeState::new(machine);
         if let Some(list) = env_text(PROCESSES_ENV)? {
             state.processes = parse_processes(&list)?;
             check_processes(&state.machine, &state.processes)?;

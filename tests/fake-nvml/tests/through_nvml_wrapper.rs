@@ -14,8 +14,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::{Backend, Setting};
 use nvidia_ml_fake::{
-    DRIVER_VERSION, FAULTS_ENV, LOAD_ENV, NVML_VERSION, PROCESSES_ENV, SCENARIO_ENV, STATE_ENV,
-    fake_library_path, load_state,
+    DRIVER_VERSION, FAULTS_ENV, LOAD_ENV, NVML_VERSION, PROCESSES_ENV, PSTATES_ENV, SCENARIO_ENV,
+    STATE_ENV, fake_library_path, load_state,
 };
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{
@@ -50,6 +50,7 @@ impl Fake {
         set_env(LOAD_ENV, Some("training"));
         set_env(FAULTS_ENV, Some(faults));
         set_env(PROCESSES_ENV, None);
+        set_env(PSTATES_ENV, None);
         fake
     }
 
@@ -867,4 +868,85 @@ fn raw_library() -> libloading::Library {
 fn unsafe_lib() -> NvmlLib {
     // SAFETY: loading the fake library runs no code besides Rust's own initializers.
     unsafe { NvmlLib::new(library().as_os_str()) }.expect("the fake library loads")
+}
+
+/// Offsets per P-state: P0, P2 and P8 listed; P0 and P2 take the card's ranges, P8 0 to 0;
+/// independent P-states keep their own offsets, linked ones move together; the card computes
+/// in P2 under training.
+#[test]
+fn clock_offsets_are_per_p_state_independent_or_linked() {
+    let fake = Fake::new("rtx4090", "");
+    let nvml = open().expect("init");
+    let mut device = nvml.device_by_index(0).expect("handle");
+    assert_eq!(
+        device.supported_performance_states().expect("P-states"),
+        vec![
+            PerformanceState::Zero,
+            PerformanceState::Two,
+            PerformanceState::Eight
+        ]
+    );
+    assert_eq!(
+        device.performance_state().expect("P-state"),
+        PerformanceState::Two,
+        "CUDA runs in P2"
+    );
+    let idle = device
+        .clock_offset(Clock::Graphics, PerformanceState::Eight)
+        .expect("P8's offset");
+    assert_eq!(
+        (idle.min_clock_offset_mhz, idle.max_clock_offset_mhz),
+        (0, 0)
+    );
+    assert_fails(
+        device.clock_offset(Clock::Graphics, PerformanceState::Five),
+        NvmlError::NotSupported,
+    );
+    device
+        .set_clock_offset(Clock::Graphics, PerformanceState::Two, 90)
+        .expect("P2's offset");
+    let offset_in = |device: &nvml_wrapper::Device<'_>, pstate| {
+        device
+            .clock_offset(Clock::Graphics, pstate)
+            .map(|offset| offset.clock_offset_mhz)
+            .expect("an offset")
+    };
+    assert_eq!(offset_in(&device, PerformanceState::Two), 90);
+    assert_eq!(offset_in(&device, PerformanceState::Zero), 0, "independent");
+    assert_fails(
+        device.set_clock_offset(Clock::Graphics, PerformanceState::Eight, 15),
+        NvmlError::InvalidArg,
+    );
+    let state = load_state(fake.state_path()).expect("state");
+    assert_eq!(
+        state.write_log[0].setting,
+        Setting::GpuClockOffsetAt {
+            pstate: 2,
+            offset_mhz: 90
+        }
+    );
+    drop(nvml);
+    drop(fake);
+
+    let _fake = Fake::new("rtx4090", "");
+    set_env(PSTATES_ENV, Some("linked"));
+    let nvml = open().expect("init");
+    let mut device = nvml.device_by_index(0).expect("handle");
+    device
+        .set_clock_offset(Clock::Graphics, PerformanceState::Zero, -45)
+        .expect("P0's offset");
+    assert_eq!(offset_in(&device, PerformanceState::Two), -45, "linked");
+    assert_eq!(offset_in(&device, PerformanceState::Eight), 0);
+    set_env(PSTATES_ENV, None);
+}
+
+#[test]
+fn a_driver_that_cannot_list_p_states_says_so() {
+    let _fake = Fake::new("rtx4090", "pstates_not_listed");
+    let nvml = open().expect("init");
+    let device = nvml.device_by_index(0).expect("handle");
+    assert_fails(
+        device.supported_performance_states(),
+        NvmlError::NotSupported,
+    );
 }

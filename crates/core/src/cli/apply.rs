@@ -269,12 +269,18 @@ pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<Strin
                     power_limit_set(power_limit_mw, constraints)
                 )
             }
-            crate::device::Setting::GpuClockOffset { offset_mhz } => {
-                read_back_offset("GPU", offset_mhz, gpu.in_force.gpu_clock_offset_mhz)
-            }
-            crate::device::Setting::MemoryClockOffset { offset_mhz } => {
-                read_back_offset("Memory", offset_mhz, gpu.in_force.memory_clock_offset_mhz)
-            }
+            crate::device::Setting::GpuClockOffset { offset_mhz } => read_back_offset(
+                "GPU",
+                offset_mhz,
+                gpu.in_force.gpu_clock_offset_mhz,
+                &gpu.in_force.gpu_clock_offsets,
+            ),
+            crate::device::Setting::MemoryClockOffset { offset_mhz } => read_back_offset(
+                "Memory",
+                offset_mhz,
+                gpu.in_force.memory_clock_offset_mhz,
+                &gpu.in_force.memory_clock_offsets,
+            ),
             other => applied_line(&other, constraints),
         })
         .collect()
@@ -299,13 +305,19 @@ pub(crate) fn applied_line(setting: &crate::device::Setting, constraints: &Const
     }
 }
 
-fn read_back_offset(clock: &str, offset_mhz: i32, reported: Option<i32>) -> String {
+/// "GPU clock offset set to +150 MHz; the card reports +150 MHz (P0, P2).": the P-states the
+/// card reports the offset in, where it says (compute runs in P2 on GeForce cards).
+fn read_back_offset(
+    clock: &str,
+    offset_mhz: i32,
+    reported: Option<i32>,
+    pstates: &[crate::device::PstateOffset],
+) -> String {
     match reported {
-        Some(reported) => {
-            format!(
-                "{clock} clock offset set to {offset_mhz:+} MHz; the card reports {reported:+} MHz."
-            )
-        }
+        Some(reported) => format!(
+            "{clock} clock offset set to {offset_mhz:+} MHz; the card reports {}.",
+            crate::tuning::in_force::describe_offset(reported, pstates)
+        ),
         None => format!("{clock} clock offset set to {offset_mhz:+} MHz."),
     }
 }

@@ -428,6 +428,9 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
     }
     if let Some(in_force) = &status.settings_in_force {
         writeln!(out, "  Settings     {}", settings_text(in_force))?;
+        if let Some(offsets) = pstate_offsets_text(in_force) {
+            writeln!(out, "  Offsets      {offsets}")?;
+        }
     }
     if let Some(critical) = &status.last_critical {
         writeln!(
@@ -460,6 +463,46 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         )?;
     }
     write_processes_text(out, reading.processes.as_deref(), job_pid)
+}
+
+/// Every P-state's offsets, "GPU P0 +150, P2 +150, P8 +0 MHz; memory P0 +0, P2 +0, P8 +0 MHz
+/// (training runs in P2)"; "unknown" for offsets not reported per P-state; `None` without
+/// offsets.
+fn pstate_offsets_text(in_force: &SettingsInForce) -> Option<String> {
+    let list = |offsets: &[crate::device::PstateOffset]| {
+        offsets
+            .iter()
+            .map(|offset| format!("P{} {:+}", offset.pstate, offset.offset_mhz))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !in_force.gpu_clock_offsets.is_empty() {
+        parts.push(format!("GPU {} MHz", list(&in_force.gpu_clock_offsets)));
+    }
+    if !in_force.memory_clock_offsets.is_empty() {
+        parts.push(format!(
+            "memory {} MHz",
+            list(&in_force.memory_clock_offsets)
+        ));
+    }
+    if parts.is_empty() {
+        // An offset without P-states: an older daemon's answer, or a driver that says none.
+        let any_offset =
+            in_force.gpu_clock_offset_mhz.is_some() || in_force.memory_clock_offset_mhz.is_some();
+        return any_offset.then(|| "per P-state: unknown (not reported)".to_string());
+    }
+    let computes_in_p2 = in_force
+        .gpu_clock_offsets
+        .iter()
+        .chain(&in_force.memory_clock_offsets)
+        .any(|offset| offset.pstate == 2);
+    let note = if computes_in_p2 {
+        " (training runs in P2)"
+    } else {
+        ""
+    };
+    Some(format!("{}{note}", parts.join("; ")))
 }
 
 /// What the card runs, for the text: the summary, and what cannot be known about clock locks.

@@ -62,6 +62,8 @@ pub enum LimitError {
         "This GPU or driver does not support {clock} clock offsets (they need a consumer card and driver 555 or newer)."
     )]
     OffsetNotSupported { clock: &'static str },
+    #[error("This GPU does not offer a {clock} clock offset in P-state P{pstate}.")]
+    OffsetNotSupportedInPstate { clock: &'static str, pstate: u32 },
     #[error("This GPU has no controllable fans.")]
     NoFans,
     #[error("Fan {fan_index} does not exist: this GPU has {fan_count} fan(s), numbered from 0.")]
@@ -110,6 +112,24 @@ pub fn validate(
         }
         Setting::MemoryClockOffset { offset_mhz } => {
             check_offset("memory", constraints.memory_clock_offset_range, offset_mhz)?;
+        }
+        Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+            let range = pstate_range(
+                "GPU",
+                &constraints.gpu_clock_offset_pstates,
+                constraints.gpu_clock_offset_range,
+                pstate,
+            )?;
+            check_offset("GPU", Some(range), offset_mhz)?;
+        }
+        Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+            let range = pstate_range(
+                "memory",
+                &constraints.memory_clock_offset_pstates,
+                constraints.memory_clock_offset_range,
+                pstate,
+            )?;
+            check_offset("memory", Some(range), offset_mhz)?;
         }
         Setting::FanSpeed {
             fan_index,
@@ -177,6 +197,23 @@ fn check_offset(
         });
     }
     Ok(())
+}
+
+/// P-state `pstate`'s own offset range; P0's is the card's one range on a driver that does
+/// not say per P-state.
+fn pstate_range(
+    clock: &'static str,
+    pstates: &[crate::device::PstateOffsetRange],
+    compute_range: Option<crate::device::OffsetRangeMhz>,
+    pstate: u32,
+) -> Result<crate::device::OffsetRangeMhz, LimitError> {
+    let own = pstates.iter().find(|range| range.pstate == pstate);
+    match (own, compute_range) {
+        (Some(range), _) => Ok(range.range()),
+        (None, Some(range)) if pstates.is_empty() && pstate == 0 => Ok(range),
+        (None, None) if pstates.is_empty() => Err(LimitError::OffsetNotSupported { clock }),
+        _ => Err(LimitError::OffsetNotSupportedInPstate { clock, pstate }),
+    }
 }
 
 fn check_fan(constraints: &Constraints, fan_index: u32) -> Result<(), LimitError> {
@@ -276,6 +313,40 @@ mod tests {
                 }
             )
             .is_ok()
+        );
+    }
+
+    #[test]
+    fn each_p_state_s_offset_is_checked_against_its_own_range() {
+        let constraints = rtx4090();
+        let at = |pstate, offset_mhz| Setting::GpuClockOffsetAt { pstate, offset_mhz };
+        assert!(validate(&constraints, at(2, 500)).is_ok());
+        assert!(matches!(
+            validate(&constraints, at(8, 15)),
+            Err(LimitError::OffsetOutOfRange {
+                min_mhz: 0,
+                max_mhz: 0,
+                ..
+            })
+        ));
+        assert_eq!(
+            validate(&constraints, at(5, 0)),
+            Err(LimitError::OffsetNotSupportedInPstate {
+                clock: "GPU",
+                pstate: 5
+            })
+        );
+        // A driver that does not say per P-state: P0 is the one range it gave.
+        let old_driver = Constraints {
+            gpu_clock_offset_pstates: Vec::new(),
+            ..rtx4090()
+        };
+        assert!(validate(&old_driver, at(0, 500)).is_ok());
+        assert!(validate(&old_driver, at(2, 500)).is_err());
+        let h100 = sim_constraints(&CardSpec::h100_sxm());
+        assert_eq!(
+            validate(&h100, at(0, 0)),
+            Err(LimitError::OffsetNotSupported { clock: "GPU" })
         );
     }
 

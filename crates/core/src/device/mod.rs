@@ -21,7 +21,8 @@ pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidResponse};
 
 pub use crate::formats::card::{
     BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,
-    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, Setting, Telemetry,
+    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, PstateOffset, PstateOffsetRange, Setting,
+    Telemetry,
 };
 use crate::units::watts_exact;
 use gate::ValidatedSetting;
@@ -31,6 +32,72 @@ impl OffsetRangeMhz {
     pub fn has_room(&self) -> bool {
         self.min_mhz < self.max_mhz
     }
+}
+
+/// The P-states compute work runs in: P0, and P2, where GeForce cards run CUDA (they leave P0
+/// to graphics). An offset for compute is written to each of them the card offers offsets in.
+pub const COMPUTE_PSTATES: [u32; 2] = [0, 2];
+
+impl PstateOffsetRange {
+    pub fn range(&self) -> OffsetRangeMhz {
+        OffsetRangeMhz {
+            min_mhz: self.min_mhz,
+            max_mhz: self.max_mhz,
+        }
+    }
+}
+
+/// The compute P-states among `ranges` whose offset can be changed, in order (P0, then P2).
+pub fn adjustable_compute_pstates(ranges: &[PstateOffsetRange]) -> Vec<u32> {
+    COMPUTE_PSTATES
+        .into_iter()
+        .filter(|pstate| {
+            ranges
+                .iter()
+                .any(|range| range.pstate == *pstate && range.range().has_room())
+        })
+        .collect()
+}
+
+/// The range a compute offset may take: what every adjustable compute P-state accepts (their
+/// overlap); P0's range when none is adjustable (the card reports it, with no room).
+pub fn compute_offset_range(ranges: &[PstateOffsetRange]) -> Option<OffsetRangeMhz> {
+    let adjustable = adjustable_compute_pstates(ranges);
+    let of = |pstate: u32| ranges.iter().find(|range| range.pstate == pstate);
+    if adjustable.is_empty() {
+        return of(0).map(PstateOffsetRange::range);
+    }
+    let chosen: Vec<OffsetRangeMhz> = adjustable
+        .iter()
+        .filter_map(|pstate| of(*pstate).map(PstateOffsetRange::range))
+        .collect();
+    let min_mhz = chosen.iter().map(|range| range.min_mhz).max()?;
+    let max_mhz = chosen.iter().map(|range| range.max_mhz).min()?;
+    Some(OffsetRangeMhz {
+        min_mhz,
+        max_mhz: max_mhz.max(min_mhz),
+    })
+}
+
+/// The offset compute runs at, of each P-state's: P2's where the card reports one (GeForce
+/// cards run CUDA in P2), else P0's.
+pub fn compute_offset_mhz(offsets: &[PstateOffset]) -> Option<i32> {
+    let of = |pstate: u32| {
+        offsets
+            .iter()
+            .find(|offset| offset.pstate == pstate)
+            .map(|offset| offset.offset_mhz)
+    };
+    of(2).or_else(|| of(0))
+}
+
+/// "P0, P2": P-state numbers for people.
+pub fn describe_pstates(pstates: &[u32]) -> String {
+    pstates
+        .iter()
+        .map(|pstate| format!("P{pstate}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Constraints {
@@ -60,11 +127,19 @@ impl Constraints {
 pub struct CurrentSettings {
     /// The power limit set (not the enforced one, which a board limit may lower).
     pub power_limit_mw: Option<u32>,
+    /// The GPU clock offset compute runs at (`compute_offset_mhz` of the P-states below; P0's
+    /// when the driver does not say per P-state).
     pub gpu_clock_offset_mhz: Option<i32>,
     pub memory_clock_offset_mhz: Option<i32>,
     /// Each fan's mode; `None` when the card has no fans or does not report who drives them.
     #[serde(default)]
     pub fans: Option<Vec<FanMode>>,
+    /// Every P-state's GPU clock offset the card reports; empty when it does not say per
+    /// P-state.
+    #[serde(default)]
+    pub gpu_clock_offsets: Vec<PstateOffset>,
+    #[serde(default)]
+    pub memory_clock_offsets: Vec<PstateOffset>,
 }
 
 impl Setting {
@@ -87,6 +162,12 @@ impl Setting {
             }
             Setting::MemoryClockOffset { offset_mhz } => {
                 format!("memory clock offset {offset_mhz:+} MHz")
+            }
+            Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+                format!("GPU clock offset {offset_mhz:+} MHz in P{pstate}")
+            }
+            Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+                format!("memory clock offset {offset_mhz:+} MHz in P{pstate}")
             }
             Setting::FanSpeed {
                 fan_index,

@@ -2,6 +2,7 @@
 //! default search path or from a path the user gives (WSL and non-standard installs need that).
 
 mod energy;
+mod offsets;
 mod processes;
 mod slow;
 
@@ -20,8 +21,8 @@ use super::gate::ValidatedSetting;
 use super::procfs::ProcReader;
 use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
-    FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, Reopener, Setting,
-    Telemetry, ThrottleReasons,
+    FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry,
+    ThrottleReasons, compute_offset_mhz, compute_offset_range,
 };
 use crate::clock::wall_clock_ms;
 
@@ -59,6 +60,8 @@ pub struct NvmlBackend {
     slow: Vec<Option<slow::SlowReadings>>,
     /// The start of the monotonic clock of the energy counters and slow readings.
     opened_at: Instant,
+    /// Each GPU's P-states to read clock offsets of, once listed (`offsets`).
+    offset_pstates: Vec<Option<Vec<PerformanceState>>>,
 }
 
 impl Drop for NvmlBackend {
@@ -92,6 +95,7 @@ impl NvmlBackend {
             energy: Vec::new(),
             slow: Vec::new(),
             opened_at: Instant::now(),
+            offset_pstates: Vec::new(),
         };
         if backend.gpu_count()? == 0 {
             return Err(DeviceError::NoGpus);
@@ -120,6 +124,25 @@ impl NvmlBackend {
         }
         self.handles[index as usize] = Some(handle);
         Ok(handle)
+    }
+
+    /// GPU `index`'s P-states to read clock offsets of: listed by the driver once, then kept.
+    fn offset_pstates(
+        &mut self,
+        index: u32,
+        handle: DeviceHandle,
+    ) -> Result<Vec<PerformanceState>, DeviceError> {
+        if let Some(Some(pstates)) = self.offset_pstates.get(index as usize) {
+            return Ok(pstates.clone());
+        }
+        let device = device_in(&self.nvml, handle);
+        let pstates = offsets::listed_pstates(&device)
+            .map_err(|error| map_error(error, "listing the P-states", index))?;
+        if self.offset_pstates.len() <= index as usize {
+            self.offset_pstates.resize(index as usize + 1, None);
+        }
+        self.offset_pstates[index as usize] = Some(pstates.clone());
+        Ok(pstates)
     }
 
     /// The device behind a kept handle.
@@ -242,6 +265,7 @@ impl Backend for NvmlBackend {
 
     fn constraints(&mut self, index: u32) -> Result<Constraints, DeviceError> {
         let handle = self.handle(index)?;
+        let pstates = self.offset_pstates(index, handle)?;
         let device = self.device_at(handle);
         let power = optional(
             device.power_management_limit_constraints(),
@@ -283,19 +307,17 @@ impl Backend for NvmlBackend {
         } else {
             None
         };
-        let offset_range = |clock: Clock, what: &str| {
-            optional(
-                device.clock_offset(clock, PerformanceState::Zero),
-                what,
-                index,
-            )
-            .map(|offset| {
-                offset.map(|offset| OffsetRangeMhz {
-                    min_mhz: offset.min_clock_offset_mhz,
-                    max_mhz: offset.max_clock_offset_mhz,
-                })
+        let offset_ranges = |clock: Clock, what: &str| {
+            optional(offsets::read(&device, clock, &pstates), what, index).map(|readings| {
+                readings
+                    .unwrap_or_default()
+                    .iter()
+                    .map(offsets::PstateReading::range)
+                    .collect::<Vec<_>>()
             })
         };
+        let gpu_clock_offset_pstates = offset_ranges(Clock::Graphics, "GPU clock offset")?;
+        let memory_clock_offset_pstates = offset_ranges(Clock::Memory, "memory clock offset")?;
         Ok(Constraints {
             power_limit_min_mw: power.as_ref().map(|range| range.min_limit),
             power_limit_max_mw: power.as_ref().map(|range| range.max_limit),
@@ -304,8 +326,10 @@ impl Backend for NvmlBackend {
             memory_clock_range,
             fan_count,
             fan_speed_range,
-            gpu_clock_offset_range: offset_range(Clock::Graphics, "GPU clock offset")?,
-            memory_clock_offset_range: offset_range(Clock::Memory, "memory clock offset")?,
+            gpu_clock_offset_range: compute_offset_range(&gpu_clock_offset_pstates),
+            memory_clock_offset_range: compute_offset_range(&memory_clock_offset_pstates),
+            gpu_clock_offset_pstates,
+            memory_clock_offset_pstates,
             slowdown_temperature_c: optional(
                 device.temperature_threshold(TemperatureThreshold::Slowdown),
                 "slowdown temperature",
@@ -438,15 +462,19 @@ impl Backend for NvmlBackend {
 
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {
         let handle = self.handle(index)?;
+        let pstates = self.offset_pstates(index, handle)?;
         let device = self.device_at(handle);
-        let offset = |clock: Clock, what: &str| {
-            optional(
-                device.clock_offset(clock, PerformanceState::Zero),
-                what,
-                index,
-            )
-            .map(|offset| offset.map(|offset| offset.clock_offset_mhz))
+        let offsets_of = |clock: Clock, what: &str| {
+            optional(offsets::read(&device, clock, &pstates), what, index).map(|readings| {
+                readings
+                    .unwrap_or_default()
+                    .iter()
+                    .map(offsets::PstateReading::offset)
+                    .collect::<Vec<_>>()
+            })
         };
+        let gpu_clock_offsets = offsets_of(Clock::Graphics, "GPU clock offset")?;
+        let memory_clock_offsets = offsets_of(Clock::Memory, "memory clock offset")?;
         let fan_count = optional(device.num_fans(), "fan count", index)?.unwrap_or(0);
         let mut fans = Vec::new();
         for fan in 0..fan_count {
@@ -477,15 +505,23 @@ impl Backend for NvmlBackend {
         }
         Ok(CurrentSettings {
             power_limit_mw: optional(device.power_management_limit(), "power limit", index)?,
-            gpu_clock_offset_mhz: offset(Clock::Graphics, "GPU clock offset")?,
-            memory_clock_offset_mhz: offset(Clock::Memory, "memory clock offset")?,
+            gpu_clock_offset_mhz: compute_offset_mhz(&gpu_clock_offsets),
+            memory_clock_offset_mhz: compute_offset_mhz(&memory_clock_offsets),
             fans: (fan_count > 0 && fans.len() == fan_count as usize).then_some(fans),
+            gpu_clock_offsets,
+            memory_clock_offsets,
         })
     }
 
     fn apply(&mut self, index: u32, setting: &ValidatedSetting) -> Result<(), DeviceError> {
         let setting = *setting.setting();
         let handle = self.handle(index)?;
+        let pstates = match setting {
+            Setting::GpuClockOffset { .. } | Setting::MemoryClockOffset { .. } => {
+                self.offset_pstates(index, handle)?
+            }
+            _ => Vec::new(),
+        };
         let mut device = self.device_at(handle);
         let result = match setting {
             Setting::PowerLimit { power_limit_mw } => {
@@ -503,10 +539,16 @@ impl Backend for NvmlBackend {
             }
             Setting::ResetMemoryClocks => device.reset_mem_locked_clocks(),
             Setting::GpuClockOffset { offset_mhz } => {
-                device.set_clock_offset(Clock::Graphics, PerformanceState::Zero, offset_mhz)
+                offsets::set_for_compute(&mut device, Clock::Graphics, &pstates, offset_mhz)
             }
             Setting::MemoryClockOffset { offset_mhz } => {
-                device.set_clock_offset(Clock::Memory, PerformanceState::Zero, offset_mhz)
+                offsets::set_for_compute(&mut device, Clock::Memory, &pstates, offset_mhz)
+            }
+            Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+                offsets::set_at(&mut device, Clock::Graphics, pstate, offset_mhz)
+            }
+            Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+                offsets::set_at(&mut device, Clock::Memory, pstate, offset_mhz)
             }
             Setting::FanSpeed {
                 fan_index,

@@ -91,6 +91,22 @@ pub struct OffsetRangeMhz {
     pub max_mhz: i32,
 }
 
+/// One P-state's clock offset as the card reports it (P0 is the fastest state; GeForce cards
+/// run CUDA work in P2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PstateOffset {
+    pub pstate: u32,
+    pub offset_mhz: i32,
+}
+
+/// The range one P-state's clock offset may be set in (a range of 0 to 0: not adjustable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PstateOffsetRange {
+    pub pstate: u32,
+    pub min_mhz: i32,
+    pub max_mhz: i32,
+}
+
 /// An inclusive fan-speed range in percent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FanRangePct {
@@ -108,8 +124,17 @@ pub struct Constraints {
     pub memory_clock_range: Option<ClockRangeMhz>,
     pub fan_count: u32,
     pub fan_speed_range: Option<FanRangePct>,
+    /// The range a GPU clock offset for the P-states compute runs in (`Setting::GpuClockOffset`)
+    /// may take: what every one of them accepts.
     pub gpu_clock_offset_range: Option<OffsetRangeMhz>,
     pub memory_clock_offset_range: Option<OffsetRangeMhz>,
+    /// Each P-state the card reports a GPU clock offset for, with its own range; empty when
+    /// the driver does not say per P-state (then only P0's offset is known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_clock_offset_pstates: Vec<PstateOffsetRange>,
+    /// The same for the memory clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_clock_offset_pstates: Vec<PstateOffsetRange>,
     /// The temperature at which the card starts slowing itself down (NVML's slowdown
     /// threshold): gputune's fan safety net hands the fans back to the driver below it.
     #[serde(default)]
@@ -148,10 +173,22 @@ pub enum Setting {
         max_mhz: u32,
     },
     ResetMemoryClocks,
+    /// The GPU clock offset of the P-states compute runs in (P0 and P2, each the card offers
+    /// offsets in; written once where the card links them).
     GpuClockOffset {
         offset_mhz: i32,
     },
     MemoryClockOffset {
+        offset_mhz: i32,
+    },
+    /// The GPU clock offset of one P-state alone: what puts back a card whose P-states had
+    /// different offsets.
+    GpuClockOffsetAt {
+        pstate: u32,
+        offset_mhz: i32,
+    },
+    MemoryClockOffsetAt {
+        pstate: u32,
         offset_mhz: i32,
     },
     FanSpeed {

@@ -10,8 +10,9 @@ use super::protocol::BootDefault;
 use super::tuning::LockRecord;
 
 /// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
-/// Format 3 writes settings in protocol 5's style; format 2 (older releases) is still read.
-pub const JOURNAL_FORMAT: u32 = 3;
+/// Format 4 may name one P-state's offset (`gpu_clock_offset_at`, protocol 6); format 3
+/// (protocol 5's settings, a subset) reads as it is; format 2 (older releases) is converted.
+pub const JOURNAL_FORMAT: u32 = 4;
 
 /// The clock-lock record's format: 2 writes protocol 5's style and says so; a record without
 /// `format_version` (older releases; a daemon upgraded without a reboot meets one) still reads.
@@ -53,19 +54,28 @@ pub enum JournalUnread {
     UnknownFormat(Option<u64>),
 }
 
-/// A journal's bytes in today's type: format 3, or format 2 (settings in protocol 4's style)
-/// converted.
+/// A journal's bytes in today's type: format 4, or format 3 or 2 (settings in protocol 5's or
+/// 4's style) converted, their offsets P0's alone (what gputune wrote then).
 pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
     match legacy::format_version_of(bytes).map_err(JournalUnread::Damaged)? {
         Some(version) if version == u64::from(JOURNAL_FORMAT) => {
             serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)
+        }
+        Some(3) => {
+            let journal: GpuJournal =
+                serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)?;
+            Ok(GpuJournal {
+                format_version: JOURNAL_FORMAT,
+                restore: p0_offsets(journal.restore),
+                ..journal
+            })
         }
         Some(2) => {
             let old: legacy::JournalV2 =
                 serde_json::from_slice(bytes).map_err(JournalUnread::Damaged)?;
             Ok(GpuJournal {
                 format_version: JOURNAL_FORMAT,
-                restore: old.restore(),
+                restore: p0_offsets(old.restore()),
                 backend: old.backend,
                 uuid: old.uuid,
                 index: old.index,
@@ -75,6 +85,25 @@ pub fn parse_journal(bytes: &[u8]) -> Result<GpuJournal, JournalUnread> {
         }
         other => Err(JournalUnread::UnknownFormat(other)),
     }
+}
+
+/// A journal before format 4 named an offset that gputune had written to P0 alone: it puts
+/// back P0 alone (P2, never touched then, keeps what it has).
+fn p0_offsets(settings: Vec<Setting>) -> Vec<Setting> {
+    settings
+        .into_iter()
+        .map(|setting| match setting {
+            Setting::GpuClockOffset { offset_mhz } => Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            Setting::MemoryClockOffset { offset_mhz } => Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            other => other,
+        })
+        .collect()
 }
 
 /// A clock-lock record's bytes: format 2, or one without a version (protocol 4's style)

@@ -3,7 +3,7 @@
 //! [`MAX_MESSAGE_BYTES`]), versioned by [`PROTOCOL_VERSION`]:
 //!
 //! ```text
-//! → {"id":1,"request":{"type":"hello","protocol":5,"client":"gputune apply --try 60"}}
+//! → {"id":1,"request":{"type":"hello","protocol":6,"client":"gputune apply --try 60"}}
 //! ← {"id":1,"response":{"type":"welcome", ...}}
 //! → {"id":2,"request":{"type":"start_trial","trial":{"gpu_uuid":"GPU-...","settings":[...],...}}}
 //! ← {"id":2,"response":{"type":"trial","status":{...}}}
@@ -25,7 +25,7 @@ use super::tuning::{
 
 /// Bumped whenever a message changes meaning; a client and a daemon of different versions say
 /// so instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 /// The longest message, in bytes. A real one is at most a few kilobytes (a snapshot of eight
 /// GPUs); anything longer is refused and its connection closed.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;

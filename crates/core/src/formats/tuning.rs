@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::card::{Constraints, CriticalEvent, FanMode, GpuIdentity, Setting};
+use super::card::{Constraints, CriticalEvent, FanMode, GpuIdentity, PstateOffset, Setting};
 use super::fan_curve::FanCurve;
 use super::throttle::ThrottleReason;
 
@@ -359,10 +359,17 @@ pub struct SettingsInForce {
     pub power_limit_mw: Option<u32>,
     pub gpu_clock_lock: ClockLock,
     pub memory_clock_lock: ClockLock,
+    /// The GPU clock offset compute runs at (P2's where the card reports it, else P0's).
     pub gpu_clock_offset_mhz: Option<i32>,
     pub memory_clock_offset_mhz: Option<i32>,
     /// Each fan's mode; `None` for a card without fans (or one that does not say).
     pub fans: Option<Vec<FanMode>>,
+    /// Every P-state's GPU clock offset, as read back; empty when the card (or an older
+    /// daemon) does not say per P-state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_clock_offsets: Vec<PstateOffset>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_clock_offsets: Vec<PstateOffset>,
 }
 
 /// Where the temperature was going at the end of the samples.

@@ -389,6 +389,7 @@ mod tests {
             gpu_clock_offset_mhz: Some(0),
             memory_clock_offset_mhz: Some(0),
             fans: None,
+            ..SettingsInForce::default()
         };
         assert_eq!(
             describe_settings(&in_force, Some(450_000)),

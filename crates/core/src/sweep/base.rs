@@ -177,6 +177,7 @@ mod tests {
             gpu_clock_offset_mhz: Some(150),
             memory_clock_offset_mhz: Some(0),
             fans: None,
+            ..SettingsInForce::default()
         }
     }
 

@@ -5,8 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{CurrentSettings, FanMode, Setting};
+use crate::device::{COMPUTE_PSTATES, CurrentSettings, FanMode, Setting, compute_offset_mhz};
 pub use crate::formats::tuning::{ClockLock, Hold, LockRecord, SettingsInForce};
+pub use crate::tuning::pstate_offsets::{controls_written, describe_offset, pstates_at};
+use crate::tuning::pstate_offsets::{offset_in, set_offsets};
 
 /// One thing on a card that a setting changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -15,9 +17,21 @@ pub enum Control {
     PowerLimit,
     GpuClockLock,
     MemoryClockLock,
+    /// The offset of the P-states compute runs in, as one value (what a card that does not say
+    /// per P-state has).
     GpuClockOffset,
+    /// One P-state's offset (each is put back to its own value). Put back in this order, the
+    /// offsets and locks before the fans.
+    GpuClockOffsetAt {
+        pstate: u32,
+    },
     MemoryClockOffset,
-    Fan { fan_index: u32 },
+    MemoryClockOffsetAt {
+        pstate: u32,
+    },
+    Fan {
+        fan_index: u32,
+    },
 }
 
 impl Control {
@@ -31,6 +45,8 @@ impl Control {
             }
             Setting::GpuClockOffset { .. } => Control::GpuClockOffset,
             Setting::MemoryClockOffset { .. } => Control::MemoryClockOffset,
+            Setting::GpuClockOffsetAt { pstate, .. } => Control::GpuClockOffsetAt { pstate },
+            Setting::MemoryClockOffsetAt { pstate, .. } => Control::MemoryClockOffsetAt { pstate },
             Setting::FanSpeed { fan_index, .. } | Setting::FanAutomatic { fan_index } => {
                 Control::Fan { fan_index }
             }
@@ -46,6 +62,10 @@ impl Control {
             Control::GpuClockOffset => "the GPU clock offset".to_string(),
             Control::MemoryClockOffset => "the memory clock offset".to_string(),
             Control::Fan { fan_index } => format!("fan {fan_index}"),
+            Control::GpuClockOffsetAt { pstate } => format!("the GPU clock offset in P{pstate}"),
+            Control::MemoryClockOffsetAt { pstate } => {
+                format!("the memory clock offset in P{pstate}")
+            }
         }
     }
 }
@@ -57,8 +77,10 @@ impl Control {
             Control::PowerLimit => Hold::PowerLimit,
             Control::GpuClockLock => Hold::GpuClockLock,
             Control::MemoryClockLock => Hold::MemoryClockLock,
-            Control::GpuClockOffset => Hold::GpuClockOffset,
-            Control::MemoryClockOffset => Hold::MemoryClockOffset,
+            Control::GpuClockOffset | Control::GpuClockOffsetAt { .. } => Hold::GpuClockOffset,
+            Control::MemoryClockOffset | Control::MemoryClockOffsetAt { .. } => {
+                Hold::MemoryClockOffset
+            }
             Control::Fan { .. } => Hold::Fans,
         }
     }
@@ -154,6 +176,8 @@ impl SettingsInForce {
             gpu_clock_offset_mhz: current.gpu_clock_offset_mhz,
             memory_clock_offset_mhz: current.memory_clock_offset_mhz,
             fans: current.fans.clone(),
+            gpu_clock_offsets: current.gpu_clock_offsets.clone(),
+            memory_clock_offsets: current.memory_clock_offsets.clone(),
         }
     }
 
@@ -180,9 +204,23 @@ impl SettingsInForce {
             Setting::LockMemoryClocks { .. } | Setting::ResetMemoryClocks => {
                 self.memory_clock_lock = ClockLock::after(setting).unwrap_or_default();
             }
-            Setting::GpuClockOffset { offset_mhz } => self.gpu_clock_offset_mhz = Some(offset_mhz),
+            Setting::GpuClockOffset { offset_mhz } => {
+                self.gpu_clock_offset_mhz = Some(offset_mhz);
+                set_offsets(&mut self.gpu_clock_offsets, &COMPUTE_PSTATES, offset_mhz);
+            }
             Setting::MemoryClockOffset { offset_mhz } => {
                 self.memory_clock_offset_mhz = Some(offset_mhz);
+                set_offsets(&mut self.memory_clock_offsets, &COMPUTE_PSTATES, offset_mhz);
+            }
+            Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+                set_offsets(&mut self.gpu_clock_offsets, &[pstate], offset_mhz);
+                self.gpu_clock_offset_mhz =
+                    compute_offset_mhz(&self.gpu_clock_offsets).or(self.gpu_clock_offset_mhz);
+            }
+            Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+                set_offsets(&mut self.memory_clock_offsets, &[pstate], offset_mhz);
+                self.memory_clock_offset_mhz =
+                    compute_offset_mhz(&self.memory_clock_offsets).or(self.memory_clock_offset_mhz);
             }
             Setting::FanSpeed {
                 fan_index,
@@ -230,6 +268,12 @@ impl SettingsInForce {
             Control::MemoryClockOffset => self
                 .memory_clock_offset_mhz
                 .map(|offset_mhz| (Setting::MemoryClockOffset { offset_mhz }, true)),
+            Control::GpuClockOffsetAt { pstate } => offset_in(&self.gpu_clock_offsets, pstate)
+                .map(|offset_mhz| (Setting::GpuClockOffsetAt { pstate, offset_mhz }, true)),
+            Control::MemoryClockOffsetAt { pstate } => {
+                offset_in(&self.memory_clock_offsets, pstate)
+                    .map(|offset_mhz| (Setting::MemoryClockOffsetAt { pstate, offset_mhz }, true))
+            }
             Control::Fan { fan_index } => {
                 let mode = self.fans.as_ref()?.get(fan_index as usize)?;
                 Some(match *mode {
@@ -253,10 +297,14 @@ impl SettingsInForce {
         if self.power_limit_mw != other.power_limit_mw {
             changed.push(Control::PowerLimit);
         }
-        if self.gpu_clock_offset_mhz != other.gpu_clock_offset_mhz {
+        if self.gpu_clock_offset_mhz != other.gpu_clock_offset_mhz
+            || self.gpu_clock_offsets != other.gpu_clock_offsets
+        {
             changed.push(Control::GpuClockOffset);
         }
-        if self.memory_clock_offset_mhz != other.memory_clock_offset_mhz {
+        if self.memory_clock_offset_mhz != other.memory_clock_offset_mhz
+            || self.memory_clock_offsets != other.memory_clock_offsets
+        {
             changed.push(Control::MemoryClockOffset);
         }
         let fans_now = self.fans.as_deref().unwrap_or_default();
@@ -297,10 +345,16 @@ impl SettingsInForce {
             lock => parts.push(format!("memory clocks {}", lock.describe())),
         }
         if let Some(offset) = self.gpu_clock_offset_mhz {
-            parts.push(format!("GPU offset {offset:+} MHz"));
+            parts.push(format!(
+                "GPU offset {}",
+                describe_offset(offset, &self.gpu_clock_offsets)
+            ));
         }
         if let Some(offset) = self.memory_clock_offset_mhz {
-            parts.push(format!("memory offset {offset:+} MHz"));
+            parts.push(format!(
+                "memory offset {}",
+                describe_offset(offset, &self.memory_clock_offsets)
+            ));
         }
         if let Some(fans) = &self.fans {
             parts.push(fans_summary(fans));
@@ -332,6 +386,7 @@ pub fn fans_summary(fans: &[FanMode]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::PstateOffset;
 
     fn tuned() -> SettingsInForce {
         SettingsInForce {
@@ -344,6 +399,17 @@ mod tests {
             gpu_clock_offset_mhz: Some(150),
             memory_clock_offset_mhz: Some(0),
             fans: Some(vec![FanMode::Manual { speed_pct: 60 }, FanMode::Automatic]),
+            gpu_clock_offsets: vec![
+                PstateOffset {
+                    pstate: 0,
+                    offset_mhz: 100,
+                },
+                PstateOffset {
+                    pstate: 2,
+                    offset_mhz: 150,
+                },
+            ],
+            memory_clock_offsets: Vec::new(),
         }
     }
 
@@ -368,6 +434,20 @@ mod tests {
             (
                 Control::GpuClockOffset,
                 Setting::GpuClockOffset { offset_mhz: 150 },
+            ),
+            (
+                Control::GpuClockOffsetAt { pstate: 0 },
+                Setting::GpuClockOffsetAt {
+                    pstate: 0,
+                    offset_mhz: 100,
+                },
+            ),
+            (
+                Control::GpuClockOffsetAt { pstate: 2 },
+                Setting::GpuClockOffsetAt {
+                    pstate: 2,
+                    offset_mhz: 150,
+                },
             ),
             (
                 Control::Fan { fan_index: 0 },
@@ -412,7 +492,7 @@ mod tests {
         assert!(now.matches(&Setting::FanAutomatic { fan_index: 0 }));
         assert_eq!(
             now.summary(),
-            "power limit 300 W, GPU clocks unlocked, memory clocks unlocked, GPU offset +150 MHz, memory offset +0 MHz, fans automatic"
+            "power limit 300 W, GPU clocks unlocked, memory clocks unlocked, GPU offset +150 MHz (P2; P0 at +100 MHz), memory offset +0 MHz, fans automatic"
         );
     }
 }

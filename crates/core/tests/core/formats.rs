@@ -1,19 +1,18 @@
 //! The wire and disk formats, pinned byte for byte. Each golden file under
 //! `tests/data/formats/` is what today's code writes for fixed values; a test fails when the
 //! bytes change and says what to do, and reads every golden file back to the same values.
-//! Files as previous releases wrote them (`tests/data/formats/1d84280/`, `ac1ed75/` and
-//! `8ab058c/`: a profile before the checked card was named, protocol-5 messages before
-//! `last_critical`) must still read. After a deliberate change, regenerate with
+//! Files as previous releases wrote them (`tests/data/formats/8ab058c/`, `1d84280/` and
+//! `ac1ed75/`) must still read. After a deliberate change, regenerate with
 //! `GPUTUNE_BLESS=1 cargo test -p gputune-core --test core formats` and commit the new files.
 
-#[path = "formats/before_last_critical.rs"]
-mod before_last_critical;
 #[path = "formats/disk.rs"]
 mod disk;
 #[path = "formats/previous.rs"]
 mod previous;
 #[path = "formats/previous_v4.rs"]
 mod previous_v4;
+#[path = "formats/previous_v5.rs"]
+mod previous_v5;
 #[path = "formats/values.rs"]
 mod values;
 #[path = "formats/vocabulary.rs"]
@@ -152,20 +151,20 @@ pub fn read_json_lines<T: DeserializeOwned>(name: &str) -> Vec<T> {
 #[test]
 fn the_protocol_version_is_the_one_the_golden_files_were_written_for() {
     assert_eq!(
-        PROTOCOL_VERSION, 5,
+        PROTOCOL_VERSION, 6,
         "the protocol's version changed: write tests/data/formats/protocol-v{PROTOCOL_VERSION}-*.jsonl \
          (move the old ones under tests/data/formats/<release>/, with a test that their greeting still reads) and point crates/core/tests/core/formats.rs at them"
     );
 }
 
 #[test]
-fn every_request_writes_the_bytes_of_protocol_v5_and_reads_back() {
+fn every_request_writes_the_bytes_of_protocol_v6_and_reads_back() {
     let lines = wire::request_lines();
-    golden("protocol-v5-requests.jsonl", json_lines(&lines).as_bytes());
-    let read: Vec<RequestLine> = read_json_lines("protocol-v5-requests.jsonl");
+    golden("protocol-v6-requests.jsonl", json_lines(&lines).as_bytes());
+    let read: Vec<RequestLine> = read_json_lines("protocol-v6-requests.jsonl");
     assert_eq!(read, lines);
     // Each line is also what the daemon's own parser accepts.
-    let path = formats_dir().join("protocol-v5-requests.jsonl");
+    let path = formats_dir().join("protocol-v6-requests.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     for (line, expected) in text.lines().zip(&lines) {
         assert_eq!(
@@ -176,12 +175,12 @@ fn every_request_writes_the_bytes_of_protocol_v5_and_reads_back() {
 }
 
 #[test]
-fn every_response_and_event_writes_the_bytes_of_protocol_v5_and_reads_back() {
+fn every_response_and_event_writes_the_bytes_of_protocol_v6_and_reads_back() {
     let messages = wire::messages();
     golden(
-        "protocol-v5-messages.jsonl",
+        "protocol-v6-messages.jsonl",
         json_lines(&messages).as_bytes(),
     );
-    let read: Vec<Message> = read_json_lines("protocol-v5-messages.jsonl");
+    let read: Vec<Message> = read_json_lines("protocol-v6-messages.jsonl");
     assert_eq!(read, messages);
 }

@@ -321,3 +321,93 @@ fn game_load_matches_published_power_limit_clocks() {
         );
     }
 }
+
+#[test]
+fn under_training_the_p2_offset_is_the_one_that_counts() {
+    let (mut backend, clock) = sim(SimScenario::Rtx4090, LoadPattern::Training);
+    apply(
+        &mut backend,
+        Setting::PowerLimit {
+            power_limit_mw: 600_000,
+        },
+    );
+    apply(
+        &mut backend,
+        Setting::LockGpuClocks {
+            min_mhz: 210,
+            max_mhz: 2_400,
+        },
+    );
+    clock.advance_ms(15 * 60 * 1000);
+    assert_eq!(
+        read(&mut backend).performance_state,
+        Some(2),
+        "CUDA runs in P2"
+    );
+    let (power_stock, _, _) = average_over(&mut backend, &clock, 30_000);
+
+    // P0's offset alone leaves a card computing in P2 where it was.
+    apply(
+        &mut backend,
+        Setting::GpuClockOffsetAt {
+            pstate: 0,
+            offset_mhz: 150,
+        },
+    );
+    clock.advance_ms(15 * 60 * 1000);
+    let (power_p0, _, _) = average_over(&mut backend, &clock, 30_000);
+    assert!(
+        (power_p0 - power_stock).abs() < 5.0,
+        "P0's offset changes nothing under training: {power_p0} W vs {power_stock} W"
+    );
+
+    apply(
+        &mut backend,
+        Setting::GpuClockOffsetAt {
+            pstate: 2,
+            offset_mhz: 150,
+        },
+    );
+    clock.advance_ms(15 * 60 * 1000);
+    let (power_p2, _, _) = average_over(&mut backend, &clock, 30_000);
+    assert!(
+        power_p2 < power_stock - 20.0,
+        "P2's offset undervolts: {power_p2} W vs {power_stock} W"
+    );
+
+    // Stability follows P2's offset too: far past the silicon's limit in P0 alone, no Xid.
+    apply(&mut backend, Setting::ResetGpuClocks);
+    apply(
+        &mut backend,
+        Setting::GpuClockOffsetAt {
+            pstate: 2,
+            offset_mhz: 0,
+        },
+    );
+    apply(
+        &mut backend,
+        Setting::GpuClockOffsetAt {
+            pstate: 0,
+            offset_mhz: 600,
+        },
+    );
+    let xids = |backend: &SimBackend| backend.machine().gpus[0].xid_count;
+    let before = xids(&backend);
+    clock.advance_ms(60_000);
+    read(&mut backend);
+    assert_eq!(
+        xids(&backend),
+        before,
+        "P0's +600 MHz is not where it computes"
+    );
+    apply(
+        &mut backend,
+        Setting::GpuClockOffsetAt {
+            pstate: 2,
+            offset_mhz: 600,
+        },
+    );
+    clock.advance_ms(60_000);
+    read(&mut backend);
+    assert!(xids(&backend) > before, "P2's +600 MHz crashes it");
+}

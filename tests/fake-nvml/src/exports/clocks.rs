@@ -2,14 +2,15 @@
 
 use std::ffi::c_uint;
 
-use gputune_core::device::sim::SimGpu;
+use gputune_core::device::sim::{OffsetClock, SimGpu};
 use nvml_wrapper_sys::bindings::{
-    nvmlClockId_t, nvmlClockOffset_t, nvmlClockType_t, nvmlDevice_t, nvmlReturn_t,
+    nvmlClockId_t, nvmlClockOffset_t, nvmlClockType_t, nvmlDevice_t, nvmlPstates_t, nvmlReturn_t,
 };
 
 use crate::call::{Ptr, api_call, get_from_gpu, on_gpu, write_list};
 use crate::codes::{
-    ARGUMENT_VERSION_MISMATCH, Code, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, struct_version,
+    ARGUMENT_VERSION_MISMATCH, Code, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED,
+    struct_version,
 };
 use crate::enums::{CLOCK_GRAPHICS, CLOCK_MEMORY, CLOCK_SM, CLOCK_VIDEO};
 
@@ -121,7 +122,8 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
     }
 }
 
-/// NVML: the offset of the graphics or memory clock, with the range it may be set in.
+/// NVML: the offset of the graphics or memory clock in one P-state, with the range it may be
+/// set in (NOT_SUPPORTED for a P-state the card reports no offset for).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetClockOffsets(
     device: nvmlDevice_t,
@@ -137,17 +139,16 @@ pub unsafe extern "C" fn nvmlDeviceGetClockOffsets(
             return on_gpu(faults, device, |_| Err(NOT_SUPPORTED));
         }
         let (offset_mhz, range) = on_gpu(faults, device, |gpu| {
-            let (offset_mhz, range) = match request.type_ {
-                CLOCK_GRAPHICS => (
-                    gpu.settings.gpu_clock_offset_mhz,
-                    gpu.spec.gpu_clock_offset_range,
-                ),
-                _ => (
-                    gpu.settings.memory_clock_offset_mhz,
-                    gpu.spec.memory_clock_offset_range,
-                ),
+            let clock = match request.type_ {
+                CLOCK_GRAPHICS => OffsetClock::Gpu,
+                _ => OffsetClock::Memory,
             };
-            Ok((offset_mhz, range.ok_or(NOT_SUPPORTED)?))
+            let range = gpu
+                .spec
+                .offset_range_at(clock, request.pstate)
+                .ok_or(NOT_SUPPORTED)?;
+            let offset_mhz = gpu.offset_at(clock, request.pstate).ok_or(NOT_SUPPORTED)?;
+            Ok((offset_mhz, range))
         })?;
         // SAFETY: as above.
         unsafe {
@@ -160,6 +161,53 @@ pub unsafe extern "C" fn nvmlDeviceGetClockOffsets(
         }
         Ok(())
     })
+}
+
+/// NVML: the P-states the card can be in, fastest first; the rest of the array (its size is
+/// in bytes, as nvml-wrapper passes it) is filled with NVML_PSTATE_UNKNOWN (32).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetSupportedPerformanceStates(
+    device: nvmlDevice_t,
+    pstates: *mut nvmlPstates_t,
+    size: c_uint,
+) -> nvmlReturn_t {
+    const PSTATE_UNKNOWN: nvmlPstates_t = 32;
+    api_call(|faults| {
+        if pstates.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        if faults.pstates_not_listed {
+            return on_gpu(faults, device, |_| Err(NOT_SUPPORTED));
+        }
+        let listed = on_gpu(faults, device, |gpu| Ok(card_pstates(gpu)))?;
+        let room = size as usize / std::mem::size_of::<nvmlPstates_t>();
+        if room < listed.len() {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for slot in 0..room {
+            let value = listed.get(slot).copied().unwrap_or(PSTATE_UNKNOWN);
+            // SAFETY: NVML's contract: `pstates` holds `size` bytes, so `room` entries.
+            unsafe { pstates.add(slot).write(value) };
+        }
+        Ok(())
+    })
+}
+
+/// The P-states a simulated card runs in or reports offsets for, ascending.
+fn card_pstates(gpu: &SimGpu) -> Vec<u32> {
+    let mut pstates: Vec<u32> = gpu
+        .spec
+        .offset_pstates()
+        .into_iter()
+        .map(|(pstate, _)| pstate)
+        .chain([
+            gpu.spec.performance_state_load,
+            gpu.spec.performance_state_idle,
+        ])
+        .collect();
+    pstates.sort_unstable();
+    pstates.dedup();
+    pstates
 }
 
 /// Checks a clock-offset struct's version, clock (graphics or memory) and P-state.

@@ -76,7 +76,8 @@ pub extern "C" fn nvmlDeviceResetMemoryLockedClocks(device: nvmlDevice_t) -> nvm
     })
 }
 
-/// NVML: sets the graphics or memory clock offset, MHz (one offset for every P-state here).
+/// NVML: sets the graphics or memory clock offset of one P-state, MHz (on a card with linked
+/// P-states, every adjustable one moves with it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceSetClockOffsets(
     device: nvmlDevice_t,
@@ -88,10 +89,11 @@ pub unsafe extern "C" fn nvmlDeviceSetClockOffsets(
         let request = unsafe { info.read() };
         check_offset_request(&request)?;
         let offset_mhz = request.clockOffsetMHz;
+        let pstate = request.pstate;
         let setting = if request.type_ == CLOCK_GRAPHICS {
-            Setting::GpuClockOffset { offset_mhz }
+            Setting::GpuClockOffsetAt { pstate, offset_mhz }
         } else {
-            Setting::MemoryClockOffset { offset_mhz }
+            Setting::MemoryClockOffsetAt { pstate, offset_mhz }
         };
         write_setting(faults, device, "nvmlDeviceSetClockOffsets", setting)
     })

@@ -5,6 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::{ClockRangeMhz, FanRangePct, OffsetRangeMhz};
 
+/// Which clock an offset shifts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetClock {
+    Gpu,
+    Memory,
+}
+
 /// One point of the voltage/frequency curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct VfPoint {
@@ -44,7 +51,19 @@ pub struct CardSpec {
     pub memory_offset_effect_ratio: f64,
     pub gpu_clock_offset_range: Option<OffsetRangeMhz>,
     pub memory_clock_offset_range: Option<OffsetRangeMhz>,
+    /// The P-states the driver reports clock offsets for, ascending. Those in
+    /// `offset_adjustable_pstates` take the ranges above; the others report 0 to 0 (an RTX
+    /// card's idle P8). Empty with a range: P0 alone.
+    #[serde(default)]
+    pub offset_pstates: Vec<u32>,
+    #[serde(default)]
+    pub offset_adjustable_pstates: Vec<u32>,
+    /// Whether the adjustable P-states share one offset (a write to one moves them all), as
+    /// LACT found on Maxwell; on later cards each has its own.
+    #[serde(default)]
+    pub offset_pstates_linked: bool,
 
+    /// The P-state the card computes in (CUDA on GeForce cards: P2), whose offsets count.
     pub performance_state_load: u32,
     pub performance_state_idle: u32,
 
@@ -135,6 +154,9 @@ impl CardSpec {
                 min_mhz: -2000,
                 max_mhz: 6000,
             }),
+            offset_pstates: vec![0, 2, 8],
+            offset_adjustable_pstates: vec![0, 2],
+            offset_pstates_linked: false,
             performance_state_load: 2,
             performance_state_idle: 8,
             fan_count: 2,
@@ -209,6 +231,9 @@ impl CardSpec {
             memory_offset_effect_ratio: 1.0,
             gpu_clock_offset_range: None,
             memory_clock_offset_range: None,
+            offset_pstates: Vec::new(),
+            offset_adjustable_pstates: Vec::new(),
+            offset_pstates_linked: false,
             performance_state_load: 0,
             performance_state_idle: 0,
             fan_count: 0,
@@ -263,6 +288,40 @@ impl CardSpec {
         self.vf_curve
             .last()
             .map_or(1000.0, |last| f64::from(last.voltage_mv))
+    }
+
+    /// The P-states the card reports offsets for, each with whether it can be changed.
+    pub fn offset_pstates(&self) -> Vec<(u32, bool)> {
+        if self.offset_pstates.is_empty() {
+            let any =
+                self.gpu_clock_offset_range.is_some() || self.memory_clock_offset_range.is_some();
+            return if any { vec![(0, true)] } else { Vec::new() };
+        }
+        self.offset_pstates
+            .iter()
+            .map(|pstate| (*pstate, self.offset_adjustable_pstates.contains(pstate)))
+            .collect()
+    }
+
+    /// P-state `pstate`'s offset range for `clock`, as the driver reports it (0 to 0 where it
+    /// cannot be changed); `None` where the card reports no offset for it.
+    pub fn offset_range_at(&self, clock: OffsetClock, pstate: u32) -> Option<OffsetRangeMhz> {
+        let range = match clock {
+            OffsetClock::Gpu => self.gpu_clock_offset_range,
+            OffsetClock::Memory => self.memory_clock_offset_range,
+        }?;
+        let (_, adjustable) = self
+            .offset_pstates()
+            .into_iter()
+            .find(|(listed, _)| *listed == pstate)?;
+        Some(if adjustable {
+            range
+        } else {
+            OffsetRangeMhz {
+                min_mhz: 0,
+                max_mhz: 0,
+            }
+        })
     }
 
     /// Highest clock of the stock curve.

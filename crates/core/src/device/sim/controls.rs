@@ -1,5 +1,6 @@
 //! What a simulated card lets a driver read and change, with the driver's own refusals.
 
+use super::card::OffsetClock;
 use super::physics::{SimError, SimGpu};
 use crate::device::{ClockRangeMhz, OffsetRangeMhz};
 
@@ -71,15 +72,109 @@ impl SimGpu {
         self.settings.memory_locked_clocks = None;
     }
 
+    /// Sets the graphics clock offset of every P-state compute runs in that takes one.
     pub fn set_gpu_clock_offset_mhz(&mut self, offset_mhz: i32) -> Result<(), SimError> {
-        self.settings.gpu_clock_offset_mhz =
-            offset_within(self.spec.gpu_clock_offset_range, offset_mhz)?;
+        self.set_compute_offset(OffsetClock::Gpu, offset_mhz)
+    }
+
+    /// Sets the memory clock offset of every P-state compute runs in that takes one.
+    pub fn set_memory_clock_offset_mhz(&mut self, offset_mhz: i32) -> Result<(), SimError> {
+        self.set_compute_offset(OffsetClock::Memory, offset_mhz)
+    }
+
+    /// Sets P-state `pstate`'s graphics clock offset; on a card with linked P-states, every
+    /// adjustable one moves with it.
+    pub fn set_gpu_clock_offset_at(
+        &mut self,
+        pstate: u32,
+        offset_mhz: i32,
+    ) -> Result<(), SimError> {
+        self.set_offset_at(OffsetClock::Gpu, pstate, offset_mhz)
+    }
+
+    /// Sets P-state `pstate`'s memory clock offset (linked P-states move together).
+    pub fn set_memory_clock_offset_at(
+        &mut self,
+        pstate: u32,
+        offset_mhz: i32,
+    ) -> Result<(), SimError> {
+        self.set_offset_at(OffsetClock::Memory, pstate, offset_mhz)
+    }
+
+    /// P-state `pstate`'s offset for `clock`; `None` where the card reports none.
+    pub fn offset_at(&self, clock: OffsetClock, pstate: u32) -> Option<i32> {
+        self.spec.offset_range_at(clock, pstate)?;
+        Some(match clock {
+            OffsetClock::Gpu => self.settings.gpu_clock_offset_in(pstate),
+            OffsetClock::Memory => self.settings.memory_clock_offset_in(pstate),
+        })
+    }
+
+    fn set_compute_offset(&mut self, clock: OffsetClock, offset_mhz: i32) -> Result<(), SimError> {
+        let targets: Vec<u32> = crate::device::COMPUTE_PSTATES
+            .into_iter()
+            .filter(|pstate| {
+                self.spec
+                    .offset_range_at(clock, *pstate)
+                    .is_some_and(|range| range.has_room())
+            })
+            .collect();
+        let Some(first) = targets.first() else {
+            // No adjustable compute P-state: P0's refusal (unsupported, or out of its range).
+            return self.set_offset_at(clock, 0, offset_mhz);
+        };
+        for pstate in &targets {
+            offset_within(self.spec.offset_range_at(clock, *pstate), offset_mhz)?;
+        }
+        self.set_offset_at(clock, *first, offset_mhz)?;
+        for pstate in &targets[1..] {
+            self.set_offset_at(clock, *pstate, offset_mhz)?;
+        }
         Ok(())
     }
 
-    pub fn set_memory_clock_offset_mhz(&mut self, offset_mhz: i32) -> Result<(), SimError> {
-        self.settings.memory_clock_offset_mhz =
-            offset_within(self.spec.memory_clock_offset_range, offset_mhz)?;
+    fn set_offset_at(
+        &mut self,
+        clock: OffsetClock,
+        pstate: u32,
+        offset_mhz: i32,
+    ) -> Result<(), SimError> {
+        let offset_mhz = offset_within(self.spec.offset_range_at(clock, pstate), offset_mhz)?;
+        let adjustable = self
+            .spec
+            .offset_range_at(clock, pstate)
+            .is_some_and(|range| range.has_room());
+        let moved: Vec<u32> = if adjustable && self.spec.offset_pstates_linked {
+            self.spec
+                .offset_pstates()
+                .into_iter()
+                .filter(|(_, adjustable)| *adjustable)
+                .map(|(listed, _)| listed)
+                .collect()
+        } else {
+            vec![pstate]
+        };
+        for pstate in moved {
+            let settings = &mut self.settings;
+            let (p0, others) = match clock {
+                OffsetClock::Gpu => (
+                    &mut settings.gpu_clock_offset_mhz,
+                    &mut settings.pstate_gpu_clock_offsets_mhz,
+                ),
+                OffsetClock::Memory => (
+                    &mut settings.memory_clock_offset_mhz,
+                    &mut settings.pstate_memory_clock_offsets_mhz,
+                ),
+            };
+            // A P-state at 0 is not listed, so a card put back compares equal to a fresh one.
+            if pstate == 0 {
+                *p0 = offset_mhz;
+            } else if offset_mhz == 0 {
+                others.remove(&pstate);
+            } else {
+                others.insert(pstate, offset_mhz);
+            }
+        }
         Ok(())
     }
 

@@ -40,7 +40,7 @@ impl SimGpu {
         }
         self.past_hard_limit = past;
         if busy && self.spec.ecc_reported {
-            let rate = margin.memory_wrong_rate(self.settings.memory_clock_offset_mhz);
+            let rate = margin.memory_wrong_rate(self.effective_memory_offset_mhz());
             let corrected = rate * ECC_WORDS_PER_S * step_s;
             // ECC corrects single-bit errors; about one in a thousand flips two bits.
             self.ecc_errors.0 += corrected;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-pub use card::{CardSpec, VfPoint};
+pub use card::{CardSpec, OffsetClock, VfPoint};
 pub use load::{LoadPattern, LoadPoint};
 pub use machine::{SimMachine, known_card};
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
@@ -25,7 +25,8 @@ pub use silicon::SiliconMargin;
 use super::gate::ValidatedSetting;
 use super::{
     Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
-    FanMode, FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry, ThrottleReasons,
+    FanMode, FanReading, GpuIdentity, GpuProcess, PstateOffset, PstateOffsetRange, Reopener,
+    Setting, Telemetry, ThrottleReasons, compute_offset_mhz, compute_offset_range,
 };
 use crate::clock::{Clock, WallClock};
 
@@ -130,6 +131,8 @@ impl SimBackend {
 /// The constraints a simulated card reports, exactly as NVML would describe them.
 pub fn sim_constraints(spec: &CardSpec) -> Constraints {
     let memory_clocks = &spec.memory_clocks_supported_mhz;
+    let gpu_clock_offset_pstates = pstate_ranges(spec, OffsetClock::Gpu);
+    let memory_clock_offset_pstates = pstate_ranges(spec, OffsetClock::Memory);
     Constraints {
         power_limit_min_mw: Some(spec.power_limit_min_mw),
         power_limit_max_mw: Some(spec.power_limit_max_mw),
@@ -141,11 +144,42 @@ pub fn sim_constraints(spec: &CardSpec) -> Constraints {
         },
         fan_count: spec.fan_count,
         fan_speed_range: spec.fan_speed_range,
-        gpu_clock_offset_range: spec.gpu_clock_offset_range,
-        memory_clock_offset_range: spec.memory_clock_offset_range,
+        gpu_clock_offset_range: compute_offset_range(&gpu_clock_offset_pstates),
+        memory_clock_offset_range: compute_offset_range(&memory_clock_offset_pstates),
+        gpu_clock_offset_pstates,
+        memory_clock_offset_pstates,
         slowdown_temperature_c: Some(spec.hardware_slowdown_c.round().max(0.0) as u32),
         boost_clock_mhz: Some(spec.boost_clock_mhz),
     }
+}
+
+/// Each P-state's offset range for `clock`, as NVML lists them.
+fn pstate_ranges(spec: &CardSpec, clock: OffsetClock) -> Vec<PstateOffsetRange> {
+    spec.offset_pstates()
+        .into_iter()
+        .filter_map(|(pstate, _)| {
+            let range = spec.offset_range_at(clock, pstate)?;
+            Some(PstateOffsetRange {
+                pstate,
+                min_mhz: range.min_mhz,
+                max_mhz: range.max_mhz,
+            })
+        })
+        .collect()
+}
+
+/// Each P-state's offset for `clock` on a simulated card.
+fn pstate_offsets(gpu: &SimGpu, clock: OffsetClock) -> Vec<PstateOffset> {
+    gpu.spec
+        .offset_pstates()
+        .into_iter()
+        .filter_map(|(pstate, _)| {
+            Some(PstateOffset {
+                pstate,
+                offset_mhz: gpu.offset_at(clock, pstate)?,
+            })
+        })
+        .collect()
 }
 
 fn sim_error(error: SimError, setting: &Setting) -> DeviceError {
@@ -195,16 +229,14 @@ impl Backend for SimBackend {
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {
         self.with_gpu(index, |gpu| {
             let settings = &gpu.settings;
+            let gpu_clock_offsets = pstate_offsets(gpu, OffsetClock::Gpu);
+            let memory_clock_offsets = pstate_offsets(gpu, OffsetClock::Memory);
             CurrentSettings {
                 power_limit_mw: Some(settings.power_limit_mw),
-                gpu_clock_offset_mhz: gpu
-                    .spec
-                    .gpu_clock_offset_range
-                    .map(|_| settings.gpu_clock_offset_mhz),
-                memory_clock_offset_mhz: gpu
-                    .spec
-                    .memory_clock_offset_range
-                    .map(|_| settings.memory_clock_offset_mhz),
+                gpu_clock_offset_mhz: compute_offset_mhz(&gpu_clock_offsets),
+                memory_clock_offset_mhz: compute_offset_mhz(&memory_clock_offsets),
+                gpu_clock_offsets,
+                memory_clock_offsets,
                 fans: (gpu.spec.fan_count > 0).then(|| {
                     settings
                         .fan_manual_pct
@@ -304,6 +336,12 @@ pub fn apply_to_sim(gpu: &mut SimGpu, setting: &Setting) -> Result<(), SimError>
         }
         Setting::GpuClockOffset { offset_mhz } => gpu.set_gpu_clock_offset_mhz(offset_mhz),
         Setting::MemoryClockOffset { offset_mhz } => gpu.set_memory_clock_offset_mhz(offset_mhz),
+        Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+            gpu.set_gpu_clock_offset_at(pstate, offset_mhz)
+        }
+        Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+            gpu.set_memory_clock_offset_at(pstate, offset_mhz)
+        }
         Setting::FanSpeed {
             fan_index,
             speed_pct,

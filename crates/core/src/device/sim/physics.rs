@@ -1,6 +1,8 @@
 //! One simulated GPU: its settings, its physical state, and the step that moves it through
 //! time. The equations are written out in docs/simulator.md.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::card::CardSpec;
@@ -31,10 +33,44 @@ pub struct SimSettings {
     pub power_limit_mw: u32,
     pub gpu_locked_clocks: Option<ClockRangeMhz>,
     pub memory_locked_clocks: Option<ClockRangeMhz>,
+    /// P0's graphics clock offset.
     pub gpu_clock_offset_mhz: i32,
+    /// P0's memory clock offset.
     pub memory_clock_offset_mhz: i32,
     /// Per fan: `Some(pct)` under manual control, `None` on the automatic curve.
     pub fan_manual_pct: Vec<Option<u32>>,
+    /// The graphics clock offsets of the P-states other than P0, by P-state (absent: 0).
+    #[serde(default)]
+    pub pstate_gpu_clock_offsets_mhz: BTreeMap<u32, i32>,
+    /// The memory clock offsets of the P-states other than P0.
+    #[serde(default)]
+    pub pstate_memory_clock_offsets_mhz: BTreeMap<u32, i32>,
+}
+
+impl SimSettings {
+    /// P-state `pstate`'s graphics clock offset.
+    pub fn gpu_clock_offset_in(&self, pstate: u32) -> i32 {
+        match pstate {
+            0 => self.gpu_clock_offset_mhz,
+            _ => self
+                .pstate_gpu_clock_offsets_mhz
+                .get(&pstate)
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
+    /// P-state `pstate`'s memory clock offset.
+    pub fn memory_clock_offset_in(&self, pstate: u32) -> i32 {
+        match pstate {
+            0 => self.memory_clock_offset_mhz,
+            _ => self
+                .pstate_memory_clock_offsets_mhz
+                .get(&pstate)
+                .copied()
+                .unwrap_or(0),
+        }
+    }
 }
 
 /// The readings of the last step: what NVML would report now.
@@ -100,6 +136,8 @@ impl SimGpu {
             gpu_clock_offset_mhz: 0,
             memory_clock_offset_mhz: 0,
             fan_manual_pct: vec![None; fan_count],
+            pstate_gpu_clock_offsets_mhz: BTreeMap::new(),
+            pstate_memory_clock_offsets_mhz: BTreeMap::new(),
         };
         let mut gpu = SimGpu {
             spec,
@@ -150,9 +188,17 @@ impl SimGpu {
             .curve_voltage_mv(f64::from(clock_mhz) - f64::from(offset_mhz))
     }
 
-    /// The offset as the card applies it: whole boost bins only.
+    /// The offset as the card applies it where it computes (the P-state it runs work in: P2
+    /// on an RTX card, so P0's offset alone changes nothing under training): whole boost bins.
     pub fn effective_gpu_offset_mhz(&self) -> i32 {
-        applied_offset_mhz(&self.spec, self.settings.gpu_clock_offset_mhz)
+        let pstate = self.spec.performance_state_load;
+        applied_offset_mhz(&self.spec, self.settings.gpu_clock_offset_in(pstate))
+    }
+
+    /// The memory clock offset where the card computes.
+    pub fn effective_memory_offset_mhz(&self) -> i32 {
+        self.settings
+            .memory_clock_offset_in(self.spec.performance_state_load)
     }
 
     /// Board power in watts at a clock, activity, memory load and temperature.
@@ -277,8 +323,7 @@ impl SimGpu {
         let spec = &self.spec;
         let base = if active {
             let shifted = f64::from(spec.memory_clock_load_mhz)
-                + f64::from(self.settings.memory_clock_offset_mhz)
-                    * spec.memory_offset_effect_ratio;
+                + f64::from(self.effective_memory_offset_mhz()) * spec.memory_offset_effect_ratio;
             shifted.max(f64::from(spec.memory_clock_idle_mhz)) as u32
         } else {
             spec.memory_clock_idle_mhz

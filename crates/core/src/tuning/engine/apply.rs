@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::device::Setting;
 use crate::device::gate::ValidatedSetting;
-use crate::tuning::in_force::{Control, Hold};
+use crate::tuning::in_force::{Hold, controls_written};
 
 impl Engine {
     /// Applies every change, permanently. Validated on every GPU first (nothing is written if
@@ -155,10 +155,20 @@ impl Engine {
                 );
                 return Err((written, TuneError::new(TuneErrorKind::Device, message)));
             }
-            let control = Control::of(setting.setting());
-            let recorded_now = !map.contains_key(&control);
-            if recorded_now {
+            // Each control the write changes (an offset: each compute P-state's) is recorded
+            // with its value now before the first write to it.
+            let gpu = self.gpu(index);
+            let controls =
+                controls_written(setting.setting(), &gpu.info.constraints, &gpu.in_force);
+            let mut recorded_now = Vec::new();
+            for control in controls {
+                if map.contains_key(&control) {
+                    continue;
+                }
                 let Some(value) = RestoreEntry::of(&self.gpu(index).in_force, control) else {
+                    for recorded in &recorded_now {
+                        map.remove(recorded);
+                    }
                     return Err((
                         written,
                         TuneError::new(
@@ -171,14 +181,21 @@ impl Engine {
                     ));
                 };
                 map.insert(control, value);
-                if let Err(error) = self.write_journal(index, Some((map, layer))) {
-                    map.remove(&control);
-                    return Err((written, error));
+                recorded_now.push(control);
+            }
+            if !recorded_now.is_empty()
+                && let Err(error) = self.write_journal(index, Some((map, layer)))
+            {
+                for recorded in &recorded_now {
+                    map.remove(recorded);
                 }
+                return Err((written, error));
             }
             if let Err(error) = self.write(index, *setting) {
-                if recorded_now {
-                    map.remove(&control);
+                if !recorded_now.is_empty() {
+                    for recorded in &recorded_now {
+                        map.remove(recorded);
+                    }
                     let _ = self.write_journal(index, Some((map, layer)));
                 }
                 return Err((
@@ -195,12 +212,15 @@ impl Engine {
     /// longer puts that control back.
     fn forget_in_session(&mut self, index: u32, written: &[Setting]) {
         for setting in written {
-            let control = Control::of(setting);
-            let Some(id) = self.holding(index, control.hold()) else {
+            let gpu = self.gpu(index);
+            let controls = controls_written(setting, &gpu.info.constraints, &gpu.in_force);
+            let Some(id) = self.holding(index, Hold::of(setting)) else {
                 continue;
             };
             if let Some(part) = self.session_part_mut(id, index) {
-                part.restore.remove(&control);
+                for control in &controls {
+                    part.restore.remove(control);
+                }
             }
         }
         let _ = self.write_journal(index, None);

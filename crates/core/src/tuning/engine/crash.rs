@@ -18,33 +18,72 @@ use crate::device::{CriticalEvent, Setting, XidResponse};
 use crate::notice::Notice;
 use crate::tuning::in_force::{ClockLock, Control, Hold, SettingsInForce};
 
-/// The controls an Xid's response puts back, in the order they are written: the offsets
-/// first (they move the card off its stock voltage/frequency curve), then the locks.
-fn controls_back(response: XidResponse) -> &'static [Control] {
+/// The controls an Xid's response puts back on a card running `in_force`, in the order they
+/// are written: the offsets first (they move the card off its stock voltage/frequency curve),
+/// each P-state's own where the card says per P-state, then the locks.
+fn controls_back(response: XidResponse, in_force: &SettingsInForce) -> Vec<Control> {
+    let gpu_offsets = || {
+        let mut controls = vec![Control::GpuClockOffset];
+        controls.extend(in_force.gpu_clock_offsets.iter().map(|offset| {
+            Control::GpuClockOffsetAt {
+                pstate: offset.pstate,
+            }
+        }));
+        controls
+    };
+    let memory_offsets = || {
+        let mut controls = vec![Control::MemoryClockOffset];
+        controls.extend(in_force.memory_clock_offsets.iter().map(|offset| {
+            Control::MemoryClockOffsetAt {
+                pstate: offset.pstate,
+            }
+        }));
+        controls
+    };
     match response {
-        XidResponse::ClocksBack => &[
-            Control::GpuClockOffset,
-            Control::MemoryClockOffset,
-            Control::GpuClockLock,
-            Control::MemoryClockLock,
-        ],
-        XidResponse::MemoryClockBack => &[Control::MemoryClockOffset, Control::MemoryClockLock],
-        XidResponse::NothingBack => &[],
+        XidResponse::ClocksBack => {
+            let mut controls = gpu_offsets();
+            controls.extend(memory_offsets());
+            controls.extend([Control::GpuClockLock, Control::MemoryClockLock]);
+            controls
+        }
+        XidResponse::MemoryClockBack => {
+            let mut controls = memory_offsets();
+            controls.push(Control::MemoryClockLock);
+            controls
+        }
+        XidResponse::NothingBack => Vec::new(),
     }
 }
 
 /// What puts `control` back to stock when it is tuned now (a plain apply's, a boot default's):
-/// `None` at stock, or when the card does not report it.
+/// `None` at stock, or when the card does not report it. A card that says its offsets per
+/// P-state has each put back on its own (its one compute offset is not written as well).
 fn stock_entry(in_force: &SettingsInForce, control: Control) -> Option<RestoreEntry> {
+    let tuned_at = |offsets: &[crate::device::PstateOffset], pstate: u32| {
+        offsets
+            .iter()
+            .any(|offset| offset.pstate == pstate && offset.offset_mhz != 0)
+    };
     let setting = match control {
         Control::GpuClockOffset => in_force
             .gpu_clock_offset_mhz
-            .filter(|offset| *offset != 0)
+            .filter(|offset| *offset != 0 && in_force.gpu_clock_offsets.is_empty())
             .map(|_| Setting::GpuClockOffset { offset_mhz: 0 }),
         Control::MemoryClockOffset => in_force
             .memory_clock_offset_mhz
-            .filter(|offset| *offset != 0)
+            .filter(|offset| *offset != 0 && in_force.memory_clock_offsets.is_empty())
             .map(|_| Setting::MemoryClockOffset { offset_mhz: 0 }),
+        Control::GpuClockOffsetAt { pstate } => tuned_at(&in_force.gpu_clock_offsets, pstate)
+            .then_some(Setting::GpuClockOffsetAt {
+                pstate,
+                offset_mhz: 0,
+            }),
+        Control::MemoryClockOffsetAt { pstate } => tuned_at(&in_force.memory_clock_offsets, pstate)
+            .then_some(Setting::MemoryClockOffsetAt {
+                pstate,
+                offset_mhz: 0,
+            }),
         Control::GpuClockLock => matches!(in_force.gpu_clock_lock, ClockLock::Locked { .. })
             .then_some(Setting::ResetGpuClocks),
         Control::MemoryClockLock => matches!(in_force.memory_clock_lock, ClockLock::Locked { .. })
@@ -72,7 +111,7 @@ impl Engine {
             return;
         }
         let before = self.gpu(index).in_force.clone();
-        let controls = controls_back(event.response());
+        let controls = controls_back(event.response(), &before);
         let holds: BTreeSet<Hold> = controls.iter().map(|control| control.hold()).collect();
         // The sessions that held what goes back, or a power limit (a sweep's step, a trial: a
         // crash leaves their measurement meaningless), before anything changes.
@@ -90,7 +129,7 @@ impl Engine {
                     })
             })
             .collect();
-        let (written, left) = self.put_back_clocks(index, controls);
+        let (written, left) = self.put_back_clocks(index, &controls);
         let ending: Vec<SessionId> = holders
             .iter()
             .copied()

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune_core::formats::card::BackendKind;
+use gputune_core::formats::card::{BackendKind, Setting};
 use gputune_core::formats::fan_curve::CurvePoint;
 use gputune_core::formats::files::GpuJournal;
 use gputune_core::formats::profile::{
@@ -70,21 +70,48 @@ pub fn journal_path(folder: &StateFolder) -> std::path::PathBuf {
         .join(format!("journal-{}.json", file_safe(UUID)))
 }
 
+/// `journal` as a journal before format 4 reads today: its offsets P0's alone (all gputune
+/// wrote then).
+pub fn read_as_p0_offsets(mut journal: GpuJournal) -> GpuJournal {
+    for setting in &mut journal.restore {
+        *setting = match *setting {
+            Setting::GpuClockOffset { offset_mhz } => Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            Setting::MemoryClockOffset { offset_mhz } => Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz,
+            },
+            other => other,
+        };
+    }
+    journal
+}
+
+/// Today's journal: every setting, one P-state's offsets (format 4) included.
+pub fn journal_v4() -> GpuJournal {
+    GpuJournal {
+        restore: all_settings_v6(),
+        ..journal()
+    }
+}
+
 #[test]
-fn a_journal_writes_the_bytes_of_format_3_and_reads_back() {
+fn a_journal_writes_the_bytes_of_format_4_and_reads_back() {
     let dir = temp();
     let folder = state_folder(dir.path());
-    let journal = journal();
+    let journal = journal_v4();
     if let Err(error) = folder.write_journal(&journal) {
         panic!("the journal could not be written: {error}");
     }
-    golden("journal-v3.json", &read(&journal_path(&folder)));
+    golden("journal-v4.json", &read(&journal_path(&folder)));
 
     let fresh = temp();
     let folder = state_folder(fresh.path());
     place(
         &journal_path(&folder),
-        &read(&formats_dir().join("journal-v3.json")),
+        &read(&formats_dir().join("journal-v4.json")),
     );
     assert_eq!(folder.read_journal(UUID), Ok(Some(journal)));
 }

@@ -53,7 +53,11 @@ fn a_journal_of_the_previous_release_puts_the_card_back_as_it_said() {
                 power_limit_mw: 450_000
             },
             Setting::ResetGpuClocks,
-            Setting::GpuClockOffset { offset_mhz: 0 },
+            // What gputune wrote then: P0's offset alone.
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 0
+            },
             Setting::FanAutomatic { fan_index: 0 },
         ]
     );

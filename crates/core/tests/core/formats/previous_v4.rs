@@ -11,7 +11,9 @@ use gputune_core::tuning::engine::TuneErrorKind;
 use gputune_core::tuning::in_force::{ClockLock, LockRecord};
 use gputune_core::tuning::state_folder::{JOURNAL_FORMAT, file_safe};
 
-use super::disk::{GOLDEN_BOOT_ID, journal, place, read, state_folder, temp, this_boot};
+use super::disk::{
+    GOLDEN_BOOT_ID, journal, place, read, read_as_p0_offsets, state_folder, temp, this_boot,
+};
 use super::formats_dir;
 use super::values::{UUID, boot_default};
 
@@ -27,7 +29,7 @@ fn a_journal_of_format_2_puts_the_card_back_with_every_setting_it_named() {
         .dir()
         .join(format!("journal-{}.json", file_safe(UUID)));
     place(&path, &v4_file("journal-v2.json"));
-    let mut expected = journal();
+    let mut expected = read_as_p0_offsets(journal());
     expected.format_version = JOURNAL_FORMAT;
     assert_eq!(folder.read_journal(UUID), Ok(Some(expected)));
     assert!(path.exists(), "a readable old journal is not set aside");

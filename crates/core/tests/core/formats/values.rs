@@ -4,7 +4,8 @@
 // Through `gputune_core::formats`, so the list of formats names everything the golden files hold.
 use gputune_core::formats::card::{
     ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode, FanRangePct,
-    FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, ProcessKind, Setting, Telemetry,
+    FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, ProcessKind, PstateOffset,
+    PstateOffsetRange, Setting, Telemetry,
 };
 use gputune_core::formats::fan_curve::{CurvePoint, FanCurve};
 use gputune_core::formats::history::HistoryRow;
@@ -46,6 +47,40 @@ pub fn all_settings() -> Vec<Setting> {
         },
         Setting::FanAutomatic { fan_index: 0 },
     ]
+}
+
+/// The settings protocol 6 added: one P-state's offset each (what puts back a card whose
+/// P-states had different offsets).
+pub fn pstate_settings() -> Vec<Setting> {
+    vec![
+        Setting::GpuClockOffsetAt {
+            pstate: 2,
+            offset_mhz: 60,
+        },
+        Setting::MemoryClockOffsetAt {
+            pstate: 0,
+            offset_mhz: -500,
+        },
+    ]
+}
+
+/// Every kind of setting once, those of protocol 6 included.
+pub fn all_settings_v6() -> Vec<Setting> {
+    let mut settings = all_settings();
+    settings.extend(pstate_settings());
+    settings
+}
+
+fn pstate_range(pstate: u32, room_mhz: i32) -> PstateOffsetRange {
+    PstateOffsetRange {
+        pstate,
+        min_mhz: -room_mhz,
+        max_mhz: room_mhz,
+    }
+}
+
+fn pstate_offset(pstate: u32, offset_mhz: i32) -> PstateOffset {
+    PstateOffset { pstate, offset_mhz }
 }
 
 pub fn curve() -> FanCurve {
@@ -104,6 +139,12 @@ pub fn constraints() -> Constraints {
             min_mhz: -2000,
             max_mhz: 6000,
         }),
+        gpu_clock_offset_pstates: vec![
+            pstate_range(0, 1000),
+            pstate_range(2, 1000),
+            pstate_range(8, 0),
+        ],
+        memory_clock_offset_pstates: vec![pstate_range(0, 2000), pstate_range(2, 2000)],
         slowdown_temperature_c: Some(87),
         boost_clock_mhz: Some(2520),
     }
@@ -173,6 +214,12 @@ pub fn in_force() -> SettingsInForce {
         gpu_clock_offset_mhz: Some(-150),
         memory_clock_offset_mhz: Some(0),
         fans: Some(vec![FanMode::Automatic, FanMode::Manual { speed_pct: 55 }]),
+        gpu_clock_offsets: vec![
+            pstate_offset(0, 0),
+            pstate_offset(2, -150),
+            pstate_offset(8, 0),
+        ],
+        memory_clock_offsets: vec![pstate_offset(0, 0), pstate_offset(2, 0)],
     }
 }
 
@@ -260,7 +307,17 @@ pub fn report() -> SessionReport {
         restored: vec![GpuRestored {
             gpu_index: 0,
             gpu_uuid: UUID.to_string(),
-            restored: vec![power_limit(450)],
+            restored: vec![
+                power_limit(450),
+                Setting::GpuClockOffsetAt {
+                    pstate: 0,
+                    offset_mhz: 0,
+                },
+                Setting::GpuClockOffsetAt {
+                    pstate: 2,
+                    offset_mhz: 60,
+                },
+            ],
             left: vec![SettingLeft {
                 setting: Setting::FanAutomatic { fan_index: 1 },
                 reason: "the driver refused".to_string(),

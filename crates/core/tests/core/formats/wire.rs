@@ -51,7 +51,7 @@ pub fn requests() -> Vec<Request> {
         Request::StartTrial {
             trial: TrialRequest {
                 gpu_uuid: UUID.to_string(),
-                settings: all_settings(),
+                settings: all_settings_v6(),
                 duration_s: 60,
                 baseline_s: 10,
             },
