@@ -98,8 +98,9 @@ fn an_xid_after_a_plain_apply_puts_back_the_offset_and_lock_and_keeps_the_fan_cu
         "{critical}"
     );
     assert_eq!(
-        critical["put_back"][0],
-        serde_json::json!({"type": "gpu_clock_offset", "offset_mhz": 0}),
+        critical["put_back"][1],
+        // Each compute P-state's offset on its own: P2's is the one training ran at.
+        serde_json::json!({"type": "gpu_clock_offset_at", "pstate": 2, "offset_mhz": 0}),
         "{critical}"
     );
     // The kept curve's journal names the fans alone: nothing of the clocks waits.

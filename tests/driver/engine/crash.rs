@@ -144,8 +144,23 @@ fn an_xid_13_puts_back_a_plain_offset_and_lock_to_stock_and_leaves_the_kept_curv
     assert_eq!(
         note.put_back,
         vec![
-            Setting::GpuClockOffset { offset_mhz: 0 },
-            Setting::MemoryClockOffset { offset_mhz: 0 },
+            // Each compute P-state's offset on its own (P0, P2), then the lock.
+            Setting::GpuClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 0
+            },
+            Setting::GpuClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 0
+            },
+            Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 0
+            },
+            Setting::MemoryClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 0
+            },
             Setting::ResetGpuClocks,
         ]
     );
@@ -235,12 +250,21 @@ fn a_session_that_held_the_clocks_ends_marked_by_the_crash_and_one_driving_the_f
     );
     assert_eq!(
         report.restored[0].restored,
-        vec![Setting::MemoryClockOffset { offset_mhz: 0 }]
+        vec![
+            Setting::MemoryClockOffsetAt {
+                pstate: 0,
+                offset_mhz: 0
+            },
+            Setting::MemoryClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 0
+            }
+        ]
     );
     let lines = gputune_core::tuning::engine::report_lines(report).join(" ");
     assert!(lines.contains("GPU 0 reported Xid 13"), "{lines}");
     assert!(
-        lines.contains("Put back on GPU 0: memory clock offset +0 MHz."),
+        lines.contains("Put back on GPU 0: memory clock offset +0 MHz in P0 and P2."),
         "{lines}"
     );
     // The run goes on, holding its fans and limit only; its curve drives the fans.
@@ -331,7 +355,7 @@ fn a_put_back_the_driver_refuses_after_a_crash_waits_in_the_journal_and_goes_bac
     let sentence = &error_sentences(&events)[0];
     assert!(
         sentence.contains(
-            "at +300 MHz: nothing could be put back yet (not yet: GPU clock offset +0 MHz: "
+            "at +300 MHz: nothing could be put back yet (not yet: GPU clock offset +0 MHz in P0: "
         ) && sentence.contains("tried again every 10 s)"),
         "{sentence}"
     );
@@ -347,4 +371,70 @@ fn a_put_back_the_driver_refuses_after_a_crash_waits_in_the_journal_and_goes_bac
     engine.tick();
     assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 0);
     assert!(!journal.exists());
+}
+
+/// Training runs in P2: an Xid on a card whose P0 and P2 run different plain-applied offsets
+/// puts each P-state's own offset back to stock, P2's (the one compute ran at) included.
+#[test]
+fn an_xid_puts_back_the_offset_of_every_p_state_each_on_its_own() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    run_for(&mut engine, &mut sampler, &clock, 2);
+    engine
+        .apply_changes(
+            &client(1, "gputune apply"),
+            &[GpuChange {
+                gpu_uuid: uuid.clone(),
+                settings: vec![
+                    Setting::GpuClockOffsetAt {
+                        pstate: 0,
+                        offset_mhz: 120,
+                    },
+                    Setting::GpuClockOffsetAt {
+                        pstate: 2,
+                        offset_mhz: 300,
+                    },
+                    Setting::MemoryClockOffsetAt {
+                        pstate: 2,
+                        offset_mhz: 400,
+                    },
+                ],
+            }],
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let before = card(&sampler);
+    assert_eq!(
+        (before.gpu_clock_offset_in(0), before.gpu_clock_offset_in(2)),
+        (120, 300)
+    );
+    let _ = engine.take_events();
+
+    let events = xid(&mut engine, 13);
+    let settings = card(&sampler);
+    assert_eq!(
+        (
+            settings.gpu_clock_offset_in(0),
+            settings.gpu_clock_offset_in(2),
+            settings.memory_clock_offset_in(2)
+        ),
+        (0, 0, 0),
+        "every P-state's offset back to stock"
+    );
+    let sentences = error_sentences(&events);
+    assert_eq!(sentences.len(), 1, "{sentences:?}");
+    assert!(
+        sentences[0].contains("at +300 MHz"),
+        "the offset compute ran at (P2's) is named: {}",
+        sentences[0]
+    );
+    assert!(
+        last_critical(&engine)
+            .put_back
+            .contains(&Setting::GpuClockOffsetAt {
+                pstate: 2,
+                offset_mhz: 0
+            }),
+        "{:?}",
+        last_critical(&engine).put_back
+    );
 }

@@ -38,7 +38,12 @@ impl Engine {
         );
         let controls: Vec<Control> = written
             .iter()
-            .map(|(_, setting)| Control::of(setting))
+            .map(|(_, setting)| match Control::of(setting) {
+                // Each P-state's offset went back on its own; people read one offset.
+                Control::GpuClockOffsetAt { .. } => Control::GpuClockOffset,
+                Control::MemoryClockOffsetAt { .. } => Control::MemoryClockOffset,
+                control => control,
+            })
             .collect();
         if !controls.is_empty() {
             let phrase = clocks_phrase(&controls);
