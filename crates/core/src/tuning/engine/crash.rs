@@ -14,7 +14,7 @@ use super::{
     CriticalNote, Engine, EngineEvent, GpuRestored, Ownership, RestoreEntry, RestoreMap, SessionId,
     SettingLeft,
 };
-use crate::device::{CriticalEvent, Setting, XidResponse};
+use crate::device::{CriticalEvent, PstateOffset, Setting, XidResponse};
 use crate::notice::Notice;
 use crate::tuning::in_force::{ClockLock, Control, Hold, SettingsInForce};
 
@@ -22,23 +22,25 @@ use crate::tuning::in_force::{ClockLock, Control, Hold, SettingsInForce};
 /// are written: the offsets first (they move the card off its stock voltage/frequency curve),
 /// each P-state's own where the card says per P-state, then the locks.
 fn controls_back(response: XidResponse, in_force: &SettingsInForce) -> Vec<Control> {
+    // The one offset (a card that does not say per P-state), then each P-state's own.
+    let offsets = |one: Control, at: fn(u32) -> Control, per_pstate: &[PstateOffset]| {
+        std::iter::once(one)
+            .chain(per_pstate.iter().map(|offset| at(offset.pstate)))
+            .collect::<Vec<Control>>()
+    };
     let gpu_offsets = || {
-        let mut controls = vec![Control::GpuClockOffset];
-        controls.extend(in_force.gpu_clock_offsets.iter().map(|offset| {
-            Control::GpuClockOffsetAt {
-                pstate: offset.pstate,
-            }
-        }));
-        controls
+        offsets(
+            Control::GpuClockOffset,
+            |pstate| Control::GpuClockOffsetAt { pstate },
+            &in_force.gpu_clock_offsets,
+        )
     };
     let memory_offsets = || {
-        let mut controls = vec![Control::MemoryClockOffset];
-        controls.extend(in_force.memory_clock_offsets.iter().map(|offset| {
-            Control::MemoryClockOffsetAt {
-                pstate: offset.pstate,
-            }
-        }));
-        controls
+        offsets(
+            Control::MemoryClockOffset,
+            |pstate| Control::MemoryClockOffsetAt { pstate },
+            &in_force.memory_clock_offsets,
+        )
     };
     match response {
         XidResponse::ClocksBack => {
@@ -60,7 +62,7 @@ fn controls_back(response: XidResponse, in_force: &SettingsInForce) -> Vec<Contr
 /// `None` at stock, or when the card does not report it. A card that says its offsets per
 /// P-state has each put back on its own (its one compute offset is not written as well).
 fn stock_entry(in_force: &SettingsInForce, control: Control) -> Option<RestoreEntry> {
-    let tuned_at = |offsets: &[crate::device::PstateOffset], pstate: u32| {
+    let tuned_at = |offsets: &[PstateOffset], pstate: u32| {
         offsets
             .iter()
             .any(|offset| offset.pstate == pstate && offset.offset_mhz != 0)
