@@ -221,3 +221,62 @@ fn sixty_four_trickling_and_idle_connections_of_four_users_leave_root_served() {
         threads <= threads_before + 2 && fds <= fds_before + 2
     });
 }
+
+#[test]
+fn a_trickled_hello_meets_its_deadline_and_only_connections_that_hold_nothing_time_out() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let daemon = Daemon::start_with(&machine, &[], &[(IDLE_TIMEOUT_ENV, "1")]);
+
+    // A hello a byte every 200 ms (15 s for the whole line) is closed at the 3 s deadline.
+    let mut trickle = Raw::connect(&daemon.socket);
+    let started = Instant::now();
+    let hello = br#"{"id":1,"request":{"type":"hello","protocol":5,"client":"a byte at a time"}}"#;
+    for byte in hello {
+        if trickle.send(std::slice::from_ref(byte)).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if started.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+    }
+    let said = trickle.line().unwrap_or_default();
+    let took = started.elapsed();
+    assert!(said.contains("No hello within 3 s"), "{said}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+
+    // Greeted and silent, holding nothing: closed after the idle timeout, with the reason.
+    let mut silent = Raw::connect(&daemon.socket);
+    silent.hello("silent");
+    let said = silent.line().unwrap_or_default();
+    assert!(said.contains("sent nothing for 1 s"), "{said}");
+    assert_eq!(silent.line(), None, "closed after the reason");
+
+    // A subscriber and a session holder stay, however silent.
+    let mut subscriber = Raw::connect(&daemon.socket);
+    subscriber.hello("subscriber");
+    let done = subscriber.ask(2, Request::Subscribe { interval_ms: 1000 });
+    assert!(done.contains("\"done\""), "{done}");
+    let mut holder = Raw::connect(&daemon.socket);
+    holder.hello("holder");
+    let started = holder.ask(
+        2,
+        Request::StartSession {
+            session: gputune_core::tuning::engine::SessionRequest {
+                purpose: gputune_core::tuning::engine::SessionPurpose::Stability,
+                changes: vec![gputune_core::tuning::engine::GpuChange {
+                    gpu_uuid: machine.uuid(0),
+                    settings: Vec::new(),
+                }],
+                fan_curves: Vec::new(),
+                job_pid: None,
+            },
+        },
+    );
+    assert!(started.contains("session_started"), "{started}");
+    std::thread::sleep(Duration::from_secs(3));
+    for raw in [&mut subscriber, &mut holder] {
+        let snapshot = raw.ask(3, Request::Snapshot);
+        assert!(snapshot.contains("\"snapshot\""), "{snapshot}");
+    }
+}
