@@ -28,6 +28,32 @@ impl Daemon {
 
     /// Starts a daemon with these folders (a restart passes the ones of the daemon before).
     pub fn start_in(machine: &FakeMachine, runtime_dir: PathBuf, state_dir: PathBuf) -> Daemon {
+        Daemon::start_full(machine, runtime_dir, state_dir, &[], &[])
+    }
+
+    /// Starts a daemon with more arguments (`--group`) and environment (shorter timeouts).
+    pub fn start_with(
+        machine: &FakeMachine,
+        arguments: &[&str],
+        environment: &[(&str, &str)],
+    ) -> Daemon {
+        let base = machine.state_dir().with_file_name("daemon");
+        Daemon::start_full(
+            machine,
+            base.join("run"),
+            base.join("state"),
+            arguments,
+            environment,
+        )
+    }
+
+    fn start_full(
+        machine: &FakeMachine,
+        runtime_dir: PathBuf,
+        state_dir: PathBuf,
+        arguments: &[&str],
+        environment: &[(&str, &str)],
+    ) -> Daemon {
         std::fs::create_dir_all(&runtime_dir).expect("the runtime folder is made");
         let socket = runtime_dir.join("gputune.sock");
         let log = runtime_dir.join(format!(
@@ -46,6 +72,7 @@ impl Daemon {
             "--driver-wait-s",
             "0",
         ]);
+        command.args(arguments).envs(environment.iter().copied());
         command
             .env("GPUTUNE_SOCKET", &socket)
             .env("GPUTUNE_LOG", "gputune=info")

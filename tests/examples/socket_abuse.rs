@@ -2,13 +2,16 @@
 //! tests/service/daemon_clients.rs (run as another user by the test):
 //!
 //! ```text
-//! socket_abuse SOCKET KIND COUNT SECONDS
-//!   idle   COUNT connections that never speak (opened again when the daemon closes one)
-//!   quiet  COUNT connections that say hello, then only listen
+//! socket_abuse SOCKET KIND COUNT SECONDS [GPU_UUID]
+//!   idle     COUNT connections that never speak (opened again when the daemon closes one)
+//!   trickle  COUNT connections that send their hello a byte a second, then only listen
+//!   quiet    COUNT connections that say hello, then only listen
 //!   deaf   COUNT connections that say hello, subscribe at 100 ms and send requests without
 //!          ever reading (half close themselves after a while, half wait to be dropped)
 //!   flood  COUNT connections that send requests and garbage as fast as they can, reading
 //!          the answers, and open again after 500 lines
+//!   sessions one connection that asks for COUNT sessions holding nothing on GPU_UUID, one
+//!          after the other; prints what it got at once, then holds them for SECONDS
 //! ```
 //!
 //! Each connection is a thread; every one stops after SECONDS (bounded in count and time).
@@ -32,6 +35,7 @@ struct Counts {
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Idle,
+    Trickle,
     Quiet,
     Deaf,
     Flood,
@@ -49,11 +53,20 @@ fn main() {
             .get(4)
             .and_then(|seconds| seconds.parse::<u64>().ok()),
     ) else {
-        eprintln!("usage: socket_abuse SOCKET idle|quiet|deaf|flood COUNT SECONDS");
+        eprintln!(
+            "usage: socket_abuse SOCKET idle|trickle|quiet|deaf|flood|sessions COUNT SECONDS [GPU_UUID]"
+        );
         std::process::exit(2);
     };
+    let until = Instant::now() + Duration::from_secs(seconds.min(600));
+    if kind == "sessions" {
+        let gpu_uuid = arguments.get(5).cloned().unwrap_or_default();
+        empty_sessions(&PathBuf::from(socket), &gpu_uuid, count, until);
+        return;
+    }
     let kind = match kind.as_str() {
         "idle" => Kind::Idle,
+        "trickle" => Kind::Trickle,
         "quiet" => Kind::Quiet,
         "deaf" => Kind::Deaf,
         "flood" => Kind::Flood,
@@ -63,7 +76,6 @@ fn main() {
         }
     };
     let socket = PathBuf::from(socket);
-    let until = Instant::now() + Duration::from_secs(seconds.min(600));
     let counts = Arc::new(Counts::default());
     let threads: Vec<_> = (0..count.min(1_000))
         .map(|number| {
@@ -93,6 +105,7 @@ fn abuse(socket: &PathBuf, kind: Kind, number: usize, until: Instant, counts: &C
         counts.opened.fetch_add(1, Ordering::SeqCst);
         let outcome = match kind {
             Kind::Idle => idle(&stream, until),
+            Kind::Trickle => trickle(&stream, until),
             Kind::Quiet => quiet(&stream, until),
             Kind::Deaf => deaf(&stream, number, until, counts),
             Kind::Flood => flood(&stream, until, counts),
@@ -142,6 +155,104 @@ fn idle(stream: &UnixStream, until: Instant) -> Outcome {
         }
     }
     Outcome::Left
+}
+
+/// Sends a hello a byte a second, watching for the daemon closing the connection meanwhile.
+fn trickle(stream: &UnixStream, until: Instant) -> Outcome {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let hello =
+        "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":5,\"client\":\"trickle\"}}\n";
+    let mut said = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let (mut writer, mut reader) = (stream, stream);
+    for byte in hello.as_bytes() {
+        if Instant::now() >= until {
+            return Outcome::Left;
+        }
+        if writer.write_all(std::slice::from_ref(byte)).is_err() {
+            return Outcome::ClosedByDaemon;
+        }
+        // Waits a second for anything the daemon says (a refusal, a closed connection).
+        match reader.read(&mut buffer) {
+            Ok(0) => {
+                return if refused(&String::from_utf8_lossy(&said)) {
+                    Outcome::Refused
+                } else {
+                    Outcome::ClosedByDaemon
+                };
+            }
+            Ok(read) => said.extend_from_slice(&buffer[..read]),
+            Err(_) => {}
+        }
+    }
+    idle(stream, until)
+}
+
+/// One connection asking for `count` sessions that hold nothing, a batch at a time (reading
+/// every answer); prints how many started and the first refusal, then holds what it got.
+fn empty_sessions(socket: &PathBuf, gpu_uuid: &str, count: usize, until: Instant) {
+    let Ok(stream) = UnixStream::connect(socket) else {
+        println!("sessions: cannot connect");
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let mut writer = &stream;
+    let mut reader = std::io::BufReader::new(&stream);
+    let hello = "{\"id\":1,\"request\":{\"type\":\"hello\",\"protocol\":5,\"client\":\"empty sessions\"}}\n";
+    let (mut started, mut refused_count, mut first_refusal) = (0u64, 0u64, String::new());
+    let read_one = |reader: &mut std::io::BufReader<&UnixStream>| -> Option<String> {
+        let mut line = String::new();
+        match std::io::BufRead::read_line(reader, &mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    };
+    if writer.write_all(hello.as_bytes()).is_err() || read_one(&mut reader).is_none() {
+        println!("sessions: no welcome");
+        return;
+    }
+    let batch = 16;
+    let mut asked = 0;
+    'asking: while asked < count && Instant::now() < until {
+        let this_batch = batch.min(count - asked);
+        let lines: String = (0..this_batch)
+            .map(|offset| {
+                format!(
+                    "{{\"id\":{},\"request\":{{\"type\":\"start_session\",\"session\":{{\"purpose\":\"run\",\"changes\":[{{\"gpu_uuid\":\"{gpu_uuid}\",\"settings\":[]}}],\"fan_curves\":[]}}}}}}\n",
+                    10 + asked + offset
+                )
+            })
+            .collect();
+        if writer.write_all(lines.as_bytes()).is_err() {
+            break;
+        }
+        asked += this_batch;
+        let mut answered = 0;
+        while answered < this_batch {
+            let Some(line) = read_one(&mut reader) else {
+                break 'asking;
+            };
+            if !line.starts_with("{\"id\":") {
+                continue;
+            }
+            answered += 1;
+            if line.contains("\"session_started\"") {
+                started += 1;
+            } else {
+                refused_count += 1;
+                if first_refusal.is_empty() {
+                    first_refusal = line.trim().to_string();
+                }
+            }
+        }
+    }
+    println!(
+        "sessions: {asked} asked, {started} started, {refused_count} refused; first refusal: {first_refusal}"
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn quiet(stream: &UnixStream, until: Instant) -> Outcome {

@@ -6,11 +6,13 @@
 //!   that the service dropped for not reading (its backlog full), and closes the socket;
 //! - the reader stops reading while [`MAX_IN_FLIGHT`] answers are unsent, but keeps watching
 //!   the socket for the peer hanging up and the writer giving up;
-//! - a connection must say `hello` within [`HELLO_DEADLINE`].
+//! - a connection must say `hello` within [`HELLO_DEADLINE`] (the whole line, however slowly
+//!   it trickles), and a greeted one that holds nothing is closed after [`IDLE_TIMEOUT`] of
+//!   silence.
 //!
 //! The slot, the two threads and the one descriptor are freed when both threads end.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -28,8 +30,16 @@ use crate::tuning::engine::{ClientId, ClientInfo, TuneError, TuneErrorKind};
 /// The most requests of one client waiting for an answer; past that the daemon stops reading
 /// from it until it catches up.
 const MAX_IN_FLIGHT: usize = 32;
-/// How long a new connection has to say `hello`.
+/// How long a new connection has to say `hello` (its whole line, however it trickles).
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(3);
+/// How long a greeted connection that holds nothing (no session, no subscription) may stay
+/// silent before its slot is taken back. Every long-lived client holds something (a window
+/// subscribes, `run` and trials hold sessions), so the protocol needs no keepalive.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Seconds that replace [`IDLE_TIMEOUT`] (for tests).
+pub const IDLE_TIMEOUT_ENV: &str = "GPUTUNE_DAEMON_IDLE_S";
+/// How long the reader waits for the service to say whether an idle client holds anything.
+const IDLE_ANSWER_PATIENCE: Duration = Duration::from_secs(5);
 /// How long one message may wait for the client to read it before the client is dropped.
 pub const WRITE_PATIENCE: Duration = Duration::from_secs(10);
 /// How often a reader held back by unsent answers looks at the socket.
@@ -99,44 +109,33 @@ pub(super) fn start(service: &Service, stream: UnixStream, client: ClientInfo, s
     }
 }
 
-/// Reads request lines until the client closes, errs, breaks the rules or is dropped.
+/// Reads request lines until the client closes, errs, breaks the rules, is dropped, or
+/// idles past the idle timeout holding nothing.
 fn read_requests(
     connection: &Connection,
     client: ClientId,
     input: &Sender<Input>,
     outbox: &SyncSender<Message>,
 ) {
+    // The hello deadline is one instant, whatever arrives before it: a hello sent a byte at a
+    // time does not stretch it.
     let hello_by = Instant::now() + HELLO_DEADLINE;
+    let idle_timeout = idle_timeout_from_env();
     let mut greeted = false;
-    let mut reader = BufReader::new(&connection.stream);
-    let mut line = Vec::new();
+    let mut lines = LineReader::default();
     loop {
         if !wait_for_room(connection) {
             return;
         }
-        if !greeted {
-            let left = hello_by.saturating_duration_since(Instant::now());
-            if left.is_zero() || connection.stream.set_read_timeout(Some(left)).is_err() {
-                reply_error(outbox, 0, no_hello());
-                return;
-            }
-        }
-        line.clear();
-        let limit = (MAX_REQUEST_BYTES + 1) as u64;
-        match (&mut reader).take(limit).read_until(b'\n', &mut line) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(error)
-                if !greeted
-                    && matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-            {
-                reply_error(outbox, 0, no_hello());
-                return;
-            }
-            Err(_) => return,
-        }
-        if line.len() > MAX_REQUEST_BYTES || line.last() != Some(&b'\n') {
-            if line.len() > MAX_REQUEST_BYTES {
+        let deadline = if greeted {
+            Instant::now() + idle_timeout
+        } else {
+            hello_by
+        };
+        let line = match lines.next(&connection.stream, deadline) {
+            Next::Line(line) => line,
+            Next::Closed => return,
+            Next::TooLong => {
                 reply_error(
                     outbox,
                     0,
@@ -144,9 +143,21 @@ fn read_requests(
                         "A request may be at most {MAX_REQUEST_BYTES} bytes; this connection is closed."
                     ),
                 );
+                return;
             }
-            return;
-        }
+            Next::TimedOut if !greeted => {
+                reply_error(outbox, 0, no_hello());
+                return;
+            }
+            Next::TimedOut => {
+                if connection.in_flight.load(Ordering::SeqCst) == 0 && holds_nothing(client, input)
+                {
+                    reply_error(outbox, 0, idle_closed(idle_timeout));
+                    return;
+                }
+                continue;
+            }
+        };
         match parse_request_line(&line) {
             Ok(request) => {
                 if !greeted {
@@ -159,9 +170,6 @@ fn read_requests(
                         continue;
                     }
                     greeted = true;
-                    if connection.stream.set_read_timeout(None).is_err() {
-                        return;
-                    }
                 }
                 connection.in_flight.fetch_add(1, Ordering::SeqCst);
                 let sent = input.send(Input::Request {
@@ -174,6 +182,103 @@ fn read_requests(
                 }
             }
             Err((id, message)) => reply_error(outbox, id, message),
+        }
+    }
+}
+
+/// Asks the service whether `client` holds nothing (no subscription, no session); a service
+/// too busy to say in time is taken as "it holds something": the connection stays.
+fn holds_nothing(client: ClientId, input: &Sender<Input>) -> bool {
+    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    if input
+        .send(Input::Idle {
+            client,
+            holds_something: answer,
+        })
+        .is_err()
+    {
+        return false;
+    }
+    matches!(answered.recv_timeout(IDLE_ANSWER_PATIENCE), Ok(false))
+}
+
+/// The idle timeout: [`IDLE_TIMEOUT`], or [`IDLE_TIMEOUT_ENV`]'s seconds (1 to 3600; tests
+/// shorten it).
+fn idle_timeout_from_env() -> Duration {
+    std::env::var(IDLE_TIMEOUT_ENV)
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .map_or(IDLE_TIMEOUT, |seconds| {
+            Duration::from_secs(seconds.clamp(1, 3_600))
+        })
+}
+
+fn idle_closed(idle_timeout: Duration) -> String {
+    format!(
+        "This connection sent nothing for {} s and holds no session or subscription; it is closed (connect again when needed).",
+        idle_timeout.as_secs()
+    )
+}
+
+/// What the next line read brought.
+enum Next {
+    Line(Vec<u8>),
+    /// Longer than [`MAX_REQUEST_BYTES`].
+    TooLong,
+    /// The peer closed, or the socket failed (or was shut down by the service).
+    Closed,
+    /// The deadline passed with no whole line.
+    TimedOut,
+}
+
+/// Splits the socket's bytes into lines, each by a deadline that holds however the bytes
+/// trickle in (a read timeout alone would restart with every byte).
+#[derive(Default)]
+struct LineReader {
+    pending: Vec<u8>,
+    /// How much of `pending` holds no newline.
+    scanned: usize,
+}
+
+impl LineReader {
+    fn next(&mut self, stream: &UnixStream, deadline: Instant) -> Next {
+        let mut chunk = [0u8; 8 * 1024];
+        loop {
+            if let Some(offset) = self.pending[self.scanned..]
+                .iter()
+                .position(|&byte| byte == b'\n')
+            {
+                let end = self.scanned + offset + 1;
+                let line: Vec<u8> = self.pending.drain(..end).collect();
+                self.scanned = 0;
+                return if line.len() > MAX_REQUEST_BYTES {
+                    Next::TooLong
+                } else {
+                    Next::Line(line)
+                };
+            }
+            self.scanned = self.pending.len();
+            if self.pending.len() > MAX_REQUEST_BYTES {
+                return Next::TooLong;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Next::TimedOut;
+            }
+            if stream.set_read_timeout(Some(left)).is_err() {
+                return Next::Closed;
+            }
+            match (&mut &*stream).read(&mut chunk) {
+                Ok(0) => return Next::Closed,
+                Ok(read) => self.pending.extend_from_slice(&chunk[..read]),
+                Err(error)
+                    if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                {
+                    return Next::TimedOut;
+                }
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Next::Closed,
+            }
         }
     }
 }

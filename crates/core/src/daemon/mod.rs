@@ -18,8 +18,8 @@ use crate::service::{Service, ServiceOptions};
 use crate::telemetry::store::HistoryOptions;
 use crate::tuning::engine::{EngineOptions, Ownership};
 
-pub use connection::{HELLO_DEADLINE, WRITE_PATIENCE};
-pub use slots::{KEPT_FOR_WRITERS, MAX_CONNECTIONS, MAX_PER_USER};
+pub use connection::{HELLO_DEADLINE, IDLE_TIMEOUT, IDLE_TIMEOUT_ENV, WRITE_PATIENCE};
+pub use slots::{KEPT_FOR_ROOT, KEPT_FOR_WRITERS, MAX_CONNECTIONS, MAX_PER_USER, READER_SLOTS};
 
 /// The group whose members may change settings through the daemon.
 pub const DEFAULT_GROUP: &str = "gputune";

@@ -14,6 +14,8 @@ pub struct Peer {
     pub user: Option<String>,
     /// Root, the daemon's own user, or a member of the daemon's group.
     pub may_write: bool,
+    /// Root or the daemon's own user (who get slots no one else takes).
+    pub is_root: bool,
 }
 
 /// Reads the peer's credentials; `None` when the kernel does not give them (then the peer may
@@ -22,14 +24,14 @@ pub fn peer_of(stream: &UnixStream, group: &str) -> Option<Peer> {
     let credentials = getsockopt(stream, sockopt::PeerCredentials).ok()?;
     let uid = credentials.uid();
     let user = User::from_uid(Uid::from_raw(uid)).ok().flatten();
-    let may_write = uid == 0
-        || uid == nix::unistd::geteuid().as_raw()
-        || user.as_ref().is_some_and(|user| is_member(user, group));
+    let is_root = uid == 0 || uid == nix::unistd::geteuid().as_raw();
+    let may_write = is_root || user.as_ref().is_some_and(|user| is_member(user, group));
     Some(Peer {
         pid: u32::try_from(credentials.pid()).unwrap_or(0),
         uid,
         user: user.map(|user| user.name),
         may_write,
+        is_root,
     })
 }
 

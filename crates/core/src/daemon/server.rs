@@ -1,8 +1,8 @@
 //! The socket: created safely (never over a file that is not a stale socket of ours), group
-//! `gputune`, mode 0660; connections admitted by `slots` (bounded in all, per user, and with
-//! slots kept for users who may write) and served by `connection` (two threads each, bounded
-//! lines and requests in flight, a hello deadline). The daemon stays up whatever a client
-//! sends.
+//! `gputune`, mode 0660; connections admitted by `slots` (bounded in all, per user, with slots
+//! kept for users who may write and for root) and served by `connection` (two threads each,
+//! bounded lines and requests in flight, a hello deadline, an idle timeout). The daemon stays
+//! up whatever a client sends.
 
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
@@ -163,6 +163,7 @@ fn accept(service: &Service, stream: UnixStream, group: &str, slots: &Arc<Slots>
         uid: peer.as_ref().map(|peer| peer.uid),
         user: peer.as_ref().and_then(|peer| peer.user.clone()),
         may_write: peer.as_ref().is_some_and(|peer| peer.may_write),
+        is_root: peer.as_ref().is_some_and(|peer| peer.is_root),
     };
     let slot = match slots.take(&applicant) {
         Ok(slot) => slot,

@@ -11,8 +11,12 @@ use std::sync::{Arc, Mutex};
 pub const MAX_CONNECTIONS: usize = 64;
 /// The most connections of one user (by the kernel's uid of the peer).
 pub const MAX_PER_USER: usize = 16;
-/// Slots that peers who may only read never take.
+/// Slots that only root (or the daemon's own user) takes.
+pub const KEPT_FOR_ROOT: usize = 8;
+/// Slots, besides root's, that peers who may only read never take.
 pub const KEPT_FOR_WRITERS: usize = 16;
+/// The most connections of peers who may only read, together.
+pub const READER_SLOTS: usize = MAX_CONNECTIONS - KEPT_FOR_ROOT - KEPT_FOR_WRITERS;
 
 /// Who asks for a slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +25,16 @@ pub struct Applicant {
     pub uid: Option<u32>,
     pub user: Option<String>,
     pub may_write: bool,
+    /// Root or the daemon's own user.
+    pub is_root: bool,
 }
 
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
     readers: usize,
+    /// Connections of root (and the daemon's own user).
+    root: usize,
     per_user: HashMap<Option<u32>, usize>,
 }
 
@@ -42,6 +50,7 @@ pub struct Slot {
     slots: Arc<Slots>,
     uid: Option<u32>,
     may_write: bool,
+    is_root: bool,
 }
 
 impl Slots {
@@ -73,20 +82,30 @@ impl Slots {
                 "The gputune daemon already serves {MAX_PER_USER} connections of {who}, the most for one user; close some gputune windows or scripts of {who} and try again."
             ));
         }
-        if !applicant.may_write && counts.readers >= MAX_CONNECTIONS - KEPT_FOR_WRITERS {
+        if !applicant.may_write && counts.readers >= READER_SLOTS {
             return Err(format!(
-                "The gputune daemon keeps its last {KEPT_FOR_WRITERS} connections for users who may change settings, and every other one is taken; try again in a moment."
+                "The gputune daemon keeps its last {} connections for users who may change settings, and every other one is taken; try again in a moment.",
+                KEPT_FOR_WRITERS + KEPT_FOR_ROOT
+            ));
+        }
+        if !applicant.is_root && counts.total - counts.root >= MAX_CONNECTIONS - KEPT_FOR_ROOT {
+            return Err(format!(
+                "The gputune daemon keeps its last {KEPT_FOR_ROOT} connections for root, and every other one is taken; close a gputune window or command you no longer need, or try again in a moment."
             ));
         }
         counts.total += 1;
         if !applicant.may_write {
             counts.readers += 1;
         }
+        if applicant.is_root {
+            counts.root += 1;
+        }
         *counts.per_user.entry(applicant.uid).or_insert(0) += 1;
         Ok(Slot {
             slots: Arc::clone(self),
             uid: applicant.uid,
             may_write: applicant.may_write,
+            is_root: applicant.is_root,
         })
     }
 
@@ -111,6 +130,9 @@ impl Drop for Slot {
         if !self.may_write {
             counts.readers = counts.readers.saturating_sub(1);
         }
+        if self.is_root {
+            counts.root = counts.root.saturating_sub(1);
+        }
         if let Some(count) = counts.per_user.get_mut(&self.uid) {
             *count = count.saturating_sub(1);
             if *count == 0 {
@@ -129,6 +151,7 @@ mod tests {
             uid: Some(uid),
             user: Some(format!("user{uid}")),
             may_write,
+            is_root: uid == 0,
         }
     }
 
@@ -146,10 +169,9 @@ mod tests {
     }
 
     #[test]
-    fn readers_leave_slots_for_users_who_may_write() {
+    fn readers_leave_slots_for_users_who_may_write_and_members_for_root() {
         let slots = Slots::new();
-        let readers = MAX_CONNECTIONS - KEPT_FOR_WRITERS;
-        let held: Vec<Slot> = (0..readers)
+        let readers: Vec<Slot> = (0..READER_SLOTS)
             .map(|index| {
                 let uid = 2000 + (index / MAX_PER_USER) as u32;
                 slots.take(&applicant(uid, false)).unwrap()
@@ -157,13 +179,23 @@ mod tests {
             .collect();
         let refused = slots.take(&applicant(3000, false)).unwrap_err();
         assert!(refused.contains("who may change settings"), "{refused}");
-        let writers: Vec<Slot> = (0..KEPT_FOR_WRITERS)
+        // Members take the writers' slots, and not root's.
+        let members: Vec<Slot> = (0..KEPT_FOR_WRITERS)
+            .map(|index| {
+                let uid = 4000 + (index / MAX_PER_USER) as u32;
+                slots.take(&applicant(uid, true)).unwrap()
+            })
+            .collect();
+        let refused = slots.take(&applicant(5000, true)).unwrap_err();
+        assert!(refused.contains("for root"), "{refused}");
+        let root: Vec<Slot> = (0..KEPT_FOR_ROOT)
             .map(|_| slots.take(&applicant(0, true)).unwrap())
             .collect();
-        let full = slots.take(&applicant(4000, true)).unwrap_err();
+        let full = slots.take(&applicant(0, true)).unwrap_err();
         assert!(full.contains("already serves 64 connections"), "{full}");
-        drop(writers);
-        drop(held);
+        drop(root);
+        drop(members);
+        drop(readers);
         assert_eq!(slots.taken(), 0);
     }
 }

@@ -52,6 +52,12 @@ pub(crate) enum Input {
     Closed {
         client: ClientId,
     },
+    /// A socket client was silent for the idle timeout: does it hold a session or a
+    /// subscription (answered on `holds_something`)?
+    Idle {
+        client: ClientId,
+        holds_something: SyncSender<bool>,
+    },
     Samples(Vec<Result<Telemetry, DeviceError>>),
     Settings {
         gpu_index: u32,

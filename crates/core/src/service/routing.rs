@@ -93,6 +93,16 @@ impl Router {
                 );
             }
             Input::Closed { client } => self.drop_client(engine, client, false),
+            Input::Idle {
+                client,
+                holds_something,
+            } => {
+                let subscribed = self
+                    .clients
+                    .get(&client)
+                    .is_some_and(|slot| slot.subscribed_ms.is_some());
+                let _ = holds_something.try_send(subscribed || engine.has_sessions(client));
+            }
             Input::Request {
                 client,
                 id,

@@ -18,7 +18,7 @@
 //! | way in | method | file, then where it leads |
 //! |---|---|---|
 //! | plain apply (`apply`, `profile apply`) | `apply_changes` | `apply.rs` (rollback on a refused write) |
-//! | start a session (`run`, sweep, window) | `start_session` | `session.rs` |
+//! | start a session (`run`, sweep, window) | `start_session` | `session.rs` (its bounds: `session_bounds.rs`, `requests.rs`) |
 //! | apply inside a session | `session_apply` | `session.rs` |
 //! | name a session's job | `set_session_job` | `job.rs` |
 //! | end a session (keep / put back) | `end_session` | `session_end.rs` → `end_session_now` → `restore.rs::restore_map` |
@@ -65,6 +65,7 @@ mod open;
 mod requests;
 mod restore;
 mod session;
+mod session_bounds;
 mod session_end;
 mod state;
 mod trial;
@@ -77,6 +78,7 @@ use std::time::{Duration, Instant};
 
 pub use open::{EngineOptions, held_elsewhere, recorded_locks, restore_left_changes};
 pub use requests::*;
+use requests::{check_change_count, check_settings_count};
 pub use types::*;
 
 use crate::clock::Clock;

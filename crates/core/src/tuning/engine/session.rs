@@ -11,6 +11,7 @@ use super::state::{Session, SessionGpu, Trial};
 use super::{
     ClientId, ClientInfo, Engine, GpuApplied, GpuChange, GpuFanCurve, Holder, Layer, RestoreMap,
     SessionId, SessionPurpose, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
+    check_change_count, check_settings_count,
 };
 use crate::device::Telemetry;
 use crate::tuning::in_force::{Hold, describe_holds};
@@ -122,6 +123,8 @@ impl Engine {
         request: &SessionRequest,
     ) -> Result<SessionStarted, TuneError> {
         self.check_may_write(client)?;
+        check_change_count(request.changes.len() + request.fan_curves.len())?;
+        check_settings_count(&request.changes)?;
         // The cards, each once, in the order named.
         let mut indices: Vec<u32> = Vec::new();
         for uuid in request
@@ -214,6 +217,7 @@ impl Engine {
         purpose: SessionPurpose,
         parts: &[(u32, BTreeSet<Hold>)],
     ) -> Result<SessionId, TuneError> {
+        self.check_room(client, parts.len())?;
         for (index, holds) in parts {
             self.check_present(*index)?;
             self.check_free(*index, client.id, holds, false)?;
@@ -273,6 +277,8 @@ impl Engine {
         changes: &[GpuChange],
     ) -> Result<Vec<GpuApplied>, TuneError> {
         self.own_session(client, id)?;
+        check_change_count(changes.len())?;
+        check_settings_count(changes)?;
         let mut applied = Vec::new();
         for change in changes {
             let index = self.index_of(&change.gpu_uuid)?;
