@@ -138,6 +138,10 @@ fn uninstall_and_purge_never_remove_through_a_planted_link_nor_from_a_folder_oth
         ("etc", &["daemon", "uninstall"][..]),
         ("etc/systemd", &["daemon", "uninstall"][..]),
         ("etc/systemd/system", &["daemon", "uninstall"][..]),
+        (
+            "etc/systemd/system/multi-user.target.wants",
+            &["daemon", "uninstall"][..],
+        ),
         ("usr/local/libexec", &["daemon", "uninstall"][..]),
         ("usr/local/libexec/gputune", &["daemon", "uninstall"][..]),
         ("var", &["daemon", "uninstall", "--purge"][..]),
