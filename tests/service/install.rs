@@ -1,25 +1,28 @@
 //! `gputune daemon install` and `uninstall`, each step run for real into a folder standing for
 //! the machine's root (`GPUTUNE_INSTALL_ROOT`), with stand-in `getent`, `groupadd`, `usermod`
 //! and `systemctl` programs that record what they were asked (`GPUTUNE_INSTALL_COMMANDS`).
-//! The Debian package's test is in tests/service/package_deb.rs.
+//! The Debian package's test is in tests/service/package_deb.rs; planted links, folders others
+//! can write and privileged or populated groups are in install/hostile.rs.
+
+mod hostile;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 const BINARY: &str = env!("CARGO_BIN_EXE_gputune");
-const INSTALLED: &str = "usr/local/libexec/gputune/gputune";
-const UNIT: &str = "etc/systemd/system/gputuned.service";
+pub(crate) const INSTALLED: &str = "usr/local/libexec/gputune/gputune";
+pub(crate) const UNIT: &str = "etc/systemd/system/gputuned.service";
 
 /// A root folder and the stand-ins, in one temporary folder.
-struct Staged {
-    _folder: tempfile::TempDir,
-    root: PathBuf,
-    tools: PathBuf,
+pub(crate) struct Staged {
+    folder: tempfile::TempDir,
+    pub(crate) root: PathBuf,
+    pub(crate) tools: PathBuf,
 }
 
 impl Staged {
@@ -48,16 +51,20 @@ impl Staged {
                 .expect("a mode");
         };
         let tools_path = tools.display().to_string();
+        // `getent passwd` lists the file `passwd`; a group exists when the file `group` does,
+        // with the gid in `gid` (990 without it) and the members in `members`.
         script(
             "getent",
             &format!(
-                "[ -f '{tools_path}/group' ] || exit 2\nprintf '%s:x:990:%s\\n' \"$2\" \"$(cat '{tools_path}/members' 2>/dev/null)\""
+                "[ \"$1\" != passwd ] || {{ cat '{tools_path}/passwd' 2>/dev/null; exit 0; }}\n[ -f '{tools_path}/group' ] || exit 2\nprintf '%s:x:%s:%s\\n' \"$2\" \"$(cat '{tools_path}/gid' 2>/dev/null || echo 990)\" \"$(cat '{tools_path}/members' 2>/dev/null)\""
             ),
         );
         script("groupadd", &format!("touch '{tools_path}/group'"));
         script(
             "usermod",
-            &format!("printf '%s' \"$5\" >> '{tools_path}/members'"),
+            &format!(
+                "{{ [ ! -s '{tools_path}/members' ] || printf ','; printf '%s' \"$5\"; }} >> '{tools_path}/members'"
+            ),
         );
         script(
             "systemctl",
@@ -66,13 +73,13 @@ impl Staged {
             ),
         );
         Staged {
-            _folder: folder,
+            folder,
             root,
             tools,
         }
     }
 
-    fn gputune(&self, arguments: &[&str], sudo: &[(&str, &str)]) -> Output {
+    pub(crate) fn gputune(&self, arguments: &[&str], sudo: &[(&str, &str)]) -> Output {
         let mut command = Command::new(BINARY);
         command
             .args(arguments)
@@ -89,7 +96,7 @@ impl Staged {
     }
 
     /// What the stand-ins were asked since the last call, one line each.
-    fn asked(&self) -> Vec<String> {
+    pub(crate) fn asked(&self) -> Vec<String> {
         let log = self.tools.join("log");
         let lines = std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -100,19 +107,24 @@ impl Staged {
         lines
     }
 
-    fn at(&self, path: &str) -> PathBuf {
+    /// A folder beside the root: what a planted link points to, which nothing may touch.
+    pub(crate) fn outside(&self) -> PathBuf {
+        self.folder.path().join("outside")
+    }
+
+    pub(crate) fn at(&self, path: &str) -> PathBuf {
         self.root.join(path)
     }
 }
 
-fn nobody() -> nix::unistd::User {
+pub(crate) fn nobody() -> nix::unistd::User {
     nix::unistd::User::from_name("nobody")
         .ok()
         .flatten()
         .expect("a nobody user")
 }
 
-fn mode(path: &Path) -> u32 {
+pub(crate) fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)
         .expect("it exists")
         .permissions()
@@ -203,6 +215,7 @@ fn install_copies_itself_writes_the_unit_makes_the_group_adds_the_sudo_user_and_
         staged.asked(),
         [
             "getent group gputune",
+            "getent passwd",
             "getent group gputune",
             "systemctl daemon-reload",
             "systemctl enable gputuned.service",

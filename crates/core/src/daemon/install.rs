@@ -5,7 +5,10 @@
 //! `GPUTUNE_INSTALL_ROOT` and `GPUTUNE_INSTALL_COMMANDS` point all of it at a folder and at
 //! stand-in programs (tests, image builds).
 
+mod folders;
+mod group;
 mod target;
+mod uninstall;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +24,7 @@ pub const UNIT_FILE_NAME: &str = "gputuned.service";
 pub const SYSTEM_UNIT_DIR: &str = "/etc/systemd/system";
 pub use target::{INSTALL_COMMANDS_ENV, INSTALL_ROOT_ENV};
 use target::{Target, Tools};
+pub use uninstall::run_uninstall;
 /// Marks a unit file as gputune's, so `install` replaces its own and nothing else.
 const UNIT_MARK: &str = "Made by `gputune daemon install`.";
 
@@ -114,6 +118,10 @@ pub struct InstallArgs {
     /// Print the unit instead of installing it.
     #[arg(long)]
     pub print: bool,
+    /// Use the group although it already exists with other members (they are listed first):
+    /// they all get tuning rights.
+    #[arg(long)]
+    pub trust_existing_group: bool,
 }
 
 /// `gputune daemon uninstall`.
@@ -129,13 +137,16 @@ pub struct UninstallArgs {
 /// removes exactly what `install` put there and nothing an administrator placed in
 /// /usr/local/bin.
 pub const INSTALLED_BINARY: &str = "/usr/local/libexec/gputune/gputune";
+/// [`INSTALLED_BINARY`]'s folder and name.
+const BINARY_DIR: &str = "/usr/local/libexec/gputune";
+const BINARY_NAME: &str = "gputune";
 /// Where the Debian package puts its unit; when it is there the package runs the daemon.
 const PACKAGE_UNITS: [&str; 2] = [
     "/lib/systemd/system/gputuned.service",
     "/usr/lib/systemd/system/gputuned.service",
 ];
-/// The link `systemctl enable` makes.
-const WANTS_LINK: &str = "/etc/systemd/system/multi-user.target.wants/gputuned.service";
+/// Where `systemctl enable` makes its link (named [`UNIT_FILE_NAME`]).
+const WANTS_DIR: &str = "/etc/systemd/system/multi-user.target.wants";
 
 /// Who install adds to the group, as the command line resolved it (see `cli::daemon`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,8 +157,16 @@ pub enum UserToAdd {
     Nobody,
 }
 
+/// Ends every refusal of install's: it comes before anything changed.
+const NOT_INSTALLED: &str = "nothing was installed";
+/// Ends every refusal of uninstall's.
+const NOT_REMOVED: &str = "nothing was removed";
+/// A unit file larger than this is not one `install` wrote.
+const UNIT_LIMIT_BYTES: u64 = 64 * 1024;
+
 /// Runs `gputune daemon install`: the group, the binary's copy, the unit, the user in the
-/// group, the service enabled and started; then says the one thing left.
+/// group, the service enabled and started; then says the one thing left. Every folder it
+/// writes in is opened without following links (see `folders`).
 pub fn run_install(
     args: &InstallArgs,
     nvml_library: Option<&Path>,
@@ -159,6 +178,7 @@ pub fn run_install(
         nvml_library: nvml_library.map(Path::to_path_buf),
         group: args.group.clone(),
     })?;
+    group::refuse_privileged(&args.group)?;
     if args.print {
         write!(out, "{text}")?;
         return Ok(());
@@ -166,54 +186,74 @@ pub fn run_install(
     let target = Target::from_env()?;
     needs_root(&target, "install")?;
     let group = args.group.as_str();
-    let unit_path = target.path(SYSTEM_UNIT_DIR).join(UNIT_FILE_NAME);
     let packaged = packaged_unit(&target);
     // Everything that can refuse is checked before anything changes.
     let mut source = None;
+    let mut own_group = packaged
+        .as_ref()
+        .is_some_and(|unit| names_group(&String::from_utf8_lossy(&unit.1), group));
     if packaged.is_none() {
-        if unit_found(&unit_path)? == UnitFound::Foreign {
-            bail!(
-                "{} exists and is not gputune's daemon unit; it was left as it is, and nothing was installed.",
-                crate::text::path(&unit_path)
-            );
+        // The folders that exist, checked; a missing one is made (root's, 0755) when writing.
+        let unit_folder = folders::open(&target.root, SYSTEM_UNIT_DIR, false, NOT_INSTALLED)?;
+        let existing = match &unit_folder {
+            Some(folder) => folder.read(UNIT_FILE_NAME, UNIT_LIMIT_BYTES)?,
+            None => None,
+        };
+        match unit_found(existing.as_deref()) {
+            UnitFound::Foreign => bail!(
+                "{} exists and is not gputune's daemon unit; it was left as it is, and {NOT_INSTALLED}.",
+                crate::text::path(&target.path(SYSTEM_UNIT_DIR).join(UNIT_FILE_NAME))
+            ),
+            UnitFound::Ours => {
+                own_group = names_group(
+                    &String::from_utf8_lossy(existing.as_deref().unwrap_or(&[])),
+                    group,
+                );
+            }
+            UnitFound::Absent => {}
         }
+        folders::open(&target.root, BINARY_DIR, false, NOT_INSTALLED)?;
         source = Some(target::open_binary(args.binary.as_deref())?);
-        // The folders that exist; a missing one is made (root's, 0755) when copying.
-        let destination = target.path(INSTALLED_BINARY);
-        target::trusted_folder(
-            &target.root,
-            destination.parent().unwrap_or(Path::new("/")),
-            false,
-        )?;
     }
+    let adding = match user {
+        UserToAdd::Named(name) => Some(name.as_str()),
+        UserToAdd::Nobody => None,
+    };
+    let trust = group::Trust {
+        own: own_group,
+        confirmed: args.trust_existing_group,
+    };
+    let group_exists = group::vet(&target, group, adding, trust, out)?;
 
-    ensure_group(&target, group, out)?;
-    if let Some(packaged) = &packaged {
+    ensure_group(&target, group, group_exists, out)?;
+    if let Some((packaged, _)) = &packaged {
         writeln!(
             out,
             "gputune's Debian package runs the daemon ({}): the unit and the service are left to it.",
             crate::text::path(packaged)
         )?;
     } else if let Some((mut file, shown)) = source.take() {
-        let destination = target.path(INSTALLED_BINARY);
-        let folder = destination.parent().unwrap_or(Path::new("/"));
-        target::trusted_folder(&target.root, folder, true)?;
-        target::copy_binary(&mut file, &destination)?;
+        let binary_folder = folders::open(&target.root, BINARY_DIR, true, NOT_INSTALLED)?;
+        let Some(binary_folder) = binary_folder else {
+            bail!("{BINARY_DIR} could not be made; {NOT_INSTALLED}.");
+        };
+        binary_folder.replace(BINARY_NAME, &mut file, 0o755)?;
         writeln!(
             out,
             "Copied {} to {} (root's, mode 0755): the daemon runs this copy.",
             crate::text::path(&shown),
             INSTALLED_BINARY
         )?;
-        let unit_folder = unit_path.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(unit_folder).with_context(|| {
-            format!(
-                "The folder {} could not be created",
-                crate::text::path(unit_folder)
-            )
-        })?;
-        fsafe::write_atomically(&unit_path, text.as_bytes(), 0o644)?;
-        writeln!(out, "Wrote {}.", crate::text::path(&unit_path))?;
+        let Some(unit_folder) = folders::open(&target.root, SYSTEM_UNIT_DIR, true, NOT_INSTALLED)?
+        else {
+            bail!("{SYSTEM_UNIT_DIR} could not be made.");
+        };
+        unit_folder.replace(UNIT_FILE_NAME, &mut text.as_bytes(), 0o644)?;
+        writeln!(
+            out,
+            "Wrote {}.",
+            crate::text::path(&unit_folder.path.join(UNIT_FILE_NAME))
+        )?;
     }
     let joined = add_user(&target, group, user, out)?;
     if packaged.is_none() {
@@ -240,6 +280,13 @@ pub fn run_install(
     Ok(())
 }
 
+/// Whether a unit runs the daemon for `group` (its `ExecStart=` ends `daemon --group NAME`).
+fn names_group(unit: &str, group: &str) -> bool {
+    let ending = format!(" daemon --group {group}");
+    unit.lines()
+        .any(|line| line.starts_with("ExecStart=") && line.trim_end().ends_with(&ending))
+}
+
 /// Refuses a system install or uninstall without root.
 fn needs_root(target: &Target, what: &str) -> anyhow::Result<()> {
     if target.is_system() && fsafe::effective_uid() != 0 {
@@ -261,68 +308,48 @@ enum UnitFound {
     Foreign,
 }
 
-fn unit_found(path: &Path) -> anyhow::Result<UnitFound> {
-    match fsafe::read_limited(path, 64 * 1024, Links::Refuse) {
-        Ok(existing) if String::from_utf8_lossy(&existing).contains(UNIT_MARK) => {
-            Ok(UnitFound::Ours)
-        }
-        Ok(_) => Ok(UnitFound::Foreign),
-        Err(error) if error.is_not_found() => Ok(UnitFound::Absent),
-        Err(error) => bail!("{error}"),
+fn unit_found(existing: Option<&[u8]>) -> UnitFound {
+    match existing {
+        None => UnitFound::Absent,
+        Some(text) if String::from_utf8_lossy(text).contains(UNIT_MARK) => UnitFound::Ours,
+        Some(_) => UnitFound::Foreign,
     }
 }
 
-/// The Debian package's unit, when the package is installed.
-fn packaged_unit(target: &Target) -> Option<PathBuf> {
+/// The Debian package's unit and its text, when the package is installed (read only: a
+/// link there, /lib to /usr/lib, is how merged-/usr systems look).
+fn packaged_unit(target: &Target) -> Option<(PathBuf, Vec<u8>)> {
     PACKAGE_UNITS
         .iter()
         .map(|unit| target.path(unit))
-        .find(|unit| std::fs::symlink_metadata(unit).is_ok())
+        .find_map(|unit| {
+            std::fs::symlink_metadata(&unit).ok()?;
+            let text =
+                fsafe::read_limited(&unit, UNIT_LIMIT_BYTES, Links::Follow).unwrap_or_default();
+            Some((unit, text))
+        })
 }
 
-/// The group, made with `groupadd --system` when it does not exist.
-fn ensure_group(target: &Target, group: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Makes the group with `groupadd --system` when [`group::vet`] found none.
+fn ensure_group(
+    target: &Target,
+    group: &str,
+    exists: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     if let Tools::Skipped = target.tools {
         writeln!(
             out,
-            "Installing into {} ({INSTALL_ROOT_ENV}): on the target machine, create the group with `groupadd --system {group}`.",
+            "Installing into {} ({INSTALL_ROOT_ENV}): on the target machine, create the group with `groupadd --system {group}` (a group of that name that exists there already gives its members tuning rights: check who is in it with `getent group {group}`).",
             crate::text::path(&target.root)
         )?;
         return Ok(());
     }
-    if group_entry(target, group)?.is_some() {
-        writeln!(out, "The group \"{group}\" exists.")?;
-        return Ok(());
+    if !exists {
+        target.run_checked("groupadd", &["--system", group])?;
+        writeln!(out, "Created the group \"{group}\".")?;
     }
-    target.run_checked("groupadd", &["--system", group])?;
-    writeln!(out, "Created the group \"{group}\".")?;
     Ok(())
-}
-
-/// The group's entry, `None` when there is no such group.
-fn group_entry(target: &Target, group: &str) -> anyhow::Result<Option<target::GroupEntry>> {
-    let Some(output) = target.run("getent", &["group", group])? else {
-        return Ok(None);
-    };
-    // getent: 0 found, 2 not found.
-    match output.status.code() {
-        Some(0) => {
-            let line = String::from_utf8_lossy(&output.stdout);
-            match target::parse_group_line(line.lines().next().unwrap_or("")) {
-                Some(entry) => Ok(Some(entry)),
-                None => bail!(
-                    "`getent group {group}` gave a line that is not a group ({}).",
-                    crate::text::printable(line.trim())
-                ),
-            }
-        }
-        Some(2) => Ok(None),
-        _ => bail!(
-            "`getent group {group}` failed ({}{}).",
-            output.status,
-            target::said(&output)
-        ),
-    }
 }
 
 /// What happened to the user's membership.
@@ -350,7 +377,9 @@ fn add_user(
         )?;
         return Ok(Joined::Skipped);
     }
-    if group_entry(target, group)?.is_some_and(|entry| entry.members.iter().any(|m| m == name)) {
+    if group::group_entry(target, group)?
+        .is_some_and(|entry| entry.members.iter().any(|m| m == name))
+    {
         return Ok(Joined::Already);
     }
     target.run_checked("usermod", &["--append", "--groups", group, "--", name])?;
@@ -389,113 +418,6 @@ fn start_service(target: &Target, out: &mut dyn Write) -> anyhow::Result<()> {
         out,
         "Enabled and started {UNIT_FILE_NAME} (`systemctl status {UNIT_FILE_NAME}` shows it)."
     )?;
-    Ok(())
-}
-
-/// Runs `gputune daemon uninstall`: stops and disables the service, removes the unit and the
-/// binary's copy. The group is kept, and so is /var/lib/gputune unless `--purge`.
-pub fn run_uninstall(args: &UninstallArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let target = Target::from_env()?;
-    needs_root(&target, "uninstall")?;
-    let unit_path = target.path(SYSTEM_UNIT_DIR).join(UNIT_FILE_NAME);
-    let found = unit_found(&unit_path)?;
-    if found == UnitFound::Absent
-        && let Some(packaged) = packaged_unit(&target)
-    {
-        bail!(
-            "gputune's Debian package runs the daemon ({}): remove it with `sudo apt remove gputune`.",
-            crate::text::path(&packaged)
-        );
-    }
-    let ours = found == UnitFound::Ours;
-    if found == UnitFound::Foreign {
-        writeln!(
-            out,
-            "{} is not gputune's daemon unit: that service was left as it is.",
-            crate::text::path(&unit_path)
-        )?;
-    }
-    if ours {
-        if matches!(target.tools, Tools::Skipped) || !target.systemd_runs() {
-            writeln!(out, "systemd is not running here: nothing to stop.")?;
-            remove_link(&target.path(WANTS_LINK))?;
-        } else {
-            target
-                .run_checked("systemctl", &["disable", "--now", UNIT_FILE_NAME])
-                .context("The daemon could not be stopped; nothing was removed")?;
-            writeln!(out, "Stopped and disabled {UNIT_FILE_NAME}.")?;
-        }
-        remove_file(&unit_path, out)?;
-        if !matches!(target.tools, Tools::Skipped) && target.systemd_runs() {
-            target.run_checked("systemctl", &["daemon-reload"])?;
-        }
-    } else {
-        writeln!(
-            out,
-            "No unit of gputune's at {}.",
-            crate::text::path(&unit_path)
-        )?;
-    }
-    let binary = target.path(INSTALLED_BINARY);
-    remove_file(&binary, out)?;
-    if let Some(folder) = binary.parent() {
-        // Only when empty: whatever else is there is not ours.
-        let _ = std::fs::remove_dir(folder);
-    }
-    let state = target.path(super::DEFAULT_STATE_DIR);
-    match std::fs::symlink_metadata(&state) {
-        Ok(metadata) if args.purge && metadata.is_dir() => {
-            std::fs::remove_dir_all(&state)
-                .with_context(|| format!("{} could not be removed", crate::text::path(&state)))?;
-            writeln!(
-                out,
-                "Removed {} (boot defaults, history).",
-                crate::text::path(&state)
-            )?;
-        }
-        Ok(_) if args.purge => writeln!(
-            out,
-            "{} is not a folder; it was left as it is.",
-            crate::text::path(&state)
-        )?,
-        Ok(_) => writeln!(
-            out,
-            "Kept {} (the boot defaults and the history the daemon kept): `gputune daemon uninstall --purge` removes it.",
-            crate::text::path(&state)
-        )?,
-        Err(_) => {}
-    }
-    // A removed group's id can later be given to a new group, which would then own whatever
-    // files still carry the old id; members are harmless without a daemon. (Debian packages
-    // keep their system groups for the same reason.)
-    writeln!(
-        out,
-        "Kept the group \"{}\" (its id may still own files); `sudo groupdel {}` removes it.",
-        super::DEFAULT_GROUP,
-        super::DEFAULT_GROUP
-    )?;
-    Ok(())
-}
-
-/// Removes a file (a link itself, never what it points to), saying so; absent is fine.
-fn remove_file(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => writeln!(out, "Removed {}.", crate::text::path(path))?,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => bail!(
-            "{} could not be removed ({error}).",
-            crate::text::path(path)
-        ),
-    }
-    Ok(())
-}
-
-/// Removes `path` when it is a symlink (what `systemctl enable` left).
-fn remove_link(path: &Path) -> anyhow::Result<()> {
-    if std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_symlink()) {
-        std::fs::remove_file(path)
-            .with_context(|| format!("{} could not be removed", crate::text::path(path)))?;
-    }
     Ok(())
 }
 

@@ -1,17 +1,15 @@
 //! Where `daemon install` and `daemon uninstall` act: the machine's root (or, for tests and
 //! image builds, a folder standing for it), the programs that change users, groups and
-//! services (or stand-ins for them), and the safe copy of the binary the unit runs.
+//! services (or stand-ins for them), and the program to copy.
 
-use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::{Read, Seek};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::fsafe;
 use crate::text;
 
 /// Installs everything under this folder instead of `/` (tests, building a system image):
@@ -140,94 +138,6 @@ pub fn said(output: &Output) -> String {
     format!(": {}", text::printable(&short))
 }
 
-/// A group as `getent group NAME` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupEntry {
-    pub members: Vec<String>,
-}
-
-/// Parses a `name:password:gid:member,member` line.
-pub fn parse_group_line(line: &str) -> Option<GroupEntry> {
-    let fields: Vec<&str> = line.trim_end().split(':').collect();
-    if fields.len() != 4 {
-        return None;
-    }
-    Some(GroupEntry {
-        members: fields[3]
-            .split(',')
-            .filter(|member| !member.is_empty())
-            .map(str::to_string)
-            .collect(),
-    })
-}
-
-/// Checks that `folder` (below `root`) and every folder from `root` down to it is a real
-/// folder (no symlink) that only this process's user (root, on a real install) owns and can
-/// write: else whoever can write one of them could replace what root runs. With `create`,
-/// missing folders are made (mode 0755); without, a missing one ends the walk.
-pub fn trusted_folder(root: &Path, folder: &Path, create: bool) -> anyhow::Result<bool> {
-    let relative = folder.strip_prefix(root).unwrap_or(folder);
-    let mut path = root.to_path_buf();
-    check_folder(&path)?;
-    for component in relative.components() {
-        if matches!(component, std::path::Component::RootDir) {
-            continue;
-        }
-        path.push(component);
-        match std::fs::symlink_metadata(&path) {
-            Ok(_) => {}
-            Err(error) if error.kind() == ErrorKind::NotFound && create => {
-                std::fs::DirBuilder::new()
-                    .mode(0o755)
-                    .create(&path)
-                    .with_context(|| format!("{} could not be created", text::path(&path)))?;
-                // The umask may have taken bits away; the folder is everyone's to read.
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                    .with_context(|| format!("{} could not be set to 0755", text::path(&path)))?;
-            }
-            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(false),
-            Err(error) => bail!("{} cannot be checked ({error}).", text::path(&path)),
-        }
-        check_folder(&path)?;
-    }
-    Ok(true)
-}
-
-fn check_folder(path: &Path) -> anyhow::Result<()> {
-    let metadata = std::fs::symlink_metadata(path)
-        .with_context(|| format!("{} cannot be checked", text::path(path)))?;
-    let owner = fsafe::effective_uid();
-    if metadata.file_type().is_symlink() {
-        bail!(
-            "{} is a symbolic link: the daemon's binary must lie in real folders only root can change; remove the link and install again.",
-            text::path(path)
-        );
-    }
-    if !metadata.is_dir() {
-        bail!(
-            "{} is not a folder; move it away and install again.",
-            text::path(path)
-        );
-    }
-    if metadata.uid() != owner {
-        bail!(
-            "{} belongs to user {}, who could change what the daemon runs as root; give it to root (`chown root: {}`) and install again, or install the Debian package.",
-            text::path(path),
-            metadata.uid(),
-            text::path(path)
-        );
-    }
-    let mode = metadata.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        bail!(
-            "{} can be written by others (mode {mode:o}), who could change what the daemon runs as root; `chmod go-w {}` and install again, or install the Debian package.",
-            text::path(path),
-            text::path(path)
-        );
-    }
-    Ok(())
-}
-
 /// The program to copy, opened: this very binary (`/proc/self/exe`, the file that runs even
 /// if its name was replaced since) or `path`. It must be a regular ELF file.
 pub fn open_binary(path: Option<&Path>) -> anyhow::Result<(File, PathBuf)> {
@@ -266,117 +176,16 @@ pub fn open_binary(path: Option<&Path>) -> anyhow::Result<(File, PathBuf)> {
     Ok((file, shown))
 }
 
-/// Copies `source` to `destination` atomically: a new file in the same folder (created
-/// exclusively, never through a link), mode 0755, owned by root when this runs as root,
-/// synced, then renamed over whatever was there. A symlink planted at `destination` is
-/// replaced, never followed.
-pub fn copy_binary(source: &mut File, destination: &Path) -> anyhow::Result<()> {
-    let folder = destination.parent().unwrap_or(Path::new("/"));
-    let name = destination
-        .file_name()
-        .unwrap_or(OsStr::new("gputune"))
-        .to_string_lossy();
-    let temporary = folder.join(format!(".{name}.{}.new", std::process::id()));
-    let failed = |what: &str, error: std::io::Error| {
-        anyhow::anyhow!("{} could not be {what} ({error}).", text::path(destination))
-    };
-    // A leftover of an install killed halfway: ours to replace (the folder is root's alone).
-    match std::fs::remove_file(&temporary) {
-        Ok(()) => {}
-        Err(error) if error.kind() == ErrorKind::NotFound => {}
-        Err(error) => return Err(failed("written", error)),
-    }
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&temporary)
-        .map_err(|error| failed("written", error))?;
-    let written = std::io::copy(source, &mut file)
-        .and_then(|_| file.set_permissions(std::fs::Permissions::from_mode(0o755)))
-        .and_then(|()| {
-            if fsafe::effective_uid() == 0 {
-                std::os::unix::fs::fchown(&file, Some(0), Some(0))
-            } else {
-                Ok(())
-            }
-        })
-        .and_then(|()| file.flush())
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&temporary, destination));
-    if let Err(error) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(failed("written", error));
-    }
-    if let Ok(folder) = File::open(folder) {
-        let _ = folder.sync_all();
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_group_line_gives_its_members() {
-        assert_eq!(
-            parse_group_line("gputune:x:998:alice,bob\n"),
-            Some(GroupEntry {
-                members: vec!["alice".to_string(), "bob".to_string()]
-            })
-        );
-        assert_eq!(
-            parse_group_line("gputune:x:998:"),
-            Some(GroupEntry { members: vec![] })
-        );
-        assert_eq!(parse_group_line("nonsense"), None);
-    }
-
-    #[test]
-    fn folders_others_can_change_or_links_are_refused_and_missing_ones_made_private() {
+    fn only_a_regular_elf_file_is_a_program_to_copy() {
         let root = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let folder = root.path().join("usr/local/libexec/gputune");
-        assert!(!trusted_folder(root.path(), &folder, false).unwrap());
-        assert!(trusted_folder(root.path(), &folder, true).unwrap());
-        let mode = std::fs::metadata(&folder).unwrap().permissions().mode() & 0o7777;
-        assert_eq!(mode, 0o755);
-        // Group-writable on the way: refused, whatever lies below.
-        let local = root.path().join("usr/local");
-        std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o2775)).unwrap();
-        let refusal = trusted_folder(root.path(), &folder, true).unwrap_err();
-        assert!(refusal.to_string().contains("chmod go-w"), "{refusal}");
-        std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // A link in place of a folder: refused, never followed.
-        let libexec = root.path().join("usr/local/libexec");
-        std::fs::rename(&libexec, root.path().join("elsewhere")).unwrap();
-        std::os::unix::fs::symlink(root.path().join("elsewhere"), &libexec).unwrap();
-        let refusal = trusted_folder(root.path(), &folder, true).unwrap_err();
-        assert!(refusal.to_string().contains("symbolic link"), "{refusal}");
-    }
-
-    #[test]
-    fn the_copy_replaces_a_planted_link_instead_of_writing_through_it() {
-        let root = tempfile::tempdir().unwrap();
-        let victim = root.path().join("victim");
-        std::fs::write(&victim, b"keep me").unwrap();
-        let destination = root.path().join("gputune");
-        std::os::unix::fs::symlink(&victim, &destination).unwrap();
         let source_path = root.path().join("source");
         std::fs::write(&source_path, b"\x7fELF and the rest").unwrap();
-        let (mut source, _) = open_binary(Some(&source_path)).unwrap();
-        copy_binary(&mut source, &destination).unwrap();
-        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
-        let metadata = std::fs::symlink_metadata(&destination).unwrap();
-        assert!(metadata.is_file());
-        assert_eq!(metadata.permissions().mode() & 0o7777, 0o755);
-        assert_eq!(metadata.uid(), fsafe::effective_uid());
-        assert_eq!(
-            std::fs::read(&destination).unwrap(),
-            b"\x7fELF and the rest"
-        );
+        assert!(open_binary(Some(&source_path)).is_ok());
         // Not a program: refused before anything is written.
         std::fs::write(&source_path, b"#!/bin/sh\n").unwrap();
         assert!(open_binary(Some(&source_path)).is_err());
