@@ -8,6 +8,7 @@
 
 mod commands;
 mod history;
+mod reconnect;
 pub mod stability;
 pub mod sweep;
 
@@ -22,8 +23,7 @@ use crate::link::history::HistoryFetch;
 use crate::link::stability::{StabilityLaunch, StabilityRuns, StabilityView};
 use crate::link::sweep::{ActiveSweep, SweepLaunch};
 use crate::notice::Notice;
-use crate::service::client::TuningOptions;
-use crate::service::client::{ConnectOptions, connect};
+use crate::service::client::{ClientError, ConnectOptions, TuningClient, TuningOptions, connect};
 use crate::service::protocol::{Event, Request, Response};
 use crate::sweep::runner::SweepView;
 use crate::telemetry::history::HistoryRow;
@@ -50,8 +50,17 @@ pub enum LinkEvent {
     },
     /// One reading per GPU, in index order; a GPU that failed to read carries its error.
     Samples(Vec<Result<Telemetry, DeviceError>>),
-    /// No service could be reached, or it went away.
+    /// No service could be reached, or it went away for good.
     Failed(String),
+    /// The daemon went away (a restart, a crash): the link tries again by itself, and the
+    /// window keeps what it has. What the window ran through it ended with that daemon.
+    Lost { why: String },
+    /// Try `attempt` to reach the daemon again failed; the next comes in `retry_in_ms`.
+    Reconnecting {
+        attempt: u32,
+        retry_in_ms: u64,
+        why: String,
+    },
     /// What a card runs, who holds it, its fan state.
     Tuning(Box<GpuTuning>),
     /// What an apply did, or why it was refused.
@@ -75,6 +84,13 @@ pub enum LinkEvent {
     Stability(Box<StabilityView>),
     /// What the daemon kept of a GPU before the window opened, oldest first.
     History {
+        gpu_index: u32,
+        rows: Vec<HistoryRow>,
+        changes: Vec<ChangeNote>,
+    },
+    /// What the daemon kept of a GPU while the window was not connected (after a reconnect),
+    /// oldest first: it goes between the window's readings from before and after.
+    Refilled {
         gpu_index: u32,
         rows: Vec<HistoryRow>,
         changes: Vec<ChangeNote>,
@@ -213,16 +229,104 @@ fn run(
         backend: options.backend.clone(),
         socket: options.socket.clone(),
         folders: options.folders.clone(),
-        label: "the gputune window".to_string(),
+        label: WINDOW_LABEL.to_string(),
     });
+    let mut interval_ms = interval_ms;
+    let mut gap: Option<reconnect::Gap> = None;
     let mut client = match connected {
         Ok(client) => client,
         Err(error) => {
-            send(LinkEvent::Failed(error.to_string()));
-            return;
+            // A daemon's socket is there: it is starting or restarting, so wait for it
+            // (never offer the simulator instead of the daemon the machine has).
+            let socket = options
+                .socket
+                .daemon_path()
+                .filter(|path| reconnect::is_socket(path));
+            let Some(path) = socket else {
+                send(LinkEvent::Failed(error.to_string()));
+                return;
+            };
+            if !send(LinkEvent::Lost {
+                why: error.to_string(),
+            }) {
+                return;
+            }
+            match reconnect::again(&path, &mut interval_ms, commands, send) {
+                Some(client) => client,
+                None => return,
+            }
         }
     };
+    loop {
+        match serve(&mut client, &mut interval_ms, gap.take(), commands, send) {
+            Served::WindowClosed => return,
+            Served::Failed(message) => {
+                send(LinkEvent::Failed(message));
+                return;
+            }
+            Served::Lost { why, gap: lost } => {
+                // The daemon the window reached goes by this path; a new one listens there.
+                let Some(path) = options.socket.daemon_path() else {
+                    send(LinkEvent::Failed(why));
+                    return;
+                };
+                if !send(LinkEvent::Lost { why }) {
+                    return;
+                }
+                match reconnect::again(&path, &mut interval_ms, commands, send) {
+                    Some(again) => {
+                        client = again;
+                        gap = Some(lost);
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+/// What the window's connection is called in the daemon's messages ("held by ...").
+const WINDOW_LABEL: &str = "the gputune window";
+
+/// How one connection ended.
+enum Served {
+    /// The window closed: dropping the client ends its sessions.
+    WindowClosed,
+    /// The service failed and will not come back (an engine in this window, a refusal).
+    Failed(String),
+    /// The daemon went away; the window's readings end at `gap.from_ms`.
+    Lost { why: String, gap: reconnect::Gap },
+}
+
+/// Serves the window over one connection until it ends. `gap`: this connection follows a
+/// lost one, and the daemon's history fills the time between.
+fn serve(
+    client: &mut TuningClient,
+    interval_ms: &mut u64,
+    gap: Option<reconnect::Gap>,
+    commands: &Receiver<LinkCommand>,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Served {
     let welcome = client.welcome().clone();
+    // Readings end where the last one was taken (or now, before the first; or where they
+    // ended before, while the time missed is not read yet).
+    let mut last_reading_ms = gap
+        .as_ref()
+        .map_or_else(crate::clock::wall_clock_ms, |gap| gap.from_ms);
+    let lost = |error: ClientError, last_reading_ms: u64| match error {
+        ClientError::Closed | ClientError::Timeout(_) if welcome.daemon => Served::Lost {
+            why: error.to_string(),
+            gap: reconnect::Gap {
+                from_ms: last_reading_ms,
+                gpu_uuids: welcome
+                    .gpus
+                    .iter()
+                    .map(|gpu| gpu.identity.uuid.clone())
+                    .collect(),
+            },
+        },
+        error => Served::Failed(error.to_string()),
+    };
     if !send(LinkEvent::Connected {
         backend: welcome.backend,
         simulated_because: welcome.simulated_because.clone(),
@@ -230,7 +334,7 @@ fn run(
         daemon: welcome.daemon,
         notices: welcome.notices.clone(),
     }) {
-        return;
+        return Served::WindowClosed;
     }
     match client.request(Request::Snapshot) {
         Ok(Response::Snapshot(snapshot)) => {
@@ -239,17 +343,18 @@ fn run(
             }
         }
         Ok(_) => {}
-        Err(error) => {
-            send(LinkEvent::Failed(error.to_string()));
-            return;
-        }
+        Err(error) => return lost(error, last_reading_ms),
     }
-    if let Err(error) = client.request(Request::Subscribe { interval_ms }) {
-        send(LinkEvent::Failed(error.to_string()));
-        return;
+    if let Err(error) = client.request(Request::Subscribe {
+        interval_ms: *interval_ms,
+    }) {
+        return lost(error, last_reading_ms);
     }
-    let mut history = welcome
-        .daemon
+    // The same cards again: only the time the window missed is read, up to the first new
+    // reading (the daemon records a reading before it sends it, so by then it has all
+    // before). Else the hours before, as when the window opened.
+    let mut gap = gap.filter(|gap| welcome.daemon && gap.same_gpus(&welcome.gpus));
+    let mut history = (welcome.daemon && gap.is_none())
         .then(|| HistoryFetch::new(&welcome.gpus, crate::clock::wall_clock_ms()));
     let mut sweeps: Vec<ActiveSweep> = Vec::new();
     let mut checks = StabilityRuns::default();
@@ -264,32 +369,32 @@ fn run(
                         .iter_mut()
                         .filter(|sweep| sweep.gpu_index() == gpu_index)
                     {
-                        sweep.stop(&mut client);
+                        sweep.stop(client);
                     }
                 }
                 Ok(LinkCommand::StartStability(launch)) => {
-                    checks.start(&mut client, *launch, &welcome.gpus, send);
+                    checks.start(client, *launch, &welcome.gpus, send);
                 }
                 Ok(LinkCommand::StopStability { gpu_index }) => {
-                    checks.stop(&mut client, gpu_index);
+                    checks.stop(client, gpu_index);
                 }
                 Ok(command) => {
+                    if let LinkCommand::SetInterval { interval_ms: asked } = &command {
+                        *interval_ms = *asked;
+                    }
                     if let Err(error) =
-                        crate::link::commands::handle(&mut client, &welcome.gpus, command, send)
+                        crate::link::commands::handle(client, &welcome.gpus, command, send)
                     {
-                        send(LinkEvent::Failed(error.to_string()));
-                        return;
+                        return lost(error, last_reading_ms);
                     }
                 }
                 Err(TryRecvError::Empty) => break,
-                // The window closed: dropping the client ends its sessions.
-                Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Disconnected) => return Served::WindowClosed,
             }
         }
         if let Some(fetch) = &mut history {
-            if let Err(error) = fetch.turn(&mut client, send) {
-                send(LinkEvent::Failed(error.to_string()));
-                return;
+            if let Err(error) = fetch.turn(client, send) {
+                return lost(error, last_reading_ms);
             }
             if fetch.is_done() {
                 history = None;
@@ -303,22 +408,34 @@ fn run(
         };
         match client.next_event(wait) {
             Ok(Some(event)) => {
+                if let Event::Samples { readings } = &event {
+                    let first_ms = readings
+                        .iter()
+                        .filter_map(|reading| reading.as_ref().ok())
+                        .map(|reading| reading.sampled_at_ms)
+                        .min();
+                    if let (Some(first_ms), Some(missed)) = (first_ms, gap.take()) {
+                        history = Some(HistoryFetch::gap(&welcome.gpus, missed.from_ms, first_ms));
+                    }
+                    last_reading_ms = readings
+                        .iter()
+                        .filter_map(|reading| reading.as_ref().ok())
+                        .map(|reading| reading.sampled_at_ms)
+                        .fold(last_reading_ms, u64::max);
+                }
                 for sweep in &mut sweeps {
                     sweep.on_event(&event);
                 }
                 checks.on_event(&event);
                 if !forward(event, send) {
-                    return;
+                    return Served::WindowClosed;
                 }
             }
             Ok(None) => {}
-            Err(error) => {
-                send(LinkEvent::Failed(error.to_string()));
-                return;
-            }
+            Err(error) => return lost(error, last_reading_ms),
         }
         for sweep in &mut sweeps {
-            if let Some(view) = sweep.tick(&mut client) {
+            if let Some(view) = sweep.tick(client) {
                 send(LinkEvent::Sweep {
                     view: Box::new(view),
                     notes: sweep.notes.clone(),
@@ -326,7 +443,7 @@ fn run(
             }
         }
         sweeps.retain(|sweep| !sweep.is_finished());
-        checks.tick(&mut client, send);
+        checks.tick(client, send);
     }
 }
 
