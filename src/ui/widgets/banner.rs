@@ -88,10 +88,9 @@ fn warning_strip(ui: &mut egui::Ui, headline: &str, detail: &str) {
         .corner_radius(4.0)
         .show(ui, |ui| {
             ui.set_width(ui.available_width());
-            ui.horizontal(|ui| {
-                ui.spinner();
-                ui.label(RichText::new(headline).strong().color(Color32::WHITE));
-            });
+            // No spinner: it would redraw the window without end while a daemon stays away;
+            // each try's news redraws it.
+            ui.label(RichText::new(headline).strong().color(Color32::WHITE));
             ui.label(RichText::new(detail).color(Color32::from_gray(230)));
         });
     ui.add_space(6.0);
