@@ -69,13 +69,13 @@ pub fn connection_banner(ui: &mut egui::Ui, model: &WindowModel) -> bool {
 /// How long "reconnected" stays above the panels.
 const RECONNECTED_SHOWN_MS: u64 = 60_000;
 
-/// "The gputune daemon restarted at …; reconnected", for a minute after the reconnect.
+/// "The gputune daemon restarted …; reconnected at …", for a minute after the reconnect.
 fn reconnected_line(ui: &mut egui::Ui, reconnected: Reconnected, now_ms: u64) {
     if now_ms.saturating_sub(reconnected.at_ms) > RECONNECTED_SHOWN_MS {
         return;
     }
     ui.label(format!(
-        "The gputune daemon restarted at {}; reconnected at {}, and the graphs were filled in from its history.",
+        "The gputune daemon restarted (it went away at {}); reconnected at {}, and the graphs were filled in from its history.",
         crate::units::local_time(reconnected.lost_at_ms, "%H:%M:%S"),
         crate::units::local_time(reconnected.at_ms, "%H:%M:%S"),
     ));
