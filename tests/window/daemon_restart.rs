@@ -381,3 +381,51 @@ fn a_daemon_restarted_at_once_is_read_again_within_the_first_waits() {
     drop(link);
     assert_eq!(daemon.stop(), Some(0));
 }
+
+#[test]
+fn a_window_opened_while_the_daemon_restarts_waits_for_it_and_never_offers_the_simulator() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let base = machine.state_dir().with_file_name("daemon");
+    let (runtime_dir, state_dir) = (base.join("run"), base.join("state"));
+    std::fs::create_dir_all(&runtime_dir).expect("the runtime folder is made");
+    // The socket a daemon left as it went away: there, but nobody answers.
+    let socket = runtime_dir.join("gputune.sock");
+    drop(std::os::unix::net::UnixListener::bind(&socket).expect("a socket is bound"));
+    let link = Link::spawn(
+        common::daemon::window_options(&machine, SocketChoice::Path(socket)),
+        500,
+        || {},
+    )
+    .expect("the link starts");
+    let mut harness = window(1_000);
+    harness.state_mut().state.selected_gpu = None;
+    feed_until(
+        &link,
+        &mut harness,
+        "wait for the daemon",
+        |state| matches!(&state.model.connection, Connection::Reconnecting(reconnecting) if reconnecting.attempt >= 1),
+    );
+    harness.get_by_label_contains("The gputune daemon does not answer yet");
+    assert!(harness.query_by_label_contains("--backend sim").is_none());
+    assert!(
+        harness
+            .query_by_label_contains("No GPU could be reached")
+            .is_none()
+    );
+
+    let daemon = Daemon::start_in(&machine, runtime_dir, state_dir);
+    feed_until(&link, &mut harness, "read the card", |state| {
+        matches!(
+            state.model.connection,
+            Connection::Connected { daemon: true, .. }
+        ) && state
+            .model
+            .gpus
+            .first()
+            .is_some_and(|gpu| gpu.latest.is_some())
+    });
+    // A first connection, not a reconnect: nothing to say about a restart.
+    assert_eq!(harness.state().state.model.reconnected, None);
+    drop(link);
+    assert_eq!(daemon.stop(), Some(0));
+}
