@@ -140,7 +140,8 @@ impl AppState {
 
     /// Takes in one event from the link to the tuning service.
     pub fn take_event(&mut self, event: LinkEvent, received_at_ms: u64) {
-        let connected = matches!(event, LinkEvent::Connected { .. });
+        // A reconnect goes on with the GPU the user looks at.
+        let connected = matches!(&event, LinkEvent::Connected { gpus, .. } if !self.model.is_same_daemon_again(gpus));
         self.model.take_event(event, received_at_ms);
         if connected {
             self.plan.detected_card = self.model.gpus.first().map(|gpu| {
@@ -194,7 +195,7 @@ impl AppState {
             commands.extend(self.plan.plan_ui(ui).into_iter().map(AppCommand::Plan));
             return commands;
         }
-        if !connection_banner(ui, &self.model.connection) {
+        if !connection_banner(ui, &self.model) {
             return commands;
         }
         if let Some(notice) = &self.status {

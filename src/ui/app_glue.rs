@@ -290,9 +290,10 @@ impl eframe::App for GpuTuneApp {
             context.request_repaint_after(super::profiles::folder_watch::LOOK_EVERY);
         }
         for event in self.link.drain_events() {
-            let connected = matches!(event, LinkEvent::Connected { .. });
+            // Default profiles go on once, at the first connection (not after a reconnect).
+            let first_connection = matches!(&event, LinkEvent::Connected { gpus, .. } if !self.state.model.is_same_daemon_again(gpus));
             self.state.take_event(event, now_ms);
-            if connected {
+            if first_connection {
                 if self.state.apply_default_profiles_on_start {
                     let (commands, said) = super::profiles::actions::default_profile_commands(
                         &self.folders,

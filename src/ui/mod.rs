@@ -9,6 +9,7 @@ pub mod model;
 pub mod monitor;
 pub mod plan;
 pub mod profiles;
+mod reconnect;
 pub mod repaint;
 pub mod style;
 pub mod tune;

@@ -8,6 +8,7 @@ use crate::notice::Notice;
 use crate::sweep::runner::SweepView;
 use crate::telemetry::history::{GpuHistory, HistoryRow};
 use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
+pub use crate::ui::reconnect::{Reconnected, Reconnecting};
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -23,6 +24,9 @@ pub enum Connection {
         daemon: bool,
     },
     Failed(String),
+    /// The daemon went away (or does not answer yet): the link tries again by itself, and the
+    /// window keeps what it has meanwhile.
+    Reconnecting(Reconnecting),
 }
 
 /// One GPU as the window knows it.
@@ -100,6 +104,19 @@ impl GpuModel {
                 .then(|| self.history.first_time_ms())
                 .flatten(),
         };
+        self.merge_changes(changes);
+    }
+
+    /// Puts what the daemon kept while the window was not connected between the window's
+    /// readings from before and after.
+    fn take_missed(&mut self, rows: &[HistoryRow], changes: Vec<ChangeNote>) {
+        if !rows.is_empty() {
+            self.history = self.history.with_inserted(rows);
+        }
+        self.merge_changes(changes);
+    }
+
+    fn merge_changes(&mut self, changes: Vec<ChangeNote>) {
         let mut merged = changes;
         merged.append(&mut self.changes);
         merged.sort_by(|a, b| (a.at_ms, &a.by, &a.what).cmp(&(b.at_ms, &b.by, &b.what)));
@@ -130,6 +147,8 @@ pub struct WindowModel {
     /// When the window last heard from the service (Unix ms): "now" for a GPU with no
     /// reading yet.
     pub heard_at_ms: u64,
+    /// The last time the daemon went away and the window reached it again.
+    pub reconnected: Option<Reconnected>,
     /// Samples each GPU's history keeps (24 h at 10 Hz by default).
     history_capacity: usize,
 }
@@ -147,6 +166,7 @@ impl WindowModel {
             gpus: Vec::new(),
             notices: Vec::new(),
             heard_at_ms: 0,
+            reconnected: None,
             history_capacity,
         }
     }
@@ -156,6 +176,24 @@ impl WindowModel {
     pub fn take_event(&mut self, event: LinkEvent, received_at_ms: u64) {
         self.heard_at_ms = self.heard_at_ms.max(received_at_ms);
         match event {
+            LinkEvent::Connected {
+                backend,
+                simulated_because,
+                gpus,
+                daemon,
+                notices,
+            } if self.is_same_daemon_again(&gpus) => {
+                self.reconnected_to(
+                    Connection::Connected {
+                        backend,
+                        simulated_because,
+                        daemon,
+                    },
+                    gpus,
+                    notices,
+                    received_at_ms,
+                );
+            }
             LinkEvent::Connected {
                 backend,
                 simulated_because,
@@ -210,6 +248,27 @@ impl WindowModel {
                 }
             }
             LinkEvent::Failed(message) => self.connection = Connection::Failed(message),
+            LinkEvent::Lost { why } => self.lost(why, received_at_ms),
+            LinkEvent::Reconnecting {
+                attempt,
+                retry_in_ms,
+                why,
+            } => {
+                if let Connection::Reconnecting(reconnecting) = &mut self.connection {
+                    reconnecting.attempt = attempt;
+                    reconnecting.retry_in_ms = retry_in_ms;
+                    reconnecting.why = why;
+                }
+            }
+            LinkEvent::Refilled {
+                gpu_index,
+                rows,
+                changes,
+            } => {
+                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
+                    gpu.take_missed(&rows, changes);
+                }
+            }
             LinkEvent::Tuning(tuning) => {
                 if let Some(gpu) = self.gpus.get_mut(tuning.gpu_index as usize) {
                     if let Some(change) = &tuning.last_change

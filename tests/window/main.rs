@@ -10,6 +10,7 @@ mod common_ui;
 
 mod daemon;
 mod daemon_history;
+mod daemon_restart;
 mod plan_measure;
 mod screenshots;
 mod ui_monitor;

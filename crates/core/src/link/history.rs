@@ -26,6 +26,9 @@ pub(crate) struct HistoryFetch {
     pages: Option<HistoryPages>,
     /// The history ends where the window's own readings begin.
     until_ms: u64,
+    /// Reading only what the window missed while it was not connected, from this time
+    /// (Unix ms, exclusive): sent as [`LinkEvent::Refilled`].
+    gap_from_ms: Option<u64>,
     rows: Vec<HistoryRow>,
     changes: Vec<ChangeNote>,
 }
@@ -41,8 +44,18 @@ impl HistoryFetch {
                 .collect(),
             pages: None,
             until_ms,
+            gap_from_ms: None,
             rows: Vec::new(),
             changes: Vec::new(),
+        }
+    }
+
+    /// Reads what the daemon kept of `gpus` after `from_ms` (the window's last reading
+    /// before the connection was lost) up to `until_ms` (when it subscribed again).
+    pub fn gap(gpus: &[GpuInfo], from_ms: u64, until_ms: u64) -> HistoryFetch {
+        HistoryFetch {
+            gap_from_ms: Some(from_ms),
+            ..HistoryFetch::new(gpus, until_ms)
         }
     }
 
@@ -64,7 +77,10 @@ impl HistoryFetch {
             };
             // From as far back as the window keeps (the daemon starts at the oldest it has).
             let until_ms = self.until_ms;
-            let from_ms = until_ms.saturating_sub(MAX_LOOK_BACK_S * 1000);
+            let from_ms = match self.gap_from_ms {
+                Some(gap_from_ms) => gap_from_ms.saturating_add(1).min(until_ms),
+                None => until_ms.saturating_sub(MAX_LOOK_BACK_S * 1000),
+            };
             let pages = self
                 .pages
                 .get_or_insert_with(|| HistoryPages::new(&uuid, from_ms, until_ms));
@@ -76,10 +92,21 @@ impl HistoryFetch {
                 Ok(None) => {
                     self.queue.pop();
                     self.pages = None;
-                    let event = LinkEvent::History {
-                        gpu_index,
-                        rows: std::mem::take(&mut self.rows),
-                        changes: std::mem::take(&mut self.changes),
+                    let (rows, changes) = (
+                        std::mem::take(&mut self.rows),
+                        std::mem::take(&mut self.changes),
+                    );
+                    let event = match self.gap_from_ms {
+                        Some(_) => LinkEvent::Refilled {
+                            gpu_index,
+                            rows,
+                            changes,
+                        },
+                        None => LinkEvent::History {
+                            gpu_index,
+                            rows,
+                            changes,
+                        },
                     };
                     if !send(event) {
                         self.queue.clear();
@@ -102,8 +129,14 @@ impl HistoryFetch {
     fn give_up(&mut self, why: &str, send: &dyn Fn(LinkEvent) -> bool) {
         self.rows.clear();
         self.changes.clear();
-        // Every GPU still waiting gets its (empty) answer, so none shows "reading" forever.
-        for (gpu_index, _) in self.queue.drain(..).rev() {
+        // Every GPU still waiting gets its (empty) answer, so none shows "reading" forever
+        // (a gap being refilled shows nothing while it is read).
+        let waiting: Vec<(u32, String)> = self.queue.drain(..).collect();
+        for (gpu_index, _) in waiting
+            .into_iter()
+            .rev()
+            .filter(|_| self.gap_from_ms.is_none())
+        {
             send(LinkEvent::History {
                 gpu_index,
                 rows: Vec::new(),
@@ -113,7 +146,12 @@ impl HistoryFetch {
         send(LinkEvent::Notice {
             gpu_index: None,
             notice: Notice::Warning(format!(
-                "The history the daemon kept while the window was closed could not be read: {why}"
+                "The history the daemon kept while the window was {} could not be read: {why}",
+                if self.gap_from_ms.is_some() {
+                    "not connected"
+                } else {
+                    "closed"
+                }
             )),
         });
     }

@@ -7,28 +7,28 @@
 //! history on opening, sweep.rs and stability.rs drive a sweep, a check or a scan.
 
 mod commands;
+mod connection;
 mod history;
+mod reconnect;
 pub mod stability;
 pub mod sweep;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
-use crate::link::history::HistoryFetch;
-use crate::link::stability::{StabilityLaunch, StabilityRuns, StabilityView};
-use crate::link::sweep::{ActiveSweep, SweepLaunch};
+use crate::link::connection::{Served, serve};
+use crate::link::stability::{StabilityLaunch, StabilityView};
+use crate::link::sweep::SweepLaunch;
 use crate::notice::Notice;
-use crate::service::client::TuningOptions;
-use crate::service::client::{ConnectOptions, connect};
-use crate::service::protocol::{Event, Request, Response};
+use crate::service::client::{ConnectOptions, TuningOptions, connect};
 use crate::sweep::runner::SweepView;
 use crate::telemetry::history::HistoryRow;
 use crate::tuning::engine::ChangeNote;
-use crate::tuning::engine::{EngineEvent, GpuApplied, GpuInfo, GpuTuning, TrialStatus, TuneError};
+use crate::tuning::engine::{GpuApplied, GpuInfo, GpuTuning, TrialStatus, TuneError};
 use crate::tuning::fan_curve::FanCurve;
 
 /// Seconds of "before" numbers a trial in the window compares with (the recent past).
@@ -50,8 +50,17 @@ pub enum LinkEvent {
     },
     /// One reading per GPU, in index order; a GPU that failed to read carries its error.
     Samples(Vec<Result<Telemetry, DeviceError>>),
-    /// No service could be reached, or it went away.
+    /// No service could be reached, or it went away for good.
     Failed(String),
+    /// The daemon went away (a restart, a crash): the link tries again by itself, and the
+    /// window keeps what it has. What the window ran through it ended with that daemon.
+    Lost { why: String },
+    /// Try `attempt` to reach the daemon again failed; the next comes in `retry_in_ms`.
+    Reconnecting {
+        attempt: u32,
+        retry_in_ms: u64,
+        why: String,
+    },
     /// What a card runs, who holds it, its fan state.
     Tuning(Box<GpuTuning>),
     /// What an apply did, or why it was refused.
@@ -75,6 +84,13 @@ pub enum LinkEvent {
     Stability(Box<StabilityView>),
     /// What the daemon kept of a GPU before the window opened, oldest first.
     History {
+        gpu_index: u32,
+        rows: Vec<HistoryRow>,
+        changes: Vec<ChangeNote>,
+    },
+    /// What the daemon kept of a GPU while the window was not connected (after a reconnect),
+    /// oldest first: it goes between the window's readings from before and after.
+    Refilled {
         gpu_index: u32,
         rows: Vec<HistoryRow>,
         changes: Vec<ChangeNote>,
@@ -213,171 +229,61 @@ fn run(
         backend: options.backend.clone(),
         socket: options.socket.clone(),
         folders: options.folders.clone(),
-        label: "the gputune window".to_string(),
+        label: WINDOW_LABEL.to_string(),
     });
+    let mut interval_ms = interval_ms;
+    let mut gap: Option<reconnect::Gap> = None;
     let mut client = match connected {
         Ok(client) => client,
         Err(error) => {
-            send(LinkEvent::Failed(error.to_string()));
-            return;
-        }
-    };
-    let welcome = client.welcome().clone();
-    if !send(LinkEvent::Connected {
-        backend: welcome.backend,
-        simulated_because: welcome.simulated_because.clone(),
-        gpus: welcome.gpus.clone(),
-        daemon: welcome.daemon,
-        notices: welcome.notices.clone(),
-    }) {
-        return;
-    }
-    match client.request(Request::Snapshot) {
-        Ok(Response::Snapshot(snapshot)) => {
-            for tuning in snapshot.tunings {
-                send(LinkEvent::Tuning(Box::new(tuning)));
-            }
-        }
-        Ok(_) => {}
-        Err(error) => {
-            send(LinkEvent::Failed(error.to_string()));
-            return;
-        }
-    }
-    if let Err(error) = client.request(Request::Subscribe { interval_ms }) {
-        send(LinkEvent::Failed(error.to_string()));
-        return;
-    }
-    let mut history = welcome
-        .daemon
-        .then(|| HistoryFetch::new(&welcome.gpus, crate::clock::wall_clock_ms()));
-    let mut sweeps: Vec<ActiveSweep> = Vec::new();
-    let mut checks = StabilityRuns::default();
-    loop {
-        loop {
-            match commands.try_recv() {
-                Ok(LinkCommand::StartSweep(launch)) => {
-                    start_sweep(*launch, &welcome.gpus, &mut sweeps, send);
-                }
-                Ok(LinkCommand::StopSweep { gpu_index }) => {
-                    for sweep in sweeps
-                        .iter_mut()
-                        .filter(|sweep| sweep.gpu_index() == gpu_index)
-                    {
-                        sweep.stop(&mut client);
-                    }
-                }
-                Ok(LinkCommand::StartStability(launch)) => {
-                    checks.start(&mut client, *launch, &welcome.gpus, send);
-                }
-                Ok(LinkCommand::StopStability { gpu_index }) => {
-                    checks.stop(&mut client, gpu_index);
-                }
-                Ok(command) => {
-                    if let Err(error) =
-                        crate::link::commands::handle(&mut client, &welcome.gpus, command, send)
-                    {
-                        send(LinkEvent::Failed(error.to_string()));
-                        return;
-                    }
-                }
-                Err(TryRecvError::Empty) => break,
-                // The window closed: dropping the client ends its sessions.
-                Err(TryRecvError::Disconnected) => return,
-            }
-        }
-        if let Some(fetch) = &mut history {
-            if let Err(error) = fetch.turn(&mut client, send) {
+            // A daemon's socket is there: it is starting or restarting, so wait for it
+            // (never offer the simulator instead of the daemon the machine has).
+            let socket = options
+                .socket
+                .daemon_path()
+                .filter(|path| reconnect::is_socket(path));
+            let Some(path) = socket else {
                 send(LinkEvent::Failed(error.to_string()));
                 return;
+            };
+            if !send(LinkEvent::Lost {
+                why: error.to_string(),
+            }) {
+                return;
             }
-            if fetch.is_done() {
-                history = None;
+            match reconnect::again(&path, &mut interval_ms, commands, send) {
+                Some(client) => client,
+                None => return,
             }
         }
-        // While history is read, only a glance at the live readings between pages.
-        let wait = if history.is_some() {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(50)
-        };
-        match client.next_event(wait) {
-            Ok(Some(event)) => {
-                for sweep in &mut sweeps {
-                    sweep.on_event(&event);
-                }
-                checks.on_event(&event);
-                if !forward(event, send) {
+    };
+    loop {
+        match serve(&mut client, &mut interval_ms, gap.take(), commands, send) {
+            Served::WindowClosed => return,
+            Served::Failed(message) => {
+                send(LinkEvent::Failed(message));
+                return;
+            }
+            Served::Lost { why, gap: lost } => {
+                // The daemon the window reached goes by this path; a new one listens there.
+                let Some(path) = options.socket.daemon_path() else {
+                    send(LinkEvent::Failed(why));
+                    return;
+                };
+                if !send(LinkEvent::Lost { why }) {
                     return;
                 }
-            }
-            Ok(None) => {}
-            Err(error) => {
-                send(LinkEvent::Failed(error.to_string()));
-                return;
-            }
-        }
-        for sweep in &mut sweeps {
-            if let Some(view) = sweep.tick(&mut client) {
-                send(LinkEvent::Sweep {
-                    view: Box::new(view),
-                    notes: sweep.notes.clone(),
-                });
+                match reconnect::again(&path, &mut interval_ms, commands, send) {
+                    Some(again) => {
+                        client = again;
+                        gap = Some(lost);
+                    }
+                    None => return,
+                }
             }
         }
-        sweeps.retain(|sweep| !sweep.is_finished());
-        checks.tick(&mut client, send);
     }
 }
 
-/// Starts a sweep the window asked for, one per GPU; a refusal is said as a notice.
-fn start_sweep(
-    launch: SweepLaunch,
-    gpus: &[GpuInfo],
-    sweeps: &mut Vec<ActiveSweep>,
-    send: &dyn Fn(LinkEvent) -> bool,
-) {
-    let gpu_index = launch.gpu_index;
-    let refused = |message: String| {
-        send(LinkEvent::Notice {
-            gpu_index: Some(gpu_index),
-            notice: Notice::Error(message),
-        });
-    };
-    if sweeps.iter().any(|sweep| sweep.gpu_index() == gpu_index) {
-        refused(format!("A sweep already runs on GPU {gpu_index}."));
-        return;
-    }
-    let Some(gpu) = gpus.get(gpu_index as usize) else {
-        refused(format!("There is no GPU {gpu_index}."));
-        return;
-    };
-    match ActiveSweep::start(launch, gpu) {
-        Ok(sweep) => sweeps.push(sweep),
-        Err(message) => refused(message),
-    }
-}
-
-/// Passes one service event to the window; false when the window is gone.
-fn forward(event: Event, send: &dyn Fn(LinkEvent) -> bool) -> bool {
-    match event {
-        Event::Samples { readings } => send(LinkEvent::Samples(readings)),
-        Event::Engine { event } => match *event {
-            EngineEvent::Tuning { tuning } => send(LinkEvent::Tuning(Box::new(tuning))),
-            EngineEvent::Trial { status, .. } => send(LinkEvent::Trial(Box::new(status))),
-            EngineEvent::Notice { gpu_index, notice } => {
-                send(LinkEvent::Notice { gpu_index, notice })
-            }
-            // The engine's notice about the same Xid tells the window.
-            EngineEvent::Critical { .. } => true,
-            EngineEvent::SessionEnded { report, .. } => send(LinkEvent::Notice {
-                gpu_index: report.restored.first().map(|gpu| gpu.gpu_index),
-                notice: if report.is_complete() {
-                    Notice::Info(crate::tuning::engine::report_lines(&report).join(" "))
-                } else {
-                    Notice::Error(crate::tuning::engine::report_lines(&report).join(" "))
-                },
-            }),
-        },
-    }
-}
+/// What the window's connection is called in the daemon's messages ("held by ...").
+pub(crate) const WINDOW_LABEL: &str = "the gputune window";

@@ -50,6 +50,8 @@ pub(crate) struct Router {
     no_history_because: Option<String>,
     /// The group whose members may write through the daemon.
     write_group: Option<String>,
+    /// The users already told the news of the service's start (see [`Router::welcome_for`]).
+    told_start_news: std::collections::HashSet<Option<u32>>,
 }
 
 impl Router {
@@ -72,6 +74,7 @@ impl Router {
             recorder,
             no_history_because,
             write_group,
+            told_start_news: std::collections::HashSet::new(),
         }
     }
 
@@ -205,6 +208,27 @@ impl Router {
         }
         for client in std::mem::take(&mut self.dropped) {
             self.drop_client(engine, client, true);
+        }
+    }
+
+    /// The welcome for a client. The news of the service's start (a boot default applied,
+    /// settings restored) is told once to each user, by their first client; their later
+    /// clients hear only what still stands (a warning, an error). The changes stay in the
+    /// history (`gputune history`, the window's graphs).
+    fn welcome_for(&mut self, info: &ClientInfo, engine: &Engine) -> Welcome {
+        // The daemon's own clients (its metrics) tell no user.
+        let own = info.pid == Some(std::process::id()) && self.welcome.daemon;
+        let first = !own && self.told_start_news.insert(info.uid);
+        Welcome {
+            gpus: engine.gpus(),
+            notices: self
+                .welcome
+                .notices
+                .iter()
+                .filter(|notice| first || !matches!(notice, Notice::Info(_)))
+                .cloned()
+                .collect(),
+            ..self.welcome.clone()
         }
     }
 
@@ -361,10 +385,7 @@ impl Router {
                         slot.info.label = label;
                     }
                 }
-                Response::Welcome(Box::new(Welcome {
-                    gpus: engine.gpus(),
-                    ..self.welcome.clone()
-                }))
+                Response::Welcome(Box::new(self.welcome_for(&info, engine)))
             }
             Request::Snapshot => Response::Snapshot(Box::new(Snapshot {
                 gpus: engine.gpus(),

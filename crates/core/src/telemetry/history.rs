@@ -213,6 +213,29 @@ impl GpuHistory {
         merged
     }
 
+    /// This history with `missed` (sorted by time: what the daemon kept while the window was
+    /// not connected) merged in by time; a row at the time of one of its own is left out.
+    /// Capacity stays (the oldest give way).
+    pub fn with_inserted(&self, missed: &[HistoryRow]) -> GpuHistory {
+        let mut merged = GpuHistory::with_capacity(self.capacity);
+        let mut missed = missed.iter().peekable();
+        for index in 0..self.len {
+            let Some(own) = self.row(index) else {
+                continue;
+            };
+            while let Some(row) = missed.next_if(|row| row.time_ms <= own.time_ms) {
+                if row.time_ms < own.time_ms {
+                    merged.push_row(row);
+                }
+            }
+            merged.push_row(&own);
+        }
+        for row in missed {
+            merged.push_row(row);
+        }
+        merged
+    }
+
     /// Samples kept.
     pub fn len(&self) -> usize {
         self.len

@@ -629,6 +629,39 @@ fn the_daemons_earlier_rows_go_in_front_and_overlapping_ones_are_not_counted_twi
 }
 
 #[test]
+fn rows_the_window_missed_go_between_its_readings_in_time_order() {
+    use gputune_core::telemetry::history::HistoryRow;
+    let mut own = GpuHistory::with_capacity(100);
+    // Readings until 3 s, a break (the daemon went away), readings again from 9 s.
+    for second in [0u64, 1, 2, 3] {
+        own.push(second * 1000, Some(&reading(Some(200_000))));
+    }
+    own.push(3_500, None);
+    for second in [9u64, 10] {
+        own.push(second * 1000, Some(&reading(Some(200_000))));
+    }
+    // What the new daemon kept meanwhile, and one row at the time of a reading of the window.
+    let missed: Vec<HistoryRow> = [5u64, 6, 7, 8, 9]
+        .iter()
+        .map(|second| HistoryRow::from_reading(second * 1000, Some(&reading(Some(100_000)))))
+        .collect();
+    let merged = own.with_inserted(&missed);
+    assert_eq!(
+        times(&merged),
+        [
+            0, 1000, 2000, 3000, 3500, 5000, 6000, 7000, 8000, 9000, 10_000
+        ]
+    );
+    assert_eq!(merged.value(Metric::PowerDrawW, 4), None, "the break stays");
+    assert_eq!(merged.value(Metric::PowerDrawW, 5), Some(100.0));
+    assert_eq!(merged.row(9), own.row(5), "the window's own reading wins");
+    // A small window keeps the newest.
+    let mut small = GpuHistory::with_capacity(3);
+    small.push(10_000, Some(&reading(Some(200_000))));
+    assert_eq!(times(&small.with_inserted(&missed)), [8_000, 9_000, 10_000]);
+}
+
+#[test]
 fn nearest_finds_the_closest_sample_inside_the_column_only() {
     let mut history = GpuHistory::with_capacity(100);
     // Samples at 0, 1000, 2000 and 5000 ms (a gap from 2 s to 5 s).
