@@ -263,7 +263,11 @@ fn write_decimal(into: &mut [u8], mut value: u64) -> usize {
 unsafe fn close_all_but(keep: RawFd) {
     // SAFETY: closing descriptors of this process only.
     unsafe {
-        let below = libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+        let below = if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32)
+        } else {
+            0
+        };
         let above = libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
         if below != 0 || above != 0 {
             // A kernel before 5.9: every descriptor the limit allows.
