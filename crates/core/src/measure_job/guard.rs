@@ -9,8 +9,6 @@ use std::os::fd::RawFd;
 
 use nix::libc;
 
-/// How often the guard looks whether the job ended (it also wakes when gputune's end closes).
-const GUARD_POLL_MS: libc::c_int = 50;
 /// Between two sweeps of the descendants still being killed.
 const SWEEP_PAUSE_NS: libc::c_long = 5_000_000;
 
@@ -76,7 +74,18 @@ unsafe fn guard(job: libc::pid_t, lifeline: RawFd, mask: &libc::sigset_t) -> ! {
         }
         // Mirroring a crash's signal must not write a core of the guard.
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
+        // Its name in ps and top: not a second gputune.
+        libc::prctl(libc::PR_SET_NAME, c"gputune-guard".as_ptr(), 0, 0, 0);
+        // It sleeps until a child ends (SIGCHLD, let through only while it waits, so none is
+        // missed between a look and the wait) or gputune's end is closed.
+        let mut on_child: libc::sigaction = std::mem::zeroed();
+        on_child.sa_sigaction = wake as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        on_child.sa_flags = libc::SA_NOCLDSTOP;
+        libc::sigemptyset(&mut on_child.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &on_child, std::ptr::null_mut());
+        let mut outside_wait = *mask;
+        libc::sigaddset(&mut outside_wait, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_SETMASK, &outside_wait, std::ptr::null_mut());
         let mut job_status: Option<libc::c_int> = None;
         loop {
             reap(job, &mut job_status);
@@ -89,14 +98,18 @@ unsafe fn guard(job: libc::pid_t, lifeline: RawFd, mask: &libc::sigset_t) -> ! {
                 revents: 0,
             };
             // Anything on gputune's end (a byte, its close, gputune's death) ends the job.
-            if libc::poll(&mut watched, 1, GUARD_POLL_MS) > 0 && watched.revents != 0 {
+            if libc::ppoll(&mut watched, 1, std::ptr::null(), mask) > 0 && watched.revents != 0 {
                 break;
             }
         }
+        libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
         end_every_descendant(job, &mut job_status);
         exit_as(job_status)
     }
 }
+
+/// SIGCHLD's handler: it only interrupts the guard's wait.
+extern "C" fn wake(_signal: libc::c_int) {}
 
 /// Reaps every child that has ended (noting the job's status); whether any child is left.
 unsafe fn reap(job: libc::pid_t, job_status: &mut Option<libc::c_int>) -> bool {
