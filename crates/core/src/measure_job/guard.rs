@@ -34,6 +34,7 @@ pub(super) unsafe fn fork_job_under_guard(
         libc::sigprocmask(libc::SIG_BLOCK, &all, &mut before);
         // Before the fork: a job that orphans a child at once still has it reparented here.
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        let guard_pid = libc::getpid();
         let job = libc::fork();
         if job < 0 {
             let error = std::io::Error::last_os_error();
@@ -41,6 +42,12 @@ pub(super) unsafe fn fork_job_under_guard(
             return Err(error);
         }
         if job == 0 {
+            // A guard that is killed itself takes the job with it (its own children are then
+            // orphans of init: nothing is left to follow them).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != guard_pid {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             if own_group {
                 libc::setpgid(0, 0);
             }

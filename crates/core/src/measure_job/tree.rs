@@ -246,6 +246,20 @@ mod tests {
     }
 
     #[test]
+    fn a_job_whose_guard_is_killed_dies_with_it() {
+        let mut job = TrackedJob::spawn(shell("exec sleep 300"), JobGroup::Own).unwrap();
+        let pid = job.pid();
+        let guard = Pid::from_raw(i32::try_from(job.tree_root()).unwrap());
+        nix::sys::signal::kill(guard, Signal::SIGKILL).unwrap();
+        let _ = job.end_tree();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while is_running(pid) {
+            assert!(Instant::now() < deadline, "the job outlived its guard");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
     fn a_command_that_cannot_start_is_an_error() {
         let command = Command::new("/nonexistent/gputune-job");
         assert!(TrackedJob::spawn(command, JobGroup::Own).is_err());
