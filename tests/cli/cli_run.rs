@@ -409,7 +409,8 @@ fn after_kill_9_the_next_start_restores_from_the_journal() {
     running.wait_for_line("applied the profile");
     wait_for_file(&pid_file);
     running.signal("KILL");
-    // The command outlives a killed gputune (and holds its pipes): end it first.
+    // The command's guard ends it with gputune (job_tree.rs tests that); should it be left
+    // running, it would hold the pipes: end it first.
     kill_orphan(&pid_file);
     let (status, _, _) = running.finish();
     assert_eq!(status.code(), None, "killed");

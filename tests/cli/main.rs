@@ -12,6 +12,7 @@ mod cli_profile;
 mod cli_run;
 mod cli_status;
 mod crash;
+mod job_tree;
 mod processes;
 mod stability;
 mod sweep;

@@ -3,12 +3,13 @@
 //! applied, its fan curve followed, and everything is put back when the command ends — or when
 //! this process dies (`kill -9` included), by the daemon when the connection drops, else by
 //! the next start of gputune from the journal. The command runs as the user, never as root
-//! unless asked. At the end: duration, energy, average power and peak temperature.
+//! unless asked, under a guard that ends every process it starts when it ends or gputune dies
+//! (`measure_job::tree`). At the end: duration, energy, average power and peak temperature.
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
 use crate::device::Telemetry;
+use crate::measure_job::tree::{JobGroup, TrackedJob};
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request, Response};
@@ -166,7 +168,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     let status = match spawn(args, run_as.as_ref(), &mut messages) {
         Some(child) => {
             if let Some(session) = session {
-                name_the_job(&mut client, session, child.id(), &mut messages);
+                name_the_job(&mut client, session, child.pid(), &mut messages);
             }
             Some(supervise(
                 child,
@@ -424,7 +426,11 @@ fn name_the_job(client: &mut TuningClient, session: SessionId, pid: u32, message
 }
 
 /// Starts the command (as the invoking user under sudo); `None` when it cannot start.
-fn spawn(args: &RunArgs, run_as: Option<&InvokingUser>, messages: &mut dyn Write) -> Option<Child> {
+fn spawn(
+    args: &RunArgs,
+    run_as: Option<&InvokingUser>,
+    messages: &mut dyn Write,
+) -> Option<TrackedJob> {
     let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
@@ -436,12 +442,13 @@ fn spawn(args: &RunArgs, run_as: Option<&InvokingUser>, messages: &mut dyn Write
 
 /// Starts a user's command — as `run_as` when given (the user who ran sudo, from
 /// [`invoking_user`]) — and says why when it cannot start (`None`). `gputune run` and
-/// `gputune sweep` start theirs here.
+/// `gputune sweep` start theirs here, in gputune's process group (a Ctrl-C in the terminal
+/// reaches it), its whole tree tracked.
 pub(crate) fn start_command(
     mut command: Command,
     run_as: Option<&InvokingUser>,
     messages: &mut dyn Write,
-) -> Option<Child> {
+) -> Option<TrackedJob> {
     if let Some(user) = run_as {
         run_as_user(&mut command, user);
         let _ = writeln!(
@@ -450,13 +457,13 @@ pub(crate) fn start_command(
             crate::text::printable(&user.name)
         );
     }
-    match command.spawn() {
+    let program = crate::text::printable(&command.get_program().to_string_lossy());
+    match TrackedJob::spawn(command, JobGroup::Gputunes) {
         Ok(child) => Some(child),
         Err(error) => {
             let _ = writeln!(
                 messages,
-                "gputune: {} could not be started ({error}).",
-                crate::text::printable(&command.get_program().to_string_lossy())
+                "gputune: {program} could not be started ({error})."
             );
             None
         }
@@ -465,7 +472,7 @@ pub(crate) fn start_command(
 
 /// Waits for the command while taking readings and forwarding signals.
 fn supervise(
-    mut child: Child,
+    mut child: TrackedJob,
     client: &mut TuningClient,
     watcher: &mut Watcher,
     stop: &Receiver<()>,
@@ -482,8 +489,7 @@ fn supervise(
                     messages,
                     "gputune: the command cannot be waited on ({error})."
                 );
-                let _ = child.kill();
-                return Ok(child.wait()?);
+                return Ok(child.end_tree()?);
             }
         }
         match stop.try_recv() {
@@ -502,7 +508,7 @@ fn supervise(
                     forward_at = Some(Instant::now() + grace);
                 } else {
                     let _ = writeln!(messages, "gputune: killing the command.");
-                    let _ = child.kill();
+                    let _ = child.end_tree();
                     forward_at = None;
                 }
             }
@@ -526,12 +532,9 @@ fn supervise(
     }
 }
 
-/// Asks the command to end with SIGTERM.
-pub(crate) fn terminate(child: &mut Child) {
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_err() {
-        let _ = child.kill();
-    }
+/// Asks the command to end with SIGTERM (what it started is killed when it has ended).
+pub(crate) fn terminate(child: &mut TrackedJob) {
+    child.signal(nix::sys::signal::Signal::SIGTERM);
 }
 
 /// Whether gputune runs in the foreground of a terminal, where a Ctrl-C reaches the command

@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
@@ -21,6 +21,7 @@ use crate::cli::run::{
     EXIT_NOT_STARTED, TERMINAL_GRACE, describe_status, exit_code_of, in_terminal_foreground,
     start_command, terminate,
 };
+use crate::measure_job::tree::TrackedJob;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
@@ -284,7 +285,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         clock,
     );
     if let Some(job) = &job {
-        sweep = sweep.with_job_pid(job.id());
+        sweep = sweep.with_job_pid(job.pid());
     }
     let mut reported = Ok(());
     let ended = supervise(
@@ -387,7 +388,7 @@ fn spawn_job(
     sender: &mpsc::Sender<FeedMessage>,
     line_open: &Arc<AtomicBool>,
     messages: &mut dyn Write,
-) -> Option<Child> {
+) -> Option<TrackedJob> {
     let program = &args.command[0];
     let mut command = Command::new(program);
     command
@@ -407,8 +408,7 @@ fn spawn_job(
         (
             "job-stdout",
             child
-                .stdout
-                .take()
+                .take_stdout()
                 .map(|stream| Box::new(stream) as Box<dyn std::io::Read + Send>),
             if args.json {
                 Box::new(std::io::stderr())
@@ -419,8 +419,7 @@ fn spawn_job(
         (
             "job-stderr",
             child
-                .stderr
-                .take()
+                .take_stderr()
                 .map(|stream| Box::new(stream) as Box<dyn std::io::Read + Send>),
             Box::new(std::io::stderr()),
         ),
@@ -448,7 +447,7 @@ fn spawn_job(
 /// for the job, its output still passed on; returns how the job ended, `None` without a job.
 fn supervise(
     sweep: &mut Sweep,
-    mut job: Option<Child>,
+    mut job: Option<TrackedJob>,
     client: &mut TuningClient,
     progress: &Receiver<FeedMessage>,
     stop: &Receiver<()>,
@@ -504,7 +503,7 @@ fn supervise(
                 }
                 Some(child) => {
                     let _ = writeln!(messages, "gputune: killing the command.");
-                    let _ = child.kill();
+                    let _ = child.end_tree();
                 }
                 None => {}
             }
@@ -529,8 +528,7 @@ fn supervise(
                         messages,
                         "gputune: the command cannot be waited on ({error})."
                     );
-                    let _ = child.kill();
-                    let status = child.wait()?;
+                    let status = child.end_tree()?;
                     job_ended(sweep, client, status, messages);
                     drain_updates(sweep, messages);
                     report_once(sweep, messages, &mut said_sweep_over);

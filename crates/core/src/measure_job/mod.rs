@@ -1,7 +1,8 @@
 //! Measuring the user's own training job (`gputune plan --measure` and the Plan tab's "Measure
 //! my job", one engine for both): runs the command for a few steps (at each micro-batch when
 //! `{mb}` is in it), watches its processes' GPU memory in NVML's process list on a
-//! `DeviceWorker`, stops it (SIGTERM to its process group, a grace, then SIGKILL), and fits the
+//! `DeviceWorker`, stops it (SIGTERM to its process group, a grace, then SIGKILL to every
+//! process it started: `tree`), and fits the
 //! peaks to a fixed cost plus a cost per sample (`plan::measure`). Progress is read by the
 //! sweep's reader (`sweep::feed::read_stream` with its `ProgressParser`). A run that runs out of
 //! memory (CUDA's out-of-memory text in its output, or its memory reaching the card's) is a
@@ -9,11 +10,12 @@
 //! output and the progress; the front ends say it in their own way.
 
 mod compare;
+mod guard;
 mod stop;
+pub mod tree;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +26,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 pub use compare::{PlanComparison, PlanVersusMeasured, compare_with_plan};
-use stop::{process_tree, signal_group, stop_job};
+use stop::{process_tree, stop_job};
+use tree::{JobGroup, TrackedJob};
 
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::plan::PlanError;
@@ -368,14 +371,13 @@ impl Runner<'_> {
             .args(arguments)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so stopping it stops the workers a launcher starts.
-            .process_group(0);
+            .stderr(Stdio::piped());
         if std::env::var_os("PYTHONUNBUFFERED").is_none() {
             process.env("PYTHONUNBUFFERED", "1");
         }
         self.watcher.prepare(&mut process);
-        let mut child = match process.spawn() {
+        // Its own group, so stopping it stops the workers a launcher starts.
+        let mut child = match TrackedJob::spawn(process, JobGroup::Own) {
             Ok(child) => child,
             Err(error) => anyhow::bail!(
                 "{} could not be started ({error}): check its path and that it is executable.",
@@ -390,15 +392,13 @@ impl Runner<'_> {
             (
                 "job-stdout",
                 child
-                    .stdout
-                    .take()
+                    .take_stdout()
                     .map(|stream| Box::new(stream) as Box<dyn std::io::Read + Send>),
             ),
             (
                 "job-stderr",
                 child
-                    .stderr
-                    .take()
+                    .take_stderr()
                     .map(|stream| Box::new(stream) as Box<dyn std::io::Read + Send>),
             ),
         ];
@@ -444,7 +444,7 @@ impl Runner<'_> {
                 }
             }
             // The memory after the progress: the step that ends the run has its peak read.
-            let pids = process_tree(child.id());
+            let pids = process_tree(child.tree_root());
             for (index, bytes) in job_memory(self.worker, gpus, &pids) {
                 if peak.is_none_or(|(_, most)| bytes > most) {
                     peak = Some((index, bytes));
@@ -453,11 +453,8 @@ impl Runner<'_> {
                     reached_card = true;
                 }
             }
+            // Ended, and nothing it started outlives it (its guard killed the rest).
             if let Ok(Some(status)) = child.try_wait() {
-                // Nothing it started outlives the measurement (a launcher's workers).
-                if let Ok(group) = i32::try_from(child.id()) {
-                    signal_group(group, nix::sys::signal::Signal::SIGKILL);
-                }
                 ended = Some(status);
                 break;
             }

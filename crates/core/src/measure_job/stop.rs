@@ -1,9 +1,11 @@
-//! The job's processes: its process tree from /proc, and stopping its process group (SIGTERM,
-//! a grace, then SIGKILL).
+//! The job's processes: its process tree from /proc, and stopping it (SIGTERM to its process
+//! group, a grace, then SIGKILL to its whole tree).
 
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
+
+use super::tree::TrackedJob;
 
 /// How long a job has to end after SIGTERM before it is killed (a training script may save a
 /// checkpoint on SIGTERM; a few seconds is enough to end without one).
@@ -50,35 +52,20 @@ pub(super) fn process_tree(root: u32) -> Vec<u32> {
     tree
 }
 
-/// `signal` to the job's process group: its children (a launcher's workers) too. Only the
-/// group: the job's own pid may belong to another process once it has been waited for.
-pub(super) fn signal_group(group: i32, signal: nix::sys::signal::Signal) {
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), signal);
-}
-
 /// Stops the job: SIGTERM to its group, [`STOP_GRACE`] to end (cut short by another Ctrl-C),
-/// then SIGKILL; whatever of its group is left is killed once it has ended.
-pub(super) fn stop_job(child: &mut Child, stop: &Receiver<()>) -> Option<ExitStatus> {
-    let Ok(group) = i32::try_from(child.id()) else {
-        let _ = child.kill();
-        return child.wait().ok();
-    };
-    signal_group(group, nix::sys::signal::Signal::SIGTERM);
+/// then SIGKILL to every process it started; once it has ended, its guard has killed what
+/// was left of them.
+pub(super) fn stop_job(job: &mut TrackedJob, stop: &Receiver<()>) -> Option<ExitStatus> {
+    job.signal(nix::sys::signal::Signal::SIGTERM);
     let deadline = Instant::now() + STOP_GRACE;
     while Instant::now() < deadline && stop.try_recv().is_err() {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                // Its children too, if any ignored the SIGTERM.
-                signal_group(group, nix::sys::signal::Signal::SIGKILL);
-                return Some(status);
-            }
+        match job.try_wait() {
+            Ok(Some(status)) => return Some(status),
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(_) => break,
         }
     }
-    signal_group(group, nix::sys::signal::Signal::SIGKILL);
-    let _ = child.kill();
-    child.wait().ok()
+    job.end_tree().ok()
 }
 
 #[cfg(test)]
