@@ -15,3 +15,4 @@ mod crash;
 mod processes;
 mod stability;
 mod sweep;
+mod system_folders;

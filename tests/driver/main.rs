@@ -13,4 +13,5 @@ mod engine;
 mod nvitop;
 mod nvml_backend;
 mod sampler;
+mod system_folders;
 mod tuning_properties;
