@@ -109,11 +109,7 @@ impl Log {
 }
 
 fn gputune_sim(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gputune"))
-        .args(arguments)
-        .env_remove("GPUTUNE_LOG")
-        .output()
-        .expect("the gputune binary runs")
+    crate::common::gputune_alone(arguments)
 }
 
 fn stderr_of(output: &Output) -> String {
@@ -366,8 +362,9 @@ fn a_file_that_is_not_a_gputune_log_is_refused_and_left_untouched() {
 fn sigterm_stops_logging_cleanly_after_a_complete_row() {
     let directory = tempfile::tempdir().expect("a temporary directory");
     let path = log_path(&directory, "until-stopped.csv");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gputune"))
-        .args([
+    let scratch = crate::common::Scratch::new();
+    let mut child = scratch
+        .command(&[
             "log",
             "--backend",
             "sim",

@@ -1,7 +1,7 @@
 //! `gputune plan` as scripts use it: exact flag names, JSON keys, exit statuses, clear errors,
 //! exports that carry the recommendation and load as Hugging Face `TrainingArguments`.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use gputune_core::plan::model::PRESET_NAMES;
 use serde_json::Value;
@@ -137,8 +137,9 @@ const OPTIM_NAMES: [&str; 6] = [
 ];
 
 fn plan(arguments: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gputune"))
-        .arg("plan")
+    let scratch = crate::common::Scratch::new();
+    scratch
+        .command(&["plan"])
         .args(arguments)
         .args(["--backend", "sim"])
         .output()
@@ -363,9 +364,10 @@ fn bad_input_is_one_clear_sentence() {
         ),
     ];
     for (arguments, expected) in cases {
-        let output = Command::new(env!("CARGO_BIN_EXE_gputune"))
+        let scratch = crate::common::Scratch::new();
+        let output = scratch
+            .command(&["plan"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .arg("plan")
             .args(arguments)
             .output()
             .expect("runs");

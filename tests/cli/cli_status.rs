@@ -3,8 +3,6 @@
 
 use crate::common;
 
-use std::process::Command;
-
 use common::FakeMachine;
 use gputune_core::device::Backend;
 use gputune_core::device::Setting;
@@ -64,10 +62,7 @@ fn assert_complete(gpu: &Value) {
 }
 
 fn gputune_sim(arguments: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gputune"))
-        .args(arguments)
-        .output()
-        .expect("the gputune binary runs")
+    crate::common::gputune_alone(arguments)
 }
 
 #[test]
@@ -281,10 +276,7 @@ fn a_slow_driver_gets_what_status_could_read_with_the_rest_marked_not_read() {
 #[test]
 fn help_lists_everyday_commands_and_options_first_and_the_simulators_apart() {
     let help = |arguments: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_gputune"))
-            .args(arguments)
-            .output()
-            .expect("gputune runs");
+        let output = crate::common::gputune_alone(arguments);
         assert!(output.status.success());
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
@@ -367,4 +359,58 @@ fn status_shows_the_locks_and_offsets_in_force() {
     assert_eq!(ranges[2]["pstate"], 8, "{report}");
     assert_eq!(ranges[2]["max_mhz"], 0, "{report}");
     assert_eq!(in_force["gpu_clock_lock"]["max_mhz"], 2520, "{report}");
+}
+
+/// A clock-lock record of this boot that the card contradicts (a lock of at most 1500 MHz on
+/// record, the card boosting past it under load: another card's record under the same UUID,
+/// such as a fake card of an earlier test, or a lock reset since) is not said as fact: the
+/// lock is unknown. A lock gputune set and the card keeps is still said.
+#[test]
+fn a_recorded_lock_the_card_contradicts_is_reported_as_unknown() {
+    use gputune_core::tuning::in_force::{ClockLock, LockRecord};
+    use gputune_core::tuning::state_folder::StateFolder;
+
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let stale = ClockLock::Locked {
+        min_mhz: 500,
+        max_mhz: 1500,
+    };
+    StateFolder::open(&machine.state_dir())
+        .expect("the state folder opens")
+        .write_locks(
+            &machine.uuid(0),
+            LockRecord {
+                gpu_clock_lock: stale,
+                memory_clock_lock: ClockLock::Unknown,
+            },
+        )
+        .expect("the record is written");
+    let report = parse_json(&machine.gputune(&["status", "--json"]));
+    let gpu = &report["gpus"][0];
+    assert!(
+        gpu["gpu_clock_mhz"].as_u64().is_some_and(|mhz| mhz > 1600),
+        "the card boosts past the recorded lock: {report}"
+    );
+    assert_eq!(
+        gpu["settings_in_force"]["gpu_clock_lock"]["type"], "unknown",
+        "{report}"
+    );
+    let text = machine.gputune(&["status"]);
+    let printed = String::from_utf8_lossy(&text.stdout);
+    assert!(!printed.contains("500-1500 MHz"), "{printed}");
+    assert!(
+        printed.contains("GPU and memory clock locks not set by gputune"),
+        "{printed}"
+    );
+
+    // The lock set for real: the card keeps to it, so the record is believed.
+    let applied = machine.gputune(&["apply", "--lock-gpu-clocks", "500,1500"]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let report = parse_json(&machine.gputune(&["status", "--json"]));
+    let in_force = &report["gpus"][0]["settings_in_force"];
+    assert_eq!(in_force["gpu_clock_lock"]["max_mhz"], 1500, "{report}");
 }

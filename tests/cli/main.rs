@@ -16,3 +16,4 @@ mod job_tree;
 mod processes;
 mod stability;
 mod sweep;
+mod system_folders;

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod canary;
 pub mod daemon;
 pub mod metrics;
 pub mod process;
@@ -21,6 +22,61 @@ use nvidia_ml_fake::FakeState;
 /// A process's output as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Points every folder gputune (and what it starts) could take from the environment inside
+/// `dir`, so a test never reaches the machine's own: tests may run as root, whose defaults are
+/// the daemon's socket and record folder (/run/gputune) and root's state and config folders.
+/// No daemon unless the test names a socket afterwards.
+pub fn keep_inside(command: &mut Command, dir: &std::path::Path) {
+    command
+        .env(STATE_DIR_ENV, dir.join("gputune-state"))
+        .env(CONFIG_DIR_ENV, dir.join("gputune-config"))
+        .env(RECORD_DIR_ENV, dir.join("gputune-state"))
+        .env("GPUTUNE_SOCKET", "")
+        .env_remove("GPUTUNE_INSTALL_ROOT")
+        .env_remove("GPUTUNE_LOG");
+}
+
+/// A temporary folder for a gputune process that needs no fake machine (the simulator, `plan`,
+/// `--help`): its folders are inside it (see [`keep_inside`]).
+pub struct Scratch {
+    directory: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            directory: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.directory.path()
+    }
+
+    /// The gputune binary with `arguments`, its folders in this scratch.
+    pub fn command(&self, arguments: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
+        command.args(arguments);
+        keep_inside(&mut command, self.directory.path());
+        command
+    }
+}
+
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch::new()
+    }
+}
+
+/// Runs `gputune ARGS` to the end in a scratch folder of its own (see [`Scratch`]).
+pub fn gputune_alone(arguments: &[&str]) -> Output {
+    let scratch = Scratch::new();
+    scratch
+        .command(arguments)
+        .output()
+        .expect("the gputune binary runs")
 }
 
 /// The fake reads its configuration from the environment, which is process-wide: tests in one
@@ -229,16 +285,10 @@ impl FakeMachine {
     /// folders, with no daemon (the engine runs in each process) unless a test names a socket.
     pub fn command(&self, arguments: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_gputune"));
-        command
-            .args(arguments)
-            .env("GPUTUNE_NVML_LIB", &self.library)
-            .env(STATE_DIR_ENV, self.state_dir())
-            .env(CONFIG_DIR_ENV, self.config_dir())
-            // Tests may run as root: never the machine's shared record folder (/run/gputune).
-            .env(RECORD_DIR_ENV, self.state_dir())
-            .env("GPUTUNE_SOCKET", "")
-            .env_remove("GPUTUNE_INSTALL_ROOT")
-            .env_remove("GPUTUNE_LOG");
+        command.args(arguments);
+        // Its state folder (the clock-lock records too) and config folder.
+        keep_inside(&mut command, self.directory.path());
+        command.env("GPUTUNE_NVML_LIB", &self.library);
         for (name, value) in self.environment() {
             command.env(name, value);
         }

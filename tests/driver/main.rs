@@ -14,4 +14,5 @@ mod nvitop;
 mod nvml_backend;
 mod pstates;
 mod sampler;
+mod system_folders;
 mod tuning_properties;

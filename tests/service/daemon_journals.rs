@@ -322,3 +322,95 @@ fn engines_without_the_daemon_record_clock_locks_in_the_daemon_s_folder() {
         Path::new(gputune_core::tuning::state_folder::SHARED_RECORD_DIR)
     );
 }
+
+/// Writes, in GPU 0's name in `folder`, a journal that names another card: put its power
+/// limit back to 200 W. Returns the file.
+fn plant_foreign_journal(folder: &Path, machine: &FakeMachine) -> PathBuf {
+    std::fs::create_dir_all(folder).expect("the folder is made");
+    let foreign = gputune_core::tuning::state_folder::GpuJournal::new(
+        gputune_core::device::BackendKind::Nvml,
+        "GPU-00000000-0000-0000-0000-0000000000aa",
+        1,
+        vec![Setting::PowerLimit {
+            power_limit_mw: 200_000,
+        }],
+        "a gputune that crashed",
+    );
+    let path = folder.join(format!("journal-{}.json", machine.uuid(0)));
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&foreign).expect("the journal serializes"),
+    )
+    .expect("the journal is written");
+    path
+}
+
+/// The files of `folder` set aside from `journal` (`<name>.set-aside-<ms>`).
+fn set_aside_from(folder: &Path, journal: &Path) -> Vec<PathBuf> {
+    let name = journal
+        .file_name()
+        .and_then(|name| name.to_str())
+        .expect("a journal's name");
+    std::fs::read_dir(folder)
+        .expect("the folder lists")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|file| file.to_str())
+                .is_some_and(|file| file.starts_with(&format!("{name}.set-aside-")))
+        })
+        .collect()
+}
+
+/// No write the fake driver saw put a power limit of 200 W.
+fn never_wrote_200_w(machine: &FakeMachine) -> bool {
+    !machine.write_log().iter().any(|write| {
+        write.setting
+            == Setting::PowerLimit {
+                power_limit_mw: 200_000,
+            }
+    })
+}
+
+#[test]
+fn a_journal_in_one_card_s_name_that_names_another_is_set_aside_and_never_applied() {
+    // Without the daemon: read at the start of a command, and when a trial takes the card.
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let journal = plant_foreign_journal(&machine.state_dir(), &machine);
+    let status = machine.gputune(&["status"]);
+    must(&status, "status");
+    let said = text(&status.stderr);
+    assert!(!said.contains("kept for when the card is back"), "{said}");
+    assert!(said.contains("names GPU GPU-00000000"), "{said}");
+    assert!(said.contains("applied to neither card"), "{said}");
+    let trial = machine.gputune(&SHORT_TRIAL);
+    must(&trial, "the trial");
+    assert!(never_wrote_200_w(&machine), "{:?}", machine.write_log());
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    assert!(!journal.exists(), "it no longer waits in GPU 0's name");
+    let aside = set_aside_from(&machine.state_dir(), &journal);
+    assert_eq!(aside.len(), 1, "kept aside, not deleted: {aside:?}");
+    let kept = std::fs::read_to_string(&aside[0]).expect("the set-aside file reads");
+    assert!(kept.contains("200000"), "{kept}");
+
+    // The daemon: at its start (and its trials on GPU 0 never write it either).
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let base = machine.state_dir().with_file_name("daemon");
+    let (runtime, state) = (base.join("run"), base.join("state"));
+    let journal = plant_foreign_journal(&runtime.join("state"), &machine);
+    let daemon = Daemon::start_in(&machine, runtime.clone(), state);
+    wait_until("the daemon says it set the journal aside", || {
+        daemon.log_text().contains("applied to neither card")
+    });
+    let trial = daemon
+        .client(&machine, &SHORT_TRIAL)
+        .output()
+        .expect("the client runs");
+    must(&trial, "the daemon's trial");
+    assert!(never_wrote_200_w(&machine), "{:?}", machine.write_log());
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    assert!(!journal.exists());
+    assert_eq!(set_aside_from(&runtime.join("state"), &journal).len(), 1);
+    assert!(!daemon.log_text().contains("kept for when the card is back"));
+}

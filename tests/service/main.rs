@@ -17,3 +17,4 @@ mod metrics_prometheus;
 mod package_deb;
 mod restore_exactness;
 mod sim_xid_ecc;
+mod system_folders;

@@ -259,15 +259,18 @@ pub fn run(
                             })
                             .ok()
                             .map(|current| {
-                                SettingsInForce::from_card(
-                                    &current,
-                                    crate::tuning::engine::recorded_locks(
-                                        set_by.folders,
-                                        backend_kind,
-                                        &uuid,
-                                    )
-                                    .unwrap_or_default(),
+                                let recorded = crate::tuning::engine::recorded_locks(
+                                    set_by.folders,
+                                    backend_kind,
+                                    &uuid,
                                 )
+                                .unwrap_or_default();
+                                // A lock the clocks read now contradict is not said as fact.
+                                let locks = crate::tuning::lock_evidence::borne_out(
+                                    recorded,
+                                    &status.telemetry,
+                                );
+                                SettingsInForce::from_card(&current, locks)
                             })
                     }
                     None => None,

@@ -5,6 +5,7 @@
 pub mod engine;
 pub use crate::formats::fan_curve;
 pub mod in_force;
+pub mod lock_evidence;
 pub mod pstate_offsets;
 pub mod request;
 pub mod state_folder;

@@ -200,12 +200,18 @@ impl StateFolder {
     }
 
     /// The journal waiting for GPU `uuid`, if any. A damaged, oversized or unknown journal is set
-    /// aside (renamed, never deleted) and reported.
+    /// aside (renamed, never deleted) and reported; so is one that names another card than the
+    /// one its file is named for: which card it was meant for cannot be known, so it is applied
+    /// to neither.
     pub fn read_journal(&self, uuid: &str) -> Result<Option<GpuJournal>, FolderProblem> {
-        self.read_journal_at(&self.path("journal", uuid, "json"))
+        self.read_journal_at(&self.path("journal", uuid, "json"), uuid)
     }
 
-    fn read_journal_at(&self, path: &Path) -> Result<Option<GpuJournal>, FolderProblem> {
+    fn read_journal_at(
+        &self,
+        path: &Path,
+        uuid: &str,
+    ) -> Result<Option<GpuJournal>, FolderProblem> {
         let bytes = match fsafe::read_limited(path, MAX_FILE_BYTES, Links::Refuse) {
             Ok(bytes) => bytes,
             Err(error) if error.is_not_found() => return Ok(None),
@@ -224,6 +230,18 @@ impl StateFolder {
                 ));
             }
         };
+        // File names carry the UUID made file-safe (`journal_uuids` lists them so), so the
+        // names are compared in that form.
+        if file_safe(&journal.uuid) != file_safe(uuid) {
+            return Err(self.set_aside(
+                path,
+                &format!(
+                    "it is in the name of GPU {} but names GPU {} inside, so it was applied to neither card",
+                    shown_uuid(uuid),
+                    shown_uuid(&journal.uuid)
+                ),
+            ));
+        }
         if journal.restore.len() > MAX_RESTORE_ENTRIES {
             return Err(self.set_aside(
                 path,
@@ -387,6 +405,12 @@ fn boot_id() -> Option<String> {
     .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
 }
 
+/// A UUID read from a file, as a message shows it: escaped, and cut short when it is longer
+/// than any card's.
+fn shown_uuid(uuid: &str) -> String {
+    crate::text::printable(&uuid.chars().take(96).collect::<String>())
+}
+
 /// A UUID as part of a file name: letters, digits and '-' only.
 pub fn file_safe(uuid: &str) -> String {
     let safe: String = uuid
@@ -474,6 +498,39 @@ mod tests {
             problem.message
         );
         assert_eq!(folder.read_journal("GPU-many").unwrap(), None);
+    }
+
+    #[test]
+    fn a_journal_in_one_card_s_name_that_names_another_is_set_aside_for_both() {
+        let (_dir, folder) = folder();
+        let theirs = GpuJournal::new(
+            BackendKind::Nvml,
+            "GPU-other",
+            1,
+            vec![Setting::PowerLimit {
+                power_limit_mw: 200_000,
+            }],
+            "test",
+        );
+        let path = folder.path("journal", "GPU-mine", "json");
+        std::fs::write(&path, serde_json::to_vec(&theirs).unwrap()).unwrap();
+        let problem = folder.read_journal("GPU-mine").unwrap_err();
+        assert!(
+            problem
+                .message
+                .contains("in the name of GPU GPU-mine but names GPU GPU-other"),
+            "{}",
+            problem.message
+        );
+        assert!(!path.exists());
+        assert!(folder.journal_uuids().is_empty());
+        assert_eq!(folder.read_journal("GPU-other").unwrap(), None);
+        let aside: Vec<_> = std::fs::read_dir(folder.dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().contains("set-aside"))
+            .collect();
+        assert_eq!(aside.len(), 1, "moved aside, not deleted");
     }
 
     #[test]

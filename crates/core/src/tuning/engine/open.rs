@@ -14,6 +14,7 @@ use crate::folders::Folders;
 use crate::notice::Notice;
 use crate::tuning::in_force::Hold;
 use crate::tuning::in_force::SettingsInForce;
+use crate::tuning::lock_evidence::borne_out;
 use crate::tuning::state_folder::{LockRefused, SHARED_RECORD_DIR, StateFolder};
 
 /// How an engine is set up.
@@ -70,7 +71,7 @@ impl Engine {
         let mut gpus = Vec::new();
         for index in 0..count {
             let what = format!("reading GPU {index}");
-            let (identity, constraints, current) = worker
+            let (identity, constraints, current, reading) = worker
                 .call(&what, timeout, move |backend| {
                     let identity = backend.identity(index)?;
                     let constraints = backend.constraints(index)?;
@@ -79,10 +80,16 @@ impl Engine {
                         tracing::warn!("GPU {index}: its settings cannot be read: {error}");
                         CurrentSettings::default()
                     });
-                    Ok((identity, constraints, current))
+                    // Its clocks now: a recorded lock they contradict is not believed.
+                    let reading = backend.telemetry(index).ok();
+                    Ok((identity, constraints, current, reading))
                 })
                 .map_err(device)?;
-            let locks = folder.read_locks(&identity.uuid).unwrap_or_default();
+            let recorded = folder.read_locks(&identity.uuid).unwrap_or_default();
+            let locks = match &reading {
+                Some(reading) => borne_out(recorded, reading),
+                None => recorded,
+            };
             gpus.push(Gpu {
                 info: GpuInfo {
                     identity,
