@@ -74,9 +74,14 @@ pub fn pstates_at(offset_mhz: i32, offsets: &[PstateOffset]) -> Option<Vec<u32>>
 /// compute P-state that runs another ("+150 MHz (P2; P0 at +0 MHz)"); just "+150 MHz" when the
 /// card does not say per P-state.
 pub fn describe_offset(offset_mhz: i32, offsets: &[PstateOffset]) -> String {
-    let Some(covered) = pstates_at(offset_mhz, offsets) else {
+    let Some(mut covered) = pstates_at(offset_mhz, offsets) else {
         return format!("{offset_mhz:+} MHz");
     };
+    // An idle state at no offset (P8: its range is 0 to 0) says nothing about compute.
+    covered.retain(|pstate| COMPUTE_PSTATES.contains(pstate) || offset_mhz != 0);
+    if covered.is_empty() {
+        return format!("{offset_mhz:+} MHz");
+    }
     let others: Vec<String> = offsets
         .iter()
         .filter(|offset| {
@@ -160,5 +165,29 @@ mod tests {
         });
         assert_eq!(in_force.gpu_clock_offset_mhz, Some(-30), "P2's counts");
         assert_eq!(describe_offset(7, &[]), "+7 MHz");
+        let with_idle = |p8_mhz| {
+            let mut offsets = tuned().gpu_clock_offsets;
+            offsets.push(PstateOffset {
+                pstate: 8,
+                offset_mhz: p8_mhz,
+            });
+            offsets
+        };
+        assert_eq!(
+            describe_offset(150, &with_idle(0)),
+            "+150 MHz (P2; P0 at +100 MHz)"
+        );
+        assert_eq!(
+            describe_offset(100, &with_idle(100)),
+            "+100 MHz (P0, P8; P2 at +150 MHz)",
+            "an idle state at the same offset is named"
+        );
+        let mut stock = with_idle(0);
+        stock.iter_mut().for_each(|offset| offset.offset_mhz = 0);
+        assert_eq!(
+            describe_offset(0, &stock),
+            "+0 MHz (P0, P2)",
+            "the idle P8 at no offset is not listed"
+        );
     }
 }
