@@ -165,13 +165,21 @@ fn an_xid_13_puts_back_a_plain_offset_and_lock_to_stock_and_leaves_the_kept_curv
         ]
     );
     let change = tuning.last_change.expect("noted");
-    assert_eq!(change.by, "the crash (Xid 13)");
+    assert_eq!(change.by, "the Xid 13 crash");
     assert!(
         change.what.starts_with("put back GPU clock offset +0 MHz"),
         "{change:?}"
     );
     // The critical event itself still reaches every client, after the notice.
     assert!(matches!(events.last(), Some(EngineEvent::Critical { .. })));
+
+    // The rest of the burst (43 after 13) is told, but changes no setting: the card's last
+    // change and its kept crash are still the one that put it back.
+    let burst = xid(&mut engine, 43);
+    assert_eq!(error_sentences(&burst).len(), 1, "every Xid is told");
+    let tuning = engine.tuning(0).expect("GPU 0");
+    assert_eq!(tuning.last_change.map(|change| change.by), Some(change.by));
+    assert_eq!(tuning.last_critical.map(|note| note.critical.xid), Some(13));
 }
 
 #[test]

@@ -196,12 +196,22 @@ impl Engine {
                 sentence: sentence.clone(),
             });
         }
-        let what = if put_back.is_empty() {
-            "nothing put back".to_string()
-        } else {
-            format!("put back {}", crate::tuning::describe_all(&put_back))
-        };
-        self.note_change(index, &format!("the crash (Xid {})", event.xid), what);
+        // A setting change for the history; an Xid that changed nothing (the rest of a burst, a
+        // card at stock) is told but changes no setting, so it does not bury the one that did.
+        if did_something {
+            let what = if !put_back.is_empty() {
+                format!("put back {}", crate::tuning::describe_all(&put_back))
+            } else if !left.is_empty() {
+                let waiting: Vec<Setting> = left.iter().map(|(_, left)| left.setting).collect();
+                format!(
+                    "could not put back {} yet",
+                    crate::tuning::describe_all(&waiting)
+                )
+            } else {
+                "ended the sessions holding its clocks".to_string()
+            };
+            self.note_change(index, &format!("the Xid {} crash", event.xid), what);
+        }
         self.notice(Some(index), Notice::Error(sentence));
         // After the sessions' ends: a client that holds one hears it was put back first.
         self.events.push(EngineEvent::Critical { critical: event });
