@@ -95,6 +95,9 @@ fn stock_entry(in_force: &SettingsInForce, control: Control) -> Option<RestoreEn
     setting.map(RestoreEntry::exact)
 }
 
+/// How soon after a crash that put a card back another Xid is taken as the rest of its burst.
+const BURST_MS: u64 = 60_000;
+
 /// Settings, each with the session it was put back for (`None`: stock, for no session).
 type ForSession<T> = Vec<(Option<SessionId>, T)>;
 
@@ -183,6 +186,17 @@ impl Engine {
         let did_something = !put_back.is_empty() || !left.is_empty() || !ending.is_empty();
         let at_ms = self.clock.now_ms();
         let gpu = self.gpu_mut(index);
+        // The rest of a burst, soon after the Xid that put the card back: said as that, so the
+        // newest line a user reads does not seem to contradict the one before it.
+        let burst_of = gpu
+            .last_critical
+            .as_ref()
+            .filter(|note| {
+                !did_something
+                    && !note.put_back.is_empty()
+                    && at_ms.saturating_sub(note.at_ms) < BURST_MS
+            })
+            .map(|note| note.critical.xid);
         if did_something
             || gpu
                 .last_critical
@@ -212,7 +226,17 @@ impl Engine {
             };
             self.note_change(index, &format!("the Xid {} crash", event.xid), what);
         }
-        self.notice(Some(index), Notice::Error(sentence));
+        match burst_of {
+            Some(first_xid) => self.notice(
+                Some(index),
+                Notice::Warning(format!(
+                    "GPU {index} reported Xid {} ({}) right after Xid {first_xid}: nothing more to put back.",
+                    event.xid,
+                    event.meaning()
+                )),
+            ),
+            None => self.notice(Some(index), Notice::Error(sentence)),
+        }
         // After the sessions' ends: a client that holds one hears it was put back first.
         self.events.push(EngineEvent::Critical { critical: event });
     }
