@@ -142,6 +142,17 @@ impl serde_json::ser::Formatter for SafeJson {
     }
 }
 
+/// "GPU-5a1e0c2d…": the first 12 characters of a UUID, enough to tell cards apart in a
+/// sentence or a table.
+pub fn short_uuid(uuid: &str) -> String {
+    let short: String = uuid.chars().take(12).collect();
+    if short.len() < uuid.len() {
+        format!("{short}…")
+    } else {
+        short
+    }
+}
+
 /// A number as people write it: "70", "62.5"; far-out magnitudes in exponent form, so a
 /// mistyped 1e300 does not print 300 digits.
 pub fn number(value: f64) -> String {

@@ -124,6 +124,16 @@ impl StabilityPanel {
                 check_view_ui(ui, view);
                 self.put_back_ui(ui, gpu, view, &mut actions);
             }
+            // The answer to the last action (a put-back, a saved profile), under either view.
+            match &self.message {
+                Some(Ok(message)) => {
+                    ui.label(message);
+                }
+                Some(Err(message)) => {
+                    ui.label(RichText::new(message).color(ERROR_TEXT));
+                }
+                None => {}
+            }
         }
         actions
     }
@@ -161,15 +171,6 @@ impl StabilityPanel {
                     });
                 }
             });
-        }
-        match &self.message {
-            Some(Ok(message)) => {
-                ui.label(message);
-            }
-            Some(Err(message)) => {
-                ui.label(RichText::new(message).color(ERROR_TEXT));
-            }
-            None => {}
         }
     }
 
@@ -366,15 +367,6 @@ impl StabilityPanel {
                     }
                 });
             }
-        }
-        match &self.message {
-            Some(Ok(message)) => {
-                ui.label(message);
-            }
-            Some(Err(message)) => {
-                ui.label(RichText::new(message).color(ERROR_TEXT));
-            }
-            None => {}
         }
     }
 }

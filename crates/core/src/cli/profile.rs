@@ -19,6 +19,7 @@ use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoreError, StoredProfile};
 use crate::service::client::{ConnectError, TuningClient};
 use crate::service::protocol::{BootDefault, Request, Response};
+use crate::text::short_uuid;
 use crate::tuning::engine::GpuChange;
 
 /// The longest `apply-defaults --retry-s`: an hour.
@@ -346,16 +347,6 @@ pub fn list(
 fn report_problems(problems: &[LoadProblem], messages: &mut dyn Write) {
     for problem in problems {
         let _ = writeln!(messages, "gputune: skipped: {}", problem.message);
-    }
-}
-
-/// "GPU-4090..." → the first 12 characters, enough to tell cards apart in a table.
-fn short_uuid(uuid: &str) -> String {
-    let short: String = uuid.chars().take(12).collect();
-    if short.len() < uuid.len() {
-        format!("{short}…")
-    } else {
-        short
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::report::THOROUGH_CHECK_S;
 use crate::formats::profile::{CheckRecord, Verdict};
+use crate::text::short_uuid;
 use crate::units::duration_s;
 
 /// The longest verdict sentence a profile keeps, in characters.
@@ -101,15 +102,5 @@ impl CheckRecord {
             ),
             Verdict::NotRun => format!("never checked (the check on {day} could not run)"),
         }
-    }
-}
-
-/// "GPU-5a1e0c2d…": enough of a UUID to tell cards apart in a sentence.
-fn short_uuid(uuid: &str) -> String {
-    let short: String = uuid.chars().take(12).collect();
-    if short.len() < uuid.len() {
-        format!("{short}…")
-    } else {
-        short
     }
 }

@@ -321,13 +321,7 @@ impl Engine {
         }
         let had_plan = !plan.is_empty();
         let mut attempted = RestoreMap::new();
-        let mut report = GpuRestored {
-            gpu_index: index,
-            gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
-            restored: Vec::new(),
-            left: Vec::new(),
-            exact: true,
-        };
+        let mut report = GpuRestored::nothing(index, &self.gpu(index).info.identity.uuid);
         for PutBack {
             control,
             entry,
@@ -395,11 +389,9 @@ impl Engine {
                 gpu.restored.splice(0..0, restored_here);
             }
             None => report.restored.push(GpuRestored {
-                gpu_index: index,
-                gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
                 restored: restored_here,
                 left: left_here,
-                exact: true,
+                ..GpuRestored::nothing(index, &self.gpu(index).info.identity.uuid)
             }),
         }
         self.events

@@ -36,17 +36,13 @@ impl Engine {
             event.xid,
             event.meaning()
         );
-        let controls: Vec<Control> = written
+        // As a user names them: every P-state's offset is the one offset.
+        let held: Vec<Hold> = written
             .iter()
-            .map(|(_, setting)| match Control::of(setting) {
-                // Each P-state's offset went back on its own; people read one offset.
-                Control::GpuClockOffsetAt { .. } => Control::GpuClockOffset,
-                Control::MemoryClockOffsetAt { .. } => Control::MemoryClockOffset,
-                control => control,
-            })
+            .map(|(_, setting)| Control::of(setting).hold())
             .collect();
-        if !controls.is_empty() {
-            let phrase = clocks_phrase(&controls);
+        if !held.is_empty() {
+            let phrase = clocks_phrase(&held);
             let verb = if phrase.contains(" and ") {
                 "were"
             } else {
@@ -124,23 +120,18 @@ impl Engine {
 }
 
 /// "the GPU clock offset and lock", "the memory clock offset": what went back, for people.
-fn clocks_phrase(controls: &[Control]) -> String {
-    let clock = |name: &str, offset: Control, lock: Control| match (
-        controls.contains(&offset),
-        controls.contains(&lock),
-    ) {
-        (true, true) => Some(format!("the {name} clock offset and lock")),
-        (true, false) => Some(format!("the {name} clock offset")),
-        (false, true) => Some(format!("the {name} clock lock")),
-        (false, false) => None,
-    };
+fn clocks_phrase(held: &[Hold]) -> String {
+    let clock =
+        |name: &str, offset: Hold, lock: Hold| match (held.contains(&offset), held.contains(&lock))
+        {
+            (true, true) => Some(format!("the {name} clock offset and lock")),
+            (true, false) => Some(format!("the {name} clock offset")),
+            (false, true) => Some(format!("the {name} clock lock")),
+            (false, false) => None,
+        };
     [
-        clock("GPU", Control::GpuClockOffset, Control::GpuClockLock),
-        clock(
-            "memory",
-            Control::MemoryClockOffset,
-            Control::MemoryClockLock,
-        ),
+        clock("GPU", Hold::GpuClockOffset, Hold::GpuClockLock),
+        clock("memory", Hold::MemoryClockOffset, Hold::MemoryClockLock),
     ]
     .into_iter()
     .flatten()

@@ -29,13 +29,7 @@ impl Engine {
         index: u32,
         settings: &[RestoreEntry],
     ) -> GpuRestored {
-        let mut report = GpuRestored {
-            gpu_index: index,
-            gpu_uuid: self.gpu(index).info.identity.uuid.clone(),
-            restored: Vec::new(),
-            left: Vec::new(),
-            exact: true,
-        };
+        let mut report = GpuRestored::nothing(index, &self.gpu(index).info.identity.uuid);
         for (position, RestoreEntry { setting, exact }) in settings.iter().enumerate() {
             if let Some(reason) = self.gpu(index).lost.clone() {
                 report

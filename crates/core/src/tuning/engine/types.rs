@@ -100,6 +100,17 @@ impl Holder {
 }
 
 impl GpuRestored {
+    /// Nothing put back yet on GPU `gpu_index`: a report a put-back fills in.
+    pub fn nothing(gpu_index: u32, gpu_uuid: &str) -> GpuRestored {
+        GpuRestored {
+            gpu_index,
+            gpu_uuid: gpu_uuid.to_string(),
+            restored: Vec::new(),
+            left: Vec::new(),
+            exact: true,
+        }
+    }
+
     pub fn is_complete(&self) -> bool {
         self.left.is_empty()
     }
