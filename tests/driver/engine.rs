@@ -302,6 +302,7 @@ fn the_holder_s_own_apply_is_permanent_and_its_session_does_not_undo_it() {
                 }],
                 fan_curves: Vec::new(),
                 job_pid: None,
+                job: None,
             },
         )
         .unwrap_or_else(|error| panic!("{error}"));
@@ -657,6 +658,7 @@ fn a_sessions_job_is_named_to_every_client_and_only_its_owner_may_name_it() {
         }],
         fan_curves: Vec::new(),
         job_pid: None,
+        job: None,
     };
     let started = engine
         .start_session(&run, &request)

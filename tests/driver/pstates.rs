@@ -243,6 +243,7 @@ fn a_session_s_put_back_restores_each_p_state_on_a_linked_card_too() {
                     }],
                     fan_curves: Vec::new(),
                     job_pid: None,
+                    job: None,
                 },
             )
             .unwrap_or_else(|error| panic!("{error}"));

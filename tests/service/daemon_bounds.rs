@@ -270,6 +270,7 @@ fn a_trickled_hello_meets_its_deadline_and_only_connections_that_hold_nothing_ti
                 }],
                 fan_curves: Vec::new(),
                 job_pid: None,
+                job: None,
             },
         },
     );

@@ -34,6 +34,7 @@ fn run_session(machine: &FakeMachine) -> Request {
             }],
             fan_curves: Vec::new(),
             job_pid: None,
+            job: None,
         },
     }
 }

@@ -264,6 +264,7 @@ fn trial_of_this_window(session: u64, this_window: &str) -> gputune::tuning::eng
         trial_ends_at_ms: Some(common_ui::START_MS + 60_000),
         job_pid: None,
         energy_at_start_mj: None,
+        job: None,
     }
 }
 

@@ -41,6 +41,7 @@ fn run_with_job(state: &mut AppState, pid: u32) {
         trial_ends_at_ms: None,
         job_pid: Some(pid),
         energy_at_start_mj: None,
+        job: None,
     }];
     state.take_event(LinkEvent::Tuning(Box::new(tuning)), 0);
 }

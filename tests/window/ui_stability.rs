@@ -486,6 +486,7 @@ fn another_clients_scan_is_shown_with_its_holder_and_nothing_else_starts() {
             trial_ends_at_ms: None,
             job_pid: None,
             energy_at_start_mj: None,
+            job: None,
         });
     });
     harness.get_by_label_contains(

@@ -103,6 +103,7 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
         trial_ends_at_ms: None,
         job_pid: None,
         energy_at_start_mj: None,
+        job: None,
     }];
     harness
         .state_mut()

@@ -183,6 +183,7 @@ fn a_card_held_by_another_client_says_by_whom_and_until_when() {
             trial_ends_at_ms: Some(1_700_000_060_000),
             job_pid: None,
             energy_at_start_mj: None,
+            job: None,
         }];
     });
     harness.state_mut().state.take_event(held, 0);
@@ -772,6 +773,7 @@ fn fans_holder(purpose: SessionPurpose, by: &str) -> Holder {
         trial_ends_at_ms: None,
         job_pid: None,
         energy_at_start_mj: None,
+        job: None,
     }
 }
 

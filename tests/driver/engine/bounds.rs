@@ -37,6 +37,7 @@ fn empty(engine: &Engine) -> SessionRequest {
         }],
         fan_curves: Vec::new(),
         job_pid: None,
+        job: None,
     }
 }
 

@@ -225,6 +225,7 @@ fn a_session_that_held_the_clocks_ends_marked_by_the_crash_and_one_driving_the_f
                     curve: flat_77(),
                 }],
                 job_pid: None,
+                job: None,
             },
         )
         .unwrap_or_else(|error| panic!("{error}"));
@@ -242,6 +243,7 @@ fn a_session_that_held_the_clocks_ends_marked_by_the_crash_and_one_driving_the_f
                 }],
                 fan_curves: Vec::new(),
                 job_pid: None,
+                job: None,
             },
         )
         .unwrap_or_else(|error| panic!("{error}"));

@@ -119,6 +119,10 @@ pub const FAULTS_FILE_ENV: &str = "FAKE_NVML_FAULTS_FILE";
 pub const PSTATES_ENV: &str = "FAKE_NVML_PSTATES";
 /// Environment variable listing the processes the GPUs run when the state is created.
 pub const PROCESSES_ENV: &str = "FAKE_NVML_PROCESSES";
+/// Environment variable giving each GPU's device-file number (`/dev/nvidiaN`), in NVML's index
+/// order ("2,0,3,1"), read on every call; a GPU it does not cover has its index. Slurm's
+/// gres.conf numbers cards this way, so a test can make that order differ from NVML's.
+pub const MINORS_ENV: &str = "FAKE_NVML_MINORS";
 
 /// The driver version the fake reports (`nvmlSystemGetDriverVersion`).
 pub const DRIVER_VERSION: &str = "fake-560.35";

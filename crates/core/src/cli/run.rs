@@ -104,6 +104,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
             })
             .unwrap_or_default(),
         job_pid: None,
+        job: None,
     };
     if request.changes.is_empty() && request.fan_curves.is_empty() {
         let _ = writeln!(

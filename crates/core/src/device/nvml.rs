@@ -260,6 +260,7 @@ impl Backend for NvmlBackend {
             driver_version: optional(self.nvml.sys_driver_version(), "driver version", index)?,
             nvml_version: optional(self.nvml.sys_nvml_version(), "NVML version", index)?,
             architecture,
+            minor_number: optional(device.minor_number(), "minor number", index)?,
         })
     }
 

@@ -20,6 +20,11 @@ pub struct GpuIdentity {
     pub nvml_version: Option<String>,
     /// Chip generation ("Ada", "Hopper", ...), used for precision advice.
     pub architecture: Option<String>,
+    /// The device file's number (`/dev/nvidiaN`): how Slurm's gres.conf (`File=`) and its
+    /// `SLURM_STEP_GPUS` name a card, whatever NVML's index order. `None` where the driver
+    /// does not say (an older daemon, Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_number: Option<u32>,
 }
 
 /// One fan's reading. Either value is `None` when the card does not report it.

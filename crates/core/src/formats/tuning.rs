@@ -41,6 +41,26 @@ pub enum SessionPurpose {
     Stability,
     /// Clock offsets stepped through by the undervolt scanner, each checked.
     Scan,
+    /// A scheduler's job (a Slurm job's step, through the SPANK plugin): settings held on
+    /// exactly the job's cards for its life; only root may start one (`JobInfo`).
+    Job,
+}
+
+/// The scheduler's job a session belongs to: who and which job, for the holder's line, the
+/// exporter's labels and the job's energy record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobInfo {
+    /// Which scheduler ("slurm").
+    pub scheduler: String,
+    /// The job's id as the scheduler writes it ("4242", an array task "4242_7").
+    pub job_id: String,
+    /// The step that asked ("batch", "0", "extern"); the steps of one job on a node share its
+    /// session.
+    pub step: String,
+    /// The job's user, by name and number.
+    pub user: String,
+    pub uid: u32,
 }
 
 /// Who holds controls of a GPU: one session on it, and which controls it holds.
@@ -64,6 +84,9 @@ pub struct Holder {
     /// the energy the card used during the session (its job's, for a run).
     #[serde(default)]
     pub energy_at_start_mj: Option<u64>,
+    /// The scheduler's job, for a session of purpose `job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobInfo>,
 }
 
 /// The last change to a card's settings and who made it.
@@ -290,6 +313,9 @@ pub struct SessionRequest {
     /// The job's process, when it already runs (a sweep's); see `Engine::set_session_job`.
     #[serde(default)]
     pub job_pid: Option<u32>,
+    /// The scheduler's job, for purpose `job` (required then, refused otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobInfo>,
 }
 
 /// A fan curve for one GPU, named by UUID.
@@ -305,6 +331,10 @@ pub struct GpuFanCurve {
 pub struct SessionStarted {
     pub session: SessionId,
     pub applied: Vec<GpuApplied>,
+    /// A job's later step joined the session its first step holds on the same cards (nothing
+    /// was written): the session ends when the last of its steps has ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub joined: bool,
 }
 
 /// What a trial over several GPUs asks for: each card's own settings (a power limit is in

@@ -93,6 +93,7 @@ impl CardCheck {
                     })
                     .unwrap_or_default(),
                 job_pid: None,
+                job: None,
             },
         };
         match client.request(request) {

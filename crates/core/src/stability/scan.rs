@@ -88,6 +88,7 @@ impl Scan {
                 }],
                 fan_curves: Vec::new(),
                 job_pid: None,
+                job: None,
             },
         }) {
             Ok(Response::SessionStarted(started)) => {
@@ -400,6 +401,7 @@ impl Scan {
                         }],
                         fan_curves: Vec::new(),
                         job_pid: None,
+                        job: None,
                     },
                 }
             }

@@ -430,6 +430,7 @@ impl Sweep {
                     changes: vec![change],
                     fan_curves: Vec::new(),
                     job_pid: self.job_pid,
+                    job: None,
                 },
             },
         };

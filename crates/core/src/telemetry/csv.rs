@@ -445,6 +445,7 @@ mod tests {
             driver_version: None,
             nvml_version: None,
             architecture: None,
+            minor_number: None,
         }
     }
 

@@ -13,6 +13,8 @@ mod previous;
 mod previous_v4;
 #[path = "formats/previous_v5.rs"]
 mod previous_v5;
+#[path = "formats/previous_v6.rs"]
+mod previous_v6;
 #[path = "formats/values.rs"]
 mod values;
 #[path = "formats/vocabulary.rs"]
@@ -151,7 +153,7 @@ pub fn read_json_lines<T: DeserializeOwned>(name: &str) -> Vec<T> {
 #[test]
 fn the_protocol_version_is_the_one_the_golden_files_were_written_for() {
     assert_eq!(
-        PROTOCOL_VERSION, 6,
+        PROTOCOL_VERSION, 7,
         "the protocol's version changed: write tests/data/formats/protocol-v{PROTOCOL_VERSION}-*.jsonl \
          (move the old ones under tests/data/formats/<release>/, with a test that their greeting still reads) and point crates/core/tests/core/formats.rs at them"
     );
@@ -160,11 +162,11 @@ fn the_protocol_version_is_the_one_the_golden_files_were_written_for() {
 #[test]
 fn every_request_writes_the_bytes_of_protocol_v6_and_reads_back() {
     let lines = wire::request_lines();
-    golden("protocol-v6-requests.jsonl", json_lines(&lines).as_bytes());
-    let read: Vec<RequestLine> = read_json_lines("protocol-v6-requests.jsonl");
+    golden("protocol-v7-requests.jsonl", json_lines(&lines).as_bytes());
+    let read: Vec<RequestLine> = read_json_lines("protocol-v7-requests.jsonl");
     assert_eq!(read, lines);
     // Each line is also what the daemon's own parser accepts.
-    let path = formats_dir().join("protocol-v6-requests.jsonl");
+    let path = formats_dir().join("protocol-v7-requests.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     for (line, expected) in text.lines().zip(&lines) {
         assert_eq!(
@@ -178,9 +180,9 @@ fn every_request_writes_the_bytes_of_protocol_v6_and_reads_back() {
 fn every_response_and_event_writes_the_bytes_of_protocol_v6_and_reads_back() {
     let messages = wire::messages();
     golden(
-        "protocol-v6-messages.jsonl",
+        "protocol-v7-messages.jsonl",
         json_lines(&messages).as_bytes(),
     );
-    let read: Vec<Message> = read_json_lines("protocol-v6-messages.jsonl");
+    let read: Vec<Message> = read_json_lines("protocol-v7-messages.jsonl");
     assert_eq!(read, messages);
 }

@@ -243,6 +243,7 @@ fn other_programs_computing_on_the_card_are_named_and_only_force_goes_on_beside_
         trial_ends_at_ms: None,
         job_pid: None,
         energy_at_start_mj: None,
+        job: None,
     });
     other_work.force = true;
     let refused = other_work

@@ -10,7 +10,7 @@ use nvml_wrapper_sys::bindings::{
     nvmlPciInfo_t, nvmlReturn_t,
 };
 
-use crate::call::{Ptr, api_call, get_from_gpu, on_gpu, write_c_string};
+use crate::call::{Ptr, api_call, get_from_gpu, on_gpu, on_state, write_c_string};
 use crate::codes::{ARGUMENT_VERSION_MISMATCH, struct_version};
 
 /// NVML: the GPU's UUID ("GPU-...").
@@ -25,6 +25,39 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
         // SAFETY: NVML's contract: `uuid` holds `length` bytes.
         unsafe { write_c_string(uuid, length, &text) }
     })
+}
+
+/// NVML: the number of the GPU's device file (`/dev/nvidiaN`): its index, or what
+/// `FAKE_NVML_MINORS` says for it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
+    device: nvmlDevice_t,
+    minor_number: *mut c_uint,
+) -> nvmlReturn_t {
+    api_call(|faults| {
+        let out = Ptr::new(minor_number)?;
+        let index = on_state(faults, device, |_, index| Ok(index))?;
+        let minor = minor_of(index)?;
+        // SAFETY: NVML's contract: `minor_number` is null or valid for a write.
+        unsafe { out.write(minor) };
+        Ok(())
+    })
+}
+
+/// GPU `index`'s device-file number from `FAKE_NVML_MINORS`, else `index`.
+fn minor_of(index: u32) -> Result<u32, crate::codes::Code> {
+    let Ok(list) = std::env::var(crate::MINORS_ENV) else {
+        return Ok(index);
+    };
+    let minors: Result<Vec<u32>, _> = list
+        .split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(|part| part.trim().parse::<u32>())
+        .collect();
+    match minors {
+        Ok(minors) => Ok(minors.get(index as usize).copied().unwrap_or(index)),
+        Err(_) => Err(crate::codes::INVALID_ARGUMENT),
+    }
 }
 
 /// NVML: the product name.

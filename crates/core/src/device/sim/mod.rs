@@ -213,6 +213,8 @@ impl Backend for SimBackend {
             driver_version: Some("simulated".to_string()),
             nvml_version: Some("simulated".to_string()),
             architecture: Some(gpu.spec.architecture.clone()),
+            // The simulator's device files follow its enumeration.
+            minor_number: Some(index),
         })
     }
 

@@ -146,6 +146,7 @@ fn what_the_engine_holds_is_exported() {
         trial_ends_at_ms: Some(1_700_000_060_500),
         job_pid: None,
         energy_at_start_mj: None,
+        job: None,
     }];
     // The session began 1,234.5 J ago by the card's own counter.
     let energy_now_mj = snapshot.latest[1]

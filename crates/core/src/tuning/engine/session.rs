@@ -40,6 +40,7 @@ impl Engine {
             trial_ends_at_ms,
             job_pid: session.job_pid,
             energy_at_start_mj: part.and_then(|part| part.energy_at_start_mj),
+            job: session.job.clone(),
         })
     }
 
@@ -206,6 +207,7 @@ impl Engine {
         Ok(SessionStarted {
             session: id,
             applied,
+            joined: false,
         })
     }
 
@@ -264,6 +266,7 @@ impl Engine {
                     })
                     .collect(),
                 job_pid: None,
+                job: None,
             },
         );
         Ok(id)

@@ -120,6 +120,8 @@ pub(super) struct Session {
     pub gpus: BTreeMap<u32, SessionGpu>,
     /// The process the session's client started as its job, when it said.
     pub job_pid: Option<u32>,
+    /// The scheduler's job, for a session of purpose `job`.
+    pub job: Option<crate::formats::tuning::JobInfo>,
 }
 
 /// Where a trial is: measuring its baseline, or running until its deadline (instants of the

@@ -62,6 +62,7 @@ impl SessionPurpose {
             SessionPurpose::Sweep => "sweep",
             SessionPurpose::Stability => "stability",
             SessionPurpose::Scan => "scan",
+            SessionPurpose::Job => "job",
         }
     }
 
@@ -83,6 +84,7 @@ impl SessionPurpose {
             SessionPurpose::Sweep => "a sweep",
             SessionPurpose::Stability => "a stability check",
             SessionPurpose::Scan => "an undervolt scan",
+            SessionPurpose::Job => "a scheduler's job",
         }
     }
 }

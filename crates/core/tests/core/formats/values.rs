@@ -13,8 +13,8 @@ use gputune_core::formats::protocol::BootDefault;
 use gputune_core::formats::throttle::{ThrottleReason, ThrottleReasons};
 use gputune_core::formats::tuning::{
     ChangeNote, ClockLock, CriticalNote, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats,
-    GpuTuning, Hold, Holder, Notice, SessionPurpose, SessionReport, SettingLeft, SettingsInForce,
-    TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
+    GpuTuning, Hold, Holder, JobInfo, Notice, SessionPurpose, SessionReport, SettingLeft,
+    SettingsInForce, TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
 };
 
 pub const UUID: &str = "GPU-5a1e0c2d-0000-4000-8000-000000000001";
@@ -100,6 +100,17 @@ pub fn curve() -> FanCurve {
     }
 }
 
+/// A Slurm job's step, as the SPANK plugin names it.
+pub fn job_info() -> JobInfo {
+    JobInfo {
+        scheduler: "slurm".to_string(),
+        job_id: "4242".to_string(),
+        step: "batch".to_string(),
+        user: "alice".to_string(),
+        uid: 1000,
+    }
+}
+
 pub fn identity() -> GpuIdentity {
     GpuIdentity {
         index: 0,
@@ -110,6 +121,7 @@ pub fn identity() -> GpuIdentity {
         driver_version: Some("580.65.06".to_string()),
         nvml_version: Some("12.580.65.06".to_string()),
         architecture: Some("Ada".to_string()),
+        minor_number: Some(0),
     }
 }
 
@@ -240,6 +252,18 @@ pub fn tuning() -> GpuTuning {
             trial_ends_at_ms: Some(1_764_000_060_000),
             job_pid: Some(4242),
             energy_at_start_mj: Some(900_000_000),
+            job: None,
+        }, Holder {
+            session: 8,
+            controls: vec![Hold::GpuClockOffset],
+            purpose: SessionPurpose::Job,
+            by: "gputune_spank.so (pid 91, user root)".to_string(),
+            client: 4,
+            since_ms: 1_764_000_000_000,
+            trial_ends_at_ms: None,
+            job_pid: None,
+            energy_at_start_mj: Some(900_000_000),
+            job: Some(job_info()),
         }],
         last_change: Some(change_note(1_764_000_000_000)),
         last_critical: Some(CriticalNote {

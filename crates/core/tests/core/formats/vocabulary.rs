@@ -51,6 +51,7 @@ fn vocabulary() -> Value {
             SessionPurpose::Sweep,
             SessionPurpose::Stability,
             SessionPurpose::Scan,
+            SessionPurpose::Job,
         ]),
     );
     all.insert(
@@ -175,7 +176,14 @@ fn every_variant_is_listed(
 ) {
     use SessionPurpose as P;
     match purpose {
-        P::Trial | P::Run | P::FanCurve | P::KeptFanCurve | P::Sweep | P::Stability | P::Scan => {}
+        P::Trial
+        | P::Run
+        | P::FanCurve
+        | P::KeptFanCurve
+        | P::Sweep
+        | P::Stability
+        | P::Scan
+        | P::Job => {}
     }
     use TuneErrorKind as K;
     match kind {

@@ -34,6 +34,16 @@ pub fn requests() -> Vec<Request> {
                     curve: curve(),
                 }],
                 job_pid: Some(4242),
+                job: None,
+            },
+        },
+        Request::StartSession {
+            session: SessionRequest {
+                purpose: SessionPurpose::Job,
+                changes: vec![change()],
+                fan_curves: Vec::new(),
+                job_pid: None,
+                job: Some(job_info()),
             },
         },
         Request::SessionApply {
@@ -122,6 +132,12 @@ pub fn responses() -> Vec<Response> {
         Response::SessionStarted(SessionStarted {
             session: 7,
             applied: vec![applied()],
+            joined: false,
+        }),
+        Response::SessionStarted(SessionStarted {
+            session: 7,
+            applied: Vec::new(),
+            joined: true,
         }),
         Response::SessionEnded { report: report() },
         Response::Trial {
