@@ -21,6 +21,7 @@
 //! | start a session (`run`, sweep, window) | `start_session` | `session.rs` (its bounds: `session_bounds.rs`, `requests.rs`) |
 //! | apply inside a session | `session_apply` | `session.rs` |
 //! | name a session's job | `set_session_job` | `job.rs` |
+//! | a scheduler's job (Slurm, root only): its steps join one session, handed over as they go | `start_session`, `end_session`, `client_gone` | `scheduler_job.rs` (`check_job_request`, `join_job`, `leave_job`, `hand_over_job`) |
 //! | end a session (keep / put back) | `end_session` | `session_end.rs` → `end_session_now` → `restore.rs::restore_map` |
 //! | start a trial on one GPU | `start_trial` | `trial.rs` (baseline, then `apply_trial`) |
 //! | keep / revert a trial | `finish_trial` | `trial.rs` → `trial_end.rs::finish_trial_with` |
@@ -64,6 +65,7 @@ mod locks;
 mod open;
 mod requests;
 mod restore;
+mod scheduler_job;
 mod session;
 mod session_bounds;
 mod session_end;

@@ -34,7 +34,10 @@ impl Engine {
                 .map(|part| part.held.iter().copied().collect())
                 .unwrap_or_default(),
             purpose: session.purpose,
-            by: session.client.describe(),
+            by: session
+                .job
+                .as_ref()
+                .map_or_else(|| session.client.describe(), describe_job),
             client: session.client.id,
             since_ms: session.started_at_ms,
             trial_ends_at_ms,
@@ -126,6 +129,10 @@ impl Engine {
         self.check_may_write(client)?;
         check_change_count(request.changes.len() + request.fan_curves.len())?;
         check_settings_count(&request.changes)?;
+        self.check_job_request(client, request)?;
+        if let Some(joined) = self.join_job(client, request)? {
+            return Ok(joined);
+        }
         // The cards, each once, in the order named.
         let mut indices: Vec<u32> = Vec::new();
         for uuid in request
@@ -175,6 +182,7 @@ impl Engine {
         let id = self.open_session(client, request.purpose, &parts)?;
         if let Some(session) = self.sessions.get_mut(&id) {
             session.job_pid = request.job_pid;
+            session.job = request.job.clone();
         }
         let mut applied = Vec::new();
         for (&index, settings) in &validated {
@@ -267,6 +275,7 @@ impl Engine {
                     .collect(),
                 job_pid: None,
                 job: None,
+                steps: Vec::new(),
             },
         );
         Ok(id)
@@ -421,4 +430,16 @@ impl Engine {
             }
         }
     }
+}
+
+/// "Slurm job 4242 of alice (step batch)": a job session's holder, as every client names it.
+fn describe_job(job: &crate::formats::tuning::JobInfo) -> String {
+    let scheduler = match job.scheduler.as_str() {
+        "slurm" => "Slurm",
+        other => other,
+    };
+    format!(
+        "{scheduler} job {} of {} (step {})",
+        job.job_id, job.user, job.step
+    )
 }

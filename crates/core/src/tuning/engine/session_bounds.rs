@@ -14,6 +14,7 @@ impl Engine {
         self.sessions
             .values()
             .any(|session| session.client.id == client)
+            || self.is_joined_step(client)
     }
 
     /// Refuses a new session on `cards` cards past the bounds on what a client, a user and

@@ -18,7 +18,13 @@ impl Engine {
         id: SessionId,
         keep: bool,
     ) -> Result<SessionReport, TuneError> {
+        if let Some(report) = self.leave_job(client, id) {
+            return Ok(report);
+        }
         self.own_session(client, id)?;
+        if let Some(report) = self.hand_over_job(id) {
+            return Ok(report);
+        }
         let message = if keep {
             "Kept the settings on"
         } else {
@@ -29,6 +35,7 @@ impl Engine {
 
     /// A client disconnected (or was killed): its sessions end and their cards go back.
     pub fn client_gone(&mut self, client: ClientId) {
+        self.drop_joined_steps(client);
         let ids: Vec<SessionId> = self
             .sessions
             .iter()
@@ -36,6 +43,9 @@ impl Engine {
             .map(|(id, _)| *id)
             .collect();
         for id in ids {
+            if self.hand_over_job(id).is_some() {
+                continue;
+            }
             let by = self
                 .sessions
                 .get(&id)

@@ -122,6 +122,9 @@ pub(super) struct Session {
     pub job_pid: Option<u32>,
     /// The scheduler's job, for a session of purpose `job`.
     pub job: Option<crate::formats::tuning::JobInfo>,
+    /// The job's later steps that joined the session (`scheduler_job.rs`): it ends after the
+    /// last of them and its holder.
+    pub steps: Vec<super::ClientInfo>,
 }
 
 /// Where a trial is: measuring its baseline, or running until its deadline (instants of the
