@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod metrics;
 pub mod process;
 pub mod raw;
+pub mod slurm;
 pub mod sweep_view;
 // The window's helpers are `tests/common/ui.rs`, included as `common_ui` only by the tests
 // that open the window: a test that includes only this module links no GUI stack.

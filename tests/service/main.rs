@@ -17,4 +17,5 @@ mod metrics_prometheus;
 mod package_deb;
 mod restore_exactness;
 mod sim_xid_ecc;
+mod slurm;
 mod system_folders;

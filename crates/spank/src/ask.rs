@@ -118,7 +118,10 @@ impl Ask {
                 origin: origin.join(" "),
             });
         }
-        let origin = format!("the node's default, {}", describe_default(&policy.node_default));
+        let origin = format!(
+            "the node's default, {}",
+            describe_default(&policy.node_default)
+        );
         Ok(match &policy.node_default {
             NodeDefault::Nothing => Wanted {
                 profile: None,
@@ -197,7 +200,10 @@ mod tests {
         assert_eq!(parse_power("80%"), Ok(PowerLimitRequest::Percent(80.0)));
         assert_eq!(parse_power("300W"), Ok(PowerLimitRequest::Watts(300.0)));
         let said = parse_power("80").expect_err("no unit");
-        assert!(said.contains("write 80% (of each card's default limit) or 80W"), "{said}");
+        assert!(
+            said.contains("write 80% (of each card's default limit) or 80W"),
+            "{said}"
+        );
         assert!(parse_power("lots").is_err());
         assert!(parse_power("-5%").is_err());
     }
@@ -210,9 +216,15 @@ mod tests {
             "power_max=100%",
             "default_power=80%",
         ]);
-        let nothing = Ask::default().resolve(&site).unwrap_or_else(|e| panic!("{e}"));
+        let nothing = Ask::default()
+            .resolve(&site)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(nothing.power_limit, Some(PowerLimitRequest::Percent(80.0)));
-        assert!(nothing.origin.contains("node's default"), "{}", nothing.origin);
+        assert!(
+            nothing.origin.contains("node's default"),
+            "{}",
+            nothing.origin
+        );
 
         let asked = Ask {
             profile: Some("quiet".into()),
@@ -224,23 +236,39 @@ mod tests {
 
         for (ask, says) in [
             (
-                Ask { profile: Some("loud".into()), ..Ask::default() },
+                Ask {
+                    profile: Some("loud".into()),
+                    ..Ask::default()
+                },
                 "profile \"loud\" is not one this cluster lets jobs use; allowed: quiet, efficient.",
             ),
             (
-                Ask { power_limit: Some(PowerLimitRequest::Percent(50.0)), ..Ask::default() },
+                Ask {
+                    power_limit: Some(PowerLimitRequest::Percent(50.0)),
+                    ..Ask::default()
+                },
                 "below this cluster's floor of 60 %",
             ),
             (
-                Ask { power_limit: Some(PowerLimitRequest::Percent(110.0)), ..Ask::default() },
+                Ask {
+                    power_limit: Some(PowerLimitRequest::Percent(110.0)),
+                    ..Ask::default()
+                },
                 "above this cluster's ceiling of 100 %",
             ),
             (
-                Ask { off: true, ..Ask::default() },
+                Ask {
+                    off: true,
+                    ..Ask::default()
+                },
                 "runs every job at a power limit of 80%; --gputune-off is not allowed here.",
             ),
             (
-                Ask { off: true, profile: Some("quiet".into()), ..Ask::default() },
+                Ask {
+                    off: true,
+                    profile: Some("quiet".into()),
+                    ..Ask::default()
+                },
                 "leave out --gputune-profile",
             ),
         ] {
@@ -248,9 +276,12 @@ mod tests {
             assert!(said.contains(says), "{ask:?}: {said}");
         }
         let lenient = policy(&["default_power=80%", "allow_off=yes"]);
-        let off = Ask { off: true, ..Ask::default() }
-            .resolve(&lenient)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let off = Ask {
+            off: true,
+            ..Ask::default()
+        }
+        .resolve(&lenient)
+        .unwrap_or_else(|e| panic!("{e}"));
         assert!(off.is_nothing());
     }
 }

@@ -131,7 +131,9 @@ impl DaemonLink {
                 }
                 Ok(_) => continue,
                 Err(error) => {
-                    return Err(format!("gputune: the daemon's answer could not be read: {error}"));
+                    return Err(format!(
+                        "gputune: the daemon's answer could not be read: {error}"
+                    ));
                 }
             }
         }
@@ -141,7 +143,14 @@ impl DaemonLink {
 fn unexpected(request: &str, response: &Response) -> String {
     let kind = serde_json::to_value(response)
         .ok()
-        .and_then(|value| value.get("type").and_then(|t| t.as_str()).map(str::to_string))
+        .and_then(|value| {
+            value
+                .get("type")
+                .and_then(|t| t.as_str())
+                .map(str::to_string)
+        })
         .unwrap_or_default();
-    format!("gputune: the daemon answered {request} with {kind}; is it the same gputune release as the plugin?")
+    format!(
+        "gputune: the daemon answered {request} with {kind}; is it the same gputune release as the plugin?"
+    )
 }

@@ -45,8 +45,12 @@ unsafe extern "C" {
     pub fn spank_context() -> c_int;
     pub fn spank_option_register(spank: SpankHandle, option: *const SpankOption) -> c_int;
     pub fn spank_get_item(spank: SpankHandle, item: c_int, ...) -> c_int;
-    pub fn spank_getenv(spank: SpankHandle, var: *const c_char, buf: *mut c_char, len: c_int)
-    -> c_int;
+    pub fn spank_getenv(
+        spank: SpankHandle,
+        var: *const c_char,
+        buf: *mut c_char,
+        len: c_int,
+    ) -> c_int;
     pub fn spank_setenv(
         spank: SpankHandle,
         var: *const c_char,

@@ -91,7 +91,10 @@ mod tests {
         let uuids: Vec<&str> = cards.iter().map(|gpu| gpu.identity.uuid.as_str()).collect();
         assert_eq!(uuids, ["GPU-1", "GPU-2"]);
         let said = cards_of(&[7], &gpus).expect_err("no /dev/nvidia7");
-        assert!(said.contains("/dev/nvidia7") && said.contains("/dev/nvidia2"), "{said}");
+        assert!(
+            said.contains("/dev/nvidia7") && said.contains("/dev/nvidia2"),
+            "{said}"
+        );
     }
 
     #[test]

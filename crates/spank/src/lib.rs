@@ -127,7 +127,11 @@ unsafe fn arguments(argc: c_int, argv: *mut *mut c_char) -> Vec<String> {
             let arg = unsafe { *argv.add(at) };
             (!arg.is_null())
                 // SAFETY: NUL-terminated per the contract.
-                .then(|| unsafe { CStr::from_ptr(arg) }.to_string_lossy().into_owned())
+                .then(|| {
+                    unsafe { CStr::from_ptr(arg) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
         })
         .collect()
 }
@@ -262,8 +266,13 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
     guarded(|| {
         // SAFETY: no arguments.
         let context = unsafe { ffi::spank_context() };
-        let (policy, ask, bad_option) =
-            with_state(|state| (state.policy.clone(), state.ask.clone(), state.bad_option.clone()));
+        let (policy, ask, bad_option) = with_state(|state| {
+            (
+                state.policy.clone(),
+                state.ask.clone(),
+                state.bad_option.clone(),
+            )
+        });
         let Some(policy) = policy else {
             return 0;
         };
@@ -308,11 +317,11 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
 
 /// Holds the step's cards: its job, its cards by device number, the plan, the session.
 fn start_step(spank: SpankHandle, policy: &Policy, wanted: &ask::Wanted) -> Result<(), String> {
-    let minors = match getenv(spank, c"SLURM_STEP_GPUS").or_else(|| getenv(spank, c"SLURM_JOB_GPUS"))
-    {
-        Some(list) => gpus::parse_slurm_gpus(&list)?,
-        None => Vec::new(),
-    };
+    let minors =
+        match getenv(spank, c"SLURM_STEP_GPUS").or_else(|| getenv(spank, c"SLURM_JOB_GPUS")) {
+            Some(list) => gpus::parse_slurm_gpus(&list)?,
+            None => Vec::new(),
+        };
     if minors.is_empty() {
         return Ok(());
     }

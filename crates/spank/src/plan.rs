@@ -68,7 +68,11 @@ pub fn plan(
             settings.insert(0, Setting::PowerLimit { power_limit_mw });
         }
         check_bounds(policy, card, &settings)?;
-        lines.push(card_line(card, &settings, fan_curves.iter().any(|c| c.gpu_uuid == card.identity.uuid)));
+        lines.push(card_line(
+            card,
+            &settings,
+            fan_curves.iter().any(|c| c.gpu_uuid == card.identity.uuid),
+        ));
         changes.push(GpuChange {
             gpu_uuid: card.identity.uuid.clone(),
             settings,

@@ -294,8 +294,14 @@ mod tests {
             (vec!["power_min"], "is not key=value"),
             (vec!["power_min=lots"], "power_min=lots"),
             (vec!["power_min=90%", "power_max=70%"], "above power_max"),
-            (vec!["default_power=50%", "power_min=60%"], "outside power_min"),
-            (vec!["allow_profiles=a", "default_profile=b"], "not among allow_profiles"),
+            (
+                vec!["default_power=50%", "power_min=60%"],
+                "outside power_min",
+            ),
+            (
+                vec!["allow_profiles=a", "default_profile=b"],
+                "not among allow_profiles",
+            ),
             (vec!["timeout_s=0"], "from 1 to 600"),
             (vec!["allow_off=maybe"], "yes or no"),
         ] {
@@ -308,15 +314,18 @@ mod tests {
     fn a_policy_file_holds_the_same_words() {
         let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
         let path = dir.path().join("policy.conf");
-        std::fs::write(&path, "# the site's policy\ndefault_profile=quiet\n\nallow_off=yes\n")
-            .unwrap_or_else(|error| panic!("{error}"));
+        std::fs::write(
+            &path,
+            "# the site's policy\ndefault_profile=quiet\n\nallow_off=yes\n",
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
         let policy = Policy::from_args(&[format!("config={}", path.display())])
             .unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(policy.node_default, NodeDefault::Profile("quiet".into()));
         assert!(policy.allow_off);
         std::fs::write(&path, "config=/etc/passwd\n").unwrap_or_else(|error| panic!("{error}"));
-        let error = Policy::from_args(&[format!("config={}", path.display())])
-            .expect_err("no nesting");
+        let error =
+            Policy::from_args(&[format!("config={}", path.display())]).expect_err("no nesting");
         assert!(error.contains("unknown setting \"config\""), "{error}");
         let error = Policy::from_args(&["config=/nonexistent/policy"]).expect_err("missing");
         assert!(error.contains("policy file"), "{error}");
