@@ -315,7 +315,7 @@ impl Profile {
             "was never checked with this profile's undervolt"
         };
         Some(format!(
-            "No clock offset is applied to this {name} ({}): it {why}, and an offset found stable on one card can compute wrong results on another (the profile's {offsets} are its own card's, {}). `gputune stability --profile \"{profile}\" --gpu {uuid}` checks them on this card, or `gputune scan --gpu {uuid} --save-profile \"{profile}\" --replace` finds its own; either records it in the profile.",
+            "No clock offset is applied to this {name} ({}): it {why}, and an offset found stable on one card can compute wrong results on another (the profile's {offsets} were found on its own card, {}). `gputune stability --profile \"{profile}\" --gpu {uuid}` checks them on this card, or `gputune scan --gpu {uuid} --save-profile \"{profile}\" --replace` finds its own; either records it in the profile.",
             short_uuid(uuid),
             short_uuid(&self.card.uuid),
             profile = self.name,
