@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod checked_cards;
 mod cli_apply;
 mod cli_log;
 mod cli_plan;

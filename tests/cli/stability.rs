@@ -773,10 +773,14 @@ fn a_profile_of_another_model_checked_here_says_which_card_and_an_old_record_cou
             && show.contains("not on this one"),
         "{show}"
     );
-    // A record an older gputune wrote names no card: it counts on none, and says so.
+    // A record an older gputune wrote names no card (nor has it cards' own entries, which
+    // come last): it counts on none, and says so.
     let saved = std::fs::read_to_string(&file).expect("the profile reads");
     let mut old: Vec<&str> = Vec::new();
-    for line in saved.lines() {
+    for line in saved
+        .lines()
+        .take_while(|line| *line != "[[checked_cards]]")
+    {
         if !line.starts_with("gpu_uuid = ") && !line.starts_with("gpu_name = ") {
             old.push(line);
         }
@@ -784,13 +788,15 @@ fn a_profile_of_another_model_checked_here_says_which_card_and_an_old_record_cou
     std::fs::write(&file, old.join("\n")).expect("the profile is written");
     let list = text(&machine.gputune(&["profile", "list"]).stdout);
     assert!(list.contains("counts as checked on no card"), "{list}");
+    // Its offset, then, is not this card's: none is applied, and the sentence says why.
     let run = text(
         &machine
             .gputune(&["run", "--profile", "Borrowed", "--", "true"])
             .stderr,
     );
     assert!(
-        run.contains("never checked for stability on this card"),
+        run.contains("No clock offset is applied")
+            && run.contains("was never checked with this profile's undervolt"),
         "{run}"
     );
 }

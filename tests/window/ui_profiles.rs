@@ -350,3 +350,48 @@ fn a_check_made_on_another_card_is_named_and_does_not_count_here() {
         1
     );
 }
+
+#[test]
+fn each_cards_own_checked_undervolt_is_a_line_of_its_profile() {
+    use gputune::formats::profile::{CheckedBy, CheckedCard, Verdict};
+    use gputune::profiles::store::StoredProfile;
+    let mut harness = harness();
+    let other = "GPU-0b7e2c11-1111-4111-8111-000000000002";
+    let stored = {
+        let gpu = &harness.state().state.model.gpus[0];
+        let mut profile = profile_from_card("undervolt", "", gpu, None)
+            .unwrap_or_else(|| panic!("the engine said what the card runs"));
+        profile.gpu_clock_offset_mhz = Some(120);
+        for (uuid, offset_mhz, by) in [
+            (gpu.info.identity.uuid.clone(), 120, CheckedBy::Check),
+            (other.to_string(), 90, CheckedBy::Scan),
+        ] {
+            profile.record_checked_card(CheckedCard {
+                gpu_uuid: uuid,
+                gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+                gpu_clock_offset_mhz: Some(offset_mhz),
+                memory_clock_offset_mhz: None,
+                checked_at_ms: common_ui::START_MS,
+                ran_s: 600.0,
+                by,
+                verdict: Verdict::Stable,
+            });
+        }
+        StoredProfile {
+            profile,
+            path: std::path::PathBuf::from("/nonexistent/undervolt.toml"),
+        }
+    };
+    let here = gputune::text::short_uuid(&stored.profile.card.uuid);
+    harness.state_mut().state.profiles.profiles = vec![stored];
+    harness.run();
+    harness.get_by_label_contains(&format!(
+        "Undervolt on NVIDIA GeForce RTX 4090 {here}: GPU offset +120 MHz; a check found it stable for 10 min on"
+    ));
+    harness.get_by_label_contains(
+        "Undervolt on NVIDIA GeForce RTX 4090 GPU-0b7e2c11…: GPU offset +90 MHz; a scan found it stable for 10 min on",
+    );
+    harness.get_by_label_contains(
+        "Undervolt on any other card: no clock offset until it is checked there",
+    );
+}

@@ -261,6 +261,12 @@ fn profile_row(
             ui.label(RichText::new(title).strong());
             ui.label(RichText::new(summary(profile, card_uuid)).weak());
         });
+        // Each card's own undervolt: a clock offset never carries from one card to another.
+        if profile.sets_offsets() {
+            for line in profile.checked_card_lines() {
+                ui.label(RichText::new(format!("    Undervolt on {line}")).weak());
+            }
+        }
         ui.horizontal(|ui| {
             if ui.button(format!("Apply {name}")).clicked() {
                 actions.push(ProfileAction::Apply {

@@ -434,6 +434,13 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
         )?,
         None => {}
     }
+    let checked_cards = profile.checked_card_lines();
+    if !checked_cards.is_empty() {
+        writeln!(out, "Checked cards:  each card's own clock offsets")?;
+        for line in checked_cards {
+            writeln!(out, "  {}", crate::text::printable(&line))?;
+        }
+    }
     if !profile.notes.is_empty() {
         writeln!(out, "Notes:")?;
         for line in profile.notes.lines() {

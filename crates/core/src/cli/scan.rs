@@ -264,6 +264,27 @@ fn save_profile(
                 "gputune: no offset was confirmed stable, so no profile was saved."
             );
         }
+        Ok(Some((profile, path))) if !profile.is_for(&gpu.identity.uuid) => {
+            let _ = writeln!(
+                messages,
+                "gputune: recorded GPU {} ({}, {})'s own offset in the profile \"{}\" (saved from another card, whose settings it keeps), in {}:",
+                gpu.identity.index,
+                gpu.identity.name,
+                gpu.identity.uuid,
+                profile.name,
+                crate::text::path(&path)
+            );
+            for line in profile.checked_card_lines() {
+                let _ = writeln!(messages, "gputune:   {line}");
+            }
+            if let Some(caveat) = crate::stability::scan::lock_caveat(
+                &profile,
+                outcome.options.lock_mhz,
+                &gpu.identity.uuid,
+            ) {
+                let _ = writeln!(messages, "gputune: {caveat}");
+            }
+        }
         Ok(Some((profile, path))) => {
             let _ = writeln!(
                 messages,

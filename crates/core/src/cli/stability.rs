@@ -92,7 +92,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         let gpu = &snapshot.gpus[index as usize];
         let (settings, fan_curve) = match &stored {
             Some((_, stored)) => {
-                let application = stored.profile.for_card(&gpu.identity, &gpu.constraints);
+                let application = stored.profile.to_check_on(&gpu.identity, &gpu.constraints);
                 for notice in &application.notices {
                     let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
                 }
@@ -177,7 +177,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         .collect();
     print_reports(&reports, args.json)?;
     if let Some((store, stored)) = &stored {
-        save_records(store, stored, &reports, &mut messages);
+        save_records(store, stored, &reports, &targets, &mut messages);
     }
     if stored.is_none() {
         say_how_to_put_back(&mut client, options, &reports, &mut messages);
@@ -351,15 +351,41 @@ fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Saves the verdict in the profile, naming the card checked: the profile's own card's when
-/// it was checked, else another card's (which counts only on that card), never over a record
-/// of the profile's own card.
+/// Saves the verdicts in the profile: each card's own entry (the offsets held there, kept when
+/// stable, removed when unstable), and the record of the last check, naming the card checked:
+/// the profile's own card's when it was checked, else another card's (which counts only on
+/// that card), never over a record of the profile's own card.
 fn save_records(
     store: &ProfileStore,
     stored: &crate::profiles::store::StoredProfile,
     reports: &[CheckReport],
+    targets: &[Target],
     messages: &mut dyn Write,
 ) {
+    let mut profile = stored.profile.clone();
+    // Only an undervolt is checked per card.
+    let undervolt = stored.profile.sets_offsets();
+    for report in reports.iter().filter(|_| undervolt) {
+        let Some(target) = targets
+            .iter()
+            .find(|target| target.index == report.gpu_index)
+        else {
+            continue;
+        };
+        let (gpu_clock_offset_mhz, memory_clock_offset_mhz) =
+            crate::profiles::checked::offsets_in(&target.settings);
+        profile.record_checked_card(crate::profiles::checked::CheckedCard {
+            gpu_uuid: report.gpu_uuid.clone(),
+            gpu_name: report.gpu_name.clone(),
+            gpu_clock_offset_mhz,
+            memory_clock_offset_mhz,
+            checked_at_ms: report.ended_at_ms,
+            ran_s: report.result.ran_s,
+            by: crate::profiles::checked::CheckedBy::Check,
+            verdict: report.verdict,
+        });
+    }
+    let entries_changed = profile.checked_cards != stored.profile.checked_cards;
     let profile_card = &stored.profile.card.uuid;
     let checked = reports
         .iter()
@@ -370,24 +396,26 @@ fn save_records(
     let Some(report) = on_its_card.next().or_else(|| checked.clone().next()) else {
         return;
     };
-    if !stored.profile.is_for(&report.gpu_uuid)
+    let keeps_own_record = !stored.profile.is_for(&report.gpu_uuid)
         && stored
             .profile
             .last_check
             .as_ref()
-            .is_some_and(|record| record.counts_on(profile_card))
-    {
+            .is_some_and(|record| record.counts_on(profile_card));
+    if keeps_own_record {
         let _ = writeln!(
             messages,
-            "gputune: the verdict on {} is not saved in the profile \"{}\": it was made for another card ({}), whose own check it keeps.",
-            report.card(),
+            "gputune: the profile \"{}\" keeps the last check of its own card ({}); the verdict on {} is kept as that card's own.",
             stored.profile.name,
-            stored.profile.card.uuid
+            stored.profile.card.uuid,
+            report.card(),
         );
-        return;
+        if !entries_changed {
+            return;
+        }
+    } else {
+        profile.last_check = Some(report.record());
     }
-    let mut profile = stored.profile.clone();
-    profile.last_check = Some(report.record());
     match store.save(&profile) {
         Ok(_) => {
             let _ = writeln!(
@@ -397,6 +425,9 @@ fn save_records(
                 profile.check_text(),
                 report.card()
             );
+            for line in profile.checked_card_lines() {
+                let _ = writeln!(messages, "gputune:   {line}");
+            }
         }
         Err(error) => {
             let _ = writeln!(

@@ -64,6 +64,41 @@ pub struct Profile {
     /// The last stability check of these settings (`gputune stability --profile`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<CheckRecord>,
+    /// Each card's own checked clock offsets, one entry per card UUID (`[[checked_cards]]`): a
+    /// clock offset does not carry from one chip to another, so on a card other than
+    /// [`Profile::card`] the profile's offsets are applied only from that card's entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checked_cards: Vec<CheckedCard>,
+}
+
+/// What found a card's offsets stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckedBy {
+    /// `gputune scan` (or the window's scan) confirmed the offset on the card.
+    Scan,
+    /// `gputune stability --profile` held the profile's settings on the card.
+    Check,
+}
+
+/// One card's own clock offsets for a profile, as a scan or a check of that card left them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckedCard {
+    /// The card checked (NVML UUID): the entry counts only on that card.
+    pub gpu_uuid: String,
+    /// Its model name when it was checked, for people only.
+    pub gpu_name: String,
+    /// The offsets found stable on it; `None` leaves that offset as it is.
+    pub gpu_clock_offset_mhz: Option<i32>,
+    pub memory_clock_offset_mhz: Option<i32>,
+    /// Unix time the check ended, ms.
+    pub checked_at_ms: u64,
+    pub ran_s: f64,
+    pub by: CheckedBy,
+    /// Only a stable verdict is kept (an unstable one removes the card's entry); an entry
+    /// edited to another verdict counts as no check.
+    pub verdict: Verdict,
 }
 
 /// The verdict in one word.

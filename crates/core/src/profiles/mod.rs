@@ -1,6 +1,7 @@
 //! Tuning profiles: named sets of settings saved per card (`profile`), kept as one TOML file
-//! each in the config folder (`store`).
+//! each in the config folder (`store`); each card's own checked clock offsets (`checked`).
 
+pub mod checked;
 pub mod profile;
 pub mod store;
 

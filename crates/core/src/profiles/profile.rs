@@ -2,6 +2,7 @@
 //! for a card — the one it was saved from, or another one (by percentage of that card's default
 //! power limit, clamped to what it accepts, with a notice for every change).
 
+use super::checked::CardOffsets;
 use crate::device::gate::validate;
 use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
 pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
@@ -23,7 +24,7 @@ pub const FAN_CURVE_MAX_POINTS: usize = 32;
 const POWER_PERCENT_RANGE: std::ops::RangeInclusive<f64> = 1.0..=1000.0;
 const POWER_WATTS_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100_000.0;
 const CLOCK_MAX_MHZ: u32 = 100_000;
-const OFFSET_MAX_MHZ: i32 = 10_000;
+pub(super) const OFFSET_MAX_MHZ: i32 = 10_000;
 
 /// What applying a profile to one card means.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,16 +153,21 @@ impl Profile {
                 None => previous.and_then(|previous| previous.fan_curve.clone()),
             },
             last_check: None,
+            checked_cards: Vec::new(),
         }
         .keeping_check_of(previous)
     }
 
     /// This profile with `previous`'s stability check, when it sets the same clocks and
-    /// limits (a check of other settings says nothing about these).
+    /// limits (a check of other settings says nothing about these), and the cards' own checked
+    /// offsets that still hold (see `Profile::checked_cards_kept_from`).
     pub fn keeping_check_of(mut self, previous: Option<&Profile>) -> Profile {
         self.last_check = previous
             .filter(|previous| previous.checked_settings() == self.checked_settings())
             .and_then(|previous| previous.last_check.clone());
+        self.checked_cards = previous
+            .map(|previous| self.checked_cards_kept_from(previous))
+            .unwrap_or_default();
         self
     }
 
@@ -295,6 +301,7 @@ impl Profile {
         if let Some(record) = &self.last_check {
             record.check().map_err(ProfileError::Invalid)?;
         }
+        self.check_checked_cards().map_err(ProfileError::Invalid)?;
         if let Some(points) = &self.fan_curve {
             if points.len() > FAN_CURVE_MAX_POINTS {
                 return invalid(format!(
@@ -311,12 +318,39 @@ impl Profile {
 
     /// The settings that apply this profile to a card. On the card it was saved from, the
     /// power limit is its watts; on another card, the same share of that card's default limit.
-    /// Every value is clamped to what the card accepts (a notice says so), so every setting
-    /// passes `device::gate`; what the card cannot do is left out with a notice.
+    /// Clock offsets follow the one rule of `Profile::offsets_for`: the profile's own on its
+    /// card, a card's own checked entry on another, else none (a notice names the card and
+    /// the command that checks it). Every value is clamped to what the card accepts (a notice
+    /// says so), so every setting passes `device::gate`; what the card cannot do is left out
+    /// with a notice.
     pub fn for_card(
         &self,
         identity: &GpuIdentity,
         constraints: &Constraints,
+    ) -> ProfileApplication {
+        self.application(identity, constraints, self.offsets_for(&identity.uuid))
+    }
+
+    /// What `gputune stability --profile` holds on a card: [`Profile::for_card`], except that
+    /// a card with no offsets of its own is checked at the profile's (a stable verdict makes
+    /// them its own).
+    pub fn to_check_on(
+        &self,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+    ) -> ProfileApplication {
+        self.application(
+            identity,
+            constraints,
+            self.offsets_to_check_on(&identity.uuid),
+        )
+    }
+
+    fn application(
+        &self,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+        offsets: CardOffsets,
     ) -> ProfileApplication {
         let mut notices: Vec<String> = Vec::new();
         let mut different_model = false;
@@ -361,16 +395,17 @@ impl Profile {
                 settings.push(make(min_mhz, max_mhz));
             }
         }
+        let (gpu_offset_mhz, memory_offset_mhz) = offsets.values(self);
         for (clock, offset, range, make) in [
             (
                 "GPU",
-                self.gpu_clock_offset_mhz,
+                gpu_offset_mhz,
                 constraints.gpu_clock_offset_range,
                 gpu_offset as fn(i32) -> Setting,
             ),
             (
                 "memory",
-                self.memory_clock_offset_mhz,
+                memory_offset_mhz,
                 constraints.memory_clock_offset_range,
                 memory_offset,
             ),
@@ -419,16 +454,54 @@ impl Profile {
                         Notice::Info(text)
                     }
                 })
-                .chain(self.stability_notice(&identity.uuid))
+                .chain(self.stability_notice(identity, &offsets))
                 .collect(),
         }
     }
 
-    /// Said once when a profile that changes clocks is applied to the card `uuid`: it was
-    /// never checked on that card (a check of another card does not count), or its last check
-    /// there found it unstable.
-    fn stability_notice(&self, uuid: &str) -> Option<Notice> {
+    /// Said once when a profile that changes clocks is applied to a card: which offsets it
+    /// gets there and why (another card's own, none, the profile's on trial), else that it
+    /// was never checked on that card (a check of another card does not count), or that its
+    /// last check there found it unstable.
+    fn stability_notice(&self, identity: &GpuIdentity, offsets: &CardOffsets) -> Option<Notice> {
+        let uuid = identity.uuid.as_str();
+        match offsets {
+            CardOffsets::Checked(entry) => {
+                return Some(Notice::Info(format!(
+                    "This card's own clock offsets from the profile \"{}\" are used: {}.",
+                    self.name,
+                    entry.describe()
+                )));
+            }
+            CardOffsets::Unchecked if self.sets_offsets() => {
+                return self
+                    .unchecked_offsets_notice(&identity.name, uuid)
+                    .map(Notice::Warning);
+            }
+            CardOffsets::Candidate => {
+                return Some(Notice::Info(format!(
+                    "This card has no clock offsets of its own in the profile \"{}\": its {} are checked here, and a stable verdict makes them this card's.",
+                    self.name,
+                    super::checked::describe_offsets(
+                        self.gpu_clock_offset_mhz,
+                        self.memory_clock_offset_mhz
+                    )
+                    .unwrap_or_else(|| "clock offsets".to_string())
+                )));
+            }
+            CardOffsets::Own | CardOffsets::Unchecked => {}
+        }
         if !self.changes_clocks() {
+            return None;
+        }
+        // Its own card's entry at the profile's very offsets is a check of it.
+        if matches!(offsets, CardOffsets::Own)
+            && self.checked_cards.iter().any(|entry| {
+                entry.counts_on(uuid)
+                    && (entry.gpu_clock_offset_mhz, entry.memory_clock_offset_mhz)
+                        == (self.gpu_clock_offset_mhz, self.memory_clock_offset_mhz)
+            })
+        {
             return None;
         }
         let check = format!("`gputune stability --profile \"{}\"` checks it", self.name);

@@ -69,7 +69,8 @@ impl PutBack {
 }
 
 /// The profile whose last check found it stable on this very card (the record names the card
-/// checked; a record of another card, or one that names none, does not count), the latest such.
+/// checked, or the card has its own checked offsets in it; a record of another card, or one
+/// that names none, does not count), the latest such.
 pub fn last_stable_profile<'a>(
     profiles: &'a [StoredProfile],
     uuid: &str,
@@ -77,9 +78,10 @@ pub fn last_stable_profile<'a>(
     profiles
         .iter()
         .filter_map(|stored| {
-            let check = stored.profile.last_check.as_ref()?;
-            (check.verdict == crate::stability::report::Verdict::Stable && check.counts_on(uuid))
-                .then_some((check.ended_at_ms, stored))
+            stored
+                .profile
+                .stable_on_since(uuid)
+                .map(|ended_at_ms| (ended_at_ms, stored))
         })
         .max_by_key(|(ended_at_ms, _)| *ended_at_ms)
         .map(|(_, stored)| stored)

@@ -12,7 +12,7 @@ mod options;
 mod outcome;
 
 pub use options::ScanOptions;
-pub use outcome::{ScanOutcome, ScanStep, savings};
+pub use outcome::{ScanOutcome, ScanStep, lock_caveat, savings};
 
 use super::busy::OtherWork;
 use super::compute::{ComputeDevice, Prepared};

@@ -403,6 +403,7 @@ pub fn recommended_profile(
         memory_clock_offset_mhz,
         fan_curve: None,
         last_check: None,
+        checked_cards: Vec::new(),
     };
     profile.check().map_err(|error| error.to_string())?;
     Ok(profile)

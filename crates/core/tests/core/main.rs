@@ -7,6 +7,7 @@ mod formats;
 mod health;
 mod history;
 mod profiles;
+mod profiles_checked;
 mod simulator;
 mod stability_cuda;
 mod stability_flow;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::ScanOptions;
+use crate::profiles::checked::{CheckedBy, CheckedCard};
 use crate::profiles::profile::Profile;
 use crate::profiles::store::{ProfileStore, StoreError};
 use crate::stability::report::{CheckReport, Verdict};
@@ -180,9 +181,11 @@ impl ScanOutcome {
     /// Saves the confirmed offset in `store` as the profile `name`: the scan's own settings
     /// only (the offset, and a lock from the card's lowest clock to the scan's, so the card
     /// still clocks down when idle), never what others held on the card meanwhile, with its
-    /// confirmation as its check. A profile of that name is replaced only when `replace` says
-    /// so (its notes and boot-default flag kept). The profile and its file, or `None` when no
-    /// offset was confirmed. The CLI and the window save through here.
+    /// confirmation as its check and as the card's own checked offset. A profile of that name
+    /// is replaced only when `replace` says so (its notes, boot-default flag and the other
+    /// cards' checked offsets kept); a profile saved from another card keeps its settings and
+    /// gains this card's own offset. The profile and its file, or `None` when no offset was
+    /// confirmed. The CLI and the window save through here.
     pub fn save_profile(
         &self,
         store: &ProfileStore,
@@ -215,6 +218,21 @@ impl ScanOutcome {
     fn profile(&self, name: &str, gpu: &GpuInfo, previous: Option<&Profile>) -> Option<Profile> {
         let offset_mhz = self.stable_offset_mhz?;
         let report = self.confirmation.as_ref()?;
+        let entry = CheckedCard {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            gpu_name: gpu.identity.name.clone(),
+            gpu_clock_offset_mhz: Some(offset_mhz),
+            memory_clock_offset_mhz: None,
+            checked_at_ms: report.ended_at_ms,
+            ran_s: report.result.ran_s,
+            by: CheckedBy::Scan,
+            verdict: report.verdict,
+        };
+        if let Some(previous) = previous.filter(|previous| !previous.is_for(&gpu.identity.uuid)) {
+            let mut profile = previous.clone();
+            profile.record_checked_card(entry);
+            return Some(profile);
+        }
         let lowest_mhz = gpu
             .constraints
             .gpu_clock_range
@@ -235,11 +253,36 @@ impl ScanOutcome {
             profile.default_for_card = previous.default_for_card;
         }
         profile.last_check = Some(report.record());
+        profile.checked_cards = previous
+            .map(|previous| previous.checked_cards.clone())
+            .unwrap_or_default();
+        profile.record_checked_card(entry);
         if profile.notes.is_empty() {
             profile.notes = format!("Found by gputune scan: {}", self.summary);
         }
         Some(profile)
     }
+}
+
+/// Said when a scan's offset is recorded into a profile saved from another card whose GPU
+/// clocks may go above the scan's lock, where the offset was not found stable.
+pub fn lock_caveat(profile: &Profile, lock_mhz: u32, gpu_uuid: &str) -> Option<String> {
+    if profile.is_for(gpu_uuid)
+        || profile
+            .gpu_clock_lock
+            .is_some_and(|lock| lock.max_mhz <= lock_mhz)
+    {
+        return None;
+    }
+    Some(format!(
+        "The offset was found at a {lock_mhz} MHz lock and the profile \"{}\" lets the GPU clock {}; `gputune stability --profile \"{}\" --gpu {gpu_uuid}` checks it at the profile's settings.",
+        profile.name,
+        profile.gpu_clock_lock.map_or_else(
+            || "as high as the card goes".to_string(),
+            |lock| format!("up to {} MHz", lock.max_mhz)
+        ),
+        profile.name
+    ))
 }
 
 /// "Against stock: power 398 to 341 W (-14 %), 2.91 to 2.45 J per TFLOP of GEMM work (-16 %),

@@ -9,7 +9,8 @@ use gputune_core::formats::card::{BackendKind, Setting};
 use gputune_core::formats::fan_curve::CurvePoint;
 use gputune_core::formats::files::GpuJournal;
 use gputune_core::formats::profile::{
-    CardIdentity, CheckRecord, ClockLock, PowerLimit, Profile, SCHEMA_VERSION, Verdict,
+    CardIdentity, CheckRecord, CheckedBy, CheckedCard, ClockLock, PowerLimit, Profile,
+    SCHEMA_VERSION, Verdict,
 };
 use gputune_core::formats::protocol::BootDefault;
 use gputune_core::formats::tuning::{ClockLock as LockState, LockRecord};
@@ -221,6 +222,7 @@ pub fn profile(last_check: bool) -> Profile {
             gpu_uuid: Some(UUID.to_string()),
             gpu_name: Some("NVIDIA GeForce RTX 4090".to_string()),
         }),
+        checked_cards: Vec::new(),
     }
 }
 
@@ -239,6 +241,42 @@ fn profiles_write_the_bytes_of_schema_1_with_and_without_a_last_check_and_read_b
         let read = parse_profile(&read(&formats_dir().join(name)));
         assert_eq!(read, Ok(profile), "{name}");
     }
+}
+
+/// A profile with each card's own checked offsets (`[[checked_cards]]`, added with a serde
+/// default: the two files above, which have none, read unchanged).
+#[test]
+fn a_profile_with_checked_cards_writes_its_bytes_and_reads_back() {
+    let mut profile = profile(true);
+    profile.checked_cards = vec![
+        CheckedCard {
+            gpu_uuid: UUID.to_string(),
+            gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+            gpu_clock_offset_mhz: Some(-150),
+            memory_clock_offset_mhz: Some(500),
+            checked_at_ms: 1_764_000_600_000,
+            ran_s: 600.0,
+            by: CheckedBy::Check,
+            verdict: Verdict::Stable,
+        },
+        CheckedCard {
+            gpu_uuid: "GPU-5a1e0c2d-0000-4000-8000-000000000004".to_string(),
+            gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+            gpu_clock_offset_mhz: Some(-90),
+            memory_clock_offset_mhz: None,
+            checked_at_ms: 1_764_100_000_000,
+            ran_s: 600.0,
+            by: CheckedBy::Scan,
+            verdict: Verdict::Stable,
+        },
+    ];
+    let text = match profile_to_toml(&profile) {
+        Ok(text) => text,
+        Err(error) => panic!("the profile does not serialize: {error}"),
+    };
+    golden("profile-v1-checked-cards.toml", text.as_bytes());
+    let read = parse_profile(&read(&formats_dir().join("profile-v1-checked-cards.toml")));
+    assert_eq!(read, Ok(profile));
 }
 
 /// A profile's check as 8ab058c wrote it, without the card it was made on
