@@ -175,6 +175,7 @@ impl Engine {
         let id = self.open_session(client, request.purpose, &parts)?;
         if let Some(session) = self.sessions.get_mut(&id) {
             session.job_pid = request.job_pid;
+            session.job = request.job.clone();
         }
         let mut applied = Vec::new();
         for (&index, settings) in &validated {
