@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod boot_profile;
 mod daemon_bounds;
 mod daemon_clients;
 mod daemon_journals;
