@@ -23,7 +23,7 @@ if ! node=$(curl --silent --show-error --fail --max-time 20 --cacert "$account/c
   echo "choose-profile: node $NODE_NAME could not be read from $api; the gputune ServiceAccount needs \`get nodes\` (rbac.yaml)." >&2
   exit 1
 fi
-name=$(printf '%s' "$node" | jq -r --arg label "$label" '.metadata.labels[$label] // ""')
+name=$(printf '%s' "$node" | jq -r --arg key "$label" '.metadata.labels[$key] // ""')
 
 if [ -z "$name" ]; then
   : > "$chosen"

@@ -13,6 +13,7 @@ mod daemon_journals;
 mod fan_curves;
 mod group_trial;
 mod install;
+mod kubernetes;
 mod metrics_exporter;
 mod metrics_prometheus;
 mod package_deb;
