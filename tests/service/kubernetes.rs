@@ -329,6 +329,19 @@ fn moved_path(path: &str, moved: &BTreeMap<String, PathBuf>) -> Option<String> {
 
 #[test]
 fn the_daemonsets_arguments_and_environment_run_the_real_daemon_on_its_mounts() {
+    // Each profile of the ConfigMap, as the init container would have chosen it.
+    for profile_file in generated_files("gputune-profiles") {
+        run_the_daemonset_daemon(&profile_file);
+    }
+}
+
+fn run_the_daemonset_daemon(profile_file: &Path) {
+    let bytes = std::fs::read(profile_file).expect("the profile reads");
+    let profile = gputune_core::profiles::store::parse_profile(&bytes)
+        .unwrap_or_else(|problem| panic!("{}", problem.at(profile_file)));
+    let percent = profile
+        .power_limit
+        .map_or(100.0, |limit| limit.percent_of_default);
     let machine = FakeMachine::new("8x-rtx4090", "");
     let scratch = machine.state_dir().with_file_name("node");
     let daemon_set = resource("DaemonSet");
@@ -348,8 +361,7 @@ fn the_daemonsets_arguments_and_environment_run_the_real_daemon_on_its_mounts() 
                     .expect("the fake library is linked");
             }
             "node-profile" => {
-                let efficient = base().join("profiles/efficient-80.toml");
-                std::fs::copy(efficient, folder.join("boot-profile.toml")).expect("copied");
+                std::fs::copy(profile_file, folder.join("boot-profile.toml")).expect("copied");
             }
             _ => {}
         }
@@ -387,11 +399,24 @@ fn the_daemonsets_arguments_and_environment_run_the_real_daemon_on_its_mounts() 
     command.env("GPUTUNE_SOCKET", runtime.join("gputune.sock"));
     let metrics = Exporter::start(command, "serving metrics on http://");
     // The library came through GPUTUNE_NVML_LIB's list, and the node's profile is every
-    // card's boot default: 80 % of 450 W.
+    // card's boot default: its share of the cards' 450 W, and its fan curve kept.
+    let watts = 450.0 * percent / 100.0;
     let samples = metrics.scrape_until("every GPU at the node profile", |samples| {
         let limits = by_gpu(samples, "gputune_power_limit_watts");
-        limits.len() == 8 && limits.values().all(|sample| sample.value == 360.0)
+        limits.len() == 8 && limits.values().all(|sample| sample.value == watts)
     });
+    let curves = by_gpu(&samples, "gputune_fan_curve_active");
+    assert_eq!(curves.len(), 8);
+    let expected_curve = if profile.fan_curve.is_some() {
+        1.0
+    } else {
+        0.0
+    };
+    assert!(
+        curves.values().all(|sample| sample.value == expected_curve),
+        "{}: {curves:?}",
+        profile.name
+    );
     assert!(by_gpu(&samples, "DCGM_FI_DEV_GPU_TEMP").len() == 8);
     assert!(runtime.join("gputune.sock").exists());
     let state = moved
