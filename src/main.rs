@@ -17,7 +17,8 @@ struct Cli {
     /// Which GPUs to talk to: NVML when it works (else the simulator), NVML only, or the simulator.
     #[arg(long, global = true, value_enum, default_value_t = BackendChoice::Auto)]
     backend: BackendChoice,
-    /// Path of libnvidia-ml (for WSL or non-standard driver installs).
+    /// Path of libnvidia-ml (for WSL or non-standard driver installs); several separated by
+    /// `:` load the first that exists.
     #[arg(long, global = true, env = "GPUTUNE_NVML_LIB", value_name = "PATH")]
     nvml_lib: Option<PathBuf>,
     /// The gputune daemon's socket, also GPUTUNE_SOCKET (default: /run/gputune/gputune.sock

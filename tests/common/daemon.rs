@@ -47,7 +47,8 @@ impl Daemon {
         )
     }
 
-    fn start_full(
+    /// Starts a daemon with these folders, more arguments and environment.
+    pub fn start_full(
         machine: &FakeMachine,
         runtime_dir: PathBuf,
         state_dir: PathBuf,

@@ -499,6 +499,34 @@ fn missing_library_names_the_path() {
 }
 
 #[test]
+fn a_list_of_libraries_loads_the_first_that_exists() {
+    let machine = FakeMachine::new("rtx4090", "");
+    // As a Kubernetes node has it: the GPU Operator's driver folder (absent here), then the
+    // host's library.
+    let listed = format!(
+        "/nonexistent/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1:{}",
+        machine.library.display()
+    );
+    let mut backend = match NvmlBackend::open(Some(std::path::Path::new(&listed))) {
+        Ok(backend) => backend,
+        Err(error) => panic!("the fake library in the list opens: {error}"),
+    };
+    assert_eq!(backend.gpu_count().ok(), Some(1));
+    // None there: one sentence naming each, and what to do.
+    let missing = "/nonexistent/a/libnvidia-ml.so.1:/nonexistent/b/libnvidia-ml.so.1";
+    let error = NvmlBackend::open(Some(std::path::Path::new(missing)))
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.contains(
+            "none of /nonexistent/a/libnvidia-ml.so.1, /nonexistent/b/libnvidia-ml.so.1 exists"
+        ) && error.contains("--nvml-lib"),
+        "{error}"
+    );
+}
+
+#[test]
 fn fanless_datacenter_card() {
     let machine = FakeMachine::new("datacenter-fanless", "");
     let mut backend = open(&machine);

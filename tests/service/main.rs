@@ -6,12 +6,14 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod boot_profile;
 mod daemon_bounds;
 mod daemon_clients;
 mod daemon_journals;
 mod fan_curves;
 mod group_trial;
 mod install;
+mod kubernetes;
 mod metrics_exporter;
 mod metrics_prometheus;
 mod package_deb;

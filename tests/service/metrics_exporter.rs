@@ -226,6 +226,122 @@ fn the_daemon_serves_metrics_of_what_its_sessions_hold() {
     });
 }
 
+/// The series of GPU `gpu` in `samples` that carry the scheduler's job labels.
+fn job_labelled(samples: &[Sample], gpu: u32) -> Vec<&Sample> {
+    samples
+        .iter()
+        .filter(|sample| {
+            sample.label("gpu") == gpu.to_string() && !sample.label("hpc_job").is_empty()
+        })
+        .collect()
+}
+
+#[test]
+fn a_jobs_gpus_carry_its_labels_and_energy_while_it_holds_them_and_not_after() {
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    let base = machine.state_dir().with_file_name("metrics-job");
+    let runtime = base.join("run");
+    let mut command = machine.command(&[
+        "daemon",
+        "--runtime-dir",
+        runtime.to_str().unwrap_or_default(),
+        "--state-dir",
+        base.join("state").to_str().unwrap_or_default(),
+        "--driver-wait-s",
+        "0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let socket = runtime.join("gputune.sock");
+    command.env("GPUTUNE_SOCKET", &socket);
+    let metrics = Exporter::start(command, "serving metrics on http://");
+    let before = metrics.scrape_until("every GPU read", all_read);
+    assert!(
+        before
+            .iter()
+            .all(|sample| sample.label("hpc_job").is_empty())
+    );
+
+    // What the SPANK plugin sends for a step of job 4242 on GPUs 1 and 2 (the tests run as
+    // root, who alone may start a job's session).
+    let mut plugin = common::raw::Raw::connect(&socket);
+    plugin.hello("slurmstepd job 4242 (test)");
+    let change = |gpu: usize| {
+        format!(
+            "{{\"gpu_uuid\":\"{}\",\"settings\":[{{\"type\":\"power_limit\",\"power_limit_mw\":300000}}]}}",
+            machine.uuid(gpu)
+        )
+    };
+    let start = format!(
+        "{{\"id\":2,\"request\":{{\"type\":\"start_session\",\"session\":{{\"purpose\":\"job\",\"changes\":[{},{}],\"fan_curves\":[],\"job\":{{\"scheduler\":\"slurm\",\"job_id\":\"4242\",\"step\":\"batch\",\"user\":\"alice\",\"uid\":1000}}}}}}}}\n",
+        change(1),
+        change(2)
+    );
+    plugin.send(start.as_bytes()).expect("the request is sent");
+    let started = loop {
+        let line = plugin.line().expect("an answer");
+        if line.starts_with("{\"id\":2,") {
+            break line;
+        }
+    };
+    assert!(started.contains("\"session_started\""), "{started}");
+    let answer: Value = serde_json::from_str(&started).expect("JSON");
+    let session = answer["response"]["session"]
+        .as_u64()
+        .expect("a session id");
+
+    let during = metrics.scrape_until("the job's labels show", |samples| {
+        value(samples, "gputune_power_limit_watts", 1) == 300.0
+            && by_gpu(samples, "gputune_job_energy_joules")
+                .get(&2)
+                .is_some_and(|sample| sample.value > 0.0)
+    });
+    for gpu in [1, 2] {
+        let labelled = job_labelled(&during, gpu);
+        let all = during
+            .iter()
+            .filter(|sample| sample.label("gpu") == gpu.to_string())
+            .count();
+        // Every series of the job's GPUs: dcgm-exporter's and gputune's own.
+        assert_eq!(labelled.len(), all, "GPU {gpu}");
+        assert!(labelled.iter().any(|s| s.name == "DCGM_FI_DEV_POWER_USAGE"));
+        assert!(
+            labelled
+                .iter()
+                .all(|s| s.label("hpc_job") == "4242" && s.label("hpc_user") == "alice")
+        );
+    }
+    for gpu in [0, 3, 4, 5, 6, 7] {
+        assert!(job_labelled(&during, gpu).is_empty(), "GPU {gpu}");
+        assert!(!by_gpu(&during, "gputune_job_energy_joules").contains_key(&gpu));
+    }
+    // The job's energy is its one session's: the same counter since the same start.
+    let energy_j = value(&during, "gputune_job_energy_joules", 2);
+    assert_eq!(energy_j, value(&during, "gputune_session_energy_joules", 2));
+    metrics.scrape_until("the job's energy grows", |samples| {
+        value(samples, "gputune_job_energy_joules", 2) > energy_j
+    });
+
+    // The job ends: its cards are put back and lose its labels and energy.
+    let end = format!(
+        "{{\"id\":3,\"request\":{{\"type\":\"end_session\",\"session\":{session},\"keep\":false}}}}\n"
+    );
+    plugin.send(end.as_bytes()).expect("the request is sent");
+    let after = metrics.scrape_until("the job's labels are gone", |samples| {
+        value(samples, "gputune_power_limit_watts", 1) == 450.0
+            && samples
+                .iter()
+                .all(|sample| sample.label("hpc_job").is_empty())
+    });
+    assert!(!after.iter().any(|s| s.name == "gputune_job_energy_joules"));
+    assert!(
+        after
+            .iter()
+            .all(|sample| sample.label("hpc_user").is_empty())
+    );
+    assert_eq!(by_gpu(&after, "DCGM_FI_DEV_POWER_USAGE").len(), 8);
+}
+
 /// A scrape answers, whole, within `limit`.
 fn scrape_within(address: SocketAddr, limit: Duration) {
     let started = Instant::now();

@@ -243,7 +243,7 @@ fn prometheus_scrapes_the_exporter_and_its_values_and_labels_round_trip() {
             .replace("$__range", "1m")
             .replace("$__rate_interval", "10s");
         let result = prometheus.query(&query);
-        let needs_an_event = ["session", "last_change", "throttle_reason"]
+        let needs_an_event = ["session", "last_change", "throttle_reason", "job_energy"]
             .iter()
             .any(|name| query.contains(name));
         assert!(

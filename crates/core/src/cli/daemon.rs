@@ -38,6 +38,10 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "HOURS", default_value_t = crate::telemetry::store::DEFAULT_KEEP_HOURS,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::telemetry::store::KEEP_HOURS_RANGE.1)))]
     pub history_hours: u32,
+    /// Make this profile file every GPU's boot default as the daemon starts (a cluster node's
+    /// profile; an empty file clears them), converted to each card as `profile default` does.
+    #[arg(long, value_name = "FILE")]
+    pub boot_profile: Option<PathBuf>,
 }
 
 /// What `gputune daemon` does besides running.
@@ -111,6 +115,7 @@ pub fn run_command(
         driver_wait: Duration::from_secs(args.driver_wait_s.min(3_600)),
         metrics_listen: args.metrics_listen,
         history_hours: args.history_hours,
+        boot_profile: args.boot_profile.clone(),
     })
 }
 

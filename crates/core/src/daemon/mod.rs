@@ -47,6 +47,8 @@ pub struct DaemonOptions {
     pub metrics_listen: Option<SocketAddr>,
     /// Hours of history kept in `state_dir/history` (0: none).
     pub history_hours: u32,
+    /// `--boot-profile FILE`: the profile every card boots with (a cluster node's).
+    pub boot_profile: Option<PathBuf>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; every session is put back before it exits.
@@ -56,6 +58,12 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
             "the gputune daemon runs without administrator rights: real GPUs will refuse its writes"
         );
     }
+    // Read first, so a bad profile file is said before any card is touched.
+    let boot_profile = options
+        .boot_profile
+        .as_deref()
+        .map(crate::service::boot_profile::BootProfile::read)
+        .transpose()?;
     // Bound first, so a port in use is said before any card is touched.
     let metrics_listener = options
         .metrics_listen
@@ -75,6 +83,7 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
             daemon: true,
             boot_defaults_dir: Some(options.state_dir.join("defaults")),
             write_group: Some(options.group.clone()),
+            boot_profile,
             history: (options.history_hours > 0).then(|| HistoryOptions {
                 dir: options.state_dir.join("history"),
                 keep_hours: options.history_hours,

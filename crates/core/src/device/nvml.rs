@@ -81,6 +81,8 @@ const NVML_ERROR_TIMEOUT: u32 = 10;
 impl NvmlBackend {
     /// Loads NVML and checks that it sees at least one GPU.
     pub fn open(library_path: Option<&Path>) -> Result<NvmlBackend, DeviceError> {
+        let chosen = library_path.map(choose_library).transpose()?;
+        let library_path = chosen.as_deref();
         let nvml = match library_path {
             Some(path) => Nvml::builder().lib_path(path.as_os_str()).init(),
             None => Nvml::init(),
@@ -156,6 +158,35 @@ fn device_in(nvml: &Nvml, handle: DeviceHandle) -> nvml_wrapper::Device<'_> {
     // SAFETY: the handle came from this `Nvml` (`NvmlBackend::handle`), which is still
     // initialized.
     unsafe { nvml_wrapper::Device::new(handle.0, nvml) }
+}
+
+/// The library to load for `--nvml-lib` / `GPUTUNE_NVML_LIB`: a path, or several separated by
+/// `:` as PATH lists folders, of which the first that exists is loaded. A container that may
+/// find the driver's library in more than one place (the host's `/usr/lib`, or
+/// `/run/nvidia/driver` where NVIDIA's GPU Operator installs the driver) names them all; the
+/// daemon asks again each time it retries while waiting for the driver.
+pub fn choose_library(listed: &Path) -> Result<PathBuf, DeviceError> {
+    let Some(text) = listed.to_str().filter(|text| text.contains(':')) else {
+        return Ok(listed.to_path_buf());
+    };
+    if listed.exists() {
+        return Ok(listed.to_path_buf());
+    }
+    let candidates: Vec<&str> = text.split(':').filter(|part| !part.is_empty()).collect();
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| DeviceError::LibraryNotLoaded {
+            detail: format!(
+                "none of {} exists",
+                candidates
+                    .iter()
+                    .map(|candidate| crate::text::printable(candidate))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
 }
 
 fn map_load_error(error: NvmlError, library_path: Option<&Path>) -> DeviceError {

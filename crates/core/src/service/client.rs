@@ -188,6 +188,7 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
             },
             daemon: false,
             boot_defaults_dir: None,
+            boot_profile: None,
             write_group: None,
             history: None,
         },

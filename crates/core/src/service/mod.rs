@@ -5,6 +5,7 @@
 //! a daemon, the window and the CLI run it in their own process. Either way a client speaks
 //! the same [`protocol`].
 
+pub mod boot_profile;
 pub mod client;
 pub mod history_pages;
 pub use crate::formats::protocol;
@@ -81,6 +82,9 @@ pub struct ServiceOptions {
     pub history: Option<crate::telemetry::store::HistoryOptions>,
     /// The group whose members may write through the daemon (named in its refusals).
     pub write_group: Option<String>,
+    /// `gputune daemon --boot-profile`: made every card's boot default before they are
+    /// applied (needs `boot_defaults_dir`).
+    pub boot_profile: Option<boot_profile::BootProfile>,
 }
 
 /// A running service; dropping it stops it (sessions are put back, kept settings stay).
@@ -103,6 +107,9 @@ impl Service {
             Arc::new(crate::clock::WallClock),
         )?;
         if let Some(dir) = &options.boot_defaults_dir {
+            if let Some(boot) = &options.boot_profile {
+                notices.extend(boot_profile::make_boot_defaults(&engine, dir, boot));
+            }
             notices.extend(routing::apply_boot_defaults(&mut engine, dir));
         }
         let mut no_history_because = None;

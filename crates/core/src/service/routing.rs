@@ -539,46 +539,57 @@ impl Router {
                 "Boot defaults are kept and applied by the gputune daemon, which is not running: install it with `sudo gputune daemon install`.",
             ));
         };
-        let index = engine.gpu_index(gpu_uuid)?;
-        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
-        let path = boot_default_path(dir, &uuid);
-        match default {
-            None => match std::fs::remove_file(&path) {
-                Ok(()) => Ok(Response::Done),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Response::Done),
-                Err(error) => Err(TuneError::new(
-                    TuneErrorKind::State,
-                    format!("{} could not be removed: {error}", path.display()),
-                )),
-            },
-            Some(default) => {
-                if default.settings.len() > MAX_BOOT_SETTINGS {
-                    return Err(TuneError::new(
-                        TuneErrorKind::Refused,
-                        format!("A boot default holds at most {MAX_BOOT_SETTINGS} settings."),
-                    ));
-                }
-                engine.check_settings(index, &default.settings)?;
-                if default.fan_curve.is_some() {
-                    engine.check_fan_curve(index)?;
-                }
-                let default = BootDefault {
-                    gpu_uuid: uuid,
-                    profile_name: crate::text::printable(&default.profile_name)
-                        .chars()
-                        .take(MAX_LABEL_CHARS)
-                        .collect(),
-                    settings: default.settings,
-                    fan_curve: default.fan_curve,
-                };
-                let text = default
-                    .to_file_bytes()
-                    .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
-                fsafe::ensure_private_folder(dir, 0o700)
-                    .and_then(|()| fsafe::write_atomically(&path, &text, 0o600))
-                    .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
-                Ok(Response::Done)
+        store_boot_default(dir, engine, gpu_uuid, default)
+    }
+}
+
+/// Keeps `default` as the boot default of the card `gpu_uuid` in `dir` (checked against the
+/// card first), or removes the card's boot default for `None`.
+pub(super) fn store_boot_default(
+    dir: &Path,
+    engine: &Engine,
+    gpu_uuid: &str,
+    default: Option<BootDefault>,
+) -> Result<Response, TuneError> {
+    let index = engine.gpu_index(gpu_uuid)?;
+    let uuid = engine.gpus()[index as usize].identity.uuid.clone();
+    let path = boot_default_path(dir, &uuid);
+    match default {
+        None => match std::fs::remove_file(&path) {
+            Ok(()) => Ok(Response::Done),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Response::Done),
+            Err(error) => Err(TuneError::new(
+                TuneErrorKind::State,
+                format!("{} could not be removed: {error}", path.display()),
+            )),
+        },
+        Some(default) => {
+            if default.settings.len() > MAX_BOOT_SETTINGS {
+                return Err(TuneError::new(
+                    TuneErrorKind::Refused,
+                    format!("A boot default holds at most {MAX_BOOT_SETTINGS} settings."),
+                ));
             }
+            engine.check_settings(index, &default.settings)?;
+            if default.fan_curve.is_some() {
+                engine.check_fan_curve(index)?;
+            }
+            let default = BootDefault {
+                gpu_uuid: uuid,
+                profile_name: crate::text::printable(&default.profile_name)
+                    .chars()
+                    .take(MAX_LABEL_CHARS)
+                    .collect(),
+                settings: default.settings,
+                fan_curve: default.fan_curve,
+            };
+            let text = default
+                .to_file_bytes()
+                .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
+            fsafe::ensure_private_folder(dir, 0o700)
+                .and_then(|()| fsafe::write_atomically(&path, &text, 0o600))
+                .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
+            Ok(Response::Done)
         }
     }
 }

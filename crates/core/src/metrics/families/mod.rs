@@ -10,6 +10,7 @@ mod tests;
 
 use super::exposition::{Exposition, Family, Kind, Value, label_pairs};
 use crate::device::{BackendKind, Telemetry};
+use crate::formats::tuning::JobInfo;
 use crate::service::protocol::Snapshot;
 use crate::tuning::engine::{GpuInfo, GpuTuning};
 
@@ -24,12 +25,15 @@ pub struct Context {
     pub daemon: bool,
 }
 
-/// One GPU as the families see it.
+/// One GPU as the families see it: once, or once per scheduler's job holding it (each with
+/// that job's labels, as dcgm-exporter repeats a GPU's series for each job its mapping names).
 struct Gpu<'a> {
     info: &'a GpuInfo,
     tuning: Option<&'a GpuTuning>,
     /// The latest reading, when it read and is fresh.
     reading: Option<&'a Telemetry>,
+    /// The scheduler's job these series are labelled with.
+    job: Option<&'a JobInfo>,
     /// dcgm-exporter's labels, escaped: `gpu="0",UUID="GPU-…",…`, for `DCGM_` families.
     dcgm_labels: String,
     /// The same in Prometheus's snake_case: `gpu="0",gpu_uuid="GPU-…",…`, for gputune's own.
@@ -71,25 +75,40 @@ fn read(gpu: &Gpu, field: fn(&Telemetry) -> Option<u32>) -> Option<Value> {
 /// The body of one scrape: every family over every GPU. `readings_fresh` false leaves every
 /// reading out (the sampler stopped answering), keeping what the engine knows.
 pub fn render(snapshot: &Snapshot, context: &Context, readings_fresh: bool) -> String {
-    let gpus: Vec<Gpu> = snapshot
-        .gpus
-        .iter()
-        .enumerate()
-        .map(|(position, info)| {
-            let index = info.identity.index;
-            let reading = match snapshot.latest.get(position) {
-                Some(Some(Ok(reading))) if readings_fresh => Some(reading),
-                _ => None,
-            };
-            Gpu {
+    let mut gpus: Vec<Gpu> = Vec::with_capacity(snapshot.gpus.len());
+    for (position, info) in snapshot.gpus.iter().enumerate() {
+        let index = info.identity.index;
+        let reading = match snapshot.latest.get(position) {
+            Some(Some(Ok(reading))) if readings_fresh => Some(reading),
+            _ => None,
+        };
+        let tuning = snapshot.tunings.iter().find(|t| t.gpu_index == index);
+        let dcgm_labels = dcgm_labels(info, &context.hostname);
+        let labels = own_labels(info, &context.hostname);
+        let jobs = jobs_holding(tuning);
+        if jobs.is_empty() {
+            gpus.push(Gpu {
                 info,
-                tuning: snapshot.tunings.iter().find(|t| t.gpu_index == index),
+                tuning,
                 reading,
-                dcgm_labels: dcgm_labels(info, &context.hostname),
-                labels: own_labels(info, &context.hostname),
-            }
-        })
-        .collect();
+                job: None,
+                dcgm_labels,
+                labels,
+            });
+            continue;
+        }
+        for job in jobs {
+            let job_labels = job_labels(job);
+            gpus.push(Gpu {
+                info,
+                tuning,
+                reading,
+                job: Some(job),
+                dcgm_labels: format!("{dcgm_labels},{job_labels}"),
+                labels: format!("{labels},{job_labels}"),
+            });
+        }
+    }
     let mut body = Exposition::with_capacity(2_048 + 4_096 * gpus.len());
     let mut samples = Samples::default();
     for (family, collect) in dcgm::FAMILIES.iter().chain(own::FAMILIES) {
@@ -115,6 +134,32 @@ pub fn render(snapshot: &Snapshot, context: &Context, readings_fresh: bool) -> S
     ];
     body.sample(&own::EXPORTER_INFO, "", &info, Value::Integer(1));
     body.into_text()
+}
+
+/// The scheduler's jobs holding controls of a GPU, each once (the steps of one job share its
+/// session), in the order they came.
+fn jobs_holding(tuning: Option<&GpuTuning>) -> Vec<&JobInfo> {
+    let mut jobs: Vec<&JobInfo> = Vec::new();
+    let holders = tuning.into_iter().flat_map(|tuning| tuning.holders.iter());
+    for job in holders.filter_map(|holder| holder.job.as_ref()) {
+        if !jobs.iter().any(|seen| same_job(seen, job)) {
+            jobs.push(job);
+        }
+    }
+    jobs
+}
+
+fn same_job(one: &JobInfo, other: &JobInfo) -> bool {
+    one.scheduler == other.scheduler && one.job_id == other.job_id
+}
+
+/// A job's labels on every series of the GPUs it holds: dcgm-exporter's HPC job mapping
+/// names the job `hpc_job`; its user, `hpc_user`, as the mapping's "job user" files do.
+fn job_labels(job: &JobInfo) -> String {
+    label_pairs(&[
+        ("hpc_job", job.job_id.as_str()),
+        ("hpc_user", job.user.as_str()),
+    ])
 }
 
 /// dcgm-exporter's labels, in its order: `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`,

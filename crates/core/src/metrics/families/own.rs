@@ -2,7 +2,7 @@
 //! labels): readings dcgm-exporter has no default name for, the card's power-limit range, and
 //! what the tuning engine holds (limits set, clock locks and offsets, fans, sessions).
 
-use super::{Collect, Gpu, Samples, gauge, read};
+use super::{Collect, Gpu, Samples, gauge, read, same_job};
 use crate::device::ThrottleReason;
 use crate::metrics::exposition::{Family, Kind, Value};
 use crate::tuning::in_force::ClockLock;
@@ -248,6 +248,25 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
                 let used = holder.energy_used_mj(energy);
                 out.labelled(holder_labels(holder), used.map(Value::joules));
             }
+        },
+    ),
+    (
+        gauge(
+            "gputune_job_energy_joules",
+            "Energy the GPU used since the scheduler's job holding it began (in J): its energy counter now minus at the job's start; labelled hpc_job and hpc_user like every series of the GPU while the job holds it.",
+        ),
+        |gpu, out| {
+            let Some(job) = gpu.job else { return };
+            let energy = gpu.reading.and_then(|r| r.energy_total_mj);
+            // The job's first session on the card (its later steps join that one).
+            let first = holders(gpu)
+                .filter(|holder| holder.job.as_ref().is_some_and(|held| same_job(held, job)))
+                .min_by_key(|holder| holder.since_ms);
+            out.one(
+                first
+                    .and_then(|holder| holder.energy_used_mj(energy))
+                    .map(Value::joules),
+            );
         },
     ),
     (

@@ -205,3 +205,94 @@ fn failed_and_stale_readings_are_left_out_and_said() {
     assert!(!stale.contains("# TYPE DCGM_FI_DEV_GPU_TEMP"));
     assert_eq!(samples(&stale, "gputune_power_limit_max_watts").len(), 8);
 }
+
+/// A scheduler's job session holding `gpu`'s power limit since `since_ms`, begun
+/// `energy_used_mj` ago by the card's counter.
+fn job_holder(snapshot: &Snapshot, gpu: usize, job_id: &str, user: &str, since_ms: u64) -> Holder {
+    let energy_now_mj = snapshot.latest[gpu]
+        .as_ref()
+        .and_then(|reading| reading.as_ref().ok())
+        .and_then(|reading| reading.energy_total_mj)
+        .expect("the simulated card counts energy");
+    Holder {
+        session: 9,
+        controls: vec![crate::tuning::in_force::Hold::PowerLimit],
+        purpose: SessionPurpose::Job,
+        by: format!("slurm job {job_id} (user {user})"),
+        client: 5,
+        since_ms,
+        trial_ends_at_ms: None,
+        job_pid: None,
+        energy_at_start_mj: Some(energy_now_mj - 3_600_000),
+        job: Some(crate::formats::tuning::JobInfo {
+            scheduler: "slurm".to_string(),
+            job_id: job_id.to_string(),
+            step: "batch".to_string(),
+            user: user.to_string(),
+            uid: 1001,
+        }),
+    }
+}
+
+#[test]
+fn a_jobs_gpus_carry_its_id_and_user_on_every_series_and_its_energy() {
+    let mut snapshot = eight_gpus();
+    let holder = job_holder(&snapshot, 2, "4242_7", "al\"ice", 1_700_000_000_000);
+    snapshot.tunings[2].holders = vec![holder];
+    let text = render(&snapshot, &context(), true);
+    let job_labels = "hpc_job=\"4242_7\",hpc_user=\"al\\\"ice\"";
+    let mut families = 0;
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let of_gpu2 = line.contains("{gpu=\"2\",");
+        assert_eq!(line.contains(job_labels), of_gpu2, "{line}");
+        assert_eq!(line.contains("hpc_job="), of_gpu2, "{line}");
+        families += usize::from(of_gpu2);
+    }
+    // Every family that has a series for GPU 2 carries the job (a reading, a limit, a session).
+    assert!(families > 40, "{families}");
+    let power = samples(&text, "DCGM_FI_DEV_POWER_USAGE");
+    assert!(power[2].contains(&format!(
+        "DCGM_FI_DRIVER_VERSION=\"simulated\",{job_labels}}}"
+    )));
+    let energy = samples(&text, "gputune_job_energy_joules");
+    assert_eq!(energy.len(), 1, "{energy:?}");
+    assert!(
+        energy[0].ends_with(&format!(",{job_labels}}} 3600")),
+        "{energy:?}"
+    );
+
+    // The job ended: no GPU carries a job, and no job's energy is left.
+    snapshot.tunings[2].holders.clear();
+    let after = render(&snapshot, &context(), true);
+    assert!(!after.contains("hpc_job="));
+    assert!(!after.contains("hpc_user="));
+    assert!(samples(&after, "gputune_job_energy_joules").is_empty());
+    assert_eq!(samples(&after, "DCGM_FI_DEV_POWER_USAGE").len(), 8);
+}
+
+#[test]
+fn each_job_on_a_gpu_gets_its_own_series_and_a_jobs_steps_one() {
+    let mut snapshot = eight_gpus();
+    let first = job_holder(&snapshot, 4, "100", "alice", 1_700_000_000_000);
+    // A later step of job 100 joined its session; job 101 holds the card's fans.
+    let mut step = first.clone();
+    step.since_ms += 60_000;
+    step.energy_at_start_mj = step.energy_at_start_mj.map(|mj| mj + 1_000_000);
+    let mut other = job_holder(&snapshot, 4, "101", "bob", 1_700_000_100_000);
+    other.controls = vec![crate::tuning::in_force::Hold::Fans];
+    other.energy_at_start_mj = other.energy_at_start_mj.map(|mj| mj + 3_000_000);
+    snapshot.tunings[4].holders = vec![first, step, other];
+    let text = render(&snapshot, &context(), true);
+    let temperature: Vec<&str> = samples(&text, "DCGM_FI_DEV_GPU_TEMP")
+        .into_iter()
+        .filter(|line| line.contains("{gpu=\"4\","))
+        .collect();
+    assert_eq!(temperature.len(), 2, "{temperature:?}");
+    assert!(temperature[0].contains("hpc_job=\"100\",hpc_user=\"alice\""));
+    assert!(temperature[1].contains("hpc_job=\"101\",hpc_user=\"bob\""));
+    let energy = samples(&text, "gputune_job_energy_joules");
+    assert_eq!(energy.len(), 2, "{energy:?}");
+    // Each job's energy from its first session's start.
+    assert!(energy[0].contains("hpc_job=\"100\"") && energy[0].ends_with(" 3600"));
+    assert!(energy[1].contains("hpc_job=\"101\"") && energy[1].ends_with(" 600"));
+}

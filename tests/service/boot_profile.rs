@@ -1,0 +1,113 @@
+//! `gputune daemon --boot-profile FILE`, as the Kubernetes DaemonSet starts it with its node's
+//! profile: on the fake libnvidia-ml, every card boots with the profile (converted to each card
+//! by `Profile::for_card`), an empty file clears the boot defaults, a bad file stops the daemon
+//! before any card is touched.
+
+use crate::common;
+
+use common::FakeMachine;
+use common::daemon::Daemon;
+
+/// A node profile as an admin exports one: 80 % of each card's default power limit (the watts
+/// are the card it was saved from, which is not in this machine).
+pub const NODE_PROFILE: &str = r#"schema_version = 1
+name = "efficient-80"
+notes = "Every GPU of the node at 80 % of its default power limit."
+
+[card]
+uuid = "GPU-00000000-0000-4000-8000-00000000cafe"
+name = "NVIDIA GeForce RTX 4090"
+pci_bus_id = "00000000:01:00.0"
+
+[power_limit]
+percent_of_default = 80.0
+watts = 360.0
+"#;
+
+fn boot_files(daemon_state: &std::path::Path) -> usize {
+    std::fs::read_dir(daemon_state.join("defaults"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.file_name().to_string_lossy().starts_with("boot-"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_boot_profile_becomes_every_cards_boot_default_and_an_empty_file_clears_them() {
+    let machine = FakeMachine::new("8x-rtx4090", "");
+    let profile = machine.state_dir().with_file_name("node-profile.toml");
+    std::fs::write(&profile, NODE_PROFILE).expect("the profile is written");
+    let profile_arg = profile.to_str().expect("a UTF-8 path");
+    let daemon = Daemon::start_with(&machine, &["--boot-profile", profile_arg], &[]);
+    let state_dir = daemon.state_dir.clone();
+    let runtime_dir = daemon.runtime_dir.clone();
+    for gpu in 0..8 {
+        assert_eq!(machine.power_limit_mw(gpu), 360_000, "GPU {gpu}");
+    }
+    assert_eq!(boot_files(&state_dir), 8);
+    let log = daemon.log_text();
+    assert!(
+        log.contains("\"efficient-80\" is every GPU's boot default"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Applied the boot default \"efficient-80\" to GPU 7"),
+        "{log}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+    // The daemon stopped: the boot default stays on the cards (it is no session).
+    assert_eq!(machine.power_limit_mw(3), 360_000);
+
+    // The node lost its label: the init container writes an empty file.
+    std::fs::write(&profile, "").expect("the file is emptied");
+    let daemon = Daemon::start_full(
+        &machine,
+        runtime_dir,
+        state_dir.clone(),
+        &["--boot-profile", profile_arg],
+        &[],
+    );
+    assert_eq!(boot_files(&state_dir), 0);
+    let log = daemon.log_text();
+    assert!(
+        log.contains("is empty: no GPU keeps a boot default"),
+        "{log}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[test]
+fn a_bad_boot_profile_stops_the_daemon_before_any_card_is_touched() {
+    let machine = FakeMachine::new("8x-rtx4090", "");
+    let base = machine.state_dir().with_file_name("bad-boot");
+    let profile = base.with_file_name("bad-profile.toml");
+    std::fs::write(&profile, "schema_version = 1\nname = \"half\"\n").expect("written");
+    for file in [profile.clone(), base.with_file_name("missing.toml")] {
+        let output = machine
+            .command(&[
+                "daemon",
+                "--runtime-dir",
+                base.join("run").to_str().unwrap_or_default(),
+                "--state-dir",
+                base.join("state").to_str().unwrap_or_default(),
+                "--driver-wait-s",
+                "0",
+                "--boot-profile",
+                file.to_str().unwrap_or_default(),
+            ])
+            .env("GPUTUNE_SOCKET", base.join("run").join("gputune.sock"))
+            .output()
+            .expect("the daemon runs");
+        let said = common::text(&output.stderr);
+        assert!(!output.status.success(), "{said}");
+        assert!(said.contains("--boot-profile"), "{said}");
+        assert!(
+            said.contains(file.file_name().and_then(|n| n.to_str()).unwrap_or("?")),
+            "{said}"
+        );
+        assert!(machine.write_log().is_empty(), "{:?}", machine.write_log());
+    }
+}
