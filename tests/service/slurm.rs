@@ -44,23 +44,35 @@ fn spank_library() -> PathBuf {
         .unwrap_or_default();
     assert!(
         path.exists(),
-        "{} is built by `cargo build --workspace` (crates/spank)",
+        "{} is built by `cargo build --workspace --lib` (crates/spank's cdylib; .ci/run does it)",
         path.display()
     );
     path
 }
 
-fn site_profiles(dir: &Path) -> PathBuf {
+/// The site's profile "quiet": 70 % and an undervolt found on another machine's card, checked
+/// on this node only on the card whose device file is /dev/nvidia{CHECKED_MINOR} (-60 MHz there).
+fn site_profiles(dir: &Path, machine: &FakeMachine) -> PathBuf {
     let folder = dir.join("profiles");
     std::fs::create_dir_all(&folder).expect("the site's profiles folder");
     std::fs::write(
         folder.join("quiet.toml"),
-        "schema_version = 1\nname = \"quiet\"\n\n[card]\nuuid = \"GPU-00000000-0000-4000-8000-000000000000\"\n\
-         name = \"NVIDIA GeForce RTX 4090\"\npci_bus_id = \"\"\n\n[power_limit]\npercent_of_default = 70.0\nwatts = 315.0\n",
+        format!(
+            "schema_version = 1\nname = \"quiet\"\ngpu_clock_offset_mhz = -100\n\n\
+             [card]\nuuid = \"GPU-00000000-0000-4000-8000-000000000000\"\n\
+             name = \"NVIDIA GeForce RTX 4090\"\npci_bus_id = \"\"\n\n\
+             [power_limit]\npercent_of_default = 70.0\nwatts = 315.0\n\n\
+             [[checked_cards]]\ngpu_uuid = \"{}\"\ngpu_name = \"NVIDIA GeForce RTX 4090\"\n\
+             gpu_clock_offset_mhz = -60\nchecked_at_ms = 1764100000000\nran_s = 600.0\nby = \"check\"\nverdict = \"stable\"\n",
+            machine.uuid(index_of_minor(CHECKED_MINOR))
+        ),
     )
     .expect("a site profile");
     folder
 }
+
+/// The card the site's profile was checked on.
+const CHECKED_MINOR: u32 = 1;
 
 /// Waits until `condition` holds; how long it took. Fails after `patience`.
 fn wait(what: &str, patience: Duration, condition: impl Fn() -> bool) -> Duration {
@@ -73,10 +85,24 @@ fn wait(what: &str, patience: Duration, condition: impl Fn() -> bool) -> Duratio
 }
 
 /// The GPU device numbers a batch job printed ("gpus=0,2"), once it has.
-fn job_gpus(output: &Path) -> Vec<u32> {
-    wait("the job prints its GPUs", Duration::from_secs(30), || {
-        std::fs::read_to_string(output).is_ok_and(|text| text.contains("gpus="))
-    });
+fn job_gpus(slurm: &Slurm, output: &Path) -> Vec<u32> {
+    let started = Instant::now();
+    while !std::fs::read_to_string(output).is_ok_and(|text| text.contains("gpus=")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the job never printed its GPUs into {}: {:?}\nslurmd's log ends:\n{}",
+            output.display(),
+            std::fs::read_to_string(output),
+            slurm
+                .log("slurmd.log")
+                .lines()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let text = std::fs::read_to_string(output).unwrap_or_default();
     text.lines()
         .find_map(|line| line.strip_prefix("gpus="))
@@ -152,7 +178,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
     let machine = FakeMachine::for_processes("8x-rtx4090", "training");
     let daemon = Daemon::start_with(&machine, &[], &[("FAKE_NVML_MINORS", MINORS)]);
     let dir = tempfile::tempdir().expect("a cluster folder");
-    let profiles = site_profiles(dir.path());
+    let profiles = site_profiles(dir.path(), &machine);
     let plugstack = format!(
         "required {} socket={} profiles={} allow_profiles=quiet power_min=60% power_max=100% default_power=80%",
         spank_library().display(),
@@ -177,7 +203,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "--wrap",
         &batch_script(401),
     ]);
-    let timed_gpus = job_gpus(&out("timed.out"));
+    let timed_gpus = job_gpus(&slurm, &out("timed.out"));
     cards.wait_power(
         "the timed job's card at 65 %",
         &timed_gpus,
@@ -201,8 +227,8 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "--wrap",
         &batch_script(403),
     ]);
-    let profiled_gpus = job_gpus(&out("profiled.out"));
-    let defaulted_gpus = job_gpus(&out("defaulted.out"));
+    let profiled_gpus = job_gpus(&slurm, &out("profiled.out"));
+    let defaulted_gpus = job_gpus(&slurm, &out("defaulted.out"));
     cards.wait_power(
         "the profiled job's cards at 70 %",
         &profiled_gpus,
@@ -212,6 +238,19 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "the default job's card at 80 %",
         &defaulted_gpus,
         percent_mw(80.0),
+    );
+    // Each card of the profiled job has its own checked offset, or none and a line saying so.
+    for &minor in &profiled_gpus {
+        let offset_mhz = machine
+            .settings(index_of_minor(minor))
+            .gpu_clock_offset_in(2);
+        let expected = if minor == CHECKED_MINOR { -60 } else { 0 };
+        assert_eq!(offset_mhz, expected, "/dev/nvidia{minor}'s offset");
+    }
+    let told = std::fs::read_to_string(out("profiled.out")).unwrap_or_default();
+    assert!(
+        told.contains("was never checked with this profile's undervolt"),
+        "the job is told which card gets no offset: {told}"
     );
     let mut all: Vec<u32> = [&timed_gpus[..], &profiled_gpus, &defaulted_gpus].concat();
     all.sort();
@@ -247,9 +286,11 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
     kill_process("sleep 403");
     cards.wait_back("the killed task's card back", &defaulted_gpus);
     put_back.push(("task SIGKILL", asked.elapsed()));
-    wait("the job whose task was killed has failed", Duration::from_secs(30), || {
-        slurm.job_field(&defaulted, "JobState") == "FAILED"
-    });
+    wait(
+        "the job whose task was killed has failed",
+        Duration::from_secs(30),
+        || slurm.job_field(&defaulted, "JobState") == "FAILED",
+    );
 
     // slurmstepd itself killed: the connection drops, the daemon puts the card back.
     let orphaned = slurm.sbatch(&[
@@ -260,7 +301,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "--wrap",
         &batch_script(404),
     ]);
-    let orphaned_gpus = job_gpus(&out("orphaned.out"));
+    let orphaned_gpus = job_gpus(&slurm, &out("orphaned.out"));
     cards.wait_power("the job's card at 70 %", &orphaned_gpus, percent_mw(70.0));
     let stepd = slurm
         .slurmstepd_of(&orphaned, "batch")
@@ -286,7 +327,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "--wrap",
         "echo gpus=$SLURM_JOB_GPUS; srun --gres=gpu:1 bash -c 'echo step: $GPUTUNE_SETTINGS'; date +%s%N > ended; true",
     ]);
-    let nested_gpus = job_gpus(&out("nested.out"));
+    let nested_gpus = job_gpus(&slurm, &out("nested.out"));
     let ended_at = slurm.dir.join("ended");
     wait("the nested job ends", Duration::from_secs(30), || {
         ended_at.exists()
