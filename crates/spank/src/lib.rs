@@ -4,8 +4,10 @@
 //! - `srun`/`sbatch`/`salloc` get `--gputune-profile=NAME`, `--gputune-power-limit=PCT%|W`
 //!   and `--gputune-off`; what the site's policy (`policy`) refuses fails the command at
 //!   submission with one sentence.
+//! - The job prolog (root, in slurmd) records which cards Slurm gave the job on this node
+//!   (`allocation`): a step's environment is the user's and cannot be believed alone.
 //! - In slurmstepd (`init_post_opt`, as root, before the tasks start) the step's cards
-//!   (`gpus`: Slurm's device numbers → UUIDs) get a job session from the daemon (`plan`,
+//!   (`gpus`: Slurm's device numbers → UUIDs, each one the job's) get a job session from the daemon (`plan`,
 //!   `daemon`); the connection stays open for the step's life. A refusal on the node fails
 //!   the step; the job never runs untuned when it asked for (or the node defaults to) a
 //!   setting.
@@ -18,6 +20,7 @@
 //!
 //! Every hook runs under `catch_unwind`: a panic never crosses into Slurm.
 
+pub mod allocation;
 pub mod ask;
 pub mod comment;
 pub mod daemon;
@@ -359,6 +362,67 @@ fn start_step(spank: SpankHandle, policy: &Policy, wanted: &ask::Wanted) -> Resu
         });
     });
     Ok(())
+}
+
+/// SPANK: the job's prolog on this node (root, in slurmd; its environment is slurmd's, with
+/// the job's cards on this node in `SLURM_JOB_GPUS`): records them for the job's steps. A
+/// failure is logged and the prolog succeeds (a failing required plugin drains the node); the
+/// job's steps then find no record and hold no card.
+///
+/// # Safety
+/// Called by Slurm with its handle and the plugin's arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_job_prolog(
+    spank: SpankHandle,
+    argc: c_int,
+    argv: *mut *mut c_char,
+) -> c_int {
+    // SAFETY: Slurm's arguments, passed on.
+    let args = unsafe { arguments(argc, argv) };
+    guarded(|| {
+        let recorded = Policy::from_args(&args).and_then(|policy| {
+            let job_id = job_id(spank)?;
+            let minors = match std::env::var("SLURM_JOB_GPUS") {
+                Ok(list) => gpus::parse_slurm_gpus(&list)?,
+                Err(_) => Vec::new(),
+            };
+            allocation::record(&policy.records_dir, &job_id, &minors)
+        });
+        if let Err(error) = recorded {
+            say_error(&error);
+        }
+        0
+    })
+}
+
+/// SPANK: the job's epilog on this node: its record of cards goes.
+///
+/// # Safety
+/// Called by Slurm with its handle and the plugin's arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_job_epilog(
+    spank: SpankHandle,
+    argc: c_int,
+    argv: *mut *mut c_char,
+) -> c_int {
+    // SAFETY: Slurm's arguments, passed on.
+    let args = unsafe { arguments(argc, argv) };
+    guarded(|| {
+        if let (Ok(policy), Ok(job_id)) = (Policy::from_args(&args), job_id(spank)) {
+            allocation::forget(&policy.records_dir, &job_id);
+        }
+        0
+    })
+}
+
+fn job_id(spank: SpankHandle) -> Result<String, String> {
+    let mut job_id: u32 = 0;
+    // SAFETY: S_JOB_ID's out type is uint32_t.
+    let read = unsafe { ffi::spank_get_item(spank, ffi::S_JOB_ID, &mut job_id as *mut u32) };
+    if read != ffi::SUCCESS || job_id == 0 {
+        return Err("gputune: Slurm did not say which job this is.".to_string());
+    }
+    Ok(job_id.to_string())
 }
 
 /// SPANK: in each task, as the job's user, just before it runs the job's program: a step the

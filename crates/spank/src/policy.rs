@@ -9,6 +9,9 @@ use gputune_core::tuning::request::{PowerLimitRequest, parse_power_limit};
 
 /// The daemon's socket when `socket=` is not given (the Debian package's and `daemon install`'s).
 pub const DEFAULT_SOCKET: &str = "/run/gputune/gputune.sock";
+/// Where the job prolog records each job's cards when `records=` is not given (root's, 0700;
+/// `/run` ends with the boot, like the jobs it describes).
+pub const DEFAULT_RECORDS: &str = "/run/gputune/slurm";
 /// Where the site's profiles are when `profiles=` is not given.
 pub const DEFAULT_PROFILES: &str = "/etc/gputune/profiles";
 /// How long a step waits for the daemon's answer when `timeout_s=` is not given.
@@ -53,6 +56,8 @@ pub enum NodeDefault {
 pub struct Policy {
     pub socket: PathBuf,
     pub profiles_dir: PathBuf,
+    /// Where the job prolog records each job's cards (`allocation`).
+    pub records_dir: PathBuf,
     /// `None`: every profile in the folder; else only these names.
     pub allowed_profiles: Option<Vec<String>>,
     pub power_floor: Option<PowerBound>,
@@ -71,6 +76,7 @@ impl Default for Policy {
         Policy {
             socket: PathBuf::from(DEFAULT_SOCKET),
             profiles_dir: PathBuf::from(DEFAULT_PROFILES),
+            records_dir: PathBuf::from(DEFAULT_RECORDS),
             allowed_profiles: None,
             power_floor: None,
             power_ceiling: None,
@@ -119,6 +125,7 @@ impl Policy {
         match key.trim() {
             "socket" => self.socket = PathBuf::from(value),
             "profiles" => self.profiles_dir = PathBuf::from(value),
+            "records" => self.records_dir = PathBuf::from(value),
             "allow_profiles" => {
                 self.allowed_profiles = if value == "*" {
                     None
@@ -162,7 +169,7 @@ impl Policy {
             "config" if file.is_none() => self.read_file(Path::new(value))?,
             other => {
                 return Err(format!(
-                    "gputune_spank.so: unknown setting \"{other}\" in {place}; known: socket, profiles, allow_profiles, power_min, power_max, default_power, default_profile, allow_off, admin_comment, scontrol, timeout_s, config."
+                    "gputune_spank.so: unknown setting \"{other}\" in {place}; known: socket, profiles, records, allow_profiles, power_min, power_max, default_power, default_profile, allow_off, admin_comment, scontrol, timeout_s, config."
                 ));
             }
         }
