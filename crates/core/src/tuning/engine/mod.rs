@@ -58,6 +58,7 @@ mod fan_curves;
 mod fan_safety_net;
 mod group_trial;
 mod job;
+mod job_record;
 mod journal;
 mod journals_left;
 mod locks;
@@ -125,6 +126,10 @@ pub struct Engine {
     /// Where the engine's time comes from: trials' deadlines, baselines, retries, and the
     /// dates it records. The wall clock in the service; a manual clock in tests.
     clock: Arc<dyn Clock>,
+    /// The price a job record's cost is worked out at (the daemon's cost.toml).
+    job_price: Option<crate::jobs::cost::Price>,
+    /// Records of the jobs ended since the service last took them ([`Engine::take_job_records`]).
+    ended_jobs: Vec<crate::formats::jobs::JobRecord>,
 }
 
 impl Engine {

@@ -175,6 +175,7 @@ impl Engine {
         let id = self.open_session(client, request.purpose, &parts)?;
         if let Some(session) = self.sessions.get_mut(&id) {
             session.job_pid = request.job_pid;
+            session.job = request.job.clone();
         }
         let mut applied = Vec::new();
         for (&index, settings) in &validated {
@@ -261,6 +262,7 @@ impl Engine {
                                     .recent
                                     .back()
                                     .and_then(|reading| reading.energy_total_mj),
+                                tally: None,
                             },
                         )
                     })
@@ -400,6 +402,9 @@ impl Engine {
     /// Files a reading of GPU `index` with the sessions on it.
     pub(super) fn record_in_sessions(&mut self, index: u32, reading: &Telemetry) {
         for id in self.sessions_on(index) {
+            if self.tally_job(id, index, reading) {
+                continue;
+            }
             let Some(part) = self.session_part_mut(id, index) else {
                 continue;
             };
