@@ -38,6 +38,10 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "HOURS", default_value_t = crate::telemetry::store::DEFAULT_KEEP_HOURS,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::telemetry::store::KEEP_HOURS_RANGE.1)))]
     pub history_hours: u32,
+    /// The electricity price and CO₂ per kWh that job records are costed at (a TOML file:
+    /// price_per_kwh, currency, co2_grams_per_kwh).
+    #[arg(long, value_name = "PATH", default_value = crate::jobs::cost::DEFAULT_COST_CONFIG)]
+    pub cost_config: PathBuf,
 }
 
 /// What `gputune daemon` does besides running.
@@ -111,6 +115,7 @@ pub fn run_command(
         driver_wait: Duration::from_secs(args.driver_wait_s.min(3_600)),
         metrics_listen: args.metrics_listen,
         history_hours: args.history_hours,
+        cost_config: args.cost_config.clone(),
     })
 }
 

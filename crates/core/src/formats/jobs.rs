@@ -5,8 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::card::Setting;
-use super::throttle::ThrottleReason;
-use super::tuning::{JobInfo, SessionId};
+use super::tuning::{JobInfo, SessionId, ThrottleTime};
 
 /// The job record's `format_version`.
 pub const JOB_RECORD_FORMAT: u32 = 1;
@@ -61,14 +60,6 @@ pub struct JobGpu {
     pub last_reading_ms: Option<u64>,
     /// The settings the session held on the card when it ended.
     pub settings_held: Vec<Setting>,
-}
-
-/// Time spent in one throttle reason.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ThrottleTime {
-    pub reason: ThrottleReason,
-    pub seconds: f64,
 }
 
 /// A job's energy at a price.

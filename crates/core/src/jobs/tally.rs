@@ -2,8 +2,9 @@
 //! bytes as one of seconds: no reading is kept.
 
 use crate::formats::card::Telemetry;
-use crate::formats::jobs::{JOULES_PER_KWH, JobGpu, ThrottleTime};
+use crate::formats::jobs::{JOULES_PER_KWH, JobGpu};
 use crate::formats::throttle::ThrottleReason;
+use crate::formats::tuning::ThrottleTime;
 
 /// Running figures over a card's readings.
 #[derive(Debug, Clone, Default, PartialEq)]
