@@ -8,6 +8,7 @@
 mod bounds;
 mod by_the_clock;
 mod crash;
+mod jobs;
 use crate::common;
 
 use std::sync::Arc;
