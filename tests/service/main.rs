@@ -12,6 +12,7 @@ mod daemon_journals;
 mod fan_curves;
 mod group_trial;
 mod install;
+mod job_records;
 mod metrics_exporter;
 mod metrics_prometheus;
 mod package_deb;

@@ -160,3 +160,73 @@ fn file_safe(job_id: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::tuning::JobInfo;
+
+    fn record(job_id: &str, ended_at_ms: u64) -> JobRecord {
+        JobRecord {
+            format_version: JOB_RECORD_FORMAT,
+            job: JobInfo {
+                scheduler: "slurm".to_string(),
+                job_id: job_id.to_string(),
+                step: "0".to_string(),
+                user: "alice".to_string(),
+                uid: 1000,
+            },
+            node: "node1".to_string(),
+            session: 3,
+            started_at_ms: ended_at_ms - 60_000,
+            ended_at_ms,
+            ended: "Put back".to_string(),
+            gpus: Vec::new(),
+            energy_j: 0.0,
+            energy_kwh: 0.0,
+            energy_estimated: false,
+            cost: None,
+        }
+    }
+
+    #[test]
+    fn the_newest_thousand_records_are_kept_and_the_oldest_removed() {
+        let folder = tempfile::tempdir().unwrap();
+        let store = JobStore::new(folder.path().join("jobs"));
+        store.write(&record("first", 1_000_000)).unwrap();
+        // Records of earlier jobs, placed as the daemon would have left them.
+        let bytes = std::fs::read(
+            store
+                .names()
+                .iter()
+                .map(|name| store.dir.join(name))
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        for n in 0..MAX_JOB_RECORDS as u64 + 2 {
+            let old = record(&format!("old{n}"), 2_000_000 + n);
+            std::fs::write(store.dir.join(file_name(&old)), &bytes).unwrap();
+        }
+        store.write(&record("newest", 9_000_000)).unwrap();
+        let names = store.names();
+        assert_eq!(names.len(), MAX_JOB_RECORDS);
+        assert!(names[0].contains("-newest-"), "{}", names[0]);
+        // 1,004 written: the first record and the three oldest placed ones went.
+        assert!(!names.iter().any(|name| name.contains("-first-")));
+        assert!(!names.iter().any(|name| {
+            ["-old0-", "-old1-", "-old2-"]
+                .iter()
+                .any(|old| name.contains(old))
+        }));
+        assert!(names.iter().any(|name| name.contains("-old3-")));
+        let newest = store.newest(2);
+        assert_eq!(newest.records.len(), 2);
+        assert_eq!(newest.records[0].job.job_id, "newest");
+        assert_eq!(
+            store.find("newest").0.map(|r| r.ended_at_ms),
+            Some(9_000_000)
+        );
+        assert_eq!(store.find("nobody").0, None);
+    }
+}

@@ -129,6 +129,8 @@ impl Router {
                     }
                     request => Some(self.answer(engine, client, request)),
                 };
+                // A job's record is on disk before its client hears the job ended.
+                super::job_records::file(self.jobs.as_ref(), engine.take_job_records());
                 if let Some(response) = response {
                     self.send(client, Message::Response { id, response });
                 }
