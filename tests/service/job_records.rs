@@ -274,3 +274,87 @@ fn a_price_the_daemon_cannot_use_is_said_and_it_runs_on_without_a_cost() {
         daemon.log_text().contains("--cost-config")
     });
 }
+
+/// The daemon's resident memory (VmRSS, kB), from /proc.
+fn resident_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Eight sessions of `purpose` on the eight cards, one connection each, held for `held`: the
+/// daemon's VmRSS 10 s in and at the end, and the connections with their sessions.
+fn hold_eight(
+    daemon: &Daemon,
+    machine: &FakeMachine,
+    purpose: SessionPurpose,
+    held: std::time::Duration,
+) -> (u64, u64, Vec<(Raw, u64)>) {
+    let mut connections = Vec::new();
+    for gpu in 0..8 {
+        let mut raw = Raw::connect(&daemon.socket);
+        raw.hello("memory measure");
+        let mut request = job_request(machine, &format!("{}", 5000 + gpu));
+        if let Request::StartSession { session } = &mut request {
+            session.purpose = purpose;
+            session.changes[0].gpu_uuid = machine.uuid(gpu);
+            if purpose != SessionPurpose::Job {
+                session.job = None;
+            }
+        }
+        let Response::SessionStarted(started) = response(&raw.ask(2, request)) else {
+            panic!("a session did not start");
+        };
+        connections.push((raw, started.session));
+    }
+    let early = std::time::Duration::from_secs(10).min(held);
+    std::thread::sleep(early);
+    let early_kb = resident_kb(daemon.child.id());
+    std::thread::sleep(held - early);
+    (early_kb, resident_kb(daemon.child.id()), connections)
+}
+
+/// `GPUTUNE_JOB_MEMORY_S=600 cargo test --test service job_records::daemon_memory -- --ignored
+/// --nocapture`: the daemon's VmRSS with no session, with eight job sessions held (no readings
+/// kept) 10 s in and at the end, after their eight records are written, and with eight `run`
+/// sessions held as long (their readings kept) for comparison. Numbers in docs/benchmarks.md.
+#[test]
+#[ignore = "a measurement: minutes of wall time"]
+fn daemon_memory_with_eight_jobs_held_and_recorded() {
+    let held = std::time::Duration::from_secs(
+        std::env::var("GPUTUNE_JOB_MEMORY_S")
+            .ok()
+            .and_then(|seconds| seconds.parse().ok())
+            .unwrap_or(60),
+    );
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    let daemon = start_daemon(&machine, Some("price_per_kwh = 0.3\ncurrency = \"€\"\n"));
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let idle_kb = resident_kb(daemon.child.id());
+    let (jobs_early_kb, jobs_kb, connections) =
+        hold_eight(&daemon, &machine, SessionPurpose::Job, held);
+    for (mut raw, session) in connections {
+        let ended = raw.ask(
+            3,
+            Request::EndSession {
+                session,
+                keep: false,
+            },
+        );
+        assert!(ended.contains("session_ended"), "{ended}");
+    }
+    assert_eq!(record_files(&daemon).len(), 8);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let recorded_kb = resident_kb(daemon.child.id());
+    let (runs_early_kb, runs_kb, connections) =
+        hold_eight(&daemon, &machine, SessionPurpose::Run, held);
+    drop(connections);
+    println!(
+        "daemon VmRSS, 8 GPUs, sessions held {} s: idle {idle_kb} kB; 8 job sessions {jobs_early_kb} kB at 10 s, {jobs_kb} kB at the end; after their 8 records {recorded_kb} kB; 8 run sessions {runs_early_kb} kB at 10 s, {runs_kb} kB at the end",
+        held.as_secs()
+    );
+    assert!(idle_kb > 0 && jobs_kb > 0);
+}
