@@ -231,9 +231,8 @@ fn job_session(socket: &PathBuf, gpu_uuid: &str, job_id: usize, until: Instant) 
     // Reads (and drops) what the daemon sends until the time is up or it is killed.
     let mut sink = [0u8; 4096];
     while Instant::now() < until {
-        match (&stream).read(&mut sink) {
-            Ok(0) => return,
-            Ok(_) | Err(_) => {}
+        if let Ok(0) = (&stream).read(&mut sink) {
+            return;
         }
     }
 }

@@ -139,7 +139,7 @@ fn a_job_ended_by_its_client_or_killed_leaves_a_record_that_gputune_jobs_lists()
             daemon.log_text()
         )
     });
-    assert_eq!(on_disk, in_report);
+    assert_eq!(on_disk, *in_report);
     assert!(
         on_disk.energy_j > 0.0 && !on_disk.energy_estimated,
         "{on_disk:?}"

@@ -53,7 +53,7 @@ fn readings_for(
     for _ in 0..seconds {
         clock.advance_ms(1_000);
         let reading = sampler.telemetry(0);
-        engine.on_samples(&[reading.clone()]);
+        engine.on_samples(std::slice::from_ref(&reading));
         engine.tick();
         if let Ok(reading) = reading {
             fed.push(reading);
@@ -98,7 +98,7 @@ fn a_job_s_record_has_the_energy_counter_s_difference_its_peaks_and_throttle_tim
     let report = engine
         .end_session(&step, started.session, false)
         .unwrap_or_else(|error| panic!("{error}"));
-    let Some(record) = report.job_record else {
+    let Some(record) = report.job_record.clone().map(|record| *record) else {
         panic!("a job's report carries its record: {report:?}");
     };
     assert_eq!(engine.take_job_records(), vec![record.clone()]);

@@ -217,7 +217,7 @@ pub struct SessionReport {
     pub critical_event: Option<CriticalEvent>,
     /// For a scheduler's job: what it did on its cards and what that cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_record: Option<super::jobs::JobRecord>,
+    pub job_record: Option<Box<super::jobs::JobRecord>>,
 }
 
 /// What one GPU did over a span (a session's, a trial's).

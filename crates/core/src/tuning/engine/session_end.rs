@@ -135,7 +135,7 @@ impl Engine {
             stats,
             message: message.to_string(),
             critical_event: None,
-            job_record,
+            job_record: job_record.map(Box::new),
         }
     }
 }

@@ -369,7 +369,7 @@ pub fn job_report() -> SessionReport {
         stats: Vec::new(),
         message: "Put back".to_string(),
         critical_event: None,
-        job_record: Some(job_record()),
+        job_record: Some(Box::new(job_record())),
         ..report()
     }
 }
