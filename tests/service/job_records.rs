@@ -358,3 +358,39 @@ fn daemon_memory_with_eight_jobs_held_and_recorded() {
     );
     assert!(idle_kb > 0 && jobs_kb > 0);
 }
+
+#[test]
+fn an_engine_without_the_daemon_says_the_daemon_keeps_job_records() {
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let mut client = gputune_core::service::client::connect_in_process(
+        &gputune_core::service::client::ConnectOptions {
+            backend: gputune_core::device::BackendOptions {
+                choice: gputune_core::device::BackendChoice::Sim,
+                ..Default::default()
+            },
+            socket: gputune_core::service::client::SocketChoice::from_option(None),
+            folders: gputune_core::folders::Folders::inside(folder.path()),
+            label: "a test without a daemon".to_string(),
+        },
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    for request in [
+        Request::Jobs { limit: 5 },
+        Request::Job {
+            job_id: "4242".to_string(),
+        },
+    ] {
+        match client.request(request) {
+            Err(gputune_core::service::client::ClientError::Refused(error)) => {
+                assert!(
+                    error
+                        .message
+                        .starts_with("Job records are kept by the gputune daemon"),
+                    "{}",
+                    error.message
+                );
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+}
