@@ -1,6 +1,6 @@
 //! Energy per job through the engine, on a simulated card and a manual clock: a job session
 //! keeps running figures on its card, and whatever ends it (its client's end, its client gone,
-//! shutdown) makes the job's record, with the energy counter's difference as its energy.
+//! shutdown, its card lost) makes the job's record, with the energy counter's difference as its energy.
 
 use gputune_core::device::Telemetry;
 use gputune_core::formats::jobs::JOULES_PER_KWH;
@@ -160,7 +160,7 @@ fn a_job_s_record_has_the_energy_counter_s_difference_its_peaks_and_throttle_tim
 }
 
 #[test]
-fn a_job_whose_client_goes_or_whose_engine_stops_is_recorded_too() {
+fn a_job_whose_client_goes_whose_engine_stops_or_whose_card_is_lost_is_recorded_too() {
     let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
     let uuid = engine.gpus()[0].identity.uuid.clone();
     readings_for(&mut engine, &mut sampler, &clock, 2);
@@ -183,6 +183,30 @@ fn a_job_whose_client_goes_or_whose_engine_stops_is_recorded_too() {
     let stopped = engine.take_job_records();
     assert_eq!(stopped.len(), 1, "{stopped:?}");
     assert_eq!(stopped[0].ended, "gputune is stopping: put back");
+
+    // The card falls off the bus: the record says so, and the session's client hears it.
+    let step = slurm_step(9);
+    engine
+        .start_session(&step, &job_request(&uuid))
+        .unwrap_or_else(|error| panic!("{error}"));
+    readings_for(&mut engine, &mut sampler, &clock, 10);
+    let _ = engine.take_events();
+    engine.on_samples(&[Err(gputune_core::device::DeviceError::GpuLost { index: 0 })]);
+    let lost = engine.take_job_records();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].ended.contains("Its session ended"),
+        "{}",
+        lost[0].ended
+    );
+    assert!(lost[0].energy_j > 0.0);
+    let told = engine.take_events().into_iter().any(|event| {
+        matches!(event, EngineEvent::SessionEnded { client, report }
+            if client == step.id && report.job_record.as_deref() == Some(&lost[0]))
+    });
+    assert!(told, "the job's client is told, with the record");
+    // It answers again.
+    readings_for(&mut engine, &mut sampler, &clock, 2);
 
     // A session of another purpose makes no record.
     let run = client(8, "gputune run");
