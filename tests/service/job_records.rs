@@ -193,6 +193,7 @@ fn a_job_ended_by_its_client_or_killed_leaves_a_record_that_gputune_jobs_lists()
         serde_json::from_str(&daemon.ok(&machine, &["jobs", "show", "4343", "--json"]))
             .unwrap_or_else(|error| panic!("gputune jobs show --json: {error}"));
     assert_eq!(one, killed);
+    eprintln!("gputune jobs:\n{table}\ngputune jobs show 4242:\n{shown}");
     let unknown = daemon.refused(&machine, &["jobs", "show", "777"]);
     assert!(
         unknown.contains("No job 777 is recorded on this node"),

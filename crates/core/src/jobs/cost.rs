@@ -123,26 +123,25 @@ pub fn user_price(config_dir: Option<&Path>, messages: &mut dyn std::io::Write) 
     }
 }
 
-/// "3.21 kWh", with digits that suit the size.
+/// Decimals that show a small amount's first two digits ("0.00014"), two for larger ones.
+fn decimals(value: f64) -> usize {
+    let value = value.abs();
+    if !value.is_finite() || value == 0.0 || value >= 0.1 {
+        return 2;
+    }
+    ((-value.log10()).ceil() as usize + 1).clamp(2, 8)
+}
+
+/// "3.21 kWh", "42.2 kWh", "0.00014 kWh".
 pub fn format_kwh(kwh: f64) -> String {
-    let digits = if kwh >= 10.0 {
-        1
-    } else if kwh >= 0.1 {
-        2
-    } else {
-        4
-    };
+    let digits = if kwh >= 10.0 { 1 } else { decimals(kwh) };
     format!("{kwh:.digits$} kWh")
 }
 
-/// "€1.05" (a symbol goes before), "1.05 CHF" (a code of letters goes after).
+/// "€1.05" (a symbol goes before), "1.05 CHF" (a code of letters goes after), "€0.000045".
 pub fn format_money(amount: f64, currency: &str) -> String {
     let currency = currency.trim();
-    let digits = if amount != 0.0 && amount.abs() < 0.01 {
-        4
-    } else {
-        2
-    };
+    let digits = decimals(amount);
     if !currency.is_empty() && currency.chars().all(|c| c.is_ascii_alphabetic()) {
         format!("{amount:.digits$} {currency}")
     } else {
@@ -204,9 +203,12 @@ mod tests {
         let small = price(Some(0.30), Some("$"), Some(400.0)).job_cost(3_600.0);
         assert_eq!(
             cost_line(3_600.0, Some(&small)),
-            "0.0010 kWh, $0.0003, 0.4 g CO₂"
+            "0.0010 kWh, $0.00030, 0.4 g CO₂"
         );
         assert_eq!(format_kwh(42.25), "42.2 kWh");
+        assert_eq!(format_kwh(0.000_139), "0.00014 kWh");
+        assert_eq!(format_money(0.000_045, "€"), "€0.000045");
+        assert_eq!(format_money(0.0, "€"), "€0.00");
     }
 
     #[test]
