@@ -38,6 +38,7 @@
 //! | start, with journals left behind | `Engine::open` | `open.rs` → `journals_left.rs::restore_pending` |
 //! | a gputune without the daemon, at start | `restore_left_changes` | `open.rs` → `Engine::open` |
 //! | the service stops | `shutdown` | `mod.rs` → `end_session_now` for every session |
+//! | a job's energy and cost (sessions of purpose `job`) | `record_in_sessions` → `tally_job`; `end_session_now` → `job_record`; the service takes them with `take_job_records` | `job_record.rs` (the figures: `jobs::tally`) |
 //!
 //! Shared by all of them: `mod.rs` (the `Engine`, writes through the gate, change notes),
 //! `apply.rs::write_temporary` (journal first, then write), `journal.rs` (a card's journal),
