@@ -92,6 +92,9 @@ enum Command {
     /// What the daemon kept while no window was open: each GPU's samples (as CSV) and its
     /// setting changes with who made them.
     History(Box<gputune::cli::history::HistoryArgs>),
+    /// The scheduler's jobs that ended on this node, as the daemon recorded them: energy,
+    /// cost and CO₂ per job; `jobs show ID` for one.
+    Jobs(Box<gputune::cli::jobs::JobsArgs>),
     /// Serve Prometheus metrics (dcgm-exporter's names, and gputune's own) at
     /// http://127.0.0.1:9400/metrics, from the last reading; until Ctrl-C or SIGTERM.
     Exporter(Box<gputune::cli::exporter::ExporterArgs>),
@@ -244,6 +247,16 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         Some(Command::History(args)) => {
             let stdout = std::io::stdout();
             gputune::cli::history::run(&args, &tuning.socket, &mut stdout.lock())
+        }
+        Some(Command::Jobs(args)) => {
+            let stdout = std::io::stdout();
+            gputune::cli::jobs::run(
+                &args,
+                &tuning.socket,
+                tuning.folders.config_dir.as_deref(),
+                &mut stdout.lock(),
+                &mut std::io::stderr(),
+            )
         }
         Some(Command::Plan(args)) => {
             let stdout = std::io::stdout();

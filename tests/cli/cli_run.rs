@@ -219,6 +219,69 @@ fn the_summary_takes_duration_energy_and_power_from_the_same_window() {
     assert_restored(&machine);
 }
 
+/// The kWh of the run's last line ("gputune: 0.0001 kWh, €0.0000, ...").
+fn reported_kwh(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find(|line| line.contains(" kWh"))
+        .unwrap_or_else(|| panic!("no kWh line: {stderr}"));
+    line.trim_start_matches("gputune: ")
+        .split(" kWh")
+        .next()
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no kWh in {line}"))
+}
+
+#[test]
+fn the_run_ends_with_its_kwh_and_at_the_user_s_price_its_cost_and_co2() {
+    let machine = Machine::with_run_profile(false);
+    let script = ["run", "--profile", "Run", "--", "sh", "-c", "sleep 1.2"];
+    let output = machine.gputune(&script);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(" kWh; no price is set: set a price in cost.toml"),
+        "{stderr}"
+    );
+    // The same energy as the summary's, in kWh (4 decimals).
+    let energy_wh = reported_energy_wh(&stderr);
+    assert!(
+        (reported_kwh(&stderr) - energy_wh / 1000.0).abs() <= 0.000_05 + energy_wh * 0.01 / 1000.0,
+        "{stderr}"
+    );
+
+    let cost_file = machine.config().join("cost.toml");
+    std::fs::write(
+        &cost_file,
+        "price_per_kwh = 0.30\ncurrency = \"€\"\nco2_grams_per_kwh = 400\n",
+    )
+    .unwrap();
+    let output = machine.gputune(&script);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|line| line.contains(" kWh"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(" kWh, €0.0") && line.contains(" CO₂"),
+        "{stderr}"
+    );
+    assert!(
+        line.ends_with(&format!("at your {}.", cost_file.display())),
+        "{line}"
+    );
+
+    std::fs::write(&cost_file, "price_per_kwh = 0.30\n").unwrap();
+    let output = machine.gputune(&script);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("your price is not used") && stderr.contains("needs its currency"),
+        "{stderr}"
+    );
+    assert_restored(&machine);
+}
+
 fn assert_restored(machine: &Machine) {
     assert_eq!(machine.power_limit_mw(), 450_000, "the power limit is back");
     assert_eq!(machine.gpu_clock_offset_mhz(), 0, "the offset is back");

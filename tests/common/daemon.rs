@@ -74,6 +74,12 @@ impl Daemon {
             "0",
         ]);
         command.args(arguments).envs(environment.iter().copied());
+        // Never the admin's /etc/gputune/cost.toml: a price of the test's own, when it writes one.
+        if !arguments.contains(&"--cost-config") {
+            command
+                .arg("--cost-config")
+                .arg(runtime_dir.with_file_name("cost.toml"));
+        }
         command
             .env("GPUTUNE_SOCKET", &socket)
             .env("GPUTUNE_LOG", "gputune=info")

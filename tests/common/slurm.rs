@@ -185,12 +185,29 @@ impl Slurm {
         String::from_utf8_lossy(&output.stdout).trim().to_string()
     }
 
-    /// The job's state as `scontrol show job` says it ("RUNNING", "COMPLETED", …).
+    /// A field of `scontrol show job` ("JobState" → "RUNNING"); a comment runs to the end of
+    /// its line (it may hold spaces).
     pub fn job_field(&self, job: &str, field: &str) -> String {
         let output = self.output("scontrol", &["show", "job", job]);
         let text = String::from_utf8_lossy(&output.stdout).to_string();
-        text.split_whitespace()
-            .find_map(|word| word.strip_prefix(&format!("{field}=")).map(str::to_string))
+        let key = format!("{field}=");
+        text.lines()
+            .find_map(|line| {
+                let line = line.trim_start();
+                let at = line
+                    .find(&key)
+                    .filter(|&at| at == 0 || line[..at].ends_with(' '))?;
+                let value = &line[at + key.len()..];
+                Some(if field.ends_with("Comment") {
+                    value.trim_end().to_string()
+                } else {
+                    value
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            })
             .unwrap_or_default()
     }
 

@@ -9,6 +9,7 @@ mod bounds;
 mod by_the_clock;
 mod crash;
 mod jobs;
+mod scheduler_jobs;
 use crate::common;
 
 use std::sync::Arc;

@@ -12,6 +12,8 @@
 //!          the answers, and open again after 500 lines
 //!   sessions one connection that asks for COUNT sessions holding nothing on GPU_UUID, one
 //!          after the other; prints what it got at once, then holds them for SECONDS
+//!   job    one connection that starts a scheduler's job session (job id COUNT, 250 W on
+//!          GPU_UUID), as the SPANK plugin does; prints its answer, then holds it for SECONDS
 //! ```
 //!
 //! Each connection is a thread; every one stops after SECONDS (bounded in count and time).
@@ -59,6 +61,11 @@ fn main() {
         std::process::exit(2);
     };
     let until = Instant::now() + Duration::from_secs(seconds.min(600));
+    if kind == "job" {
+        let gpu_uuid = arguments.get(5).cloned().unwrap_or_default();
+        job_session(&PathBuf::from(socket), &gpu_uuid, count, until);
+        return;
+    }
     if kind == "sessions" {
         let gpu_uuid = arguments.get(5).cloned().unwrap_or_default();
         empty_sessions(&PathBuf::from(socket), &gpu_uuid, count, until);
@@ -190,6 +197,46 @@ fn trickle(stream: &UnixStream, until: Instant) -> Outcome {
 
 /// One connection asking for `count` sessions that hold nothing, a batch at a time (reading
 /// every answer); prints how many started and the first refusal, then holds what it got.
+fn job_session(socket: &PathBuf, gpu_uuid: &str, job_id: usize, until: Instant) {
+    let Ok(stream) = UnixStream::connect(socket) else {
+        println!("job: cannot connect");
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let mut writer = &stream;
+    let mut reader = std::io::BufReader::new(&stream);
+    let lines = format!(
+        "{{\"id\":1,\"request\":{{\"type\":\"hello\",\"protocol\":7,\"client\":\"job {job_id}\"}}}}\n\
+         {{\"id\":2,\"request\":{{\"type\":\"start_session\",\"session\":{{\"purpose\":\"job\",\"changes\":[{{\"gpu_uuid\":\"{gpu_uuid}\",\"settings\":[{{\"type\":\"power_limit\",\"power_limit_mw\":250000}}]}}],\"fan_curves\":[],\"job\":{{\"scheduler\":\"slurm\",\"job_id\":\"{job_id}\",\"step\":\"batch\",\"user\":\"alice\",\"uid\":1000}}}}}}}}\n"
+    );
+    if writer.write_all(lines.as_bytes()).is_err() {
+        println!("job: the daemon closed");
+        return;
+    }
+    loop {
+        let mut line = String::new();
+        match std::io::BufRead::read_line(&mut reader, &mut line) {
+            Ok(0) | Err(_) => {
+                println!("job: no answer");
+                return;
+            }
+            Ok(_) if line.starts_with("{\"id\":2,") => {
+                println!("job: {}", line.trim());
+                break;
+            }
+            Ok(_) => {}
+        }
+    }
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // Reads (and drops) what the daemon sends until the time is up or it is killed.
+    let mut sink = [0u8; 4096];
+    while Instant::now() < until {
+        if let Ok(0) = (&stream).read(&mut sink) {
+            return;
+        }
+    }
+}
+
 fn empty_sessions(socket: &PathBuf, gpu_uuid: &str, count: usize, until: Instant) {
     let Ok(stream) = UnixStream::connect(socket) else {
         println!("sessions: cannot connect");

@@ -13,6 +13,7 @@ mod daemon_journals;
 mod fan_curves;
 mod group_trial;
 mod install;
+mod job_records;
 mod kubernetes;
 mod metrics_exporter;
 mod metrics_prometheus;

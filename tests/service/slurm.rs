@@ -16,8 +16,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::FakeMachine;
 use common::daemon::Daemon;
+use common::metrics::Exporter;
 use common::slurm::{Slurm, unavailable};
 use gputune_core::device::sim::SimSettings;
+use gputune_core::formats::jobs::JobRecord;
 
 /// NVML index i's device file is /dev/nvidia{MINORS[i]}: gres.conf's order is not NVML's.
 const MINORS: &str = "3,2,1,0,4,5,6,7";
@@ -176,6 +178,15 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         return;
     }
     let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    // The site's electricity price, where the test's daemon reads it (Daemon::start_with's
+    // --cost-config, beside its runtime folder).
+    let daemon_dir = machine.state_dir().with_file_name("daemon");
+    std::fs::create_dir_all(&daemon_dir).expect("the daemon's folder");
+    std::fs::write(
+        daemon_dir.join("cost.toml"),
+        "price_per_kwh = 0.30\ncurrency = \"€\"\nco2_grams_per_kwh = 400\n",
+    )
+    .expect("the site's electricity price");
     let daemon = Daemon::start_with(&machine, &[], &[("FAKE_NVML_MINORS", MINORS)]);
     let dir = tempfile::tempdir().expect("a cluster folder");
     let profiles = site_profiles(dir.path(), &machine);
@@ -186,6 +197,9 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         profiles.display()
     );
     let slurm = Slurm::start(&dir.path().join("slurm"), 4, &plugstack);
+    let mut exporter_command = machine.command(&["exporter", "--listen", "127.0.0.1:0"]);
+    exporter_command.env("GPUTUNE_SOCKET", &daemon.socket);
+    let exporter = Exporter::start(exporter_command, "serving http://");
     let cards = Cards {
         machine: &machine,
         before: (0..8).map(|index| machine.settings(index)).collect(),
@@ -274,12 +288,41 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "the job is told what it runs with: {told}"
     );
 
+    // The exporter labels the job's cards with its id and user while it holds them.
+    let uuids: Vec<String> = profiled_gpus
+        .iter()
+        .map(|&minor| machine.uuid(index_of_minor(minor)))
+        .collect();
+    exporter.scrape_until("the profiled job's labels", |samples| {
+        let labelled: std::collections::BTreeSet<&str> = samples
+            .iter()
+            .filter(|sample| sample.name == "DCGM_FI_DEV_POWER_USAGE")
+            .filter(|sample| sample.label("hpc_job") == profiled)
+            .map(|sample| sample.label("UUID"))
+            .collect();
+        labelled.len() == 2
+            && uuids.iter().all(|uuid| labelled.contains(uuid.as_str()))
+            && samples
+                .iter()
+                .filter(|sample| sample.label("hpc_job") == profiled)
+                .all(|sample| sample.label("hpc_user") == "root")
+    });
+
+    // The jobs run a few of the daemon's readings (one a second here) before they end, so
+    // their records have energy to count.
+    std::thread::sleep(Duration::from_millis(2_500));
+
     // scancel of a running batch job.
     let asked = Instant::now();
     let output = slurm.output("scancel", &[&profiled]);
     assert!(output.status.success());
     cards.wait_back("the cancelled job's cards back", &profiled_gpus);
     put_back.push(("scancel", asked.elapsed()));
+    exporter.scrape_until("no label of the cancelled job", |samples| {
+        samples
+            .iter()
+            .all(|sample| sample.label("hpc_job") != profiled)
+    });
 
     // The job's task killed with SIGKILL.
     let asked = Instant::now();
@@ -303,6 +346,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
     ]);
     let orphaned_gpus = job_gpus(&slurm, &out("orphaned.out"));
     cards.wait_power("the job's card at 70 %", &orphaned_gpus, percent_mw(70.0));
+    std::thread::sleep(Duration::from_millis(2_500));
     let stepd = slurm
         .slurmstepd_of(&orphaned, "batch")
         .expect("the batch step's slurmstepd");
@@ -316,6 +360,8 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         &orphaned_gpus,
     );
     put_back.push(("slurmstepd SIGKILL", asked.elapsed()));
+    // Its task outlives it (no slurmstepd to end it): the test ends it.
+    kill_process("sleep 404");
     let _ = slurm.output("scancel", &[&orphaned]);
 
     // A batch job's srun step joins the job's session; the job ends normally.
@@ -325,7 +371,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "-o",
         out("nested.out").to_str().expect("UTF-8"),
         "--wrap",
-        "echo gpus=$SLURM_JOB_GPUS; srun --gres=gpu:1 bash -c 'echo step: $GPUTUNE_SETTINGS'; date +%s%N > ended; true",
+        "echo gpus=$SLURM_JOB_GPUS; srun --gres=gpu:1 bash -c 'echo step: $GPUTUNE_SETTINGS'; sleep 2; date +%s%N > ended; true",
     ]);
     let nested_gpus = job_gpus(&slurm, &out("nested.out"));
     let ended_at = slurm.dir.join("ended");
@@ -396,6 +442,35 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         assert!(cards.is_back(index), "GPU {index} exactly as before");
     }
 
+    // Every job that held cards left a record with the daemon: its energy, at the site's price,
+    // and the one the job's Slurm record got.
+    let listed: Vec<JobRecord> = serde_json::from_str(&daemon.ok(&machine, &["jobs", "--json"]))
+        .unwrap_or_else(|error| panic!("gputune jobs --json: {error}"));
+    for job in [&timed, &profiled, &defaulted, &orphaned, &nested] {
+        let record = listed
+            .iter()
+            .find(|record| record.job.job_id == *job)
+            .unwrap_or_else(|| panic!("job {job}'s record among {listed:?}"));
+        assert_eq!(record.job.scheduler, "slurm");
+        assert_eq!(record.job.user, "root");
+        assert!(record.energy_j > 0.0, "job {job} used energy: {record:?}");
+        assert!(
+            record.cost.as_ref().and_then(|cost| cost.cost).is_some(),
+            "priced"
+        );
+    }
+    let nested_record = listed
+        .iter()
+        .find(|record| record.job.job_id == nested)
+        .expect("the nested job's record");
+    assert_eq!(nested_record.gpus.len(), 2);
+    let line =
+        gputune_core::jobs::cost::cost_line(nested_record.energy_j, nested_record.cost.as_ref());
+    assert!(
+        comment.contains(&line),
+        "the job's Slurm record carries the daemon's figures: {comment:?} vs {line:?}"
+    );
+
     let mut times: Vec<Duration> = put_back.iter().map(|(_, time)| *time).collect();
     let starts: Vec<f64> = slurm
         .log("slurmd.log")
@@ -424,6 +499,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
         sorted.last().copied().unwrap_or(0.0)
     );
+    drop(exporter);
     drop(slurm);
     drop(daemon);
 }

@@ -533,6 +533,7 @@ fn a_put_back_lock_gputune_never_recorded_says_it_was_reset_and_claims_nothing_m
         stats: Vec::new(),
         message: "Ended the clock lock: put back".to_string(),
         critical_event: None,
+        job_record: None,
     };
     harness.state_mut().state.take_event(
         LinkEvent::Notice {

@@ -504,15 +504,16 @@ fn end_step() {
     {
         match held.link.end(held.session) {
             Ok(report) => {
-                let line = report_line(&report);
-                say_info(&format!("gputune: job {}: {line}", held.job_id));
-                if let Some(policy) = policy
-                    && policy.admin_comment
-                    && !report.kept
-                    && let Err(error) =
-                        comment::set_admin_comment(&policy.scontrol, &held.job_id, &line)
-                {
-                    say_info(&format!("gputune: job {}: {error}", held.job_id));
+                say_info(&format!("gputune: job {}: {}", held.job_id, report.message));
+                if let Some(line) = report_line(&report) {
+                    say_info(&format!("job {}: {line}", held.job_id));
+                    if let Some(policy) = policy
+                        && policy.admin_comment
+                        && let Err(error) =
+                            comment::set_admin_comment(&policy.scontrol, &held.job_id, &line)
+                    {
+                        say_info(&format!("gputune: job {}: {error}", held.job_id));
+                    }
                 }
             }
             // The connection closes as this returns, and the daemon puts the cards back then.
@@ -521,19 +522,47 @@ fn end_step() {
     }
 }
 
-/// The line for the job's record: energy over its cards and how the session ended.
-fn report_line(report: &SessionReport) -> String {
-    let energy_wh: f64 = report
-        .stats
+/// The line for the job's Slurm record, from the daemon's record of it: "gputune: 2 GPUs on
+/// node1, 0.412 kWh, €0.14, 0.16 kg CO₂ (peak 448 W, 71 °C)"; `None` when the session went
+/// on for another step (no record yet).
+fn report_line(report: &SessionReport) -> Option<String> {
+    let record = report.job_record.as_ref()?;
+    let peak_w = record
+        .gpus
         .iter()
-        .filter_map(|gpu| gpu.stats.energy_wh)
-        .sum();
-    format!(
-        "gputune: {} GPU(s), {:.3} kWh. {}",
-        report.stats.len(),
-        energy_wh / 1000.0,
-        report.message
-    )
+        .filter_map(|gpu| gpu.peak_power_w)
+        .fold(None, |peak: Option<f64>, watts| {
+            Some(peak.map_or(watts, |p| p.max(watts)))
+        });
+    let peak_c = record
+        .gpus
+        .iter()
+        .filter_map(|gpu| gpu.peak_temperature_c)
+        .max();
+    let mut peaks = Vec::new();
+    if let Some(watts) = peak_w {
+        peaks.push(format!("{watts:.0} W"));
+    }
+    if let Some(celsius) = peak_c {
+        peaks.push(format!("{celsius} °C"));
+    }
+    let estimated = if record.energy_estimated {
+        " (estimated)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "gputune: {} GPU{} on {}, {}{estimated}{}",
+        record.gpus.len(),
+        if record.gpus.len() == 1 { "" } else { "s" },
+        record.node,
+        gputune_core::jobs::cost::cost_line(record.energy_j, record.cost.as_ref()),
+        if peaks.is_empty() {
+            String::new()
+        } else {
+            format!(" (peak {})", peaks.join(", "))
+        }
+    ))
 }
 
 fn job_info(spank: SpankHandle) -> Result<JobInfo, String> {

@@ -1,241 +1,225 @@
-//! A scheduler's job (a Slurm job through the SPANK plugin): only root starts one; a later
-//! step of the same job whose cards the job already holds joins its session (nothing written);
-//! the session is handed to a step still running when its holder goes, and its cards go back
-//! only when the last step has gone; another job is refused naming the job that holds them.
+//! Energy per job through the engine, on a simulated card and a manual clock: a job session
+//! keeps running figures on its card, and whatever ends it (its client's end, its client gone,
+//! shutdown, its card lost) makes the job's record, with the energy counter's difference as its energy.
 
-use std::sync::Arc;
-
-use super::options;
-use gputune_core::clock::{Clock, ManualClock};
-use gputune_core::device::Setting;
-use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
+use gputune_core::device::Telemetry;
+use gputune_core::formats::jobs::JOULES_PER_KWH;
+use gputune_core::formats::throttle::ThrottleReason;
 use gputune_core::formats::tuning::JobInfo;
-use gputune_core::tuning::engine::{
-    ClientInfo, Engine, GpuChange, SessionPurpose, SessionRequest, TuneErrorKind,
-};
+use gputune_core::jobs::cost::Price;
 
-fn eight_cards() -> (Engine, ManualClock, tempfile::TempDir) {
-    let clock = ManualClock::starting_at(1_700_000_000_000);
-    let backend = SimBackend::with_clock(
-        &SimOptions {
-            scenario: SimScenario::EightRtx4090,
-            load: LoadPattern::Idle,
-        },
-        Box::new(clock.clone()),
-    );
-    let folder = tempfile::tempdir().expect("a state folder");
-    let (engine, _notices) = Engine::open(
-        Box::new(backend),
-        &options(&folder),
-        Arc::new(clock.clone()) as Arc<dyn Clock>,
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
-    (engine, clock, folder)
-}
+use super::*;
 
-fn plugin(id: u64, uid: u32) -> ClientInfo {
+fn slurm_step(client_id: u64) -> ClientInfo {
     ClientInfo {
-        id,
-        pid: Some(5_000 + id as u32),
-        uid: Some(uid),
-        user: Some(if uid == 0 {
-            "root".into()
-        } else {
-            "alice".into()
-        }),
-        label: "gputune_spank.so".to_string(),
+        id: client_id,
+        pid: Some(4000 + client_id as u32),
+        uid: Some(0),
+        user: Some("root".to_string()),
+        label: "gputune_spank.so (job 4242)".to_string(),
         may_write: true,
     }
 }
 
-fn job(job_id: &str, step: &str) -> JobInfo {
-    JobInfo {
-        scheduler: "slurm".to_string(),
-        job_id: job_id.to_string(),
-        step: step.to_string(),
-        user: "alice".to_string(),
-        uid: 1000,
-    }
-}
-
-/// A job session on `cards` at `power_limit_mw`.
-fn request(
-    engine: &Engine,
-    cards: &[usize],
-    power_limit_mw: u32,
-    job: Option<JobInfo>,
-) -> SessionRequest {
+fn job_request(uuid: &str) -> SessionRequest {
     SessionRequest {
         purpose: SessionPurpose::Job,
-        changes: cards
-            .iter()
-            .map(|&card| GpuChange {
-                gpu_uuid: engine.gpus()[card].identity.uuid.clone(),
-                settings: vec![Setting::PowerLimit { power_limit_mw }],
-            })
-            .collect(),
+        changes: vec![GpuChange {
+            gpu_uuid: uuid.to_string(),
+            settings: vec![Setting::PowerLimit {
+                power_limit_mw: 350_000,
+            }],
+        }],
         fan_curves: Vec::new(),
         job_pid: None,
-        job,
+        job: Some(JobInfo {
+            scheduler: "slurm".to_string(),
+            job_id: "4242".to_string(),
+            step: "batch".to_string(),
+            user: "alice".to_string(),
+            uid: 1000,
+        }),
     }
 }
 
-fn power_limit_mw(engine: &Engine, card: u32) -> Option<u32> {
-    engine
-        .tuning(card)
-        .and_then(|tuning| tuning.in_force.power_limit_mw)
+/// Feeds a reading a second for `seconds`, and returns them.
+fn readings_for(
+    engine: &mut Engine,
+    sampler: &mut SimBackend,
+    clock: &ManualClock,
+    seconds: u64,
+) -> Vec<Telemetry> {
+    let mut fed = Vec::new();
+    for _ in 0..seconds {
+        clock.advance_ms(1_000);
+        let reading = sampler.telemetry(0);
+        engine.on_samples(std::slice::from_ref(&reading));
+        engine.tick();
+        if let Ok(reading) = reading {
+            fed.push(reading);
+        }
+    }
+    fed
+}
+
+/// Seconds in `reason` over `readings`: each interval counted at the reasons of its start.
+fn seconds_in(readings: &[Telemetry], reason: ThrottleReason) -> f64 {
+    readings
+        .windows(2)
+        .filter(|pair| {
+            pair[0]
+                .throttle_reasons
+                .is_some_and(|reasons| reasons.contains(reason))
+        })
+        .map(|pair| (pair[1].sampled_at_ms - pair[0].sampled_at_ms) as f64 / 1000.0)
+        .sum()
 }
 
 #[test]
-fn only_root_starts_a_job_and_a_job_names_itself() {
-    let (mut engine, _clock, _folder) = eight_cards();
-    let before = power_limit_mw(&engine, 0);
-    let error = engine
-        .start_session(
-            &plugin(1, 1000),
-            &request(&engine, &[0], 300_000, Some(job("7", "0"))),
-        )
-        .expect_err("a user is not the scheduler");
-    assert_eq!(error.kind, TuneErrorKind::NotAllowed);
-    assert!(error.message.contains("Only root"), "{}", error.message);
-    let error = engine
-        .start_session(&plugin(1, 0), &request(&engine, &[0], 300_000, None))
-        .expect_err("a job names its job");
-    assert_eq!(error.kind, TuneErrorKind::Refused);
-    let mut run = request(&engine, &[0], 300_000, Some(job("7", "0")));
-    run.purpose = SessionPurpose::Run;
-    let error = engine
-        .start_session(&plugin(1, 0), &run)
-        .expect_err("only a job session names a job");
-    assert_eq!(error.kind, TuneErrorKind::Refused);
-    let error = engine
-        .start_session(
-            &plugin(1, 0),
-            &request(&engine, &[0], 300_000, Some(job("7\n8", "0"))),
-        )
-        .expect_err("no control characters in a job id");
-    assert_eq!(error.kind, TuneErrorKind::Refused);
-    assert_eq!(power_limit_mw(&engine, 0), before, "nothing was written");
-}
-
-#[test]
-fn a_jobs_steps_share_its_session_and_the_cards_go_back_after_the_last_one() {
-    let (mut engine, _clock, _folder) = eight_cards();
-    let before: Vec<Option<u32>> = (0..8).map(|card| power_limit_mw(&engine, card)).collect();
-    let batch = plugin(1, 0);
+fn a_job_s_record_has_the_energy_counter_s_difference_its_peaks_and_throttle_time() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    engine.set_job_price(Some(Price {
+        config: gputune_core::formats::jobs::CostConfig {
+            price_per_kwh: Some(0.5),
+            currency: Some("€".to_string()),
+            co2_grams_per_kwh: Some(400.0),
+        },
+        from: "the test's price".to_string(),
+    }));
+    // The reading before the job: its counter is where the job's energy starts.
+    let before = readings_for(&mut engine, &mut sampler, &clock, 3);
+    let counter_at_start_mj = before.last().and_then(|r| r.energy_total_mj);
+    let step = slurm_step(5);
     let started = engine
-        .start_session(
-            &batch,
-            &request(&engine, &[1, 2], 300_000, Some(job("42", "batch"))),
-        )
+        .start_session(&step, &job_request(&uuid))
         .unwrap_or_else(|error| panic!("{error}"));
-    assert!(!started.joined);
-    assert_eq!(power_limit_mw(&engine, 1), Some(300_000));
-    assert_eq!(power_limit_mw(&engine, 2), Some(300_000));
-    assert_eq!(power_limit_mw(&engine, 0), before[0], "not the job's card");
-    let holder = engine
-        .tuning(1)
-        .and_then(|tuning| tuning.holders.first().cloned())
-        .expect("a holder");
-    assert_eq!(
-        holder.job.as_ref().map(|job| job.job_id.as_str()),
-        Some("42")
-    );
-    assert_eq!(holder.by, "Slurm job 42 of alice (step batch)");
-
-    // An srun step inside the batch job, on one of its cards: joined, nothing written.
-    let step = plugin(2, 0);
-    let joined = engine
-        .start_session(
-            &step,
-            &request(&engine, &[2], 250_000, Some(job("42", "0"))),
-        )
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert!(joined.joined);
-    assert_eq!(joined.session, started.session);
-    assert!(joined.applied.is_empty());
-    assert_eq!(
-        power_limit_mw(&engine, 2),
-        Some(300_000),
-        "the job's own setting"
-    );
-    assert!(
-        engine.has_sessions(step.id),
-        "a joined step holds the cards too"
-    );
-
-    // Another job wanting the same card is refused, naming the job.
-    let error = engine
-        .start_session(
-            &plugin(3, 0),
-            &request(&engine, &[2], 250_000, Some(job("43", "0"))),
-        )
-        .expect_err("held by job 42");
-    assert_eq!(error.kind, TuneErrorKind::Held);
-    assert!(
-        error.message.contains("Slurm job 42 of alice"),
-        "{}",
-        error.message
-    );
-
-    // The batch step's slurmstepd is killed: the step still running takes the session over.
-    engine.client_gone(batch.id);
-    assert_eq!(power_limit_mw(&engine, 1), Some(300_000));
-    assert_eq!(power_limit_mw(&engine, 2), Some(300_000));
-    // The last step ends: everything goes back exactly.
+    let during = readings_for(&mut engine, &mut sampler, &clock, 600);
     let report = engine
         .end_session(&step, started.session, false)
         .unwrap_or_else(|error| panic!("{error}"));
-    assert!(report.is_complete(), "{report:?}");
-    for card in 0..8 {
-        assert_eq!(
-            power_limit_mw(&engine, card),
-            before[card as usize],
-            "GPU {card}"
-        );
+    let Some(record) = report.job_record.clone().map(|record| *record) else {
+        panic!("a job's report carries its record: {report:?}");
+    };
+    assert_eq!(engine.take_job_records(), vec![record.clone()]);
+    let counter_at_end_mj = during.last().and_then(|r| r.energy_total_mj);
+    let (Some(start_mj), Some(end_mj)) = (counter_at_start_mj, counter_at_end_mj) else {
+        panic!("the simulated card has an energy counter");
+    };
+    assert!(end_mj > start_mj, "a training load uses energy");
+    let gpu = &record.gpus[0];
+    assert_eq!(gpu.energy_j, (end_mj - start_mj) as f64 / 1000.0);
+    assert!(!gpu.energy_estimated && !record.energy_estimated);
+    assert_eq!(record.energy_j, gpu.energy_j);
+    assert_eq!(record.energy_kwh, gpu.energy_j / JOULES_PER_KWH);
+    let peak_w = during.iter().filter_map(|r| r.power_draw_mw).max();
+    assert_eq!(gpu.peak_power_w, peak_w.map(|mw| f64::from(mw) / 1000.0));
+    assert_eq!(
+        gpu.peak_temperature_c,
+        during.iter().filter_map(|r| r.temperature_c).max()
+    );
+    for reason in ThrottleReason::ALL {
+        let seconds = gpu
+            .throttle
+            .iter()
+            .find(|time| time.reason == reason)
+            .map_or(0.0, |time| time.seconds);
+        assert_eq!(seconds, seconds_in(&during, reason), "{}", reason.name());
     }
+    assert!(
+        !gpu.throttle.is_empty(),
+        "a 350 W limit under training load caps the power"
+    );
+    assert_eq!(gpu.readings, during.len() as u64);
+    assert_eq!(
+        (gpu.first_reading_ms, gpu.last_reading_ms),
+        (
+            during.first().map(|r| r.sampled_at_ms),
+            during.last().map(|r| r.sampled_at_ms)
+        )
+    );
+    assert_eq!(
+        gpu.settings_held,
+        vec![Setting::PowerLimit {
+            power_limit_mw: 350_000
+        }]
+    );
+    assert_eq!(record.job.job_id, "4242");
+    assert_eq!(record.ended, "Put back");
+    let cost = record
+        .cost
+        .unwrap_or_else(|| panic!("the engine had a price"));
+    assert_eq!(cost.cost, Some(record.energy_kwh * 0.5));
+    assert_eq!(cost.co2_kg, Some(record.energy_kwh * 400.0 / 1000.0));
+    // And the card is back.
+    let limit = sampler
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .power_limit_mw;
+    assert_ne!(limit, Some(350_000));
 }
 
 #[test]
-fn a_step_that_joined_leaves_without_putting_anything_back() {
-    let (mut engine, _clock, _folder) = eight_cards();
-    let before = power_limit_mw(&engine, 3);
-    let batch = plugin(1, 0);
-    let started = engine
-        .start_session(
-            &batch,
-            &request(&engine, &[3], 280_000, Some(job("50", "batch"))),
-        )
-        .unwrap_or_else(|error| panic!("{error}"));
-    let step = plugin(2, 0);
+fn a_job_whose_client_goes_whose_engine_stops_or_whose_card_is_lost_is_recorded_too() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    readings_for(&mut engine, &mut sampler, &clock, 2);
+    let step = slurm_step(6);
     engine
-        .start_session(
-            &step,
-            &request(&engine, &[3], 280_000, Some(job("50", "0"))),
-        )
+        .start_session(&step, &job_request(&uuid))
         .unwrap_or_else(|error| panic!("{error}"));
-    let left = engine
-        .end_session(&step, started.session, false)
+    readings_for(&mut engine, &mut sampler, &clock, 30);
+    engine.client_gone(step.id);
+    let gone = engine.take_job_records();
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert!(gone[0].energy_j > 0.0 && gone[0].cost.is_none());
+
+    let step = slurm_step(7);
+    engine
+        .start_session(&step, &job_request(&uuid))
         .unwrap_or_else(|error| panic!("{error}"));
-    assert!(left.restored.is_empty());
+    readings_for(&mut engine, &mut sampler, &clock, 30);
+    engine.shutdown();
+    let stopped = engine.take_job_records();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(stopped[0].ended, "gputune is stopping: put back");
+
+    // The card falls off the bus: the record says so, and the session's client hears it.
+    let step = slurm_step(9);
+    engine
+        .start_session(&step, &job_request(&uuid))
+        .unwrap_or_else(|error| panic!("{error}"));
+    readings_for(&mut engine, &mut sampler, &clock, 10);
+    let _ = engine.take_events();
+    engine.on_samples(&[Err(gputune_core::device::DeviceError::GpuLost { index: 0 })]);
+    let lost = engine.take_job_records();
+    assert_eq!(lost.len(), 1, "{lost:?}");
     assert!(
-        left.message.contains("stay on its cards"),
+        lost[0].ended.contains("Its session ended"),
         "{}",
-        left.message
+        lost[0].ended
     );
-    assert_eq!(power_limit_mw(&engine, 3), Some(280_000));
-    // A step killed while it was joined changes nothing either.
-    let other = plugin(4, 0);
-    engine
-        .start_session(
-            &other,
-            &request(&engine, &[3], 280_000, Some(job("50", "1"))),
-        )
+    assert!(lost[0].energy_j > 0.0);
+    let told = engine.take_events().into_iter().any(|event| {
+        matches!(event, EngineEvent::SessionEnded { client, report }
+            if client == step.id && report.job_record.as_deref() == Some(&lost[0]))
+    });
+    assert!(told, "the job's client is told, with the record");
+    // It answers again.
+    readings_for(&mut engine, &mut sampler, &clock, 2);
+
+    // A session of another purpose makes no record.
+    let run = client(8, "gputune run");
+    let mut request = job_request(&uuid);
+    request.purpose = SessionPurpose::Run;
+    request.job = None;
+    let started = engine
+        .start_session(&run, &request)
         .unwrap_or_else(|error| panic!("{error}"));
-    engine.client_gone(other.id);
-    assert_eq!(power_limit_mw(&engine, 3), Some(280_000));
-    assert!(!engine.has_sessions(other.id));
-    // The job's end puts the card back.
-    engine.client_gone(batch.id);
-    assert_eq!(power_limit_mw(&engine, 3), before);
+    readings_for(&mut engine, &mut sampler, &clock, 5);
+    let report = engine
+        .end_session(&run, started.session, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(report.job_record, None);
+    assert!(engine.take_job_records().is_empty());
 }

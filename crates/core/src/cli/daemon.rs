@@ -42,6 +42,10 @@ pub struct DaemonArgs {
     /// profile; an empty file clears them), converted to each card as `profile default` does.
     #[arg(long, value_name = "FILE")]
     pub boot_profile: Option<PathBuf>,
+    /// The electricity price and CO₂ per kWh that job records are costed at (a TOML file:
+    /// price_per_kwh, currency, co2_grams_per_kwh).
+    #[arg(long, value_name = "PATH", default_value = crate::jobs::cost::DEFAULT_COST_CONFIG)]
+    pub cost_config: PathBuf,
 }
 
 /// What `gputune daemon` does besides running.
@@ -116,6 +120,7 @@ pub fn run_command(
         metrics_listen: args.metrics_listen,
         history_hours: args.history_hours,
         boot_profile: args.boot_profile.clone(),
+        cost_config: args.cost_config.clone(),
     })
 }
 

@@ -9,6 +9,8 @@ mod drive;
 pub mod exporter;
 pub mod fan;
 pub mod history;
+pub mod jobs;
+pub mod jobs_show;
 pub mod log;
 pub mod plan;
 pub mod profile;

@@ -18,6 +18,7 @@ use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
 use crate::device::Telemetry;
+use crate::jobs::cost::{COST_HINT, Price, cost_line, user_price};
 use crate::measure_job::tree::{JobGroup, TrackedJob};
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
@@ -220,6 +221,17 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
         "gputune: {}",
         run_line(&watcher.samples, started_ms, duration_s)
     );
+    // At the user's own price, else the daemon's.
+    let price = user_price(options.folders.config_dir.as_deref(), &mut messages).or_else(|| {
+        client.welcome().job_price.clone().map(|config| Price {
+            config,
+            from: "the daemon's price".to_string(),
+        })
+    });
+    if let Some(sentence) = cost_sentence(&watcher.samples, started_ms, duration_s, price.as_ref())
+    {
+        let _ = writeln!(messages, "gputune: {sentence}");
+    }
     let exit_code = match status {
         Some(status) => {
             let _ = writeln!(
@@ -250,19 +262,7 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
 /// of the readings there is and the line says the energy is estimated.
 pub(crate) fn run_line(samples: &[Telemetry], started_ms: u64, duration_s: f64) -> String {
     let duration_s = duration_s.max(0.0);
-    let ended_ms = started_ms.saturating_add((duration_s * 1000.0).round() as u64);
-    let (average_power_w, exact) = match window_power_w(samples, started_ms, ended_ms) {
-        Some((watts, exact)) => (Some(watts), exact),
-        None => {
-            let draws: Vec<f64> = samples
-                .iter()
-                .filter_map(|sample| sample.power_draw_mw)
-                .map(|milliwatts| f64::from(milliwatts) / 1000.0)
-                .collect();
-            let mean = (!draws.is_empty()).then(|| draws.iter().sum::<f64>() / draws.len() as f64);
-            (mean, false)
-        }
-    };
+    let (average_power_w, exact) = average_power_w(samples, started_ms, duration_s);
     let energy = average_power_w.map_or_else(
         || "n/a".to_string(),
         |watts| {
@@ -288,6 +288,52 @@ pub(crate) fn run_line(samples: &[Telemetry], started_ms: u64, duration_s: f64) 
     format!(
         "Duration {duration}, energy {energy}, average power {power}, peak temperature {temperature}."
     )
+}
+
+/// The average power over the command's window, and whether it is the energy counter's over
+/// the whole window (else the readings' mean power: estimated).
+fn average_power_w(samples: &[Telemetry], started_ms: u64, duration_s: f64) -> (Option<f64>, bool) {
+    let ended_ms = started_ms.saturating_add((duration_s * 1000.0).round() as u64);
+    match window_power_w(samples, started_ms, ended_ms) {
+        Some((watts, exact)) => (Some(watts), exact),
+        None => {
+            let draws: Vec<f64> = samples
+                .iter()
+                .filter_map(|sample| sample.power_draw_mw)
+                .map(|milliwatts| f64::from(milliwatts) / 1000.0)
+                .collect();
+            let mean = (!draws.is_empty()).then(|| draws.iter().sum::<f64>() / draws.len() as f64);
+            (mean, false)
+        }
+    }
+}
+
+/// "0.0021 kWh, €0.0007, 0.8 g CO₂ at your ~/.config/gputune/cost.toml.": the command's
+/// energy (as `run_line` counts it) at `price`; without a price, how to set one; `None`
+/// without a power reading.
+pub(crate) fn cost_sentence(
+    samples: &[Telemetry],
+    started_ms: u64,
+    duration_s: f64,
+    price: Option<&Price>,
+) -> Option<String> {
+    let duration_s = duration_s.max(0.0);
+    let (Some(watts), exact) = average_power_w(samples, started_ms, duration_s) else {
+        return None;
+    };
+    let energy_j = watts * duration_s;
+    let estimated = if exact { "" } else { " (estimated)" };
+    Some(match price {
+        Some(price) => format!(
+            "{}{estimated} at {}.",
+            cost_line(energy_j, Some(&price.job_cost(energy_j))),
+            price.from
+        ),
+        None => format!(
+            "{}{estimated}; no price is set: {COST_HINT}.",
+            cost_line(energy_j, None)
+        ),
+    })
 }
 
 /// The average power over `[started_ms, ended_ms]` from the energy counter (millijoules per
@@ -573,6 +619,33 @@ mod tests {
             temperature_c: Some(60),
             ..Telemetry::default()
         }
+    }
+
+    #[test]
+    fn the_cost_sentence_says_kwh_cost_and_co2_at_whose_price_or_how_to_set_one() {
+        // 3,600 W for an hour by the counter: 3.6 kWh.
+        let samples = [
+            reading(0, 0, 3_600),
+            reading(3_600_000, 12_960_000_000, 3_600),
+        ];
+        let price = Price {
+            config: crate::formats::jobs::CostConfig {
+                price_per_kwh: Some(0.25),
+                currency: Some("€".to_string()),
+                co2_grams_per_kwh: Some(350.0),
+            },
+            from: "your /home/alice/.config/gputune/cost.toml".to_string(),
+        };
+        assert_eq!(
+            cost_sentence(&samples, 0, 3_600.0, Some(&price)).as_deref(),
+            Some("3.60 kWh, €0.90, 1.3 kg CO₂ at your /home/alice/.config/gputune/cost.toml.")
+        );
+        let without = cost_sentence(&samples, 0, 3_600.0, None).unwrap_or_default();
+        assert!(
+            without.starts_with("3.60 kWh; no price is set: set a price in cost.toml"),
+            "{without}"
+        );
+        assert_eq!(cost_sentence(&[], 0, 1.0, Some(&price)), None);
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct DaemonOptions {
     pub history_hours: u32,
     /// `--boot-profile FILE`: the profile every card boots with (a cluster node's).
     pub boot_profile: Option<PathBuf>,
+    /// The admin's electricity price for job records (`/etc/gputune/cost.toml`).
+    pub cost_config: PathBuf,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; every session is put back before it exits.
@@ -88,6 +90,8 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
                 dir: options.state_dir.join("history"),
                 keep_hours: options.history_hours,
             }),
+            jobs_dir: Some(options.state_dir.join(crate::jobs::store::JOBS_FOLDER)),
+            job_price: job_price(&options.cost_config),
         },
     )?;
     for notice in &service.welcome().notices {
@@ -103,6 +107,29 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
     }
     service.stop();
     served
+}
+
+/// The admin's price for job records, or none with a line that says why and how to set one.
+fn job_price(path: &std::path::Path) -> Option<crate::jobs::cost::Price> {
+    match crate::jobs::cost::read_cost_file(path) {
+        Ok(Some(config)) => Some(crate::jobs::cost::Price {
+            config,
+            from: format!("the daemon's {}", path.display()),
+        }),
+        Ok(None) => {
+            eprintln!(
+                "gputune daemon: job records carry energy but no cost: no {} (write price_per_kwh, currency and co2_grams_per_kwh there, or name another file with --cost-config, and restart the daemon).",
+                path.display()
+            );
+            None
+        }
+        Err(why) => {
+            eprintln!(
+                "gputune daemon: job records carry energy but no cost, because the price cannot be used: {why}"
+            );
+            None
+        }
+    }
 }
 
 /// The daemon's metrics: a reading client of its own service, in this process.

@@ -28,6 +28,7 @@ pub mod card;
 pub mod fan_curve;
 pub mod files;
 pub mod history;
+pub mod jobs;
 pub mod legacy;
 pub mod profile;
 pub mod protocol;

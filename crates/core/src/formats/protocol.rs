@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::card::{BackendKind, DeviceError, Setting, Telemetry};
 use super::fan_curve::FanCurve;
 use super::history::HistoryPage;
+use super::jobs::{CostConfig, JobRecord};
 use super::tuning::{
     EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, GroupTrialRequest, Notice, SessionId,
     SessionReport, SessionRequest, SessionStarted, TrialRequest, TrialStatus, TuneError,
@@ -122,6 +123,15 @@ pub enum Request {
         from_ms: u64,
         to_ms: u64,
     },
+    /// The newest job records the daemon keeps, newest first: at most `limit`, fewer when
+    /// more would not fit in one message.
+    Jobs {
+        limit: u32,
+    },
+    /// The newest record of one job.
+    Job {
+        job_id: String,
+    },
 }
 
 impl Request {
@@ -134,6 +144,8 @@ impl Request {
                 | Request::Subscribe { .. }
                 | Request::BootDefaults
                 | Request::History { .. }
+                | Request::Jobs { .. }
+                | Request::Job { .. }
         )
     }
 }
@@ -152,6 +164,9 @@ pub struct Welcome {
     pub daemon: bool,
     /// What the engine restored or found wrong when it started.
     pub notices: Vec<Notice>,
+    /// The price the daemon's job records are costed at (its cost.toml), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_price: Option<CostConfig>,
 }
 
 /// Every GPU as the service knows it now.
@@ -188,6 +203,14 @@ pub enum Response {
         defaults: Vec<BootDefault>,
     },
     History(Box<HistoryPage>),
+    /// Job records, newest first, and the files skipped reading them (one sentence each).
+    Jobs {
+        records: Vec<JobRecord>,
+        skipped: Vec<String>,
+    },
+    Job {
+        record: Box<JobRecord>,
+    },
     Done,
     Error {
         error: TuneError,

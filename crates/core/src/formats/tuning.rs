@@ -215,6 +215,9 @@ pub struct SessionReport {
     /// The critical GPU error that ended it, if one did.
     #[serde(default)]
     pub critical_event: Option<CriticalEvent>,
+    /// For a scheduler's job: what it did on its cards and what that cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_record: Option<Box<super::jobs::JobRecord>>,
 }
 
 /// What one GPU did over a span (a session's, a trial's).

@@ -191,6 +191,8 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
             boot_profile: None,
             write_group: None,
             history: None,
+            jobs_dir: None,
+            job_price: None,
         },
     )?;
     // The driver decides: root and the simulator may write, others are told how.
@@ -259,6 +261,7 @@ pub fn connect_daemon(path: &Path, label: &str) -> Result<TuningClient, ConnectE
         gpus: Vec::new(),
         daemon: true,
         notices: Vec::new(),
+        job_price: None,
     };
     let mut client = TuningClient {
         transport: Transport::Socket {

@@ -8,6 +8,7 @@
 pub mod boot_profile;
 pub mod client;
 pub mod history_pages;
+mod job_records;
 pub use crate::formats::protocol;
 mod recorder;
 mod routing;
@@ -85,6 +86,10 @@ pub struct ServiceOptions {
     /// `gputune daemon --boot-profile`: made every card's boot default before they are
     /// applied (needs `boot_defaults_dir`).
     pub boot_profile: Option<boot_profile::BootProfile>,
+    /// Where the daemon files job records (`jobs/` of its state folder); `None` in-process.
+    pub jobs_dir: Option<std::path::PathBuf>,
+    /// The price job records are costed at (the daemon's cost.toml).
+    pub job_price: Option<crate::jobs::cost::Price>,
 }
 
 /// A running service; dropping it stops it (sessions are put back, kept settings stay).
@@ -131,7 +136,9 @@ impl Service {
             gpus: engine.gpus(),
             daemon: options.daemon,
             notices,
+            job_price: options.job_price.as_ref().map(|price| price.config.clone()),
         };
+        engine.set_job_price(options.job_price.clone());
         let (input, inputs) = mpsc::channel();
         let pace = sampler::Pace::new(DEFAULT_INTERVAL_MS);
         let sampler = sampler::start(
@@ -147,6 +154,10 @@ impl Service {
             recorder,
             no_history_because,
             options.write_group.clone(),
+            options
+                .jobs_dir
+                .clone()
+                .map(crate::jobs::store::JobStore::new),
         );
         let engine_thread = std::thread::Builder::new()
             .name("gputune-service".to_string())

@@ -52,6 +52,8 @@ pub(crate) struct Router {
     write_group: Option<String>,
     /// The users already told the news of the service's start (see [`Router::welcome_for`]).
     told_start_news: std::collections::HashSet<Option<u32>>,
+    /// The daemon's job records; `None` in-process.
+    jobs: Option<crate::jobs::store::JobStore>,
 }
 
 impl Router {
@@ -62,6 +64,7 @@ impl Router {
         recorder: Option<Recorder>,
         no_history_because: Option<String>,
         write_group: Option<String>,
+        jobs: Option<crate::jobs::store::JobStore>,
     ) -> Router {
         let gpu_count = welcome.gpus.len();
         Router {
@@ -75,6 +78,7 @@ impl Router {
             no_history_because,
             write_group,
             told_start_news: std::collections::HashSet::new(),
+            jobs,
         }
     }
 
@@ -117,8 +121,16 @@ impl Router {
                         from_ms,
                         to_ms,
                     } => self.history(client, id, &gpu_uuid, from_ms, to_ms),
+                    Request::Jobs { limit } => {
+                        Some(super::job_records::list(self.jobs.as_ref(), limit))
+                    }
+                    Request::Job { job_id } => {
+                        Some(super::job_records::show(self.jobs.as_ref(), &job_id))
+                    }
                     request => Some(self.answer(engine, client, request)),
                 };
+                // A job's record is on disk before its client hears the job ended.
+                super::job_records::file(self.jobs.as_ref(), engine.take_job_records());
                 if let Some(response) = response {
                     self.send(client, Message::Response { id, response });
                 }
@@ -168,6 +180,7 @@ impl Router {
 
     /// Sends the engine's news to whom it concerns.
     pub fn route(&mut self, engine: &mut Engine) {
+        super::job_records::file(self.jobs.as_ref(), engine.take_job_records());
         for event in engine.take_events() {
             if let EngineEvent::Tuning { tuning } = &event
                 && let (Some(recorder), Some(note)) = (&mut self.recorder, &tuning.last_change)
@@ -455,6 +468,11 @@ impl Router {
             Request::SetBootDefault { gpu_uuid, default } => {
                 answer(self.set_boot_default(engine, &gpu_uuid, default))
             }
+            // Answered by `job_records` before they get here.
+            Request::Jobs { .. } | Request::Job { .. } => error(
+                TuneErrorKind::Refused,
+                "A job request is answered from the daemon's job records.",
+            ),
             // Answered by `history` before it gets here.
             Request::History { .. } => error(
                 TuneErrorKind::Refused,

@@ -120,6 +120,8 @@ impl Engine {
             next_session: 1,
             events: Vec::new(),
             clock,
+            job_price: None,
+            ended_jobs: Vec::new(),
         };
         if options.ownership == Ownership::Daemon {
             for index in 0..count {

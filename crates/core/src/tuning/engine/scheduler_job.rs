@@ -168,5 +168,6 @@ fn goes_on_report(id: SessionId, session: &Session) -> SessionReport {
             session.steps.len() + 1
         ),
         critical_event: None,
+        job_record: None,
     }
 }

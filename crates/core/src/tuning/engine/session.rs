@@ -269,6 +269,7 @@ impl Engine {
                                     .recent
                                     .back()
                                     .and_then(|reading| reading.energy_total_mj),
+                                tally: None,
                             },
                         )
                     })
@@ -409,6 +410,9 @@ impl Engine {
     /// Files a reading of GPU `index` with the sessions on it.
     pub(super) fn record_in_sessions(&mut self, index: u32, reading: &Telemetry) {
         for id in self.sessions_on(index) {
+            if self.tally_job(id, index, reading) {
+                continue;
+            }
             let Some(part) = self.session_part_mut(id, index) else {
                 continue;
             };

@@ -91,8 +91,11 @@ impl Engine {
                 stats: Vec::new(),
                 message: format!("There is no session {id}."),
                 critical_event: None,
+                job_record: None,
             };
         };
+        // Before the put-back: the record names the settings the job held.
+        let job_record = self.job_record(id, &session, message);
         let by = session.client.describe();
         let mut restored = Vec::new();
         let mut stats = Vec::new();
@@ -142,6 +145,7 @@ impl Engine {
             stats,
             message: message.to_string(),
             critical_event: None,
+            job_record: job_record.map(Box::new),
         }
     }
 }

@@ -111,6 +111,8 @@ pub(super) struct SessionGpu {
     /// The card's energy counter (mJ) when the session began: what it used since is the
     /// session's energy (a run's, a sweep's).
     pub energy_at_start_mj: Option<u64>,
+    /// A job session's running figures on the card (its readings are not kept in `during`).
+    pub tally: Option<crate::jobs::tally::CardTally>,
 }
 
 pub(super) struct Session {

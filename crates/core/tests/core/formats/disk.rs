@@ -14,6 +14,7 @@ use gputune_core::formats::profile::{
 };
 use gputune_core::formats::protocol::BootDefault;
 use gputune_core::formats::tuning::{ClockLock as LockState, LockRecord};
+use gputune_core::jobs::store::JobStore;
 use gputune_core::profiles::store::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
@@ -178,6 +179,22 @@ fn a_boot_default_writes_its_bytes_and_reads_back() {
     let read = BootDefault::from_file_bytes(&read(&formats_dir().join("boot-default.json")))
         .map_err(|error| error.to_string());
     assert_eq!(read, Ok(default));
+}
+
+#[test]
+fn a_job_record_writes_the_bytes_of_format_1_and_reads_back() {
+    // What the daemon keeps in /var/lib/gputune/jobs/ when a job ends.
+    let dir = temp();
+    let store = JobStore::new(dir.path().join("jobs"));
+    let path = match store.write(&job_record()) {
+        Ok(path) => path,
+        Err(error) => panic!("the job record could not be written: {error}"),
+    };
+    golden("job-record-v1.json", &read(&path));
+    place(&path, &read(&formats_dir().join("job-record-v1.json")));
+    let read_back = store.newest(10);
+    assert_eq!(read_back.skipped, Vec::<String>::new());
+    assert_eq!(read_back.records, vec![job_record()]);
 }
 
 pub fn profile(last_check: bool) -> Profile {

@@ -9,6 +9,7 @@ use gputune_core::formats::card::{
 };
 use gputune_core::formats::fan_curve::{CurvePoint, FanCurve};
 use gputune_core::formats::history::HistoryRow;
+use gputune_core::formats::jobs::{CostConfig, JOB_RECORD_FORMAT, JobCost, JobGpu, JobRecord};
 use gputune_core::formats::protocol::BootDefault;
 use gputune_core::formats::throttle::{ThrottleReason, ThrottleReasons};
 use gputune_core::formats::tuning::{
@@ -356,6 +357,77 @@ pub fn report() -> SessionReport {
         critical_event: Some(CriticalEvent {
             gpu_index: 0,
             xid: 13,
+        }),
+        job_record: None,
+    }
+}
+
+/// A job's session ended by its client: the report carries the job's record.
+pub fn job_report() -> SessionReport {
+    SessionReport {
+        purpose: SessionPurpose::Job,
+        stats: Vec::new(),
+        message: "Put back".to_string(),
+        critical_event: None,
+        job_record: Some(Box::new(job_record())),
+        ..report()
+    }
+}
+
+pub fn cost_config() -> CostConfig {
+    CostConfig {
+        price_per_kwh: Some(0.32),
+        currency: Some("€".to_string()),
+        co2_grams_per_kwh: Some(380.0),
+    }
+}
+
+/// Two hours of a job on one card: 1.25 kWh by its energy counter.
+pub fn job_record() -> JobRecord {
+    JobRecord {
+        format_version: JOB_RECORD_FORMAT,
+        job: job_info(),
+        node: "node07".to_string(),
+        session: 7,
+        started_at_ms: 1_764_000_000_000,
+        ended_at_ms: 1_764_007_200_000,
+        ended: "Put back".to_string(),
+        gpus: vec![JobGpu {
+            gpu_index: 0,
+            gpu_uuid: UUID.to_string(),
+            name: "NVIDIA GeForce RTX 4090".to_string(),
+            energy_j: 4_500_000.0,
+            energy_kwh: 1.25,
+            energy_estimated: false,
+            mean_power_w: Some(312.5),
+            peak_power_w: Some(345.25),
+            peak_temperature_c: Some(71),
+            throttle: vec![
+                ThrottleTime {
+                    reason: ThrottleReason::SwPowerCap,
+                    seconds: 6_480.5,
+                },
+                ThrottleTime {
+                    reason: ThrottleReason::SwThermalSlowdown,
+                    seconds: 12.0,
+                },
+            ],
+            readings: 7_200,
+            first_reading_ms: Some(1_764_000_000_500),
+            last_reading_ms: Some(1_764_007_199_500),
+            settings_held: vec![
+                power_limit(315),
+                Setting::GpuClockOffset { offset_mhz: 150 },
+            ],
+        }],
+        energy_j: 4_500_000.0,
+        energy_kwh: 1.25,
+        energy_estimated: false,
+        cost: Some(JobCost {
+            price: cost_config(),
+            cost: Some(0.4),
+            co2_kg: Some(0.475),
+            from: "the daemon's /etc/gputune/cost.toml".to_string(),
         }),
     }
 }

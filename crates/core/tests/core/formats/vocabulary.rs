@@ -247,7 +247,9 @@ fn every_variant_is_listed(
         | Q::SetFanCurve { .. }
         | Q::SetBootDefault { .. }
         | Q::BootDefaults
-        | Q::History { .. } => {}
+        | Q::History { .. }
+        | Q::Jobs { .. }
+        | Q::Job { .. } => {}
     }
     use Response as R;
     match response {
@@ -260,6 +262,8 @@ fn every_variant_is_listed(
         | R::Trials { .. }
         | R::BootDefaults { .. }
         | R::History(_)
+        | R::Jobs { .. }
+        | R::Job { .. }
         | R::Done
         | R::Error { .. } => {}
     }

@@ -96,6 +96,10 @@ pub fn requests() -> Vec<Request> {
             from_ms: 1_764_000_000_000,
             to_ms: 1_764_001_200_000,
         },
+        Request::Jobs { limit: 20 },
+        Request::Job {
+            job_id: "4242_7".to_string(),
+        },
     ]
 }
 
@@ -116,6 +120,7 @@ pub fn responses() -> Vec<Response> {
             gpus: vec![gpu_info()],
             daemon: true,
             notices: vec![notice()],
+            job_price: Some(cost_config()),
         })),
         Response::Snapshot(Box::new(Snapshot {
             gpus: vec![gpu_info()],
@@ -140,6 +145,9 @@ pub fn responses() -> Vec<Response> {
             joined: true,
         }),
         Response::SessionEnded { report: report() },
+        Response::SessionEnded {
+            report: job_report(),
+        },
         Response::Trial {
             status: Box::new(trial_status()),
         },
@@ -156,6 +164,15 @@ pub fn responses() -> Vec<Response> {
             next_from_ms: Some(1_764_000_003_000),
             keep_hours: 48,
         })),
+        Response::Jobs {
+            records: vec![job_record()],
+            skipped: vec![
+                "A job record was skipped: /var/lib/gputune/jobs/job-1.json is a symbolic link, which gputune does not follow here; it was left as it is.".to_string(),
+            ],
+        },
+        Response::Job {
+            record: Box::new(job_record()),
+        },
         Response::Done,
         Response::Error {
             error: TuneError::new(
