@@ -10,8 +10,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const FILES: [(&str, u32); 4] = [
+const FILES: [(&str, u32); 5] = [
     ("/usr/bin/gputune", 0o755),
+    ("/usr/lib/gputune/gputune_spank.so", 0o644),
     ("/lib/systemd/system/gputuned.service", 0o644),
     ("/usr/share/applications/gputune.desktop", 0o644),
     ("/usr/share/icons/hicolor/256x256/apps/gputune.png", 0o644),
@@ -170,7 +171,7 @@ fn the_debian_package_installs_verifies_and_purges_cleanly() {
 
     // The unit: runs the packaged binary with the group, and systemd finds nothing wrong in
     // it (verify reads the file; it needs no running systemd).
-    let unit = std::fs::read_to_string(FILES[1].0).expect("the unit");
+    let unit = std::fs::read_to_string(FILES[2].0).expect("the unit");
     assert!(
         unit.lines()
             .any(|line| line == "ExecStart=/usr/bin/gputune daemon --group gputune"),
@@ -186,7 +187,7 @@ fn the_debian_package_installs_verifies_and_purges_cleanly() {
         has("systemd-analyze"),
         "systemd-analyze is missing: `bash .ci/setup test` installs Debian's systemd package"
     );
-    let verified = run("systemd-analyze", &["verify", FILES[1].0]);
+    let verified = run("systemd-analyze", &["verify", FILES[2].0]);
     assert!(
         verified.status.success(),
         "systemd-analyze verify: {}{}",
@@ -236,6 +237,7 @@ fn the_debian_package_installs_verifies_and_purges_cleanly() {
             "/lib",
             "/usr",
             "/usr/bin",
+            "/usr/lib",
             "/usr/share",
             "/usr/share/applications",
             "/usr/share/icons",
