@@ -154,3 +154,72 @@ fn unexpected(request: &str, response: &Response) -> String {
         "gputune: the daemon answered {request} with {kind}; is it the same gputune release as the plugin?"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A stand-in daemon that reads the hello and answers with `answer` (or nothing).
+    fn daemon(answer: Option<Vec<u8>>) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let socket = dir.path().join("gputune.sock");
+        let listener = UnixListener::bind(&socket).unwrap_or_else(|error| panic!("{error}"));
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut line = String::new();
+                let _ = BufReader::new(&stream).read_line(&mut line);
+                if let Some(bytes) = answer {
+                    let _ = stream.write_all(&bytes);
+                }
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        });
+        (dir, socket)
+    }
+
+    fn connect(socket: &Path) -> Result<(DaemonLink, Welcome), String> {
+        DaemonLink::connect(socket, "test", Duration::from_millis(500))
+    }
+
+    #[test]
+    fn a_daemon_that_is_not_there_is_one_sentence() {
+        let said = connect(Path::new("/nonexistent/gputune.sock"))
+            .err()
+            .unwrap_or_default();
+        assert!(
+            said.contains("does not answer on /nonexistent/gputune.sock"),
+            "{said}"
+        );
+        assert!(said.contains("systemctl status gputuned"), "{said}");
+    }
+
+    #[test]
+    fn a_silent_daemon_costs_the_step_its_timeout_not_more() {
+        let (_dir, socket) = daemon(None);
+        let started = Instant::now();
+        let said = connect(&socket).err().unwrap_or_default();
+        assert!(said.contains("did not answer within"), "{said}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "bounded by timeout_s"
+        );
+    }
+
+    #[test]
+    fn a_line_too_long_or_not_json_is_refused() {
+        let mut huge = vec![b'x'; MAX_MESSAGE_BYTES + 10];
+        huge.push(b'\n');
+        let (_dir, socket) = daemon(Some(huge));
+        let said = connect(&socket).err().unwrap_or_default();
+        assert!(said.contains("too long"), "{said}");
+        let (_dir, socket) = daemon(Some(b"{\"id\":1,\"response\":42}\n".to_vec()));
+        let said = connect(&socket).err().unwrap_or_default();
+        assert!(said.contains("could not be read"), "{said}");
+        let (_dir, socket) = daemon(Some(
+            b"{\"id\":1,\"response\":{\"type\":\"error\",\"error\":{\"kind\":\"refused\",\"message\":\"no room\"}}}\n"
+                .to_vec(),
+        ));
+        assert_eq!(connect(&socket).err(), Some("gputune: no room".to_string()));
+    }
+}

@@ -172,3 +172,34 @@ fn card_line(card: &GpuInfo, settings: &[Setting], curve: bool) -> String {
     }
     format!("GPU {}{device}: {}", card.identity.index, parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_profiles_folder_others_may_change_is_not_read() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let folder = dir.path().join("profiles");
+        std::fs::create_dir(&folder).unwrap_or_else(|error| panic!("{error}"));
+        std::fs::write(
+            folder.join("quiet.toml"),
+            "schema_version = 1\nname = \"quiet\"\n\n[card]\nuuid = \"GPU-1\"\nname = \"x\"\npci_bus_id = \"\"\n",
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777))
+            .unwrap_or_else(|error| panic!("{error}"));
+        let said = load_profile(&folder, "quiet").err().unwrap_or_default();
+        assert!(said.contains("that only root may change"), "{said}");
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|error| panic!("{error}"));
+        if nix::unistd::geteuid().is_root() {
+            assert!(load_profile(&folder, "quiet").is_ok());
+        }
+        let said = load_profile(&dir.path().join("missing"), "quiet")
+            .err()
+            .unwrap_or_default();
+        assert!(said.contains("cannot be read"), "{said}");
+    }
+}
