@@ -149,10 +149,10 @@ fn the_first_scrape_right_after_the_start_has_every_gpus_reading() {
     assert_eq!(by_gpu(&first, "DCGM_FI_DEV_POWER_USAGE").len(), 8);
 }
 
-#[test]
-fn the_daemon_serves_metrics_of_what_its_sessions_hold() {
-    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
-    let base = machine.state_dir().with_file_name("metrics-daemon");
+/// A daemon on `machine` serving metrics on a free port of 127.0.0.1 (its folders under
+/// `name`), and its socket.
+fn daemon_with_metrics(machine: &FakeMachine, name: &str) -> (Exporter, std::path::PathBuf) {
+    let base = machine.state_dir().with_file_name(name);
     let runtime = base.join("run");
     let mut command = machine.command(&[
         "daemon",
@@ -167,7 +167,16 @@ fn the_daemon_serves_metrics_of_what_its_sessions_hold() {
     ]);
     let socket = runtime.join("gputune.sock");
     command.env("GPUTUNE_SOCKET", &socket);
-    let metrics = Exporter::start(command, "serving metrics on http://");
+    (
+        Exporter::start(command, "serving metrics on http://"),
+        socket,
+    )
+}
+
+#[test]
+fn the_daemon_serves_metrics_of_what_its_sessions_hold() {
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    let (metrics, socket) = daemon_with_metrics(&machine, "metrics-daemon");
     let samples = metrics.scrape_until("every GPU read", all_read);
     let info: Vec<&Sample> = samples
         .iter()
@@ -239,22 +248,7 @@ fn job_labelled(samples: &[Sample], gpu: u32) -> Vec<&Sample> {
 #[test]
 fn a_jobs_gpus_carry_its_labels_and_energy_while_it_holds_them_and_not_after() {
     let machine = FakeMachine::for_processes("8x-rtx4090", "training");
-    let base = machine.state_dir().with_file_name("metrics-job");
-    let runtime = base.join("run");
-    let mut command = machine.command(&[
-        "daemon",
-        "--runtime-dir",
-        runtime.to_str().unwrap_or_default(),
-        "--state-dir",
-        base.join("state").to_str().unwrap_or_default(),
-        "--driver-wait-s",
-        "0",
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ]);
-    let socket = runtime.join("gputune.sock");
-    command.env("GPUTUNE_SOCKET", &socket);
-    let metrics = Exporter::start(command, "serving metrics on http://");
+    let (metrics, socket) = daemon_with_metrics(&machine, "metrics-job");
     let before = metrics.scrape_until("every GPU read", all_read);
     assert!(
         before

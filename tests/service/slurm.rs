@@ -422,6 +422,25 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         assert!(!output.status.success(), "{arguments:?} is refused");
         assert!(stderr.contains(says), "{arguments:?}: {stderr}");
     }
+    // A step's environment is the user's: GPUs named there that Slurm did not give the job
+    // (this one has none) are refused, never tuned.
+    let spoofed = slurm
+        .command("srun")
+        .env("SLURM_JOB_GPUS", "0,1,2,3")
+        .env("SLURM_STEP_GPUS", "0,1,2,3")
+        .args(["--gputune-power-limit=70%", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("srun runs");
+    let stderr = String::from_utf8_lossy(&spoofed.stderr);
+    assert!(
+        !spoofed.status.success(),
+        "a step naming GPUs its job lacks fails"
+    );
+    assert!(
+        stderr.contains("which Slurm did not give job") && stderr.contains("its GPUs here: none"),
+        "{stderr}"
+    );
     for index in 0..8 {
         if index != index_of_minor(timed_gpus[0]) {
             assert!(
