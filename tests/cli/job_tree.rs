@@ -82,27 +82,10 @@ impl MarkedJob {
 
     /// The live processes whose command line holds the marker (the job's shells and sleeps).
     fn processes(&self) -> Vec<(u32, String)> {
-        let mut found = Vec::new();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return found;
-        };
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|name| name.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(command_line) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let command_line = String::from_utf8_lossy(&command_line).replace('\0', " ");
-            if command_line.contains(&self.marker) && is_running(pid) {
-                found.push((pid, command_line));
-            }
-        }
-        found
+        crate::common::process::command_lines()
+            .into_iter()
+            .filter(|(pid, command_line)| command_line.contains(&self.marker) && is_running(*pid))
+            .collect()
     }
 
     /// Asserts that none of the job's processes is left (after a generous wait).

@@ -92,3 +92,24 @@ impl Running {
         (status, stdout, self.stderr.join("\n"))
     }
 }
+
+/// Every process's pid and command line (its arguments joined by spaces), read from /proc.
+pub fn command_lines() -> Vec<(u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let command = raw
+                .split(|&byte| byte == 0)
+                .filter(|part| !part.is_empty())
+                .map(|part| String::from_utf8_lossy(part).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            Some((pid, command))
+        })
+        .collect()
+}

@@ -214,7 +214,7 @@ impl Slurm {
     /// The pid of the slurmstepd running `job`'s step `step` ("batch", "0").
     pub fn slurmstepd_of(&self, job: &str, step: &str) -> Option<u32> {
         let wanted = format!("slurmstepd: [{job}.{step}]");
-        processes()
+        super::process::command_lines()
             .into_iter()
             .find_map(|(pid, command)| (command == wanted).then_some(pid))
     }
@@ -248,7 +248,7 @@ impl Drop for Slurm {
         // This cluster's slurmstepd processes (they outlive slurmd) are those started with
         // its slurm.conf in their environment.
         let conf = format!("SLURM_CONF={}", self.conf.display());
-        for (pid, command) in processes() {
+        for (pid, command) in super::process::command_lines() {
             if command.starts_with("slurmstepd") && environment_has(pid, &conf) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid as i32),
@@ -297,27 +297,6 @@ fn read_pid(path: &Path) -> Option<u32> {
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
-/// Every process's pid and command line (arguments joined by spaces).
-fn processes() -> Vec<(u32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let command = raw
-                .split(|&byte| byte == 0)
-                .filter(|part| !part.is_empty())
-                .map(|part| String::from_utf8_lossy(part).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ");
-            Some((pid, command))
-        })
-        .collect()
 }
 
 fn environment_has(pid: u32, entry: &str) -> bool {
