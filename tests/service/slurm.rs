@@ -191,10 +191,11 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
     let dir = tempfile::tempdir().expect("a cluster folder");
     let profiles = site_profiles(dir.path(), &machine);
     let plugstack = format!(
-        "required {} socket={} profiles={} allow_profiles=quiet power_min=60% power_max=100% default_power=80%",
+        "required {} socket={} profiles={} records={} allow_profiles=quiet power_min=60% power_max=100% default_power=80%",
         spank_library().display(),
         daemon.socket.display(),
-        profiles.display()
+        profiles.display(),
+        dir.path().join("records").display()
     );
     let slurm = Slurm::start(&dir.path().join("slurm"), 4, &plugstack);
     let mut exporter_command = machine.command(&["exporter", "--listen", "127.0.0.1:0"]);

@@ -42,12 +42,14 @@ pub fn forget(folder: &Path, job_id: &str) {
     let _ = std::fs::remove_file(record_path(folder, job_id));
 }
 
-/// The cards the prolog recorded for the job; none when it recorded none.
-pub fn recorded(folder: &Path, job_id: &str) -> Result<Vec<u32>, String> {
+/// The cards the prolog recorded for the job (an empty list: a job without GPUs here), or
+/// `None` when it recorded nothing (it did not run the plugin: slurmd not restarted since the
+/// plugin was installed, or its record could not be written).
+pub fn recorded(folder: &Path, job_id: &str) -> Result<Option<Vec<u32>>, String> {
     let path = record_path(folder, job_id);
     match fsafe::read_private(&path, MAX_RECORD_BYTES) {
-        Ok(bytes) => crate::gpus::parse_slurm_gpus(&String::from_utf8_lossy(&bytes)),
-        Err(fsafe::FileError::NotFound { .. }) => Ok(Vec::new()),
+        Ok(bytes) => crate::gpus::parse_slurm_gpus(&String::from_utf8_lossy(&bytes)).map(Some),
+        Err(fsafe::FileError::NotFound { .. }) => Ok(None),
         Err(error) => Err(format!(
             "gputune: job {job_id}'s record of its GPUs: {error}"
         )),
@@ -55,14 +57,23 @@ pub fn recorded(folder: &Path, job_id: &str) -> Result<Vec<u32>, String> {
 }
 
 /// The step's cards: what its environment names, each of which Slurm must have given the job
-/// (the batch step: the job's own cards on this node).
+/// (the batch step, or a step whose environment names none: the job's own cards on this
+/// node). Without the prolog's record no named card can be believed.
 pub fn step_cards(
     job_id: &str,
     batch: bool,
     named: &[u32],
-    allocated: &[u32],
+    allocated: Option<&[u32]>,
 ) -> Result<Vec<u32>, String> {
-    if batch {
+    let Some(allocated) = allocated else {
+        if named.is_empty() {
+            return Ok(Vec::new());
+        }
+        return Err(format!(
+            "gputune: job {job_id}'s GPUs on this node were not recorded by its prolog, so the GPUs this step names cannot be checked; nothing was changed. The plugin's job prolog runs in slurmd: restart slurmd after installing the plugin (and see slurmd's log for a record that could not be written)."
+        ));
+    };
+    if batch || named.is_empty() {
         return Ok(allocated.to_vec());
     }
     match named.iter().find(|minor| !allocated.contains(minor)) {
@@ -88,15 +99,24 @@ mod tests {
 
     #[test]
     fn a_step_gets_only_cards_slurm_gave_its_job() {
-        assert_eq!(step_cards("7", false, &[1], &[0, 1]), Ok(vec![1]));
-        assert_eq!(step_cards("7", true, &[2, 3], &[0, 1]), Ok(vec![0, 1]));
-        let said = step_cards("7", false, &[0, 1, 2, 3], &[]).expect_err("no GPUs given");
+        assert_eq!(step_cards("7", false, &[1], Some(&[0, 1])), Ok(vec![1]));
+        assert_eq!(
+            step_cards("7", true, &[2, 3], Some(&[0, 1])),
+            Ok(vec![0, 1])
+        );
+        // A step whose environment names no GPU (a user who unset it) gets the job's own.
+        assert_eq!(step_cards("7", false, &[], Some(&[0, 1])), Ok(vec![0, 1]));
+        let said = step_cards("7", false, &[0, 1, 2, 3], Some(&[])).expect_err("none given");
         assert!(
             said.contains("/dev/nvidia0, which Slurm did not give job 7"),
             "{said}"
         );
         assert!(said.contains("its GPUs here: none"), "{said}");
-        assert!(step_cards("7", false, &[2], &[0, 1]).is_err());
+        assert!(step_cards("7", false, &[2], Some(&[0, 1])).is_err());
+        // No record: nothing named can be believed, and nothing named is nothing to do.
+        let said = step_cards("7", true, &[0], None).expect_err("unverifiable");
+        assert!(said.contains("not recorded by its prolog"), "{said}");
+        assert_eq!(step_cards("7", false, &[], None), Ok(vec![]));
     }
 
     #[test]
@@ -104,15 +124,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
         let folder = dir.path().join("slurm");
         record(&folder, "42", &[3, 1]).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(recorded(&folder, "42"), Ok(vec![3, 1]));
-        assert_eq!(recorded(&folder, "43"), Ok(vec![]), "no record: no cards");
+        assert_eq!(recorded(&folder, "42"), Ok(Some(vec![3, 1])));
+        assert_eq!(recorded(&folder, "43"), Ok(None), "no record");
+        record(&folder, "44", &[]).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(
+            recorded(&folder, "44"),
+            Ok(Some(vec![])),
+            "a job without GPUs here"
+        );
         forget(&folder, "42");
-        assert_eq!(recorded(&folder, "42"), Ok(vec![]));
+        assert_eq!(recorded(&folder, "42"), Ok(None));
         // A link planted in place of a record is not believed.
         let elsewhere = dir.path().join("elsewhere");
         std::fs::write(&elsewhere, "0,1,2,3\n").unwrap_or_else(|error| panic!("{error}"));
-        std::os::unix::fs::symlink(&elsewhere, folder.join("job-44.gpus"))
+        std::os::unix::fs::symlink(&elsewhere, folder.join("job-45.gpus"))
             .unwrap_or_else(|error| panic!("{error}"));
-        assert!(recorded(&folder, "44").is_err());
+        assert!(recorded(&folder, "45").is_err());
     }
 }

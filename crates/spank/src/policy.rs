@@ -10,8 +10,10 @@ use gputune_core::tuning::request::{PowerLimitRequest, parse_power_limit};
 /// The daemon's socket when `socket=` is not given (the Debian package's and `daemon install`'s).
 pub const DEFAULT_SOCKET: &str = "/run/gputune/gputune.sock";
 /// Where the job prolog records each job's cards when `records=` is not given (root's, 0700;
-/// `/run` ends with the boot, like the jobs it describes).
-pub const DEFAULT_RECORDS: &str = "/run/gputune/slurm";
+/// `/run` ends with the boot, like the jobs it describes). Not under `/run/gputune`: systemd
+/// removes the daemon's runtime folder when the daemon is stopped, and the records must
+/// outlive a daemon stopped mid-job.
+pub const DEFAULT_RECORDS: &str = "/run/gputune-slurm";
 /// Where the site's profiles are when `profiles=` is not given.
 pub const DEFAULT_PROFILES: &str = "/etc/gputune/profiles";
 /// How long a step waits for the daemon's answer when `timeout_s=` is not given.

@@ -27,7 +27,8 @@ pub(crate) fn start_step(
     };
     let allocated = allocation::recorded(&policy.records_dir, &job.job_id)?;
     let whole_allocation = matches!(job.step.as_str(), "batch" | "extern" | "interactive");
-    let minors = allocation::step_cards(&job.job_id, whole_allocation, &named, &allocated)?;
+    let minors =
+        allocation::step_cards(&job.job_id, whole_allocation, &named, allocated.as_deref())?;
     if minors.is_empty() {
         return Ok(());
     }

@@ -19,7 +19,10 @@ use crate::telemetry::store::HistoryOptions;
 use crate::tuning::engine::{EngineOptions, Ownership};
 
 pub use connection::{HELLO_DEADLINE, IDLE_TIMEOUT, IDLE_TIMEOUT_ENV, WRITE_PATIENCE};
-pub use slots::{KEPT_FOR_ROOT, KEPT_FOR_WRITERS, MAX_CONNECTIONS, MAX_PER_USER, READER_SLOTS};
+pub use slots::{
+    KEPT_FOR_ROOT, KEPT_FOR_WRITERS, MAX_CONNECTIONS, MAX_PER_ROOT, MAX_PER_USER, READER_SLOTS,
+    max_per_user,
+};
 
 /// The group whose members may change settings through the daemon.
 pub const DEFAULT_GROUP: &str = "gputune";

@@ -11,6 +11,15 @@ use std::sync::{Arc, Mutex};
 pub const MAX_CONNECTIONS: usize = 64;
 /// The most connections of one user (by the kernel's uid of the peer).
 pub const MAX_PER_USER: usize = 16;
+/// The most connections of root (and the daemon's own user): every GPU step of a Slurm job
+/// holds one for its life from slurmstepd, which runs as root (a node of eight GPUs with a
+/// batch step and an srun step per card holds 16), so root gets all but the writers' slots.
+pub const MAX_PER_ROOT: usize = MAX_CONNECTIONS - KEPT_FOR_WRITERS;
+
+/// The most connections one peer's user may hold.
+pub fn max_per_user(is_root: bool) -> usize {
+    if is_root { MAX_PER_ROOT } else { MAX_PER_USER }
+}
 /// Slots that only root (or the daemon's own user) takes.
 pub const KEPT_FOR_ROOT: usize = 8;
 /// Slots, besides root's, that peers who may only read never take.
@@ -70,7 +79,8 @@ impl Slots {
             ));
         }
         let mine = counts.per_user.get(&applicant.uid).copied().unwrap_or(0);
-        if mine >= MAX_PER_USER {
+        let cap = max_per_user(applicant.is_root);
+        if mine >= cap {
             let who = applicant
                 .user
                 .clone()
@@ -79,7 +89,7 @@ impl Slots {
                     None => "peers without credentials".to_string(),
                 });
             return Err(format!(
-                "The gputune daemon already serves {MAX_PER_USER} connections of {who}, the most for one user; close some gputune windows or scripts of {who} and try again."
+                "The gputune daemon already serves {cap} connections of {who}, the most for one user; close some gputune windows or scripts of {who} and try again."
             ));
         }
         if !applicant.may_write && counts.readers >= READER_SLOTS {
@@ -193,9 +203,20 @@ mod tests {
             .collect();
         let full = slots.take(&applicant(0, true)).unwrap_err();
         assert!(full.contains("already serves 64 connections"), "{full}");
-        drop(root);
         drop(members);
         drop(readers);
+        // Root may hold far more than another user (a node's Slurm steps), not every slot.
+        let more_root: Vec<Slot> = (0..MAX_PER_ROOT - KEPT_FOR_ROOT)
+            .map(|_| slots.take(&applicant(0, true)).unwrap())
+            .collect();
+        let refused = slots.take(&applicant(0, true)).unwrap_err();
+        assert!(refused.contains("48 connections of user0"), "{refused}");
+        assert!(
+            slots.take(&applicant(4000, true)).is_ok(),
+            "a member still gets one"
+        );
+        drop(more_root);
+        drop(root);
         assert_eq!(slots.taken(), 0);
     }
 }
