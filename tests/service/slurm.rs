@@ -403,6 +403,37 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         "the job's record: {comment:?}"
     );
 
+    // An Xid on a job's card (GPU 0 of NVML's order: /dev/nvidia3) ends the job's session at
+    // once, its cards all back; the job runs on, and its end still writes the daemon's record
+    // into the job's Slurm record.
+    let crashed = slurm.sbatch(&[
+        "--gres=gpu:3",
+        "--gputune-power-limit=70%",
+        "-o",
+        out("crashed.out").to_str().expect("UTF-8"),
+        "--wrap",
+        "echo gpus=$SLURM_JOB_GPUS; sleep 4; true",
+    ]);
+    let crashed_gpus = job_gpus(&slurm, &out("crashed.out"));
+    assert!(
+        crashed_gpus.contains(&3),
+        "the job has NVML's GPU 0: {crashed_gpus:?}"
+    );
+    cards.wait_power("the job's cards at 70 %", &crashed_gpus, percent_mw(70.0));
+    let asked = Instant::now();
+    machine.set_shared_faults("xid_after_ms=0");
+    cards.wait_back("the cards of the job an Xid ended back", &crashed_gpus);
+    put_back.push(("Xid 13", asked.elapsed()));
+    machine.set_shared_faults("");
+    wait("the crashed job completes", Duration::from_secs(30), || {
+        slurm.job_field(&crashed, "JobState") == "COMPLETED"
+    });
+    let crashed_comment = slurm.job_field(&crashed, "AdminComment");
+    assert!(
+        crashed_comment.starts_with("gputune: 3 GPUs"),
+        "the daemon's record reaches the job's Slurm record: {crashed_comment:?}"
+    );
+
     // Refusals: at submission, with the policy's sentence; on the node, on the job's stderr.
     for (arguments, says) in [
         (
@@ -466,7 +497,7 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
     // and the one the job's Slurm record got.
     let listed: Vec<JobRecord> = serde_json::from_str(&daemon.ok(&machine, &["jobs", "--json"]))
         .unwrap_or_else(|error| panic!("gputune jobs --json: {error}"));
-    for job in [&timed, &profiled, &defaulted, &orphaned, &nested] {
+    for job in [&timed, &profiled, &defaulted, &orphaned, &nested, &crashed] {
         let record = listed
             .iter()
             .find(|record| record.job.job_id == *job)

@@ -9,6 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use gputune_core::formats::jobs::JobRecord;
 use gputune_core::formats::protocol::{
     MAX_MESSAGE_BYTES, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Welcome,
 };
@@ -67,6 +68,16 @@ impl DaemonLink {
         })? {
             Response::SessionEnded { report } => Ok(report),
             other => Err(unexpected("end_session", &other)),
+        }
+    }
+
+    /// The daemon's newest record of job `job_id` on this node.
+    pub fn job_record(&mut self, job_id: &str) -> Result<JobRecord, String> {
+        match self.call(Request::Job {
+            job_id: job_id.to_string(),
+        })? {
+            Response::Job { record } => Ok(*record),
+            other => Err(unexpected("job", &other)),
         }
     }
 

@@ -4,7 +4,8 @@
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::time::Duration;
 
-use gputune_core::formats::tuning::{JobInfo, SessionReport};
+use gputune_core::formats::jobs::JobRecord;
+use gputune_core::formats::tuning::JobInfo;
 
 use crate::daemon::DaemonLink;
 use crate::ffi::{self, SpankHandle};
@@ -83,32 +84,41 @@ pub(crate) fn end_step() {
     let Some(mut held) = held else {
         return;
     };
-    {
-        match held.link.end(held.session) {
-            Ok(report) => {
-                say_info(&format!("gputune: job {}: {}", held.job_id, report.message));
-                if let Some(line) = report_line(&report) {
-                    say_info(&format!("job {}: {line}", held.job_id));
-                    if let Some(policy) = policy
-                        && policy.admin_comment
-                        && let Err(error) =
-                            comment::set_admin_comment(&policy.scontrol, &held.job_id, &line)
-                    {
-                        say_info(&format!("gputune: job {}: {error}", held.job_id));
-                    }
-                }
-            }
-            // The connection closes as this returns, and the daemon puts the cards back then.
-            Err(error) => say_error(&error),
+    let record = match held.link.end(held.session) {
+        Ok(report) => {
+            say_info(&format!("gputune: job {}: {}", held.job_id, report.message));
+            report.job_record.map(|record| *record)
         }
+        // The daemon ended the session itself (an Xid, a GPU lost): its record is the daemon's.
+        Err(error) if error.contains(&format!("There is no session {}", held.session)) => {
+            say_info(&format!("gputune: job {}: {error}", held.job_id));
+            held.link
+                .job_record(&held.job_id)
+                .ok()
+                .filter(|record| record.session == held.session)
+        }
+        // The connection closes as this returns, and the daemon puts the cards back then.
+        Err(error) => {
+            say_error(&error);
+            None
+        }
+    };
+    let Some(record) = record else {
+        return;
+    };
+    let line = record_line(&record);
+    say_info(&format!("job {}: {line}", held.job_id));
+    if let Some(policy) = policy
+        && policy.admin_comment
+        && let Err(error) = comment::set_admin_comment(&policy.scontrol, &held.job_id, &line)
+    {
+        say_info(&format!("gputune: job {}: {error}", held.job_id));
     }
 }
 
 /// The line for the job's Slurm record, from the daemon's record of it: "gputune: 2 GPUs on
-/// node1, 0.412 kWh, €0.14, 0.16 kg CO₂ (peak 448 W, 71 °C)"; `None` when the session went
-/// on for another step (no record yet).
-fn report_line(report: &SessionReport) -> Option<String> {
-    let record = report.job_record.as_ref()?;
+/// node1, 0.412 kWh, €0.14, 0.16 kg CO₂ (peak 448 W, 71 °C)".
+fn record_line(record: &JobRecord) -> String {
     let peak_w = record
         .gpus
         .iter()
@@ -133,7 +143,7 @@ fn report_line(report: &SessionReport) -> Option<String> {
     } else {
         ""
     };
-    Some(format!(
+    format!(
         "gputune: {} GPU{} on {}, {}{estimated}{}",
         record.gpus.len(),
         if record.gpus.len() == 1 { "" } else { "s" },
@@ -144,7 +154,7 @@ fn report_line(report: &SessionReport) -> Option<String> {
         } else {
             format!(" (peak {})", peaks.join(", "))
         }
-    ))
+    )
 }
 
 fn job_info(spank: SpankHandle) -> Result<JobInfo, String> {
