@@ -207,10 +207,21 @@ impl Drop for Daemon {
 /// Waits until `condition` holds (polling every 10 ms); returns how long it took. Fails after
 /// the common patience, which only matters when something is broken.
 pub fn wait_until(what: &str, condition: impl Fn() -> bool) -> Duration {
+    wait_within(what, PATIENCE, Duration::from_millis(10), condition)
+}
+
+/// [`wait_until`] with its own patience and polling interval (a test that times what it waits
+/// for polls more often).
+pub fn wait_within(
+    what: &str,
+    patience: Duration,
+    poll: Duration,
+    condition: impl Fn() -> bool,
+) -> Duration {
     let started = Instant::now();
     while !condition() {
-        assert!(started.elapsed() < PATIENCE, "never: {what}");
-        std::thread::sleep(Duration::from_millis(10));
+        assert!(started.elapsed() < patience, "never: {what}");
+        std::thread::sleep(poll);
     }
     started.elapsed()
 }

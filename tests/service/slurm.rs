@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::FakeMachine;
-use common::daemon::Daemon;
+use common::daemon::{Daemon, wait_within};
 use common::metrics::Exporter;
 use common::slurm::{Slurm, unavailable};
 use gputune_core::device::sim::SimSettings;
@@ -78,12 +78,7 @@ const CHECKED_MINOR: u32 = 1;
 
 /// Waits until `condition` holds; how long it took. Fails after `patience`.
 fn wait(what: &str, patience: Duration, condition: impl Fn() -> bool) -> Duration {
-    let started = Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < patience, "never: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    started.elapsed()
+    wait_within(what, patience, Duration::from_millis(5), condition)
 }
 
 /// The GPU device numbers a batch job printed ("gpus=0,2"), once it has.

@@ -244,6 +244,13 @@ pub fn ensure_private_folder(folder: &Path, mode: u32) -> Result<(), FileError> 
         }
         Ok(_) => {}
     }
+    check_private_folder(folder)
+}
+
+/// Checks that `folder` is a real folder, not a symbolic link, owned by this user and writable
+/// by nobody else (what [`ensure_private_folder`] checks, without making it): a folder a
+/// privileged process reads instructions from.
+pub fn check_private_folder(folder: &Path) -> Result<(), FileError> {
     let metadata = std::fs::symlink_metadata(folder).map_err(|error| FileError::Read {
         path: folder.to_path_buf(),
         detail: error.to_string(),

@@ -5,7 +5,6 @@
 //! card with nothing to set is still named, so the job's energy is recorded and its metrics
 //! labelled.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use gputune_core::device::Setting;
@@ -97,17 +96,29 @@ fn load_profile(
     folder: &Path,
     name: &str,
 ) -> Result<gputune_core::profiles::profile::Profile, String> {
-    let metadata = std::fs::metadata(folder).map_err(|error| {
+    // A link to the folder is followed (an admin may keep it elsewhere); the folder itself is
+    // checked.
+    let real = std::fs::canonicalize(folder).map_err(|error| {
         format!(
             "gputune: the site's profiles folder {} cannot be read ({error}): ask the cluster's admin.",
             folder.display()
         )
     })?;
-    if !metadata.is_dir() || metadata.uid() != 0 || metadata.mode() & 0o022 != 0 {
-        return Err(format!(
-            "gputune: the site's profiles folder {} must be a folder of root's that only root may change; no profile is read from it.",
-            folder.display()
-        ));
+    match gputune_core::fsafe::check_private_folder(&real) {
+        Ok(()) => {}
+        Err(gputune_core::fsafe::FileError::Read { detail, .. }) => {
+            return Err(format!(
+                "gputune: the site's profiles folder {} cannot be read ({detail}): ask the cluster's admin.",
+                folder.display()
+            ));
+        }
+        // The plugin runs as root: "this user's" is root's.
+        Err(error) => {
+            return Err(format!(
+                "gputune: the site's profiles folder {} must be a folder of root's that only root may change ({error}); no profile is read from it.",
+                folder.display()
+            ));
+        }
     }
     ProfileStore::at(folder.to_path_buf())
         .load(name)

@@ -34,10 +34,10 @@ impl Engine {
                 .map(|part| part.held.iter().copied().collect())
                 .unwrap_or_default(),
             purpose: session.purpose,
-            by: session
-                .job
-                .as_ref()
-                .map_or_else(|| session.client.describe(), describe_job),
+            by: session.job.as_ref().map_or_else(
+                || session.client.describe(),
+                crate::formats::tuning::JobInfo::describe,
+            ),
             client: session.client.id,
             since_ms: session.started_at_ms,
             trial_ends_at_ms,
@@ -434,16 +434,4 @@ impl Engine {
             }
         }
     }
-}
-
-/// "Slurm job 4242 of alice (step batch)": a job session's holder, as every client names it.
-fn describe_job(job: &crate::formats::tuning::JobInfo) -> String {
-    let scheduler = match job.scheduler.as_str() {
-        "slurm" => "Slurm",
-        other => other,
-    };
-    format!(
-        "{scheduler} job {} of {} (step {})",
-        job.job_id, job.user, job.step
-    )
 }

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::device::DeviceError;
 pub use crate::formats::tuning::{
     ChangeNote, ClientId, CriticalNote, EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuRestored,
-    GpuStats, GpuTuning, Holder, SessionId, SessionPurpose, SessionReport, SettingLeft, TrialPhase,
-    TrialStatus, TuneError, TuneErrorKind,
+    GpuStats, GpuTuning, Holder, JobInfo, SessionId, SessionPurpose, SessionReport, SettingLeft,
+    TrialPhase, TrialStatus, TuneError, TuneErrorKind,
 };
 
 /// The client a kept fan curve's session belongs to: no connection has it, so no client's
@@ -86,6 +86,20 @@ impl SessionPurpose {
             SessionPurpose::Scan => "an undervolt scan",
             SessionPurpose::Job => "a scheduler's job",
         }
+    }
+}
+
+impl JobInfo {
+    /// "Slurm job 4242 of alice (step batch)": a job session's holder, as every client names it.
+    pub fn describe(&self) -> String {
+        let scheduler = match self.scheduler.as_str() {
+            "slurm" => "Slurm",
+            other => other,
+        };
+        format!(
+            "{scheduler} job {} of {} (step {})",
+            self.job_id, self.user, self.step
+        )
     }
 }
 
