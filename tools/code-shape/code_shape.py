@@ -64,10 +64,39 @@ def long_functions(rel, lines, limit):
     return found
 
 
+def serde_style(lines, idx):
+    """(tagging form, casing) of the serde type whose derive is on line idx; None for a
+    struct without a renaming (a struct has no tag, and its fields are written as named)."""
+    attrs = []
+    j = idx + 1
+    while j < len(lines) and not re.search(r"\b(struct|enum)\s", lines[j]):
+        attrs.append(lines[j])
+        j += 1
+    if j >= len(lines):
+        return None
+    text = " ".join(attrs)
+    casing = re.search(r'rename_all\s*=\s*"([^"]+)"', text)
+    casing = casing.group(1) if casing else "as written"
+    if "enum" not in lines[j]:
+        return ("struct", casing)
+    if "untagged" in text:
+        form = "untagged"
+    elif re.search(r'tag\s*=\s*"([^"]+)"', text):
+        tag = re.search(r'tag\s*=\s*"([^"]+)"', text).group(1)
+        content = re.search(r'content\s*=\s*"([^"]+)"', text)
+        form = f"tag={tag}" + (f",content={content.group(1)}" if content else "")
+    elif "transparent" in text:
+        form = "transparent"
+    else:
+        form = "external"
+    return (form, casing)
+
+
 def main():
     listing = "--list" in sys.argv
     big_src, big_test, long_src, long_test = [], [], [], []
     serde_outside, serde_inside = [], 0
+    tag_forms, casings = {}, {}
     for rel in sorted(rust_files()):
         with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
             lines = f.read().split("\n")
@@ -91,12 +120,22 @@ def main():
                     after = " ".join(lines[idx + 1: idx + 6])
                     name = re.search(r"(struct|enum)\s+([A-Za-z0-9_]+)", after)
                     serde_outside.append((rel, name.group(2) if name else "?"))
+            if m and not in_test_mod and ("Serialize" in m.group(1) or "Deserialize" in m.group(1)):
+                style = serde_style(lines, idx)
+                if style:
+                    tag_forms.setdefault(style[0], 0)
+                    tag_forms[style[0]] += 1
+                    casings.setdefault(style[1], 0)
+                    casings[style[1]] += 1
     print(f"source files over 500 lines: {len(big_src)}")
     print(f"test files over 500 lines:   {len(big_test)}")
     print(f"source functions over 120 lines: {len(long_src)}")
     print(f"test functions over 120 lines:   {len(long_test)}")
     print(f"serde types in the formats room: {serde_inside}")
     print(f"serde types outside it:          {len(serde_outside)}")
+    enum_forms = {k: v for k, v in tag_forms.items() if k != "struct"}
+    print(f"enum tagging forms: {len(enum_forms)} " + ", ".join(f"{k} {v}" for k, v in sorted(enum_forms.items())))
+    print(f"name casings: {len(casings)} " + ", ".join(f"{k} {v}" for k, v in sorted(casings.items())))
     if listing:
         for n, rel in sorted(big_src, reverse=True):
             print(f"  file {n:5} {rel}")
