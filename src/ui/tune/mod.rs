@@ -2,7 +2,7 @@
 //! controls to change it — power limit as a percentage of the default (with watts), clock
 //! locks and offsets with an undervolt-style preset, and a fan curve (fans.rs); "All GPUs" is
 //! all_gpus.rs (an ended group trial's table: group_trial_table.rs), a running trial's box is
-//! trial_view.rs. The tab's other views: sweep_panel.rs ("Find the efficient setting") and
+//! trial_view.rs. The tab's other views: sweep_panel/ ("Find the efficient setting") and
 //! stability_panel.rs (the stability check and undervolt scan). It only builds `TuneCommand`s;
 //! the engine validates and writes.
 //!
