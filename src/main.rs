@@ -219,32 +219,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Apply(args)) => gputune_core::cli::apply::run_command(&args, &tuning),
         None => gputune::ui::run_window(tuning, cli.interval_ms),
-        Some(Command::Status { json, gpu }) => {
-            let opened = open_backend(&options)?;
-            let mut worker =
-                gputune_core::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
-            let stdout = std::io::stdout();
-            // A simulated GPU lives in this process: no daemon holds it.
-            let tunings = if opened.fallback_reason.is_some()
-                || options.choice == gputune_core::device::BackendChoice::Sim
-            {
-                Default::default()
-            } else {
-                gputune_core::cli::status::daemon_tunings(&tuning.socket)
-            };
-            gputune_core::cli::status::run(
-                &mut worker,
-                opened.fallback_reason.as_deref(),
-                gpu.as_deref(),
-                json,
-                &gputune_core::cli::status::SetBy {
-                    daemon: &tunings,
-                    folders: &tuning.folders,
-                },
-                &mut stdout.lock(),
-                &mut std::io::stderr(),
-            )
-        }
+        Some(Command::Status { json, gpu }) => status(&options, &tuning, json, gpu.as_deref()),
         Some(Command::History(args)) => {
             let stdout = std::io::stdout();
             gputune_core::cli::history::run(&args, &tuning.socket, &mut stdout.lock())
@@ -307,4 +282,37 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `gputune status`: the cards read here, with what the daemon says holds them.
+fn status(
+    options: &BackendOptions,
+    tuning: &gputune_core::cli::connect::TuningOptions,
+    json: bool,
+    gpu: Option<&str>,
+) -> anyhow::Result<()> {
+    let opened = open_backend(options)?;
+    let mut worker =
+        gputune_core::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
+    let stdout = std::io::stdout();
+    // A simulated GPU lives in this process: no daemon holds it.
+    let tunings = if opened.fallback_reason.is_some()
+        || options.choice == gputune_core::device::BackendChoice::Sim
+    {
+        Default::default()
+    } else {
+        gputune_core::cli::status::daemon_tunings(&tuning.socket)
+    };
+    gputune_core::cli::status::run(
+        &mut worker,
+        opened.fallback_reason.as_deref(),
+        gpu,
+        json,
+        &gputune_core::cli::status::SetBy {
+            daemon: &tunings,
+            folders: &tuning.folders,
+        },
+        &mut stdout.lock(),
+        &mut std::io::stderr(),
+    )
 }
