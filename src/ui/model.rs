@@ -1,14 +1,16 @@
 //! What the window knows about the GPUs: the connection, each GPU's identity, latest reading,
 //! history, and what it runs. Fed only by events from the link to the tuning service.
 
-use crate::device::{BackendKind, DeviceError, Telemetry};
-use crate::link::LinkEvent;
-use crate::link::stability::StabilityView;
-use crate::notice::Notice;
-use crate::sweep::runner::SweepView;
-use crate::telemetry::history::{GpuHistory, HistoryRow};
-use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 pub use crate::ui::reconnect::{Reconnected, Reconnecting};
+use gputune_core::device::{BackendKind, DeviceError, Telemetry};
+use gputune_core::link::LinkEvent;
+use gputune_core::link::stability::StabilityView;
+use gputune_core::notice::Notice;
+use gputune_core::sweep::runner::SweepView;
+use gputune_core::telemetry::history::{GpuHistory, HistoryRow};
+use gputune_core::tuning::engine::{
+    ChangeNote, GpuApplied, GpuInfo, GpuTuning, TrialPhase, TrialStatus, TuneError,
+};
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -82,6 +84,106 @@ pub enum EarlierHistory {
 }
 
 impl GpuModel {
+    fn new(info: GpuInfo, history_capacity: usize, earlier: EarlierHistory) -> GpuModel {
+        GpuModel {
+            info,
+            latest: None,
+            history: GpuHistory::with_capacity(history_capacity),
+            tune_message: None,
+            tune_message_at_ms: 0,
+            answers: 0,
+            trial: None,
+            trial_ended_at_ms: 0,
+            trial_superseded: false,
+            tuning: None,
+            sweep: None,
+            stability: None,
+            energy_at_open_mj: None,
+            changes: Vec::new(),
+            earlier,
+        }
+    }
+
+    /// What the card runs now: its change joins the graphs' marks, and a message or an ended
+    /// trial from before that change goes stale.
+    fn take_tuning(&mut self, tuning: GpuTuning) {
+        if let Some(change) = &tuning.last_change
+            && self.changes.last() != Some(change)
+        {
+            if self.changes.len() >= CHANGES_KEPT {
+                self.changes.remove(0);
+            }
+            self.changes.push(change.clone());
+        }
+        // A change made after the last message (here, in a terminal, by another
+        // program) makes it stale: the in-force box says what the card runs now.
+        if tuning
+            .last_change
+            .as_ref()
+            .is_some_and(|change| change.at_ms > self.tune_message_at_ms)
+        {
+            self.tune_message = None;
+        }
+        // The same for an ended trial's message and numbers.
+        if self
+            .trial
+            .as_ref()
+            .is_some_and(|trial| trial.phase == TrialPhase::Ended)
+            && tuning
+                .last_change
+                .as_ref()
+                .is_some_and(|change| change.at_ms > self.trial_ended_at_ms)
+        {
+            self.trial_superseded = true;
+        }
+        self.tuning = Some(tuning);
+    }
+
+    /// The answer to an apply: what the card took, or why not.
+    fn take_applied(&mut self, result: Result<GpuApplied, TuneError>, received_at_ms: u64) {
+        self.answers += 1;
+        self.tune_message_at_ms = received_at_ms;
+        self.tune_message = Some(match result {
+            Ok(applied) => {
+                let mut text = format!(
+                    "Applied {}.",
+                    gputune_core::tuning::describe_all(&applied.applied)
+                );
+                if let Some(enforced_mw) = applied.enforced_power_limit_mw {
+                    text.push_str(&format!(
+                        " The card enforces {}.",
+                        gputune_core::units::watts_exact(enforced_mw)
+                    ));
+                }
+                Notice::Info(text)
+            }
+            Err(error) => Notice::Error(error.message),
+        });
+    }
+
+    /// Where a trial stands: a new session counts as an answer, and an ended trial is shown
+    /// until a later change supersedes it.
+    fn take_trial(&mut self, status: TrialStatus, received_at_ms: u64) {
+        let new_trial = self
+            .trial
+            .as_ref()
+            .is_none_or(|trial| trial.session != status.session);
+        if new_trial {
+            self.answers += 1;
+        }
+        let was_ended = self
+            .trial
+            .as_ref()
+            .is_some_and(|trial| trial.phase == TrialPhase::Ended);
+        if status.phase != TrialPhase::Ended {
+            self.trial_superseded = false;
+        } else if new_trial || !was_ended {
+            self.trial_superseded = false;
+            self.trial_ended_at_ms = received_at_ms;
+        }
+        self.trial = Some(status);
+    }
+
     /// The trial the Tune tab shows: a running one, or the last one that ended while no
     /// later change of the card superseded it.
     pub fn shown_trial(&self) -> Option<&TrialStatus> {
@@ -128,7 +230,7 @@ impl GpuModel {
 }
 
 /// How many setting changes per GPU the window keeps for its graphs: as many as the daemon.
-pub use crate::telemetry::store::changes::CHANGES_KEPT;
+pub use gputune_core::telemetry::store::changes::CHANGES_KEPT;
 
 /// A sweep as the window knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,7 +257,7 @@ pub struct WindowModel {
 
 impl Default for WindowModel {
     fn default() -> WindowModel {
-        WindowModel::with_history_capacity(crate::telemetry::history::DAY_AT_10_HZ)
+        WindowModel::with_history_capacity(gputune_core::telemetry::history::DAY_AT_10_HZ)
     }
 }
 
@@ -182,71 +284,19 @@ impl WindowModel {
                 gpus,
                 daemon,
                 notices,
-            } if self.is_same_daemon_again(&gpus) => {
-                self.reconnected_to(
-                    Connection::Connected {
-                        backend,
-                        simulated_because,
-                        daemon,
-                    },
-                    gpus,
-                    notices,
-                    received_at_ms,
-                );
-            }
-            LinkEvent::Connected {
-                backend,
-                simulated_because,
-                gpus,
-                daemon,
-                notices,
             } => {
-                self.connection = Connection::Connected {
+                let connection = Connection::Connected {
                     backend,
                     simulated_because,
                     daemon,
                 };
-                self.notices = notices;
-                self.gpus = gpus
-                    .into_iter()
-                    .map(|info| GpuModel {
-                        info,
-                        latest: None,
-                        history: GpuHistory::with_capacity(self.history_capacity),
-                        tune_message: None,
-                        tune_message_at_ms: 0,
-                        answers: 0,
-                        trial: None,
-                        trial_ended_at_ms: 0,
-                        trial_superseded: false,
-                        tuning: None,
-                        sweep: None,
-                        stability: None,
-                        energy_at_open_mj: None,
-                        changes: Vec::new(),
-                        earlier: match (daemon, backend) {
-                            (true, _) => EarlierHistory::Loading,
-                            // A simulated card exists only while this window runs.
-                            (false, BackendKind::Sim) => EarlierHistory::Simulated,
-                            (false, _) => EarlierHistory::NotKept,
-                        },
-                    })
-                    .collect();
-            }
-            LinkEvent::Samples(samples) => {
-                for (gpu, sample) in self.gpus.iter_mut().zip(samples) {
-                    match &sample {
-                        Ok(reading) => {
-                            gpu.history.push(reading.sampled_at_ms, Some(reading));
-                            if gpu.energy_at_open_mj.is_none() {
-                                gpu.energy_at_open_mj = reading.energy_total_mj;
-                            }
-                        }
-                        Err(_) => gpu.history.push(received_at_ms, None),
-                    }
-                    gpu.latest = Some(sample);
+                if self.is_same_daemon_again(&gpus) {
+                    self.reconnected_to(connection, gpus, notices, received_at_ms);
+                } else {
+                    self.connected(connection, gpus, notices);
                 }
             }
+            LinkEvent::Samples(samples) => self.take_samples(samples, received_at_ms),
             LinkEvent::Failed(message) => self.connection = Connection::Failed(message),
             LinkEvent::Lost { why } => self.lost(why, received_at_ms),
             LinkEvent::Reconnecting {
@@ -260,112 +310,6 @@ impl WindowModel {
                     reconnecting.why = why;
                 }
             }
-            LinkEvent::Refilled {
-                gpu_index,
-                rows,
-                changes,
-            } => {
-                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
-                    gpu.take_missed(&rows, changes);
-                }
-            }
-            LinkEvent::Tuning(tuning) => {
-                if let Some(gpu) = self.gpus.get_mut(tuning.gpu_index as usize) {
-                    if let Some(change) = &tuning.last_change
-                        && gpu.changes.last() != Some(change)
-                    {
-                        if gpu.changes.len() >= CHANGES_KEPT {
-                            gpu.changes.remove(0);
-                        }
-                        gpu.changes.push(change.clone());
-                    }
-                    // A change made after the last message (here, in a terminal, by another
-                    // program) makes it stale: the in-force box says what the card runs now.
-                    if tuning
-                        .last_change
-                        .as_ref()
-                        .is_some_and(|change| change.at_ms > gpu.tune_message_at_ms)
-                    {
-                        gpu.tune_message = None;
-                    }
-                    // The same for an ended trial's message and numbers.
-                    if gpu
-                        .trial
-                        .as_ref()
-                        .is_some_and(|trial| trial.phase == TrialPhase::Ended)
-                        && tuning
-                            .last_change
-                            .as_ref()
-                            .is_some_and(|change| change.at_ms > gpu.trial_ended_at_ms)
-                    {
-                        gpu.trial_superseded = true;
-                    }
-                    gpu.tuning = Some(*tuning);
-                }
-            }
-            LinkEvent::Applied { gpu_index, result } => {
-                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
-                    gpu.answers += 1;
-                    gpu.tune_message_at_ms = received_at_ms;
-                    gpu.tune_message = Some(match result {
-                        Ok(applied) => {
-                            let mut text = format!(
-                                "Applied {}.",
-                                crate::tuning::describe_all(&applied.applied)
-                            );
-                            if let Some(enforced_mw) = applied.enforced_power_limit_mw {
-                                text.push_str(&format!(
-                                    " The card enforces {}.",
-                                    crate::units::watts_exact(enforced_mw)
-                                ));
-                            }
-                            Notice::Info(text)
-                        }
-                        Err(error) => Notice::Error(error.message),
-                    });
-                }
-            }
-            LinkEvent::Trial(status) => {
-                if let Some(gpu) = self.gpus.get_mut(status.gpu_index as usize) {
-                    let new_trial = gpu
-                        .trial
-                        .as_ref()
-                        .is_none_or(|trial| trial.session != status.session);
-                    if new_trial {
-                        gpu.answers += 1;
-                    }
-                    let was_ended = gpu
-                        .trial
-                        .as_ref()
-                        .is_some_and(|trial| trial.phase == TrialPhase::Ended);
-                    if status.phase != TrialPhase::Ended {
-                        gpu.trial_superseded = false;
-                    } else if new_trial || !was_ended {
-                        gpu.trial_superseded = false;
-                        gpu.trial_ended_at_ms = received_at_ms;
-                    }
-                    gpu.trial = Some(*status);
-                }
-            }
-            LinkEvent::Stability(view) => {
-                if let Some(gpu) = self.gpus.get_mut(view.gpu_index as usize) {
-                    gpu.stability = Some(*view);
-                }
-            }
-            LinkEvent::Sweep { view, notes } => {
-                if let Some(gpu) = self.gpus.get_mut(view.gpu_index as usize) {
-                    gpu.sweep = Some(SweepState { view: *view, notes });
-                }
-            }
-            LinkEvent::History {
-                gpu_index,
-                rows,
-                changes,
-            } => {
-                if let Some(gpu) = self.gpus.get_mut(gpu_index as usize) {
-                    gpu.take_earlier(&rows, changes);
-                }
-            }
             LinkEvent::Notice { gpu_index, notice } => {
                 match gpu_index.and_then(|index| self.gpus.get_mut(index as usize)) {
                     Some(gpu) => {
@@ -375,6 +319,89 @@ impl WindowModel {
                     None => self.notices.push(notice),
                 }
             }
+            LinkEvent::Tuning(tuning) => {
+                if let Some(gpu) = self.gpu_mut(tuning.gpu_index) {
+                    gpu.take_tuning(*tuning);
+                }
+            }
+            LinkEvent::Applied { gpu_index, result } => {
+                if let Some(gpu) = self.gpu_mut(gpu_index) {
+                    gpu.take_applied(result, received_at_ms);
+                }
+            }
+            LinkEvent::Trial(status) => {
+                if let Some(gpu) = self.gpu_mut(status.gpu_index) {
+                    gpu.take_trial(*status, received_at_ms);
+                }
+            }
+            LinkEvent::Stability(view) => {
+                if let Some(gpu) = self.gpu_mut(view.gpu_index) {
+                    gpu.stability = Some(*view);
+                }
+            }
+            LinkEvent::Sweep { view, notes } => {
+                if let Some(gpu) = self.gpu_mut(view.gpu_index) {
+                    gpu.sweep = Some(SweepState { view: *view, notes });
+                }
+            }
+            LinkEvent::History {
+                gpu_index,
+                rows,
+                changes,
+            } => {
+                if let Some(gpu) = self.gpu_mut(gpu_index) {
+                    gpu.take_earlier(&rows, changes);
+                }
+            }
+            LinkEvent::Refilled {
+                gpu_index,
+                rows,
+                changes,
+            } => {
+                if let Some(gpu) = self.gpu_mut(gpu_index) {
+                    gpu.take_missed(&rows, changes);
+                }
+            }
+        }
+    }
+
+    /// The GPU an event is about; `None` for one the window does not know.
+    fn gpu_mut(&mut self, gpu_index: u32) -> Option<&mut GpuModel> {
+        self.gpus.get_mut(gpu_index as usize)
+    }
+
+    /// Connected to a service (the first, or one with other cards): the GPUs start afresh.
+    fn connected(&mut self, connection: Connection, gpus: Vec<GpuInfo>, notices: Vec<Notice>) {
+        let earlier = match connection {
+            Connection::Connected { daemon: true, .. } => EarlierHistory::Loading,
+            // A simulated card exists only while this window runs.
+            Connection::Connected {
+                backend: BackendKind::Sim,
+                ..
+            } => EarlierHistory::Simulated,
+            _ => EarlierHistory::NotKept,
+        };
+        self.connection = connection;
+        self.notices = notices;
+        self.gpus = gpus
+            .into_iter()
+            .map(|info| GpuModel::new(info, self.history_capacity, earlier))
+            .collect();
+    }
+
+    /// One reading (or its error) per GPU, in index order.
+    fn take_samples(&mut self, samples: Vec<Result<Telemetry, DeviceError>>, received_at_ms: u64) {
+        for (gpu, sample) in self.gpus.iter_mut().zip(samples) {
+            match &sample {
+                Ok(reading) => {
+                    gpu.history.push(reading.sampled_at_ms, Some(reading));
+                    if gpu.energy_at_open_mj.is_none() {
+                        gpu.energy_at_open_mj = reading.energy_total_mj;
+                    }
+                }
+                Err(_) => gpu.history.push(received_at_ms, None),
+            }
+            gpu.latest = Some(sample);
         }
     }
 

@@ -4,16 +4,31 @@
 use eframe::egui::{self, RichText};
 
 use super::{MethodChoice, ModelKind, PlanAction, PlanPanel};
-use crate::plan::model::{LoraTargets, PRESET_NAMES, preset};
-use crate::plan::recommend::cards;
-use crate::plan::setup::{
-    Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Offload, Optimizer, Overheads,
-    Precision, Sharding, Task,
-};
 use crate::ui::style::ERROR_TEXT;
+use gputune_core::plan::model::{LoraTargets, PRESET_NAMES, preset};
+use gputune_core::plan::recommend::cards;
+use gputune_core::plan::setup::{
+    Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Offload, Optimizer, Overheads,
+    Precision, Sharding, Task, TrainingSetup,
+};
 
 impl PlanPanel {
     pub(super) fn inputs_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
+        self.model_section(ui, actions);
+        ui.separator();
+        self.training_section(ui);
+        ui.separator();
+        self.gpus_section(ui);
+        if !self.model.is_vision() {
+            ui.separator();
+            self.time_section(ui);
+        }
+        ui.separator();
+        overheads_section(ui, &mut self.setup.overheads);
+    }
+
+    /// The model: a preset, a file (by the dialog or a typed path) and its parameter count.
+    fn model_section(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
         let heading = ui.heading("Model");
         egui::ComboBox::from_id_salt("plan-model")
             .selected_text(self.model.name.clone())
@@ -61,13 +76,15 @@ impl PlanPanel {
         if let Some(message) = &self.model_message {
             ui.label(RichText::new(message).color(ERROR_TEXT));
         }
-        let kind = ModelKind::of(&self.model);
         ui.label(format!(
             "{} parameters",
-            crate::units::parameters(self.model.parameter_count())
+            gputune_core::units::parameters(self.model.parameter_count())
         ));
-        ui.separator();
+    }
 
+    /// How the model trains: the method (with LoRA's rank and targets), then the setup's rows.
+    fn training_section(&mut self, ui: &mut egui::Ui) {
+        let kind = ModelKind::of(&self.model);
         ui.heading("Training");
         let size_label = if kind.is_vision() {
             "Image size (px)"
@@ -107,97 +124,12 @@ impl PlanPanel {
                     });
                     ui.end_row();
                 }
-                let setup = &mut self.setup;
-                row(ui, "Precision", |ui| {
-                    choice(
-                        ui,
-                        "plan-precision",
-                        &mut setup.precision,
-                        &[
-                            (Precision::Bf16Mixed, "bf16 mixed"),
-                            (Precision::Fp16Mixed, "fp16 mixed"),
-                            (Precision::Bf16, "pure bf16"),
-                            (Precision::Fp32, "fp32"),
-                        ],
-                    )
-                });
-                row(ui, "Optimizer", |ui| {
-                    choice(
-                        ui,
-                        "plan-optimizer",
-                        &mut setup.optimizer,
-                        &[
-                            (Optimizer::Adamw, "AdamW"),
-                            (Optimizer::AdamwFused, "AdamW (fused)"),
-                            (Optimizer::Adamw8bit, "8-bit AdamW"),
-                            (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
-                            (Optimizer::Adafactor, "Adafactor"),
-                            (Optimizer::Sgd, "SGD"),
-                            (Optimizer::SgdMomentum, "SGD + momentum"),
-                        ],
-                    )
-                });
-                row(ui, "Micro-batch", |ui| {
-                    ui.add(egui::DragValue::new(&mut setup.micro_batch).range(1..=4096))
-                });
-                row(ui, size_label, |ui| {
-                    ui.add(egui::DragValue::new(&mut setup.sequence_length).range(1..=1_048_576))
-                });
-                row(ui, "Checkpointing", |ui| {
-                    choice(
-                        ui,
-                        "plan-checkpointing",
-                        &mut setup.checkpointing,
-                        &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
-                    )
-                });
-                if kind == ModelKind::Text {
-                    row(ui, "Activation offload", |ui| {
-                        ui.checkbox(&mut setup.activation_offload, "to CPU memory")
-                            .on_hover_text(
-                                "Saved activations wait in pinned CPU memory between the forward and the backward pass (torchtune's enable_activation_offloading; with checkpointing, each block's input)",
-                            )
-                    });
-                    row(ui, "Chunked cross-entropy", |ui| {
-                        ui.checkbox(&mut setup.chunked_cross_entropy, "loss in chunks")
-                            .on_hover_text(
-                                "The loss's fp32 part one chunk of the sequence at a time (torchtune's chunked cross-entropy; Liger's fused loss in the Hugging Face Trainer)",
-                            )
-                    });
-                }
-                if kind.takes_adapters() {
-                    row(ui, "Attention", |ui| {
-                        choice(
-                            ui,
-                            "plan-attention",
-                            &mut setup.attention,
-                            &[
-                                (Attention::Sdpa, "SDPA"),
-                                (Attention::Flash, "flash"),
-                                (Attention::Eager, "eager"),
-                            ],
-                        )
-                    });
-                }
-                if kind == ModelKind::Text {
-                    row(ui, "Task", |ui| {
-                        choice(
-                            ui,
-                            "plan-task",
-                            &mut setup.task,
-                            &[
-                                (Task::LanguageModel, "language model"),
-                                (Task::Classification, "classification"),
-                            ],
-                        )
-                    });
-                } else {
-                    ui.label("Task");
-                    ui.label("image classification");
-                    ui.end_row();
-                }
+                setup_rows(ui, &mut self.setup, kind, size_label);
             });
-        ui.separator();
+    }
+
+    /// The cards: which one, how many, and how the model is spread over them.
+    fn gpus_section(&mut self, ui: &mut egui::Ui) {
         ui.heading("GPUs");
         let list = cards();
         let detected_name = self
@@ -259,64 +191,159 @@ impl PlanPanel {
                 ui.add(egui::DragValue::new(target_batch).range(1..=1_000_000))
             });
         });
-        if !self.model.is_vision() {
-            ui.separator();
-            ui.heading("Time");
-            egui::Grid::new("plan-time").num_columns(2).show(ui, |ui| {
-                let tokens = &mut self.tokens_millions;
-                row(ui, "Tokens (millions)", |ui| {
-                    ui.add(egui::DragValue::new(tokens).range(0.001..=1e7).speed(1.0))
-                });
-                let utilization = &mut self.utilization_pct;
-                row(ui, "Utilization (%)", |ui| {
-                    ui.add(egui::DragValue::new(utilization).range(1.0..=100.0))
-                        .on_hover_text("Share of the card's dense bf16 throughput the run achieves (30-50 % is typical)")
-                });
-            });
-        }
-        ui.separator();
-        ui.heading("Overheads");
-        let overheads: &mut Overheads = &mut self.setup.overheads;
-        let mut context_mib = overheads.cuda_context_bytes / (1024 * 1024);
-        let mut own_reserve = overheads.allocator_reserve_fraction.is_some();
-        let mut reserve_pct = overheads.allocator_reserve_fraction.unwrap_or(0.1) * 100.0;
-        egui::Grid::new("plan-overheads")
-            .num_columns(2)
-            .show(ui, |ui| {
-                row(ui, "Allocator", |ui| {
-                    choice(
-                        ui,
-                        "plan-allocator",
-                        &mut overheads.allocator,
-                        &[
-                            (Allocator::Default, "PyTorch default"),
-                            (Allocator::ExpandableSegments, "expandable segments"),
-                        ],
-                    )
-                    .on_hover_text(
-                        "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which the exports set) wastes less memory",
-                    )
-                });
-                row(ui, "CUDA context (MiB)", |ui| {
-                    ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192))
-                        .on_hover_text(format!(
-                            "Kernels and library workspaces, per process. {DEFAULT_CUDA_CONTEXT_MIB} MiB was measured on an H200 (driver 580, CUDA 13); it differs per card and driver"
-                        ))
-                });
-                row(ui, "Own allocator reserve", |ui| {
-                    ui.checkbox(&mut own_reserve, "")
-                        .on_hover_text("Replace the measured allocator model by a share of the live tensors")
-                });
-                if own_reserve {
-                    row(ui, "Allocator reserve (%)", |ui| {
-                        ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
-                            .on_hover_text("Cached by PyTorch beyond the live tensors")
-                    });
-                }
-            });
-        overheads.cuda_context_bytes = context_mib * 1024 * 1024;
-        overheads.allocator_reserve_fraction = own_reserve.then_some(reserve_pct / 100.0);
     }
+
+    /// How long the run takes: the tokens it trains on and the share of the card it uses.
+    fn time_section(&mut self, ui: &mut egui::Ui) {
+        ui.heading("Time");
+        egui::Grid::new("plan-time").num_columns(2).show(ui, |ui| {
+            let tokens = &mut self.tokens_millions;
+            row(ui, "Tokens (millions)", |ui| {
+                ui.add(egui::DragValue::new(tokens).range(0.001..=1e7).speed(1.0))
+            });
+            let utilization = &mut self.utilization_pct;
+            row(ui, "Utilization (%)", |ui| {
+                ui.add(egui::DragValue::new(utilization).range(1.0..=100.0))
+                    .on_hover_text("Share of the card's dense bf16 throughput the run achieves (30-50 % is typical)")
+            });
+        });
+    }
+}
+
+/// The setup's training rows, precision to task; which rows show depends on the model's kind.
+fn setup_rows(ui: &mut egui::Ui, setup: &mut TrainingSetup, kind: ModelKind, size_label: &str) {
+    row(ui, "Precision", |ui| {
+        choice(
+            ui,
+            "plan-precision",
+            &mut setup.precision,
+            &[
+                (Precision::Bf16Mixed, "bf16 mixed"),
+                (Precision::Fp16Mixed, "fp16 mixed"),
+                (Precision::Bf16, "pure bf16"),
+                (Precision::Fp32, "fp32"),
+            ],
+        )
+    });
+    row(ui, "Optimizer", |ui| {
+        choice(
+            ui,
+            "plan-optimizer",
+            &mut setup.optimizer,
+            &[
+                (Optimizer::Adamw, "AdamW"),
+                (Optimizer::AdamwFused, "AdamW (fused)"),
+                (Optimizer::Adamw8bit, "8-bit AdamW"),
+                (Optimizer::PagedAdamw8bit, "paged 8-bit AdamW"),
+                (Optimizer::Adafactor, "Adafactor"),
+                (Optimizer::Sgd, "SGD"),
+                (Optimizer::SgdMomentum, "SGD + momentum"),
+            ],
+        )
+    });
+    row(ui, "Micro-batch", |ui| {
+        ui.add(egui::DragValue::new(&mut setup.micro_batch).range(1..=4096))
+    });
+    row(ui, size_label, |ui| {
+        ui.add(egui::DragValue::new(&mut setup.sequence_length).range(1..=1_048_576))
+    });
+    row(ui, "Checkpointing", |ui| {
+        choice(
+            ui,
+            "plan-checkpointing",
+            &mut setup.checkpointing,
+            &[(Checkpointing::None, "none"), (Checkpointing::Full, "full")],
+        )
+    });
+    if kind == ModelKind::Text {
+        row(ui, "Activation offload", |ui| {
+            ui.checkbox(&mut setup.activation_offload, "to CPU memory")
+                .on_hover_text(
+                    "Saved activations wait in pinned CPU memory between the forward and the backward pass (torchtune's enable_activation_offloading; with checkpointing, each block's input)",
+                )
+        });
+        row(ui, "Chunked cross-entropy", |ui| {
+            ui.checkbox(&mut setup.chunked_cross_entropy, "loss in chunks")
+                .on_hover_text(
+                    "The loss's fp32 part one chunk of the sequence at a time (torchtune's chunked cross-entropy; Liger's fused loss in the Hugging Face Trainer)",
+                )
+        });
+    }
+    if kind.takes_adapters() {
+        row(ui, "Attention", |ui| {
+            choice(
+                ui,
+                "plan-attention",
+                &mut setup.attention,
+                &[
+                    (Attention::Sdpa, "SDPA"),
+                    (Attention::Flash, "flash"),
+                    (Attention::Eager, "eager"),
+                ],
+            )
+        });
+    }
+    if kind == ModelKind::Text {
+        row(ui, "Task", |ui| {
+            choice(
+                ui,
+                "plan-task",
+                &mut setup.task,
+                &[
+                    (Task::LanguageModel, "language model"),
+                    (Task::Classification, "classification"),
+                ],
+            )
+        });
+    } else {
+        ui.label("Task");
+        ui.label("image classification");
+        ui.end_row();
+    }
+}
+
+/// What the planner counts beyond the tensors: the allocator, the CUDA context, a reserve.
+fn overheads_section(ui: &mut egui::Ui, overheads: &mut Overheads) {
+    ui.heading("Overheads");
+    let mut context_mib = overheads.cuda_context_bytes / (1024 * 1024);
+    let mut own_reserve = overheads.allocator_reserve_fraction.is_some();
+    let mut reserve_pct = overheads.allocator_reserve_fraction.unwrap_or(0.1) * 100.0;
+    egui::Grid::new("plan-overheads")
+        .num_columns(2)
+        .show(ui, |ui| {
+            row(ui, "Allocator", |ui| {
+                choice(
+                    ui,
+                    "plan-allocator",
+                    &mut overheads.allocator,
+                    &[
+                        (Allocator::Default, "PyTorch default"),
+                        (Allocator::ExpandableSegments, "expandable segments"),
+                    ],
+                )
+                .on_hover_text(
+                    "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which the exports set) wastes less memory",
+                )
+            });
+            row(ui, "CUDA context (MiB)", |ui| {
+                ui.add(egui::DragValue::new(&mut context_mib).range(0..=8192))
+                    .on_hover_text(format!(
+                        "Kernels and library workspaces, per process. {DEFAULT_CUDA_CONTEXT_MIB} MiB was measured on an H200 (driver 580, CUDA 13); it differs per card and driver"
+                    ))
+            });
+            row(ui, "Own allocator reserve", |ui| {
+                ui.checkbox(&mut own_reserve, "")
+                    .on_hover_text("Replace the measured allocator model by a share of the live tensors")
+            });
+            if own_reserve {
+                row(ui, "Allocator reserve (%)", |ui| {
+                    ui.add(egui::DragValue::new(&mut reserve_pct).range(0.0..=100.0))
+                        .on_hover_text("Cached by PyTorch beyond the live tensors")
+                });
+            }
+        });
+    overheads.cuda_context_bytes = context_mib * 1024 * 1024;
+    overheads.allocator_reserve_fraction = own_reserve.then_some(reserve_pct / 100.0);
 }
 
 /// A combo box over a fixed list of values.

@@ -4,15 +4,15 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::device::{Constraints, Setting};
-use crate::link::TuneCommand;
-use crate::notice::Notice;
-use crate::tuning::engine::{TrialPhase, TrialStatus};
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::tune::group_trial_table;
 use crate::ui::tune::in_force::{holder_who, in_force_text, notice_label};
 use crate::ui::tune::{TunePanel, power_limit_mw};
+use gputune_core::device::{Constraints, Setting};
+use gputune_core::link::TuneCommand;
+use gputune_core::notice::Notice;
+use gputune_core::tuning::engine::{TrialPhase, TrialStatus};
 
 impl TunePanel {
     /// Draws the panel for every GPU at once; returns the commands for the engine.
@@ -136,77 +136,13 @@ fn cards_box(
 ) {
     egui::Frame::group(ui.style()).inner_margin(8.0).show(ui, |ui| {
         ui.set_width(ui.available_width());
-        egui::Grid::new("all-gpus-in-force")
-            .num_columns(2)
-            .spacing([12.0, 4.0])
-            .show(ui, |ui| {
-                for gpu in gpus {
-                    ui.label(RichText::new(format!("GPU {}", gpu.info.identity.index)).strong());
-                    let text = gpu.tuning.as_ref().map_or_else(
-                        || "reading what the card runs…".to_string(),
-                        |tuning| in_force_text(tuning, &gpu.info.constraints),
-                    );
-                    let held: String = gpu
-                        .tuning
-                        .iter()
-                        .flat_map(|tuning| &tuning.holders)
-                        .map(|holder| {
-                            if holder.controls.is_empty() {
-                                // A check at the card's own settings holds nothing.
-                                return format!(
-                                    " · {} of {}",
-                                    holder.purpose.describe(),
-                                    holder_who(holder)
-                                );
-                            }
-                            format!(
-                                " · {} held by {} of {}",
-                                holder.controls_text(),
-                                holder.purpose.describe(),
-                                holder_who(holder)
-                            )
-                        })
-                        .collect();
-                    ui.label(format!("{text}{held}"));
-                    ui.end_row();
-                }
-            });
+        in_force_rows(ui, gpus);
         let trials: Vec<&TrialStatus> = gpus
             .iter()
             .filter_map(|gpu| gpu.shown_trial())
             .filter(|trial| !dismissed.contains(&(trial.gpu_index, trial.session)))
             .collect();
-        // One line for the whole trial while every card is at the same point (the usual case),
-        // else one line per card.
-        let every_card_alike = trials.len() == gpus.len()
-            && trials.windows(2).all(|pair| same_point(pair[0], pair[1]));
-        if let (true, Some(first)) = (every_card_alike, trials.first()) {
-            let soonest = trials
-                .iter()
-                .min_by_key(|trial| seconds_left(trial))
-                .copied()
-                .unwrap_or(first);
-            trial_line(ui, &format!("Every GPU: {}", trial_text(soonest)), soonest.failed);
-        }
-        for gpu in gpus {
-            let shown = trials
-                .iter()
-                .find(|trial| trial.gpu_index == gpu.info.identity.index);
-            if let Some(trial) = shown {
-                if !every_card_alike {
-                    let text = format!("GPU {}: {}", trial.gpu_index, trial_text(trial));
-                    trial_line(ui, &text, trial.failed);
-                }
-            } else if let Some(notice) = &gpu.tune_message {
-                let index = gpu.info.identity.index;
-                let labelled = match notice {
-                    Notice::Info(text) => Notice::Info(format!("GPU {index}: {text}")),
-                    Notice::Warning(text) => Notice::Warning(format!("GPU {index}: {text}")),
-                    Notice::Error(text) => Notice::Error(format!("GPU {index}: {text}")),
-                };
-                notice_label(ui, &labelled);
-            }
-        }
+        trial_lines(ui, gpus, &trials);
         // Once the trial has ended on every card: its numbers, card by card and for the box.
         if !trials.is_empty()
             && trials.iter().all(|trial| trial.phase == TrialPhase::Ended)
@@ -215,36 +151,7 @@ fn cards_box(
             ui.add_space(4.0);
             group_trial_table::group_trial_table(ui, &trials);
         }
-        let running = trials
-            .iter()
-            .find(|trial| matches!(trial.phase, TrialPhase::Running { .. }));
-        let measuring = trials
-            .iter()
-            .find(|trial| matches!(trial.phase, TrialPhase::Measuring { .. }));
-        ui.horizontal(|ui| {
-            if let Some(trial) = running {
-                if ui.button("Keep on every GPU").clicked() {
-                    commands.push(TuneCommand::KeepTrial {
-                        gpu_index: trial.gpu_index,
-                    });
-                }
-                if ui.button("Revert every GPU").clicked() {
-                    commands.push(TuneCommand::RevertTrial {
-                        gpu_index: trial.gpu_index,
-                    });
-                }
-            } else if let Some(trial) = measuring {
-                if ui.button("Cancel").clicked() {
-                    commands.push(TuneCommand::RevertTrial {
-                        gpu_index: trial.gpu_index,
-                    });
-                }
-            } else if !trials.is_empty() && ui.button("Close").clicked() {
-                dismissed.extend(trials.iter().map(|trial| (trial.gpu_index, trial.session)));
-                let excess = dismissed.len().saturating_sub(64);
-                dismissed.drain(..excess);
-            }
-        });
+        trial_buttons(ui, &trials, dismissed, commands);
         ui.label(
             RichText::new(if daemon {
                 "One apply changes every card or none; one try holds every card in one session, kept or put back together."
@@ -255,6 +162,124 @@ fn cards_box(
         );
     });
     ui.add_space(4.0);
+}
+
+/// What each card runs, and who holds which of its controls.
+fn in_force_rows(ui: &mut egui::Ui, gpus: &[GpuModel]) {
+    egui::Grid::new("all-gpus-in-force")
+        .num_columns(2)
+        .spacing([12.0, 4.0])
+        .show(ui, |ui| {
+            for gpu in gpus {
+                ui.label(RichText::new(format!("GPU {}", gpu.info.identity.index)).strong());
+                let text = gpu.tuning.as_ref().map_or_else(
+                    || "reading what the card runs…".to_string(),
+                    |tuning| in_force_text(tuning, &gpu.info.constraints),
+                );
+                let held: String = gpu
+                    .tuning
+                    .iter()
+                    .flat_map(|tuning| &tuning.holders)
+                    .map(|holder| {
+                        if holder.controls.is_empty() {
+                            // A check at the card's own settings holds nothing.
+                            return format!(
+                                " · {} of {}",
+                                holder.purpose.describe(),
+                                holder_who(holder)
+                            );
+                        }
+                        format!(
+                            " · {} held by {} of {}",
+                            holder.controls_text(),
+                            holder.purpose.describe(),
+                            holder_who(holder)
+                        )
+                    })
+                    .collect();
+                ui.label(format!("{text}{held}"));
+                ui.end_row();
+            }
+        });
+}
+
+/// Where the trial stands: one line while every card is at the same point, else a line per
+/// card; a card without a trial shows its last message.
+fn trial_lines(ui: &mut egui::Ui, gpus: &[GpuModel], trials: &[&TrialStatus]) {
+    // One line for the whole trial while every card is at the same point (the usual case),
+    // else one line per card.
+    let every_card_alike =
+        trials.len() == gpus.len() && trials.windows(2).all(|pair| same_point(pair[0], pair[1]));
+    if let (true, Some(first)) = (every_card_alike, trials.first()) {
+        let soonest = trials
+            .iter()
+            .min_by_key(|trial| seconds_left(trial))
+            .copied()
+            .unwrap_or(first);
+        trial_line(
+            ui,
+            &format!("Every GPU: {}", trial_text(soonest)),
+            soonest.failed,
+        );
+    }
+    for gpu in gpus {
+        let shown = trials
+            .iter()
+            .find(|trial| trial.gpu_index == gpu.info.identity.index);
+        if let Some(trial) = shown {
+            if !every_card_alike {
+                let text = format!("GPU {}: {}", trial.gpu_index, trial_text(trial));
+                trial_line(ui, &text, trial.failed);
+            }
+        } else if let Some(notice) = &gpu.tune_message {
+            let index = gpu.info.identity.index;
+            let labelled = match notice {
+                Notice::Info(text) => Notice::Info(format!("GPU {index}: {text}")),
+                Notice::Warning(text) => Notice::Warning(format!("GPU {index}: {text}")),
+                Notice::Error(text) => Notice::Error(format!("GPU {index}: {text}")),
+            };
+            notice_label(ui, &labelled);
+        }
+    }
+}
+
+/// Keep or Revert a running trial on every card, Cancel its baseline, or Close an ended one.
+fn trial_buttons(
+    ui: &mut egui::Ui,
+    trials: &[&TrialStatus],
+    dismissed: &mut Vec<(u32, u64)>,
+    commands: &mut Vec<TuneCommand>,
+) {
+    let running = trials
+        .iter()
+        .find(|trial| matches!(trial.phase, TrialPhase::Running { .. }));
+    let measuring = trials
+        .iter()
+        .find(|trial| matches!(trial.phase, TrialPhase::Measuring { .. }));
+    ui.horizontal(|ui| {
+        if let Some(trial) = running {
+            if ui.button("Keep on every GPU").clicked() {
+                commands.push(TuneCommand::KeepTrial {
+                    gpu_index: trial.gpu_index,
+                });
+            }
+            if ui.button("Revert every GPU").clicked() {
+                commands.push(TuneCommand::RevertTrial {
+                    gpu_index: trial.gpu_index,
+                });
+            }
+        } else if let Some(trial) = measuring {
+            if ui.button("Cancel").clicked() {
+                commands.push(TuneCommand::RevertTrial {
+                    gpu_index: trial.gpu_index,
+                });
+            }
+        } else if !trials.is_empty() && ui.button("Close").clicked() {
+            dismissed.extend(trials.iter().map(|trial| (trial.gpu_index, trial.session)));
+            let excess = dismissed.len().saturating_sub(64);
+            dismissed.drain(..excess);
+        }
+    });
 }
 
 /// Where a card's trial stands, in words.

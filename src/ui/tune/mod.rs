@@ -1,8 +1,8 @@
 //! The Tune tab. This file is its Settings view: what the card runs now (in_force.rs), and the
 //! controls to change it — power limit as a percentage of the default (with watts), clock
-//! locks and offsets with an undervolt-style preset, and a fan curve (fans.rs); "All GPUs" is
+//! locks and offsets with an undervolt-style preset (clocks.rs), and a fan curve (fans.rs); "All GPUs" is
 //! all_gpus.rs (an ended group trial's table: group_trial_table.rs), a running trial's box is
-//! trial_view.rs. The tab's other views: sweep_panel.rs ("Find the efficient setting") and
+//! trial_view.rs. The tab's other views: sweep_panel/ ("Find the efficient setting") and
 //! stability_panel.rs (the stability check and undervolt scan). It only builds `TuneCommand`s;
 //! the engine validates and writes.
 //!
@@ -10,6 +10,7 @@
 //! another program), its input shows the new value; what the user is editing elsewhere stays.
 
 pub mod all_gpus;
+mod clocks;
 mod fans;
 pub mod group_trial_table;
 mod in_force;
@@ -19,16 +20,16 @@ pub mod trial_view;
 
 use eframe::egui::{self, RichText};
 
-use crate::device::{Constraints, Setting};
-use crate::link::TuneCommand;
-use crate::tuning::fan_curve::{CurvePoint, FanCurve};
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
-use crate::tuning::request::{PowerLimitRequest, TuneRequest};
 use crate::ui::model::GpuModel;
 use crate::ui::tune::in_force::{in_force_box, notice_label};
 use crate::ui::tune::trial_view::trial_box;
 use crate::ui::widgets::labelled::labelled;
-use crate::units::watts_exact;
+use gputune_core::device::{Constraints, Setting};
+use gputune_core::link::TuneCommand;
+use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
+use gputune_core::tuning::in_force::{ClockLock, SettingsInForce};
+use gputune_core::tuning::request::{PowerLimitRequest, TuneRequest};
+use gputune_core::units::watts_exact;
 
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
 const UNDERVOLT_CAP_MHZ: u32 = 2_520;
@@ -281,161 +282,6 @@ impl TunePanel {
         });
         ui.add_space(12.0);
     }
-
-    pub(super) fn clock_section(
-        &mut self,
-        ui: &mut egui::Ui,
-        constraints: &Constraints,
-        gpu_index: u32,
-        commands: &mut Vec<TuneCommand>,
-    ) {
-        ui.heading("Clocks");
-        for (label, lock, range, lock_setting, reset_setting, name) in [
-            (
-                "GPU clock lock",
-                &mut self.gpu_clock_lock_mhz,
-                constraints.gpu_clock_range,
-                (|min_mhz, max_mhz| Setting::LockGpuClocks { min_mhz, max_mhz })
-                    as fn(u32, u32) -> Setting,
-                Setting::ResetGpuClocks,
-                "GPU",
-            ),
-            (
-                "Memory clock lock",
-                &mut self.memory_clock_lock_mhz,
-                constraints.memory_clock_range,
-                |min_mhz, max_mhz| Setting::LockMemoryClocks { min_mhz, max_mhz },
-                Setting::ResetMemoryClocks,
-                "memory",
-            ),
-        ] {
-            let Some(range) = range else { continue };
-            ui.horizontal(|ui| {
-                let label = ui.label(label);
-                ui.add(
-                    egui::DragValue::new(&mut lock.0)
-                        .range(range.min_mhz..=range.max_mhz)
-                        .suffix(" MHz"),
-                )
-                .labelled_by(label.id);
-                ui.label("to");
-                ui.add(
-                    egui::DragValue::new(&mut lock.1)
-                        .range(range.min_mhz..=range.max_mhz)
-                        .suffix(" MHz"),
-                )
-                .labelled_by(label.id);
-            });
-            ui.horizontal(|ui| {
-                apply_or_try(
-                    ui,
-                    (
-                        &format!("Lock {name} clocks"),
-                        &format!("Try {name} clock lock"),
-                    ),
-                    vec![lock_setting(lock.0, lock.1)],
-                    gpu_index,
-                    self.trial_duration_s,
-                    commands,
-                );
-                if ui.button(format!("Reset {name} clocks")).clicked() {
-                    commands.push(TuneCommand::Apply {
-                        gpu_index,
-                        settings: vec![reset_setting],
-                    });
-                }
-            });
-        }
-        ui.add_space(8.0);
-        ui.label(RichText::new("Clock offsets").strong());
-        // A range with no room (0 to 0 MHz on an H200) gets no slider.
-        let Some(gpu_range) = constraints.adjustable_gpu_clock_offset_range() else {
-            ui.label("Not supported on this GPU or driver (they need a consumer card and driver 555 or newer).");
-            return;
-        };
-        let memory_range = constraints.adjustable_memory_clock_offset_range();
-        ui.add(
-            egui::Slider::new(
-                &mut self.gpu_clock_offset_mhz,
-                gpu_range.min_mhz..=gpu_range.max_mhz,
-            )
-            .suffix(" MHz")
-            .text("GPU offset"),
-        );
-        if let Some(memory_range) = memory_range {
-            ui.add(
-                egui::Slider::new(
-                    &mut self.memory_clock_offset_mhz,
-                    memory_range.min_mhz..=memory_range.max_mhz,
-                )
-                .suffix(" MHz")
-                .text("memory offset"),
-            );
-        }
-        ui.label(
-            RichText::new(
-                "Offsets move the voltage/frequency curve and snap to the driver's 15 MHz steps. On an RTX 4090 \
-                 the memory offset counts double data rate: +1000 raises the memory clock NVML reports by 500 MHz.",
-            )
-            .weak(),
-        );
-        ui.horizontal(|ui| {
-            let mut offsets = vec![Setting::GpuClockOffset {
-                offset_mhz: self.gpu_clock_offset_mhz,
-            }];
-            if memory_range.is_some() {
-                offsets.push(Setting::MemoryClockOffset {
-                    offset_mhz: self.memory_clock_offset_mhz,
-                });
-            }
-            apply_or_try(
-                ui,
-                ("Apply offsets", "Try offsets"),
-                offsets,
-                gpu_index,
-                self.trial_duration_s,
-                commands,
-            );
-        });
-        let Some(range) = constraints.gpu_clock_range else {
-            return;
-        };
-        let cap = UNDERVOLT_CAP_MHZ.clamp(range.min_mhz, range.max_mhz);
-        let offset_mhz = UNDERVOLT_OFFSET_MHZ.clamp(gpu_range.min_mhz, gpu_range.max_mhz);
-        ui.horizontal(|ui| {
-            let preset = ui
-                .button(format!("Undervolt-style: cap {cap} MHz, {offset_mhz:+} MHz"))
-                .on_hover_text(
-                    "Capping the clock and adding an offset makes the card run that clock at the lower voltage \
-                     the curve gives a slower clock, so it draws less power for the same speed.",
-                );
-            let try_preset = ui.button("Try it");
-            let undervolt = vec![
-                Setting::LockGpuClocks {
-                    min_mhz: range.min_mhz,
-                    max_mhz: cap,
-                },
-                Setting::GpuClockOffset { offset_mhz },
-            ];
-            if preset.clicked() || try_preset.clicked() {
-                self.gpu_clock_lock_mhz = (range.min_mhz, cap);
-                self.gpu_clock_offset_mhz = offset_mhz;
-            }
-            if preset.clicked() {
-                commands.push(TuneCommand::Apply {
-                    gpu_index,
-                    settings: undervolt.clone(),
-                });
-            }
-            if try_preset.clicked() {
-                commands.push(TuneCommand::StartTrial {
-                    gpu_index,
-                    settings: undervolt,
-                    duration_s: self.trial_duration_s,
-                });
-            }
-        });
-    }
 }
 
 /// An apply button and its "Try" twin for the same settings.
@@ -471,7 +317,7 @@ fn apply_or_try(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::sim::{CardSpec, sim_constraints};
+    use gputune_core::device::sim::{CardSpec, sim_constraints};
 
     #[test]
     fn percent_of_default_becomes_whole_watts() {
