@@ -11,7 +11,7 @@ use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::plan::export::ExportFormat;
 use gputune::plan::model::preset;
-use gputune::plan::recommend::batch_product;
+use gputune::plan::recommend::{batch_product, planned_batch};
 use gputune::plan::setup::{Checkpointing, Task};
 use gputune::ui::app::{AppCommand, Tab};
 use gputune::ui::plan::{MethodChoice, PlanAction};
@@ -114,7 +114,7 @@ fn the_recommendation_and_your_setup_are_two_rows_with_their_numbers() {
     };
     harness.get_by_label("Recommended");
     harness.get_by_label("Yours");
-    harness.get_by_label(&batch_product(planned.batch(), 1));
+    harness.get_by_label(&batch_product(planned_batch(planned), 1));
     harness.get_by_label("3 × 11 = 33 ≠ 32");
     harness.get_by_label_contains("not your target of 32");
     harness.get_by_label(&format!(

@@ -275,8 +275,8 @@ pub fn strategy_table(ui: &mut egui::Ui, answer: &Recommendation) {
             }
             ui.end_row();
             for row in &answer.strategies {
-                ui.label(row.method);
-                ui.label(row.precision);
+                ui.label(row.method.name());
+                ui.label(row.precision.name());
                 ui.label(if row.checkpointing { "full" } else { "none" });
                 ui.label(format!(
                     "{:.2} GiB",

@@ -24,7 +24,8 @@ use crate::plan::PlanError;
 use crate::plan::export::{ExportFormat, export_plan};
 use crate::plan::model::{LoraTargets, Model, preset};
 use crate::plan::recommend::{
-    GpuCard, Recommendation, batch_product, cards, recommend, training_seconds, usable_bytes,
+    GpuCard, Recommendation, batch_product, cards, planned_batch, recommend, training_seconds,
+    usable_bytes,
 };
 use crate::plan::setup::{Checkpointing, Method, TrainingSetup};
 use crate::ui::plan::charts::{batch_curve, breakdown_chart, strategy_table};
@@ -187,7 +188,7 @@ impl PlanPanel {
                     message: format!(
                         "{}: {which}, micro-batch {}. Choose where to save it.",
                         format.title(),
-                        batch_product(planned.batch(), planned.setup.gpus)
+                        batch_product(planned_batch(planned), planned.setup.gpus)
                     ),
                     notes: export.notes,
                 });

@@ -6,7 +6,10 @@ use eframe::egui::{self, Color32, RichText};
 
 use super::{ExportStatus, PlanAction, PlanPanel};
 use crate::plan::export::ExportFormat;
-use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes};
+use crate::plan::memory::safety_margin_reason;
+use crate::plan::recommend::{
+    GpuCard, PlannedSetup, Recommendation, batch_product, planned_batch, usable_bytes,
+};
 use crate::ui::style::ERROR_TEXT;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -78,7 +81,7 @@ impl PlanPanel {
                     Some(margin) => format!(
                         "; {} kept free for {}",
                         gib(answer.breakdown.safety_margin),
-                        margin.describe()
+                        safety_margin_reason(margin)
                     ),
                     None => String::new(),
                 }
@@ -133,7 +136,7 @@ impl PlanPanel {
 fn setup_row(ui: &mut egui::Ui, label: &str, planned: &PlannedSetup, target: Option<u64>) {
     ui.label(RichText::new(label).strong());
     ui.label(planned.setup.method.name());
-    let batch = batch_product(planned.batch(), planned.setup.gpus);
+    let batch = batch_product(planned_batch(planned), planned.setup.gpus);
     match target {
         Some(target) if target != planned.global_batch => {
             ui.label(RichText::new(format!("{batch} ≠ {target}")).color(NEEDS_CHANGES))

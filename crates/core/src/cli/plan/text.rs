@@ -3,10 +3,10 @@
 
 use std::io::Write;
 
-use crate::plan::memory::MemoryBreakdown;
+use crate::plan::memory::{MemoryBreakdown, safety_margin_reason};
 use crate::plan::model::{LoraTargets, Model};
 use crate::plan::recommend::{
-    ChangeKind, GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes,
+    ChangeKind, GpuCard, PlannedSetup, Recommendation, batch_product, planned_batch, usable_bytes,
 };
 use crate::plan::setup::Method;
 
@@ -69,8 +69,8 @@ pub(super) fn write_report(
         writeln!(
             out,
             "  {:<6} {:<11} {:<14} {:>12} {:>10}",
-            row.method,
-            row.precision,
+            row.method.name(),
+            row.precision.name(),
             if row.checkpointing { "full" } else { "none" },
             gib(row.per_gpu_bytes_at_batch_1),
             row.max_micro_batch
@@ -136,7 +136,7 @@ fn write_breakdowns(
             out,
             "  Kept free: {} for {}.",
             gib(yours.breakdown.safety_margin),
-            margin.describe()
+            safety_margin_reason(margin)
         )?;
     }
     Ok(())
@@ -165,7 +165,7 @@ fn write_rows(out: &mut dyn Write, recommendation: &Recommendation) -> std::io::
             out,
             "  {label:<12} {:<6} {:<22} {:<11} {:<36} {:>10} {:>5}",
             planned.setup.method.name(),
-            batch_product(planned.batch(), planned.setup.gpus),
+            batch_product(planned_batch(planned), planned.setup.gpus),
             planned.setup.precision.name(),
             planned.options_summary(),
             gib(planned.per_gpu_bytes),

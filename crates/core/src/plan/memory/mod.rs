@@ -6,98 +6,19 @@ mod moments;
 mod reserve;
 mod state;
 
-use serde::Serialize;
-
 use super::PlanError;
 use super::activations::activation_profile;
 use super::model::{Architecture, Model};
 use super::setup::{Method, Precision, Sharding, TrainingSetup};
+pub use crate::formats::reports::plan::{MemoryBreakdown, Phase, PhasePeaks, SafetyMargin};
 use moments::{add_dequantized_weight, largest_moment, phase_peak, step_moments};
 pub use reserve::{
     CNN_SAFETY_MARGIN, DEFAULT_RESERVE_SHARE, EXPANDABLE_LOSS_HOLE_SHARE, EXPANDABLE_RESERVE_SHARE,
     LOSS_HOLE_SHARE, SHARDED_PERSISTENT_SHARE, SHARDED_RESERVE_SHARE, allocator_reserve_bytes,
+    safety_margin_reason,
 };
 use reserve::{reserve_at_peak, safety_margin};
 use state::{shards_parameters, stored_state};
-
-/// The moments of a training step the peak can fall in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// The end of the forward pass: every saved activation and the loss are held.
-    Forward,
-    /// The backward pass: its start (the loss's gradients) or, under checkpointing, a block
-    /// being recomputed.
-    Backward,
-    /// `optimizer.step()`: every gradient, the optimizer's states and its temporaries.
-    OptimizerStep,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Forward => "end of the forward pass",
-            Phase::Backward => "backward pass",
-            Phase::OptimizerStep => "optimizer step",
-        }
-    }
-}
-
-/// Tensor bytes live at each phase's own peak (before overhead).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PhasePeaks {
-    pub forward: u64,
-    pub backward: u64,
-    pub optimizer_step: u64,
-}
-
-/// Peak memory of one GPU, split by what holds it at the peak. `total` is what nvidia-smi
-/// would show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct MemoryBreakdown {
-    /// Parameters as stored, plus the 16-bit copies autocast holds between a layer's forward
-    /// and backward pass when the peak falls there.
-    pub weights: u64,
-    /// The part of `weights` that is autocast's 16-bit copies.
-    pub autocast_copies: u64,
-    /// Gradients live at the peak (none before the backward pass unless they accumulate).
-    pub gradients: u64,
-    pub optimizer: u64,
-    /// Saved activations live at the peak, the loss's included.
-    pub activations: u64,
-    /// Short-lived buffers at the peak: the loss's gradients, a recomputed block, or the
-    /// optimizer step's temporaries.
-    pub temporaries: u64,
-    /// CUDA context plus what the caching allocator reserves beyond the tensors.
-    pub overhead: u64,
-    /// The caching allocator's part of `overhead`: blocks reserved beyond the live tensors.
-    pub allocator_reserve: u64,
-    /// The CUDA context's part of `overhead` (assumed, see `Overheads`).
-    pub cuda_context: u64,
-    /// Kept free beyond `total()` when checking that the step fits (see
-    /// [`CNN_SAFETY_MARGIN`]); 0 where the measurements show none is needed.
-    pub safety_margin: u64,
-    /// Why `safety_margin` is kept (`None` when it is 0).
-    pub safety_margin_for: Option<SafetyMargin>,
-    /// Where in the step the peak falls.
-    pub peak_phase: Phase,
-    pub phases: PhasePeaks,
-}
-
-impl MemoryBreakdown {
-    pub fn total(&self) -> u64 {
-        self.tensors().saturating_add(self.overhead)
-    }
-
-    /// Live tensor bytes at the peak (what `torch.cuda.max_memory_allocated` reports).
-    pub fn tensors(&self) -> u64 {
-        self.weights
-            .saturating_add(self.gradients)
-            .saturating_add(self.optimizer)
-            .saturating_add(self.activations)
-            .saturating_add(self.temporaries)
-    }
-}
 
 /// Parameters and how many of them are trained.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -251,14 +172,4 @@ fn to_bytes(value: f64) -> u64 {
     } else {
         0
     }
-}
-
-/// Why a plan keeps memory free beyond its total.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SafetyMargin {
-    /// A CNN's cuDNN workspaces, which the count does not include.
-    CnnWorkspaces,
-    /// The hole a full fine-tune's freed fp32 loss tensors leave in the default allocator.
-    LossHole,
 }

@@ -39,18 +39,16 @@ pub const LOSS_HOLE_SHARE: f64 = 1.4;
 /// Transformers' counts were within 0.7 %: they need none.
 pub const CNN_SAFETY_MARGIN: f64 = 0.04;
 
-impl SafetyMargin {
-    /// What the margin is for, in words (after "kept free for").
-    pub fn describe(self) -> String {
-        match self {
-            SafetyMargin::CnnWorkspaces => format!(
-                "cuDNN's workspaces ({:.0} % of a CNN's live tensors)",
-                CNN_SAFETY_MARGIN * 100.0
-            ),
-            SafetyMargin::LossHole => format!(
-                "the hole the fp32 logits and loss leave in PyTorch's default allocator ({LOSS_HOLE_SHARE:.1} times the loss's largest tensor, less the reserve counted; expandable segments need none)"
-            ),
-        }
+/// What a safety margin is for, in words (after "kept free for").
+pub fn safety_margin_reason(margin: SafetyMargin) -> String {
+    match margin {
+        SafetyMargin::CnnWorkspaces => format!(
+            "cuDNN's workspaces ({:.0} % of a CNN's live tensors)",
+            CNN_SAFETY_MARGIN * 100.0
+        ),
+        SafetyMargin::LossHole => format!(
+            "the hole the fp32 logits and loss leave in PyTorch's default allocator ({LOSS_HOLE_SHARE:.1} times the loss's largest tensor, less the reserve counted; expandable segments need none)"
+        ),
     }
 }
 
