@@ -1,7 +1,9 @@
 //! A training setup as `gputune plan` takes it and `plan --json` prints it (`yours.setup`,
 //! `recommended.setup`): method, precision, optimizer, batch, parallelism and overheads. Each
 //! closed set's `name()` is the command line's (`--precision bf16-mixed`); its JSON value is
-//! the snake_case form (`"bf16_mixed"`), and the command line's name reads too.
+//! the snake_case form (`"bf16_mixed"`), and the command line's name reads too. Unlike the
+//! reports, a setup also reads (`Deserialize`): the planner's measurement tables
+//! (tests/data/planner_*.toml) name their precision, optimizer, sharding, ... with these.
 
 use serde::{Deserialize, Serialize};
 
