@@ -51,7 +51,7 @@ pub fn breakdown_chart(ui: &mut egui::Ui, answer: &Recommendation, memory_bytes:
             .iter()
             .enumerate()
             .map(|(column, (label, planned))| {
-                let stacked = parts(&planned.breakdown);
+                let stacked = parts(&planned.breakdown_bytes);
                 let base: f64 = stacked[..index]
                     .iter()
                     .map(|&bytes| bytes as f64 / GIB)

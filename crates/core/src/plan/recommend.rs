@@ -45,7 +45,7 @@ fn planned_setup(
         setup,
         global_batch: choice.global_batch,
         per_gpu_bytes: breakdown.total(),
-        breakdown,
+        breakdown_bytes: breakdown,
         fits: fits(&breakdown, card.memory_bytes),
     })
 }
@@ -155,7 +155,7 @@ pub fn recommend_for_target(
         &changes,
     );
     Ok(Recommendation {
-        breakdown: yours.breakdown,
+        breakdown: yours.breakdown_bytes,
         fits: yours.fits,
         max_micro_batch: if yours_batch.grad_accum_steps > 1 {
             yours_max.accumulating
@@ -290,7 +290,10 @@ fn notes(
                 ..planned.setup
             },
         )?;
-        let host_gib = kept.tensors().saturating_sub(planned.breakdown.tensors()) as f64 / GIB;
+        let host_gib = kept
+            .tensors()
+            .saturating_sub(planned.breakdown_bytes.tensors()) as f64
+            / GIB;
         notes.push(format!(
             "Offloading keeps about {host_gib:.1} GiB of saved activations per GPU in pinned CPU memory."
         ));

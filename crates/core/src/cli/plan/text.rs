@@ -103,10 +103,10 @@ fn write_breakdowns(
 ) -> std::io::Result<()> {
     let header = recommended.map_or(String::new(), |_| format!(" {:>12}", "recommended"));
     writeln!(out, "  {:<12} {:>12}{header}", "Per GPU", "yours")?;
-    let rows = parts(&yours.breakdown).into_iter().enumerate();
+    let rows = parts(&yours.breakdown_bytes).into_iter().enumerate();
     for (index, (label, bytes)) in rows {
         let other = recommended.map_or(String::new(), |planned| {
-            format!(" {:>12}", gib(parts(&planned.breakdown)[index].1))
+            format!(" {:>12}", gib(parts(&planned.breakdown_bytes)[index].1))
         });
         writeln!(out, "  {label:<12} {:>12}{other}", gib(bytes))?;
     }
@@ -118,7 +118,7 @@ fn write_breakdowns(
         "  {:<12} {:>12}{other} at the peak ({}), as nvidia-smi would show it",
         "Total",
         gib(yours.per_gpu_bytes),
-        yours.breakdown.peak_phase.name()
+        yours.breakdown_bytes.peak_phase.name()
     )?;
     let overheads = &yours.setup.overheads;
     let reserve = match overheads.allocator_reserve_fraction {
@@ -131,11 +131,11 @@ fn write_breakdowns(
         gib(overheads.cuda_context_bytes),
         overheads.allocator.name(),
     )?;
-    if let Some(margin) = yours.breakdown.safety_margin_for {
+    if let Some(margin) = yours.breakdown_bytes.safety_margin_for {
         writeln!(
             out,
             "  Kept free: {} for {}.",
-            gib(yours.breakdown.safety_margin),
+            gib(yours.breakdown_bytes.safety_margin),
             safety_margin_reason(margin)
         )?;
     }

@@ -48,7 +48,7 @@ pub struct PlannedSetup {
     /// Micro-batch × accumulation steps × GPUs.
     pub global_batch: u64,
     pub per_gpu_bytes: u64,
-    pub breakdown: MemoryBreakdown,
+    pub breakdown_bytes: MemoryBreakdown,
     pub fits: bool,
 }
 

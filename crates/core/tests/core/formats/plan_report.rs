@@ -67,7 +67,7 @@ fn planned(setup: TrainingSetup, breakdown: MemoryBreakdown, fits: bool) -> Plan
         setup,
         global_batch: 32,
         per_gpu_bytes: breakdown.total(),
-        breakdown,
+        breakdown_bytes: breakdown,
         fits,
     }
 }
@@ -132,7 +132,7 @@ fn plan_json_writes_its_bytes() {
         card: "RTX 4090",
         gpu_memory_bytes: 24_564 * 1024 * 1024,
         per_gpu_bytes: yours.per_gpu_bytes,
-        breakdown_bytes: yours.breakdown,
+        breakdown_bytes: yours.breakdown_bytes,
         fits: false,
         max_micro_batch: None,
         grad_accum_steps: 8,
