@@ -1,6 +1,8 @@
 //! Where training memory goes on one GPU: weights, gradients, optimizer states, activations and
 //! overhead, for a model and a training setup. Bytes-per-parameter rules and their sources are
-//! in docs/planner.md.
+//! in docs/planner.md. [`estimate`] puts the parts together: what a step stores (`state`), the
+//! moments its peak can fall at (`moments`), the allocator's reserve and the margin kept free
+//! (`reserve`). The breakdown it returns is a format (`formats::reports::plan`).
 
 mod moments;
 mod reserve;
