@@ -231,6 +231,14 @@ fn json_has_the_documented_keys_and_a_consistent_breakdown() {
     ] {
         assert!(report.get(key).is_some(), "{key} in {report}");
     }
+    // The options given come back in the report's own names (docs/json.md).
+    assert_eq!(report["format_version"], 1);
+    let setup = &report["yours"]["setup"];
+    assert_eq!(setup["method"]["type"], "qlora", "{setup}");
+    assert_eq!(setup["method"]["targets"], "all_linear", "{setup}");
+    assert_eq!(setup["precision"], "bf16_mixed", "{setup}");
+    assert_eq!(setup["optimizer"], "paged_adamw_8bit", "{setup}");
+    assert_eq!(setup["attention"], "flash", "{setup}");
     let parts = &report["breakdown_bytes"];
     let sum: u64 = [
         "weights",

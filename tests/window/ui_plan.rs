@@ -13,7 +13,7 @@ use gputune::ui::plan::{MethodChoice, PlanAction};
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::plan::export::ExportFormat;
 use gputune_core::plan::model::preset;
-use gputune_core::plan::recommend::batch_product;
+use gputune_core::plan::recommend::{batch_product, planned_batch};
 use gputune_core::plan::setup::{Checkpointing, Task};
 
 fn harness() -> Harness<'static, Window> {
@@ -114,7 +114,7 @@ fn the_recommendation_and_your_setup_are_two_rows_with_their_numbers() {
     };
     harness.get_by_label("Recommended");
     harness.get_by_label("Yours");
-    harness.get_by_label(&batch_product(planned.batch(), 1));
+    harness.get_by_label(&batch_product(planned_batch(planned), 1));
     harness.get_by_label("3 × 11 = 33 ≠ 32");
     harness.get_by_label_contains("not your target of 32");
     harness.get_by_label(&format!(

@@ -51,7 +51,7 @@ pub fn breakdown_chart(ui: &mut egui::Ui, answer: &Recommendation, memory_bytes:
             .iter()
             .enumerate()
             .map(|(column, (label, planned))| {
-                let stacked = parts(&planned.breakdown);
+                let stacked = parts(&planned.breakdown_bytes);
                 let base: f64 = stacked[..index]
                     .iter()
                     .map(|&bytes| bytes as f64 / GIB)
@@ -275,8 +275,8 @@ pub fn strategy_table(ui: &mut egui::Ui, answer: &Recommendation) {
             }
             ui.end_row();
             for row in &answer.strategies {
-                ui.label(row.method);
-                ui.label(row.precision);
+                ui.label(row.method.name());
+                ui.label(row.precision.name());
                 ui.label(if row.checkpointing { "full" } else { "none" });
                 ui.label(format!(
                     "{:.2} GiB",

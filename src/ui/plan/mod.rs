@@ -26,7 +26,8 @@ use gputune_core::plan::PlanError;
 use gputune_core::plan::export::{ExportFormat, export_plan};
 use gputune_core::plan::model::{LoraTargets, Model, preset};
 use gputune_core::plan::recommend::{
-    GpuCard, Recommendation, batch_product, cards, recommend, training_seconds, usable_bytes,
+    GpuCard, Recommendation, batch_product, cards, planned_batch, recommend, training_seconds,
+    usable_bytes,
 };
 use gputune_core::plan::setup::{Checkpointing, Method, TrainingSetup};
 
@@ -187,7 +188,7 @@ impl PlanPanel {
                     message: format!(
                         "{}: {which}, micro-batch {}. Choose where to save it.",
                         format.title(),
-                        batch_product(planned.batch(), planned.setup.gpus)
+                        batch_product(planned_batch(planned), planned.setup.gpus)
                     ),
                     notes: export.notes,
                 });

@@ -7,8 +7,9 @@ use eframe::egui::{self, Color32, RichText};
 use super::{ExportStatus, PlanAction, PlanPanel};
 use crate::ui::style::ERROR_TEXT;
 use gputune_core::plan::export::ExportFormat;
+use gputune_core::plan::memory::safety_margin_reason;
 use gputune_core::plan::recommend::{
-    GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes,
+    GpuCard, PlannedSetup, Recommendation, batch_product, planned_batch, usable_bytes,
 };
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -80,7 +81,7 @@ impl PlanPanel {
                     Some(margin) => format!(
                         "; {} kept free for {}",
                         gib(answer.breakdown.safety_margin),
-                        margin.describe()
+                        safety_margin_reason(margin)
                     ),
                     None => String::new(),
                 }
@@ -135,7 +136,7 @@ impl PlanPanel {
 fn setup_row(ui: &mut egui::Ui, label: &str, planned: &PlannedSetup, target: Option<u64>) {
     ui.label(RichText::new(label).strong());
     ui.label(planned.setup.method.name());
-    let batch = batch_product(planned.batch(), planned.setup.gpus);
+    let batch = batch_product(planned_batch(planned), planned.setup.gpus);
     match target {
         Some(target) if target != planned.global_batch => {
             ui.label(RichText::new(format!("{batch} ≠ {target}")).color(NEEDS_CHANGES))

@@ -2,6 +2,7 @@
 //! issue: other tools script against them. The exit status says whether it fits (see
 //! `EXIT_STATUS_HELP`).
 
+mod choices;
 mod measure;
 mod text;
 
@@ -9,22 +10,21 @@ use std::io::Write;
 use std::path::Path;
 
 use clap::Args;
-use serde::Serialize;
-use serde_json::Value;
 
 use crate::device::BackendOptions;
+use crate::formats::reports::plan::{PLAN_REPORT_FORMAT, PlanReport};
 use crate::plan::PlanError;
 use crate::plan::export::{ExportFormat, export_plan, model_load_settings};
-use crate::plan::memory::{MemoryBreakdown, parameter_counts};
+use crate::plan::memory::parameter_counts;
 use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
 use crate::plan::recommend::{
-    Change, GpuCard, PlannedSetup, Recommendation, Strategy, card, cards, recommend_for_target,
-    training_seconds,
+    GpuCard, Recommendation, card, cards, recommend_for_target, training_seconds,
 };
 use crate::plan::setup::{
     Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Method, Offload, Optimizer,
     Overheads, Precision, Sharding, Task, TrainingSetup,
 };
+use choices::choice;
 
 /// The setup fits the card (at the recommended micro-batch); an `--export` file was written.
 pub const EXIT_FITS: i32 = 0;
@@ -60,14 +60,14 @@ pub struct PlanArgs {
     pub method: String,
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub lora_rank: u64,
-    #[arg(long, value_enum, default_value_t = LoraTargets::Attention)]
+    #[arg(long, value_parser = choice::<LoraTargets>(), default_value = "attention")]
     pub lora_targets: LoraTargets,
     /// QLoRA without double quantization of the quantization constants.
     #[arg(long)]
     pub no_double_quant: bool,
-    #[arg(long, value_enum, default_value_t = Precision::Bf16Mixed)]
+    #[arg(long, value_parser = choice::<Precision>(), default_value = "bf16-mixed")]
     pub precision: Precision,
-    #[arg(long, value_enum, default_value_t = Optimizer::Adamw)]
+    #[arg(long, value_parser = choice::<Optimizer>(), default_value = "adamw")]
     pub optimizer: Optimizer,
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub micro_batch: u64,
@@ -77,7 +77,7 @@ pub struct PlanArgs {
     /// Image side in pixels (vision models; default 224).
     #[arg(long, value_name = "N")]
     pub image_size: Option<u64>,
-    #[arg(long, value_enum, default_value_t = Checkpointing::None)]
+    #[arg(long, value_parser = choice::<Checkpointing>(), default_value = "none")]
     pub checkpointing: Checkpointing,
     /// Keep saved activations in CPU memory between the forward and the backward pass
     /// (torchtune's enable_activation_offloading; with --checkpointing full, each block's
@@ -88,16 +88,16 @@ pub struct PlanArgs {
     /// (torchtune's chunked cross-entropy; Liger's fused loss in the Hugging Face Trainer).
     #[arg(long)]
     pub chunked_cross_entropy: bool,
-    #[arg(long, value_enum, default_value_t = Attention::Sdpa)]
+    #[arg(long, value_parser = choice::<Attention>(), default_value = "sdpa")]
     pub attention: Attention,
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub gpus: u64,
-    #[arg(long, value_enum, default_value_t = Sharding::None)]
+    #[arg(long, value_parser = choice::<Sharding>(), default_value = "none")]
     pub sharding: Sharding,
-    #[arg(long, value_enum, default_value_t = Offload::None)]
+    #[arg(long, value_parser = choice::<Offload>(), default_value = "none")]
     pub offload: Offload,
     /// Language modelling (logits over the vocabulary at every token) or classification.
-    #[arg(long, value_enum, default_value_t = Task::LanguageModel)]
+    #[arg(long, value_parser = choice::<Task>(), default_value = "lm")]
     pub task: Task,
     /// Plan for a GPU with this much memory (GiB) instead of a named card.
     #[arg(long, value_name = "X")]
@@ -119,7 +119,7 @@ pub struct PlanArgs {
     pub cuda_context_mib: u64,
     /// PyTorch's caching allocator: expandable-segments is
     /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the exports set it).
-    #[arg(long, value_enum, default_value_t = Allocator::Default)]
+    #[arg(long, value_parser = choice::<Allocator>(), default_value = "default")]
     pub allocator: Allocator,
     /// Replace the measured allocator model: reserve beyond the live tensors, percent of them.
     #[arg(long, value_name = "PCT")]
@@ -175,34 +175,6 @@ pub struct PlanArgs {
     /// The training command for --measure, after --.
     #[arg(last = true, value_name = "COMMAND", requires = "measure")]
     pub command: Vec<std::ffi::OsString>,
-}
-
-/// What `plan --json` prints. `per_gpu_bytes`, `breakdown_bytes`, `fits` and
-/// `max_micro_batch` are the user's own setup; `grad_accum_steps` is the recommendation's.
-#[derive(Debug, Serialize)]
-struct PlanReport<'a> {
-    model: &'a str,
-    parameters: u64,
-    trainable_parameters: u64,
-    card: &'a str,
-    gpu_memory_bytes: u64,
-    per_gpu_bytes: u64,
-    breakdown_bytes: MemoryBreakdown,
-    fits: bool,
-    max_micro_batch: Option<u64>,
-    grad_accum_steps: u64,
-    target_global_batch: Option<u64>,
-    fits_as_set_up: bool,
-    yours: &'a PlannedSetup,
-    recommended: Option<&'a PlannedSetup>,
-    changes: &'a [Change],
-    batch_notes: &'a [String],
-    /// How to load the model for the recommended setup (PEFT, bitsandbytes, attention).
-    model_load: Value,
-    strategies: &'a [Strategy],
-    advice: &'a [String],
-    summary: &'a str,
-    training_seconds: Option<f64>,
 }
 
 /// Loads a preset or a model file.
@@ -339,6 +311,7 @@ pub fn run_command(
     });
     if args.json {
         let report = PlanReport {
+            format_version: PLAN_REPORT_FORMAT,
             model: &model.name,
             parameters: counts.total as u64,
             trainable_parameters: counts.trainable as u64,

@@ -8,7 +8,6 @@ mod accelerate;
 mod deepspeed;
 mod hf;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub use hf::model_load_settings;
@@ -21,8 +20,7 @@ use super::setup::{
 };
 
 /// Which trainer config to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     /// Hugging Face `TrainingArguments` as JSON.
     Hf,

@@ -2,11 +2,8 @@
 //! block has, which projections are fused, which GELU the MLP runs), one place per family. Each
 //! was read off the family's Hugging Face modelling code (docs/planner.md lists them).
 
-use serde::{Deserialize, Serialize};
-
 /// A family of Hugging Face transformer models, by its `model_type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Family {
     Gpt2,
     Bert,

@@ -2,7 +2,7 @@
 //! --measure`): the micro-batch placeholder put into the command, and the fit of two measured
 //! peaks to a fixed cost plus a cost per sample, giving the largest micro-batch that fits the
 //! card. An out-of-memory run is a result: no micro-batch at or above it is recommended.
-//! Pure: the runs themselves (spawning, NVML's process list, stopping) belong to the CLI.
+//! Pure: `crate::measure_job` (the runner) runs the job at each micro-batch, through `crate::job`.
 
 use std::ffi::{OsStr, OsString};
 

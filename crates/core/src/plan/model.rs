@@ -1,20 +1,19 @@
 //! Model architectures the planner understands, their parameter counts, and named presets
 //! (from the models' public configs).
 
-use serde::{Deserialize, Serialize};
-
 pub use super::family::Family;
 pub use super::presets::{PRESET_NAMES, preset};
+pub use crate::formats::reports::plan_setup::LoraTargets;
 
 /// Whether a transformer reads causally (GPT, Llama) or bidirectionally (BERT).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransformerKind {
     DecoderOnly,
     EncoderOnly,
 }
 
 /// The feed-forward block of a transformer layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MlpKind {
     /// Two matrices with a GELU between (GPT-2, BERT, ViT, Phi-2, GPT-NeoX), with biases.
     Gelu,
@@ -24,10 +23,9 @@ pub enum MlpKind {
 }
 
 /// A text transformer, as its Hugging Face `config.json` describes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TransformerConfig {
     /// The layout family (norms per block, fused projections, GELU kind).
-    #[serde(default)]
     pub family: Family,
     pub kind: TransformerKind,
     pub layers: u64,
@@ -37,7 +35,6 @@ pub struct TransformerConfig {
     pub kv_heads: u64,
     /// Width of one head when the config sets it apart from hidden / heads (Gemma, Qwen3,
     /// Mistral-Nemo); `None` means hidden / heads.
-    #[serde(default)]
     pub head_dim: Option<u64>,
     pub intermediate_size: u64,
     pub vocab_size: u64,
@@ -54,7 +51,7 @@ pub struct TransformerConfig {
 }
 
 /// A Vision Transformer (ViT) for image classification.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VitConfig {
     pub patch_size: u64,
     pub layers: u64,
@@ -65,7 +62,7 @@ pub struct VitConfig {
 }
 
 /// A convolutional network, described stage by stage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CnnConfig {
     /// ResNet with bottleneck blocks (torchvision layout: stride on the 3×3 conv).
     ResNet {
@@ -81,7 +78,7 @@ pub enum CnnConfig {
 }
 
 /// Any architecture the planner can size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Architecture {
     Transformer(TransformerConfig),
     Vit(VitConfig),
@@ -90,22 +87,11 @@ pub enum Architecture {
 
 /// A model: its name, architecture and, when known exactly (from a safetensors header), its
 /// parameter count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Model {
     pub name: String,
     pub architecture: Architecture,
     pub exact_parameter_count: Option<u64>,
-}
-
-/// Which linear layers LoRA adapts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum LoraTargets {
-    /// Query, key, value and output projections.
-    #[default]
-    Attention,
-    /// Every linear layer of every block (attention and MLP).
-    AllLinear,
 }
 
 impl Model {

@@ -9,16 +9,15 @@ mod cards;
 mod fallback;
 mod strategies;
 
-use serde::Serialize;
-
+pub use crate::formats::reports::plan::{Change, ChangeKind, PlannedSetup, Strategy};
 pub use advice::{advice, training_seconds};
 pub use batch::{
     BatchAnswer, BatchChoice, MaxBatches, batch_product, choose_batch, fits,
     gradient_accumulation_steps, max_micro_batch, usable_bytes,
 };
 pub use cards::{GpuCard, card, card_for_gpu, cards, supports_bf16};
-pub use fallback::{Change, ChangeKind, FALLBACK_ORDER, methods_after, preferred_precision};
-pub use strategies::{Strategy, strategy_table};
+pub use fallback::{FALLBACK_ORDER, methods_after, preferred_precision};
+pub use strategies::strategy_table;
 
 use super::PlanError;
 use super::memory::{MemoryBreakdown, estimate};
@@ -28,68 +27,40 @@ use fallback::Probe;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// A setup with its micro-batch and accumulation, and what it needs on the card.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PlannedSetup {
-    /// `micro_batch` and `gradient_accumulation_steps` are the planned ones.
-    pub setup: TrainingSetup,
-    /// Micro-batch × accumulation steps × GPUs.
-    pub global_batch: u64,
-    pub per_gpu_bytes: u64,
-    pub breakdown: MemoryBreakdown,
-    pub fits: bool,
+/// The user's setup (or a changed one) at `choice`'s micro-batch and accumulation, with its
+/// breakdown on `card`.
+fn planned_setup(
+    model: &Model,
+    setup: TrainingSetup,
+    choice: BatchChoice,
+    card: &GpuCard,
+) -> Result<PlannedSetup, PlanError> {
+    let setup = TrainingSetup {
+        micro_batch: choice.micro_batch,
+        gradient_accumulation_steps: choice.grad_accum_steps,
+        ..setup
+    };
+    let breakdown = estimate(model, &setup)?;
+    Ok(PlannedSetup {
+        setup,
+        global_batch: choice.global_batch,
+        per_gpu_bytes: breakdown.total(),
+        breakdown_bytes: breakdown,
+        fits: fits(&breakdown, card.memory_bytes),
+    })
 }
 
-impl PlannedSetup {
-    /// The optimizer and the memory options, in a few words: "paged-adamw-8bit,
-    /// checkpointing, activation offload, chunked loss".
-    pub fn options_summary(&self) -> String {
-        let setup = &self.setup;
-        let mut options = vec![setup.optimizer.name().to_string()];
-        if setup.checkpointing == super::setup::Checkpointing::Full {
-            options.push("checkpointing".into());
-        }
-        if setup.activation_offload {
-            options.push("activation offload".into());
-        }
-        if setup.chunked_cross_entropy {
-            options.push("chunked loss".into());
-        }
-        options.join(", ")
-    }
-
-    fn new(
-        model: &Model,
-        setup: TrainingSetup,
-        choice: BatchChoice,
-        card: &GpuCard,
-    ) -> Result<PlannedSetup, PlanError> {
-        let setup = TrainingSetup {
-            micro_batch: choice.micro_batch,
-            gradient_accumulation_steps: choice.grad_accum_steps,
-            ..setup
-        };
-        let breakdown = estimate(model, &setup)?;
-        Ok(PlannedSetup {
-            setup,
-            global_batch: choice.global_batch,
-            per_gpu_bytes: breakdown.total(),
-            breakdown,
-            fits: fits(&breakdown, card.memory_bytes),
-        })
-    }
-
-    pub fn batch(&self) -> BatchChoice {
-        BatchChoice {
-            micro_batch: self.setup.micro_batch,
-            grad_accum_steps: self.setup.gradient_accumulation_steps,
-            global_batch: self.global_batch,
-        }
+/// A planned setup's micro-batch, accumulation and global batch.
+pub fn planned_batch(planned: &PlannedSetup) -> BatchChoice {
+    BatchChoice {
+        micro_batch: planned.setup.micro_batch,
+        grad_accum_steps: planned.setup.gradient_accumulation_steps,
+        global_batch: planned.global_batch,
     }
 }
 
 /// Everything the planner answers for one setup on one card.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Recommendation {
     /// The user's setup at their own micro-batch (with the accumulation that reaches the
     /// target).
@@ -138,7 +109,7 @@ pub fn recommend_for_target(
     target: Option<u64>,
 ) -> Result<Recommendation, PlanError> {
     let yours_batch = BatchChoice::with_micro_batch(setup.micro_batch, setup.gpus, target);
-    let yours = PlannedSetup::new(model, *setup, yours_batch, card)?;
+    let yours = planned_setup(model, *setup, yours_batch, card)?;
     let yours_max = MaxBatches::find(model, setup, card.memory_bytes)?;
     let probe = Probe {
         model,
@@ -159,7 +130,7 @@ pub fn recommend_for_target(
     if let Some(route) = route {
         let max = MaxBatches::find(model, &route.chosen, card.memory_bytes)?;
         if let Some(answer) = choose_batch(max, setup.gpus, target) {
-            let planned = PlannedSetup::new(model, route.chosen, answer.choice, card)?;
+            let planned = planned_setup(model, route.chosen, answer.choice, card)?;
             changes = probe.describe(&route.base, &route.leading, &route.fallbacks)?;
             batch_notes = notes(model, &planned, answer.note)?;
             recommended = Some(planned);
@@ -171,7 +142,7 @@ pub fn recommend_for_target(
         batch_notes.push(format!(
             "Your micro-batch {} gives a global batch of {}, not your target of {target}.",
             yours.setup.micro_batch,
-            batch_product(yours.batch(), yours.setup.gpus)
+            batch_product(planned_batch(&yours), yours.setup.gpus)
         ));
     }
     let strategies = strategy_table(model, setup, card)?;
@@ -184,7 +155,7 @@ pub fn recommend_for_target(
         &changes,
     );
     Ok(Recommendation {
-        breakdown: yours.breakdown,
+        breakdown: yours.breakdown_bytes,
         fits: yours.fits,
         max_micro_batch: if yours_batch.grad_accum_steps > 1 {
             yours_max.accumulating
@@ -319,7 +290,10 @@ fn notes(
                 ..planned.setup
             },
         )?;
-        let host_gib = kept.tensors().saturating_sub(planned.breakdown.tensors()) as f64 / GIB;
+        let host_gib = kept
+            .tensors()
+            .saturating_sub(planned.breakdown_bytes.tensors()) as f64
+            / GIB;
         notes.push(format!(
             "Offloading keeps about {host_gib:.1} GiB of saved activations per GPU in pinned CPU memory."
         ));

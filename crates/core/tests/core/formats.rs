@@ -7,6 +7,10 @@
 
 #[path = "formats/disk.rs"]
 mod disk;
+#[path = "formats/plan_exports.rs"]
+mod plan_exports;
+#[path = "formats/plan_report.rs"]
+mod plan_report;
 #[path = "formats/previous.rs"]
 mod previous;
 #[path = "formats/previous_v4.rs"]

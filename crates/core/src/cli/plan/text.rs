@@ -3,10 +3,10 @@
 
 use std::io::Write;
 
-use crate::plan::memory::MemoryBreakdown;
+use crate::plan::memory::{MemoryBreakdown, safety_margin_reason};
 use crate::plan::model::{LoraTargets, Model};
 use crate::plan::recommend::{
-    ChangeKind, GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes,
+    ChangeKind, GpuCard, PlannedSetup, Recommendation, batch_product, planned_batch, usable_bytes,
 };
 use crate::plan::setup::Method;
 
@@ -69,8 +69,8 @@ pub(super) fn write_report(
         writeln!(
             out,
             "  {:<6} {:<11} {:<14} {:>12} {:>10}",
-            row.method,
-            row.precision,
+            row.method.name(),
+            row.precision.name(),
             if row.checkpointing { "full" } else { "none" },
             gib(row.per_gpu_bytes_at_batch_1),
             row.max_micro_batch
@@ -103,10 +103,10 @@ fn write_breakdowns(
 ) -> std::io::Result<()> {
     let header = recommended.map_or(String::new(), |_| format!(" {:>12}", "recommended"));
     writeln!(out, "  {:<12} {:>12}{header}", "Per GPU", "yours")?;
-    let rows = parts(&yours.breakdown).into_iter().enumerate();
+    let rows = parts(&yours.breakdown_bytes).into_iter().enumerate();
     for (index, (label, bytes)) in rows {
         let other = recommended.map_or(String::new(), |planned| {
-            format!(" {:>12}", gib(parts(&planned.breakdown)[index].1))
+            format!(" {:>12}", gib(parts(&planned.breakdown_bytes)[index].1))
         });
         writeln!(out, "  {label:<12} {:>12}{other}", gib(bytes))?;
     }
@@ -118,7 +118,7 @@ fn write_breakdowns(
         "  {:<12} {:>12}{other} at the peak ({}), as nvidia-smi would show it",
         "Total",
         gib(yours.per_gpu_bytes),
-        yours.breakdown.peak_phase.name()
+        yours.breakdown_bytes.peak_phase.name()
     )?;
     let overheads = &yours.setup.overheads;
     let reserve = match overheads.allocator_reserve_fraction {
@@ -131,12 +131,12 @@ fn write_breakdowns(
         gib(overheads.cuda_context_bytes),
         overheads.allocator.name(),
     )?;
-    if let Some(margin) = yours.breakdown.safety_margin_for {
+    if let Some(margin) = yours.breakdown_bytes.safety_margin_for {
         writeln!(
             out,
             "  Kept free: {} for {}.",
-            gib(yours.breakdown.safety_margin),
-            margin.describe()
+            gib(yours.breakdown_bytes.safety_margin),
+            safety_margin_reason(margin)
         )?;
     }
     Ok(())
@@ -165,7 +165,7 @@ fn write_rows(out: &mut dyn Write, recommendation: &Recommendation) -> std::io::
             out,
             "  {label:<12} {:<6} {:<22} {:<11} {:<36} {:>10} {:>5}",
             planned.setup.method.name(),
-            batch_product(planned.batch(), planned.setup.gpus),
+            batch_product(planned_batch(planned), planned.setup.gpus),
             planned.setup.precision.name(),
             planned.options_summary(),
             gib(planned.per_gpu_bytes),

@@ -11,7 +11,6 @@ mod safetensors;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::PlanError;
@@ -27,7 +26,7 @@ const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 const MAX_INDEX_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What a safetensors checkpoint holds, from its header alone.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckpointSummary {
     /// Elements of all tensors, except GPT-2's stored attention-mask buffers (not parameters).
     pub parameters: u64,

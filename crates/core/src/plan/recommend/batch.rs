@@ -1,8 +1,6 @@
 //! Micro-batch and gradient accumulation: the largest micro-batch that fits, and the pair that
 //! reaches a target global batch exactly, or the nearest global batch, said so.
 
-use serde::Serialize;
-
 use crate::plan::PlanError;
 use crate::plan::memory::{MemoryBreakdown, estimate};
 use crate::plan::model::Model;
@@ -71,7 +69,7 @@ pub fn gradient_accumulation_steps(target_global_batch: u64, micro_batch: u64, g
 
 /// The largest micro-batch that fits in one step and when gradients accumulate: accumulated
 /// gradients are held through the next micro-batch's passes, so the second is never larger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MaxBatches {
     pub single_step: Option<u64>,
     pub accumulating: Option<u64>,
@@ -106,7 +104,7 @@ impl MaxBatches {
 }
 
 /// A micro-batch, its accumulation steps and the global batch they make on `gpus` GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchChoice {
     pub micro_batch: u64,
     pub grad_accum_steps: u64,

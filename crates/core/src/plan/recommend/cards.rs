@@ -1,11 +1,9 @@
 //! The GPUs the planner knows: memory, generation and dense bf16 throughput.
 
-use serde::Serialize;
-
 const MIB: u64 = 1024 * 1024;
 
 /// A GPU the planner can plan for.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GpuCard {
     pub name: String,
     pub memory_bytes: u64,

@@ -3,36 +3,15 @@
 //! again), offloading the saved activations (copies over PCIe), pure bf16 (no speed, some
 //! accuracy), and only then another method (LoRA, then QLoRA).
 
-use serde::Serialize;
-
 use super::batch::fits;
 use super::cards::{GpuCard, supports_bf16};
+use crate::formats::reports::plan::{Change, ChangeKind};
 use crate::plan::PlanError;
 use crate::plan::memory::estimate;
 use crate::plan::model::{Architecture, LoraTargets, Model};
 use crate::plan::setup::{
     Checkpointing, Method, Offload, Optimizer, Precision, Task, TrainingSetup,
 };
-
-/// One kind of change to a setup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChangeKind {
-    /// The card's own mixed precision (bf16 from Ampere on, fp16 with loss scaling before).
-    Precision,
-    /// 8-bit AdamW (paged for QLoRA): a quarter of AdamW's state.
-    EightBitOptimizer,
-    /// The loss's fp32 part one chunk of the sequence at a time.
-    ChunkedCrossEntropy,
-    /// Keep each block's input and recompute the block in the backward pass.
-    Checkpointing,
-    /// Saved activations wait in CPU memory (with checkpointing: the block inputs).
-    ActivationOffload,
-    /// Weights, gradients and optimizer states in bf16.
-    PureBf16,
-    /// LoRA or QLoRA instead of the method asked for.
-    Method,
-}
 
 /// The memory-saving changes, cheapest in speed first.
 pub const FALLBACK_ORDER: [ChangeKind; 5] = [
@@ -42,16 +21,6 @@ pub const FALLBACK_ORDER: [ChangeKind; 5] = [
     ChangeKind::ActivationOffload,
     ChangeKind::PureBf16,
 ];
-
-/// One change the recommendation makes to the user's setup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Change {
-    pub kind: ChangeKind,
-    /// What to do, as an instruction: "turn on gradient checkpointing".
-    pub advice: String,
-    /// Per-GPU memory at micro-batch 1 with this change and the ones before it.
-    pub per_gpu_bytes: u64,
-}
 
 /// `setup` with one change made, or `None` where it does not apply.
 pub fn with_change(

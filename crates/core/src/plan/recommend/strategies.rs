@@ -1,25 +1,12 @@
 //! The strategy table: full / LoRA / QLoRA × precision × checkpointing on one card.
 
-use serde::Serialize;
-
 use super::batch::max_micro_batch;
 use super::cards::{GpuCard, supports_bf16};
+use crate::formats::reports::plan::Strategy;
 use crate::plan::PlanError;
 use crate::plan::memory::estimate;
 use crate::plan::model::{LoraTargets, Model};
 use crate::plan::setup::{Checkpointing, Method, Precision, TrainingSetup};
-
-/// One row of the strategy table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Strategy {
-    pub method: &'static str,
-    pub precision: &'static str,
-    pub checkpointing: bool,
-    /// Per-GPU memory at micro-batch 1.
-    pub per_gpu_bytes_at_batch_1: u64,
-    /// `None` when even micro-batch 1 does not fit.
-    pub max_micro_batch: Option<u64>,
-}
 
 /// Full / LoRA / QLoRA × precision × checkpointing on this card, best first: what fits before
 /// what does not, then full before LoRA before QLoRA, then no recomputation before
@@ -72,8 +59,8 @@ pub fn strategy_table(
                         std::cmp::Reverse(max_batch),
                     ),
                     Strategy {
-                        method: method.name(),
-                        precision: precision.name(),
+                        method: *method,
+                        precision,
                         checkpointing: checkpointing == Checkpointing::Full,
                         per_gpu_bytes_at_batch_1: at_one.total(),
                         max_micro_batch: max_batch,
