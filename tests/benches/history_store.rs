@@ -4,6 +4,7 @@
 //!
 //! Run: `cargo bench --bench history_store`.
 
+use gputune_core::telemetry::history::MetricRow;
 use std::hint::black_box;
 use std::os::unix::fs::MetadataExt;
 

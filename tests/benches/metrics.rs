@@ -12,7 +12,7 @@ use gputune_core::device::{BackendChoice, BackendKind, BackendOptions, open_back
 use gputune_core::metrics::families::{Context, render};
 use gputune_core::service::protocol::Snapshot;
 use gputune_core::tuning::engine::{GpuInfo, GpuTuning};
-use gputune_core::tuning::in_force::SettingsInForce;
+use gputune_core::tuning::in_force::{ControlsInForce, SettingsInForce};
 
 /// A snapshot of the simulated `scenario`, as the service gives it to the feed.
 fn snapshot(scenario: SimScenario) -> Option<Snapshot> {

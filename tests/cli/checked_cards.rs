@@ -6,6 +6,7 @@
 //! keeps the others.
 
 use crate::common;
+use gputune_core::profiles::checked::CheckedOffsets;
 
 use common::FakeMachine;
 use gputune_core::device::Setting;

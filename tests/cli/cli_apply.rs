@@ -4,6 +4,7 @@
 //! lost mid-trial. The fake's write log says which hardware writes happened.
 
 use crate::common;
+use gputune_core::tuning::state_folder::EngineJournal;
 
 use common::process::{Running, spawn_piped};
 

@@ -11,7 +11,7 @@ use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune::device::{BackendKind, DeviceError};
 use gputune::link::LinkEvent;
 use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
-use gputune::tuning::in_force::SettingsInForce;
+use gputune::tuning::in_force::{ControlsInForce, SettingsInForce};
 use gputune::tuning::stats::TrialStats;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::WindowModel;

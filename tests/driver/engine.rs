@@ -5,6 +5,7 @@
 //! passes (trials' countdowns, retries) is in `engine/by_the_clock.rs`, on a manual clock; what a
 //! critical error (Xid) puts back and ends is in `engine/crash.rs`.
 
+use gputune_core::tuning::state_folder::EngineJournal;
 mod bounds;
 mod by_the_clock;
 mod crash;

@@ -12,6 +12,7 @@
 //! the daemon first. `load` opens the window's link to a daemon and prints how long reading
 //! every GPU's history took (docs/benchmarks.md).
 
+use gputune_core::telemetry::history::MetricRow;
 use std::time::{Duration, Instant};
 
 use gputune_core::link::{Link, LinkEvent};

@@ -5,6 +5,7 @@
 //! processes on the fake libnvidia-ml, the daemon on a temporary socket.
 
 use crate::common;
+use gputune_core::tuning::state_folder::EngineJournal;
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};

@@ -7,6 +7,7 @@
 
 use crate::common;
 use crate::common_ui;
+use gputune_core::telemetry::history::MetricRow;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

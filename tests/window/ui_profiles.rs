@@ -3,6 +3,8 @@
 //! profile folder.
 
 use crate::common_ui;
+use gputune_core::profiles::checked::CheckedOffsets;
+use gputune_core::profiles::profile::ProfileOnCard;
 
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;

@@ -4,6 +4,7 @@
 //! result as a profile; a card without clock offsets says there is no undervolt to find.
 
 use crate::common_ui;
+use gputune_core::stability::report::VerdictOfEnding;
 
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;

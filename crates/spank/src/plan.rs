@@ -11,6 +11,7 @@ use gputune_core::device::Setting;
 use gputune_core::formats::tuning::{
     GpuChange, GpuFanCurve, GpuInfo, JobInfo, SessionPurpose, SessionRequest,
 };
+use gputune_core::profiles::profile::ProfileOnCard;
 use gputune_core::profiles::store::ProfileStore;
 use gputune_core::tuning::request::TuneRequest;
 use gputune_core::units::{power_limit_with_share, watts};

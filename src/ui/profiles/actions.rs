@@ -8,6 +8,7 @@ use crate::notice::Notice;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
 use crate::ui::model::GpuModel;
 use crate::ui::profiles::ProfileAction;
+use gputune_core::profiles::profile::ProfileOnCard;
 
 /// What running an action came to.
 pub struct ProfileOutcome {

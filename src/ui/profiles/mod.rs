@@ -4,6 +4,9 @@
 //! (actions.rs, which also saves a sweep's or a scan's result as a profile); folder_watch.rs
 //! notices profiles another program saved, changed or removed.
 
+use gputune_core::profiles::checked::CheckedOffsets;
+use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_core::tuning::in_force::ControlsInForce;
 pub(super) mod actions;
 pub mod folder_watch;
 

@@ -3,6 +3,7 @@
 //! crash (Xid) and what was put back, the last change and who made it, and who makes the changes.
 
 use eframe::egui::{self, RichText};
+use gputune_core::tuning::in_force::ControlsInForce;
 
 use crate::device::Constraints;
 use crate::notice::Notice;

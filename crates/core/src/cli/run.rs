@@ -6,6 +6,8 @@
 //! unless asked, under a guard that ends every process it starts when it ends or gputune dies
 //! (`measure_job::tree`). At the end: duration, energy, average power and peak temperature.
 
+use crate::profiles::profile::ProfileOnCard;
+use crate::stability::record::RecordedCheck;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;

@@ -2,6 +2,8 @@
 //! `stability::scan`), prints each step and what the result saves, and saves it as a profile
 //! on request. Every ending puts the card back.
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 
 use clap::Args;

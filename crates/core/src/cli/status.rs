@@ -1,5 +1,6 @@
 //! `gputune status`: every GPU's identity, constraints and one snapshot, as text or JSON.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;

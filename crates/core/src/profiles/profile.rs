@@ -7,6 +7,9 @@ use crate::device::gate::validate;
 use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
 pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use crate::notice::Notice;
+use crate::profiles::checked::CheckedCardEntry;
+use crate::profiles::checked::CheckedOffsets;
+use crate::stability::record::RecordedCheck;
 use crate::text;
 use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
@@ -46,11 +49,84 @@ pub enum ProfileError {
     Invalid(String),
 }
 
-impl Profile {
+/// A profile for a card: its summary, its checks, and the settings it makes on a card.
+pub trait ProfileOnCard {
     /// What the profile sets, in a few words each and in the words the window uses for what a
     /// card runs: "power limit 315 W (70 %)", "GPU clocks 210-2520 MHz", "memory clocks
     /// 405-810 MHz", "GPU offset +150 MHz", "memory offset +500 MHz", "fan curve".
-    pub fn summary_parts(&self) -> Vec<String> {
+    fn summary_parts(&self) -> Vec<String>;
+
+    /// [`Profile::summary_parts`] in one line, or "nothing".
+    fn summary(&self) -> String;
+
+    /// A profile of what a card runs now, as the engine knows it: the power limit (as watts
+    /// and as a share of the default), the clock locks gputune set, the clock offsets, and the
+    /// fan curve gputune follows. What neither the card nor gputune can tell (a clock lock set
+    /// by another tool, a curve not followed now) is kept from `previous`, the profile of the
+    /// same card being replaced, with its notes and default flag. The window and
+    /// `gputune profile save` both save through here, so they write the same file.
+    fn from_in_force(
+        name: &str,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+        in_force: &SettingsInForce,
+        fan_curve: Option<&FanCurve>,
+        previous: Option<&Profile>,
+    ) -> Profile;
+
+    /// This profile with `previous`'s stability check, when it sets the same clocks and
+    /// limits (a check of other settings says nothing about these), and the cards' own checked
+    /// offsets that still hold (see `Profile::checked_cards_kept_from`).
+    fn keeping_check_of(self, previous: Option<&Profile>) -> Profile;
+
+    /// Whether applying it changes clocks (a lock or an offset): what a stability check is for.
+    fn changes_clocks(&self) -> bool;
+
+    /// "checked stable for 10 min on 26 Nov", "never checked", as seen from the profile's
+    /// own card (a check of another card is named as such: it does not count here).
+    fn check_text(&self) -> String;
+
+    /// [`Profile::check_text`] as seen from the card `uuid` (the window's selected card).
+    fn check_text_for(&self, uuid: &str) -> String;
+
+    /// Whether the profile was saved from this card (same UUID).
+    fn is_for(&self, uuid: &str) -> bool;
+
+    /// Checks that every value could mean something: a usable name, finite numbers in sane
+    /// bounds, locks with min ≤ max, a fan curve `FanCurve` accepts. Files that fail are
+    /// refused when loaded and never written.
+    fn check(&self) -> Result<(), ProfileError>;
+
+    /// The settings that apply this profile to a card. On the card it was saved from, the
+    /// power limit is its watts; on another card, the same share of that card's default limit.
+    /// Clock offsets follow the one rule of `Profile::offsets_for`: the profile's own on its
+    /// card, a card's own checked entry on another, else none (a notice names the card and
+    /// the command that checks it). Every value is clamped to what the card accepts (a notice
+    /// says so), so every setting passes `device::gate`; what the card cannot do is left out
+    /// with a notice.
+    fn for_card(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication;
+
+    /// What `gputune stability --profile` holds on a card: [`Profile::for_card`], except that
+    /// a card with no offsets of its own is checked at the profile's (a stable verdict makes
+    /// them its own).
+    fn to_check_on(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication;
+
+    fn application(
+        &self,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+        offsets: CardOffsets,
+    ) -> ProfileApplication;
+
+    /// Said once when a profile that changes clocks is applied to a card: which offsets it
+    /// gets there and why (another card's own, none, the profile's on trial), else that it
+    /// was never checked on that card (a check of another card does not count), or that its
+    /// last check there found it unstable.
+    fn stability_notice(&self, identity: &GpuIdentity, offsets: &CardOffsets) -> Option<Notice>;
+}
+
+impl ProfileOnCard for Profile {
+    fn summary_parts(&self) -> Vec<String> {
         let mut parts = Vec::new();
         if let Some(power) = self.power_limit {
             parts.push(format!(
@@ -84,8 +160,7 @@ impl Profile {
         parts
     }
 
-    /// [`Profile::summary_parts`] in one line, or "nothing".
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let parts = self.summary_parts();
         if parts.is_empty() {
             "nothing".to_string()
@@ -94,13 +169,7 @@ impl Profile {
         }
     }
 
-    /// A profile of what a card runs now, as the engine knows it: the power limit (as watts
-    /// and as a share of the default), the clock locks gputune set, the clock offsets, and the
-    /// fan curve gputune follows. What neither the card nor gputune can tell (a clock lock set
-    /// by another tool, a curve not followed now) is kept from `previous`, the profile of the
-    /// same card being replaced, with its notes and default flag. The window and
-    /// `gputune profile save` both save through here, so they write the same file.
-    pub fn from_in_force(
+    fn from_in_force(
         name: &str,
         identity: &GpuIdentity,
         constraints: &Constraints,
@@ -158,12 +227,9 @@ impl Profile {
         .keeping_check_of(previous)
     }
 
-    /// This profile with `previous`'s stability check, when it sets the same clocks and
-    /// limits (a check of other settings says nothing about these), and the cards' own checked
-    /// offsets that still hold (see `Profile::checked_cards_kept_from`).
-    pub fn keeping_check_of(mut self, previous: Option<&Profile>) -> Profile {
+    fn keeping_check_of(mut self, previous: Option<&Profile>) -> Profile {
         self.last_check = previous
-            .filter(|previous| previous.checked_settings() == self.checked_settings())
+            .filter(|previous| checked_settings(previous) == checked_settings(&self))
             .and_then(|previous| previous.last_check.clone());
         self.checked_cards = previous
             .map(|previous| self.checked_cards_kept_from(previous))
@@ -171,19 +237,7 @@ impl Profile {
         self
     }
 
-    /// What a stability check depends on: the power limit, locks and offsets.
-    fn checked_settings(&self) -> impl PartialEq + use<> {
-        (
-            self.power_limit.map(|power| power.watts.to_bits()),
-            self.gpu_clock_lock,
-            self.memory_clock_lock,
-            self.gpu_clock_offset_mhz,
-            self.memory_clock_offset_mhz,
-        )
-    }
-
-    /// Whether applying it changes clocks (a lock or an offset): what a stability check is for.
-    pub fn changes_clocks(&self) -> bool {
+    fn changes_clocks(&self) -> bool {
         self.gpu_clock_lock.is_some()
             || self.memory_clock_lock.is_some()
             || self.gpu_clock_offset_mhz.is_some_and(|offset| offset != 0)
@@ -192,29 +246,22 @@ impl Profile {
                 .is_some_and(|offset| offset != 0)
     }
 
-    /// "checked stable for 10 min on 26 Nov", "never checked", as seen from the profile's
-    /// own card (a check of another card is named as such: it does not count here).
-    pub fn check_text(&self) -> String {
+    fn check_text(&self) -> String {
         self.check_text_for(&self.card.uuid)
     }
 
-    /// [`Profile::check_text`] as seen from the card `uuid` (the window's selected card).
-    pub fn check_text_for(&self, uuid: &str) -> String {
+    fn check_text_for(&self, uuid: &str) -> String {
         self.last_check.as_ref().map_or_else(
             || "never checked".to_string(),
             |record| record.describe_for(uuid),
         )
     }
 
-    /// Whether the profile was saved from this card (same UUID).
-    pub fn is_for(&self, uuid: &str) -> bool {
+    fn is_for(&self, uuid: &str) -> bool {
         self.card.uuid.trim().eq_ignore_ascii_case(uuid.trim())
     }
 
-    /// Checks that every value could mean something: a usable name, finite numbers in sane
-    /// bounds, locks with min ≤ max, a fan curve `FanCurve` accepts. Files that fail are
-    /// refused when loaded and never written.
-    pub fn check(&self) -> Result<(), ProfileError> {
+    fn check(&self) -> Result<(), ProfileError> {
         let invalid = |message: String| Err(ProfileError::Invalid(message));
         if self.schema_version != SCHEMA_VERSION {
             return invalid(format!(
@@ -316,29 +363,11 @@ impl Profile {
         Ok(())
     }
 
-    /// The settings that apply this profile to a card. On the card it was saved from, the
-    /// power limit is its watts; on another card, the same share of that card's default limit.
-    /// Clock offsets follow the one rule of `Profile::offsets_for`: the profile's own on its
-    /// card, a card's own checked entry on another, else none (a notice names the card and
-    /// the command that checks it). Every value is clamped to what the card accepts (a notice
-    /// says so), so every setting passes `device::gate`; what the card cannot do is left out
-    /// with a notice.
-    pub fn for_card(
-        &self,
-        identity: &GpuIdentity,
-        constraints: &Constraints,
-    ) -> ProfileApplication {
+    fn for_card(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication {
         self.application(identity, constraints, self.offsets_for(&identity.uuid))
     }
 
-    /// What `gputune stability --profile` holds on a card: [`Profile::for_card`], except that
-    /// a card with no offsets of its own is checked at the profile's (a stable verdict makes
-    /// them its own).
-    pub fn to_check_on(
-        &self,
-        identity: &GpuIdentity,
-        constraints: &Constraints,
-    ) -> ProfileApplication {
+    fn to_check_on(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication {
         self.application(
             identity,
             constraints,
@@ -459,10 +488,6 @@ impl Profile {
         }
     }
 
-    /// Said once when a profile that changes clocks is applied to a card: which offsets it
-    /// gets there and why (another card's own, none, the profile's on trial), else that it
-    /// was never checked on that card (a check of another card does not count), or that its
-    /// last check there found it unstable.
     fn stability_notice(&self, identity: &GpuIdentity, offsets: &CardOffsets) -> Option<Notice> {
         let uuid = identity.uuid.as_str();
         match offsets {
@@ -525,6 +550,17 @@ impl Profile {
             Some(_) => None,
         }
     }
+}
+
+/// What a stability check depends on: the power limit, locks and offsets.
+fn checked_settings(profile: &Profile) -> impl PartialEq + use<> {
+    (
+        profile.power_limit.map(|power| power.watts.to_bits()),
+        profile.gpu_clock_lock,
+        profile.memory_clock_lock,
+        profile.gpu_clock_offset_mhz,
+        profile.memory_clock_offset_mhz,
+    )
 }
 
 /// Checks a profile name: what people see and what the file name is made from.

@@ -6,6 +6,7 @@
 //! corrupt, truncated, from a newer gputune, hostile — is reported with its path (escaped) and
 //! never overwritten, renamed or deleted; the other profiles still load.
 
+use crate::profiles::profile::ProfileOnCard;
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

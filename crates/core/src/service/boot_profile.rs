@@ -3,6 +3,7 @@
 //! names). Each card gets what `Profile::for_card` makes of it, as `gputune profile default`
 //! hands the daemon one card's; the boot defaults are then applied as they always are.
 
+use crate::profiles::profile::ProfileOnCard;
 use std::path::{Path, PathBuf};
 
 use crate::notice::Notice;

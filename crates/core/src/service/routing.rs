@@ -2,6 +2,7 @@
 //! event. A client that stops reading is dropped (and its sessions put back) rather than
 //! allowed to make the service hold its messages forever.
 
+use crate::telemetry::history::MetricRow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //! cooling more than ever.
 
 use crate::device::Setting;
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use crate::profiles::store::StoredProfile;
 use crate::tuning::engine::GpuInfo;
 use crate::tuning::in_force::{ClockLock, Control, SettingsInForce};

@@ -16,8 +16,13 @@ pub const THOROUGH_CHECK_S: f64 = 600.0;
 /// A card whose peak clock came this close to the top of its clock lock ran at the lock.
 const AT_LOCK_MHZ: u32 = 30;
 
-impl Verdict {
-    pub fn of(ending: &Ending) -> Verdict {
+/// The verdict a check's ending gives.
+pub trait VerdictOfEnding {
+    fn of(ending: &Ending) -> Verdict;
+}
+
+impl VerdictOfEnding for Verdict {
+    fn of(ending: &Ending) -> Verdict {
         match ending {
             Ending::Completed => Verdict::Stable,
             Ending::Unstable { .. } => Verdict::Unstable,
@@ -255,6 +260,7 @@ pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u3
 mod tests {
     use super::*;
     use crate::stability::compute::{Checked, Prepared};
+    use crate::stability::record::RecordedCheck;
     use crate::stability::run::{Finding, Tally};
     use crate::stability::watch::Watched;
 

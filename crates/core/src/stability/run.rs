@@ -3,6 +3,7 @@
 //! It never blocks: the caller gives it the card's readings and calls [`CheckRun::tick`] often
 //! (every 10-50 ms); a check and each step of a scan are one `CheckRun`.
 
+use crate::device::XidMeaning;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};

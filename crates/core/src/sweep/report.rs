@@ -1,5 +1,6 @@
 //! A sweep's result for people (a table), for scripts (JSON, CSV) and as a profile.
 
+use crate::profiles::profile::ProfileOnCard;
 use std::path::Path;
 
 use crate::device::{Constraints, GpuIdentity, Setting};

@@ -8,6 +8,7 @@
 //! engine put it back at once, the step is marked unstable and the sweep goes on in a new
 //! session.
 
+use crate::device::XidMeaning;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};

@@ -19,7 +19,7 @@ use column::{SummarizedColumn, THROTTLE_MISSING, ThrottleOr, TimeSteps};
 use quantize::{MetricColumn, steps_per_display_unit};
 
 pub use quantize::stored_bytes;
-pub use row::HistoryRow;
+pub use row::{HistoryRow, MetricRow};
 
 pub(crate) use walk::{Piece, PresentRun};
 

@@ -102,6 +102,7 @@ mod tests {
     use super::*;
     use crate::device::PstateOffsetRange;
     use crate::formats::tuning::ClockLock;
+    use crate::tuning::in_force::ControlsInForce;
 
     fn tuned() -> SettingsInForce {
         SettingsInForce {

@@ -30,15 +30,14 @@ pub const JOURNAL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_sec
 /// The largest lock-holder description read.
 const MAX_HOLDER_BYTES: u64 = 4096;
 
-impl GpuJournal {
+/// A journal this engine writes, stamped with the wall clock.
+pub trait EngineJournal {
     /// A journal of this engine's making.
-    pub fn new(
-        backend: BackendKind,
-        uuid: &str,
-        index: u32,
-        restore: Vec<Setting>,
-        by: &str,
-    ) -> Self {
+    fn new(backend: BackendKind, uuid: &str, index: u32, restore: Vec<Setting>, by: &str) -> Self;
+}
+
+impl EngineJournal for GpuJournal {
+    fn new(backend: BackendKind, uuid: &str, index: u32, restore: Vec<Setting>, by: &str) -> Self {
         GpuJournal {
             format_version: JOURNAL_FORMAT,
             backend,

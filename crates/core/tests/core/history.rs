@@ -3,6 +3,7 @@
 
 use gputune_core::device::{FanReading, Telemetry, ThrottleReasons};
 use gputune_core::telemetry::decimate::{all_points, decimate, throttle_columns};
+use gputune_core::telemetry::history::MetricRow;
 use gputune_core::telemetry::history::{DAY_AT_10_HZ, GpuHistory, Metric};
 use proptest::prelude::*;
 

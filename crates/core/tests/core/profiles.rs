@@ -4,6 +4,8 @@
 //! truncated, from a newer gputune, hostile — are named, left untouched, and do not stop the
 //! others from loading. A property test feeds the loader random and mutated files.
 
+use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_core::tuning::in_force::ControlsInForce;
 use std::path::{Path, PathBuf};
 
 use gputune_core::device::gate::validate;

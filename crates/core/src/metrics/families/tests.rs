@@ -6,6 +6,7 @@ use crate::device::sim::{SimOptions, SimScenario};
 use crate::device::{BackendChoice, BackendKind, BackendOptions, DeviceError, FanMode};
 use crate::service::protocol::Snapshot;
 use crate::tuning::engine::{GpuInfo, GpuTuning, Holder, SessionPurpose};
+use crate::tuning::in_force::ControlsInForce;
 use crate::tuning::in_force::{ClockLock, SettingsInForce};
 
 fn eight_gpus() -> Snapshot {

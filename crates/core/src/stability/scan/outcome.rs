@@ -1,6 +1,9 @@
 //! What a scan found: each measured step, the outcome, what it saves against stock, and the
 //! confirmed offset as a profile.
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
+use crate::stability::report::VerdictOfEnding;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};

@@ -228,6 +228,7 @@ fn uuid_is_file_name(uuid: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::history::MetricRow;
 
     const NOW_MS: u64 = 1_800_000_000_000;
     const UUID: &str = "GPU-0aa1";

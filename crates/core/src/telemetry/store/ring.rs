@@ -4,6 +4,7 @@
 //! a slot not yet written and a slot from a lap ago all read as "no sample" and every other
 //! record survives. The file never grows past the header plus the capacity.
 
+use crate::telemetry::history::MetricRow;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;

@@ -2,6 +2,7 @@
 //! trials and fan curves follow them), a GPU that stops answering, and settings read back that
 //! somebody else changed. A critical error (Xid) is `crash.rs`.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::time::Instant;
 
 use super::{Engine, EngineEvent, SessionId, SessionPurpose};

@@ -8,6 +8,8 @@
 //! plain-applied power limit stays (a lower limit cannot make a card unstable). The crash is
 //! noted as the card's last change, and every client is told in one sentence.
 
+use crate::device::XidMeaning;
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::BTreeSet;
 
 use super::{

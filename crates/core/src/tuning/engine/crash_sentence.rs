@@ -4,6 +4,7 @@
 //! lock were put back; fans kept (the fan curve goes on).").
 
 use super::{Engine, SessionId, SettingLeft};
+use crate::device::XidMeaning;
 use crate::device::{CriticalEvent, Setting, XidResponse};
 use crate::tuning::in_force::{Control, Hold, SettingsInForce};
 

@@ -9,6 +9,7 @@ use crate::device::Telemetry;
 use crate::formats::jobs::{JOB_RECORD_FORMAT, JOULES_PER_KWH, JobRecord};
 use crate::jobs::cost::Price;
 use crate::jobs::tally::CardTally;
+use crate::tuning::in_force::ControlsInForce;
 
 impl Engine {
     /// Sets the price job records are costed at (`None`: no cost in them).

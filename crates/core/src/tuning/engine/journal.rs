@@ -1,6 +1,7 @@
 //! Writing a card's journal: how to put back every control changed temporarily, written
 //! before each temporary change (reading journals back at start is in `restore.rs`).
 
+use crate::tuning::state_folder::EngineJournal;
 use std::collections::BTreeMap;
 
 use super::state::{Layer, RestoreMap, SessionGpu};

@@ -3,6 +3,7 @@
 //! and by an engine without the daemon each time it takes a control's lock (`take_in_journal`).
 //! The put-back itself is `restore.rs`.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::path::Path;
 
 use super::restore::{describe_left, retry_sentence};

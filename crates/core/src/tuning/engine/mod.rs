@@ -52,6 +52,7 @@
 //! above, which import from these and never from each other (one exception, one way: `journals_left.rs` uses two of
 //! `restore.rs`'s sentences). `mod.rs` names each file and re-exports what clients use.
 
+use crate::tuning::in_force::ControlsInForce;
 mod apply;
 mod card_events;
 mod crash;

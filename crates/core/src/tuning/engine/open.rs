@@ -1,5 +1,6 @@
 //! Starting an engine: the GPUs, what they run, the locks, and the journals left to restore.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;

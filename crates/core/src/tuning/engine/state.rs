@@ -3,6 +3,7 @@
 //! crosses to clients): the files that act on it (`session.rs`, `trial.rs`, `fan_curves.rs`,
 //! ...) import it from here and never from each other.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,9 @@
 //! and the daemon's history (changes and ring file), each written by the code that writes it
 //! for real where that code is public.
 
+use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_core::stability::record::RecordedCheck;
+use gputune_core::tuning::state_folder::EngineJournal;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

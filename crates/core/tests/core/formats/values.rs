@@ -17,6 +17,7 @@ use gputune_core::formats::tuning::{
     GpuTuning, Hold, Holder, JobInfo, Notice, SessionPurpose, SessionReport, SettingLeft,
     SettingsInForce, TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
 };
+use gputune_core::telemetry::history::MetricRow;
 
 pub const UUID: &str = "GPU-5a1e0c2d-0000-4000-8000-000000000001";
 
