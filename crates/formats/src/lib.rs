@@ -39,3 +39,4 @@ pub mod sessions;
 pub mod throttle;
 pub mod trial_stats;
 pub mod tuning;
+pub mod units;
