@@ -16,9 +16,9 @@ use super::tune::stability_panel::{StabilityAction, StabilityPanel};
 use super::tune::sweep_panel::{SweepAction, SweepPanel};
 use super::widgets::banner::connection_banner;
 use crate::link::{LinkEvent, TuneCommand};
-use crate::notice::Notice;
 use crate::service::INTERVAL_RANGE_MS;
 use eframe::egui::RichText;
+use gputune_formats::tuning::Notice;
 
 /// The window's sampling interval when the user has not chosen one.
 pub const DEFAULT_INTERVAL_MS: u64 = 500;

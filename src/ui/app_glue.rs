@@ -15,8 +15,8 @@ use super::tune::stability_panel::StabilityAction;
 use super::tune::sweep_panel::SweepAction;
 use crate::clock::wall_clock_ms;
 use crate::link::{Link, LinkCommand, LinkEvent, TuneCommand};
-use crate::notice::Notice;
 use crate::service::client::TuningOptions;
+use gputune_formats::tuning::Notice;
 
 /// An export's outcome: the message for the user, or the error.
 type ExportResult = Result<String, String>;

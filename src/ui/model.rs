@@ -1,14 +1,15 @@
 //! What the window knows about the GPUs: the connection, each GPU's identity, latest reading,
 //! history, and what it runs. Fed only by events from the link to the tuning service.
 
-use crate::device::{BackendKind, DeviceError, Telemetry};
 use crate::link::LinkEvent;
 use crate::link::stability::StabilityView;
-use crate::notice::Notice;
 use crate::sweep::runner::SweepView;
-use crate::telemetry::history::{GpuHistory, HistoryRow};
-use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
+use crate::telemetry::history::GpuHistory;
 pub use crate::ui::reconnect::{Reconnected, Reconnecting};
+use gputune_formats::card::{BackendKind, DeviceError, Telemetry};
+use gputune_formats::history::HistoryRow;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -316,7 +317,7 @@ impl WindowModel {
                             if let Some(enforced_mw) = applied.enforced_power_limit_mw {
                                 text.push_str(&format!(
                                     " The card enforces {}.",
-                                    crate::units::watts_exact(enforced_mw)
+                                    gputune_formats::units::watts_exact(enforced_mw)
                                 ));
                             }
                             Notice::Info(text)

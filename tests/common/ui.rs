@@ -8,13 +8,14 @@ use egui_kittest::Harness;
 use gputune::clock::{Clock, ManualClock};
 use gputune::device::Backend;
 use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune::device::{BackendKind, DeviceError};
 use gputune::link::LinkEvent;
-use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
-use gputune::tuning::in_force::{ControlsInForce, SettingsInForce};
-use gputune::tuning::stats::TrialStats;
+use gputune::tuning::in_force::ControlsInForce;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::WindowModel;
+use gputune_formats::card::{BackendKind, DeviceError};
+use gputune_formats::tuning::SettingsInForce;
+use gputune_formats::tuning::TrialStats;
+use gputune_formats::tuning::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 
 /// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.
 pub fn connected_event(
@@ -153,8 +154,8 @@ pub fn window_harness(state: AppState, size: [f32; 2]) -> Harness<'static, Windo
 /// A trial of a 70 % power limit on a simulated RTX 4090, `seconds_in` seconds into its
 /// `duration_s`, with 30 s of baseline: real numbers for UI tests and screenshots.
 pub fn running_trial(seconds_in: u64, duration_s: u64) -> TrialStatus {
-    use gputune::device::Setting;
     use gputune::device::gate::validate;
+    use gputune_formats::card::Setting;
     let clock = ManualClock::starting_at(START_MS);
     let mut backend = SimBackend::with_clock(
         &SimOptions {

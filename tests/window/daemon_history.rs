@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use common::FakeMachine;
 use common::daemon::{Daemon, window_options};
 use gputune::service::client::{ClientError, ConnectOptions, SocketChoice, TuningClient, connect};
-use gputune::service::protocol::{Request, Response};
-use gputune::telemetry::history::{HistoryRow, Metric};
-use gputune::telemetry::store::HistoryPage;
+use gputune::telemetry::history::Metric;
 use gputune::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
+use gputune_formats::history::HistoryPage;
+use gputune_formats::history::HistoryRow;
+use gputune_formats::protocol::{Request, Response};
 
 fn now_ms() -> u64 {
     gputune::clock::wall_clock_ms()

@@ -13,8 +13,8 @@ use common::{FakeMachine, text};
 use egui_kittest::kittest::Queryable;
 use gputune::link::Link;
 use gputune::service::client::{ConnectOptions, SocketChoice, connect};
-use gputune::telemetry::history::HistoryRow;
 use gputune::ui::model::{Connection, EarlierHistory};
+use gputune_formats::history::HistoryRow;
 
 fn now_ms() -> u64 {
     gputune::clock::wall_clock_ms()
@@ -181,7 +181,7 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
     link.send(gputune::link::LinkCommand::Tune(
         gputune::link::TuneCommand::StartTrial {
             gpu_index: 0,
-            settings: vec![gputune::device::Setting::PowerLimit {
+            settings: vec![gputune_formats::card::Setting::PowerLimit {
                 power_limit_mw: 300_000,
             }],
             duration_s: 600,
@@ -191,7 +191,7 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
         state.model.gpus[0].trial.as_ref().is_some_and(|trial| {
             matches!(
                 trial.phase,
-                gputune::tuning::engine::TrialPhase::Running { .. }
+                gputune_formats::tuning::TrialPhase::Running { .. }
             )
         })
     });
@@ -314,7 +314,7 @@ fn a_change_asked_while_the_daemon_is_away_is_refused_plainly() {
     link.send(gputune::link::LinkCommand::Tune(
         gputune::link::TuneCommand::Apply {
             gpu_index: 0,
-            settings: vec![gputune::device::Setting::PowerLimit {
+            settings: vec![gputune_formats::card::Setting::PowerLimit {
                 power_limit_mw: 300_000,
             }],
         },

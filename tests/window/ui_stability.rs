@@ -15,14 +15,15 @@ use gputune::link::stability::{StabilityKind, StabilityView};
 use gputune::stability::check::CheckProgress;
 use gputune::stability::compute::{Checked, Prepared};
 use gputune::stability::plan::LoadShape;
-use gputune::stability::report::{CheckReport, Verdict};
+use gputune::stability::report::CheckReport;
 use gputune::stability::run::{Ending, Finding, RunResult, Tally};
 use gputune::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
 use gputune::stability::watch::Watched;
-use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose};
-use gputune::tuning::in_force::{ClockLock, Hold};
 use gputune::ui::app::{AppCommand, Tab, TuneView};
 use gputune::ui::tune::stability_panel::StabilityAction;
+use gputune_formats::profile::Verdict;
+use gputune_formats::tuning::{ClockLockInForce, Hold};
+use gputune_formats::tuning::{GpuTuning, Holder, SessionPurpose};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
@@ -90,13 +91,13 @@ fn tally(wrong: u64) -> Tally {
 
 fn report(ending: Ending) -> CheckReport {
     let mut watched = Watched::default();
-    watched.take(&gputune::device::Telemetry {
+    watched.take(&gputune_formats::card::Telemetry {
         sampled_at_ms: 0,
         sm_clock_mhz: Some(2745),
         temperature_c: Some(71),
         power_draw_mw: Some(441_000),
         power_limit_mw: Some(450_000),
-        ..gputune::device::Telemetry::default()
+        ..gputune_formats::card::Telemetry::default()
     });
     CheckReport {
         gpu_index: 0,
@@ -436,7 +437,7 @@ fn unstable_at_settings_the_card_still_runs_offers_put_back() {
     let mut harness = harness(SimScenario::Rtx4090);
     set_tuning(&mut harness, |tuning| {
         tuning.in_force.gpu_clock_offset_mhz = Some(300);
-        tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+        tuning.in_force.gpu_clock_lock = ClockLockInForce::Locked {
             min_mhz: 210,
             max_mhz: 2520,
         };
@@ -468,7 +469,7 @@ fn unstable_at_settings_the_card_still_runs_offers_put_back() {
     // Once the card is back at stock, there is nothing to put back.
     set_tuning(&mut harness, |tuning| {
         tuning.in_force.gpu_clock_offset_mhz = Some(0);
-        tuning.in_force.gpu_clock_lock = ClockLock::Unlocked;
+        tuning.in_force.gpu_clock_lock = ClockLockInForce::Unlocked;
     });
     assert!(harness.query_by_label("Put back").is_none());
 }

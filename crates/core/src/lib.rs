@@ -14,7 +14,6 @@ pub mod join;
 pub mod link;
 pub mod measure_job;
 pub mod metrics;
-pub mod notice;
 pub mod plan;
 pub mod profiles;
 pub mod service;

@@ -1,8 +1,8 @@
 //! What a session holds and the clock locks in force, in words: the methods of
 //! `tuning::Hold` and `tuning::ClockLock`.
 
-use crate::formats::card::Setting;
-use crate::formats::tuning::{ClockLock, Hold};
+use crate::card::Setting;
+use crate::tuning::{ClockLockInForce, Hold};
 
 impl Hold {
     pub const ALL: [Hold; 6] = [
@@ -72,24 +72,26 @@ pub fn describe_holds(holds: &[Hold]) -> (String, &'static str) {
     (text, verb)
 }
 
-impl ClockLock {
+impl ClockLockInForce {
     /// "210-2520 MHz", "unlocked", "not known (NVML cannot read clock locks)".
     pub fn describe(self) -> String {
         match self {
-            ClockLock::Unlocked => "unlocked".to_string(),
-            ClockLock::Locked { min_mhz, max_mhz } => format!("{min_mhz}-{max_mhz} MHz"),
-            ClockLock::Unknown => "not known (NVML cannot read clock locks)".to_string(),
+            ClockLockInForce::Unlocked => "unlocked".to_string(),
+            ClockLockInForce::Locked { min_mhz, max_mhz } => format!("{min_mhz}-{max_mhz} MHz"),
+            ClockLockInForce::Unknown => "not known (NVML cannot read clock locks)".to_string(),
         }
     }
 
     /// The lock a setting leaves, if it is a lock setting.
-    pub fn after(setting: &Setting) -> Option<ClockLock> {
+    pub fn after(setting: &Setting) -> Option<ClockLockInForce> {
         match *setting {
             Setting::LockGpuClocks { min_mhz, max_mhz }
             | Setting::LockMemoryClocks { min_mhz, max_mhz } => {
-                Some(ClockLock::Locked { min_mhz, max_mhz })
+                Some(ClockLockInForce::Locked { min_mhz, max_mhz })
             }
-            Setting::ResetGpuClocks | Setting::ResetMemoryClocks => Some(ClockLock::Unlocked),
+            Setting::ResetGpuClocks | Setting::ResetMemoryClocks => {
+                Some(ClockLockInForce::Unlocked)
+            }
             _ => None,
         }
     }

@@ -1,6 +1,6 @@
 //! A notice's text and level, for a terminal's `gputune: warning: ...` and the window.
 
-use crate::formats::tuning::Notice;
+use crate::tuning::Notice;
 
 impl Notice {
     pub fn text(&self) -> &str {

@@ -1,9 +1,9 @@
 //! Sessions, holders and refusals in words, and the small facts clients ask of them (whether
 //! everything went back, the energy a session used).
 
-use crate::formats::card::DeviceError;
-use crate::formats::holds::describe_holds;
-use crate::formats::tuning::{
+use crate::card::DeviceError;
+use crate::holds::describe_holds;
+use crate::tuning::{
     GpuRestored, Holder, JobInfo, SessionPurpose, SessionReport, TuneError, TuneErrorKind,
 };
 

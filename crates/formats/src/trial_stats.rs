@@ -1,9 +1,9 @@
 //! A run of samples summed up (`tuning::TrialStats`): averages, peaks, energy, throttle time
 //! and whether the temperature settled. Every before / during comparison starts here.
 
-use crate::formats::card::Telemetry;
-use crate::formats::throttle::ThrottleReason;
-use crate::formats::tuning::{TemperatureTrend, ThrottleTime, TrialStats};
+use crate::card::Telemetry;
+use crate::throttle::ThrottleReason;
+use crate::tuning::{TemperatureTrend, ThrottleTime, TrialStats};
 
 /// The span over which the temperature must hold still to count as settled.
 const SETTLE_WINDOW_MS: u64 = 30_000;

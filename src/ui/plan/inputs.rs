@@ -64,7 +64,7 @@ impl PlanPanel {
         let kind = ModelKind::of(&self.model);
         ui.label(format!(
             "{} parameters",
-            crate::units::parameters(self.model.parameter_count())
+            gputune_formats::units::parameters(self.model.parameter_count())
         ));
         ui.separator();
 

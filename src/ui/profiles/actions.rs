@@ -4,11 +4,11 @@
 
 use crate::folders::Folders;
 use crate::link::TuneCommand;
-use crate::notice::Notice;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
 use crate::ui::model::GpuModel;
 use crate::ui::profiles::ProfileAction;
 use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_formats::tuning::Notice;
 
 /// What running an action came to.
 pub struct ProfileOutcome {

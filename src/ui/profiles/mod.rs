@@ -12,11 +12,11 @@ pub mod folder_watch;
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::notice::Notice;
-use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, StoredProfile};
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
+use gputune_formats::profile::Profile;
+use gputune_formats::tuning::Notice;
 
 /// What the Profiles tab asks the app to do.
 #[derive(Debug, Clone, PartialEq)]

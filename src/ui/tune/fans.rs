@@ -6,12 +6,12 @@ use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 
 use crate::link::TuneCommand;
-use crate::tuning::engine::SessionPurpose;
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::Hold;
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
 use crate::ui::tune::TunePanel;
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::SessionPurpose;
 
 impl TunePanel {
     pub(super) fn fan_section(

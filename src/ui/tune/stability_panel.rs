@@ -8,12 +8,13 @@ use crate::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
 use crate::stability::busy::checking_holder;
 use crate::stability::plan::LoadShape;
 use crate::stability::put_back::stock_clocks;
-use crate::stability::report::{CheckReport, Verdict, describe_settings};
+use crate::stability::report::{CheckReport, describe_settings};
 use crate::stability::scan::ScanStep;
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, WARNING_TEXT};
 use crate::ui::widgets::labelled::labelled;
-use crate::units::{duration_s, large_count};
+use gputune_formats::profile::Verdict;
+use gputune_formats::units::{duration_s, large_count};
 
 const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
 
@@ -103,7 +104,7 @@ impl StabilityPanel {
                     holder
                         .purpose
                         .describe_by(&crate::text::printable(&holder.by)),
-                    crate::units::local_time(holder.since_ms, "%H:%M:%S")
+                    gputune_formats::units::local_time(holder.since_ms, "%H:%M:%S")
                 ))
                 .strong(),
             );
@@ -454,7 +455,7 @@ fn steps_grid(ui: &mut egui::Ui, gpu_index: u32, stock: Option<&ScanStep>, steps
                     }
                 }
                 ui.label(
-                    crate::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
+                    gputune_formats::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
                         .unwrap_or_else(|| "—".to_string()),
                 );
                 ui.label(

@@ -15,10 +15,10 @@ use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
 use crate::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
 use crate::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
 use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
-use crate::tuning::in_force::Hold;
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::labelled::labelled;
+use gputune_formats::tuning::Hold;
 
 const MEASURED: Color32 = Color32::from_rgb(0x4d, 0xd0, 0xe1);
 const RECOMMENDED: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
@@ -180,7 +180,7 @@ impl SweepPanel {
                         .info
                         .constraints
                         .power_limit_default_mw
-                        .map_or(String::new(), crate::units::watts_exact);
+                        .map_or(String::new(), gputune_formats::units::watts_exact);
                     let label = ui.label("Power limits, %");
                     ui.text_edit_singleline(&mut self.power_limits)
                         .labelled_by(label.id)

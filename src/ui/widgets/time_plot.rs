@@ -5,9 +5,9 @@ use egui_plot::{HLine, HoverPosition, Legend, Line, LineStyle, Plot, PlotUi};
 
 use crate::telemetry::decimate::decimate;
 use crate::telemetry::history::{GpuHistory, Metric};
-use crate::tuning::engine::ChangeNote;
 use crate::ui::widgets::change_marks::{group_changes, label_groups, mark_changes};
 use crate::ui::widgets::time_axis::{TimeSpan, axis_label, clock_time, seconds, unix_ms};
+use gputune_formats::tuning::ChangeNote;
 
 /// Height of one graph, in points.
 const PLOT_HEIGHT: f32 = 140.0;

@@ -312,7 +312,7 @@ pub fn run_command(
                 writeln!(
                     out,
                     "{name:<20} {:>8} parameters",
-                    crate::units::parameters(model.parameter_count())
+                    gputune_formats::units::parameters(model.parameter_count())
                 )?;
             }
         }

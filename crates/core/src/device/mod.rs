@@ -15,16 +15,14 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::formats::throttle::{ThrottleReason, ThrottleReasons};
-pub use process::{GpuProcess, ProcessKind};
+use gputune_formats::card::GpuProcess;
 pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidMeaning, XidResponse};
 
-pub use crate::formats::card::{
-    BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,
-    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, PstateOffset, PstateOffsetRange, Setting,
-    Telemetry,
-};
 use gate::ValidatedSetting;
+use gputune_formats::card::{
+    BackendKind, Constraints, CriticalEvent, DeviceError, FanMode, GpuIdentity, OffsetRangeMhz,
+    PstateOffset, PstateOffsetRange, Telemetry,
+};
 
 /// The P-states compute work runs in: P0, and P2, where GeForce cards run CUDA (they leave P0
 /// to graphics). An offset for compute is written to each of them the card offers offsets in.

@@ -1,7 +1,7 @@
 //! The processes that use a GPU: what NVML lists (pid, kind of context, VRAM), and who they are
 //! (user and command, from /proc; see `procfs`).
 
-pub use crate::formats::card::{GpuProcess, ProcessKind};
+use gputune_formats::card::{GpuProcess, ProcessKind};
 
 /// The longest command line kept, in characters; longer ones end in "…".
 pub const MAX_COMMAND_CHARS: usize = 240;

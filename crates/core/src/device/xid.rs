@@ -2,7 +2,7 @@
 //! engine does about each class of them: one table, written out in docs/architecture.md
 //! (safety rule 7).
 
-use super::CriticalEvent;
+use gputune_formats::card::CriticalEvent;
 
 /// What the tuning engine does when a card reports an Xid, by class (docs/architecture.md,
 /// safety rule 7). Clock offsets and locks are the tuning an unstable card most likely runs;

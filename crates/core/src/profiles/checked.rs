@@ -4,12 +4,12 @@
 //! ([`Profile::offsets_for`]) is what `Profile::for_card` applies for the window, `profile
 //! apply`, `run --profile`, boot defaults and the Slurm plugin alike.
 
-use crate::device::Setting;
-pub use crate::formats::profile::{CheckedBy, CheckedCard};
-use crate::formats::profile::{Profile, Verdict};
 use crate::profiles::profile::ProfileOnCard;
 use crate::stability::record::RecordedCheck;
 use crate::text::short_uuid;
+use gputune_formats::card::Setting;
+use gputune_formats::profile::{CheckedBy, CheckedCard};
+use gputune_formats::profile::{Profile, Verdict};
 
 /// The most cards one profile remembers checks of: far beyond any node.
 pub const CHECKED_CARDS_MAX: usize = 256;
@@ -77,8 +77,8 @@ impl CheckedCardEntry for CheckedCard {
             CheckedBy::Scan => "a scan",
             CheckedBy::Check => "a check",
         };
-        let day = crate::units::local_time(self.checked_at_ms, "%-d %b");
-        let ran = crate::units::duration_s(self.ran_s);
+        let day = gputune_formats::units::local_time(self.checked_at_ms, "%-d %b");
+        let ran = gputune_formats::units::duration_s(self.ran_s);
         let verdict = match self.verdict {
             Verdict::Stable => format!("{by} found it stable for {ran} on {day}"),
             Verdict::Unstable => format!("{by} found it UNSTABLE on {day}; it counts as no check"),

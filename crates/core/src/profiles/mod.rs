@@ -5,7 +5,5 @@ pub mod checked;
 pub mod profile;
 pub mod store;
 
-pub use profile::{
-    CardIdentity, ClockLock, PowerLimit, Profile, ProfileApplication, ProfileError, SCHEMA_VERSION,
-};
+pub use profile::{ProfileApplication, ProfileError};
 pub use store::{LoadProblem, ProfileStore, StoreError, StoredProfile};

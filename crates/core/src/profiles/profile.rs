@@ -4,16 +4,18 @@
 
 use super::checked::CardOffsets;
 use crate::device::gate::validate;
-use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
-pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
-use crate::notice::Notice;
 use crate::profiles::checked::CheckedCardEntry;
 use crate::profiles::checked::CheckedOffsets;
 use crate::stability::record::RecordedCheck;
 use crate::text;
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
-use crate::units::watts_exact;
+use gputune_formats::card::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::profile::{
+    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
+};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::units::watts_exact;
 
 /// The longest profile name, in characters.
 pub const NAME_MAX_CHARS: usize = 100;
@@ -131,8 +133,8 @@ impl ProfileOnCard for Profile {
         if let Some(power) = self.power_limit {
             parts.push(format!(
                 "power limit {} W ({} %)",
-                crate::units::plain_number(power.watts),
-                crate::units::plain_number(power.percent_of_default)
+                gputune_formats::units::plain_number(power.watts),
+                gputune_formats::units::plain_number(power.percent_of_default)
             ));
         }
         for (clock, lock) in [
@@ -189,10 +191,12 @@ impl ProfileOnCard for Profile {
                 watts: f64::from(power_limit_mw) / 1000.0,
             })
         });
-        let lock = |lock: ClockLockState, kept: Option<ClockLock>| match lock {
-            ClockLockState::Locked { min_mhz, max_mhz } => Some(ClockLock { min_mhz, max_mhz }),
-            ClockLockState::Unlocked => None,
-            ClockLockState::Unknown => kept,
+        let lock = |lock: ClockLockInForce, kept: Option<ProfileClockLock>| match lock {
+            ClockLockInForce::Locked { min_mhz, max_mhz } => {
+                Some(ProfileClockLock { min_mhz, max_mhz })
+            }
+            ClockLockInForce::Unlocked => None,
+            ClockLockInForce::Unknown => kept,
         };
         Profile {
             schema_version: SCHEMA_VERSION,
@@ -540,7 +544,7 @@ impl ProfileOnCard for Profile {
                 self.name,
                 record.describe_for(uuid)
             ))),
-            Some(record) if record.verdict == crate::formats::profile::Verdict::Unstable => {
+            Some(record) if record.verdict == gputune_formats::profile::Verdict::Unstable => {
                 Some(Notice::Warning(format!(
                     "The profile \"{}\" was {}: it may compute wrong results ({check} again).",
                     self.name,
@@ -673,7 +677,7 @@ fn power_setting(
 /// cannot lock that clock.
 fn clamp_lock(
     clock: &str,
-    lock: ClockLock,
+    lock: ProfileClockLock,
     range: Option<ClockRangeMhz>,
     notices: &mut Vec<String>,
 ) -> Option<(u32, u32)> {

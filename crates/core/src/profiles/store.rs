@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::folders::{CONFIG_DIR_ENV, Folders};
 use crate::fsafe::{self, FileError, Links};
-use crate::profiles::profile::{Profile, SCHEMA_VERSION};
 use crate::text;
+use gputune_formats::profile::{Profile, SCHEMA_VERSION};
 
 /// The folder inside the config folder that holds the profile files.
 pub const PROFILES_FOLDER: &str = "profiles";

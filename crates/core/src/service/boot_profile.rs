@@ -6,10 +6,10 @@
 use crate::profiles::profile::ProfileOnCard;
 use std::path::{Path, PathBuf};
 
-use crate::notice::Notice;
-use crate::profiles::Profile;
-use crate::service::protocol::BootDefault;
 use crate::tuning::engine::Engine;
+use gputune_formats::profile::Profile;
+use gputune_formats::protocol::BootDefault;
+use gputune_formats::tuning::Notice;
 
 /// The node's profile, read from `--boot-profile FILE` before any card is opened.
 #[derive(Debug, Clone)]

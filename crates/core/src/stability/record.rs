@@ -3,9 +3,9 @@
 //! was checked), and how it reads.
 
 use super::report::THOROUGH_CHECK_S;
-use crate::formats::profile::{CheckRecord, Verdict};
 use crate::text::short_uuid;
-use crate::units::duration_s;
+use gputune_formats::profile::{CheckRecord, Verdict};
+use gputune_formats::units::duration_s;
 
 /// The longest verdict sentence a profile keeps, in characters.
 const RECORD_SUMMARY_MAX_CHARS: usize = 2_000;
@@ -98,7 +98,7 @@ impl RecordedCheck for CheckRecord {
     }
 
     fn verdict_words(&self, short_caveat: bool) -> String {
-        let day = crate::units::local_time(self.ended_at_ms, "%-d %b");
+        let day = gputune_formats::units::local_time(self.ended_at_ms, "%-d %b");
         match self.verdict {
             Verdict::Stable if short_caveat && self.ran_s < THOROUGH_CHECK_S => format!(
                 "checked stable for only {} on {day}, a short check; a thorough one runs {}",

@@ -5,11 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{COMPUTE_PSTATES, CurrentSettings, FanMode, Setting, compute_offset_mhz};
-pub use crate::formats::holds::describe_holds;
-pub use crate::formats::tuning::{ClockLock, Hold, LockRecord, SettingsInForce};
+use crate::device::{COMPUTE_PSTATES, CurrentSettings, compute_offset_mhz};
 pub use crate::tuning::pstate_offsets::{controls_written, describe_offset, pstates_at};
 use crate::tuning::pstate_offsets::{offset_in, set_offsets};
+use gputune_formats::card::{FanMode, Setting};
+use gputune_formats::tuning::{ClockLockInForce, Hold, LockRecord, SettingsInForce};
 
 /// One thing on a card that a setting changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -148,10 +148,10 @@ impl ControlsInForce for SettingsInForce {
         match *setting {
             Setting::PowerLimit { power_limit_mw } => self.power_limit_mw = Some(power_limit_mw),
             Setting::LockGpuClocks { .. } | Setting::ResetGpuClocks => {
-                self.gpu_clock_lock = ClockLock::after(setting).unwrap_or_default();
+                self.gpu_clock_lock = ClockLockInForce::after(setting).unwrap_or_default();
             }
             Setting::LockMemoryClocks { .. } | Setting::ResetMemoryClocks => {
-                self.memory_clock_lock = ClockLock::after(setting).unwrap_or_default();
+                self.memory_clock_lock = ClockLockInForce::after(setting).unwrap_or_default();
             }
             Setting::GpuClockOffset { offset_mhz } => {
                 self.gpu_clock_offset_mhz = Some(offset_mhz);
@@ -195,18 +195,18 @@ impl ControlsInForce for SettingsInForce {
                 .power_limit_mw
                 .map(|power_limit_mw| (Setting::PowerLimit { power_limit_mw }, true)),
             Control::GpuClockLock => Some(match self.gpu_clock_lock {
-                ClockLock::Locked { min_mhz, max_mhz } => {
+                ClockLockInForce::Locked { min_mhz, max_mhz } => {
                     (Setting::LockGpuClocks { min_mhz, max_mhz }, true)
                 }
-                ClockLock::Unlocked => (Setting::ResetGpuClocks, true),
-                ClockLock::Unknown => (Setting::ResetGpuClocks, false),
+                ClockLockInForce::Unlocked => (Setting::ResetGpuClocks, true),
+                ClockLockInForce::Unknown => (Setting::ResetGpuClocks, false),
             }),
             Control::MemoryClockLock => Some(match self.memory_clock_lock {
-                ClockLock::Locked { min_mhz, max_mhz } => {
+                ClockLockInForce::Locked { min_mhz, max_mhz } => {
                     (Setting::LockMemoryClocks { min_mhz, max_mhz }, true)
                 }
-                ClockLock::Unlocked => (Setting::ResetMemoryClocks, true),
-                ClockLock::Unknown => (Setting::ResetMemoryClocks, false),
+                ClockLockInForce::Unlocked => (Setting::ResetMemoryClocks, true),
+                ClockLockInForce::Unknown => (Setting::ResetMemoryClocks, false),
             }),
             Control::GpuClockOffset => self
                 .gpu_clock_offset_mhz
@@ -275,15 +275,15 @@ impl ControlsInForce for SettingsInForce {
         if let Some(power_limit_mw) = self.power_limit_mw {
             parts.push(format!(
                 "power limit {}",
-                crate::units::watts_exact(power_limit_mw)
+                gputune_formats::units::watts_exact(power_limit_mw)
             ));
         }
         match self.gpu_clock_lock {
-            ClockLock::Unknown => {}
+            ClockLockInForce::Unknown => {}
             lock => parts.push(format!("GPU clocks {}", lock.describe())),
         }
         match self.memory_clock_lock {
-            ClockLock::Unknown => {}
+            ClockLockInForce::Unknown => {}
             lock => parts.push(format!("memory clocks {}", lock.describe())),
         }
         if let Some(offset) = self.gpu_clock_offset_mhz {
@@ -328,16 +328,16 @@ pub fn fans_summary(fans: &[FanMode]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::PstateOffset;
+    use gputune_formats::card::PstateOffset;
 
     fn tuned() -> SettingsInForce {
         SettingsInForce {
             power_limit_mw: Some(315_000),
-            gpu_clock_lock: ClockLock::Locked {
+            gpu_clock_lock: ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: ClockLock::Unlocked,
+            memory_clock_lock: ClockLockInForce::Unlocked,
             gpu_clock_offset_mhz: Some(150),
             memory_clock_offset_mhz: Some(0),
             fans: Some(vec![FanMode::Manual { speed_pct: 60 }, FanMode::Automatic]),
@@ -426,7 +426,7 @@ mod tests {
         now.record_applied(&Setting::PowerLimit {
             power_limit_mw: 300_000,
         });
-        assert_eq!(now.gpu_clock_lock, ClockLock::Unlocked);
+        assert_eq!(now.gpu_clock_lock, ClockLockInForce::Unlocked);
         assert_eq!(
             now.readable_differences(&tuned()),
             vec![Control::PowerLimit, Control::Fan { fan_index: 0 }]

@@ -11,11 +11,11 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::clock::wall_clock_ms;
-use crate::device::{BackendKind, Setting};
-pub use crate::formats::files::{GpuJournal, JOURNAL_FORMAT, LOCK_RECORD_FORMAT};
-use crate::formats::files::{JournalUnread, RecordFile, parse_journal, parse_record};
 use crate::fsafe::{self, FileError, Links};
-use crate::tuning::in_force::{Hold, LockRecord};
+use gputune_formats::card::{BackendKind, Setting};
+use gputune_formats::files::{GpuJournal, JOURNAL_FORMAT, LOCK_RECORD_FORMAT};
+use gputune_formats::files::{JournalUnread, RecordFile, parse_journal, parse_record};
+use gputune_formats::tuning::{Hold, LockRecord};
 
 /// The daemon's state folder under systemd (`RuntimeDirectory=gputune`, then `state`): an
 /// engine running as root without the daemon records its clock locks here too, so the daemon
@@ -588,11 +588,11 @@ mod tests {
         let shared = dir.path().join("run").join("gputune").join("state");
         let folder = folder.with_record_folder(&shared).unwrap();
         let locks = LockRecord {
-            gpu_clock_lock: crate::tuning::in_force::ClockLock::Locked {
+            gpu_clock_lock: gputune_formats::tuning::ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: crate::tuning::in_force::ClockLock::Unknown,
+            memory_clock_lock: gputune_formats::tuning::ClockLockInForce::Unknown,
         };
         folder.write_locks("GPU-1", locks).unwrap();
         assert!(shared.join("record-GPU-1.json").exists());
@@ -608,11 +608,11 @@ mod tests {
     fn locks_are_recorded_for_this_boot() {
         let (_dir, folder) = folder();
         let locks = LockRecord {
-            gpu_clock_lock: crate::tuning::in_force::ClockLock::Locked {
+            gpu_clock_lock: gputune_formats::tuning::ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: crate::tuning::in_force::ClockLock::Unlocked,
+            memory_clock_lock: gputune_formats::tuning::ClockLockInForce::Unlocked,
         };
         assert_eq!(folder.read_locks("GPU-1"), None);
         folder.write_locks("GPU-1", locks).unwrap();

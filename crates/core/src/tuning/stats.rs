@@ -2,8 +2,8 @@
 //! a sweep step): one statistics type, and one comparison table that the window draws as a grid
 //! and the terminal prints as text.
 
-use crate::device::ThrottleReason;
-pub use crate::formats::tuning::{TemperatureTrend, ThrottleTime, TrialStats};
+use gputune_formats::throttle::ThrottleReason;
+use gputune_formats::tuning::{TemperatureTrend, TrialStats};
 
 /// One row of a before / during comparison, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,7 +217,10 @@ pub fn comparison_table(before: &TrialStats, during: &TrialStats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{FanReading, Telemetry, ThrottleReasons};
+    use gputune_formats::{
+        card::{FanReading, Telemetry},
+        throttle::ThrottleReasons,
+    };
 
     fn sample(at_s: u64, power_w: u32, clock_mhz: u32, temperature_c: u32) -> Telemetry {
         Telemetry {

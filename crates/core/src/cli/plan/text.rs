@@ -27,8 +27,8 @@ pub(super) fn write_report(
         out,
         "{}: {} parameters ({} trained) on {} ({})",
         crate::text::printable(&model.name),
-        crate::units::parameters(model.parameter_count()),
-        crate::units::parameters(trainable.max(0.0) as u64),
+        gputune_formats::units::parameters(model.parameter_count()),
+        gputune_formats::units::parameters(trainable.max(0.0) as u64),
         card.name,
         gib(card.memory_bytes)
     )?;

@@ -5,8 +5,8 @@
 use super::Metric;
 use super::column::{THROTTLE_BITS, THROTTLE_MISSING};
 use super::quantize::quantize;
-use crate::device::Telemetry;
-pub use crate::formats::history::{HISTORY_VALUES, HistoryRow};
+use gputune_formats::card::Telemetry;
+use gputune_formats::history::{HISTORY_VALUES, HistoryRow};
 
 // The row's array holds one value per metric.
 const _: () = assert!(Metric::ALL.len() == HISTORY_VALUES);

@@ -11,7 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::fsafe::{self, FileError};
-use crate::telemetry::history::{HistoryRow, Metric, stored_bytes};
+use crate::telemetry::history::{Metric, stored_bytes};
+use gputune_formats::history::HistoryRow;
 
 /// Bytes per record: time (8), the metrics (23), throttle bits (2), flags (1), spare (2),
 /// CRC-32 (4).

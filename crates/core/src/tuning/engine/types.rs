@@ -5,11 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::formats::tuning::{
-    ChangeNote, ClientId, CriticalNote, EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuRestored,
-    GpuStats, GpuTuning, Holder, JobInfo, SessionId, SessionPurpose, SessionReport, SettingLeft,
-    TrialPhase, TrialStatus, TuneError, TuneErrorKind,
-};
+use gputune_formats::tuning::ClientId;
 
 /// The client a kept fan curve's session belongs to: no connection has it, so no client's
 /// going away ends the curve (service clients are numbered from 1; 0 is the daemon's boot
