@@ -1,5 +1,5 @@
 //! What a session holds and the clock locks in force, in words: the methods of
-//! `tuning::Hold` and `tuning::ClockLock`.
+//! `tuning::Hold` and `tuning::ClockLockInForce`.
 
 use crate::card::Setting;
 use crate::tuning::{ClockLockInForce, Hold};
