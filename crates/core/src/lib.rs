@@ -1,7 +1,8 @@
 //! gputune without its window: the hardware, the tuning engine and its daemon, the planner,
-//! the stability check and the command line. No egui here (the crate does not depend on it);
-//! docs/architecture.md describes the rooms, the threads, the daemon's protocol and the
-//! safety rules.
+//! the stability check and the command line. No egui here (the crate does not depend on it).
+//! The types that cross the socket or land on disk are the crate `gputune_formats`, imported
+//! by its name (nothing here re-exports them). docs/architecture.md describes the rooms, the
+//! threads, the daemon's protocol and the safety rules.
 
 pub mod cli;
 pub mod clock;
