@@ -4,7 +4,6 @@
 
 use crate::common_ui;
 use gputune_core::profiles::checked::CheckedOffsets;
-use gputune_core::profiles::profile::ProfileOnCard;
 
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;

@@ -37,6 +37,7 @@ pub mod jobs;
 pub mod legacy;
 pub mod notice;
 pub mod profile;
+mod profile_summary;
 pub mod protocol;
 pub mod readings;
 pub mod sessions;

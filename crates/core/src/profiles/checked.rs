@@ -4,7 +4,6 @@
 //! ([`Profile::offsets_for`]) is what `Profile::for_card` applies for the window, `profile
 //! apply`, `run --profile`, boot defaults and the Slurm plugin alike.
 
-use crate::profiles::profile::ProfileOnCard;
 use crate::stability::record::RecordedCheck;
 use crate::text::short_uuid;
 use gputune_formats::card::Setting;

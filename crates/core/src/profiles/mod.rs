@@ -2,6 +2,7 @@
 //! each in the config folder (`store`); each card's own checked clock offsets (`checked`).
 
 pub mod checked;
+mod on_card;
 pub mod profile;
 pub mod store;
 
