@@ -3,6 +3,7 @@
 //! with its state folder of locks, journals and records. Every write passes `device::gate`.
 
 pub mod engine;
+pub mod gpu_locks;
 pub mod in_force;
 pub mod lock_evidence;
 pub mod pstate_offsets;

@@ -3,7 +3,7 @@
 //! takes one lock per control it changes, giving each back when nothing needs it any more.
 
 use super::{Engine, Ownership};
-use crate::tuning::state_folder::LockRefused;
+use crate::tuning::gpu_locks::LockRefused;
 use gputune_formats::tuning::{ClockLockInForce, Hold};
 use gputune_formats::tuning::{TuneError, TuneErrorKind};
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::types::ClientInfo;
 use crate::device::gate::ValidatedSetting;
+use crate::tuning::gpu_locks::GpuLock;
 use crate::tuning::in_force::Control;
-use crate::tuning::state_folder::GpuLock;
 use gputune_formats::card::{Setting, Telemetry};
 use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::tuning::TrialStats;
