@@ -1,8 +1,8 @@
-//! What a session holds and the clock locks in force, in words: the methods of
-//! `tuning::Hold` and `tuning::ClockLockInForce`.
+//! What a session holds and the clock locks in force: the methods of `tuning::Hold` and
+//! `tuning::ClockLockInForce`, and the locks of a `SettingsInForce`.
 
 use crate::card::Setting;
-use crate::tuning::{ClockLockInForce, Hold};
+use crate::tuning::{ClockLockInForce, Hold, LockRecord, SettingsInForce};
 
 impl Hold {
     pub const ALL: [Hold; 6] = [
@@ -93,6 +93,16 @@ impl ClockLockInForce {
                 Some(ClockLockInForce::Unlocked)
             }
             _ => None,
+        }
+    }
+}
+
+impl SettingsInForce {
+    /// The clock locks, for the engine's record.
+    pub fn locks(&self) -> LockRecord {
+        LockRecord {
+            gpu_clock_lock: self.gpu_clock_lock,
+            memory_clock_lock: self.memory_clock_lock,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! A profile in words and what it changes: `Profile::summary`, shared by `profile list` and the
 //! Profiles tab, and the questions every room asks of it (whether it changes clocks, which
-//! card it was saved from).
+//! card it was saved from, which card a stability check counts on).
 
-use crate::profile::Profile;
+use crate::profile::{CheckRecord, CheckedCard, Profile, Verdict};
 
 impl Profile {
     /// What the profile sets, in a few words each and in the words the window uses for what a
@@ -65,5 +65,22 @@ impl Profile {
     /// Whether the profile was saved from this card (same UUID).
     pub fn is_for(&self, uuid: &str) -> bool {
         self.card.uuid.trim().eq_ignore_ascii_case(uuid.trim())
+    }
+}
+
+impl CheckRecord {
+    /// Whether it counts as a check of the card `uuid`: only on the card that was checked (a
+    /// record that names no card counts on none).
+    pub fn counts_on(&self, uuid: &str) -> bool {
+        self.gpu_uuid
+            .as_deref()
+            .is_some_and(|checked| checked.trim().eq_ignore_ascii_case(uuid.trim()))
+    }
+}
+
+impl CheckedCard {
+    /// Whether it counts as a check of the card `uuid`: its own card, a stable verdict.
+    pub fn counts_on(&self, uuid: &str) -> bool {
+        self.verdict == Verdict::Stable && self.gpu_uuid.trim().eq_ignore_ascii_case(uuid.trim())
     }
 }

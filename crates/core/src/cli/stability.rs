@@ -4,7 +4,6 @@
 
 use crate::profiles::checked::CheckedOffsets;
 use crate::profiles::profile::ProfileOnCard;
-use crate::stability::record::RecordedCheck;
 use std::io::Write;
 
 use anyhow::bail;

@@ -4,7 +4,6 @@
 //! ([`Profile::offsets_for`]) is what `Profile::for_card` applies for the window, `profile
 //! apply`, `run --profile`, boot defaults and the Slurm plugin alike.
 
-use crate::stability::record::RecordedCheck;
 use crate::text::short_uuid;
 use gputune_formats::card::Setting;
 use gputune_formats::profile::{CheckedBy, CheckedCard};
@@ -53,9 +52,6 @@ impl CardOffsets {
 
 /// A card's checked-offsets entry: which card it counts on, in words, and whether it is sound.
 pub trait CheckedCardEntry {
-    /// Whether it counts as a check of the card `uuid`: its own card, a stable verdict.
-    fn counts_on(&self, uuid: &str) -> bool;
-
     /// "NVIDIA GeForce RTX 4090 GPU-5a1e0c2d…: GPU offset +90 MHz; a scan found it stable for
     /// 10 min on 26 Nov": one line of `profile show` and the Profiles tab.
     fn describe(&self) -> String;
@@ -65,10 +61,6 @@ pub trait CheckedCardEntry {
 }
 
 impl CheckedCardEntry for CheckedCard {
-    fn counts_on(&self, uuid: &str) -> bool {
-        self.verdict == Verdict::Stable && same_uuid(&self.gpu_uuid, uuid)
-    }
-
     fn describe(&self) -> String {
         let offsets = describe_offsets(self.gpu_clock_offset_mhz, self.memory_clock_offset_mhz)
             .unwrap_or_else(|| "no clock offset".to_string());

@@ -17,10 +17,6 @@ pub trait RecordedCheck {
     /// Whether a record read from a file could mean something (finite, bounded, printable).
     fn check(&self) -> Result<(), String>;
 
-    /// Whether it counts as a check of the card `uuid`: only on the card that was checked (a
-    /// record that names no card counts on none).
-    fn counts_on(&self, uuid: &str) -> bool;
-
     /// [`CheckRecord::describe`] as seen from the card `uuid`: "checked stable for 10 min on
     /// 26 Nov", or, from another card, "… on GPU-5a1e0c2d… (another card: NVIDIA H100), not on
     /// this one".
@@ -64,12 +60,6 @@ impl RecordedCheck for CheckRecord {
             }
         }
         Ok(())
-    }
-
-    fn counts_on(&self, uuid: &str) -> bool {
-        self.gpu_uuid
-            .as_deref()
-            .is_some_and(|checked| checked.trim().eq_ignore_ascii_case(uuid.trim()))
     }
 
     fn describe_for(&self, uuid: &str) -> String {

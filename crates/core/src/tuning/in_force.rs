@@ -92,9 +92,6 @@ pub trait ControlsInForce {
     /// What the card reports, with the locks from the engine's record.
     fn from_card(current: &CurrentSettings, locks: LockRecord) -> SettingsInForce;
 
-    /// The clock locks, for the engine's record.
-    fn locks(&self) -> LockRecord;
-
     /// The readable part taken from a fresh read of the card; the locks stay as recorded.
     fn refresh_from_card(&mut self, current: &CurrentSettings);
 
@@ -130,13 +127,6 @@ impl ControlsInForce for SettingsInForce {
             fans: current.fans.clone(),
             gpu_clock_offsets: current.gpu_clock_offsets.clone(),
             memory_clock_offsets: current.memory_clock_offsets.clone(),
-        }
-    }
-
-    fn locks(&self) -> LockRecord {
-        LockRecord {
-            gpu_clock_lock: self.gpu_clock_lock,
-            memory_clock_lock: self.memory_clock_lock,
         }
     }
 

@@ -3,7 +3,6 @@
 //! for real where that code is public.
 
 use gputune_core::profiles::profile::ProfileOnCard;
-use gputune_core::stability::record::RecordedCheck;
 use gputune_core::tuning::state_folder::EngineJournal;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
