@@ -17,8 +17,8 @@ use super::tune::sweep_panel::{SweepAction, SweepPanel};
 use super::widgets::banner::connection_banner;
 use eframe::egui::RichText;
 use gputune_core::link::{LinkEvent, TuneCommand};
-use gputune_core::notice::Notice;
 use gputune_core::service::INTERVAL_RANGE_MS;
+use gputune_formats::tuning::Notice;
 
 /// The window's sampling interval when the user has not chosen one.
 pub const DEFAULT_INTERVAL_MS: u64 = 500;

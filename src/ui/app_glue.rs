@@ -15,8 +15,8 @@ use super::tune::stability_panel::StabilityAction;
 use super::tune::sweep_panel::SweepAction;
 use gputune_core::clock::wall_clock_ms;
 use gputune_core::link::{Link, LinkCommand, LinkEvent, TuneCommand};
-use gputune_core::notice::Notice;
 use gputune_core::service::client::TuningOptions;
+use gputune_formats::tuning::Notice;
 
 /// An export's outcome: the message for the user, or the error.
 type ExportResult = Result<String, String>;

@@ -2,13 +2,14 @@
 //! history, and what it runs. Fed only by events from the link to the tuning service.
 
 pub use crate::ui::reconnect::{Reconnected, Reconnecting};
-use gputune_core::device::{BackendKind, DeviceError, Telemetry};
 use gputune_core::link::LinkEvent;
 use gputune_core::link::stability::StabilityView;
-use gputune_core::notice::Notice;
 use gputune_core::sweep::runner::SweepView;
-use gputune_core::telemetry::history::{GpuHistory, HistoryRow};
-use gputune_core::tuning::engine::{
+use gputune_core::telemetry::history::GpuHistory;
+use gputune_formats::card::{BackendKind, DeviceError, Telemetry};
+use gputune_formats::history::HistoryRow;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{
     ChangeNote, GpuApplied, GpuInfo, GpuTuning, TrialPhase, TrialStatus, TuneError,
 };
 
@@ -152,7 +153,7 @@ impl GpuModel {
                 if let Some(enforced_mw) = applied.enforced_power_limit_mw {
                     text.push_str(&format!(
                         " The card enforces {}.",
-                        gputune_core::units::watts_exact(enforced_mw)
+                        gputune_formats::units::watts_exact(enforced_mw)
                     ));
                 }
                 Notice::Info(text)

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use gputune_core::device::{BackendChoice, BackendOptions};
 use gputune_core::service::client::{ConnectOptions, SocketChoice, TuningClient, connect};
-use gputune_core::service::protocol::{Request, Response};
-use gputune_core::tuning::engine::GpuChange;
+use gputune_formats::protocol::{Request, Response};
+use gputune_formats::tuning::GpuChange;
 
 struct Setup {
     _folder: tempfile::TempDir,
@@ -139,7 +139,7 @@ fn round_trips(client: &mut TuningClient, uuid: &str, count: usize) -> (String, 
         let answer = client.request(Request::Apply {
             changes: vec![GpuChange {
                 gpu_uuid: uuid.to_string(),
-                settings: vec![gputune_core::device::Setting::PowerLimit { power_limit_mw }],
+                settings: vec![gputune_formats::card::Setting::PowerLimit { power_limit_mw }],
             }],
         });
         applies.push(started.elapsed());

@@ -4,14 +4,17 @@
 //!
 //! Run: `cargo bench --bench history_store`.
 
+use gputune_core::telemetry::history::MetricRow;
 use std::hint::black_box;
 use std::os::unix::fs::MetadataExt;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gputune_core::device::sim::{SimOptions, SimScenario};
-use gputune_core::device::{BackendChoice, BackendOptions, Telemetry, open_backend};
-use gputune_core::telemetry::history::HistoryRow;
-use gputune_core::telemetry::store::{HistoryOptions, HistoryPage, HistoryStore, PAGE_SECONDS};
+use gputune_core::device::{BackendChoice, BackendOptions, open_backend};
+use gputune_core::telemetry::store::{HistoryOptions, HistoryStore, PAGE_SECONDS};
+use gputune_formats::card::Telemetry;
+use gputune_formats::history::HistoryPage;
+use gputune_formats::history::HistoryRow;
 
 const DAY_S: u64 = 86_400;
 const START_S: u64 = 1_790_000_000;

@@ -8,11 +8,13 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gputune_core::device::sim::{SimOptions, SimScenario};
-use gputune_core::device::{BackendChoice, BackendKind, BackendOptions, open_backend};
+use gputune_core::device::{BackendChoice, BackendOptions, open_backend};
 use gputune_core::metrics::families::{Context, render};
-use gputune_core::service::protocol::Snapshot;
-use gputune_core::tuning::engine::{GpuInfo, GpuTuning};
-use gputune_core::tuning::in_force::SettingsInForce;
+use gputune_core::tuning::in_force::ControlsInForce;
+use gputune_formats::card::BackendKind;
+use gputune_formats::protocol::Snapshot;
+use gputune_formats::tuning::SettingsInForce;
+use gputune_formats::tuning::{GpuInfo, GpuTuning};
 
 /// A snapshot of the simulated `scenario`, as the service gives it to the feed.
 fn snapshot(scenario: SimScenario) -> Option<Snapshot> {

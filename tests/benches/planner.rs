@@ -5,9 +5,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gputune_core::plan::model::{LoraTargets, preset};
+use gputune_core::plan::model::preset;
 use gputune_core::plan::recommend::{card, recommend};
-use gputune_core::plan::setup::{Checkpointing, Method, TrainingSetup};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{Checkpointing, Method, TrainingSetup};
 
 fn planner(criterion: &mut Criterion) {
     let (Some(model), Some(rtx4090)) = (preset("llama-3.1-8b"), card("RTX 4090")) else {

@@ -6,9 +6,10 @@
 //! keeps the others.
 
 use crate::common;
+use gputune_core::profiles::checked::CheckedOffsets;
 
 use common::FakeMachine;
-use gputune_core::device::Setting;
+use gputune_formats::card::Setting;
 
 fn text(bytes: &[u8]) -> String {
     common::text(bytes)
@@ -164,6 +165,6 @@ fn a_profile_checked_on_gpu_0_gives_gpu_3_no_offset_until_gpu_3_is_checked() {
     let entry5 = saved
         .checked_entry_for(&uuid5)
         .unwrap_or_else(|| panic!("GPU 5's entry in {file}"));
-    assert_eq!(entry5.by, gputune_core::formats::profile::CheckedBy::Scan);
+    assert_eq!(entry5.by, gputune_formats::profile::CheckedBy::Scan);
     assert!(saved.checked_entry_for(&uuid3).is_some(), "{file}");
 }

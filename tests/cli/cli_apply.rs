@@ -4,6 +4,7 @@
 //! lost mid-trial. The fake's write log says which hardware writes happened.
 
 use crate::common;
+use gputune_core::tuning::state_folder::EngineJournal;
 
 use common::process::{Running, spawn_piped};
 
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use common::FakeMachine;
-use gputune_core::device::Setting;
+use gputune_formats::card::Setting;
 use nvidia_ml_fake::{WriteRecord, save_state};
 
 /// NVML_ERROR_NO_PERMISSION.
@@ -737,8 +738,8 @@ fn a_phantom_journal_entry_is_dropped_without_a_write_or_a_message() {
     let machine = Machine::new("rtx4090", "");
     std::fs::create_dir_all(machine.state_dir()).expect("the state folder is made");
     let uuid = machine.fake.uuid(0);
-    let journal = gputune_core::tuning::state_folder::GpuJournal::new(
-        gputune_core::device::BackendKind::Nvml,
+    let journal = gputune_formats::files::GpuJournal::new(
+        gputune_formats::card::BackendKind::Nvml,
         &uuid,
         0,
         vec![

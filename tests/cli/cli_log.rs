@@ -9,8 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use gputune_core::device::ThrottleReason;
 use gputune_core::telemetry::csv::HEADER;
+use gputune_formats::throttle::ThrottleReason;
 
 /// The header, spelled out here so a change to the file format is a deliberate one.
 const EXPECTED_HEADER: [&str; 22] = [

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::FakeMachine;
-use gputune_core::device::Setting;
+use gputune_formats::card::Setting;
 use nvidia_ml_fake::WriteRecord;
 use serde_json::Value;
 

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use gputune_core::device::Setting;
+use gputune_formats::card::Setting;
 use nvidia_ml_fake::WriteRecord;
 
 struct Machine {
@@ -93,7 +93,7 @@ impl Machine {
     fn with_fans_profile(self) -> Machine {
         let file = self.config().join("profiles").join("run.toml");
         let text = std::fs::read_to_string(&file).expect("the profile Run was saved");
-        let mut profile: gputune_core::profiles::profile::Profile =
+        let mut profile: gputune_formats::profile::Profile =
             toml::from_str(&text).expect("the saved profile reads back");
         profile.name = "Fans".to_string();
         profile.power_limit = None;
@@ -102,11 +102,11 @@ impl Machine {
         profile.gpu_clock_offset_mhz = None;
         profile.memory_clock_offset_mhz = None;
         profile.fan_curve = Some(vec![
-            gputune_core::tuning::fan_curve::CurvePoint {
+            gputune_formats::fan_curve::CurvePoint {
                 temperature_c: 0.0,
                 speed_pct: 100.0,
             },
-            gputune_core::tuning::fan_curve::CurvePoint {
+            gputune_formats::fan_curve::CurvePoint {
                 temperature_c: 110.0,
                 speed_pct: 100.0,
             },
@@ -140,7 +140,7 @@ impl Machine {
         let Ok(text) = std::fs::read_to_string(self.journal()) else {
             return Vec::new();
         };
-        let journal: gputune_core::tuning::state_folder::GpuJournal =
+        let journal: gputune_formats::files::GpuJournal =
             serde_json::from_str(&text).expect("the journal reads");
         journal.restore
     }
@@ -698,8 +698,8 @@ fn the_command_is_the_runs_job_for_every_client_of_the_daemon() {
             label: "a test watching the daemon".to_string(),
         })
         .unwrap_or_else(|error| panic!("{error}"));
-    let mut marked = || match watcher.request(gputune_core::service::protocol::Request::Snapshot) {
-        Ok(gputune_core::service::protocol::Response::Snapshot(snapshot)) => snapshot.tunings[0]
+    let mut marked = || match watcher.request(gputune_formats::protocol::Request::Snapshot) {
+        Ok(gputune_formats::protocol::Response::Snapshot(snapshot)) => snapshot.tunings[0]
             .holders
             .iter()
             .find_map(|holder| holder.job_pid),

@@ -5,9 +5,9 @@ use crate::common;
 
 use common::FakeMachine;
 use gputune_core::device::Backend;
-use gputune_core::device::Setting;
 use gputune_core::device::gate::validate;
 use gputune_core::device::nvml::NvmlBackend;
+use gputune_formats::card::Setting;
 use serde_json::Value;
 
 /// The fields every GPU in `status --json` must carry (null when unsupported).
@@ -367,11 +367,11 @@ fn status_shows_the_locks_and_offsets_in_force() {
 /// lock is unknown. A lock gputune set and the card keeps is still said.
 #[test]
 fn a_recorded_lock_the_card_contradicts_is_reported_as_unknown() {
-    use gputune_core::tuning::in_force::{ClockLock, LockRecord};
     use gputune_core::tuning::state_folder::StateFolder;
+    use gputune_formats::tuning::{ClockLockInForce, LockRecord};
 
     let machine = FakeMachine::for_processes("rtx4090", "training");
-    let stale = ClockLock::Locked {
+    let stale = ClockLockInForce::Locked {
         min_mhz: 500,
         max_mhz: 1500,
     };
@@ -381,7 +381,7 @@ fn a_recorded_lock_the_card_contradicts_is_reported_as_unknown() {
             &machine.uuid(0),
             LockRecord {
                 gpu_clock_lock: stale,
-                memory_clock_lock: ClockLock::Unknown,
+                memory_clock_lock: ClockLockInForce::Unknown,
             },
         )
         .expect("the record is written");

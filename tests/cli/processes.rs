@@ -9,13 +9,14 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
+use gputune_core::device::Backend;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::sim::{
     LoadPattern, SIM_FIRST_PID, SIM_USER, SimBackend, SimOptions, SimScenario,
 };
-use gputune_core::device::{Backend, GpuProcess, ProcessKind};
 use gputune_core::link::{Link, LinkEvent};
 use gputune_core::service::client::SocketChoice;
+use gputune_formats::card::{GpuProcess, ProcessKind};
 use serde_json::Value;
 
 const MIB: u64 = 1 << 20;

@@ -402,7 +402,7 @@ fn a_check_beside_another_programs_compute_work_is_refused_naming_it_and_force_c
     machine.register_process(
         0,
         job.pid(),
-        gputune_core::device::ProcessKind::Compute,
+        gputune_formats::card::ProcessKind::Compute,
         Some(20_480),
     );
     for arguments in [
@@ -610,7 +610,7 @@ fn a_scan_after_an_unstable_offset_measures_stock_at_stock_and_puts_the_offset_b
     assert_eq!(outcome["stock"]["verdict"], "stable", "{outcome}");
     assert!(outcome["stable_offset_mhz"].as_i64().is_some(), "{outcome}");
     // The scan's first writes, before its first step locks 2520 MHz: stock offsets, no lock.
-    use gputune_core::device::Setting;
+    use gputune_formats::card::Setting;
     let writes: Vec<Setting> = machine
         .write_log()
         .iter()
@@ -665,7 +665,7 @@ fn short_uuid(uuid: &str) -> String {
 }
 
 /// The profile `name` as it is on disk, and its file's text.
-fn stored(machine: &FakeMachine, name: &str) -> (gputune_core::profiles::profile::Profile, String) {
+fn stored(machine: &FakeMachine, name: &str) -> (gputune_formats::profile::Profile, String) {
     let store = gputune_core::profiles::store::ProfileStore::open(&machine.folders())
         .expect("the profile folder opens");
     let stored = store.load(name).expect("the profile reads");

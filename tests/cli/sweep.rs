@@ -679,8 +679,8 @@ fn a_sweep_resets_a_lock_and_offset_in_force_or_keeps_them_and_both_are_in_every
         .map(|write| write.setting)
         .collect();
     assert!(
-        written.contains(&gputune_core::device::Setting::ResetGpuClocks)
-            && written.contains(&gputune_core::device::Setting::GpuClockOffsetAt {
+        written.contains(&gputune_formats::card::Setting::ResetGpuClocks)
+            && written.contains(&gputune_formats::card::Setting::GpuClockOffsetAt {
                 pstate: 2,
                 offset_mhz: 0
             }),

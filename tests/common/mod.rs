@@ -252,7 +252,7 @@ impl FakeMachine {
         &self,
         gpu: u32,
         pid: u32,
-        kind: gputune_core::device::ProcessKind,
+        kind: gputune_formats::card::ProcessKind,
         mib: Option<u64>,
     ) {
         if !self.state_path().exists() {

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use gputune_core::service::protocol::{PROTOCOL_VERSION, Request, RequestLine};
+use gputune_formats::protocol::{PROTOCOL_VERSION, Request, RequestLine};
 
 pub struct Raw {
     pub stream: UnixStream,

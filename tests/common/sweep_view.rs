@@ -12,7 +12,7 @@ use gputune_core::sweep::objective::{Objective, flag_noisy_steps, recommend_in};
 use gputune_core::sweep::plan::{SweepSpec, plan_steps};
 use gputune_core::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
 use gputune_core::sweep::runner::{SweepEnd, SweepOutcome, SweepPhase, SweepTiming, SweepView};
-use gputune_core::tuning::engine::GpuInfo;
+use gputune_formats::tuning::GpuInfo;
 
 /// Steps per second of the simulated job at 2520 MHz.
 const RATE_AT_REFERENCE: f64 = 3.2;

@@ -5,6 +5,7 @@
 //! passes (trials' countdowns, retries) is in `engine/by_the_clock.rs`, on a manual clock; what a
 //! critical error (Xid) puts back and ends is in `engine/crash.rs`.
 
+use gputune_core::tuning::state_folder::EngineJournal;
 mod bounds;
 mod by_the_clock;
 mod crash;
@@ -17,16 +18,20 @@ use std::time::Duration;
 
 use common::FakeMachine;
 use gputune_core::clock::{Clock, ManualClock, WallClock};
+use gputune_core::device::Backend;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, FanMode, Setting};
-use gputune_core::notice::Notice;
 use gputune_core::tuning::engine::{
-    ClientInfo, Engine, EngineEvent, EngineOptions, GpuChange, Ownership, SessionPurpose,
-    SessionRequest, TrialPhase, TrialRequest, TrialStatus, TuneErrorKind, UNRESTORED_RETRY,
+    ClientInfo, Engine, EngineOptions, Ownership, UNRESTORED_RETRY,
 };
-use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
-use gputune_core::tuning::in_force::Hold;
+use gputune_formats::card::{FanMode, Setting};
+use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{
+    EngineEvent, GpuChange, SessionPurpose, SessionRequest, TrialPhase, TrialRequest, TrialStatus,
+    TuneErrorKind,
+};
 
 fn client(id: u64, label: &str) -> ClientInfo {
     ClientInfo {
@@ -484,7 +489,7 @@ fn a_trial_stopped_while_its_baseline_is_measured_changes_nothing() {
     assert!(
         matches!(
             status.phase,
-            gputune_core::tuning::engine::TrialPhase::Measuring { .. }
+            gputune_formats::tuning::TrialPhase::Measuring { .. }
         ),
         "no history yet: the baseline is measured first ({:?})",
         status.phase
@@ -584,7 +589,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     let message = status.message.clone().unwrap_or_default();
     assert_eq!(
         status.phase,
-        gputune_core::tuning::engine::TrialPhase::Ended,
+        gputune_formats::tuning::TrialPhase::Ended,
         "ended at once, not measuring a baseline: {status:?}"
     );
     assert!(status.failed);
@@ -601,7 +606,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     let statuses = engine
         .start_group_trial(
             &window,
-            &gputune_core::tuning::engine::GroupTrialRequest {
+            &gputune_formats::tuning::GroupTrialRequest {
                 changes: uuids
                     .iter()
                     .map(|uuid| GpuChange {
@@ -618,7 +623,7 @@ fn a_trial_without_permission_fails_before_its_baseline_on_one_card_and_on_all()
     for status in &statuses {
         assert_eq!(
             status.phase,
-            gputune_core::tuning::engine::TrialPhase::Ended,
+            gputune_formats::tuning::TrialPhase::Ended,
             "{status:?}"
         );
         assert!(status.failed, "{status:?}");
@@ -764,12 +769,13 @@ fn an_in_process_engine_puts_back_a_refused_revert_before_its_next_trial() {
 
 #[test]
 fn a_journal_value_the_card_can_never_take_is_said_and_does_not_block_the_card() {
-    use gputune_core::tuning::state_folder::{GpuJournal, StateFolder};
+    use gputune_core::tuning::state_folder::StateFolder;
+    use gputune_formats::files::GpuJournal;
     let machine = FakeMachine::new("rtx4090", "");
     let folder = tempfile::tempdir().expect("a state folder");
     let uuid = machine.uuid(0);
     let journal = GpuJournal::new(
-        gputune_core::device::BackendKind::Nvml,
+        gputune_formats::card::BackendKind::Nvml,
         &uuid,
         0,
         // Below the card's 150 W minimum: the gate refuses it, now and always.

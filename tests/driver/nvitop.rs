@@ -15,7 +15,7 @@ use std::process::{Child, Command};
 
 use common::FakeMachine;
 use common::process::spawn_piped;
-use gputune_core::device::ProcessKind;
+use gputune_formats::card::ProcessKind;
 
 /// Names the nvitop executable to run.
 const NVITOP_ENV: &str = "GPUTUNE_NVITOP";

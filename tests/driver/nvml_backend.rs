@@ -6,9 +6,10 @@ use crate::common;
 use common::FakeMachine;
 use gputune_core::device::gate::validate;
 use gputune_core::device::nvml::NvmlBackend;
-use gputune_core::device::{
-    Backend, BackendChoice, BackendKind, BackendOptions, ClockRangeMhz, DeviceError, Setting,
-    ThrottleReason, open_backend,
+use gputune_core::device::{Backend, BackendChoice, BackendOptions, open_backend};
+use gputune_formats::{
+    card::{BackendKind, ClockRangeMhz, DeviceError, Setting},
+    throttle::ThrottleReason,
 };
 
 fn open(machine: &FakeMachine) -> NvmlBackend {

@@ -11,14 +11,13 @@ use std::time::Duration;
 
 use common::FakeMachine;
 use gputune_core::clock::{WallClock, wall_clock_ms};
+use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::sim::{LoadPattern, SimMachine, SimScenario};
-use gputune_core::device::{Backend, DeviceError, PstateOffset, Setting};
-use gputune_core::tuning::engine::{
-    ClientInfo, Engine, EngineOptions, GpuChange, Ownership, SessionPurpose, SessionRequest,
-    TrialRequest,
-};
+use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
+use gputune_formats::card::{DeviceError, PstateOffset, Setting};
+use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionRequest, TrialRequest};
 use nvidia_ml_fake::{FakeState, save_state};
 
 /// A fake RTX 4090 under training whose P-states are linked or not, with P0 and P2 at the

@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use gputune_core::cli::connect::TuningOptions;
 use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
-use gputune_core::device::{BackendChoice, BackendKind, BackendOptions, DeviceError};
+use gputune_core::device::{BackendChoice, BackendOptions};
 use gputune_core::folders::Folders;
 use gputune_core::link::{Link, LinkEvent};
 use gputune_core::service::client::SocketChoice;
+use gputune_formats::card::{BackendKind, DeviceError};
 
 /// Collects events until `done` says so; gives up (and fails) after a generous deadline, which
 /// only matters if the thread is broken.
@@ -44,7 +45,7 @@ fn in_process(backend: BackendOptions, state: &tempfile::TempDir) -> TuningOptio
 
 fn samples(
     events: &[LinkEvent],
-) -> Vec<&Vec<Result<gputune_core::device::Telemetry, DeviceError>>> {
+) -> Vec<&Vec<Result<gputune_formats::card::Telemetry, DeviceError>>> {
     events
         .iter()
         .filter_map(|event| match event {

@@ -10,10 +10,11 @@ use std::cell::RefCell;
 
 use common::FakeMachine;
 use gputune_core::cli::apply::{ApplyArgs, changes_on_gpus};
+use gputune_core::device::Backend;
 use gputune_core::device::nvml::NvmlBackend;
-use gputune_core::device::{Backend, Constraints, Setting};
 use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
 use gputune_core::tuning::request::{FanRequest, PowerLimitRequest, TuneRequest};
+use gputune_formats::card::{Constraints, Setting};
 use nvidia_ml_fake::{WriteRecord, save_state};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -219,10 +220,10 @@ impl Ranges {
         let default_w = constraints
             .power_limit_default_mw
             .map_or(power_w.1, |mw| f64::from(mw) / 1000.0);
-        let clock = |range: Option<gputune_core::device::ClockRangeMhz>| {
+        let clock = |range: Option<gputune_formats::card::ClockRangeMhz>| {
             range.map(|range| (f64::from(range.min_mhz), f64::from(range.max_mhz)))
         };
-        let offset = |range: Option<gputune_core::device::OffsetRangeMhz>| {
+        let offset = |range: Option<gputune_formats::card::OffsetRangeMhz>| {
             range.map(|range| (f64::from(range.min_mhz), f64::from(range.max_mhz)))
         };
         Ranges {

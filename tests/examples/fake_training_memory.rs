@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gputune_core::device::ProcessKind;
+use gputune_formats::card::ProcessKind;
 use nvidia_ml_fake::FakeProcess;
 
 const MIB: u64 = 1024 * 1024;

@@ -2,9 +2,10 @@
 //! `cargo run --example sim_calibration`.
 
 use gputune_core::clock::ManualClock;
+use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, Setting};
+use gputune_formats::card::Setting;
 
 /// Averages over one simulated minute after 30 minutes at the setting (power W, clock MHz, °C, fan %).
 fn settle(load: LoadPattern, settings: &[Setting]) -> Result<(f64, f64, f64, f64), String> {

@@ -13,9 +13,10 @@ use common::daemon::{Daemon, trial_arguments, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
 use gputune_core::daemon::{IDLE_TIMEOUT_ENV, MAX_PER_USER, READER_SLOTS};
-use gputune_core::device::Setting;
-use gputune_core::service::protocol::Request;
-use gputune_core::tuning::engine::{MAX_SESSION_CARDS_PER_CLIENT, TrialRequest};
+use gputune_core::tuning::engine::MAX_SESSION_CARDS_PER_CLIENT;
+use gputune_formats::card::Setting;
+use gputune_formats::protocol::Request;
+use gputune_formats::tuning::TrialRequest;
 
 use super::daemon_clients::{
     abuse_as_with, finish, open_to_everyone, rss_kib, sockets, threads_and_fds,
@@ -262,9 +263,9 @@ fn a_trickled_hello_meets_its_deadline_and_only_connections_that_hold_nothing_ti
     let started = holder.ask(
         2,
         Request::StartSession {
-            session: gputune_core::tuning::engine::SessionRequest {
-                purpose: gputune_core::tuning::engine::SessionPurpose::Stability,
-                changes: vec![gputune_core::tuning::engine::GpuChange {
+            session: gputune_formats::tuning::SessionRequest {
+                purpose: gputune_formats::tuning::SessionPurpose::Stability,
+                changes: vec![gputune_formats::tuning::GpuChange {
                     gpu_uuid: machine.uuid(0),
                     settings: Vec::new(),
                 }],

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
-use gputune_core::device::Setting;
-use gputune_core::service::protocol::Request;
-use gputune_core::tuning::engine::{GpuChange, SessionPurpose, SessionRequest};
+use gputune_formats::card::Setting;
+use gputune_formats::protocol::Request;
+use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionRequest};
 
 /// A `run` session at 250 W and +200 MHz, as `gputune run` would start it.
 fn run_session(machine: &FakeMachine) -> Request {

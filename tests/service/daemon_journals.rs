@@ -5,6 +5,7 @@
 //! processes on the fake libnvidia-ml, the daemon on a temporary socket.
 
 use crate::common;
+use gputune_core::tuning::state_folder::EngineJournal;
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -12,8 +13,8 @@ use std::process::{Output, Stdio};
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
 use common::{FakeMachine, text};
-use gputune_core::device::{ClockRangeMhz, Setting};
 use gputune_core::folders::RECORD_DIR_ENV;
+use gputune_formats::card::{ClockRangeMhz, Setting};
 
 fn must(output: &Output, what: &str) {
     assert!(
@@ -327,8 +328,8 @@ fn engines_without_the_daemon_record_clock_locks_in_the_daemon_s_folder() {
 /// limit back to 200 W. Returns the file.
 fn plant_foreign_journal(folder: &Path, machine: &FakeMachine) -> PathBuf {
     std::fs::create_dir_all(folder).expect("the folder is made");
-    let foreign = gputune_core::tuning::state_folder::GpuJournal::new(
-        gputune_core::device::BackendKind::Nvml,
+    let foreign = gputune_formats::files::GpuJournal::new(
+        gputune_formats::card::BackendKind::Nvml,
         "GPU-00000000-0000-0000-0000-0000000000aa",
         1,
         vec![Setting::PowerLimit {

@@ -92,7 +92,7 @@ fn a_kept_curve_outlives_its_client_and_holds_only_the_fans() {
 #[test]
 fn the_windows_curve_through_the_daemon_outlives_the_window() {
     use gputune_core::link::{LinkCommand, LinkEvent, TuneCommand};
-    use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
+    use gputune_formats::fan_curve::{CurvePoint, FanCurve};
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
     let link = daemon.open_link(&machine);

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use common::FakeMachine;
 use gputune_core::clock::{ManualClock, wall_clock_ms};
-use gputune_core::device::Setting;
 use gputune_core::device::nvml::NvmlBackend;
-use gputune_core::tuning::engine::{
-    ClientInfo, Engine, EngineEvent, EngineOptions, GpuChange, GroupTrialRequest, Ownership,
-    TrialPhase, TrialRequest, TrialStatus, TuneErrorKind,
+use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
+use gputune_formats::card::Setting;
+use gputune_formats::tuning::{
+    EngineEvent, GpuChange, GroupTrialRequest, TrialPhase, TrialRequest, TrialStatus, TuneErrorKind,
 };
 
 fn client(id: u64, label: &str) -> ClientInfo {

@@ -14,10 +14,10 @@ use std::process::{Command, Stdio};
 use common::daemon::{Daemon, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
-use gputune_core::formats::jobs::JobRecord;
-use gputune_core::formats::tuning::JobInfo;
-use gputune_core::service::protocol::{Message, Request, Response};
-use gputune_core::tuning::engine::{GpuChange, SessionPurpose, SessionRequest};
+use gputune_formats::jobs::JobRecord;
+use gputune_formats::protocol::{Message, Request, Response};
+use gputune_formats::tuning::JobInfo;
+use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionRequest};
 
 fn job_request(machine: &FakeMachine, job_id: &str) -> Request {
     Request::StartSession {
@@ -25,7 +25,7 @@ fn job_request(machine: &FakeMachine, job_id: &str) -> Request {
             purpose: SessionPurpose::Job,
             changes: vec![GpuChange {
                 gpu_uuid: machine.uuid(0),
-                settings: vec![gputune_core::device::Setting::PowerLimit {
+                settings: vec![gputune_formats::card::Setting::PowerLimit {
                     power_limit_mw: 250_000,
                 }],
             }],

@@ -15,7 +15,7 @@ use common::{FakeMachine, text};
 use gputune_core::device::sim::SimSettings;
 use gputune_core::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use gputune_core::service::client::SocketChoice;
-use gputune_core::tuning::fan_curve::FanCurve;
+use gputune_formats::fan_curve::FanCurve;
 
 /// A profile "Everything": every control otherwise, and a fan curve at full speed.
 fn write_profile(machine: &FakeMachine) {
@@ -166,7 +166,7 @@ fn every_ending_of_a_session_restores_a_tuned_card_exactly() {
     }));
     link.send(LinkCommand::Tune(TuneCommand::StartTrial {
         gpu_index: 0,
-        settings: vec![gputune_core::device::Setting::PowerLimit {
+        settings: vec![gputune_formats::card::Setting::PowerLimit {
             power_limit_mw: 300_000,
         }],
         duration_s: 600,
@@ -250,7 +250,7 @@ fn a_kept_trial_stays_and_leaves_no_journal() {
     wait_for_link(&link, |event| matches!(event, LinkEvent::Connected { .. }));
     link.send(LinkCommand::Tune(TuneCommand::StartTrial {
         gpu_index: 0,
-        settings: vec![gputune_core::device::Setting::PowerLimit {
+        settings: vec![gputune_formats::card::Setting::PowerLimit {
             power_limit_mw: 300_000,
         }],
         duration_s: 600,

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use common::FakeMachine;
 use gputune_core::clock::ManualClock;
+use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::sim::{LoadPattern, SiliconMargin, SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, CriticalEvent, EccCounts, Setting};
+use gputune_formats::card::{CriticalEvent, EccCounts, Setting};
 
 const START_MS: u64 = 1_700_000_000_000;
 

@@ -19,7 +19,7 @@ use common::daemon::{Daemon, wait_within};
 use common::metrics::Exporter;
 use common::slurm::{Slurm, unavailable};
 use gputune_core::device::sim::SimSettings;
-use gputune_core::formats::jobs::JobRecord;
+use gputune_formats::jobs::JobRecord;
 
 /// NVML index i's device file is /dev/nvidia{MINORS[i]}: gres.conf's order is not NVML's.
 const MINORS: &str = "3,2,1,0,4,5,6,7";

@@ -469,7 +469,7 @@ fn hello(raw: &mut Raw) {
         1,
         &format!(
             r#"{{"type":"hello","protocol":{},"client":"raw test"}}"#,
-            gputune_core::service::protocol::PROTOCOL_VERSION
+            gputune_formats::protocol::PROTOCOL_VERSION
         ),
     );
     assert!(welcome.contains("\"welcome\""), "{welcome}");

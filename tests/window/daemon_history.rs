@@ -5,6 +5,7 @@
 //! symlinks, FIFOs, hard links, an oversized or damaged file and hostile requests are refused
 //! or survived without writing through anything or losing the good records.
 
+use gputune_core::telemetry::history::MetricRow;
 use crate::common;
 use crate::common_ui;
 
@@ -17,10 +18,11 @@ use common::daemon::{Daemon, window_options};
 use gputune_core::service::client::{
     ClientError, ConnectOptions, SocketChoice, TuningClient, connect,
 };
-use gputune_core::service::protocol::{Request, Response};
-use gputune_core::telemetry::history::{HistoryRow, Metric};
-use gputune_core::telemetry::store::HistoryPage;
+use gputune_core::telemetry::history::Metric;
 use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
+use gputune_formats::history::HistoryPage;
+use gputune_formats::history::HistoryRow;
+use gputune_formats::protocol::{Request, Response};
 
 fn now_ms() -> u64 {
     gputune_core::clock::wall_clock_ms()

@@ -14,7 +14,7 @@ use egui_kittest::kittest::Queryable;
 use gputune::ui::model::{Connection, EarlierHistory};
 use gputune_core::link::Link;
 use gputune_core::service::client::{ConnectOptions, SocketChoice, connect};
-use gputune_core::telemetry::history::HistoryRow;
+use gputune_formats::history::HistoryRow;
 
 fn now_ms() -> u64 {
     gputune_core::clock::wall_clock_ms()
@@ -181,7 +181,7 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
     link.send(gputune_core::link::LinkCommand::Tune(
         gputune_core::link::TuneCommand::StartTrial {
             gpu_index: 0,
-            settings: vec![gputune_core::device::Setting::PowerLimit {
+            settings: vec![gputune_formats::card::Setting::PowerLimit {
                 power_limit_mw: 300_000,
             }],
             duration_s: 600,
@@ -191,7 +191,7 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
         state.model.gpus[0].trial.as_ref().is_some_and(|trial| {
             matches!(
                 trial.phase,
-                gputune_core::tuning::engine::TrialPhase::Running { .. }
+                gputune_formats::tuning::TrialPhase::Running { .. }
             )
         })
     });
@@ -314,7 +314,7 @@ fn a_change_asked_while_the_daemon_is_away_is_refused_plainly() {
     link.send(gputune_core::link::LinkCommand::Tune(
         gputune_core::link::TuneCommand::Apply {
             gpu_index: 0,
-            settings: vec![gputune_core::device::Setting::PowerLimit {
+            settings: vec![gputune_formats::card::Setting::PowerLimit {
                 power_limit_mw: 300_000,
             }],
         },

@@ -96,7 +96,7 @@ fn screenshots() {
     if let Some(tuning) = tune.model.gpus[0].tuning.as_mut() {
         tuning.in_force.power_limit_mw = Some(315_000);
         tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
-        tuning.last_change = Some(gputune_core::tuning::engine::ChangeNote {
+        tuning.last_change = Some(gputune_formats::tuning::ChangeNote {
             at_ms: common_ui::START_MS,
             by: this_window,
             what: "trying power limit 315 W".to_string(),
@@ -117,7 +117,7 @@ fn screenshots() {
         // Each card a few seconds apart, so that their numbers differ as real cards' do.
         let mut trial = common_ui::running_trial(40 + 3 * index as u64, 60);
         trial.gpu_index = index as u32;
-        trial.phase = gputune_core::tuning::engine::TrialPhase::Ended;
+        trial.phase = gputune_formats::tuning::TrialPhase::Ended;
         trial.message = Some("Reverted: put back power limit 450 W.".to_string());
         if let Some(tuning) = gpu.tuning.as_mut() {
             tuning.in_force.power_limit_mw = Some(450_000);
@@ -213,7 +213,7 @@ fn screenshots() {
     ) else {
         panic!("the engine said what the card runs")
     };
-    quiet.power_limit = Some(gputune_core::profiles::profile::PowerLimit {
+    quiet.power_limit = Some(gputune_formats::profile::PowerLimit {
         percent_of_default: 70.0,
         watts: 315.0,
     });
@@ -223,7 +223,7 @@ fn screenshots() {
     else {
         panic!("the engine said what the card runs")
     };
-    undervolt.gpu_clock_lock = Some(gputune_core::profiles::profile::ClockLock {
+    undervolt.gpu_clock_lock = Some(gputune_formats::profile::ProfileClockLock {
         min_mhz: 210,
         max_mhz: 2_520,
     });
@@ -253,11 +253,11 @@ fn screenshots() {
 }
 
 /// The holder of a card the window is trying a setting on: a minute's trial from the start.
-fn trial_of_this_window(session: u64, this_window: &str) -> gputune_core::tuning::engine::Holder {
-    gputune_core::tuning::engine::Holder {
+fn trial_of_this_window(session: u64, this_window: &str) -> gputune_formats::tuning::Holder {
+    gputune_formats::tuning::Holder {
         session,
-        controls: vec![gputune_core::tuning::in_force::Hold::PowerLimit],
-        purpose: gputune_core::tuning::engine::SessionPurpose::Trial,
+        controls: vec![gputune_formats::tuning::Hold::PowerLimit],
+        purpose: gputune_formats::tuning::SessionPurpose::Trial,
         by: this_window.to_string(),
         client: 1,
         since_ms: common_ui::START_MS,

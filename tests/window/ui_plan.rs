@@ -14,7 +14,7 @@ use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::plan::export::ExportFormat;
 use gputune_core::plan::model::preset;
 use gputune_core::plan::recommend::{batch_product, planned_batch};
-use gputune_core::plan::setup::{Checkpointing, Task};
+use gputune_formats::reports::plan_setup::{Checkpointing, Task};
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);

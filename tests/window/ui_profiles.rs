@@ -2,6 +2,7 @@
 //! apply or try, rename, delete after asking, make default; and the actions against a real
 //! profile folder.
 
+use gputune_core::profiles::checked::CheckedOffsets;
 use crate::common_ui;
 
 use common_ui::{Window, app_state, window_harness};
@@ -12,7 +13,7 @@ use gputune::ui::profiles::{ProfileAction, profile_from_card};
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::folders::Folders;
 use gputune_core::profiles::store::ProfileStore;
-use gputune_core::tuning::in_force::ClockLock;
+use gputune_formats::tuning::ClockLockInForce;
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
@@ -29,11 +30,11 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
     // What the card runs, as the engine reports it: a clock lock gputune set (NVML cannot read
     // it back, the engine's record knows it) and an offset read from the card.
     if let Some(tuning) = harness.state_mut().state.model.gpus[0].tuning.as_mut() {
-        tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+        tuning.in_force.gpu_clock_lock = ClockLockInForce::Locked {
             min_mhz: 210,
             max_mhz: 2_400,
         };
-        tuning.in_force.memory_clock_lock = ClockLock::Locked {
+        tuning.in_force.memory_clock_lock = ClockLockInForce::Locked {
             min_mhz: 405,
             max_mhz: 810,
         };
@@ -185,10 +186,10 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
 
 #[test]
 fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
-    use gputune_core::device::Setting;
     use gputune_core::link::LinkEvent;
-    use gputune_core::notice::Notice;
-    use gputune_core::tuning::engine::{GpuApplied, TuneError, TuneErrorKind};
+    use gputune_formats::card::Setting;
+    use gputune_formats::tuning::Notice;
+    use gputune_formats::tuning::{GpuApplied, TuneError, TuneErrorKind};
     let mut harness = harness();
     // What the app does on "Apply quiet-70": says it is applying, and waits for the answer.
     {
@@ -299,8 +300,8 @@ fn profiles_saved_changed_or_removed_elsewhere_show_without_a_reload() {
 
 #[test]
 fn a_check_made_on_another_card_is_named_and_does_not_count_here() {
-    use gputune_core::formats::profile::{CheckRecord, Verdict};
     use gputune_core::profiles::store::StoredProfile;
+    use gputune_formats::profile::{CheckRecord, Verdict};
     let mut harness = harness();
     let profiles = {
         let gpu = &harness.state().state.model.gpus[0];
@@ -353,8 +354,8 @@ fn a_check_made_on_another_card_is_named_and_does_not_count_here() {
 
 #[test]
 fn each_cards_own_checked_undervolt_is_a_line_of_its_profile() {
-    use gputune_core::formats::profile::{CheckedBy, CheckedCard, Verdict};
     use gputune_core::profiles::store::StoredProfile;
+    use gputune_formats::profile::{CheckedBy, CheckedCard, Verdict};
     let mut harness = harness();
     let other = "GPU-0b7e2c11-1111-4111-8111-000000000002";
     let stored = {

@@ -3,6 +3,7 @@
 //! finished one shows its verdict, a finished scan its steps and what it saves, and saves its
 //! result as a profile; a card without clock offsets says there is no undervolt to find.
 
+use gputune_core::stability::report::VerdictOfEnding;
 use crate::common_ui;
 
 use common_ui::{Window, app_state, window_harness};
@@ -16,12 +17,13 @@ use gputune_core::link::stability::{StabilityKind, StabilityView};
 use gputune_core::stability::check::CheckProgress;
 use gputune_core::stability::compute::{Checked, Prepared};
 use gputune_core::stability::plan::LoadShape;
-use gputune_core::stability::report::{CheckReport, Verdict};
+use gputune_core::stability::report::CheckReport;
 use gputune_core::stability::run::{Ending, Finding, RunResult, Tally};
 use gputune_core::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
 use gputune_core::stability::watch::Watched;
-use gputune_core::tuning::engine::{GpuTuning, Holder, SessionPurpose};
-use gputune_core::tuning::in_force::{ClockLock, Hold};
+use gputune_formats::profile::Verdict;
+use gputune_formats::tuning::{ClockLockInForce, Hold};
+use gputune_formats::tuning::{GpuTuning, Holder, SessionPurpose};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
@@ -89,13 +91,13 @@ fn tally(wrong: u64) -> Tally {
 
 fn report(ending: Ending) -> CheckReport {
     let mut watched = Watched::default();
-    watched.take(&gputune_core::device::Telemetry {
+    watched.take(&gputune_formats::card::Telemetry {
         sampled_at_ms: 0,
         sm_clock_mhz: Some(2745),
         temperature_c: Some(71),
         power_draw_mw: Some(441_000),
         power_limit_mw: Some(450_000),
-        ..gputune_core::device::Telemetry::default()
+        ..gputune_formats::card::Telemetry::default()
     });
     CheckReport {
         gpu_index: 0,
@@ -435,7 +437,7 @@ fn unstable_at_settings_the_card_still_runs_offers_put_back() {
     let mut harness = harness(SimScenario::Rtx4090);
     set_tuning(&mut harness, |tuning| {
         tuning.in_force.gpu_clock_offset_mhz = Some(300);
-        tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+        tuning.in_force.gpu_clock_lock = ClockLockInForce::Locked {
             min_mhz: 210,
             max_mhz: 2520,
         };
@@ -467,7 +469,7 @@ fn unstable_at_settings_the_card_still_runs_offers_put_back() {
     // Once the card is back at stock, there is nothing to put back.
     set_tuning(&mut harness, |tuning| {
         tuning.in_force.gpu_clock_offset_mhz = Some(0);
-        tuning.in_force.gpu_clock_lock = ClockLock::Unlocked;
+        tuning.in_force.gpu_clock_lock = ClockLockInForce::Unlocked;
     });
     assert!(harness.query_by_label("Put back").is_none());
 }

@@ -1,21 +1,20 @@
 //! gputune without its window: the hardware, the tuning engine and its daemon, the planner,
-//! the stability check and the command line. No egui here (the crate does not depend on it);
-//! docs/architecture.md describes the rooms, the threads, the daemon's protocol and the
-//! safety rules.
+//! the stability check and the command line. No egui here (the crate does not depend on it).
+//! The types that cross the socket or land on disk are the crate `gputune_formats`, imported
+//! by its name (nothing here re-exports them). docs/architecture.md describes the rooms, the
+//! threads, the daemon's protocol and the safety rules.
 
 pub mod cli;
 pub mod clock;
 pub mod daemon;
 pub mod device;
 pub mod folders;
-pub mod formats;
 pub mod fsafe;
 pub mod jobs;
 pub mod join;
 pub mod link;
 pub mod measure_job;
 pub mod metrics;
-pub mod notice;
 pub mod plan;
 pub mod profiles;
 pub mod service;
@@ -24,4 +23,3 @@ pub mod sweep;
 pub mod telemetry;
 pub mod text;
 pub mod tuning;
-pub mod units;

@@ -9,11 +9,11 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gputune_core::formats::jobs::JobRecord;
-use gputune_core::formats::protocol::{
+use gputune_formats::jobs::JobRecord;
+use gputune_formats::protocol::{
     MAX_MESSAGE_BYTES, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Welcome,
 };
-use gputune_core::formats::tuning::{SessionId, SessionReport, SessionRequest, SessionStarted};
+use gputune_formats::tuning::{SessionId, SessionReport, SessionRequest, SessionStarted};
 
 pub struct DaemonLink {
     writer: UnixStream,

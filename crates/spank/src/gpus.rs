@@ -5,7 +5,7 @@
 //! constrains devices. So each number is matched to the card whose `minor_number` it is, and
 //! the daemon is asked by UUID.
 
-use gputune_core::formats::tuning::GpuInfo;
+use gputune_formats::tuning::GpuInfo;
 
 /// The most cards one step may name (no node has more; a longer list is not Slurm's).
 const MAX_CARDS: usize = 64;
@@ -63,7 +63,7 @@ pub fn cards_of<'a>(minors: &[u32], gpus: &'a [GpuInfo]) -> Result<Vec<&'a GpuIn
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gputune_core::formats::card::{Constraints, GpuIdentity};
+    use gputune_formats::card::{Constraints, GpuIdentity};
 
     fn card(index: u32, minor: u32) -> GpuInfo {
         GpuInfo {

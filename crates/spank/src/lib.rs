@@ -34,7 +34,7 @@ mod step;
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::sync::{Mutex, PoisonError};
 
-use gputune_core::formats::tuning::SessionId;
+use gputune_formats::tuning::SessionId;
 
 use ask::Ask;
 use daemon::DaemonLink;

@@ -7,13 +7,14 @@
 
 use std::path::Path;
 
-use gputune_core::device::Setting;
-use gputune_core::formats::tuning::{
-    GpuChange, GpuFanCurve, GpuInfo, JobInfo, SessionPurpose, SessionRequest,
-};
+use gputune_core::profiles::profile::ProfileOnCard;
 use gputune_core::profiles::store::ProfileStore;
 use gputune_core::tuning::request::TuneRequest;
-use gputune_core::units::{power_limit_with_share, watts};
+use gputune_formats::card::Setting;
+use gputune_formats::tuning::{
+    GpuChange, GpuFanCurve, GpuInfo, JobInfo, SessionPurpose, SessionRequest,
+};
+use gputune_formats::units::{power_limit_with_share, watts};
 
 use crate::ask::Wanted;
 use crate::policy::Policy;
@@ -92,10 +93,7 @@ pub fn plan(
 
 /// A site profile: from a folder only root may change (else a user could write the settings
 /// every job gets), by name.
-fn load_profile(
-    folder: &Path,
-    name: &str,
-) -> Result<gputune_core::profiles::profile::Profile, String> {
+fn load_profile(folder: &Path, name: &str) -> Result<gputune_formats::profile::Profile, String> {
     // A link to the folder is followed (an admin may keep it elsewhere); the folder itself is
     // checked.
     let real = std::fs::canonicalize(folder).map_err(|error| {

@@ -260,7 +260,7 @@ fn yes_no(key: &str, value: &str, place: &str) -> Result<bool, String> {
 
 /// "80", "62.5": a number as people write it.
 pub fn number(value: f64) -> String {
-    gputune_core::units::plain_number(value)
+    gputune_formats::units::plain_number(value)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::time::Duration;
 
-use gputune_core::formats::jobs::JobRecord;
-use gputune_core::formats::tuning::JobInfo;
+use gputune_formats::jobs::JobRecord;
+use gputune_formats::tuning::JobInfo;
 
 use crate::daemon::DaemonLink;
 use crate::ffi::{self, SpankHandle};

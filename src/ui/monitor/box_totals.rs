@@ -5,8 +5,8 @@
 use eframe::egui::{self, RichText};
 
 use crate::ui::model::GpuModel;
-use gputune_core::device::Telemetry;
-use gputune_core::units::{energy, gib, watts};
+use gputune_formats::card::Telemetry;
+use gputune_formats::units::{energy, gib, watts};
 
 /// One GPU as the totals need it.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,8 +8,8 @@ use crate::ui::monitor::box_totals::box_totals_ui;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::gpu_switcher::card_title;
 use crate::ui::widgets::processes::{card_summary, job_pid};
-use gputune_core::device::{Telemetry, ThrottleReasons};
-use gputune_core::units::{NOT_AVAILABLE, gib, or_na, watts};
+use gputune_formats::units::{NOT_AVAILABLE, gib, or_na, watts};
+use gputune_formats::{card::Telemetry, throttle::ThrottleReasons};
 
 /// Narrowest a GPU card's content gets, in points: as many columns as fit at this width.
 const CARD_MIN_WIDTH_PT: f32 = 240.0;

@@ -8,10 +8,12 @@ use egui_plot::{
     VLine,
 };
 
-use gputune_core::plan::memory::{MemoryBreakdown, estimate};
+use gputune_core::plan::memory::estimate;
 use gputune_core::plan::model::Model;
-use gputune_core::plan::recommend::{GpuCard, PlannedSetup, Recommendation, fits};
-use gputune_core::plan::setup::TrainingSetup;
+use gputune_core::plan::recommend::{GpuCard, Recommendation, fits};
+use gputune_formats::reports::plan::MemoryBreakdown;
+use gputune_formats::reports::plan::PlannedSetup;
+use gputune_formats::reports::plan_setup::TrainingSetup;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 

@@ -6,7 +6,7 @@
 
 use super::{MethodChoice, PlanPanel};
 use gputune_core::plan::model::{Architecture, Model};
-use gputune_core::plan::setup::{Attention, Checkpointing, Task};
+use gputune_formats::reports::plan_setup::{Attention, Checkpointing, Task};
 
 /// Which inputs a model takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

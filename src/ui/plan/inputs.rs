@@ -5,9 +5,10 @@ use eframe::egui::{self, RichText};
 
 use super::{MethodChoice, ModelKind, PlanAction, PlanPanel};
 use crate::ui::style::ERROR_TEXT;
-use gputune_core::plan::model::{LoraTargets, PRESET_NAMES, preset};
+use gputune_core::plan::model::{PRESET_NAMES, preset};
 use gputune_core::plan::recommend::cards;
-use gputune_core::plan::setup::{
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Offload, Optimizer, Overheads,
     Precision, Sharding, Task, TrainingSetup,
 };
@@ -78,7 +79,7 @@ impl PlanPanel {
         }
         ui.label(format!(
             "{} parameters",
-            gputune_core::units::parameters(self.model.parameter_count())
+            gputune_formats::units::parameters(self.model.parameter_count())
         ));
     }
 

@@ -24,12 +24,13 @@ use crate::ui::style::ERROR_TEXT;
 use gputune_core::measure_job::JobSpec;
 use gputune_core::plan::PlanError;
 use gputune_core::plan::export::{ExportFormat, export_plan};
-use gputune_core::plan::model::{LoraTargets, Model, preset};
+use gputune_core::plan::model::{Model, preset};
 use gputune_core::plan::recommend::{
     GpuCard, Recommendation, batch_product, cards, planned_batch, recommend, training_seconds,
     usable_bytes,
 };
-use gputune_core::plan::setup::{Checkpointing, Method, TrainingSetup};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{Checkpointing, Method, TrainingSetup};
 
 pub use fields::{KindFields, ModelKind};
 pub use measure::{MeasureNews, MeasureSection, MeasureState};

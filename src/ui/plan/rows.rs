@@ -9,8 +9,9 @@ use crate::ui::style::ERROR_TEXT;
 use gputune_core::plan::export::ExportFormat;
 use gputune_core::plan::memory::safety_margin_reason;
 use gputune_core::plan::recommend::{
-    GpuCard, PlannedSetup, Recommendation, batch_product, planned_batch, usable_bytes,
+    GpuCard, Recommendation, batch_product, planned_batch, usable_bytes,
 };
+use gputune_formats::reports::plan::PlannedSetup;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const FITS: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);

@@ -4,6 +4,9 @@
 //! (actions.rs, which also saves a sweep's or a scan's result as a profile); folder_watch.rs
 //! notices profiles another program saved, changed or removed.
 
+use gputune_core::profiles::checked::CheckedOffsets;
+use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_core::tuning::in_force::ControlsInForce;
 pub(super) mod actions;
 pub mod folder_watch;
 
@@ -11,9 +14,9 @@ use eframe::egui::{self, Color32, RichText};
 
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
-use gputune_core::notice::Notice;
-use gputune_core::profiles::profile::Profile;
 use gputune_core::profiles::store::{LoadProblem, StoredProfile};
+use gputune_formats::profile::Profile;
+use gputune_formats::tuning::Notice;
 
 /// What the Profiles tab asks the app to do.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,8 +4,8 @@
 use eframe::egui::{self, RichText};
 
 use super::{TunePanel, UNDERVOLT_CAP_MHZ, UNDERVOLT_OFFSET_MHZ, apply_or_try};
-use gputune_core::device::{ClockRangeMhz, Constraints, OffsetRangeMhz, Setting};
 use gputune_core::link::TuneCommand;
+use gputune_formats::card::{ClockRangeMhz, Constraints, OffsetRangeMhz, Setting};
 
 impl TunePanel {
     /// The Clocks section: locks, offsets (where the card takes them) and the preset.

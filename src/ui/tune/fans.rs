@@ -8,11 +8,11 @@ use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
 use crate::ui::tune::TunePanel;
-use gputune_core::device::FanRangePct;
 use gputune_core::link::TuneCommand;
-use gputune_core::tuning::engine::SessionPurpose;
-use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve, FanCurveError};
-use gputune_core::tuning::in_force::Hold;
+use gputune_formats::card::FanRangePct;
+use gputune_formats::fan_curve::{CurvePoint, FanCurve, FanCurveError};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::SessionPurpose;
 
 impl TunePanel {
     /// The card's fan curve: who follows one, the points, the curve drawn, Follow and Stop.

@@ -2,15 +2,16 @@
 //! engine's record where NVML cannot read), who holds the card and until when, the card's last
 //! crash (Xid) and what was put back, the last change and who made it, and who makes the changes.
 
+use gputune_core::tuning::in_force::ControlsInForce;
 use eframe::egui::{self, RichText};
 
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
-use gputune_core::device::Constraints;
-use gputune_core::notice::Notice;
-use gputune_core::tuning::engine::{GpuTuning, Holder};
-use gputune_core::tuning::in_force::ClockLock;
-use gputune_core::units::{local_time, watts_exact};
+use gputune_formats::card::Constraints;
+use gputune_formats::tuning::ClockLockInForce;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{GpuTuning, Holder};
+use gputune_formats::units::{local_time, watts_exact};
 
 /// What the card runs, who holds it, who changed it last, and who makes the changes.
 pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
@@ -24,7 +25,7 @@ pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
             ui.label(RichText::new("In force:").strong());
             ui.label(in_force_text(tuning, &gpu.info.constraints));
         });
-        if matches!(tuning.in_force.gpu_clock_lock, ClockLock::Unknown) {
+        if matches!(tuning.in_force.gpu_clock_lock, ClockLockInForce::Unknown) {
             ui.label(
                 RichText::new(
                     "Clock locks: not known — NVML cannot read them back, and gputune did not set them since the driver started.",
@@ -73,7 +74,7 @@ pub(crate) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> St
     let mut text = tuning.in_force.summary();
     if let Some(limit) = tuning.in_force.power_limit_mw
         && let Some(percent) =
-            gputune_core::units::percent_of_default(limit, constraints.power_limit_default_mw)
+            gputune_formats::units::percent_of_default(limit, constraints.power_limit_default_mw)
     {
         let share = format!(" ({percent} % of default)");
         let watts = format!("power limit {}", watts_exact(limit));
@@ -92,7 +93,7 @@ pub(crate) fn holder_line(holder: &Holder) -> String {
         .trial_ends_at_ms
         .map(|ends_ms| format!(" until {}", local_time(ends_ms, "%H:%M:%S")))
         .unwrap_or_default();
-    let (what, verb) = gputune_core::tuning::in_force::describe_holds(&holder.controls);
+    let (what, verb) = gputune_formats::holds::describe_holds(&holder.controls);
     let mut what = format!("The {what} {verb}");
     if holder.controls.is_empty() {
         what = "The card is".to_string();

@@ -24,12 +24,12 @@ use crate::ui::model::GpuModel;
 use crate::ui::tune::in_force::{in_force_box, notice_label};
 use crate::ui::tune::trial_view::trial_box;
 use crate::ui::widgets::labelled::labelled;
-use gputune_core::device::{Constraints, Setting};
 use gputune_core::link::TuneCommand;
-use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
-use gputune_core::tuning::in_force::{ClockLock, SettingsInForce};
 use gputune_core::tuning::request::{PowerLimitRequest, TuneRequest};
-use gputune_core::units::watts_exact;
+use gputune_formats::card::{Constraints, Setting};
+use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::units::watts_exact;
 
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
 const UNDERVOLT_CAP_MHZ: u32 = 2_520;
@@ -133,12 +133,12 @@ impl TunePanel {
             self.card_power_limit_mw = Some(limit);
         }
         if changed(|before, now| before.gpu_clock_lock != now.gpu_clock_lock)
-            && let ClockLock::Locked { min_mhz, max_mhz } = now.gpu_clock_lock
+            && let ClockLockInForce::Locked { min_mhz, max_mhz } = now.gpu_clock_lock
         {
             self.gpu_clock_lock_mhz = (min_mhz, max_mhz);
         }
         if changed(|before, now| before.memory_clock_lock != now.memory_clock_lock)
-            && let ClockLock::Locked { min_mhz, max_mhz } = now.memory_clock_lock
+            && let ClockLockInForce::Locked { min_mhz, max_mhz } = now.memory_clock_lock
         {
             self.memory_clock_lock_mhz = (min_mhz, max_mhz);
         }

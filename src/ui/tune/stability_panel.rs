@@ -11,9 +11,10 @@ use gputune_core::link::stability::{StabilityKind, StabilityLaunch, StabilityVie
 use gputune_core::stability::busy::checking_holder;
 use gputune_core::stability::plan::LoadShape;
 use gputune_core::stability::put_back::stock_clocks;
-use gputune_core::stability::report::{CheckReport, Verdict, describe_settings};
+use gputune_core::stability::report::{CheckReport, describe_settings};
 use gputune_core::stability::scan::ScanStep;
-use gputune_core::units::{duration_s, large_count};
+use gputune_formats::profile::Verdict;
+use gputune_formats::units::{duration_s, large_count};
 
 const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
 
@@ -103,7 +104,7 @@ impl StabilityPanel {
                     holder
                         .purpose
                         .describe_by(&gputune_core::text::printable(&holder.by)),
-                    gputune_core::units::local_time(holder.since_ms, "%H:%M:%S")
+                    gputune_formats::units::local_time(holder.since_ms, "%H:%M:%S")
                 ))
                 .strong(),
             );
@@ -454,7 +455,7 @@ fn steps_grid(ui: &mut egui::Ui, gpu_index: u32, stock: Option<&ScanStep>, steps
                     }
                 }
                 ui.label(
-                    gputune_core::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
+                    gputune_formats::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
                         .unwrap_or_else(|| "—".to_string()),
                 );
                 ui.label(

@@ -5,8 +5,8 @@ use eframe::egui::{self, Color32, RichText};
 
 use crate::ui::style::ERROR_TEXT;
 use gputune_core::link::TuneCommand;
-use gputune_core::tuning::engine::{TrialPhase, TrialStatus};
 use gputune_core::tuning::stats::{comparison_rows, settling_note};
+use gputune_formats::tuning::{TrialPhase, TrialStatus};
 
 const COUNTDOWN_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 

@@ -8,7 +8,7 @@ use eframe::egui::{self, Color32, RichText};
 use egui_plot::{LineStyle, PlotTransform, PlotUi, Span, VLine};
 
 use crate::ui::widgets::time_axis::{TimeSpan, clock_time, seconds};
-use gputune_core::tuning::engine::ChangeNote;
+use gputune_formats::tuning::ChangeNote;
 
 /// The marks' colour: apart from every series' colour.
 const MARK_COLOR: Color32 = Color32::from_rgb(0xe0, 0xe0, 0xe0);

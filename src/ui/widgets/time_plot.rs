@@ -7,7 +7,7 @@ use crate::ui::widgets::change_marks::{group_changes, label_groups, mark_changes
 use crate::ui::widgets::time_axis::{TimeSpan, axis_label, clock_time, seconds, unix_ms};
 use gputune_core::telemetry::decimate::decimate;
 use gputune_core::telemetry::history::{GpuHistory, Metric};
-use gputune_core::tuning::engine::ChangeNote;
+use gputune_formats::tuning::ChangeNote;
 
 /// Height of one graph, in points.
 const PLOT_HEIGHT: f32 = 140.0;

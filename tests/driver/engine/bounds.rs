@@ -5,13 +5,15 @@
 
 use super::simulated;
 
-use gputune_core::device::Setting;
 use gputune_core::device::sim::LoadPattern;
-use gputune_core::service::protocol::MAX_MESSAGE_BYTES;
 use gputune_core::tuning::engine::{
-    ClientInfo, Engine, GpuChange, MAX_CHANGE_SETTINGS, MAX_SESSION_CARDS_OF_OTHERS,
-    MAX_SESSION_CARDS_PER_CLIENT, MAX_SESSION_CARDS_PER_USER, MAX_SESSION_CHANGES, SessionId,
-    SessionPurpose, SessionRequest, TuneErrorKind,
+    ClientInfo, Engine, MAX_CHANGE_SETTINGS, MAX_SESSION_CARDS_OF_OTHERS,
+    MAX_SESSION_CARDS_PER_CLIENT, MAX_SESSION_CARDS_PER_USER, MAX_SESSION_CHANGES,
+};
+use gputune_formats::card::Setting;
+use gputune_formats::protocol::MAX_MESSAGE_BYTES;
+use gputune_formats::tuning::{
+    GpuChange, SessionId, SessionPurpose, SessionRequest, TuneErrorKind,
 };
 
 /// Client `id` of user `uid`, with the longest label the daemon keeps (200 characters, four

@@ -6,10 +6,10 @@
 
 use super::*;
 
-use gputune_core::device::CriticalEvent;
 use gputune_core::device::sim::SimSettings;
-use gputune_core::tuning::engine::{CriticalNote, SessionReport};
-use gputune_core::tuning::in_force::ClockLock;
+use gputune_formats::card::CriticalEvent;
+use gputune_formats::tuning::ClockLockInForce;
+use gputune_formats::tuning::{CriticalNote, SessionReport};
 
 /// A flat curve: the fans run at 77 % whatever the card's temperature.
 fn flat_77() -> FanCurve {
@@ -107,7 +107,7 @@ fn an_xid_13_puts_back_a_plain_offset_and_lock_to_stock_and_leaves_the_kept_curv
             .collect::<Vec<_>>(),
         vec![SessionPurpose::KeptFanCurve]
     );
-    assert_eq!(tuning.in_force.gpu_clock_lock, ClockLock::Unlocked);
+    assert_eq!(tuning.in_force.gpu_clock_lock, ClockLockInForce::Unlocked);
     run_for(&mut engine, &mut sampler, &clock, 2);
     assert_eq!(card(&sampler).fan_manual_pct, vec![Some(77), Some(77)]);
 
@@ -220,7 +220,7 @@ fn a_session_that_held_the_clocks_ends_marked_by_the_crash_and_one_driving_the_f
                         Setting::GpuClockOffset { offset_mhz: 150 },
                     ],
                 }],
-                fan_curves: vec![gputune_core::tuning::engine::GpuFanCurve {
+                fan_curves: vec![gputune_formats::tuning::GpuFanCurve {
                     gpu_uuid: uuid.clone(),
                     curve: flat_77(),
                 }],

@@ -2,11 +2,11 @@
 //! keeps running figures on its card, and whatever ends it (its client's end, its client gone,
 //! shutdown, its card lost) makes the job's record, with the energy counter's difference as its energy.
 
-use gputune_core::device::Telemetry;
-use gputune_core::formats::jobs::JOULES_PER_KWH;
-use gputune_core::formats::throttle::ThrottleReason;
-use gputune_core::formats::tuning::JobInfo;
 use gputune_core::jobs::cost::Price;
+use gputune_formats::card::Telemetry;
+use gputune_formats::jobs::JOULES_PER_KWH;
+use gputune_formats::throttle::ThrottleReason;
+use gputune_formats::tuning::JobInfo;
 
 use super::*;
 
@@ -80,7 +80,7 @@ fn a_job_s_record_has_the_energy_counter_s_difference_its_peaks_and_throttle_tim
     let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
     let uuid = engine.gpus()[0].identity.uuid.clone();
     engine.set_job_price(Some(Price {
-        config: gputune_core::formats::jobs::CostConfig {
+        config: gputune_formats::jobs::CostConfig {
             price_per_kwh: Some(0.5),
             currency: Some("€".to_string()),
             co2_grams_per_kwh: Some(400.0),
@@ -191,7 +191,9 @@ fn a_job_whose_client_goes_whose_engine_stops_or_whose_card_is_lost_is_recorded_
         .unwrap_or_else(|error| panic!("{error}"));
     readings_for(&mut engine, &mut sampler, &clock, 10);
     let _ = engine.take_events();
-    engine.on_samples(&[Err(gputune_core::device::DeviceError::GpuLost { index: 0 })]);
+    engine.on_samples(&[Err(gputune_formats::card::DeviceError::GpuLost {
+        index: 0,
+    })]);
     let lost = engine.take_job_records();
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert!(

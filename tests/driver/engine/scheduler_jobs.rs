@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use super::options;
 use gputune_core::clock::{Clock, ManualClock};
-use gputune_core::device::Setting;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::formats::tuning::JobInfo;
-use gputune_core::tuning::engine::{
-    ClientInfo, Engine, GpuChange, SessionPurpose, SessionRequest, TuneErrorKind,
-};
+use gputune_core::tuning::engine::{ClientInfo, Engine};
+use gputune_formats::card::Setting;
+use gputune_formats::tuning::JobInfo;
+use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionRequest, TuneErrorKind};
 
 fn eight_cards() -> (Engine, ManualClock, tempfile::TempDir) {
     let clock = ManualClock::starting_at(1_700_000_000_000);

@@ -8,8 +8,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use gputune_core::clock::wall_clock_ms;
-use gputune_core::device::Setting;
 use gputune_core::device::sim::{SimGpu, apply_to_sim};
+use gputune_formats::card::Setting;
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use crate::codes::{

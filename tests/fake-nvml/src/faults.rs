@@ -4,7 +4,7 @@
 use std::env::VarError;
 use std::time::Duration;
 
-use gputune_core::device::Setting;
+use gputune_formats::card::Setting;
 
 use crate::{FAULTS_ENV, FAULTS_FILE_ENV};
 

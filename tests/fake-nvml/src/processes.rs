@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use gputune_core::device::ProcessKind;
 use gputune_core::device::sim::SimMachine;
+use gputune_formats::card::ProcessKind;
 use serde::{Deserialize, Serialize};
 
 use crate::PROCESSES_ENV;

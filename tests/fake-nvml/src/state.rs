@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use gputune_core::device::Setting;
 use gputune_core::device::sim::{LoadPattern, SimMachine, SimScenario};
+use gputune_formats::card::Setting;
 use serde::{Deserialize, Serialize};
 
 use crate::processes::{FakeProcess, check_processes, parse_processes};

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use gputune_core::device::Backend;
 use gputune_core::device::nvml::NvmlBackend;
-use gputune_core::device::{Backend, Setting};
+use gputune_formats::card::Setting;
 use nvidia_ml_fake::{
     DRIVER_VERSION, FAULTS_ENV, LOAD_ENV, NVML_VERSION, PROCESSES_ENV, PSTATES_ENV, SCENARIO_ENV,
     STATE_ENV, fake_library_path, load_state,

@@ -20,18 +20,18 @@ use anyhow::{anyhow, bail};
 use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
-use crate::device::Constraints;
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{
-    EngineEvent, GpuApplied, GpuChange, GpuInfo, GroupTrialRequest, TrialPhase, TrialRequest,
-    TrialStatus,
-};
 use crate::tuning::request::{
     TuneRequest, parse_clock_range, parse_fan, parse_offset, parse_power_limit,
 };
 use crate::tuning::stats::{comparison_table, settling_note};
-use crate::units::watts_exact;
+use gputune_formats::card::Constraints;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::{
+    EngineEvent, GpuApplied, GpuChange, GpuInfo, GroupTrialRequest, TrialPhase, TrialRequest,
+    TrialStatus,
+};
+use gputune_formats::units::watts_exact;
 
 /// The longest trial: a day. Longer is a setting to apply, not to try.
 const LONGEST_TRIAL_S: u64 = crate::tuning::engine::LONGEST_TRIAL_S;
@@ -259,7 +259,7 @@ pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<Strin
     gpu.applied
         .iter()
         .map(|setting| match *setting {
-            crate::device::Setting::PowerLimit { power_limit_mw } => {
+            gputune_formats::card::Setting::PowerLimit { power_limit_mw } => {
                 let enforced = match gpu.enforced_power_limit_mw {
                     Some(enforced_mw) => format!("the card enforces {}", watts_exact(enforced_mw)),
                     None => "the card does not report the limit it enforces".to_string(),
@@ -269,13 +269,13 @@ pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<Strin
                     power_limit_set(power_limit_mw, constraints)
                 )
             }
-            crate::device::Setting::GpuClockOffset { offset_mhz } => read_back_offset(
+            gputune_formats::card::Setting::GpuClockOffset { offset_mhz } => read_back_offset(
                 "GPU",
                 offset_mhz,
                 gpu.in_force.gpu_clock_offset_mhz,
                 &gpu.in_force.gpu_clock_offsets,
             ),
-            crate::device::Setting::MemoryClockOffset { offset_mhz } => read_back_offset(
+            gputune_formats::card::Setting::MemoryClockOffset { offset_mhz } => read_back_offset(
                 "Memory",
                 offset_mhz,
                 gpu.in_force.memory_clock_offset_mhz,
@@ -290,15 +290,21 @@ pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<Strin
 fn power_limit_set(power_limit_mw: u32, constraints: &Constraints) -> String {
     format!(
         "Power limit set to {}",
-        crate::units::power_limit_with_share(power_limit_mw, constraints.power_limit_default_mw)
+        gputune_formats::units::power_limit_with_share(
+            power_limit_mw,
+            constraints.power_limit_default_mw
+        )
     )
 }
 
 /// One sentence for a setting written, with nothing read back: "Power limit set to 315 W
 /// (70 % of 450 W).", "Fan 0 at 60 % applied."
-pub(crate) fn applied_line(setting: &crate::device::Setting, constraints: &Constraints) -> String {
+pub(crate) fn applied_line(
+    setting: &gputune_formats::card::Setting,
+    constraints: &Constraints,
+) -> String {
     match *setting {
-        crate::device::Setting::PowerLimit { power_limit_mw } => {
+        gputune_formats::card::Setting::PowerLimit { power_limit_mw } => {
             format!("{}.", power_limit_set(power_limit_mw, constraints))
         }
         other => format!("{} applied.", capitalized(&other.describe())),
@@ -311,7 +317,7 @@ fn read_back_offset(
     clock: &str,
     offset_mhz: i32,
     reported: Option<i32>,
-    pstates: &[crate::device::PstateOffset],
+    pstates: &[gputune_formats::card::PstateOffset],
 ) -> String {
     match reported {
         Some(reported) => format!(

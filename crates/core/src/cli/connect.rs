@@ -6,11 +6,12 @@ use std::io::Write;
 
 use anyhow::{anyhow, bail};
 
-use crate::device::{DeviceError, resolve_among};
+use crate::device::resolve_among;
 pub use crate::service::client::TuningOptions;
 use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
-use crate::service::protocol::{Request, Response, Snapshot};
-use crate::tuning::engine::GpuInfo;
+use gputune_formats::card::DeviceError;
+use gputune_formats::protocol::{Request, Response, Snapshot};
+use gputune_formats::tuning::GpuInfo;
 
 /// This command as the engine names it in messages ("gputune apply --try 60").
 pub fn command_label() -> String {

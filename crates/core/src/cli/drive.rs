@@ -6,10 +6,10 @@ use std::io::Write;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::device::{DeviceError, GpuProcess, Telemetry};
 use crate::service::client::TuningClient;
-use crate::service::protocol::Event;
-use crate::tuning::in_force::Hold;
+use gputune_formats::card::{DeviceError, GpuProcess, Telemetry};
+use gputune_formats::protocol::Event;
+use gputune_formats::tuning::Hold;
 
 /// The longest wait for the service's next event between two ticks.
 const TICK: Duration = Duration::from_millis(20);
@@ -105,7 +105,7 @@ pub fn gpu_processes(
 pub fn refuse_if_held_elsewhere(
     client: &TuningClient,
     folders: &crate::folders::Folders,
-    gpu: &crate::tuning::engine::GpuInfo,
+    gpu: &gputune_formats::tuning::GpuInfo,
     what: &str,
 ) -> Result<(), String> {
     if client.is_daemon() {

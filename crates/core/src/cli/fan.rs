@@ -11,10 +11,10 @@ use crate::cli::connect::{
     TuningOptions, choose_gpu, command_label, refusal, snapshot, unexpected,
 };
 use crate::service::client::{ConnectError, ConnectOptions, TuningClient, connect};
-use crate::service::protocol::{BootDefault, Request, Response};
-use crate::tuning::engine::{CriticalNote, SessionPurpose};
-use crate::tuning::fan_curve::{CurvePoint, FanCurve};
-use crate::tuning::in_force::Hold;
+use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::protocol::{BootDefault, Request, Response};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{CriticalNote, SessionPurpose};
 
 /// Said when a curve is to be kept and no daemon answers.
 pub const NEEDS_DAEMON: &str = "Keeping a fan curve needs the gputune daemon, which is not running here: install it with `sudo gputune daemon install` (the window, or `gputune run --profile NAME -- COMMAND`, follows a curve only while it runs).";
@@ -355,7 +355,7 @@ pub fn show(
                 out,
                 "GPU {}: last crash {}: {}",
                 gpu.index,
-                crate::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
+                gputune_formats::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
                 critical.sentence
             )?;
         }

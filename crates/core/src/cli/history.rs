@@ -10,12 +10,12 @@ use anyhow::{Context, anyhow, bail};
 use crate::cli::connect::refusal;
 use crate::clock::wall_clock_ms;
 use crate::device::resolve_among;
-use crate::notice::Notice;
 use crate::service::client::{ClientError, SocketChoice, TuningClient, connect_daemon};
 use crate::service::history_pages::HistoryPages;
 use crate::telemetry::history::GpuHistory;
-use crate::tuning::engine::{ChangeNote, GpuInfo, TuneErrorKind};
-use crate::units::local_time;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ChangeNote, GpuInfo, TuneErrorKind};
+use gputune_formats::units::local_time;
 
 /// "24 Nov 03:40:00".
 const DAY_AND_TIME: &str = "%-d %b %H:%M:%S";

@@ -9,10 +9,10 @@ use std::path::Path;
 use anyhow::{anyhow, bail};
 
 use crate::cli::connect::{refusal, unexpected};
-use crate::formats::jobs::{JOULES_PER_KWH, JobRecord};
 use crate::jobs::cost::{COST_HINT, Price, format_co2, format_kwh, format_money, user_price};
 use crate::service::client::{SocketChoice, TuningClient, connect_daemon};
-use crate::service::protocol::{Request, Response};
+use gputune_formats::jobs::{JOULES_PER_KWH, JobRecord};
+use gputune_formats::protocol::{Request, Response};
 
 /// How many jobs are listed unless asked.
 pub const DEFAULT_LIMIT: u32 = 20;
@@ -152,8 +152,8 @@ fn row(record: &JobRecord) -> [String; 9] {
         crate::text::printable(&record.job.job_id),
         crate::text::printable(&record.job.user),
         crate::text::printable(&record.node),
-        crate::units::local_time(record.started_at_ms, "%Y-%m-%d %H:%M"),
-        crate::units::duration_s(
+        gputune_formats::units::local_time(record.started_at_ms, "%Y-%m-%d %H:%M"),
+        gputune_formats::units::duration_s(
             record.ended_at_ms.saturating_sub(record.started_at_ms) as f64 / 1000.0,
         ),
         record.gpus.len().to_string(),

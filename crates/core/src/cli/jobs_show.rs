@@ -7,11 +7,11 @@ use std::path::Path;
 
 use crate::cli::connect::{refusal, unexpected};
 use crate::cli::jobs::{connect, reprice, whose_price};
-use crate::formats::jobs::JobRecord;
 use crate::jobs::cost::{cost_line, user_price};
 use crate::service::client::SocketChoice;
-use crate::service::protocol::{Request, Response};
-use crate::units::{NOT_AVAILABLE, duration_s, local_time};
+use gputune_formats::jobs::JobRecord;
+use gputune_formats::protocol::{Request, Response};
+use gputune_formats::units::{NOT_AVAILABLE, duration_s, local_time};
 
 /// `gputune jobs show`.
 #[derive(Debug, Clone, clap::Args)]

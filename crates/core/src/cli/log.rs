@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::device::{Backend, BackendKind, GpuIdentity, resolve_gpu};
+use crate::device::{Backend, resolve_gpu};
 use crate::telemetry::csv::{TelemetryCsvWriter, open_for_append};
+use gputune_formats::card::{BackendKind, GpuIdentity};
 
 /// Time between samples when the user does not choose one.
 pub const DEFAULT_INTERVAL_MS: u64 = 1_000;

@@ -12,19 +12,20 @@ use std::path::Path;
 use clap::Args;
 
 use crate::device::BackendOptions;
-use crate::formats::reports::plan::{PLAN_REPORT_FORMAT, PlanReport};
 use crate::plan::PlanError;
 use crate::plan::export::{ExportFormat, export_plan, model_load_settings};
 use crate::plan::memory::parameter_counts;
-use crate::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
+use crate::plan::model::{Model, PRESET_NAMES, preset};
 use crate::plan::recommend::{
     GpuCard, Recommendation, card, cards, recommend_for_target, training_seconds,
 };
-use crate::plan::setup::{
+use choices::choice;
+use gputune_formats::reports::plan::{PLAN_REPORT_FORMAT, PlanReport};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Method, Offload, Optimizer,
     Overheads, Precision, Sharding, Task, TrainingSetup,
 };
-use choices::choice;
 
 /// The setup fits the card (at the recommended micro-batch); an `--export` file was written.
 pub const EXIT_FITS: i32 = 0;
@@ -284,7 +285,7 @@ pub fn run_command(
                 writeln!(
                     out,
                     "{name:<20} {:>8} parameters",
-                    crate::units::parameters(model.parameter_count())
+                    gputune_formats::units::parameters(model.parameter_count())
                 )?;
             }
         }

@@ -5,6 +5,8 @@
 //! notices) and then the tuning engine, which checks every setting with `device::gate` before
 //! the first write, all or nothing. Profiles stay in the user's folder and travel as values.
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,12 +17,12 @@ use serde::Serialize;
 use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
-use crate::profiles::profile::Profile;
 use crate::profiles::store::{LoadProblem, ProfileStore, StoreError, StoredProfile};
 use crate::service::client::{ConnectError, TuningClient};
-use crate::service::protocol::{BootDefault, Request, Response};
 use crate::text::short_uuid;
-use crate::tuning::engine::GpuChange;
+use gputune_formats::profile::Profile;
+use gputune_formats::protocol::{BootDefault, Request, Response};
+use gputune_formats::tuning::GpuChange;
 
 /// The longest `apply-defaults --retry-s`: an hour.
 const LONGEST_RETRY_S: u64 = 3_600;
@@ -375,8 +377,8 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
         Some(power) => writeln!(
             out,
             "Power limit:    {} W on this card, {} % of the default on another",
-            crate::units::plain_number(power.watts),
-            crate::units::plain_number(power.percent_of_default)
+            gputune_formats::units::plain_number(power.watts),
+            gputune_formats::units::plain_number(power.percent_of_default)
         )?,
         None => writeln!(out, "Power limit:    {unchanged}")?,
     }
@@ -409,8 +411,8 @@ pub fn show(store: &ProfileStore, name: &str, out: &mut dyn Write) -> anyhow::Re
                 .map(|point| {
                     format!(
                         "{} °C → {} %",
-                        crate::units::plain_number(point.temperature_c),
-                        crate::units::plain_number(point.speed_pct)
+                        gputune_formats::units::plain_number(point.temperature_c),
+                        gputune_formats::units::plain_number(point.speed_pct)
                     )
                 })
                 .collect();
@@ -510,7 +512,7 @@ pub const FAN_CURVE_ONE_SHOT_NOTICE: &str = "This profile has a fan curve, which
 /// Applies `profile` to GPU `index` through the engine; the lines to print.
 fn apply_to_gpu(
     client: &mut TuningClient,
-    gpus: &[crate::tuning::engine::GpuInfo],
+    gpus: &[gputune_formats::tuning::GpuInfo],
     index: u32,
     profile: &Profile,
     messages: &mut dyn Write,

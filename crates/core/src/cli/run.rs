@@ -6,6 +6,8 @@
 //! unless asked, under a guard that ends every process it starts when it ends or gputune dies
 //! (`measure_job::tree`). At the end: duration, energy, average power and peak temperature.
 
+use crate::profiles::profile::ProfileOnCard;
+use crate::stability::record::RecordedCheck;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,16 +19,16 @@ use crate::cli::as_user::{InvokingUser, invoking_user, run_as as run_as_user};
 use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
-use crate::device::Telemetry;
 use crate::jobs::cost::{COST_HINT, Price, cost_line, user_price};
 use crate::measure_job::tree::{JobGroup, TrackedJob};
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request, Response};
 use crate::telemetry::csv::{TelemetryCsvWriter, open_for_append};
-use crate::tuning::engine::{
+use crate::tuning::engine::report_lines;
+use gputune_formats::card::Telemetry;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::{
     EngineEvent, GpuChange, GpuFanCurve, SessionId, SessionPurpose, SessionReport, SessionRequest,
-    report_lines,
 };
 
 /// How often gputune looks whether the command has ended.
@@ -386,7 +388,7 @@ fn energy_at_mj(points: &[(u64, u64)], at_ms: u64) -> f64 {
 /// session the engine ended by itself.
 struct Watcher {
     index: u32,
-    identity: crate::device::GpuIdentity,
+    identity: gputune_formats::card::GpuIdentity,
     log: Option<TelemetryCsvWriter<std::fs::File>>,
     log_failed: bool,
     samples: Vec<Telemetry>,
@@ -461,7 +463,7 @@ fn name_the_job(client: &mut TuningClient, session: SessionId, pid: u32, message
         // engine's own message says why it ended.
         if error
             .refusal()
-            .is_some_and(|refusal| refusal.kind == crate::tuning::engine::TuneErrorKind::NotFound)
+            .is_some_and(|refusal| refusal.kind == gputune_formats::tuning::TuneErrorKind::NotFound)
         {
             return;
         }
@@ -629,7 +631,7 @@ mod tests {
             reading(3_600_000, 12_960_000_000, 3_600),
         ];
         let price = Price {
-            config: crate::formats::jobs::CostConfig {
+            config: gputune_formats::jobs::CostConfig {
                 price_per_kwh: Some(0.25),
                 currency: Some("€".to_string()),
                 co2_grams_per_kwh: Some(350.0),

@@ -2,6 +2,8 @@
 //! `stability::scan`), prints each step and what the result saves, and saves it as a profile
 //! on request. Every ending puts the card back.
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 
 use clap::Args;
@@ -10,9 +12,9 @@ use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snaps
 use crate::cli::drive::{Driven, drive, gpu_processes, refuse_if_held_elsewhere};
 use crate::profiles::store::{ProfileStore, StoreError};
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request};
 use crate::stability::busy::OtherWork;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
+use gputune_formats::protocol::{Event, Request};
 
 /// Readings while the scan runs.
 const SAMPLE_INTERVAL_MS: u64 = 500;
@@ -113,9 +115,9 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
         gpu.identity.name,
         scan_options.lock_mhz,
         scan_options.step_mhz,
-        crate::units::duration_s(scan_options.step_s),
+        gputune_formats::units::duration_s(scan_options.step_s),
         scan_options.most_steps(),
-        crate::units::duration_s(scan_options.confirm_s),
+        gputune_formats::units::duration_s(scan_options.confirm_s),
     );
     let mut driven = ScanDriven {
         scan,
@@ -197,7 +199,7 @@ impl Driven for ScanDriven {
 }
 
 pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
-    let clocks = crate::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
+    let clocks = gputune_formats::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
         .unwrap_or_else(|| "clock not read".to_string());
     let power = step.power_mean_w.map_or_else(
         || "power not read".to_string(),
@@ -211,7 +213,7 @@ pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
         step.label(),
         step.verdict_text(),
         step.wrong,
-        crate::units::large_count(step.results)
+        gputune_formats::units::large_count(step.results)
     )
 }
 
@@ -230,7 +232,7 @@ fn print_outcome(outcome: &ScanOutcome) -> anyhow::Result<()> {
     }
     if let Some(report) = &outcome.confirmation {
         writeln!(stdout, "  Confirmation: {}", report.sentence())?;
-        if report.is_short() && report.verdict == crate::stability::report::Verdict::Stable {
+        if report.is_short() && report.verdict == gputune_formats::profile::Verdict::Stable {
             writeln!(
                 stdout,
                 "  A thorough confirmation: --confirm-s {:.0} (the default).",
@@ -244,7 +246,7 @@ fn print_outcome(outcome: &ScanOutcome) -> anyhow::Result<()> {
     writeln!(
         stdout,
         "  The scan took {}.",
-        crate::units::duration_s(outcome.ran_s)
+        gputune_formats::units::duration_s(outcome.ran_s)
     )?;
     Ok(())
 }
@@ -253,7 +255,7 @@ fn save_profile(
     store: &ProfileStore,
     name: &str,
     outcome: &ScanOutcome,
-    gpu: &crate::tuning::engine::GpuInfo,
+    gpu: &gputune_formats::tuning::GpuInfo,
     replace: bool,
     messages: &mut dyn Write,
 ) {

@@ -2,6 +2,8 @@
 //! card's current settings or a profile's (held by the engine and put back at the end).
 //! Prints one verdict per card; `--json` prints the figures behind each.
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 
 use anyhow::bail;
@@ -10,18 +12,19 @@ use clap::Args;
 use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
-use crate::device::Setting;
 use crate::device::resolve_among;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
-use crate::service::protocol::Response;
-use crate::service::protocol::{Event, Request, Snapshot};
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckSetup};
 use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::put_back::PutBack;
-use crate::stability::report::{CheckReport, Verdict};
-use crate::tuning::fan_curve::FanCurve;
+use crate::stability::report::CheckReport;
+use gputune_formats::card::Setting;
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::profile::Verdict;
+use gputune_formats::protocol::Response;
+use gputune_formats::protocol::{Event, Request, Snapshot};
 
 /// Readings while a check runs: twice a second, enough for clock and power ranges.
 const SAMPLE_INTERVAL_MS: u64 = 500;
@@ -151,7 +154,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
                     "gputune: checking GPU {} ({}) for {} ({} load){}; Ctrl-C stops it.",
                     target.index,
                     gpu.identity.name,
-                    crate::units::duration_s(check_options.duration_s),
+                    gputune_formats::units::duration_s(check_options.duration_s),
                     check_options.shape.as_str(),
                     if target.settings.is_empty() && target.fan_curve.is_none() {
                         " at its current settings, changing nothing".to_string()
@@ -201,7 +204,7 @@ fn put_back(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32
         let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
         if !plan.settings.is_empty() {
             let request = Request::Apply {
-                changes: vec![crate::tuning::engine::GpuChange {
+                changes: vec![gputune_formats::tuning::GpuChange {
                     gpu_uuid: gpu.identity.uuid.clone(),
                     settings: plan.settings.clone(),
                 }],
@@ -313,10 +316,10 @@ impl Driven for Checks<'_> {
                 format!(
                     "GPU {}: {} of {}, {}: {} results checked, {} wrong; {}",
                     progress.gpu_index,
-                    crate::units::duration_s(progress.elapsed_s),
-                    crate::units::duration_s(progress.duration_s),
+                    gputune_formats::units::duration_s(progress.elapsed_s),
+                    gputune_formats::units::duration_s(progress.duration_s),
                     progress.activity,
-                    crate::units::large_count(progress.results),
+                    gputune_formats::units::large_count(progress.results),
                     progress.wrong,
                     progress.readings
                 )
@@ -374,14 +377,14 @@ fn save_records(
         };
         let (gpu_clock_offset_mhz, memory_clock_offset_mhz) =
             crate::profiles::checked::offsets_in(&target.settings);
-        profile.record_checked_card(crate::profiles::checked::CheckedCard {
+        profile.record_checked_card(gputune_formats::profile::CheckedCard {
             gpu_uuid: report.gpu_uuid.clone(),
             gpu_name: report.gpu_name.clone(),
             gpu_clock_offset_mhz,
             memory_clock_offset_mhz,
             checked_at_ms: report.ended_at_ms,
             ran_s: report.result.ran_s,
-            by: crate::profiles::checked::CheckedBy::Check,
+            by: gputune_formats::profile::CheckedBy::Check,
             verdict: report.verdict,
         });
     }

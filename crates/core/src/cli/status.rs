@@ -1,21 +1,24 @@
 //! `gputune status`: every GPU's identity, constraints and one snapshot, as text or JSON.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::device::resolve_gpu;
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
-use crate::device::{
-    Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry, ThrottleReasons, resolve_gpu,
-};
 use crate::folders::Folders;
 use crate::service::client::{SocketChoice, connect_daemon};
-use crate::service::protocol::{Request, Response};
-use crate::tuning::engine::{CriticalNote, GpuTuning, Holder};
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
-use crate::units::{energy, gib, mib_text, or_na, watts};
+use gputune_formats::protocol::{Request, Response};
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::tuning::{CriticalNote, GpuTuning, Holder};
+use gputune_formats::units::{energy, gib, mib_text, or_na, watts};
+use gputune_formats::{
+    card::{Constraints, DeviceError, GpuIdentity, GpuProcess, Telemetry},
+    throttle::ThrottleReasons,
+};
 
 /// One GPU as `status --json` prints it: identity, constraints and telemetry side by side,
 /// plus `fan_speed_pct` / `fan_speed_rpm` as flat lists like nvidia-smi's fields.
@@ -439,7 +442,7 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
         writeln!(
             out,
             "  Crash        {}: {}",
-            crate::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
+            gputune_formats::units::local_time(critical.at_ms, "%-d %b %H:%M:%S"),
             critical.sentence
         )?;
     }
@@ -459,7 +462,7 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
             out,
             "  Session      {purpose} {holding} by {}, since {}{}",
             crate::text::printable(&session.holder.by),
-            crate::units::local_time(session.holder.since_ms, "%H:%M:%S"),
+            gputune_formats::units::local_time(session.holder.since_ms, "%H:%M:%S"),
             session
                 .energy_used_mj
                 .map_or(String::new(), |used| format!(", {} used", energy(used)))
@@ -472,7 +475,7 @@ fn write_gpu_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<()
 /// (training runs in P2)"; "unknown" for offsets not reported per P-state; `None` without
 /// offsets.
 fn pstate_offsets_text(in_force: &SettingsInForce) -> Option<String> {
-    let list = |offsets: &[crate::device::PstateOffset]| {
+    let list = |offsets: &[gputune_formats::card::PstateOffset]| {
         offsets
             .iter()
             .map(|offset| format!("P{} {:+}", offset.pstate, offset.offset_mhz))
@@ -516,7 +519,7 @@ fn settings_text(in_force: &SettingsInForce) -> String {
         ("memory", in_force.memory_clock_lock),
     ]
     .into_iter()
-    .filter(|(_, lock)| *lock == ClockLock::Unknown)
+    .filter(|(_, lock)| *lock == ClockLockInForce::Unknown)
     .map(|(clock, _)| clock)
     .collect();
     if !unknown.is_empty() {

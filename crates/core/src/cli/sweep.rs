@@ -24,7 +24,6 @@ use crate::cli::run::{
 use crate::measure_job::tree::TrackedJob;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request};
 use crate::sweep::base::plan_sweep;
 use crate::sweep::feed::{Echo, FeedMessage, follow_file, read_stream};
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
@@ -32,8 +31,10 @@ use crate::sweep::plan::{SweepSpec, SweepStep, parse_list};
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::report::{recommended_profile, table, write_csv};
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming, SweepUpdate};
-use crate::tuning::engine::{EngineEvent, GpuInfo, held_elsewhere};
-use crate::tuning::in_force::Hold;
+use crate::tuning::engine::held_elsewhere;
+use gputune_formats::protocol::{Event, Request};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{EngineEvent, GpuInfo};
 
 /// How often the loop looks at the job, its progress and the service.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);

@@ -23,9 +23,12 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::slots::Slot;
-use crate::service::protocol::{MAX_REQUEST_BYTES, Message, Request, Response, parse_request_line};
 use crate::service::{Input, Service};
-use crate::tuning::engine::{ClientId, ClientInfo, TuneError, TuneErrorKind};
+use crate::tuning::engine::ClientInfo;
+use gputune_formats::protocol::{
+    MAX_REQUEST_BYTES, Message, Request, Response, parse_request_line,
+};
+use gputune_formats::tuning::{ClientId, TuneError, TuneErrorKind};
 
 /// The most requests of one client waiting for an answer; past that the daemon stops reading
 /// from it until it catches up.

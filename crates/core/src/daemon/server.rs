@@ -20,8 +20,9 @@ use super::connection;
 use super::peer::peer_of;
 use super::slots::{Applicant, Slots};
 use crate::service::Service;
-use crate::service::protocol::{Message, Response};
-use crate::tuning::engine::{ClientInfo, TuneError, TuneErrorKind};
+use crate::tuning::engine::ClientInfo;
+use gputune_formats::protocol::{Message, Response};
+use gputune_formats::tuning::{TuneError, TuneErrorKind};
 
 /// Serves until SIGTERM / SIGINT; removes the socket on the way out.
 pub fn serve(service: &Service, socket: &Path, group: &str) -> anyhow::Result<()> {

@@ -1,8 +1,8 @@
 //! The one validation gate for hardware writes. A `Backend` only accepts a
 //! [`ValidatedSetting`], and only [`validate`] makes one: nothing reaches a card unchecked.
 
-use crate::device::{Constraints, Setting};
-use crate::units::{power_limit_range, watts_exact};
+use gputune_formats::card::{Constraints, Setting};
+use gputune_formats::units::{power_limit_range, watts_exact};
 
 /// A setting that passed [`validate`] against the card it is meant for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +154,7 @@ pub fn validate(
 
 fn check_clock_lock(
     clock: &'static str,
-    supported: Option<crate::device::ClockRangeMhz>,
+    supported: Option<gputune_formats::card::ClockRangeMhz>,
     min_mhz: u32,
     max_mhz: u32,
 ) -> Result<(), LimitError> {
@@ -182,7 +182,7 @@ fn check_clock_lock(
 
 fn check_offset(
     clock: &'static str,
-    range: Option<crate::device::OffsetRangeMhz>,
+    range: Option<gputune_formats::card::OffsetRangeMhz>,
     offset_mhz: i32,
 ) -> Result<(), LimitError> {
     let Some(range) = range else {
@@ -203,10 +203,10 @@ fn check_offset(
 /// not say per P-state.
 fn pstate_range(
     clock: &'static str,
-    pstates: &[crate::device::PstateOffsetRange],
-    compute_range: Option<crate::device::OffsetRangeMhz>,
+    pstates: &[gputune_formats::card::PstateOffsetRange],
+    compute_range: Option<gputune_formats::card::OffsetRangeMhz>,
     pstate: u32,
-) -> Result<crate::device::OffsetRangeMhz, LimitError> {
+) -> Result<gputune_formats::card::OffsetRangeMhz, LimitError> {
     let own = pstates.iter().find(|range| range.pstate == pstate);
     match (own, compute_range) {
         (Some(range), _) => Ok(range.range()),

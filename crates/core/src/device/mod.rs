@@ -15,37 +15,18 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::formats::throttle::{ThrottleReason, ThrottleReasons};
-pub use process::{GpuProcess, ProcessKind};
-pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidResponse};
+use gputune_formats::card::GpuProcess;
+pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidMeaning, XidResponse};
 
-pub use crate::formats::card::{
-    BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode,
-    FanRangePct, FanReading, GpuIdentity, OffsetRangeMhz, PstateOffset, PstateOffsetRange, Setting,
-    Telemetry,
-};
-use crate::units::watts_exact;
 use gate::ValidatedSetting;
-
-impl OffsetRangeMhz {
-    /// Whether more than one offset is allowed.
-    pub fn has_room(&self) -> bool {
-        self.min_mhz < self.max_mhz
-    }
-}
+use gputune_formats::card::{
+    BackendKind, Constraints, CriticalEvent, DeviceError, FanMode, GpuIdentity, OffsetRangeMhz,
+    PstateOffset, PstateOffsetRange, Telemetry,
+};
 
 /// The P-states compute work runs in: P0, and P2, where GeForce cards run CUDA (they leave P0
 /// to graphics). An offset for compute is written to each of them the card offers offsets in.
 pub const COMPUTE_PSTATES: [u32; 2] = [0, 2];
-
-impl PstateOffsetRange {
-    pub fn range(&self) -> OffsetRangeMhz {
-        OffsetRangeMhz {
-            min_mhz: self.min_mhz,
-            max_mhz: self.max_mhz,
-        }
-    }
-}
 
 /// The compute P-states among `ranges` whose offset can be changed, in order (P0, then P2).
 pub fn adjustable_compute_pstates(ranges: &[PstateOffsetRange]) -> Vec<u32> {
@@ -100,27 +81,6 @@ pub fn describe_pstates(pstates: &[u32]) -> String {
         .join(", ")
 }
 
-impl Constraints {
-    /// Whether the driver lets us shift the voltage/frequency curve (driver 555 and later,
-    /// consumer cards).
-    /// A range with no room (an H200 with driver 580 answers 0 to 0 MHz) is not adjustable.
-    pub fn clock_offsets_supported(&self) -> bool {
-        self.adjustable_gpu_clock_offset_range().is_some()
-            || self.adjustable_memory_clock_offset_range().is_some()
-    }
-
-    /// The GPU clock offset range, when it has room to move (a slider's range).
-    pub fn adjustable_gpu_clock_offset_range(&self) -> Option<OffsetRangeMhz> {
-        self.gpu_clock_offset_range.filter(OffsetRangeMhz::has_room)
-    }
-
-    /// The memory clock offset range, when it has room to move.
-    pub fn adjustable_memory_clock_offset_range(&self) -> Option<OffsetRangeMhz> {
-        self.memory_clock_offset_range
-            .filter(OffsetRangeMhz::has_room)
-    }
-}
-
 /// The settings of a card that NVML can read back. Clock locks cannot be read through NVML:
 /// the tuning engine keeps its own record of them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -140,64 +100,6 @@ pub struct CurrentSettings {
     pub gpu_clock_offsets: Vec<PstateOffset>,
     #[serde(default)]
     pub memory_clock_offsets: Vec<PstateOffset>,
-}
-
-impl Setting {
-    /// A short description for messages and logs ("power limit 315 W").
-    pub fn describe(&self) -> String {
-        match self {
-            Setting::PowerLimit { power_limit_mw } => {
-                format!("power limit {}", watts_exact(*power_limit_mw))
-            }
-            Setting::LockGpuClocks { min_mhz, max_mhz } => {
-                format!("GPU clock lock {min_mhz}-{max_mhz} MHz")
-            }
-            Setting::ResetGpuClocks => "GPU clock reset".to_string(),
-            Setting::LockMemoryClocks { min_mhz, max_mhz } => {
-                format!("memory clock lock {min_mhz}-{max_mhz} MHz")
-            }
-            Setting::ResetMemoryClocks => "memory clock reset".to_string(),
-            Setting::GpuClockOffset { offset_mhz } => {
-                format!("GPU clock offset {offset_mhz:+} MHz")
-            }
-            Setting::MemoryClockOffset { offset_mhz } => {
-                format!("memory clock offset {offset_mhz:+} MHz")
-            }
-            Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
-                format!("GPU clock offset {offset_mhz:+} MHz in P{pstate}")
-            }
-            Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
-                format!("memory clock offset {offset_mhz:+} MHz in P{pstate}")
-            }
-            Setting::FanSpeed {
-                fan_index,
-                speed_pct,
-            } => format!("fan {fan_index} at {speed_pct} %"),
-            Setting::FanAutomatic { fan_index } => format!("fan {fan_index} automatic"),
-        }
-    }
-}
-
-impl BackendKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendKind::Nvml => "nvml",
-            BackendKind::Sim => "sim",
-        }
-    }
-}
-
-impl DeviceError {
-    /// Whether nothing more will get through to this GPU (it fell off the bus, the driver went
-    /// away or stopped answering): the caller stops talking to it instead of trying the next call.
-    pub fn is_fatal(&self) -> bool {
-        matches!(
-            self,
-            DeviceError::GpuLost { .. }
-                | DeviceError::DriverNotLoaded { .. }
-                | DeviceError::Timeout { .. }
-        )
-    }
 }
 
 /// Opens another handle to the same GPUs, for another thread (see `device::worker`).

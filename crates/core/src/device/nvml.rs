@@ -19,12 +19,15 @@ use nvml_wrapper::error::NvmlError;
 
 use super::gate::ValidatedSetting;
 use super::procfs::ProcReader;
-use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
-    FanMode, FanRangePct, FanReading, GpuIdentity, GpuProcess, Reopener, Setting, Telemetry,
-    ThrottleReasons, compute_offset_mhz, compute_offset_range,
-};
+use super::{Backend, CurrentSettings, Reopener, compute_offset_mhz, compute_offset_range};
 use crate::clock::wall_clock_ms;
+use gputune_formats::{
+    card::{
+        BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, FanMode, FanRangePct,
+        FanReading, GpuIdentity, GpuProcess, Setting, Telemetry,
+    },
+    throttle::ThrottleReasons,
+};
 
 /// An NVML device handle, kept between calls so each reading or write is one driver call,
 /// not two (with a slow driver, the second call was a second more).

@@ -1,54 +1,10 @@
 //! The processes that use a GPU: what NVML lists (pid, kind of context, VRAM), and who they are
 //! (user and command, from /proc; see `procfs`).
 
-pub use crate::formats::card::{GpuProcess, ProcessKind};
-
-impl ProcessKind {
-    /// nvidia-smi's letters: "C", "G", "C+G".
-    pub fn short(self) -> &'static str {
-        match self {
-            ProcessKind::Compute => "C",
-            ProcessKind::Graphics => "G",
-            ProcessKind::ComputeAndGraphics => "C+G",
-        }
-    }
-
-    /// "compute", "graphics", "compute + graphics".
-    pub fn describe(self) -> &'static str {
-        match self {
-            ProcessKind::Compute => "compute",
-            ProcessKind::Graphics => "graphics",
-            ProcessKind::ComputeAndGraphics => "compute + graphics",
-        }
-    }
-
-    fn with(self, other: ProcessKind) -> ProcessKind {
-        if self == other {
-            self
-        } else {
-            ProcessKind::ComputeAndGraphics
-        }
-    }
-}
+use gputune_formats::card::{GpuProcess, ProcessKind};
 
 /// The longest command line kept, in characters; longer ones end in "…".
 pub const MAX_COMMAND_CHARS: usize = 240;
-
-impl GpuProcess {
-    /// The command as shown: the command line, "(exited)" or "(unknown)".
-    pub fn command_text(&self) -> &str {
-        match (&self.command, self.exited) {
-            (Some(command), _) => command,
-            (None, true) => "(exited)",
-            (None, false) => "(unknown)",
-        }
-    }
-
-    /// The user as shown, "?" when unknown.
-    pub fn user_text(&self) -> &str {
-        self.user.as_deref().unwrap_or("?")
-    }
-}
 
 /// One entry of an NVML process list, before /proc is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
-use super::process::{GpuProcess, ListedProcess, MAX_COMMAND_CHARS};
+use super::process::{ListedProcess, MAX_COMMAND_CHARS};
 use crate::text::printable;
+use gputune_formats::card::GpuProcess;
 
 /// How many bytes of a command line are read: enough for `MAX_COMMAND_CHARS` characters of
 /// four bytes each. The rest of a long command line is never read.
@@ -182,7 +183,7 @@ fn read_error(error: &std::io::Error) -> ProcRead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::process::ProcessKind;
+    use gputune_formats::card::ProcessKind;
 
     fn listed(pid: u32) -> ListedProcess {
         ListedProcess {

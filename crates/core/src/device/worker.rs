@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
-use super::{Backend, BackendKind, DeviceError, Reopener};
+use super::{Backend, Reopener};
+use gputune_formats::card::{BackendKind, DeviceError};
 
 /// How many threads may be stuck in the driver at once before the worker stops making new
 /// ones: past that the driver has stopped answering, and more threads would only pile up.

@@ -2,7 +2,7 @@
 //! engine does about each class of them: one table, written out in docs/architecture.md
 //! (safety rule 7).
 
-use super::CriticalEvent;
+use gputune_formats::card::CriticalEvent;
 
 /// What the tuning engine does when a card reports an Xid, by class (docs/architecture.md,
 /// safety rule 7). Clock offsets and locks are the tuning an unstable card most likely runs;
@@ -101,22 +101,31 @@ pub const UNKNOWN_XID: XidClass = XidClass {
     response: XidResponse::ClocksBack,
 };
 
-impl CriticalEvent {
+/// What the Xid table says of a critical event: its class, meaning and the response it asks for.
+pub trait XidMeaning {
     /// Its row of [`XID_TABLE`].
-    pub fn class(&self) -> &'static XidClass {
+    fn class(&self) -> &'static XidClass;
+
+    /// What NVIDIA's documentation says an Xid usually means, for the common ones.
+    fn meaning(&self) -> &'static str;
+
+    /// What the tuning engine does about it.
+    fn response(&self) -> XidResponse;
+}
+
+impl XidMeaning for CriticalEvent {
+    fn class(&self) -> &'static XidClass {
         XID_TABLE
             .iter()
             .find(|class| class.xids.contains(&self.xid))
             .unwrap_or(&UNKNOWN_XID)
     }
 
-    /// What NVIDIA's documentation says an Xid usually means, for the common ones.
-    pub fn meaning(&self) -> &'static str {
+    fn meaning(&self) -> &'static str {
         self.class().meaning
     }
 
-    /// What the tuning engine does about it.
-    pub fn response(&self) -> XidResponse {
+    fn response(&self) -> XidResponse {
         self.class().response
     }
 }

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::formats::jobs::{CostConfig, JOULES_PER_KWH, JobCost};
 use crate::fsafe::{self, Links};
+use gputune_formats::jobs::{CostConfig, JOULES_PER_KWH, JobCost};
 
 /// The admin's file, read by the daemon (`gputune daemon --cost-config PATH` names another).
 pub const DEFAULT_COST_CONFIG: &str = "/etc/gputune/cost.toml";

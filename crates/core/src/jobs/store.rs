@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::formats::jobs::{JOB_RECORD_FORMAT, JobRecord};
 use crate::fsafe::{self, FileError};
+use gputune_formats::jobs::{JOB_RECORD_FORMAT, JobRecord};
 
 /// The newest records kept; older ones are removed as new ones are written.
 pub const MAX_JOB_RECORDS: usize = 1_000;
@@ -164,7 +164,7 @@ fn file_safe(job_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::tuning::JobInfo;
+    use gputune_formats::tuning::JobInfo;
 
     fn record(job_id: &str, ended_at_ms: u64) -> JobRecord {
         JobRecord {

@@ -1,10 +1,10 @@
 //! What one job did on one card, kept as running figures so a job of days costs the same few
 //! bytes as one of seconds: no reading is kept.
 
-use crate::formats::card::Telemetry;
-use crate::formats::jobs::{JOULES_PER_KWH, JobGpu};
-use crate::formats::throttle::ThrottleReason;
-use crate::formats::tuning::ThrottleTime;
+use gputune_formats::card::Telemetry;
+use gputune_formats::jobs::{JOULES_PER_KWH, JobGpu};
+use gputune_formats::throttle::ThrottleReason;
+use gputune_formats::tuning::ThrottleTime;
 
 /// Running figures over a card's readings.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -102,7 +102,7 @@ impl CardTally {
         gpu_index: u32,
         gpu_uuid: &str,
         name: &str,
-        settings_held: Vec<crate::formats::card::Setting>,
+        settings_held: Vec<gputune_formats::card::Setting>,
     ) -> JobGpu {
         let (energy_j, energy_estimated) = self.energy_j();
         JobGpu {
@@ -136,7 +136,7 @@ impl CardTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::throttle::ThrottleReasons;
+    use gputune_formats::throttle::ThrottleReasons;
 
     fn reading(at_ms: u64, power_w: u32, energy_mj: Option<u64>, bits: u64) -> Telemetry {
         Telemetry {

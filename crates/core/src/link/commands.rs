@@ -1,12 +1,12 @@
 //! The window's commands as requests to the tuning service, and their answers as events for
 //! the window: applies, trials (one card, or every card as one session), fan curves.
 
-use crate::device::Setting;
 use crate::link::{LinkCommand, LinkEvent, TuneCommand, WINDOW_BASELINE_S};
-use crate::notice::Notice;
 use crate::service::client::{ClientError, TuningClient};
-use crate::service::protocol::{Request, Response};
-use crate::tuning::engine::{GpuInfo, TrialRequest};
+use gputune_formats::card::Setting;
+use gputune_formats::protocol::{Request, Response};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{GpuInfo, TrialRequest};
 
 /// Runs one of the window's commands; an error only when the service is gone.
 pub(crate) fn handle(
@@ -33,7 +33,7 @@ pub(crate) fn handle(
         }) => (
             Some(gpu_index),
             Request::Apply {
-                changes: vec![crate::tuning::engine::GpuChange {
+                changes: vec![gputune_formats::tuning::GpuChange {
                     gpu_uuid: uuid(gpu_index),
                     settings,
                 }],
@@ -65,7 +65,7 @@ pub(crate) fn handle(
             duration_s,
         }) => {
             let request = Request::StartGroupTrial {
-                trial: crate::tuning::engine::GroupTrialRequest {
+                trial: gputune_formats::tuning::GroupTrialRequest {
                     changes: gpu_changes(&changes, &uuid),
                     duration_s,
                     baseline_s: WINDOW_BASELINE_S,
@@ -157,10 +157,10 @@ pub(crate) fn handle(
 fn gpu_changes(
     changes: &[(u32, Vec<Setting>)],
     uuid: &dyn Fn(u32) -> String,
-) -> Vec<crate::tuning::engine::GpuChange> {
+) -> Vec<gputune_formats::tuning::GpuChange> {
     changes
         .iter()
-        .map(|(gpu_index, settings)| crate::tuning::engine::GpuChange {
+        .map(|(gpu_index, settings)| gputune_formats::tuning::GpuChange {
             gpu_uuid: uuid(*gpu_index),
             settings: settings.clone(),
         })

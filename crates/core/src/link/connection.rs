@@ -9,10 +9,10 @@ use crate::link::history::HistoryFetch;
 use crate::link::stability::StabilityRuns;
 use crate::link::sweep::{ActiveSweep, SweepLaunch};
 use crate::link::{LinkCommand, LinkEvent, reconnect};
-use crate::notice::Notice;
 use crate::service::client::{ClientError, TuningClient};
-use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{EngineEvent, GpuInfo};
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{EngineEvent, GpuInfo};
 
 /// How one connection ended.
 pub(super) enum Served {

@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use crate::link::LinkEvent;
-use crate::notice::Notice;
 use crate::service::client::{ClientError, TuningClient};
 use crate::service::history_pages::HistoryPages;
-use crate::telemetry::history::HistoryRow;
-use crate::tuning::engine::{ChangeNote, GpuInfo};
+use gputune_formats::history::HistoryRow;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ChangeNote, GpuInfo};
 
 /// How long one turn of the link's loop spends on history before it looks at the window's
 /// commands and the live readings again.

@@ -19,17 +19,17 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::device::{BackendKind, DeviceError, Setting, Telemetry};
 use crate::link::connection::{Served, serve};
 use crate::link::stability::{StabilityLaunch, StabilityView};
 use crate::link::sweep::SweepLaunch;
-use crate::notice::Notice;
 use crate::service::client::{ConnectOptions, TuningOptions, connect};
 use crate::sweep::runner::SweepView;
-use crate::telemetry::history::HistoryRow;
-use crate::tuning::engine::ChangeNote;
-use crate::tuning::engine::{GpuApplied, GpuInfo, GpuTuning, TrialStatus, TuneError};
-use crate::tuning::fan_curve::FanCurve;
+use gputune_formats::card::{BackendKind, DeviceError, Setting, Telemetry};
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::history::HistoryRow;
+use gputune_formats::tuning::ChangeNote;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{GpuApplied, GpuInfo, GpuTuning, TrialStatus, TuneError};
 
 /// Seconds of "before" numbers a trial in the window compares with (the recent past).
 pub const WINDOW_BASELINE_S: u64 = 30;

@@ -7,9 +7,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use crate::link::{LinkCommand, LinkEvent, TuneCommand, WINDOW_LABEL};
-use crate::notice::Notice;
 use crate::service::client::{TuningClient, connect_daemon};
-use crate::tuning::engine::GpuInfo;
+use gputune_formats::tuning::GpuInfo;
+use gputune_formats::tuning::Notice;
 
 /// The first wait after the daemon went away; each failed try doubles it, up to
 /// [`LONGEST_WAIT`] (a restart takes well under a second; a daemon gone for good is not

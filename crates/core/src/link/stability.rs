@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::link::LinkEvent;
-use crate::notice::Notice;
 use crate::service::client::TuningClient;
-use crate::service::protocol::Event;
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckProgress, CheckSetup};
 use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::report::CheckReport;
 use crate::stability::scan::{Scan, ScanOptions, ScanOutcome, ScanStep};
-use crate::tuning::engine::{GpuInfo, GpuTuning};
+use gputune_formats::protocol::Event;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{GpuInfo, GpuTuning};
 
 /// How often the window hears of a running check.
 const VIEW_EVERY: Duration = Duration::from_millis(500);
@@ -79,7 +79,7 @@ pub struct StabilityRuns {
     runs: Vec<Running>,
     /// Each card's processes, as the last readings listed them (a card is refused while
     /// other programs compute on it).
-    processes: Vec<Option<Vec<crate::device::GpuProcess>>>,
+    processes: Vec<Option<Vec<gputune_formats::card::GpuProcess>>>,
 }
 
 impl StabilityRuns {

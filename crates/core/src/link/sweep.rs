@@ -9,15 +9,15 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use crate::service::client::TuningClient;
-use crate::service::protocol::Event;
 use crate::sweep::base::plan_sweep;
 use crate::sweep::feed::{FeedMessage, follow_file};
 use crate::sweep::objective::Objective;
 use crate::sweep::plan::SweepSpec;
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepTiming, SweepUpdate, SweepView};
-use crate::tuning::engine::GpuInfo;
-use crate::tuning::in_force::SettingsInForce;
+use gputune_formats::protocol::Event;
+use gputune_formats::tuning::GpuInfo;
+use gputune_formats::tuning::SettingsInForce;
 
 /// How often the window hears of a running sweep between steps (its live point moves).
 const VIEW_EVERY: Duration = Duration::from_millis(1_000);

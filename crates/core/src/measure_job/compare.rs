@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::{FitReport, JobRun, RunResult, mib};
 use crate::plan::memory::estimate;
 use crate::plan::model::Model;
-use crate::plan::setup::TrainingSetup;
+use gputune_formats::reports::plan_setup::TrainingSetup;
 
 /// The plan for the same setup at a measured micro-batch.
 #[derive(Debug, Serialize)]

@@ -302,7 +302,9 @@ pub(crate) struct Cards {
     names: Vec<Option<String>>,
 }
 
-pub(crate) fn read_cards(worker: &mut DeviceWorker) -> Result<Cards, crate::device::DeviceError> {
+pub(crate) fn read_cards(
+    worker: &mut DeviceWorker,
+) -> Result<Cards, gputune_formats::card::DeviceError> {
     let timeout = call_timeout_from_env();
     let count = worker.call("counting the GPUs", timeout, |backend| backend.gpu_count())?;
     let mut cards = Cards {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::families::{Context, render};
 use crate::service::client::{ClientError, ConnectError, TuningClient};
-use crate::service::protocol::{Event, Request, Response, Snapshot};
-use crate::tuning::engine::EngineEvent;
+use gputune_formats::protocol::{Event, Request, Response, Snapshot};
+use gputune_formats::tuning::EngineEvent;
 
 /// How long the feed waits between tries to reach the service again.
 const RECONNECT_AFTER: Duration = Duration::from_secs(2);
@@ -214,7 +214,7 @@ fn follow(
     Ok(())
 }
 
-fn replace_tuning(snapshot: &mut Snapshot, tuning: crate::tuning::engine::GpuTuning) {
+fn replace_tuning(snapshot: &mut Snapshot, tuning: gputune_formats::tuning::GpuTuning) {
     match snapshot
         .tunings
         .iter_mut()

@@ -5,10 +5,10 @@
 //! (crates/core/tests/planner/plan_calibration.rs).
 
 use super::family::{Family, GeluKind};
-use super::model::LoraTargets;
 use super::model::{Architecture, MlpKind, TransformerConfig};
-use super::setup::{Attention, Checkpointing, Method, Task, TrainingSetup};
 use super::value_types::Types;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{Attention, Checkpointing, Method, Task, TrainingSetup};
 
 /// Activation bytes of one training step at its three moments.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

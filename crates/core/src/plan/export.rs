@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 pub use hf::model_load_settings;
 
 use super::PlanError;
-use super::model::{Architecture, LoraTargets, MlpKind, Model, TransformerKind};
-use super::recommend::PlannedSetup;
-use super::setup::{
+use super::model::{Architecture, MlpKind, Model, TransformerKind};
+use gputune_formats::reports::plan::PlannedSetup;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Checkpointing, Method, Offload, Optimizer, Precision, Sharding, Task, TrainingSetup,
 };
 

@@ -11,7 +11,6 @@ pub mod memory;
 pub mod model;
 mod presets;
 pub mod recommend;
-pub mod setup;
 mod value_types;
 
 use model::{Architecture, Model};

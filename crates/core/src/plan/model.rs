@@ -3,7 +3,7 @@
 
 pub use super::family::Family;
 pub use super::presets::{PRESET_NAMES, preset};
-pub use crate::formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::LoraTargets;
 
 /// Whether a transformer reads causally (GPT, Llama) or bidirectionally (BERT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,6 @@ mod cards;
 mod fallback;
 mod strategies;
 
-pub use crate::formats::reports::plan::{Change, ChangeKind, PlannedSetup, Strategy};
 pub use advice::{advice, training_seconds};
 pub use batch::{
     BatchAnswer, BatchChoice, MaxBatches, batch_product, choose_batch, fits,
@@ -17,13 +16,15 @@ pub use batch::{
 };
 pub use cards::{GpuCard, card, card_for_gpu, cards, supports_bf16};
 pub use fallback::{FALLBACK_ORDER, methods_after, preferred_precision};
+use gputune_formats::reports::plan::{Change, ChangeKind, PlannedSetup, Strategy};
 pub use strategies::strategy_table;
 
 use super::PlanError;
-use super::memory::{MemoryBreakdown, estimate};
+use super::memory::estimate;
 use super::model::{Architecture, CnnConfig, Model};
-use super::setup::{Precision, TrainingSetup};
 use fallback::Probe;
+use gputune_formats::reports::plan::MemoryBreakdown;
+use gputune_formats::reports::plan_setup::{Precision, TrainingSetup};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 

@@ -1,7 +1,7 @@
 //! How values are stored while a training step runs (bytes of the residual stream and of
 //! matmuls, autocast or not): what the transformer and CNN activation counts both start from.
 
-use super::setup::{Method, Precision, TrainingSetup};
+use gputune_formats::reports::plan_setup::{Method, Precision, TrainingSetup};
 
 /// How values are stored while a step runs.
 #[derive(Debug, Clone, Copy, PartialEq)]

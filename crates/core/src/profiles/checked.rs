@@ -4,10 +4,10 @@
 //! ([`Profile::offsets_for`]) is what `Profile::for_card` applies for the window, `profile
 //! apply`, `run --profile`, boot defaults and the Slurm plugin alike.
 
-use crate::device::Setting;
-pub use crate::formats::profile::{CheckedBy, CheckedCard};
-use crate::formats::profile::{Profile, Verdict};
 use crate::text::short_uuid;
+use gputune_formats::card::Setting;
+use gputune_formats::profile::{CheckedBy, CheckedCard};
+use gputune_formats::profile::{Profile, Verdict};
 
 /// The most cards one profile remembers checks of: far beyond any node.
 pub const CHECKED_CARDS_MAX: usize = 256;
@@ -50,23 +50,26 @@ impl CardOffsets {
     }
 }
 
-impl CheckedCard {
-    /// Whether it counts as a check of the card `uuid`: its own card, a stable verdict.
-    pub fn counts_on(&self, uuid: &str) -> bool {
-        self.verdict == Verdict::Stable && same_uuid(&self.gpu_uuid, uuid)
-    }
-
+/// A card's checked-offsets entry: which card it counts on, in words, and whether it is sound.
+pub trait CheckedCardEntry {
     /// "NVIDIA GeForce RTX 4090 GPU-5a1e0c2d…: GPU offset +90 MHz; a scan found it stable for
     /// 10 min on 26 Nov": one line of `profile show` and the Profiles tab.
-    pub fn describe(&self) -> String {
+    fn describe(&self) -> String;
+
+    /// Whether an entry read from a file could mean something.
+    fn check(&self, position: usize) -> Result<(), String>;
+}
+
+impl CheckedCardEntry for CheckedCard {
+    fn describe(&self) -> String {
         let offsets = describe_offsets(self.gpu_clock_offset_mhz, self.memory_clock_offset_mhz)
             .unwrap_or_else(|| "no clock offset".to_string());
         let by = match self.by {
             CheckedBy::Scan => "a scan",
             CheckedBy::Check => "a check",
         };
-        let day = crate::units::local_time(self.checked_at_ms, "%-d %b");
-        let ran = crate::units::duration_s(self.ran_s);
+        let day = gputune_formats::units::local_time(self.checked_at_ms, "%-d %b");
+        let ran = gputune_formats::units::duration_s(self.ran_s);
         let verdict = match self.verdict {
             Verdict::Stable => format!("{by} found it stable for {ran} on {day}"),
             Verdict::Unstable => format!("{by} found it UNSTABLE on {day}; it counts as no check"),
@@ -81,7 +84,6 @@ impl CheckedCard {
         )
     }
 
-    /// Whether an entry read from a file could mean something.
     fn check(&self, position: usize) -> Result<(), String> {
         let field = |name: &str| format!("checked_cards[{position}].{name}");
         if self.gpu_uuid.trim().is_empty() {
@@ -124,10 +126,51 @@ impl CheckedCard {
     }
 }
 
-impl Profile {
+/// The offsets a profile's stability checks cover, card by card.
+pub trait CheckedOffsets {
     /// The one rule: on the card the profile was saved from, its own offsets; on another card,
     /// that card's own stable entry, else none.
-    pub fn offsets_for(&self, uuid: &str) -> CardOffsets {
+    fn offsets_for(&self, uuid: &str) -> CardOffsets;
+
+    /// What a check of the card `uuid` holds: the offsets it gets by the rule, or, on a card
+    /// with none of its own, the profile's offsets, to be found stable there.
+    fn offsets_to_check_on(&self, uuid: &str) -> CardOffsets;
+
+    /// The card `uuid`'s own stable entry. A stable `last_check` that names the card counts
+    /// as its entry, at the profile's offsets (what that check held there).
+    fn checked_entry_for(&self, uuid: &str) -> Option<CheckedCard>;
+
+    /// When the profile was last found stable on the card `uuid` (Unix ms), by its
+    /// `last_check` or that card's entry: where `stability --put-back` goes back to.
+    fn stable_on_since(&self, uuid: &str) -> Option<u64>;
+
+    /// Records a scan's or a check's verdict on one card: a stable one becomes (or replaces)
+    /// the card's entry, an unstable one removes it, no verdict (stopped, not run) changes
+    /// nothing. The other cards' entries are kept.
+    fn record_checked_card(&mut self, entry: CheckedCard);
+
+    /// The entries a profile re-saved as `self` keeps from `previous`: all of them when the
+    /// power limit and locks they were checked under are the same, except the saving card's
+    /// own when its offsets changed (the user's new values are not what was checked).
+    fn checked_cards_kept_from(&self, previous: &Profile) -> Vec<CheckedCard>;
+
+    /// Whether the profile sets a clock offset other than zero.
+    fn sets_offsets(&self) -> bool;
+
+    /// A line per card checked with this profile's undervolt (`profile show`, the Profiles
+    /// tab), then one for every other card when the profile sets offsets.
+    fn checked_card_lines(&self) -> Vec<String>;
+
+    /// Every entry could mean something, and no card has two.
+    fn check_checked_cards(&self) -> Result<(), String>;
+
+    /// The sentence for a card that gets no offset: which card, why, and the commands that
+    /// check it (by UUID: an index differs between machines and schedulers).
+    fn unchecked_offsets_notice(&self, name: &str, uuid: &str) -> Option<String>;
+}
+
+impl CheckedOffsets for Profile {
+    fn offsets_for(&self, uuid: &str) -> CardOffsets {
         if self.is_for(uuid) {
             return CardOffsets::Own;
         }
@@ -141,18 +184,14 @@ impl Profile {
         }
     }
 
-    /// What a check of the card `uuid` holds: the offsets it gets by the rule, or, on a card
-    /// with none of its own, the profile's offsets, to be found stable there.
-    pub fn offsets_to_check_on(&self, uuid: &str) -> CardOffsets {
+    fn offsets_to_check_on(&self, uuid: &str) -> CardOffsets {
         match self.offsets_for(uuid) {
             CardOffsets::Unchecked if self.sets_offsets() => CardOffsets::Candidate,
             offsets => offsets,
         }
     }
 
-    /// The card `uuid`'s own stable entry. A stable `last_check` that names the card counts
-    /// as its entry, at the profile's offsets (what that check held there).
-    pub fn checked_entry_for(&self, uuid: &str) -> Option<CheckedCard> {
+    fn checked_entry_for(&self, uuid: &str) -> Option<CheckedCard> {
         if let Some(entry) = self
             .checked_cards
             .iter()
@@ -173,9 +212,7 @@ impl Profile {
         })
     }
 
-    /// When the profile was last found stable on the card `uuid` (Unix ms), by its
-    /// `last_check` or that card's entry: where `stability --put-back` goes back to.
-    pub fn stable_on_since(&self, uuid: &str) -> Option<u64> {
+    fn stable_on_since(&self, uuid: &str) -> Option<u64> {
         let record = self
             .last_check
             .as_ref()
@@ -189,10 +226,7 @@ impl Profile {
         record.max(entry)
     }
 
-    /// Records a scan's or a check's verdict on one card: a stable one becomes (or replaces)
-    /// the card's entry, an unstable one removes it, no verdict (stopped, not run) changes
-    /// nothing. The other cards' entries are kept.
-    pub fn record_checked_card(&mut self, entry: CheckedCard) {
+    fn record_checked_card(&mut self, entry: CheckedCard) {
         match entry.verdict {
             Verdict::Stable => {
                 self.checked_cards
@@ -218,10 +252,7 @@ impl Profile {
         }
     }
 
-    /// The entries a profile re-saved as `self` keeps from `previous`: all of them when the
-    /// power limit and locks they were checked under are the same, except the saving card's
-    /// own when its offsets changed (the user's new values are not what was checked).
-    pub(super) fn checked_cards_kept_from(&self, previous: &Profile) -> Vec<CheckedCard> {
+    fn checked_cards_kept_from(&self, previous: &Profile) -> Vec<CheckedCard> {
         let same_conditions = (
             previous.power_limit.map(|power| power.watts.to_bits()),
             previous.gpu_clock_lock,
@@ -246,14 +277,11 @@ impl Profile {
             .collect()
     }
 
-    /// Whether the profile sets a clock offset other than zero.
-    pub fn sets_offsets(&self) -> bool {
+    fn sets_offsets(&self) -> bool {
         describe_offsets(self.gpu_clock_offset_mhz, self.memory_clock_offset_mhz).is_some()
     }
 
-    /// A line per card checked with this profile's undervolt (`profile show`, the Profiles
-    /// tab), then one for every other card when the profile sets offsets.
-    pub fn checked_card_lines(&self) -> Vec<String> {
+    fn checked_card_lines(&self) -> Vec<String> {
         let mut lines: Vec<String> = self
             .checked_cards
             .iter()
@@ -278,8 +306,7 @@ impl Profile {
         lines
     }
 
-    /// Every entry could mean something, and no card has two.
-    pub(super) fn check_checked_cards(&self) -> Result<(), String> {
+    fn check_checked_cards(&self) -> Result<(), String> {
         if self.checked_cards.len() > CHECKED_CARDS_MAX {
             return Err(format!(
                 "checked_cards has {} entries; at most {CHECKED_CARDS_MAX} are kept",
@@ -301,9 +328,7 @@ impl Profile {
         Ok(())
     }
 
-    /// The sentence for a card that gets no offset: which card, why, and the commands that
-    /// check it (by UUID: an index differs between machines and schedulers).
-    pub(super) fn unchecked_offsets_notice(&self, name: &str, uuid: &str) -> Option<String> {
+    fn unchecked_offsets_notice(&self, name: &str, uuid: &str) -> Option<String> {
         let offsets = describe_offsets(self.gpu_clock_offset_mhz, self.memory_clock_offset_mhz)?;
         let found_unstable = self
             .last_check

@@ -2,10 +2,9 @@
 //! each in the config folder (`store`); each card's own checked clock offsets (`checked`).
 
 pub mod checked;
+mod on_card;
 pub mod profile;
 pub mod store;
 
-pub use profile::{
-    CardIdentity, ClockLock, PowerLimit, Profile, ProfileApplication, ProfileError, SCHEMA_VERSION,
-};
+pub use profile::{ProfileApplication, ProfileError};
 pub use store::{LoadProblem, ProfileStore, StoreError, StoredProfile};

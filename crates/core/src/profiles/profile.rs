@@ -2,15 +2,16 @@
 //! for a card — the one it was saved from, or another one (by percentage of that card's default
 //! power limit, clamped to what it accepts, with a notice for every change).
 
-use super::checked::CardOffsets;
-use crate::device::gate::validate;
-use crate::device::{ClockRangeMhz, Constraints, GpuIdentity, OffsetRangeMhz, Setting};
-pub use crate::formats::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
-use crate::notice::Notice;
+use crate::profiles::checked::CheckedOffsets;
+use crate::stability::record::RecordedCheck;
 use crate::text;
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::{ClockLock as ClockLockState, SettingsInForce};
-use crate::units::watts_exact;
+use gputune_formats::card::{Constraints, GpuIdentity, Setting};
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::profile::{
+    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
+};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 
 /// The longest profile name, in characters.
 pub const NAME_MAX_CHARS: usize = 100;
@@ -46,61 +47,57 @@ pub enum ProfileError {
     Invalid(String),
 }
 
-impl Profile {
-    /// What the profile sets, in a few words each and in the words the window uses for what a
-    /// card runs: "power limit 315 W (70 %)", "GPU clocks 210-2520 MHz", "memory clocks
-    /// 405-810 MHz", "GPU offset +150 MHz", "memory offset +500 MHz", "fan curve".
-    pub fn summary_parts(&self) -> Vec<String> {
-        let mut parts = Vec::new();
-        if let Some(power) = self.power_limit {
-            parts.push(format!(
-                "power limit {} W ({} %)",
-                crate::units::plain_number(power.watts),
-                crate::units::plain_number(power.percent_of_default)
-            ));
-        }
-        for (clock, lock) in [
-            ("GPU", self.gpu_clock_lock),
-            ("memory", self.memory_clock_lock),
-        ] {
-            if let Some(lock) = lock {
-                parts.push(format!(
-                    "{clock} clocks {}-{} MHz",
-                    lock.min_mhz, lock.max_mhz
-                ));
-            }
-        }
-        for (clock, offset) in [
-            ("GPU", self.gpu_clock_offset_mhz),
-            ("memory", self.memory_clock_offset_mhz),
-        ] {
-            if let Some(offset_mhz) = offset {
-                parts.push(format!("{clock} offset {offset_mhz:+} MHz"));
-            }
-        }
-        if self.fan_curve.is_some() {
-            parts.push("fan curve".to_string());
-        }
-        parts
-    }
-
-    /// [`Profile::summary_parts`] in one line, or "nothing".
-    pub fn summary(&self) -> String {
-        let parts = self.summary_parts();
-        if parts.is_empty() {
-            "nothing".to_string()
-        } else {
-            parts.join(", ")
-        }
-    }
-
+/// A profile for a card: its summary, its checks, and the settings it makes on a card.
+pub trait ProfileOnCard {
     /// A profile of what a card runs now, as the engine knows it: the power limit (as watts
     /// and as a share of the default), the clock locks gputune set, the clock offsets, and the
     /// fan curve gputune follows. What neither the card nor gputune can tell (a clock lock set
     /// by another tool, a curve not followed now) is kept from `previous`, the profile of the
     /// same card being replaced, with its notes and default flag. The window and
     /// `gputune profile save` both save through here, so they write the same file.
-    pub fn from_in_force(
+    fn from_in_force(
+        name: &str,
+        identity: &GpuIdentity,
+        constraints: &Constraints,
+        in_force: &SettingsInForce,
+        fan_curve: Option<&FanCurve>,
+        previous: Option<&Profile>,
+    ) -> Profile;
+
+    /// This profile with `previous`'s stability check, when it sets the same clocks and
+    /// limits (a check of other settings says nothing about these), and the cards' own checked
+    /// offsets that still hold (see `Profile::checked_cards_kept_from`).
+    fn keeping_check_of(self, previous: Option<&Profile>) -> Profile;
+
+    /// "checked stable for 10 min on 26 Nov", "never checked", as seen from the profile's
+    /// own card (a check of another card is named as such: it does not count here).
+    fn check_text(&self) -> String;
+
+    /// [`Profile::check_text`] as seen from the card `uuid` (the window's selected card).
+    fn check_text_for(&self, uuid: &str) -> String;
+
+    /// Checks that every value could mean something: a usable name, finite numbers in sane
+    /// bounds, locks with min ≤ max, a fan curve `FanCurve` accepts. Files that fail are
+    /// refused when loaded and never written.
+    fn check(&self) -> Result<(), ProfileError>;
+
+    /// The settings that apply this profile to a card. On the card it was saved from, the
+    /// power limit is its watts; on another card, the same share of that card's default limit.
+    /// Clock offsets follow the one rule of `Profile::offsets_for`: the profile's own on its
+    /// card, a card's own checked entry on another, else none (a notice names the card and
+    /// the command that checks it). Every value is clamped to what the card accepts (a notice
+    /// says so), so every setting passes `device::gate`; what the card cannot do is left out
+    /// with a notice.
+    fn for_card(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication;
+
+    /// What `gputune stability --profile` holds on a card: [`Profile::for_card`], except that
+    /// a card with no offsets of its own is checked at the profile's (a stable verdict makes
+    /// them its own).
+    fn to_check_on(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication;
+}
+
+impl ProfileOnCard for Profile {
+    fn from_in_force(
         name: &str,
         identity: &GpuIdentity,
         constraints: &Constraints,
@@ -120,10 +117,12 @@ impl Profile {
                 watts: f64::from(power_limit_mw) / 1000.0,
             })
         });
-        let lock = |lock: ClockLockState, kept: Option<ClockLock>| match lock {
-            ClockLockState::Locked { min_mhz, max_mhz } => Some(ClockLock { min_mhz, max_mhz }),
-            ClockLockState::Unlocked => None,
-            ClockLockState::Unknown => kept,
+        let lock = |lock: ClockLockInForce, kept: Option<ProfileClockLock>| match lock {
+            ClockLockInForce::Locked { min_mhz, max_mhz } => {
+                Some(ProfileClockLock { min_mhz, max_mhz })
+            }
+            ClockLockInForce::Unlocked => None,
+            ClockLockInForce::Unknown => kept,
         };
         Profile {
             schema_version: SCHEMA_VERSION,
@@ -158,12 +157,9 @@ impl Profile {
         .keeping_check_of(previous)
     }
 
-    /// This profile with `previous`'s stability check, when it sets the same clocks and
-    /// limits (a check of other settings says nothing about these), and the cards' own checked
-    /// offsets that still hold (see `Profile::checked_cards_kept_from`).
-    pub fn keeping_check_of(mut self, previous: Option<&Profile>) -> Profile {
+    fn keeping_check_of(mut self, previous: Option<&Profile>) -> Profile {
         self.last_check = previous
-            .filter(|previous| previous.checked_settings() == self.checked_settings())
+            .filter(|previous| checked_settings(previous) == checked_settings(&self))
             .and_then(|previous| previous.last_check.clone());
         self.checked_cards = previous
             .map(|previous| self.checked_cards_kept_from(previous))
@@ -171,50 +167,18 @@ impl Profile {
         self
     }
 
-    /// What a stability check depends on: the power limit, locks and offsets.
-    fn checked_settings(&self) -> impl PartialEq + use<> {
-        (
-            self.power_limit.map(|power| power.watts.to_bits()),
-            self.gpu_clock_lock,
-            self.memory_clock_lock,
-            self.gpu_clock_offset_mhz,
-            self.memory_clock_offset_mhz,
-        )
-    }
-
-    /// Whether applying it changes clocks (a lock or an offset): what a stability check is for.
-    pub fn changes_clocks(&self) -> bool {
-        self.gpu_clock_lock.is_some()
-            || self.memory_clock_lock.is_some()
-            || self.gpu_clock_offset_mhz.is_some_and(|offset| offset != 0)
-            || self
-                .memory_clock_offset_mhz
-                .is_some_and(|offset| offset != 0)
-    }
-
-    /// "checked stable for 10 min on 26 Nov", "never checked", as seen from the profile's
-    /// own card (a check of another card is named as such: it does not count here).
-    pub fn check_text(&self) -> String {
+    fn check_text(&self) -> String {
         self.check_text_for(&self.card.uuid)
     }
 
-    /// [`Profile::check_text`] as seen from the card `uuid` (the window's selected card).
-    pub fn check_text_for(&self, uuid: &str) -> String {
+    fn check_text_for(&self, uuid: &str) -> String {
         self.last_check.as_ref().map_or_else(
             || "never checked".to_string(),
             |record| record.describe_for(uuid),
         )
     }
 
-    /// Whether the profile was saved from this card (same UUID).
-    pub fn is_for(&self, uuid: &str) -> bool {
-        self.card.uuid.trim().eq_ignore_ascii_case(uuid.trim())
-    }
-
-    /// Checks that every value could mean something: a usable name, finite numbers in sane
-    /// bounds, locks with min ≤ max, a fan curve `FanCurve` accepts. Files that fail are
-    /// refused when loaded and never written.
-    pub fn check(&self) -> Result<(), ProfileError> {
+    fn check(&self) -> Result<(), ProfileError> {
         let invalid = |message: String| Err(ProfileError::Invalid(message));
         if self.schema_version != SCHEMA_VERSION {
             return invalid(format!(
@@ -316,215 +280,34 @@ impl Profile {
         Ok(())
     }
 
-    /// The settings that apply this profile to a card. On the card it was saved from, the
-    /// power limit is its watts; on another card, the same share of that card's default limit.
-    /// Clock offsets follow the one rule of `Profile::offsets_for`: the profile's own on its
-    /// card, a card's own checked entry on another, else none (a notice names the card and
-    /// the command that checks it). Every value is clamped to what the card accepts (a notice
-    /// says so), so every setting passes `device::gate`; what the card cannot do is left out
-    /// with a notice.
-    pub fn for_card(
-        &self,
-        identity: &GpuIdentity,
-        constraints: &Constraints,
-    ) -> ProfileApplication {
-        self.application(identity, constraints, self.offsets_for(&identity.uuid))
+    fn for_card(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication {
+        super::on_card::application(
+            self,
+            identity,
+            constraints,
+            self.offsets_for(&identity.uuid),
+        )
     }
 
-    /// What `gputune stability --profile` holds on a card: [`Profile::for_card`], except that
-    /// a card with no offsets of its own is checked at the profile's (a stable verdict makes
-    /// them its own).
-    pub fn to_check_on(
-        &self,
-        identity: &GpuIdentity,
-        constraints: &Constraints,
-    ) -> ProfileApplication {
-        self.application(
+    fn to_check_on(&self, identity: &GpuIdentity, constraints: &Constraints) -> ProfileApplication {
+        super::on_card::application(
+            self,
             identity,
             constraints,
             self.offsets_to_check_on(&identity.uuid),
         )
     }
+}
 
-    fn application(
-        &self,
-        identity: &GpuIdentity,
-        constraints: &Constraints,
-        offsets: CardOffsets,
-    ) -> ProfileApplication {
-        let mut notices: Vec<String> = Vec::new();
-        let mut different_model = false;
-        let mut settings = Vec::new();
-        let same_card = self.is_for(&identity.uuid);
-        if !same_card {
-            if self.card.name.trim() == identity.name.trim() {
-                notices.push(format!(
-                    "This profile was saved from another {} ({}); its power limit is applied as a share of this card's default.",
-                    self.card.name, self.card.uuid
-                ));
-            } else {
-                different_model = true;
-                notices.push(format!(
-                    "This profile was saved from a different model ({}); it is applied to this {} by percentage of its default power limit and clamped to what it accepts.",
-                    self.card.name, identity.name
-                ));
-            }
-        }
-
-        if let Some(power) = self.power_limit
-            && let Some(setting) = power_setting(power, same_card, constraints, &mut notices)
-        {
-            settings.push(setting);
-        }
-        for (clock, lock, range, make) in [
-            (
-                "GPU",
-                self.gpu_clock_lock,
-                constraints.gpu_clock_range,
-                gpu_lock as fn(u32, u32) -> Setting,
-            ),
-            (
-                "memory",
-                self.memory_clock_lock,
-                constraints.memory_clock_range,
-                memory_lock,
-            ),
-        ] {
-            let Some(lock) = lock else { continue };
-            if let Some((min_mhz, max_mhz)) = clamp_lock(clock, lock, range, &mut notices) {
-                settings.push(make(min_mhz, max_mhz));
-            }
-        }
-        let (gpu_offset_mhz, memory_offset_mhz) = offsets.values(self);
-        for (clock, offset, range, make) in [
-            (
-                "GPU",
-                gpu_offset_mhz,
-                constraints.gpu_clock_offset_range,
-                gpu_offset as fn(i32) -> Setting,
-            ),
-            (
-                "memory",
-                memory_offset_mhz,
-                constraints.memory_clock_offset_range,
-                memory_offset,
-            ),
-        ] {
-            let Some(offset) = offset else { continue };
-            if let Some(offset_mhz) = clamp_offset(clock, offset, range, &mut notices) {
-                settings.push(make(offset_mhz));
-            }
-        }
-
-        let fan_curve = self.fan_curve.as_ref().and_then(|points| {
-            if constraints.fan_count == 0 || constraints.fan_speed_range.is_none() {
-                notices.push(
-                    "This card has no controllable fans; the profile's fan curve is left out."
-                        .to_string(),
-                );
-                return None;
-            }
-            match FanCurve::new(points.clone(), FanCurve::default().hysteresis_c) {
-                Ok(curve) => Some(curve),
-                Err(error) => {
-                    notices.push(format!("The fan curve is left out: {error}"));
-                    None
-                }
-            }
-        });
-
-        // Belt and braces: what the clamping above missed is dropped, never sent.
-        settings.retain(|setting| match validate(constraints, *setting) {
-            Ok(_) => true,
-            Err(error) => {
-                notices.push(format!("The {} is left out: {error}", setting.describe()));
-                false
-            }
-        });
-        ProfileApplication {
-            settings,
-            fan_curve,
-            notices: notices
-                .into_iter()
-                .enumerate()
-                .map(|(position, text)| {
-                    if different_model && position == 0 {
-                        Notice::Warning(text)
-                    } else {
-                        Notice::Info(text)
-                    }
-                })
-                .chain(self.stability_notice(identity, &offsets))
-                .collect(),
-        }
-    }
-
-    /// Said once when a profile that changes clocks is applied to a card: which offsets it
-    /// gets there and why (another card's own, none, the profile's on trial), else that it
-    /// was never checked on that card (a check of another card does not count), or that its
-    /// last check there found it unstable.
-    fn stability_notice(&self, identity: &GpuIdentity, offsets: &CardOffsets) -> Option<Notice> {
-        let uuid = identity.uuid.as_str();
-        match offsets {
-            CardOffsets::Checked(entry) => {
-                return Some(Notice::Info(format!(
-                    "This card's own clock offsets from the profile \"{}\" are used: {}.",
-                    self.name,
-                    entry.describe()
-                )));
-            }
-            CardOffsets::Unchecked if self.sets_offsets() => {
-                return self
-                    .unchecked_offsets_notice(&identity.name, uuid)
-                    .map(Notice::Warning);
-            }
-            CardOffsets::Candidate => {
-                return Some(Notice::Info(format!(
-                    "This card has no clock offsets of its own in the profile \"{}\": its {} are checked here, and a stable verdict makes them this card's.",
-                    self.name,
-                    super::checked::describe_offsets(
-                        self.gpu_clock_offset_mhz,
-                        self.memory_clock_offset_mhz
-                    )
-                    .unwrap_or_else(|| "clock offsets".to_string())
-                )));
-            }
-            CardOffsets::Own | CardOffsets::Unchecked => {}
-        }
-        if !self.changes_clocks() {
-            return None;
-        }
-        // Its own card's entry at the profile's very offsets is a check of it.
-        if matches!(offsets, CardOffsets::Own)
-            && self.checked_cards.iter().any(|entry| {
-                entry.counts_on(uuid)
-                    && (entry.gpu_clock_offset_mhz, entry.memory_clock_offset_mhz)
-                        == (self.gpu_clock_offset_mhz, self.memory_clock_offset_mhz)
-            })
-        {
-            return None;
-        }
-        let check = format!("`gputune stability --profile \"{}\"` checks it", self.name);
-        match &self.last_check {
-            None => Some(Notice::Info(format!(
-                "The profile \"{}\" changes clocks and was never checked for stability ({check}).",
-                self.name
-            ))),
-            Some(record) if !record.counts_on(uuid) => Some(Notice::Info(format!(
-                "The profile \"{}\" changes clocks and was never checked for stability on this card: it was {} ({check} here).",
-                self.name,
-                record.describe_for(uuid)
-            ))),
-            Some(record) if record.verdict == crate::formats::profile::Verdict::Unstable => {
-                Some(Notice::Warning(format!(
-                    "The profile \"{}\" was {}: it may compute wrong results ({check} again).",
-                    self.name,
-                    record.describe()
-                )))
-            }
-            Some(_) => None,
-        }
-    }
+/// What a stability check depends on: the power limit, locks and offsets.
+fn checked_settings(profile: &Profile) -> impl PartialEq + use<> {
+    (
+        profile.power_limit.map(|power| power.watts.to_bits()),
+        profile.gpu_clock_lock,
+        profile.memory_clock_lock,
+        profile.gpu_clock_offset_mhz,
+        profile.memory_clock_offset_mhz,
+    )
 }
 
 /// Checks a profile name: what people see and what the file name is made from.
@@ -551,139 +334,4 @@ pub fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// "notes may not hold the character \u{1b}: ...": the field and the refused character, escaped.
-fn gpu_lock(min_mhz: u32, max_mhz: u32) -> Setting {
-    Setting::LockGpuClocks { min_mhz, max_mhz }
-}
-
-fn memory_lock(min_mhz: u32, max_mhz: u32) -> Setting {
-    Setting::LockMemoryClocks { min_mhz, max_mhz }
-}
-
-fn gpu_offset(offset_mhz: i32) -> Setting {
-    Setting::GpuClockOffset { offset_mhz }
-}
-
-fn memory_offset(offset_mhz: i32) -> Setting {
-    Setting::MemoryClockOffset { offset_mhz }
-}
-
-/// The power limit for this card, clamped into its range.
-fn power_setting(
-    power: PowerLimit,
-    same_card: bool,
-    constraints: &Constraints,
-    notices: &mut Vec<String>,
-) -> Option<Setting> {
-    let (Some(min_mw), Some(max_mw)) = (
-        constraints.power_limit_min_mw,
-        constraints.power_limit_max_mw,
-    ) else {
-        notices.push(
-            "This card does not let its power limit be changed; the power limit is left out."
-                .to_string(),
-        );
-        return None;
-    };
-    let default_mw = constraints
-        .power_limit_default_mw
-        .filter(|default_mw| *default_mw > 0);
-    let (wanted_mw, described) = match (same_card, default_mw) {
-        (false, Some(default_mw)) => {
-            // Whole watts, as `gputune apply --power-limit P%` rounds.
-            let watts = (power.percent_of_default / 100.0 * f64::from(default_mw) / 1000.0).round();
-            (
-                watts * 1000.0,
-                format!(
-                    "{} % of this card's default {}",
-                    power.percent_of_default,
-                    watts_exact(default_mw)
-                ),
-            )
-        }
-        (false, None) => {
-            notices.push(
-                "This card does not report its default power limit, so the profile's watts are used."
-                    .to_string(),
-            );
-            (power.watts * 1000.0, format!("{} W", power.watts))
-        }
-        (true, _) => (power.watts * 1000.0, format!("{} W", power.watts)),
-    };
-    if !wanted_mw.is_finite() {
-        notices.push("The profile's power limit is not a number; it is left out.".to_string());
-        return None;
-    }
-    // Clamped in f64 first, so the cast is exact and in range.
-    let clamped_mw = wanted_mw
-        .round()
-        .clamp(f64::from(min_mw), f64::from(max_mw)) as u32;
-    if f64::from(clamped_mw) != wanted_mw.round() {
-        notices.push(format!(
-            "The power limit ({described}) is outside this card's range of {} to {}; {} is used.",
-            watts_exact(min_mw),
-            watts_exact(max_mw),
-            watts_exact(clamped_mw)
-        ));
-    }
-    Some(Setting::PowerLimit {
-        power_limit_mw: clamped_mw,
-    })
-}
-
-/// A clock lock clamped into the card's supported range; `None` (with a notice) when the card
-/// cannot lock that clock.
-fn clamp_lock(
-    clock: &str,
-    lock: ClockLock,
-    range: Option<ClockRangeMhz>,
-    notices: &mut Vec<String>,
-) -> Option<(u32, u32)> {
-    let Some(range) = range else {
-        notices.push(format!(
-            "This card does not report a supported {clock} clock range; the {clock} clock lock is left out."
-        ));
-        return None;
-    };
-    let (low, high) = (
-        lock.min_mhz.min(lock.max_mhz),
-        lock.min_mhz.max(lock.max_mhz),
-    );
-    let min_mhz = low.clamp(range.min_mhz, range.max_mhz.max(range.min_mhz));
-    let max_mhz = high.clamp(range.min_mhz, range.max_mhz.max(range.min_mhz));
-    if (min_mhz, max_mhz) != (lock.min_mhz, lock.max_mhz) {
-        notices.push(format!(
-            "The {clock} clock lock {}-{} MHz is outside this card's range of {}-{} MHz; {min_mhz}-{max_mhz} MHz is used.",
-            lock.min_mhz, lock.max_mhz, range.min_mhz, range.max_mhz
-        ));
-    }
-    Some((min_mhz, max_mhz))
-}
-
-/// A clock offset clamped into the card's range; `None` (with a notice) when the card or its
-/// driver has no offsets.
-fn clamp_offset(
-    clock: &str,
-    offset_mhz: i32,
-    range: Option<OffsetRangeMhz>,
-    notices: &mut Vec<String>,
-) -> Option<i32> {
-    let Some(range) = range else {
-        if offset_mhz != 0 {
-            notices.push(format!(
-                "This card or driver does not support {clock} clock offsets; the {clock} clock offset of {offset_mhz:+} MHz is left out."
-            ));
-        }
-        return None;
-    };
-    let clamped = offset_mhz.clamp(range.min_mhz, range.max_mhz.max(range.min_mhz));
-    if clamped != offset_mhz {
-        notices.push(format!(
-            "The {clock} clock offset of {offset_mhz:+} MHz is outside this card's range of {:+} to {:+} MHz; {clamped:+} MHz is used.",
-            range.min_mhz, range.max_mhz
-        ));
-    }
-    Some(clamped)
 }

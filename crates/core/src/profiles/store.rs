@@ -6,14 +6,15 @@
 //! corrupt, truncated, from a newer gputune, hostile — is reported with its path (escaped) and
 //! never overwritten, renamed or deleted; the other profiles still load.
 
+use crate::profiles::profile::ProfileOnCard;
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::folders::{CONFIG_DIR_ENV, Folders};
 use crate::fsafe::{self, FileError, Links};
-use crate::profiles::profile::{Profile, SCHEMA_VERSION};
 use crate::text;
+use gputune_formats::profile::{Profile, SCHEMA_VERSION};
 
 /// The folder inside the config folder that holds the profile files.
 pub const PROFILES_FOLDER: &str = "profiles";

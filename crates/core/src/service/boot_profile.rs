@@ -3,12 +3,13 @@
 //! names). Each card gets what `Profile::for_card` makes of it, as `gputune profile default`
 //! hands the daemon one card's; the boot defaults are then applied as they always are.
 
+use crate::profiles::profile::ProfileOnCard;
 use std::path::{Path, PathBuf};
 
-use crate::notice::Notice;
-use crate::profiles::Profile;
-use crate::service::protocol::BootDefault;
 use crate::tuning::engine::Engine;
+use gputune_formats::profile::Profile;
+use gputune_formats::protocol::BootDefault;
+use gputune_formats::tuning::Notice;
 
 /// The node's profile, read from `--boot-profile FILE` before any card is opened.
 #[derive(Debug, Clone)]

@@ -8,15 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use super::protocol::{
-    Event, MAX_MESSAGE_BYTES, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Welcome,
-};
 use super::{Input, Service, ServiceOptions};
 use crate::device::{BackendChoice, BackendOptions, open_backend};
 use crate::folders::Folders;
-use crate::tuning::engine::{
-    ClientId, ClientInfo, EngineOptions, Ownership, TuneError, TuneErrorKind,
+use crate::tuning::engine::{ClientInfo, EngineOptions, Ownership};
+use gputune_formats::protocol::{
+    Event, MAX_MESSAGE_BYTES, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Welcome,
 };
+use gputune_formats::tuning::{ClientId, TuneError, TuneErrorKind};
 
 /// Environment variable naming the daemon's socket. Unset: the default path, when a daemon is
 /// there. Empty: never use a daemon (run the engine in this process).
@@ -89,7 +88,7 @@ pub enum ConnectError {
     #[error("No gputune daemon answers at {} ({detail}): start it with `sudo systemctl start gputuned`, or leave {SOCKET_ENV} unset.", path.display())]
     NoDaemon { path: PathBuf, detail: String },
     #[error("{0}")]
-    Device(#[from] crate::device::DeviceError),
+    Device(#[from] gputune_formats::card::DeviceError),
     #[error("{0}")]
     Service(#[from] TuneError),
     #[error("{0}")]
@@ -256,7 +255,7 @@ pub fn connect_daemon(path: &Path, label: &str) -> Result<TuningClient, ConnectE
     let placeholder = Welcome {
         protocol: PROTOCOL_VERSION,
         version: String::new(),
-        backend: crate::device::BackendKind::Nvml,
+        backend: gputune_formats::card::BackendKind::Nvml,
         simulated_because: None,
         gpus: Vec::new(),
         daemon: true,

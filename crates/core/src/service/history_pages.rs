@@ -2,8 +2,8 @@
 //! other work) and `gputune history` both walk the pages this way.
 
 use super::client::{ClientError, TuningClient};
-use super::protocol::{Request, Response};
-use crate::telemetry::store::HistoryPage;
+use gputune_formats::history::HistoryPage;
+use gputune_formats::protocol::{Request, Response};
 
 /// The pages of one GPU's history from `from_ms` to `until_ms`, still to read.
 #[derive(Debug, Clone)]

@@ -2,10 +2,10 @@
 //! the engine hands them over, and `jobs` / `job` requests are answered from the folder. An
 //! engine in a process of its own keeps none and says where they are kept.
 
-use super::protocol::{MAX_MESSAGE_BYTES, Response};
-use crate::formats::jobs::JobRecord;
 use crate::jobs::store::{JobStore, MAX_JOB_RECORDS};
-use crate::tuning::engine::{TuneError, TuneErrorKind};
+use gputune_formats::jobs::JobRecord;
+use gputune_formats::protocol::{MAX_MESSAGE_BYTES, Response};
+use gputune_formats::tuning::{TuneError, TuneErrorKind};
 
 /// Room left in a message for everything but the records.
 const MESSAGE_MARGIN_BYTES: usize = 16 * 1024;

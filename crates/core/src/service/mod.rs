@@ -9,7 +9,7 @@ pub mod boot_profile;
 pub mod client;
 pub mod history_pages;
 mod job_records;
-pub use crate::formats::protocol;
+use gputune_formats::protocol;
 mod recorder;
 mod routing;
 mod sampler;
@@ -20,9 +20,11 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::device::{CurrentSettings, DeviceError, OpenedBackend, Telemetry};
-use crate::notice::Notice;
-use crate::tuning::engine::{ClientId, ClientInfo, Engine, EngineOptions, TuneError};
+use crate::device::{CurrentSettings, OpenedBackend};
+use crate::tuning::engine::{ClientInfo, Engine, EngineOptions};
+use gputune_formats::card::{DeviceError, Telemetry};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ClientId, TuneError};
 
 use protocol::{BootDefault, Message, Request, Welcome};
 use routing::Router;
@@ -67,7 +69,7 @@ pub(crate) enum Input {
         read_started: Instant,
     },
     /// The driver reported a critical error (an Xid).
-    CriticalEvent(crate::device::CriticalEvent),
+    CriticalEvent(gputune_formats::card::CriticalEvent),
     Stop,
 }
 
@@ -164,7 +166,7 @@ impl Service {
             .spawn(move || run_engine(engine, router, &inputs))
             .map_err(|error| {
                 TuneError::new(
-                    crate::tuning::engine::TuneErrorKind::State,
+                    gputune_formats::tuning::TuneErrorKind::State,
                     format!("The tuning thread could not start: {error}"),
                 )
             })?;

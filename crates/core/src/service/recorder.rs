@@ -6,12 +6,12 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::{Message, Response};
 use crate::clock::wall_clock_ms;
 use crate::fsafe::FileError;
-use crate::telemetry::history::HistoryRow;
 use crate::telemetry::store::{HistoryOptions, HistoryStore};
-use crate::tuning::engine::{ChangeNote, TuneError, TuneErrorKind};
+use gputune_formats::history::HistoryRow;
+use gputune_formats::protocol::{Message, Response};
+use gputune_formats::tuning::{ChangeNote, TuneError, TuneErrorKind};
 
 /// Messages waiting for the recorder before new ones are dropped (a stuck disk must not make
 /// the daemon's memory grow).

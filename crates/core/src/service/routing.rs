@@ -2,25 +2,25 @@
 //! event. A client that stops reading is dropped (and its sessions put back) rather than
 //! allowed to make the service hold its messages forever.
 
+use crate::telemetry::history::MetricRow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
 
-use super::protocol::{
-    BootDefault, Event, Message, PROTOCOL_VERSION, Request, Response, Snapshot, Welcome,
-};
 use super::recorder::{Recorder, RecorderInput};
 use super::{DEFAULT_INTERVAL_MS, INTERVAL_RANGE_MS, Input};
 use crate::clock::wall_clock_ms;
-use crate::device::{DeviceError, Telemetry};
 use crate::fsafe::{self, Links};
-use crate::notice::Notice;
-use crate::telemetry::history::HistoryRow;
-use crate::tuning::engine::{
-    ClientId, ClientInfo, Engine, EngineEvent, GpuChange, TuneError, TuneErrorKind,
+use crate::tuning::engine::{ClientInfo, Engine};
+use gputune_formats::card::{DeviceError, Telemetry};
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::history::HistoryRow;
+use gputune_formats::protocol::{
+    BootDefault, Event, Message, PROTOCOL_VERSION, Request, Response, Snapshot, Welcome,
 };
-use crate::tuning::fan_curve::FanCurve;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ClientId, EngineEvent, GpuChange, TuneError, TuneErrorKind};
 
 /// The longest client label kept, in characters.
 const MAX_LABEL_CHARS: usize = 200;

@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Input;
-use crate::device::{Backend, DeviceError, GpuProcess, Reopener, Telemetry};
+use crate::device::{Backend, Reopener};
+use gputune_formats::card::{DeviceError, GpuProcess, Telemetry};
 
 /// How often the settings are read back (to see changes made by other programs).
 const SETTINGS_EVERY: Duration = Duration::from_secs(1);

@@ -3,8 +3,8 @@
 //! (named with pid, user, command and VRAM). A check beside a training job measures the two
 //! together: its memory test reads back only what is left, and a verdict would be about both.
 
-use crate::device::{GpuProcess, ProcessKind};
-use crate::tuning::engine::{GpuTuning, Holder, SessionPurpose};
+use gputune_formats::card::{GpuProcess, ProcessKind};
+use gputune_formats::tuning::{GpuTuning, Holder, SessionPurpose};
 
 /// What else runs on the card, as the service last listed it, and whether to go on anyway.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -104,6 +104,6 @@ fn since(holder: &Holder) -> String {
     }
     format!(
         " since {}",
-        crate::units::local_time(holder.since_ms, "%H:%M:%S")
+        gputune_formats::units::local_time(holder.since_ms, "%H:%M:%S")
     )
 }

@@ -15,14 +15,14 @@ use super::put_back::stock_clocks;
 use super::report::{CheckReport, describe_settings};
 use super::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
-use crate::device::{GpuProcess, Setting};
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{
+use gputune_formats::card::{GpuProcess, Setting};
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::SettingsInForce;
+use gputune_formats::tuning::{
     GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest, TuneErrorKind,
 };
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::SettingsInForce;
 
 /// Where a check stands, for a progress line or the window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,7 +86,7 @@ impl CardCheck {
                 fan_curves: setup
                     .fan_curve
                     .map(|curve| {
-                        vec![crate::tuning::engine::GpuFanCurve {
+                        vec![gputune_formats::tuning::GpuFanCurve {
                             gpu_uuid: gpu.identity.uuid.clone(),
                             curve: curve.clone(),
                         }]

@@ -4,7 +4,7 @@
 use super::compute::{ComputeDevice, ComputeError};
 use super::cuda::CudaDevice;
 use super::simulated::SimulatedDevice;
-use crate::device::GpuIdentity;
+use gputune_formats::card::GpuIdentity;
 
 /// The device that runs the check on `identity`'s card.
 pub fn open_for(identity: &GpuIdentity) -> Result<Box<dyn ComputeDevice>, ComputeError> {

@@ -4,8 +4,9 @@
 
 use super::run::{CheckRun, SettingsSeen};
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{EngineEvent, GpuTuning, SessionId, SessionReport, report_lines};
+use crate::tuning::engine::report_lines;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::{EngineEvent, GpuTuning, SessionId, SessionReport};
 
 /// The session (if any) and what its ends put back.
 #[derive(Debug, Clone, PartialEq)]

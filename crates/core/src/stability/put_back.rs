@@ -4,10 +4,13 @@
 //! anything the profile does not set are left as they are: a card that just failed needs its
 //! cooling more than ever.
 
-use crate::device::Setting;
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use crate::profiles::store::StoredProfile;
-use crate::tuning::engine::GpuInfo;
-use crate::tuning::in_force::{ClockLock, Control, SettingsInForce};
+use crate::tuning::in_force::Control;
+use gputune_formats::card::Setting;
+use gputune_formats::tuning::GpuInfo;
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 
 /// What putting the card back writes, and what it goes back to.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +97,7 @@ pub fn stock_clocks(gpu: &GpuInfo, in_force: &SettingsInForce, always: bool) -> 
     let constraints = &gpu.constraints;
     let mut settings = Vec::new();
     let offset_set = |offset: Option<i32>| always || offset.is_some_and(|offset| offset != 0);
-    let locked = |lock: ClockLock| always || matches!(lock, ClockLock::Locked { .. });
+    let locked = |lock: ClockLockInForce| always || matches!(lock, ClockLockInForce::Locked { .. });
     if constraints.adjustable_gpu_clock_offset_range().is_some()
         && offset_set(in_force.gpu_clock_offset_mhz)
     {
@@ -110,7 +113,7 @@ pub fn stock_clocks(gpu: &GpuInfo, in_force: &SettingsInForce, always: bool) -> 
     }
     // Memory locks are reset only when one is set: many cards cannot lock memory at all.
     if constraints.memory_clock_range.is_some()
-        && matches!(in_force.memory_clock_lock, ClockLock::Locked { .. })
+        && matches!(in_force.memory_clock_lock, ClockLockInForce::Locked { .. })
     {
         settings.push(Setting::ResetMemoryClocks);
     }

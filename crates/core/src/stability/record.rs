@@ -3,18 +3,34 @@
 //! was checked), and how it reads.
 
 use super::report::THOROUGH_CHECK_S;
-use crate::formats::profile::{CheckRecord, Verdict};
 use crate::text::short_uuid;
-use crate::units::duration_s;
+use gputune_formats::profile::{CheckRecord, Verdict};
+use gputune_formats::units::duration_s;
 
 /// The longest verdict sentence a profile keeps, in characters.
 const RECORD_SUMMARY_MAX_CHARS: usize = 2_000;
 /// The longest version, card UUID or card name a profile keeps, in characters.
 const RECORD_VERSION_MAX_CHARS: usize = 64;
 
-impl CheckRecord {
+/// A stability check kept in a profile: whether it is sound, which card it counts on, in words.
+pub trait RecordedCheck {
     /// Whether a record read from a file could mean something (finite, bounded, printable).
-    pub fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String>;
+
+    /// [`CheckRecord::describe`] as seen from the card `uuid`: "checked stable for 10 min on
+    /// 26 Nov", or, from another card, "… on GPU-5a1e0c2d… (another card: NVIDIA H100), not on
+    /// this one".
+    fn describe_for(&self, uuid: &str) -> String;
+
+    /// "checked stable for 10 min on 26 Nov", "found UNSTABLE after 3 s on 26 Nov"; a short
+    /// check says it was short.
+    fn describe(&self) -> String;
+
+    fn verdict_words(&self, short_caveat: bool) -> String;
+}
+
+impl RecordedCheck for CheckRecord {
+    fn check(&self) -> Result<(), String> {
         if !self.ran_s.is_finite() || self.ran_s < 0.0 {
             return Err(format!(
                 "last_check.ran_s = {} is not a duration",
@@ -46,18 +62,7 @@ impl CheckRecord {
         Ok(())
     }
 
-    /// Whether it counts as a check of the card `uuid`: only on the card that was checked (a
-    /// record that names no card counts on none).
-    pub fn counts_on(&self, uuid: &str) -> bool {
-        self.gpu_uuid
-            .as_deref()
-            .is_some_and(|checked| checked.trim().eq_ignore_ascii_case(uuid.trim()))
-    }
-
-    /// [`CheckRecord::describe`] as seen from the card `uuid`: "checked stable for 10 min on
-    /// 26 Nov", or, from another card, "… on GPU-5a1e0c2d… (another card: NVIDIA H100), not on
-    /// this one".
-    pub fn describe_for(&self, uuid: &str) -> String {
+    fn describe_for(&self, uuid: &str) -> String {
         if self.counts_on(uuid) {
             return self.describe();
         }
@@ -78,14 +83,12 @@ impl CheckRecord {
         }
     }
 
-    /// "checked stable for 10 min on 26 Nov", "found UNSTABLE after 3 s on 26 Nov"; a short
-    /// check says it was short.
-    pub fn describe(&self) -> String {
+    fn describe(&self) -> String {
         self.verdict_words(true)
     }
 
     fn verdict_words(&self, short_caveat: bool) -> String {
-        let day = crate::units::local_time(self.ended_at_ms, "%-d %b");
+        let day = gputune_formats::units::local_time(self.ended_at_ms, "%-d %b");
         match self.verdict {
             Verdict::Stable if short_caveat && self.ran_s < THOROUGH_CHECK_S => format!(
                 "checked stable for only {} on {day}, a short check; a thorough one runs {}",

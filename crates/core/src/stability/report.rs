@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::{CheckOptions, LoadShape};
 use super::run::{Ending, RunResult};
-pub use crate::formats::profile::{CheckRecord, Verdict};
-use crate::tuning::engine::GpuInfo;
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
-use crate::units::{duration_s, gib, large_count};
+use gputune_formats::profile::{CheckRecord, Verdict};
+use gputune_formats::tuning::GpuInfo;
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::units::{duration_s, gib, large_count};
 
 /// A check this long is thorough (`gputune stability`'s default); a shorter one finds only
 /// gross instability, and its verdict says so.
@@ -16,8 +16,13 @@ pub const THOROUGH_CHECK_S: f64 = 600.0;
 /// A card whose peak clock came this close to the top of its clock lock ran at the lock.
 const AT_LOCK_MHZ: u32 = 30;
 
-impl Verdict {
-    pub fn of(ending: &Ending) -> Verdict {
+/// The verdict a check's ending gives.
+pub trait VerdictOfEnding {
+    fn of(ending: &Ending) -> Verdict;
+}
+
+impl VerdictOfEnding for Verdict {
+    fn of(ending: &Ending) -> Verdict {
         match ending {
             Ending::Completed => Verdict::Stable,
             Ending::Unstable { .. } => Verdict::Unstable,
@@ -223,7 +228,7 @@ pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u3
     if let Some(offset) = in_force.gpu_clock_offset_mhz.filter(|offset| *offset != 0) {
         parts.push(format!("{offset:+} MHz offset"));
     }
-    if let ClockLock::Locked { min_mhz, max_mhz } = in_force.gpu_clock_lock {
+    if let ClockLockInForce::Locked { min_mhz, max_mhz } = in_force.gpu_clock_lock {
         if min_mhz == max_mhz {
             parts.push(format!("{max_mhz} MHz lock"));
         } else {
@@ -241,7 +246,7 @@ pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u3
     {
         parts.push(format!(
             "{} limit",
-            crate::units::power_limit_with_share(limit, default_power_mw)
+            gputune_formats::units::power_limit_with_share(limit, default_power_mw)
         ));
     }
     if parts.is_empty() {
@@ -255,6 +260,7 @@ pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u3
 mod tests {
     use super::*;
     use crate::stability::compute::{Checked, Prepared};
+    use crate::stability::record::RecordedCheck;
     use crate::stability::run::{Finding, Tally};
     use crate::stability::watch::Watched;
 
@@ -330,13 +336,16 @@ mod tests {
     fn a_card_held_at_its_clock_lock_is_not_called_unstressed_and_a_short_check_says_so() {
         let mut stable = report(Ending::Completed);
         for at_ms in [0, 500] {
-            stable.result.watched.take(&crate::device::Telemetry {
-                sampled_at_ms: at_ms,
-                sm_clock_mhz: Some(2520),
-                power_draw_mw: Some(330_000),
-                power_limit_mw: Some(450_000),
-                ..crate::device::Telemetry::default()
-            });
+            stable
+                .result
+                .watched
+                .take(&gputune_formats::card::Telemetry {
+                    sampled_at_ms: at_ms,
+                    sm_clock_mhz: Some(2520),
+                    power_draw_mw: Some(330_000),
+                    power_limit_mw: Some(450_000),
+                    ..gputune_formats::card::Telemetry::default()
+                });
         }
         let unstressed = "never reached its power limit";
         assert!(stable.sentence().contains(unstressed));
@@ -384,8 +393,8 @@ mod tests {
     fn settings_are_named_as_the_verdict_says_them() {
         let mut in_force = SettingsInForce {
             power_limit_mw: Some(450_000),
-            gpu_clock_lock: ClockLock::Unlocked,
-            memory_clock_lock: ClockLock::Unlocked,
+            gpu_clock_lock: ClockLockInForce::Unlocked,
+            memory_clock_lock: ClockLockInForce::Unlocked,
             gpu_clock_offset_mhz: Some(0),
             memory_clock_offset_mhz: Some(0),
             fans: None,
@@ -396,7 +405,7 @@ mod tests {
             "stock settings"
         );
         in_force.gpu_clock_offset_mhz = Some(150);
-        in_force.gpu_clock_lock = ClockLock::Locked {
+        in_force.gpu_clock_lock = ClockLockInForce::Locked {
             min_mhz: 2520,
             max_mhz: 2520,
         };

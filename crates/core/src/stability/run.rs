@@ -3,6 +3,7 @@
 //! It never blocks: the caller gives it the card's readings and calls [`CheckRun::tick`] often
 //! (every 10-50 ms); a check and each step of a scan are one `CheckRun`.
 
+use crate::device::XidMeaning;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,7 @@ use super::plan::{CheckOptions, Part, in_burst, round, round_length_s};
 use super::reference::fma_chain_reference;
 use super::watch::Watched;
 use super::worker::{ComputeWorker, Done, Poll, Work};
-use crate::device::{CriticalEvent, Telemetry};
+use gputune_formats::card::{CriticalEvent, Telemetry};
 
 /// A GEMM batch aims at this long, so a fault is seen within about this much of happening.
 const BATCH_S: f64 = 0.1;
@@ -35,14 +36,14 @@ pub struct SettingsSeen {
 }
 
 impl SettingsSeen {
-    pub fn of(in_force: &crate::tuning::in_force::SettingsInForce) -> SettingsSeen {
-        use crate::tuning::in_force::ClockLock;
+    pub fn of(in_force: &gputune_formats::tuning::SettingsInForce) -> SettingsSeen {
+        use gputune_formats::tuning::ClockLockInForce;
         SettingsSeen {
             gpu_clock_offset_mhz: in_force.gpu_clock_offset_mhz,
             memory_clock_offset_mhz: in_force.memory_clock_offset_mhz,
             locked_max_mhz: match in_force.gpu_clock_lock {
-                ClockLock::Locked { max_mhz, .. } => Some(max_mhz),
-                ClockLock::Unlocked | ClockLock::Unknown => None,
+                ClockLockInForce::Locked { max_mhz, .. } => Some(max_mhz),
+                ClockLockInForce::Unlocked | ClockLockInForce::Unknown => None,
             },
         }
     }

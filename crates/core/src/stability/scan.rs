@@ -19,14 +19,15 @@ use super::compute::{ComputeDevice, Prepared};
 use super::held::Held;
 use super::plan::{CheckOptions, LoadShape};
 use super::put_back::stock_clocks;
-use super::report::{CheckReport, Verdict, describe_settings};
+use super::report::{CheckReport, describe_settings};
 use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
-use crate::device::Setting;
 use crate::service::client::TuningClient;
-use crate::service::protocol::{Event, Request, Response};
-use crate::tuning::engine::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
+use gputune_formats::card::Setting;
+use gputune_formats::profile::Verdict;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::tuning::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
 
 /// How many times a failed confirmation steps back once more before giving up.
 const MAX_CONFIRMATIONS: u32 = 3;
@@ -172,8 +173,8 @@ impl Scan {
         };
         format!(
             "{what}: {} of {} ({} wrong so far)",
-            crate::units::duration_s(elapsed),
-            crate::units::duration_s(of),
+            gputune_formats::units::duration_s(elapsed),
+            gputune_formats::units::duration_s(of),
             self.run.as_ref().map_or(0, |run| run.tally().wrong())
         )
     }
@@ -427,7 +428,7 @@ impl Scan {
     fn report_of(&self, offset_mhz: i32, result: RunResult) -> CheckReport {
         let mut in_force = self.start_in_force.clone();
         in_force.gpu_clock_offset_mhz = Some(offset_mhz);
-        in_force.gpu_clock_lock = ClockLock::Locked {
+        in_force.gpu_clock_lock = ClockLockInForce::Locked {
             min_mhz: self.options.lock_mhz,
             max_mhz: self.options.lock_mhz,
         };

@@ -23,9 +23,9 @@ use super::compute::{
     CardConditions, Checked, ComputeDevice, ComputeError, ComputeSetup, Prepared, VramPattern,
 };
 use super::reference;
-use crate::device::GpuIdentity;
 use crate::device::sim::silicon::applied_offset_mhz;
 use crate::device::sim::{CardSpec, SiliconMargin, known_card};
+use gputune_formats::card::GpuIdentity;
 
 /// What a card's checked work runs at, at the margin's reference clock (its boost clock) and
 /// its stock memory clock; it scales with the clocks the card runs.

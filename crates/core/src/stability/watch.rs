@@ -5,7 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{EccCounts, Telemetry, ThrottleReason, ThrottleReasons};
+use gputune_formats::{
+    card::{EccCounts, Telemetry},
+    throttle::{ThrottleReason, ThrottleReasons},
+};
 
 /// The readings of one span (a whole check, or one scan step).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -123,7 +126,8 @@ impl Watched {
     /// "2415-2745 MHz, 71 °C peak, 398 W average (450 W limit)"; parts without readings left out.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
-        if let Some(clocks) = crate::units::clock_range_mhz(self.clock_min_mhz, self.clock_max_mhz)
+        if let Some(clocks) =
+            gputune_formats::units::clock_range_mhz(self.clock_min_mhz, self.clock_max_mhz)
         {
             parts.push(clocks);
         }

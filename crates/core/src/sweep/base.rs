@@ -8,8 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::gate::validate;
-use crate::device::{Constraints, Setting};
-use crate::tuning::in_force::{ClockLock, Control, SettingsInForce};
+use crate::tuning::in_force::Control;
+use gputune_formats::card::{Constraints, Setting};
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 
 use super::plan::{PlanError, SweepSpec, SweepStep, plan_steps};
 
@@ -72,7 +73,7 @@ impl SweepBase {
             ),
         ];
         for (control, lock, clock, reset) in locks {
-            if let (true, ClockLock::Locked { min_mhz, max_mhz }) = (free(control), lock) {
+            if let (true, ClockLockInForce::Locked { min_mhz, max_mhz }) = (free(control), lock) {
                 base.found
                     .push(format!("{clock} clock lock {min_mhz}-{max_mhz} MHz"));
                 base.settings.push(match (keep, control) {
@@ -169,11 +170,11 @@ mod tests {
     fn tuned() -> SettingsInForce {
         SettingsInForce {
             power_limit_mw: Some(450_000),
-            gpu_clock_lock: ClockLock::Locked {
+            gpu_clock_lock: ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: ClockLock::Unknown,
+            memory_clock_lock: ClockLockInForce::Unknown,
             gpu_clock_offset_mhz: Some(150),
             memory_clock_offset_mhz: Some(0),
             fans: None,
@@ -242,7 +243,7 @@ mod tests {
         assert!(base.settings.is_empty(), "{:?}", base.settings);
         assert_eq!(base.sentence(), None);
         let stock = SettingsInForce {
-            gpu_clock_lock: ClockLock::Unknown,
+            gpu_clock_lock: ClockLockInForce::Unknown,
             gpu_clock_offset_mhz: Some(0),
             ..tuned()
         };

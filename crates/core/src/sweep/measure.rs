@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::Telemetry;
 use crate::sweep::plan::SweepStep;
 use crate::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
-use crate::tuning::stats::TrialStats;
+use gputune_formats::card::Telemetry;
+use gputune_formats::tuning::TrialStats;
 
 /// A step's measured seconds are cut in this many parts; the spread of their throughputs is
 /// the step's own noise.

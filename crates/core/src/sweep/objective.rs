@@ -323,7 +323,7 @@ mod tests {
     use super::*;
     use crate::sweep::measure::Throughput;
     use crate::sweep::plan::SweepStep;
-    use crate::tuning::stats::TrialStats;
+    use gputune_formats::tuning::TrialStats;
 
     fn result(percent: f64, units_per_s: f64, watts: f64, is_repeat: bool) -> StepResult {
         StepResult {

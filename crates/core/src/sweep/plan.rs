@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::gate::validate;
-use crate::device::{Constraints, Setting};
-use crate::units::watts_exact;
+use gputune_formats::card::{Constraints, Setting};
+use gputune_formats::units::watts_exact;
 
 /// The power limits a sweep tries when none are given, in % of the card's default.
 pub const DEFAULT_POWER_LIMITS_PCT: [f64; 5] = [100.0, 90.0, 80.0, 70.0, 60.0];
@@ -201,7 +201,7 @@ pub fn parse_list<T: std::str::FromStr>(option: &str, text: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{ClockRangeMhz, OffsetRangeMhz};
+    use gputune_formats::card::{ClockRangeMhz, OffsetRangeMhz};
 
     fn rtx4090() -> Constraints {
         Constraints {

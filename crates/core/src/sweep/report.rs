@@ -1,12 +1,15 @@
 //! A sweep's result for people (a table), for scripts (JSON, CSV) and as a profile.
 
+use crate::profiles::profile::ProfileOnCard;
 use std::path::Path;
 
-use crate::device::{Constraints, GpuIdentity, Setting};
-use crate::profiles::profile::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use crate::sweep::measure::StepResult;
 use crate::sweep::objective::{Comparison, compare, reference};
 use crate::sweep::runner::{SweepEnd, SweepOutcome};
+use gputune_formats::card::{Constraints, GpuIdentity, Setting};
+use gputune_formats::profile::{
+    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
+};
 
 /// Each step compared with the first setting, where both were measured.
 pub fn comparisons(outcome: &SweepOutcome) -> Vec<Option<Comparison>> {
@@ -362,10 +365,10 @@ pub fn recommended_profile(
     for setting in &step.settings {
         match *setting {
             Setting::LockGpuClocks { min_mhz, max_mhz } => {
-                gpu_clock_lock = Some(ClockLock { min_mhz, max_mhz });
+                gpu_clock_lock = Some(ProfileClockLock { min_mhz, max_mhz });
             }
             Setting::LockMemoryClocks { min_mhz, max_mhz } => {
-                memory_clock_lock = Some(ClockLock { min_mhz, max_mhz });
+                memory_clock_lock = Some(ProfileClockLock { min_mhz, max_mhz });
             }
             Setting::GpuClockOffset { offset_mhz } => gpu_clock_offset_mhz = Some(offset_mhz),
             Setting::MemoryClockOffset { offset_mhz } => {

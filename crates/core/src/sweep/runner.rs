@@ -8,20 +8,21 @@
 //! engine put it back at once, the step is marked unstable and the sweep goes on in a new
 //! session.
 
+use crate::device::XidMeaning;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::Telemetry;
 use crate::service::client::{ClientError, TuningClient};
-use crate::service::protocol::{Event, Request, Response};
 use crate::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
 use crate::sweep::objective::{Objective, Recommendation, flag_noisy_steps, recommend_in};
 use crate::sweep::plan::SweepStep;
 use crate::sweep::progress::ProgressReading;
-use crate::tuning::engine::{
+use crate::tuning::engine::report_lines;
+use gputune_formats::card::Telemetry;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::tuning::{
     EngineEvent, GpuChange, GpuInfo, SessionId, SessionPurpose, SessionReport, SessionRequest,
-    report_lines,
 };
 
 /// The shortest step that leaves a second to measure after a warm-up of zero.

@@ -11,8 +11,11 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat};
 
-use crate::device::{FanReading, GpuIdentity, Telemetry, ThrottleReasons};
 use crate::telemetry::history::{GpuHistory, Metric};
+use gputune_formats::{
+    card::{FanReading, GpuIdentity, Telemetry},
+    throttle::ThrottleReasons,
+};
 
 /// The header row, in column order.
 pub const HEADER: [&str; 22] = [
@@ -312,7 +315,7 @@ fn reading_from_history(history: &GpuHistory, index: usize) -> Option<Telemetry>
         utilization_memory_pct: small(Metric::UtilizationMemoryPct),
         memory_used_bytes: scaled(
             Metric::MemoryUsedGib,
-            (crate::units::BYTES_PER_MIB * 1024) as f64,
+            (gputune_formats::units::BYTES_PER_MIB * 1024) as f64,
         ),
         performance_state: small(Metric::PerformanceState),
         throttle_reasons: history.throttle_bits(index).map(ThrottleReasons::from_bits),
@@ -383,7 +386,8 @@ fn row_fields(identity: &GpuIdentity, reading: &Telemetry) -> [String; HEADER.le
 /// Bytes as whole MiB, rounded to nearest like the history's memory column, so a live log and
 /// an export of the same sample agree.
 fn mebibytes(bytes: u64) -> u64 {
-    bytes.saturating_add(crate::units::BYTES_PER_MIB / 2) / crate::units::BYTES_PER_MIB
+    bytes.saturating_add(gputune_formats::units::BYTES_PER_MIB / 2)
+        / gputune_formats::units::BYTES_PER_MIB
 }
 
 /// RFC 3339 in UTC with milliseconds ("2025-01-31T12:00:00.250Z"); empty if out of range.
@@ -433,7 +437,7 @@ fn throttle_names(reasons: Option<ThrottleReasons>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::ThrottleReason;
+    use gputune_formats::throttle::ThrottleReason;
 
     fn identity() -> GpuIdentity {
         GpuIdentity {
@@ -441,7 +445,7 @@ mod tests {
             uuid: "GPU-12345678-aaaa-bbbb-cccc-1234567890ab".to_string(),
             name: "NVIDIA GeForce RTX 4090, test".to_string(),
             pci_bus_id: "00000000:01:00.0".to_string(),
-            memory_total_bytes: 24_564 * crate::units::BYTES_PER_MIB,
+            memory_total_bytes: 24_564 * gputune_formats::units::BYTES_PER_MIB,
             driver_version: None,
             nvml_version: None,
             architecture: None,
@@ -470,7 +474,7 @@ mod tests {
             memory_clock_mhz: Some(10_501),
             utilization_gpu_pct: Some(99),
             utilization_memory_pct: Some(41),
-            memory_used_bytes: Some(20_000 * crate::units::BYTES_PER_MIB + 5),
+            memory_used_bytes: Some(20_000 * gputune_formats::units::BYTES_PER_MIB + 5),
             performance_state: Some(2),
             throttle_reasons: Some(
                 [

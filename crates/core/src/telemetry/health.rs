@@ -2,8 +2,8 @@
 //! its maximum under load, a data loader starving the GPU, thermal throttling, a power cap hit
 //! all the time. Pure: no UI, no hardware.
 
-use crate::device::ThrottleReason;
 use crate::telemetry::history::{GpuHistory, Metric};
+use gputune_formats::throttle::ThrottleReason;
 
 /// How much the user should care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

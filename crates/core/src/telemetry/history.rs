@@ -14,12 +14,13 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::Telemetry;
 use column::{SummarizedColumn, THROTTLE_MISSING, ThrottleOr, TimeSteps};
+use gputune_formats::card::Telemetry;
 use quantize::{MetricColumn, steps_per_display_unit};
 
+use gputune_formats::history::HistoryRow;
 pub use quantize::stored_bytes;
-pub use row::HistoryRow;
+pub use row::MetricRow;
 
 pub(crate) use walk::{Piece, PresentRun};
 

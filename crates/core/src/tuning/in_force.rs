@@ -5,10 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{COMPUTE_PSTATES, CurrentSettings, FanMode, Setting, compute_offset_mhz};
-pub use crate::formats::tuning::{ClockLock, Hold, LockRecord, SettingsInForce};
+use crate::device::{COMPUTE_PSTATES, CurrentSettings, compute_offset_mhz};
 pub use crate::tuning::pstate_offsets::{controls_written, describe_offset, pstates_at};
 use crate::tuning::pstate_offsets::{offset_in, set_offsets};
+use gputune_formats::card::{FanMode, Setting};
+use gputune_formats::tuning::{ClockLockInForce, Hold, LockRecord, SettingsInForce};
 
 /// One thing on a card that a setting changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -86,89 +87,37 @@ impl Control {
     }
 }
 
-impl Hold {
-    pub const ALL: [Hold; 6] = [
-        Hold::PowerLimit,
-        Hold::GpuClockLock,
-        Hold::MemoryClockLock,
-        Hold::GpuClockOffset,
-        Hold::MemoryClockOffset,
-        Hold::Fans,
-    ];
-
-    /// What a setting makes its session hold.
-    pub fn of(setting: &Setting) -> Hold {
-        Control::of(setting).hold()
-    }
-
-    /// Its name in files and on the wire ("power_limit", "fans").
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hold::PowerLimit => "power_limit",
-            Hold::GpuClockLock => "gpu_clock_lock",
-            Hold::MemoryClockLock => "memory_clock_lock",
-            Hold::GpuClockOffset => "gpu_clock_offset",
-            Hold::MemoryClockOffset => "memory_clock_offset",
-            Hold::Fans => "fans",
-        }
-    }
-
-    /// "power limit", "fans": for "GPU 0's power limit".
-    pub fn name(self) -> &'static str {
-        match self {
-            Hold::PowerLimit => "power limit",
-            Hold::GpuClockLock => "GPU clock lock",
-            Hold::MemoryClockLock => "memory clock lock",
-            Hold::GpuClockOffset => "GPU clock offset",
-            Hold::MemoryClockOffset => "memory clock offset",
-            Hold::Fans => "fans",
-        }
-    }
-}
-
-/// "power limit and fans", "GPU clock lock, GPU clock offset and fans", with "is" or "are" to
-/// follow it.
-pub fn describe_holds(holds: &[Hold]) -> (String, &'static str) {
-    let names: Vec<&str> = holds.iter().map(|hold| hold.name()).collect();
-    let text = match names.as_slice() {
-        [] => String::new(),
-        [one] => (*one).to_string(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    };
-    let verb = if holds.len() > 1 || holds == [Hold::Fans] {
-        "are"
-    } else {
-        "is"
-    };
-    (text, verb)
-}
-
-impl ClockLock {
-    /// "210-2520 MHz", "unlocked", "not known (NVML cannot read clock locks)".
-    pub fn describe(self) -> String {
-        match self {
-            ClockLock::Unlocked => "unlocked".to_string(),
-            ClockLock::Locked { min_mhz, max_mhz } => format!("{min_mhz}-{max_mhz} MHz"),
-            ClockLock::Unknown => "not known (NVML cannot read clock locks)".to_string(),
-        }
-    }
-
-    /// The lock a setting leaves, if it is a lock setting.
-    fn after(setting: &Setting) -> Option<ClockLock> {
-        match *setting {
-            Setting::LockGpuClocks { min_mhz, max_mhz }
-            | Setting::LockMemoryClocks { min_mhz, max_mhz } => {
-                Some(ClockLock::Locked { min_mhz, max_mhz })
-            }
-            Setting::ResetGpuClocks | Setting::ResetMemoryClocks => Some(ClockLock::Unlocked),
-            _ => None,
-        }
-    }
-}
-
-impl SettingsInForce {
+/// What a card runs, kept up to date: read from the card, changed by each setting applied, and the setting that puts each control back.
+pub trait ControlsInForce {
     /// What the card reports, with the locks from the engine's record.
-    pub fn from_card(current: &CurrentSettings, locks: LockRecord) -> SettingsInForce {
+    fn from_card(current: &CurrentSettings, locks: LockRecord) -> SettingsInForce;
+
+    /// The readable part taken from a fresh read of the card; the locks stay as recorded.
+    fn refresh_from_card(&mut self, current: &CurrentSettings);
+
+    /// Notes a setting the driver accepted.
+    fn record_applied(&mut self, setting: &Setting);
+
+    fn set_fan(&mut self, fan_index: u32, mode: FanMode);
+
+    /// The setting that puts `control` back to its value now, and whether that is exact. An
+    /// unknown clock lock is put back by a reset (not exact); a value the card does not report
+    /// cannot be put back (`None`).
+    fn restoring(&self, control: Control) -> Option<(Setting, bool)>;
+
+    /// The controls whose readable value differs between `self` and `other` (locks are not
+    /// readable, so they never differ here).
+    fn readable_differences(&self, other: &SettingsInForce) -> Vec<Control>;
+
+    /// Whether a control is at the value `setting` would give it (for checking a restore).
+    fn matches(&self, setting: &Setting) -> bool;
+
+    /// One line for people: "315 W, GPU clocks 210-2520 MHz, GPU offset +150 MHz, fans automatic".
+    fn summary(&self) -> String;
+}
+
+impl ControlsInForce for SettingsInForce {
+    fn from_card(current: &CurrentSettings, locks: LockRecord) -> SettingsInForce {
         SettingsInForce {
             power_limit_mw: current.power_limit_mw,
             gpu_clock_lock: locks.gpu_clock_lock,
@@ -181,28 +130,18 @@ impl SettingsInForce {
         }
     }
 
-    /// The clock locks, for the engine's record.
-    pub fn locks(&self) -> LockRecord {
-        LockRecord {
-            gpu_clock_lock: self.gpu_clock_lock,
-            memory_clock_lock: self.memory_clock_lock,
-        }
-    }
-
-    /// The readable part taken from a fresh read of the card; the locks stay as recorded.
-    pub fn refresh_from_card(&mut self, current: &CurrentSettings) {
+    fn refresh_from_card(&mut self, current: &CurrentSettings) {
         *self = SettingsInForce::from_card(current, self.locks());
     }
 
-    /// Notes a setting the driver accepted.
-    pub fn record_applied(&mut self, setting: &Setting) {
+    fn record_applied(&mut self, setting: &Setting) {
         match *setting {
             Setting::PowerLimit { power_limit_mw } => self.power_limit_mw = Some(power_limit_mw),
             Setting::LockGpuClocks { .. } | Setting::ResetGpuClocks => {
-                self.gpu_clock_lock = ClockLock::after(setting).unwrap_or_default();
+                self.gpu_clock_lock = ClockLockInForce::after(setting).unwrap_or_default();
             }
             Setting::LockMemoryClocks { .. } | Setting::ResetMemoryClocks => {
-                self.memory_clock_lock = ClockLock::after(setting).unwrap_or_default();
+                self.memory_clock_lock = ClockLockInForce::after(setting).unwrap_or_default();
             }
             Setting::GpuClockOffset { offset_mhz } => {
                 self.gpu_clock_offset_mhz = Some(offset_mhz);
@@ -240,27 +179,24 @@ impl SettingsInForce {
         }
     }
 
-    /// The setting that puts `control` back to its value now, and whether that is exact. An
-    /// unknown clock lock is put back by a reset (not exact); a value the card does not report
-    /// cannot be put back (`None`).
-    pub fn restoring(&self, control: Control) -> Option<(Setting, bool)> {
+    fn restoring(&self, control: Control) -> Option<(Setting, bool)> {
         match control {
             Control::PowerLimit => self
                 .power_limit_mw
                 .map(|power_limit_mw| (Setting::PowerLimit { power_limit_mw }, true)),
             Control::GpuClockLock => Some(match self.gpu_clock_lock {
-                ClockLock::Locked { min_mhz, max_mhz } => {
+                ClockLockInForce::Locked { min_mhz, max_mhz } => {
                     (Setting::LockGpuClocks { min_mhz, max_mhz }, true)
                 }
-                ClockLock::Unlocked => (Setting::ResetGpuClocks, true),
-                ClockLock::Unknown => (Setting::ResetGpuClocks, false),
+                ClockLockInForce::Unlocked => (Setting::ResetGpuClocks, true),
+                ClockLockInForce::Unknown => (Setting::ResetGpuClocks, false),
             }),
             Control::MemoryClockLock => Some(match self.memory_clock_lock {
-                ClockLock::Locked { min_mhz, max_mhz } => {
+                ClockLockInForce::Locked { min_mhz, max_mhz } => {
                     (Setting::LockMemoryClocks { min_mhz, max_mhz }, true)
                 }
-                ClockLock::Unlocked => (Setting::ResetMemoryClocks, true),
-                ClockLock::Unknown => (Setting::ResetMemoryClocks, false),
+                ClockLockInForce::Unlocked => (Setting::ResetMemoryClocks, true),
+                ClockLockInForce::Unknown => (Setting::ResetMemoryClocks, false),
             }),
             Control::GpuClockOffset => self
                 .gpu_clock_offset_mhz
@@ -290,9 +226,7 @@ impl SettingsInForce {
         }
     }
 
-    /// The controls whose readable value differs between `self` and `other` (locks are not
-    /// readable, so they never differ here).
-    pub fn readable_differences(&self, other: &SettingsInForce) -> Vec<Control> {
+    fn readable_differences(&self, other: &SettingsInForce) -> Vec<Control> {
         let mut changed = Vec::new();
         if self.power_limit_mw != other.power_limit_mw {
             changed.push(Control::PowerLimit);
@@ -319,29 +253,27 @@ impl SettingsInForce {
         changed
     }
 
-    /// Whether a control is at the value `setting` would give it (for checking a restore).
-    pub fn matches(&self, setting: &Setting) -> bool {
+    fn matches(&self, setting: &Setting) -> bool {
         match self.restoring(Control::of(setting)) {
             Some((now, _)) => now == *setting,
             None => false,
         }
     }
 
-    /// One line for people: "315 W, GPU clocks 210-2520 MHz, GPU offset +150 MHz, fans automatic".
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let mut parts = Vec::new();
         if let Some(power_limit_mw) = self.power_limit_mw {
             parts.push(format!(
                 "power limit {}",
-                crate::units::watts_exact(power_limit_mw)
+                gputune_formats::units::watts_exact(power_limit_mw)
             ));
         }
         match self.gpu_clock_lock {
-            ClockLock::Unknown => {}
+            ClockLockInForce::Unknown => {}
             lock => parts.push(format!("GPU clocks {}", lock.describe())),
         }
         match self.memory_clock_lock {
-            ClockLock::Unknown => {}
+            ClockLockInForce::Unknown => {}
             lock => parts.push(format!("memory clocks {}", lock.describe())),
         }
         if let Some(offset) = self.gpu_clock_offset_mhz {
@@ -386,16 +318,16 @@ pub fn fans_summary(fans: &[FanMode]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::PstateOffset;
+    use gputune_formats::card::PstateOffset;
 
     fn tuned() -> SettingsInForce {
         SettingsInForce {
             power_limit_mw: Some(315_000),
-            gpu_clock_lock: ClockLock::Locked {
+            gpu_clock_lock: ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: ClockLock::Unlocked,
+            memory_clock_lock: ClockLockInForce::Unlocked,
             gpu_clock_offset_mhz: Some(150),
             memory_clock_offset_mhz: Some(0),
             fans: Some(vec![FanMode::Manual { speed_pct: 60 }, FanMode::Automatic]),
@@ -484,7 +416,7 @@ mod tests {
         now.record_applied(&Setting::PowerLimit {
             power_limit_mw: 300_000,
         });
-        assert_eq!(now.gpu_clock_lock, ClockLock::Unlocked);
+        assert_eq!(now.gpu_clock_lock, ClockLockInForce::Unlocked);
         assert_eq!(
             now.readable_differences(&tuned()),
             vec![Control::PowerLimit, Control::Fan { fan_index: 0 }]

@@ -4,15 +4,15 @@
 //! card's under the same UUID, such as a test's fake card), and the record is then not believed:
 //! the lock is "unknown", never restored or reported as fact.
 
-use crate::device::Telemetry;
-use crate::tuning::in_force::{ClockLock, LockRecord};
+use gputune_formats::card::Telemetry;
+use gputune_formats::tuning::{ClockLockInForce, LockRecord};
 
 /// How far above a lock's maximum a reading may be and still be that lock: clocks move in bins
 /// of about 15 MHz, and a reading may be a step behind a change.
 pub const CLOCK_SLACK_MHZ: u32 = 50;
 
 /// `record` as the card's reading `now` leaves it: each lock the reading contradicts becomes
-/// [`ClockLock::Unknown`]; a lock the reading cannot judge (an idle card below its maximum, a
+/// [`ClockLockInForce::Unknown`]; a lock the reading cannot judge (an idle card below its maximum, a
 /// clock the card does not report) stays as recorded.
 pub fn borne_out(record: LockRecord, now: &Telemetry) -> LockRecord {
     LockRecord {
@@ -21,15 +21,15 @@ pub fn borne_out(record: LockRecord, now: &Telemetry) -> LockRecord {
     }
 }
 
-fn unless_above(lock: ClockLock, clock_mhz: Option<u32>) -> ClockLock {
+fn unless_above(lock: ClockLockInForce, clock_mhz: Option<u32>) -> ClockLockInForce {
     match (lock, clock_mhz) {
-        (ClockLock::Locked { max_mhz, .. }, Some(clock_mhz))
+        (ClockLockInForce::Locked { max_mhz, .. }, Some(clock_mhz))
             if clock_mhz > max_mhz.saturating_add(CLOCK_SLACK_MHZ) =>
         {
             tracing::info!(
                 "A clock lock of at most {max_mhz} MHz is on record, but the card runs at {clock_mhz} MHz: the record is not believed (the lock is unknown)."
             );
-            ClockLock::Unknown
+            ClockLockInForce::Unknown
         }
         _ => lock,
     }
@@ -39,7 +39,7 @@ fn unless_above(lock: ClockLock, clock_mhz: Option<u32>) -> ClockLock {
 mod tests {
     use super::*;
 
-    fn record(gpu: ClockLock, memory: ClockLock) -> LockRecord {
+    fn record(gpu: ClockLockInForce, memory: ClockLockInForce) -> LockRecord {
         LockRecord {
             gpu_clock_lock: gpu,
             memory_clock_lock: memory,
@@ -54,7 +54,7 @@ mod tests {
         }
     }
 
-    const LOCKED: ClockLock = ClockLock::Locked {
+    const LOCKED: ClockLockInForce = ClockLockInForce::Locked {
         min_mhz: 500,
         max_mhz: 1500,
     };
@@ -64,12 +64,12 @@ mod tests {
         let now = reading(Some(2520), Some(1400));
         assert_eq!(
             borne_out(record(LOCKED, LOCKED), &now),
-            record(ClockLock::Unknown, LOCKED)
+            record(ClockLockInForce::Unknown, LOCKED)
         );
         let now = reading(Some(1500), Some(10_501));
         assert_eq!(
             borne_out(record(LOCKED, LOCKED), &now),
-            record(LOCKED, ClockLock::Unknown)
+            record(LOCKED, ClockLockInForce::Unknown)
         );
     }
 
@@ -85,7 +85,7 @@ mod tests {
                 LOCKED
             );
         }
-        let unlocked = record(ClockLock::Unlocked, ClockLock::Unknown);
+        let unlocked = record(ClockLockInForce::Unlocked, ClockLockInForce::Unknown);
         assert_eq!(
             borne_out(unlocked, &reading(Some(2520), Some(10_501))),
             unlocked

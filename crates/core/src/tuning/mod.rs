@@ -3,7 +3,7 @@
 //! with its state folder of locks, journals and records. Every write passes `device::gate`.
 
 pub mod engine;
-pub use crate::formats::fan_curve;
+pub mod gpu_locks;
 pub mod in_force;
 pub mod lock_evidence;
 pub mod pstate_offsets;
@@ -11,7 +11,7 @@ pub mod request;
 pub mod state_folder;
 pub mod stats;
 
-use crate::device::Setting;
+use gputune_formats::card::Setting;
 
 /// "power limit 450 W, GPU clock reset"; one P-state's offsets of one value in a row are said
 /// once ("GPU clock offset +0 MHz in P0 and P2").

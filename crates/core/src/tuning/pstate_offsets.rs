@@ -2,11 +2,10 @@
 //! (each compute P-state, put back on its own), and how an offset is said with the P-states it
 //! covers ("+150 MHz (P0, P2)"). docs/architecture.md, "Offsets per P-state".
 
-use crate::device::{
-    COMPUTE_PSTATES, Constraints, PstateOffset, Setting, adjustable_compute_pstates,
-    describe_pstates,
-};
-use crate::tuning::in_force::{Control, SettingsInForce};
+use crate::device::{COMPUTE_PSTATES, adjustable_compute_pstates, describe_pstates};
+use crate::tuning::in_force::Control;
+use gputune_formats::card::{Constraints, PstateOffset, Setting};
+use gputune_formats::tuning::SettingsInForce;
 
 /// The controls a write of `setting` changes, each to be put back on its own: an offset for
 /// compute changes each adjustable compute P-state the card reports (P0 and P2), which are put
@@ -100,13 +99,14 @@ pub fn describe_offset(offset_mhz: i32, offsets: &[PstateOffset]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::PstateOffsetRange;
-    use crate::formats::tuning::ClockLock;
+    use crate::tuning::in_force::ControlsInForce;
+    use gputune_formats::card::PstateOffsetRange;
+    use gputune_formats::tuning::ClockLockInForce;
 
     fn tuned() -> SettingsInForce {
         SettingsInForce {
             power_limit_mw: Some(315_000),
-            gpu_clock_lock: ClockLock::Unlocked,
+            gpu_clock_lock: ClockLockInForce::Unlocked,
             gpu_clock_offset_mhz: Some(150),
             gpu_clock_offsets: vec![
                 PstateOffset {

@@ -3,8 +3,8 @@
 //! `device::gate`, all or nothing.
 
 use crate::device::gate::{LimitError, ValidatedSetting, validate};
-use crate::device::{Constraints, Setting};
-use crate::units::{power_limit_range, watts_exact};
+use gputune_formats::card::{Constraints, Setting};
+use gputune_formats::units::{power_limit_range, watts_exact};
 
 /// A power limit as asked for: a share of the card's default limit, or watts.
 #[derive(Debug, Clone, Copy, PartialEq)]

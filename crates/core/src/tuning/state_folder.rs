@@ -1,21 +1,18 @@
-//! The engine's folder: per GPU, a lock (one engine changes a card at a time, and a lock dies
-//! with its process, so a `kill -9` never leaves a card blocked), a journal of what puts the
-//! card back (written before every temporary change), and the record of the clock locks gputune
-//! set (NVML cannot read them back). Every file is small, read through `fsafe` (no FIFO, no
+//! The engine's folder: per GPU, a lock (one engine changes a card at a time; the locks are
+//! `gpu_locks`), a journal of what puts the card back (written before every temporary change),
+//! and the record of the clock locks gputune set (NVML cannot read them back). Every file is small, read through `fsafe` (no FIFO, no
 //! symlink, no huge file) and written atomically; a damaged one is set aside and reported,
 //! never a reason to stall.
 
-use std::fs::File;
-use std::io::{Seek, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::clock::wall_clock_ms;
-use crate::device::{BackendKind, Setting};
-pub use crate::formats::files::{GpuJournal, JOURNAL_FORMAT, LOCK_RECORD_FORMAT};
-use crate::formats::files::{JournalUnread, RecordFile, parse_journal, parse_record};
 use crate::fsafe::{self, FileError, Links};
-use crate::tuning::in_force::{Hold, LockRecord};
+use gputune_formats::card::{BackendKind, Setting};
+use gputune_formats::files::{GpuJournal, JOURNAL_FORMAT, LOCK_RECORD_FORMAT};
+use gputune_formats::files::{JournalUnread, RecordFile, parse_journal, parse_record};
+use gputune_formats::tuning::LockRecord;
 
 /// The daemon's state folder under systemd (`RuntimeDirectory=gputune`, then `state`): an
 /// engine running as root without the daemon records its clock locks here too, so the daemon
@@ -27,18 +24,15 @@ const MAX_RESTORE_ENTRIES: usize = 64;
 const MAX_FILE_BYTES: u64 = 64 * 1024;
 /// The longest wait for another process to finish rewriting a journal (one small file write).
 pub const JOURNAL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// The largest lock-holder description read.
-const MAX_HOLDER_BYTES: u64 = 4096;
 
-impl GpuJournal {
+/// A journal this engine writes, stamped with the wall clock.
+pub trait EngineJournal {
     /// A journal of this engine's making.
-    pub fn new(
-        backend: BackendKind,
-        uuid: &str,
-        index: u32,
-        restore: Vec<Setting>,
-        by: &str,
-    ) -> Self {
+    fn new(backend: BackendKind, uuid: &str, index: u32, restore: Vec<Setting>, by: &str) -> Self;
+}
+
+impl EngineJournal for GpuJournal {
+    fn new(backend: BackendKind, uuid: &str, index: u32, restore: Vec<Setting>, by: &str) -> Self {
         GpuJournal {
             format_version: JOURNAL_FORMAT,
             backend,
@@ -55,37 +49,6 @@ impl GpuJournal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FolderProblem {
     pub message: String,
-}
-
-/// A GPU's lock, held until dropped (or the process ends).
-#[derive(Debug)]
-pub struct GpuLock {
-    _file: File,
-}
-
-/// Why a GPU's lock could not be taken.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockRefused {
-    /// Another process holds it; what the holder wrote about itself ("gputune apply --try 60
-    /// (pid 4242, user alice)").
-    Held { holder: String },
-    /// The lock file itself cannot be used (a second hard link, another owner, not a regular
-    /// file, an error of the file system): one sentence naming the file, ending with a period.
-    Unusable { problem: String },
-}
-
-impl LockRefused {
-    /// "GPU 0 is being changed by …" or "GPU 0 cannot be locked …", ending with `then`.
-    pub fn message(&self, index: u32, then: &str) -> String {
-        match self {
-            LockRefused::Held { holder } => {
-                format!("GPU {index} is being changed by {holder}: {then}")
-            }
-            LockRefused::Unusable { problem } => format!(
-                "GPU {index} cannot be locked for changes: {problem} Remove that file when no gputune runs (gputune never removes it itself), then try again."
-            ),
-        }
-    }
 }
 
 /// The engine's state folder.
@@ -135,7 +98,7 @@ impl StateFolder {
         &self.records
     }
 
-    fn path(&self, prefix: &str, uuid: &str, extension: &str) -> PathBuf {
+    pub(super) fn path(&self, prefix: &str, uuid: &str, extension: &str) -> PathBuf {
         self.dir
             .join(format!("{prefix}-{}.{extension}", file_safe(uuid)))
     }
@@ -143,60 +106,6 @@ impl StateFolder {
     fn record_path(&self, uuid: &str) -> PathBuf {
         self.records
             .join(format!("record-{}.json", file_safe(uuid)))
-    }
-
-    /// Takes GPU `uuid`'s card lock alone, without waiting (the daemon, for its life: no
-    /// other engine changes the card meanwhile), and writes `holder` into it for others to
-    /// read. A lock file that is a symbolic link, not a regular file, another user's or one
-    /// with a second hard link is refused (and left as it is): the holder's text is never
-    /// written through another name.
-    pub fn try_lock(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockRefused> {
-        lock_at(
-            &self.path("lock", uuid, "lock"),
-            holder,
-            LockMode::Exclusive,
-        )
-    }
-
-    /// Takes GPU `uuid`'s card lock shared with other gputune processes (an engine without the
-    /// daemon, beside its control locks): it keeps the daemon from starting over a change in
-    /// progress, not another process changing another control.
-    pub fn try_lock_shared(&self, uuid: &str, holder: &str) -> Result<GpuLock, LockRefused> {
-        lock_at(&self.path("lock", uuid, "lock"), holder, LockMode::Shared)
-    }
-
-    /// Takes the lock of one control of GPU `uuid` (`lock-<uuid>.<control>.lock`): an engine
-    /// without the daemon holds it while it changes that control, so two gputune processes
-    /// change two controls of one card at once, never one control.
-    pub fn try_lock_control(
-        &self,
-        uuid: &str,
-        hold: Hold,
-        holder: &str,
-    ) -> Result<GpuLock, LockRefused> {
-        let path = self
-            .dir
-            .join(format!("lock-{}.{}.lock", file_safe(uuid), hold.as_str()));
-        lock_at(&path, holder, LockMode::Exclusive)
-    }
-
-    /// Takes the lock that makes rewriting GPU `uuid`'s journal one process at a time (each
-    /// process rewrites the entries of the controls it holds and keeps the others'). It is held
-    /// for one file write, so waiting is short; a holder stuck longer than
-    /// [`JOURNAL_LOCK_WAIT`] is said, never waited for.
-    pub fn lock_journal(&self, uuid: &str) -> Result<GpuLock, LockRefused> {
-        let path = self
-            .dir
-            .join(format!("lock-{}.journal.lock", file_safe(uuid)));
-        let deadline = std::time::Instant::now() + JOURNAL_LOCK_WAIT;
-        loop {
-            match lock_at(&path, "", LockMode::Exclusive) {
-                Err(LockRefused::Held { .. }) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                other => return other,
-            }
-        }
     }
 
     /// The journal waiting for GPU `uuid`, if any. A damaged, oversized or unknown journal is set
@@ -349,51 +258,6 @@ impl StateFolder {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum LockMode {
-    Exclusive,
-    Shared,
-}
-
-/// Takes the `flock` of the file at `path` without waiting and writes `holder` into it (when
-/// not empty) for others to read; see [`StateFolder::try_lock`].
-fn lock_at(path: &Path, holder: &str, mode: LockMode) -> Result<GpuLock, LockRefused> {
-    let mut file =
-        fsafe::open_for_update(path, 0o600, false).map_err(|error| LockRefused::Unusable {
-            problem: error.to_string(),
-        })?;
-    let taken = match mode {
-        LockMode::Exclusive => file.try_lock(),
-        LockMode::Shared => file.try_lock_shared(),
-    };
-    match taken {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let holder = fsafe::read_limited(path, MAX_HOLDER_BYTES, Links::Refuse)
-                .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
-                .ok()
-                .filter(|text| !text.is_empty())
-                .unwrap_or_else(|| "another gputune".to_string());
-            return Err(LockRefused::Held {
-                holder: crate::text::printable(&holder),
-            });
-        }
-        Err(std::fs::TryLockError::Error(error)) => {
-            return Err(LockRefused::Unusable {
-                problem: format!("{} cannot be locked ({error}).", path.display()),
-            });
-        }
-    }
-    if !holder.is_empty() {
-        // Who holds it, for the message another process shows; best effort.
-        let _ = file
-            .set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| file.write_all(holder.as_bytes()));
-    }
-    Ok(GpuLock { _file: file })
-}
-
 /// This boot's id: clock locks do not survive a reboot, so neither does their record.
 fn boot_id() -> Option<String> {
     fsafe::read_limited(
@@ -534,22 +398,6 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_is_exclusive_names_its_holder_and_dies_with_its_owner() {
-        let (_dir, folder) = folder();
-        let held = folder.try_lock("GPU-1", "gputune apply (pid 1)").unwrap();
-        let busy = folder.try_lock("GPU-1", "another").unwrap_err();
-        assert_eq!(
-            busy,
-            LockRefused::Held {
-                holder: "gputune apply (pid 1)".to_string()
-            }
-        );
-        assert!(folder.try_lock("GPU-2", "another").is_ok());
-        drop(held);
-        assert!(folder.try_lock("GPU-1", "another").is_ok());
-    }
-
-    #[test]
     fn a_planted_symlink_is_never_followed() {
         let (dir, folder) = folder();
         let victim = dir.path().join("victim");
@@ -562,38 +410,16 @@ mod tests {
     }
 
     #[test]
-    fn a_hard_linked_or_unusable_lock_file_is_refused_and_left_alone() {
-        let (dir, folder) = folder();
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "precious").unwrap();
-        let path = folder.path("lock", "GPU-1", "lock");
-        std::fs::hard_link(&victim, &path).unwrap();
-        let refused = folder.try_lock("GPU-1", "me").unwrap_err();
-        let message = refused.message(0, "wait.");
-        assert!(message.contains("2 hard links"), "{message}");
-        assert!(message.contains(&path.display().to_string()), "{message}");
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
-        // A folder where the lock file should be: said as what it is, never "held by nobody".
-        std::fs::create_dir(folder.path("lock", "GPU-2", "lock")).unwrap();
-        let message = folder
-            .try_lock("GPU-2", "me")
-            .unwrap_err()
-            .message(0, "wait.");
-        assert!(!message.contains("nobody"), "{message}");
-        assert!(message.contains("cannot be locked"), "{message}");
-    }
-
-    #[test]
     fn a_record_in_the_shared_folder_is_read_only_when_it_is_ours_alone() {
         let (dir, folder) = folder();
         let shared = dir.path().join("run").join("gputune").join("state");
         let folder = folder.with_record_folder(&shared).unwrap();
         let locks = LockRecord {
-            gpu_clock_lock: crate::tuning::in_force::ClockLock::Locked {
+            gpu_clock_lock: gputune_formats::tuning::ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: crate::tuning::in_force::ClockLock::Unknown,
+            memory_clock_lock: gputune_formats::tuning::ClockLockInForce::Unknown,
         };
         folder.write_locks("GPU-1", locks).unwrap();
         assert!(shared.join("record-GPU-1.json").exists());
@@ -609,11 +435,11 @@ mod tests {
     fn locks_are_recorded_for_this_boot() {
         let (_dir, folder) = folder();
         let locks = LockRecord {
-            gpu_clock_lock: crate::tuning::in_force::ClockLock::Locked {
+            gpu_clock_lock: gputune_formats::tuning::ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520,
             },
-            memory_clock_lock: crate::tuning::in_force::ClockLock::Unlocked,
+            memory_clock_lock: gputune_formats::tuning::ClockLockInForce::Unlocked,
         };
         assert_eq!(folder.read_locks("GPU-1"), None);
         folder.write_locks("GPU-1", locks).unwrap();

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use gputune_core::service::protocol::{Message, PROTOCOL_VERSION, RequestLine};
+use gputune_formats::protocol::{Message, PROTOCOL_VERSION, RequestLine};
 
 pub fn formats_dir() -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("tests/data/formats")
@@ -174,7 +174,7 @@ fn every_request_writes_the_bytes_of_protocol_v6_and_reads_back() {
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     for (line, expected) in text.lines().zip(&lines) {
         assert_eq!(
-            gputune_core::service::protocol::parse_request_line(line.as_bytes()).as_ref(),
+            gputune_formats::protocol::parse_request_line(line.as_bytes()).as_ref(),
             Ok(expected)
         );
     }

@@ -1,9 +1,12 @@
 //! Health hints from synthetic histories: each rule fires when it should and stays quiet
 //! otherwise.
 
-use gputune_core::device::{Telemetry, ThrottleReason, ThrottleReasons};
 use gputune_core::telemetry::health::{HintKind, Severity, health_hints};
 use gputune_core::telemetry::history::GpuHistory;
+use gputune_formats::{
+    card::Telemetry,
+    throttle::{ThrottleReason, ThrottleReasons},
+};
 
 const START_MS: u64 = 1_700_000_000_000;
 const GIB: u64 = 1024 * 1024 * 1024;

@@ -1,9 +1,13 @@
 //! Per-GPU history (bounded columnar rings, gaps, clamped time, quantization, rebasing) and
 //! plot decimation (min/max per pixel column, checked against a naive scan, throttle OR).
 
-use gputune_core::device::{FanReading, Telemetry, ThrottleReasons};
 use gputune_core::telemetry::decimate::{all_points, decimate, throttle_columns};
+use gputune_core::telemetry::history::MetricRow;
 use gputune_core::telemetry::history::{DAY_AT_10_HZ, GpuHistory, Metric};
+use gputune_formats::{
+    card::{FanReading, Telemetry},
+    throttle::ThrottleReasons,
+};
 use proptest::prelude::*;
 
 /// 2023-11-14, a realistic Unix time in ms.
@@ -603,7 +607,7 @@ fn a_one_sample_spike_survives_a_day_at_1000_px() {
 
 #[test]
 fn the_daemons_earlier_rows_go_in_front_and_overlapping_ones_are_not_counted_twice() {
-    use gputune_core::telemetry::history::HistoryRow;
+    use gputune_formats::history::HistoryRow;
     let mut own = GpuHistory::with_capacity(100);
     for second in 10..15u64 {
         own.push(second * 1000, Some(&reading(Some(200_000))));
@@ -630,7 +634,7 @@ fn the_daemons_earlier_rows_go_in_front_and_overlapping_ones_are_not_counted_twi
 
 #[test]
 fn rows_the_window_missed_go_between_its_readings_in_time_order() {
-    use gputune_core::telemetry::history::HistoryRow;
+    use gputune_formats::history::HistoryRow;
     let mut own = GpuHistory::with_capacity(100);
     // Readings until 3 s, a break (the daemon went away), readings again from 9 s.
     for second in [0u64, 1, 2, 3] {

@@ -4,18 +4,22 @@
 //! truncated, from a newer gputune, hostile — are named, left untouched, and do not stop the
 //! others from loading. A property test feeds the loader random and mutated files.
 
+use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_core::tuning::in_force::ControlsInForce;
 use std::path::{Path, PathBuf};
 
+use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, Constraints, GpuIdentity, Setting};
 use gputune_core::folders::{CONFIG_DIR_ENV, Folders};
 use gputune_core::profiles::store::{parse_profile, profile_to_toml, slug};
-use gputune_core::profiles::{
-    CardIdentity, ClockLock, PowerLimit, Profile, ProfileStore, SCHEMA_VERSION, StoreError,
+use gputune_core::profiles::{ProfileStore, StoreError};
+use gputune_formats::card::{Constraints, GpuIdentity, Setting};
+use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::profile::{
+    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
 };
-use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
-use gputune_core::tuning::in_force::{ClockLock as LockState, LockRecord, SettingsInForce};
+use gputune_formats::tuning::{ClockLockInForce, LockRecord, SettingsInForce};
 use proptest::prelude::*;
 
 fn card(scenario: SimScenario) -> (SimBackend, GpuIdentity, Constraints) {
@@ -52,11 +56,11 @@ fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
             percent_of_default: 70.0,
             watts: 315.0,
         }),
-        gpu_clock_lock: Some(ClockLock {
+        gpu_clock_lock: Some(ProfileClockLock {
             min_mhz: 210,
             max_mhz: 2520,
         }),
-        memory_clock_lock: Some(ClockLock {
+        memory_clock_lock: Some(ProfileClockLock {
             min_mhz: 405,
             max_mhz: 10_501,
         }),
@@ -67,10 +71,10 @@ fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
             point(65.5, 55.0),
             point(85.0, 100.0),
         ]),
-        last_check: Some(gputune_core::stability::report::CheckRecord {
+        last_check: Some(gputune_formats::profile::CheckRecord {
             ended_at_ms: 1_795_000_000_000,
             ran_s: 600.0,
-            verdict: gputune_core::stability::report::Verdict::Stable,
+            verdict: gputune_formats::profile::Verdict::Stable,
             summary: "Stable for 10 min at +150 MHz offset: 0 wrong of 3.1 × 10¹² checked results."
                 .to_string(),
             driver_version: Some("580.82.07".to_string()),
@@ -171,13 +175,13 @@ fn a_profile_from_current_settings_holds_what_can_be_read_back() {
     // What gputune itself set is known: the lock and the curve it follows are saved, and what
     // it cannot know is kept from the profile being replaced, with its notes.
     let mut known = in_force.clone();
-    known.gpu_clock_lock = LockState::Locked {
+    known.gpu_clock_lock = ClockLockInForce::Locked {
         min_mhz: 210,
         max_mhz: 2520,
     };
-    known.memory_clock_lock = LockState::Unknown;
+    known.memory_clock_lock = ClockLockInForce::Unknown;
     let mut previous = profile.clone();
-    previous.memory_clock_lock = Some(ClockLock {
+    previous.memory_clock_lock = Some(ProfileClockLock {
         min_mhz: 405,
         max_mhz: 10_501,
     });
@@ -193,7 +197,7 @@ fn a_profile_from_current_settings_holds_what_can_be_read_back() {
     );
     assert_eq!(
         saved.gpu_clock_lock,
-        Some(ClockLock {
+        Some(ProfileClockLock {
             min_mhz: 210,
             max_mhz: 2520
         })

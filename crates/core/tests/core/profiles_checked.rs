@@ -4,13 +4,18 @@
 //! naming the card and the commands that check it. Power limit, locks and fan curve convert as
 //! before; entries come and go with verdicts and survive a re-save only while they still hold.
 
+use gputune_core::device::Backend;
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, Constraints, GpuIdentity, Setting};
-use gputune_core::formats::profile::{CheckRecord, CheckedBy, CheckedCard, Verdict};
+use gputune_core::profiles::checked::CheckedOffsets;
+use gputune_core::profiles::profile::ProfileOnCard;
 use gputune_core::profiles::store::{parse_profile, profile_to_toml};
-use gputune_core::profiles::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use gputune_core::text::short_uuid;
-use gputune_core::tuning::in_force::{ClockLock as LockState, SettingsInForce};
+use gputune_formats::card::{Constraints, GpuIdentity, Setting};
+use gputune_formats::profile::{
+    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
+};
+use gputune_formats::profile::{CheckRecord, CheckedBy, CheckedCard, Verdict};
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 
 /// The eight cards' identities and constraints.
 fn eight_cards() -> Vec<(GpuIdentity, Constraints)> {
@@ -44,7 +49,7 @@ fn undervolt(card: &GpuIdentity) -> Profile {
             percent_of_default: 70.0,
             watts: 315.0,
         }),
-        gpu_clock_lock: Some(ClockLock {
+        gpu_clock_lock: Some(ProfileClockLock {
             min_mhz: 210,
             max_mhz: 2520,
         }),
@@ -83,7 +88,7 @@ fn offsets(settings: &[Setting]) -> Vec<Setting> {
         .collect()
 }
 
-fn notices_text(notices: &[gputune_core::notice::Notice]) -> String {
+fn notices_text(notices: &[gputune_formats::tuning::Notice]) -> String {
     notices
         .iter()
         .map(|notice| notice.text().to_string())
@@ -294,11 +299,11 @@ fn a_resave_keeps_the_entries_only_while_their_conditions_hold() {
     previous.record_checked_card(entry(gpu0, 150, Verdict::Stable));
     let in_force = SettingsInForce {
         power_limit_mw: Some(315_000),
-        gpu_clock_lock: LockState::Locked {
+        gpu_clock_lock: ClockLockInForce::Locked {
             min_mhz: 210,
             max_mhz: 2520,
         },
-        memory_clock_lock: LockState::Unlocked,
+        memory_clock_lock: ClockLockInForce::Unlocked,
         gpu_clock_offset_mhz: Some(120),
         memory_clock_offset_mhz: Some(-200),
         ..SettingsInForce::default()

@@ -2,9 +2,13 @@
 //! Time comes from a manual clock, so hours of simulated time run in milliseconds.
 
 use gputune_core::clock::ManualClock;
+use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, Setting, Telemetry, ThrottleReason};
+use gputune_formats::{
+    card::{Setting, Telemetry},
+    throttle::ThrottleReason,
+};
 
 const START_MS: u64 = 1_700_000_000_000;
 

@@ -6,20 +6,22 @@
 use std::time::{Duration, Instant};
 
 use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
-use gputune_core::device::{BackendChoice, BackendOptions, GpuProcess, ProcessKind, Setting};
+use gputune_core::device::{BackendChoice, BackendOptions};
 use gputune_core::folders::Folders;
 use gputune_core::service::client::{
     ConnectOptions, SocketChoice, TuningClient, connect_in_process,
 };
-use gputune_core::service::protocol::{Request, Response, Snapshot};
 use gputune_core::stability::busy::OtherWork;
 use gputune_core::stability::check::{CardCheck, CheckSetup};
 use gputune_core::stability::plan::{CheckOptions, LoadShape};
-use gputune_core::stability::report::{CheckReport, Verdict};
+use gputune_core::stability::report::CheckReport;
 use gputune_core::stability::run::{Ending, Finding};
 use gputune_core::stability::simulated::SimulatedDevice;
-use gputune_core::tuning::engine::{GpuChange, Holder, SessionPurpose};
-use gputune_core::tuning::in_force::{ClockLock, Hold};
+use gputune_formats::card::{GpuProcess, ProcessKind, Setting};
+use gputune_formats::profile::Verdict;
+use gputune_formats::protocol::{Request, Response, Snapshot};
+use gputune_formats::tuning::{ClockLockInForce, Hold};
+use gputune_formats::tuning::{GpuChange, Holder, SessionPurpose};
 
 fn client(folder: &tempfile::TempDir, load: LoadPattern) -> TuningClient {
     let state = folder.path().join("state");
@@ -136,7 +138,7 @@ fn a_cuda_fault_at_the_cards_own_offset_and_lock_puts_them_back_and_keeps_the_fa
     let after = snapshot(&mut client);
     let in_force = &after.tunings[0].in_force;
     assert_eq!(in_force.gpu_clock_offset_mhz, Some(0));
-    assert_eq!(in_force.gpu_clock_lock, ClockLock::Unlocked);
+    assert_eq!(in_force.gpu_clock_lock, ClockLockInForce::Unlocked);
     assert_eq!(in_force.fans, fans_before, "the fans stay as they were");
 }
 

@@ -6,12 +6,13 @@
 
 use std::time::{Duration, Instant};
 
+use gputune_core::device::Backend;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::device::{Backend, Telemetry};
 use gputune_core::stability::plan::{CheckOptions, LoadShape};
 use gputune_core::stability::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
 use gputune_core::stability::simulated::{SimFaults, SimulatedDevice};
 use gputune_core::stability::worker::ComputeWorker;
+use gputune_formats::card::Telemetry;
 
 /// Long enough that only a fault ends the check.
 const LONG_S: f64 = 60.0;

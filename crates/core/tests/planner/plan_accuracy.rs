@@ -2,9 +2,11 @@
 //! every point cited there): median absolute error ≤ 5 %, none over 12 %. Run with
 //! `-- --nocapture` to print the table that docs/planner.md shows.
 
-use gputune_core::plan::memory::{MemoryBreakdown, estimate};
-use gputune_core::plan::model::{LoraTargets, preset};
-use gputune_core::plan::setup::{
+use gputune_core::plan::memory::estimate;
+use gputune_core::plan::model::preset;
+use gputune_formats::reports::plan::MemoryBreakdown;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
     TrainingSetup,
 };

@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 
 use gputune_core::plan::activations::activation_profile;
 use gputune_core::plan::import::load_model;
-use gputune_core::plan::memory::{MemoryBreakdown, Phase, estimate, parameter_counts};
-use gputune_core::plan::model::{LoraTargets, Model, preset};
-use gputune_core::plan::setup::{
+use gputune_core::plan::memory::{estimate, parameter_counts};
+use gputune_core::plan::model::{Model, preset};
+use gputune_formats::reports::plan::{MemoryBreakdown, Phase};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Optimizer, Precision, Task, TrainingSetup,
 };
 use serde::Deserialize;

@@ -10,9 +10,10 @@ use std::path::PathBuf;
 
 use gputune_core::plan::import::load_model;
 use gputune_core::plan::memory::estimate;
-use gputune_core::plan::model::{Architecture, LoraTargets, Model, preset};
+use gputune_core::plan::model::{Architecture, Model, preset};
 use gputune_core::plan::recommend::{GpuCard, card, max_micro_batch, recommend_for_target};
-use gputune_core::plan::setup::{
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Allocator, Checkpointing, Method, Optimizer, Overheads, Precision, Task, TrainingSetup,
 };
 use serde::Deserialize;

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use gputune_core::plan::import::load_model;
 use gputune_core::plan::memory::parameter_counts;
-use gputune_core::plan::model::LoraTargets;
-use gputune_core::plan::setup::Method;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::Method;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

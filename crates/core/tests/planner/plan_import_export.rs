@@ -8,10 +8,9 @@ use gputune_core::plan::export::{
     ExportFormat, export_setup, export_with_notes, model_load_settings,
 };
 use gputune_core::plan::import::{load_model, read_safetensors_header};
-use gputune_core::plan::model::{
-    Architecture, LoraTargets, MlpKind, Model, TransformerKind, preset,
-};
-use gputune_core::plan::setup::{
+use gputune_core::plan::model::{Architecture, MlpKind, Model, TransformerKind, preset};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Checkpointing, Method, Offload, Optimizer, Precision, Sharding, TrainingSetup,
 };
 use serde_json::{Value, json};
@@ -1421,7 +1420,7 @@ fn export_format_names() {
 #[test]
 fn every_export_sets_the_expandable_segments_allocator_when_the_plan_counts_it() {
     use gputune_core::plan::export::{ExportFormat, export_with_notes};
-    use gputune_core::plan::setup::{Allocator, Overheads, TrainingSetup};
+    use gputune_formats::reports::plan_setup::{Allocator, Overheads, TrainingSetup};
     let model = gputune_core::plan::model::preset("llama-3.2-1b").expect("a preset");
     for format in ExportFormat::ALL {
         for allocator in [Allocator::Default, Allocator::ExpandableSegments] {
@@ -1839,9 +1838,9 @@ fn option_table() -> Vec<(&'static str, TrainingSetup, [Vec<Keeps>; 3])> {
         (
             "expandable-segments allocator",
             TrainingSetup {
-                overheads: gputune_core::plan::setup::Overheads {
-                    allocator: gputune_core::plan::setup::Allocator::ExpandableSegments,
-                    ..gputune_core::plan::setup::Overheads::default()
+                overheads: gputune_formats::reports::plan_setup::Overheads {
+                    allocator: gputune_formats::reports::plan_setup::Allocator::ExpandableSegments,
+                    ..gputune_formats::reports::plan_setup::Overheads::default()
                 },
                 ..base()
             },
@@ -1899,7 +1898,7 @@ fn every_format_keeps_every_option_the_plan_depends_on_or_refuses() {
 /// refuses with a message that names the option to change.
 #[test]
 fn no_combination_of_options_is_exported_without_one_of_them() {
-    use gputune_core::plan::setup::{Allocator, Overheads};
+    use gputune_formats::reports::plan_setup::{Allocator, Overheads};
     let optimizers = [
         (Optimizer::Adamw, "AdamW("),
         (Optimizer::AdamwFused, "fused=True"),

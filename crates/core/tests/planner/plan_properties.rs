@@ -4,12 +4,14 @@
 //! user's own setup beside it. Expected numbers come from `estimate` itself.
 
 use gputune_core::plan::memory::estimate;
-use gputune_core::plan::model::{LoraTargets, Model, PRESET_NAMES, preset};
+use gputune_core::plan::model::{Model, PRESET_NAMES, preset};
 use gputune_core::plan::recommend::{
-    ChangeKind, FALLBACK_ORDER, GpuCard, Recommendation, card, cards, fits,
-    gradient_accumulation_steps, max_micro_batch, recommend, recommend_for_target,
+    FALLBACK_ORDER, GpuCard, Recommendation, card, cards, fits, gradient_accumulation_steps,
+    max_micro_batch, recommend, recommend_for_target,
 };
-use gputune_core::plan::setup::{
+use gputune_formats::reports::plan::ChangeKind;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
     TrainingSetup,
 };
@@ -87,10 +89,10 @@ proptest! {
             gpus,
             sharding: sharding(sharding_index),
             offload: Offload::None,
-            task: gputune_core::plan::setup::Task::LanguageModel,
+            task: gputune_formats::reports::plan_setup::Task::LanguageModel,
             activation_offload,
             chunked_cross_entropy,
-            overheads: Overheads { cuda_context_bytes: context_mib.saturating_mul(1 << 20), allocator: if expandable { gputune_core::plan::setup::Allocator::ExpandableSegments } else { gputune_core::plan::setup::Allocator::Default }, allocator_reserve_fraction: reserve },
+            overheads: Overheads { cuda_context_bytes: context_mib.saturating_mul(1 << 20), allocator: if expandable { gputune_formats::reports::plan_setup::Allocator::ExpandableSegments } else { gputune_formats::reports::plan_setup::Allocator::Default }, allocator_reserve_fraction: reserve },
         };
         match estimate(&model, &setup) {
             Ok(breakdown) => {

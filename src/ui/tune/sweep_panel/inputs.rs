@@ -11,8 +11,8 @@ use crate::ui::widgets::labelled::labelled;
 use gputune_core::link::sweep::SweepLaunch;
 use gputune_core::sweep::base::SweepBase;
 use gputune_core::sweep::plan::SweepStep;
-use gputune_core::tuning::engine::Holder;
-use gputune_core::tuning::in_force::Hold;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Holder;
 
 /// The sweep the inputs describe, with its steps, or what is wrong with them.
 type Launch = Result<(SweepLaunch, Vec<SweepStep>, SweepBase), String>;
@@ -82,7 +82,7 @@ impl SweepPanel {
             .info
             .constraints
             .power_limit_default_mw
-            .map_or(String::new(), gputune_core::units::watts_exact);
+            .map_or(String::new(), gputune_formats::units::watts_exact);
         let label = ui.label("Power limits, %");
         ui.text_edit_singleline(&mut self.power_limits)
             .labelled_by(label.id)

@@ -4,7 +4,7 @@
 use std::ffi::{c_uint, c_ulonglong};
 
 use gputune_core::clock::wall_clock_ms;
-use gputune_core::device::ProcessKind;
+use gputune_formats::card::ProcessKind;
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t,
     nvmlReturn_t,

@@ -3,7 +3,7 @@
 
 use std::ffi::c_uint;
 
-use gputune_core::device::Setting;
+use gputune_formats::card::Setting;
 use nvml_wrapper_sys::bindings::{nvmlClockOffset_t, nvmlDevice_t, nvmlReturn_t};
 
 use super::clocks::check_offset_request;

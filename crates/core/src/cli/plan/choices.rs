@@ -6,8 +6,8 @@ use std::marker::PhantomData;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
-use crate::plan::model::LoraTargets;
-use crate::plan::setup::{
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Allocator, Attention, Checkpointing, Offload, Optimizer, Precision, Sharding, Task,
 };
 

@@ -3,12 +3,13 @@
 
 use std::io::Write;
 
-use crate::plan::memory::{MemoryBreakdown, safety_margin_reason};
-use crate::plan::model::{LoraTargets, Model};
-use crate::plan::recommend::{
-    ChangeKind, GpuCard, PlannedSetup, Recommendation, batch_product, planned_batch, usable_bytes,
-};
-use crate::plan::setup::Method;
+use crate::plan::memory::safety_margin_reason;
+use crate::plan::model::Model;
+use crate::plan::recommend::{GpuCard, Recommendation, batch_product, planned_batch, usable_bytes};
+use gputune_formats::reports::plan::MemoryBreakdown;
+use gputune_formats::reports::plan::{ChangeKind, PlannedSetup};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::Method;
 
 fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
@@ -27,8 +28,8 @@ pub(super) fn write_report(
         out,
         "{}: {} parameters ({} trained) on {} ({})",
         crate::text::printable(&model.name),
-        crate::units::parameters(model.parameter_count()),
-        crate::units::parameters(trainable.max(0.0) as u64),
+        gputune_formats::units::parameters(model.parameter_count()),
+        gputune_formats::units::parameters(trainable.max(0.0) as u64),
         card.name,
         gib(card.memory_bytes)
     )?;

@@ -8,7 +8,8 @@ use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState};
 use nvml_wrapper::error::NvmlError;
 
-use crate::device::{PstateOffset, PstateOffsetRange, adjustable_compute_pstates};
+use crate::device::adjustable_compute_pstates;
+use gputune_formats::card::{PstateOffset, PstateOffsetRange};
 
 /// One P-state's offset as NVML reports it, with its range.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,9 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 
 use super::optional;
-use crate::device::DeviceError;
-use crate::device::process::{ListedProcess, ProcessKind, merge_lists};
+use crate::device::process::{ListedProcess, merge_lists};
+use gputune_formats::card::DeviceError;
+use gputune_formats::card::ProcessKind;
 
 /// Both lists of GPU `index`, merged; `None` when the card lists neither (NOT_SUPPORTED, or a
 /// library without the calls). A list one kind does not support counts as empty.

@@ -7,7 +7,7 @@
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 
 use super::optional;
-use crate::device::{DeviceError, EccCounts};
+use gputune_formats::card::{DeviceError, EccCounts};
 
 /// How long slow readings are kept.
 pub const SLOW_EVERY_MS: u64 = 1_000;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{ClockRangeMhz, FanRangePct, OffsetRangeMhz};
+use gputune_formats::card::{ClockRangeMhz, FanRangePct, OffsetRangeMhz};
 
 /// Which clock an offset shifts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

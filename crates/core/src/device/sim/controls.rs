@@ -2,7 +2,7 @@
 
 use super::card::OffsetClock;
 use super::physics::{SimError, SimGpu};
-use crate::device::{ClockRangeMhz, OffsetRangeMhz};
+use gputune_formats::card::{ClockRangeMhz, OffsetRangeMhz};
 
 impl SimGpu {
     /// Fan speed as NVML reports it: whole percent.

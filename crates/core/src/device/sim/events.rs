@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::SimBackend;
 use super::physics::SimGpu;
 use super::silicon::SiliconMargin;
-use crate::device::{CriticalEvent, DeviceError, EccCounts};
+use gputune_formats::card::{CriticalEvent, DeviceError, EccCounts};
 
 /// How often a wait for a critical error looks at the cards: the sim steps 100 ms at a time,
 /// and looking more often would only cut its steps shorter.

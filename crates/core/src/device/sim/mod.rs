@@ -23,12 +23,15 @@ pub use processes::{SIM_FIRST_PID, SIM_USER};
 pub use silicon::SiliconMargin;
 
 use super::gate::ValidatedSetting;
-use super::{
-    Backend, BackendKind, ClockRangeMhz, Constraints, CriticalEvent, CurrentSettings, DeviceError,
-    FanMode, FanReading, GpuIdentity, GpuProcess, PstateOffset, PstateOffsetRange, Reopener,
-    Setting, Telemetry, ThrottleReasons, compute_offset_mhz, compute_offset_range,
-};
+use super::{Backend, CurrentSettings, Reopener, compute_offset_mhz, compute_offset_range};
 use crate::clock::{Clock, WallClock};
+use gputune_formats::{
+    card::{
+        BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, FanMode, FanReading,
+        GpuIdentity, GpuProcess, PstateOffset, PstateOffsetRange, Setting, Telemetry,
+    },
+    throttle::ThrottleReasons,
+};
 
 /// Which machine to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]

@@ -9,7 +9,10 @@ use super::card::CardSpec;
 use super::load::LoadPattern;
 use super::seed::{splitmix64, text_seed};
 use super::silicon::applied_offset_mhz;
-use crate::device::{ClockRangeMhz, ThrottleReason, ThrottleReasons};
+use gputune_formats::{
+    card::ClockRangeMhz,
+    throttle::{ThrottleReason, ThrottleReasons},
+};
 
 /// Integration step. Small next to the thermal time constant (~90 s) and the load pattern.
 const STEP_MS: u64 = 100;

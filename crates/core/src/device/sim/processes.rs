@@ -4,7 +4,7 @@
 
 use super::load::LoadPattern;
 use super::physics::SimGpu;
-use crate::device::{GpuProcess, ProcessKind};
+use gputune_formats::card::{GpuProcess, ProcessKind};
 
 /// The first simulated pid; GPU `i`'s process is this plus `i` (the workers a launcher such as
 /// torchrun starts one after the other).

@@ -3,7 +3,7 @@
 
 use super::{Collect, gauge, read};
 use crate::metrics::exposition::{Family, Kind, Value};
-use crate::units::BYTES_PER_MIB;
+use gputune_formats::units::BYTES_PER_MIB;
 
 pub(super) const FAMILIES: &[(Family, Collect)] = &[
     (

@@ -9,10 +9,10 @@ mod own;
 mod tests;
 
 use super::exposition::{Exposition, Family, Kind, Value, label_pairs};
-use crate::device::{BackendKind, Telemetry};
-use crate::formats::tuning::JobInfo;
-use crate::service::protocol::Snapshot;
-use crate::tuning::engine::{GpuInfo, GpuTuning};
+use gputune_formats::card::{BackendKind, Telemetry};
+use gputune_formats::protocol::Snapshot;
+use gputune_formats::tuning::JobInfo;
+use gputune_formats::tuning::{GpuInfo, GpuTuning};
 
 /// What every scrape says besides the GPUs.
 #[derive(Debug, Clone)]

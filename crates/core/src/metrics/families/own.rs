@@ -3,9 +3,9 @@
 //! what the tuning engine holds (limits set, clock locks and offsets, fans, sessions).
 
 use super::{Collect, Gpu, Samples, gauge, read, same_job};
-use crate::device::ThrottleReason;
 use crate::metrics::exposition::{Family, Kind, Value};
-use crate::tuning::in_force::ClockLock;
+use gputune_formats::throttle::ThrottleReason;
+use gputune_formats::tuning::ClockLockInForce;
 
 pub(super) const FAMILIES: &[(Family, Collect)] = &[
     (
@@ -120,8 +120,10 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
             let modes = gpu.tuning.and_then(|t| t.in_force.fans.as_ref());
             for (index, mode) in modes.into_iter().flatten().enumerate() {
                 let speed = match mode {
-                    crate::device::FanMode::Manual { speed_pct } => Some(Value::from(*speed_pct)),
-                    crate::device::FanMode::Automatic => None,
+                    gputune_formats::card::FanMode::Manual { speed_pct } => {
+                        Some(Value::from(*speed_pct))
+                    }
+                    gputune_formats::card::FanMode::Automatic => None,
                 };
                 out.labelled(vec![("fan", index.to_string())], speed);
             }
@@ -182,9 +184,9 @@ pub(super) const FAMILIES: &[(Family, Collect)] = &[
         |gpu, out| {
             for (clock, lock) in locks(gpu) {
                 let value = match lock {
-                    ClockLock::Locked { .. } => Some(Value::flag(true)),
-                    ClockLock::Unlocked => Some(Value::flag(false)),
-                    ClockLock::Unknown => None,
+                    ClockLockInForce::Locked { .. } => Some(Value::flag(true)),
+                    ClockLockInForce::Unlocked => Some(Value::flag(false)),
+                    ClockLockInForce::Unknown => None,
                 };
                 out.labelled(vec![("clock", clock.to_string())], value);
             }
@@ -298,7 +300,7 @@ pub(super) const EXPORTER_INFO: Family = gauge(
     "The gputune serving these metrics: its version, backend and whether the daemon serves them (always 1).",
 );
 
-fn fans<'a>(gpu: &'a Gpu) -> impl Iterator<Item = (String, &'a crate::device::FanReading)> {
+fn fans<'a>(gpu: &'a Gpu) -> impl Iterator<Item = (String, &'a gputune_formats::card::FanReading)> {
     let fans = gpu.reading.and_then(|r| r.fans.as_ref());
     fans.into_iter()
         .flatten()
@@ -306,7 +308,7 @@ fn fans<'a>(gpu: &'a Gpu) -> impl Iterator<Item = (String, &'a crate::device::Fa
         .map(|(index, fan)| (index.to_string(), fan))
 }
 
-fn locks(gpu: &Gpu) -> Vec<(&'static str, ClockLock)> {
+fn locks(gpu: &Gpu) -> Vec<(&'static str, ClockLockInForce)> {
     gpu.tuning.map_or_else(Vec::new, |tuning| {
         vec![
             ("graphics", tuning.in_force.gpu_clock_lock),
@@ -317,7 +319,7 @@ fn locks(gpu: &Gpu) -> Vec<(&'static str, ClockLock)> {
 
 fn lock_bound(gpu: &Gpu, out: &mut Samples, bound: fn(u32, u32) -> u32) {
     for (clock, lock) in locks(gpu) {
-        if let ClockLock::Locked { min_mhz, max_mhz } = lock {
+        if let ClockLockInForce::Locked { min_mhz, max_mhz } = lock {
             let value = Value::from(bound(min_mhz, max_mhz));
             out.labelled(vec![("clock", clock.to_string())], Some(value));
         }
@@ -325,14 +327,14 @@ fn lock_bound(gpu: &Gpu, out: &mut Samples, bound: fn(u32, u32) -> u32) {
 }
 
 /// The sessions holding controls of a GPU.
-fn holders<'a>(gpu: &Gpu<'a>) -> impl Iterator<Item = &'a crate::tuning::engine::Holder> {
+fn holders<'a>(gpu: &Gpu<'a>) -> impl Iterator<Item = &'a gputune_formats::tuning::Holder> {
     gpu.tuning
         .into_iter()
         .flat_map(|tuning| tuning.holders.iter())
 }
 
 /// The labels that tell one session's series from another's on the same GPU.
-fn holder_labels(holder: &crate::tuning::engine::Holder) -> Vec<(&'static str, String)> {
+fn holder_labels(holder: &gputune_formats::tuning::Holder) -> Vec<(&'static str, String)> {
     vec![
         ("purpose", holder.purpose.as_str().to_string()),
         ("holder", holder.by.clone()),

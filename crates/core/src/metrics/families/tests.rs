@@ -3,10 +3,12 @@
 
 use super::{Context, render};
 use crate::device::sim::{SimOptions, SimScenario};
-use crate::device::{BackendChoice, BackendKind, BackendOptions, DeviceError, FanMode};
-use crate::service::protocol::Snapshot;
-use crate::tuning::engine::{GpuInfo, GpuTuning, Holder, SessionPurpose};
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
+use crate::device::{BackendChoice, BackendOptions};
+use crate::tuning::in_force::ControlsInForce;
+use gputune_formats::card::{BackendKind, DeviceError, FanMode};
+use gputune_formats::protocol::Snapshot;
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::tuning::{GpuInfo, GpuTuning, Holder, SessionPurpose};
 
 fn eight_gpus() -> Snapshot {
     let options = BackendOptions {
@@ -129,16 +131,16 @@ fn what_the_engine_holds_is_exported() {
     let mut snapshot = eight_gpus();
     let tuning = &mut snapshot.tunings[1];
     tuning.in_force.power_limit_mw = Some(312_500);
-    tuning.in_force.gpu_clock_lock = ClockLock::Locked {
+    tuning.in_force.gpu_clock_lock = ClockLockInForce::Locked {
         min_mhz: 210,
         max_mhz: 2520,
     };
-    tuning.in_force.memory_clock_lock = ClockLock::Unlocked;
+    tuning.in_force.memory_clock_lock = ClockLockInForce::Unlocked;
     tuning.in_force.gpu_clock_offset_mhz = Some(-150);
     tuning.in_force.fans = Some(vec![FanMode::Manual { speed_pct: 60 }, FanMode::Automatic]);
     tuning.holders = vec![Holder {
         session: 4,
-        controls: vec![crate::tuning::in_force::Hold::PowerLimit],
+        controls: vec![gputune_formats::tuning::Hold::PowerLimit],
         purpose: SessionPurpose::Trial,
         by: "gputune apply --try 60 (pid 42, user \"al\\ice\")".to_string(),
         client: 3,
@@ -216,7 +218,7 @@ fn job_holder(snapshot: &Snapshot, gpu: usize, job_id: &str, user: &str, since_m
         .expect("the simulated card counts energy");
     Holder {
         session: 9,
-        controls: vec![crate::tuning::in_force::Hold::PowerLimit],
+        controls: vec![gputune_formats::tuning::Hold::PowerLimit],
         purpose: SessionPurpose::Job,
         by: format!("slurm job {job_id} (user {user})"),
         client: 5,
@@ -224,7 +226,7 @@ fn job_holder(snapshot: &Snapshot, gpu: usize, job_id: &str, user: &str, since_m
         trial_ends_at_ms: None,
         job_pid: None,
         energy_at_start_mj: Some(energy_now_mj - 3_600_000),
-        job: Some(crate::formats::tuning::JobInfo {
+        job: Some(gputune_formats::tuning::JobInfo {
             scheduler: "slurm".to_string(),
             job_id: job_id.to_string(),
             step: "batch".to_string(),
@@ -279,7 +281,7 @@ fn each_job_on_a_gpu_gets_its_own_series_and_a_jobs_steps_one() {
     step.since_ms += 60_000;
     step.energy_at_start_mj = step.energy_at_start_mj.map(|mj| mj + 1_000_000);
     let mut other = job_holder(&snapshot, 4, "101", "bob", 1_700_000_100_000);
-    other.controls = vec![crate::tuning::in_force::Hold::Fans];
+    other.controls = vec![gputune_formats::tuning::Hold::Fans];
     other.energy_at_start_mj = other.energy_at_start_mj.map(|mj| mj + 3_000_000);
     snapshot.tunings[4].holders = vec![first, step, other];
     let text = render(&snapshot, &context(), true);

@@ -3,7 +3,9 @@
 
 use super::{is_zero, zero_stage};
 use crate::plan::model::{Architecture, Model};
-use crate::plan::setup::{Checkpointing, Offload, Precision, Sharding, TrainingSetup};
+use gputune_formats::reports::plan_setup::{
+    Checkpointing, Offload, Precision, Sharding, TrainingSetup,
+};
 
 /// An `accelerate config` file, written by hand (flat keys and one level of blocks).
 pub(super) fn accelerate(

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::zero_stage;
-use crate::plan::setup::{Offload, Optimizer, Precision, TrainingSetup};
+use gputune_formats::reports::plan_setup::{Offload, Optimizer, Precision, TrainingSetup};
 
 /// Whether the config names the optimizer itself (DeepSpeed has AdamW, not the others).
 pub(super) fn ds_optimizer(optimizer: Optimizer) -> bool {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::{is_zero, lora_target_modules};
 use crate::plan::model::{Architecture, Model};
-use crate::plan::setup::{
+use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Offload, Optimizer, Precision, Sharding, Task, TrainingSetup,
 };
 

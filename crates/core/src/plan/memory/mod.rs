@@ -11,8 +11,8 @@ mod state;
 use super::PlanError;
 use super::activations::activation_profile;
 use super::model::{Architecture, Model};
-use super::setup::{Method, Precision, Sharding, TrainingSetup};
-pub use crate::formats::reports::plan::{MemoryBreakdown, Phase, PhasePeaks, SafetyMargin};
+use gputune_formats::reports::plan::{MemoryBreakdown, Phase, PhasePeaks};
+use gputune_formats::reports::plan_setup::{Method, Precision, Sharding, TrainingSetup};
 use moments::{add_dequantized_weight, largest_moment, phase_peak, step_moments};
 pub use reserve::{
     CNN_SAFETY_MARGIN, DEFAULT_RESERVE_SHARE, EXPANDABLE_LOSS_HOLE_SHARE, EXPANDABLE_RESERVE_SHARE,

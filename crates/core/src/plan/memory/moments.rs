@@ -2,11 +2,12 @@
 //! backward pass's start, the head's gradient, a recomputed block, a CNN's stages, the
 //! optimizer step) and what each holds beside the stored state.
 
-use super::Phase;
 use super::state::{StoredState, output_head_parameters};
 use crate::plan::activations::ActivationProfile;
-use crate::plan::model::{Architecture, CnnConfig, LoraTargets, Model};
-use crate::plan::setup::{Method, TrainingSetup};
+use crate::plan::model::{Architecture, CnnConfig, Model};
+use gputune_formats::reports::plan::Phase;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{Method, TrainingSetup};
 
 /// One moment of a training step the peak can fall at and what it holds, in bytes (fractional
 /// while estimating; rounded once in the breakdown).

@@ -3,9 +3,9 @@
 //! to real steps (tests/data/planner_cuda, tests/data/planner_measurements.toml,
 //! docs/planner.md).
 
-use super::SafetyMargin;
 use crate::plan::model::{Architecture, Model};
-use crate::plan::setup::{Allocator, Method, Offload, Overheads, TrainingSetup};
+use gputune_formats::reports::plan::SafetyMargin;
+use gputune_formats::reports::plan_setup::{Allocator, Method, Offload, Overheads, TrainingSetup};
 
 /// The default allocator's reserve beyond the live tensors at the peak, as a share of them:
 /// blocks a step frees are cached and split for smaller requests, so the step's largest ones

@@ -3,8 +3,9 @@
 //! offload. Bytes-per-parameter rules and their sources are in docs/planner.md.
 
 use super::ParameterCounts;
-use crate::plan::model::{Architecture, LoraTargets, Model, TransformerKind};
-use crate::plan::setup::{
+use crate::plan::model::{Architecture, Model, TransformerKind};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Checkpointing, Method, Offload, Optimizer, Precision, Sharding, TrainingSetup,
 };
 

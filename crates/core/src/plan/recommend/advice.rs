@@ -3,7 +3,7 @@
 use super::cards::{GpuCard, supports_bf16};
 use crate::plan::memory::parameter_counts;
 use crate::plan::model::Model;
-use crate::plan::setup::{Attention, Method, Precision, TrainingSetup};
+use gputune_formats::reports::plan_setup::{Attention, Method, Precision, TrainingSetup};
 
 /// Advice on precision and multi-GPU settings for this card and setup.
 pub fn advice(card: &GpuCard, setup: &TrainingSetup) -> Vec<String> {

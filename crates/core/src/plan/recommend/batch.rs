@@ -2,9 +2,10 @@
 //! reaches a target global batch exactly, or the nearest global batch, said so.
 
 use crate::plan::PlanError;
-use crate::plan::memory::{MemoryBreakdown, estimate};
+use crate::plan::memory::estimate;
 use crate::plan::model::Model;
-use crate::plan::setup::TrainingSetup;
+use gputune_formats::reports::plan::MemoryBreakdown;
+use gputune_formats::reports::plan_setup::TrainingSetup;
 
 /// Whether a breakdown fits a card: its total (the allocator's reserve included, which
 /// PyTorch gives back before it runs out of memory) and its safety margin, if any

@@ -5,11 +5,12 @@
 
 use super::batch::fits;
 use super::cards::{GpuCard, supports_bf16};
-use crate::formats::reports::plan::{Change, ChangeKind};
 use crate::plan::PlanError;
 use crate::plan::memory::estimate;
-use crate::plan::model::{Architecture, LoraTargets, Model};
-use crate::plan::setup::{
+use crate::plan::model::{Architecture, Model};
+use gputune_formats::reports::plan::{Change, ChangeKind};
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Checkpointing, Method, Offload, Optimizer, Precision, Task, TrainingSetup,
 };
 

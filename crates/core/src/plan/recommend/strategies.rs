@@ -2,11 +2,12 @@
 
 use super::batch::max_micro_batch;
 use super::cards::{GpuCard, supports_bf16};
-use crate::formats::reports::plan::Strategy;
 use crate::plan::PlanError;
 use crate::plan::memory::estimate;
-use crate::plan::model::{LoraTargets, Model};
-use crate::plan::setup::{Checkpointing, Method, Precision, TrainingSetup};
+use crate::plan::model::Model;
+use gputune_formats::reports::plan::Strategy;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{Checkpointing, Method, Precision, TrainingSetup};
 
 /// Full / LoRA / QLoRA × precision × checkpointing on this card, best first: what fits before
 /// what does not, then full before LoRA before QLoRA, then no recomputation before

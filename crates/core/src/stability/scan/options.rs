@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stability::plan::{LONGEST_CHECK_S, SHORTEST_CHECK_S};
-use crate::tuning::engine::GpuInfo;
+use gputune_formats::tuning::GpuInfo;
 
 /// The scanner's options, checked against the card before anything runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -1,18 +1,22 @@
 //! What a scan found: each measured step, the outcome, what it saves against stock, and the
 //! confirmed offset as a profile.
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
+use crate::stability::report::VerdictOfEnding;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::ScanOptions;
-use crate::profiles::checked::{CheckedBy, CheckedCard};
-use crate::profiles::profile::Profile;
 use crate::profiles::store::{ProfileStore, StoreError};
-use crate::stability::report::{CheckReport, Verdict};
+use crate::stability::report::CheckReport;
 use crate::stability::run::{Ending, RunResult};
-use crate::tuning::engine::GpuInfo;
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
+use gputune_formats::profile::Profile;
+use gputune_formats::profile::Verdict;
+use gputune_formats::profile::{CheckedBy, CheckedCard};
+use gputune_formats::tuning::GpuInfo;
+use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 
 /// One measured setting of the scan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,7 +102,7 @@ pub fn confirmed_summary(
     confirmed_s: f64,
 ) -> String {
     let lock = options.lock_mhz;
-    let confirmed = crate::units::duration_s(confirmed_s);
+    let confirmed = gputune_formats::units::duration_s(confirmed_s);
     let Some(unstable_mhz) = first_unstable_mhz else {
         return format!(
             "The offset to use at the {lock} MHz lock is {offset_mhz:+} MHz, the card's highest, confirmed stable for {confirmed}: no step failed, so no margin was taken."
@@ -239,11 +243,11 @@ impl ScanOutcome {
             .map_or(self.options.lock_mhz, |range| range.min_mhz);
         let in_force = SettingsInForce {
             gpu_clock_offset_mhz: Some(offset_mhz),
-            gpu_clock_lock: ClockLock::Locked {
+            gpu_clock_lock: ClockLockInForce::Locked {
                 min_mhz: lowest_mhz.min(self.options.lock_mhz),
                 max_mhz: self.options.lock_mhz,
             },
-            memory_clock_lock: ClockLock::Unlocked,
+            memory_clock_lock: ClockLockInForce::Unlocked,
             ..SettingsInForce::default()
         };
         let mut profile =

@@ -4,12 +4,12 @@
 
 use super::Metric;
 use super::column::{MinMax, Quantized, SummarizedColumn};
-use crate::device::Telemetry;
+use gputune_formats::card::Telemetry;
 
 /// Milliwatts per stored power step (0.1 W).
 const MILLIWATTS_PER_STEP: u64 = 100;
 /// Bytes per stored memory step (1 MiB).
-use crate::units::BYTES_PER_MIB;
+use gputune_formats::units::BYTES_PER_MIB;
 const MIB_PER_GIB: f64 = 1024.0;
 
 /// One metric's samples, in the narrowest type that holds its range.

@@ -5,15 +5,29 @@
 use super::Metric;
 use super::column::{THROTTLE_BITS, THROTTLE_MISSING};
 use super::quantize::quantize;
-use crate::device::Telemetry;
-pub use crate::formats::history::{HISTORY_VALUES, HistoryRow};
+use gputune_formats::card::Telemetry;
+use gputune_formats::history::{HISTORY_VALUES, HistoryRow};
 
 // The row's array holds one value per metric.
 const _: () = assert!(Metric::ALL.len() == HISTORY_VALUES);
 
-impl HistoryRow {
+/// A history row read and made as metrics: its values in stored steps, its throttle bits as the columns keep them.
+pub trait MetricRow {
     /// The row for a reading taken at `time_ms`; `None` is a failed read (a gap everywhere).
-    pub fn from_reading(time_ms: u64, reading: Option<&Telemetry>) -> HistoryRow {
+    fn from_reading(time_ms: u64, reading: Option<&Telemetry>) -> HistoryRow;
+
+    /// A failed read at `time_ms`.
+    fn gap(time_ms: u64) -> HistoryRow;
+
+    /// `metric` in stored steps.
+    fn value(&self, metric: Metric) -> Option<u32>;
+
+    /// The throttle bits as the columns store them.
+    fn stored_throttle(&self) -> u16;
+}
+
+impl MetricRow for HistoryRow {
+    fn from_reading(time_ms: u64, reading: Option<&Telemetry>) -> HistoryRow {
         HistoryRow {
             time_ms,
             values: Metric::ALL.map(|metric| reading.and_then(|reading| quantize(metric, reading))),
@@ -23,18 +37,15 @@ impl HistoryRow {
         }
     }
 
-    /// A failed read at `time_ms`.
-    pub fn gap(time_ms: u64) -> HistoryRow {
+    fn gap(time_ms: u64) -> HistoryRow {
         HistoryRow::from_reading(time_ms, None)
     }
 
-    /// `metric` in stored steps.
-    pub fn value(&self, metric: Metric) -> Option<u32> {
+    fn value(&self, metric: Metric) -> Option<u32> {
         self.values.get(metric as usize).copied().flatten()
     }
 
-    /// The throttle bits as the columns store them.
-    pub(crate) fn stored_throttle(&self) -> u16 {
+    fn stored_throttle(&self) -> u16 {
         self.throttle_bits
             .map_or(THROTTLE_MISSING, |bits| bits & THROTTLE_BITS)
     }

@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::fsafe::{self, FileError, Links};
-use crate::tuning::engine::ChangeNote;
+use gputune_formats::tuning::ChangeNote;
 
 /// Changes kept per GPU (the window marks as many).
 pub const CHANGES_KEPT: usize = 500;

@@ -10,11 +10,11 @@ pub mod ring;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-pub use crate::formats::history::HistoryPage;
 use crate::fsafe::{self, FileError};
-use crate::telemetry::history::HistoryRow;
-use crate::tuning::engine::ChangeNote;
 use changes::ChangeLog;
+use gputune_formats::history::HistoryPage;
+use gputune_formats::history::HistoryRow;
+use gputune_formats::tuning::ChangeNote;
 use ring::RingFile;
 
 /// Hours kept when the daemon is not told otherwise.
@@ -228,6 +228,7 @@ fn uuid_is_file_name(uuid: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::history::MetricRow;
 
     const NOW_MS: u64 = 1_800_000_000_000;
     const UUID: &str = "GPU-0aa1";

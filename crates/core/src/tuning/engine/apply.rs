@@ -2,15 +2,14 @@
 //! when a later write fails) and the temporary writes of sessions and trials, each journaled
 //! before it is made.
 
-use super::{
-    ClientInfo, Engine, GpuApplied, GpuChange, Layer, RestoreEntry, RestoreMap, TuneError,
-    TuneErrorKind,
-};
+use super::{ClientInfo, Engine, Layer, RestoreEntry, RestoreMap};
+use gputune_formats::tuning::{GpuApplied, GpuChange, TuneError, TuneErrorKind};
 use std::time::Instant;
 
-use crate::device::Setting;
 use crate::device::gate::ValidatedSetting;
-use crate::tuning::in_force::{Hold, controls_written};
+use crate::tuning::in_force::controls_written;
+use gputune_formats::card::Setting;
+use gputune_formats::tuning::Hold;
 
 impl Engine {
     /// Applies every change, permanently. Validated on every GPU first (nothing is written if

@@ -2,10 +2,13 @@
 //! trials and fan curves follow them), a GPU that stops answering, and settings read back that
 //! somebody else changed. A critical error (Xid) is `crash.rs`.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::time::Instant;
 
-use super::{Engine, EngineEvent, SessionId, SessionPurpose};
-use crate::device::{CurrentSettings, DeviceError, Telemetry};
+use super::Engine;
+use crate::device::CurrentSettings;
+use gputune_formats::card::{DeviceError, Telemetry};
+use gputune_formats::tuning::{EngineEvent, SessionId, SessionPurpose};
 
 /// How much recent history each GPU keeps, for trial baselines.
 const RECENT_WINDOW_MS: u64 = 120_000;

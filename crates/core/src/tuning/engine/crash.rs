@@ -8,15 +8,17 @@
 //! plain-applied power limit stays (a lower limit cannot make a card unstable). The crash is
 //! noted as the card's last change, and every client is told in one sentence.
 
+use crate::device::XidMeaning;
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::BTreeSet;
 
-use super::{
-    CriticalNote, Engine, EngineEvent, GpuRestored, Ownership, RestoreEntry, RestoreMap, SessionId,
-    SettingLeft,
-};
-use crate::device::{CriticalEvent, PstateOffset, Setting, XidResponse};
-use crate::notice::Notice;
-use crate::tuning::in_force::{ClockLock, Control, Hold, SettingsInForce};
+use super::{Engine, Ownership, RestoreEntry, RestoreMap};
+use crate::device::XidResponse;
+use crate::tuning::in_force::Control;
+use gputune_formats::card::{CriticalEvent, PstateOffset, Setting};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{ClockLockInForce, Hold, SettingsInForce};
+use gputune_formats::tuning::{CriticalNote, EngineEvent, GpuRestored, SessionId, SettingLeft};
 
 /// The controls an Xid's response puts back on a card running `in_force`, in the order they
 /// are written: the offsets first (they move the card off its stock voltage/frequency curve),
@@ -86,10 +88,12 @@ fn stock_entry(in_force: &SettingsInForce, control: Control) -> Option<RestoreEn
                 pstate,
                 offset_mhz: 0,
             }),
-        Control::GpuClockLock => matches!(in_force.gpu_clock_lock, ClockLock::Locked { .. })
+        Control::GpuClockLock => matches!(in_force.gpu_clock_lock, ClockLockInForce::Locked { .. })
             .then_some(Setting::ResetGpuClocks),
-        Control::MemoryClockLock => matches!(in_force.memory_clock_lock, ClockLock::Locked { .. })
-            .then_some(Setting::ResetMemoryClocks),
+        Control::MemoryClockLock => {
+            matches!(in_force.memory_clock_lock, ClockLockInForce::Locked { .. })
+                .then_some(Setting::ResetMemoryClocks)
+        }
         Control::PowerLimit | Control::Fan { .. } => None,
     };
     setting.map(RestoreEntry::exact)

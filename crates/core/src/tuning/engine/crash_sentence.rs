@@ -3,9 +3,13 @@
 //! ended, and what was kept ("GPU 0 reported Xid 13 (…) at +300 MHz: the GPU clock offset and
 //! lock were put back; fans kept (the fan curve goes on).").
 
-use super::{Engine, SessionId, SettingLeft};
-use crate::device::{CriticalEvent, Setting, XidResponse};
-use crate::tuning::in_force::{Control, Hold, SettingsInForce};
+use super::Engine;
+use crate::device::XidMeaning;
+use crate::device::XidResponse;
+use crate::tuning::in_force::Control;
+use gputune_formats::card::{CriticalEvent, Setting};
+use gputune_formats::tuning::{Hold, SettingsInForce};
+use gputune_formats::tuning::{SessionId, SettingLeft};
 
 impl Engine {
     /// The one sentence every client is told: "GPU 0 reported Xid 13 (…) at +300 MHz: the GPU
@@ -108,7 +112,7 @@ impl Engine {
         {
             kept.push(format!(
                 "power limit {} kept",
-                crate::units::watts_exact(limit_mw)
+                gputune_formats::units::watts_exact(limit_mw)
             ));
         }
         if !kept.is_empty() {

@@ -2,14 +2,13 @@
 //! a run's), and the curve the daemon keeps with no client (a boot default's). The safety net
 //! that overrides a curve when the card runs hot is in `fan_safety_net.rs`.
 
-use super::{
-    ClientInfo, Engine, KEPT_CURVE_CLIENT, Ownership, RestoreEntry, SessionId, SessionPurpose,
-    TuneError, TuneErrorKind,
-};
-use crate::device::Setting;
+use super::{ClientInfo, Engine, KEPT_CURVE_CLIENT, Ownership, RestoreEntry};
 use crate::device::gate::validate;
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::{Control, Hold};
+use crate::tuning::in_force::Control;
+use gputune_formats::card::Setting;
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{SessionId, SessionPurpose, TuneError, TuneErrorKind};
 use std::collections::BTreeSet;
 
 impl Engine {

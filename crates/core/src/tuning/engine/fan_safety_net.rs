@@ -2,11 +2,12 @@
 //! gputune drives (a curve, or a manual speed a trial or a session wrote) go back to the driver
 //! when the card nears its slowdown temperature, and come back to the curve once it cools.
 
-use super::{Engine, SessionPurpose};
+use super::Engine;
 use crate::device::gate::validate;
-use crate::device::{FanMode, Setting, Telemetry};
-use crate::notice::Notice;
-use crate::tuning::in_force::Hold;
+use gputune_formats::card::{FanMode, Setting, Telemetry};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::SessionPurpose;
 
 /// The safety net takes over this many degrees below the card's slowdown temperature.
 pub const SAFETY_MARGIN_C: u32 = 5;

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use super::{
-    ClientInfo, Engine, GroupTrialRequest, SessionPurpose, TrialRequest, TrialStatus, TuneError,
-    TuneErrorKind,
+use super::{ClientInfo, Engine};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{
+    GroupTrialRequest, SessionPurpose, TrialRequest, TrialStatus, TuneError, TuneErrorKind,
 };
-use crate::tuning::in_force::Hold;
 
 impl Engine {
     /// Starts one trial session over every card of `request`, all or nothing: every value is
@@ -104,15 +104,19 @@ impl Engine {
     }
 
     /// The last ending told for each of `indices` in session `id`, in that order.
-    fn endings_told(&self, id: super::SessionId, indices: &[u32]) -> Vec<TrialStatus> {
+    fn endings_told(
+        &self,
+        id: gputune_formats::tuning::SessionId,
+        indices: &[u32],
+    ) -> Vec<TrialStatus> {
         indices
             .iter()
             .filter_map(|index| {
                 self.events.iter().rev().find_map(|event| match event {
-                    super::EngineEvent::Trial { status, .. }
+                    gputune_formats::tuning::EngineEvent::Trial { status, .. }
                         if status.session == id
                             && status.gpu_index == *index
-                            && status.phase == super::TrialPhase::Ended =>
+                            && status.phase == gputune_formats::tuning::TrialPhase::Ended =>
                     {
                         Some(status.clone())
                     }

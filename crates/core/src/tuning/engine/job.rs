@@ -2,7 +2,8 @@
 //! sessions start). Recorded so every client can mark that process among the GPU's processes;
 //! nothing is ever done to it.
 
-use super::{ClientInfo, Engine, SessionId, TuneError};
+use super::{ClientInfo, Engine};
+use gputune_formats::tuning::{SessionId, TuneError};
 
 impl Engine {
     /// Records `pid` as the job of the client's session `id` and tells every client.

@@ -3,12 +3,14 @@
 //! GPU, an Xid: every way goes through `end_session_now`) makes its record, which goes into the
 //! session's report and to the service, which files it (`jobs::store`).
 
+use super::Engine;
 use super::state::Session;
-use super::{Engine, SessionId};
-use crate::device::Telemetry;
-use crate::formats::jobs::{JOB_RECORD_FORMAT, JOULES_PER_KWH, JobRecord};
 use crate::jobs::cost::Price;
 use crate::jobs::tally::CardTally;
+use crate::tuning::in_force::ControlsInForce;
+use gputune_formats::card::Telemetry;
+use gputune_formats::jobs::{JOB_RECORD_FORMAT, JOULES_PER_KWH, JobRecord};
+use gputune_formats::tuning::SessionId;
 
 impl Engine {
     /// Sets the price job records are costed at (`None`: no cost in them).

@@ -1,12 +1,14 @@
 //! Writing a card's journal: how to put back every control changed temporarily, written
 //! before each temporary change (reading journals back at start is in `restore.rs`).
 
+use crate::tuning::state_folder::EngineJournal;
 use std::collections::BTreeMap;
 
 use super::state::{Layer, RestoreMap, SessionGpu};
-use super::{Engine, Ownership, TuneError, TuneErrorKind};
+use super::{Engine, Ownership};
 use crate::tuning::in_force::Control;
-use crate::tuning::state_folder::GpuJournal;
+use gputune_formats::files::GpuJournal;
+use gputune_formats::tuning::{TuneError, TuneErrorKind};
 
 impl Engine {
     /// Writes GPU `index`'s journal: for every control changed temporarily, the oldest value
@@ -62,7 +64,7 @@ impl Engine {
                 }
             }
         }
-        let mut restore: Vec<crate::device::Setting> =
+        let mut restore: Vec<gputune_formats::card::Setting> =
             merged.values().map(|entry| entry.setting).collect();
         let uuid = &gpu.info.identity.uuid;
         let state_error = |message: String| {
@@ -80,7 +82,7 @@ impl Engine {
             // Other processes' entries: the controls this engine does not hold.
             match self.folder.read_journal(uuid) {
                 Ok(Some(theirs)) if theirs.backend == self.backend_kind => {
-                    let kept: Vec<crate::device::Setting> = theirs
+                    let kept: Vec<gputune_formats::card::Setting> = theirs
                         .restore
                         .iter()
                         .filter(|setting| {

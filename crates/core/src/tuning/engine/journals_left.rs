@@ -3,15 +3,18 @@
 //! and by an engine without the daemon each time it takes a control's lock (`take_in_journal`).
 //! The put-back itself is `restore.rs`.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::path::Path;
 
 use super::restore::{describe_left, retry_sentence};
-use super::{Engine, Ownership, RestoreEntry, RestoreMap, TuneErrorKind};
-use crate::device::{BackendKind, Setting};
-use crate::formats::legacy::JournalV1;
+use super::{Engine, Ownership, RestoreEntry, RestoreMap};
 use crate::fsafe::{self, Links};
-use crate::notice::Notice;
-use crate::tuning::in_force::{Control, Hold};
+use crate::tuning::in_force::Control;
+use gputune_formats::card::{BackendKind, Setting};
+use gputune_formats::legacy::JournalV1;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::TuneErrorKind;
 
 /// The single journal of gputune 0.1 (all GPUs in one file; its format is `JournalV1`).
 const LEGACY_JOURNAL: &str = "journal.json";
@@ -85,7 +88,7 @@ impl Engine {
                 if self.backend_kind == BackendKind::Sim || journal.backend != self.backend_kind {
                     let _ = self
                         .folder
-                        .write_journal(&crate::tuning::state_folder::GpuJournal {
+                        .write_journal(&gputune_formats::files::GpuJournal {
                             restore: Vec::new(),
                             ..journal
                         });

@@ -2,9 +2,10 @@
 //! (a gputune process that may write) shares the card's lock with other gputune processes and
 //! takes one lock per control it changes, giving each back when nothing needs it any more.
 
-use super::{Engine, Ownership, TuneError, TuneErrorKind};
-use crate::tuning::in_force::{ClockLock, Hold};
-use crate::tuning::state_folder::LockRefused;
+use super::{Engine, Ownership};
+use crate::tuning::gpu_locks::LockRefused;
+use gputune_formats::tuning::{ClockLockInForce, Hold};
+use gputune_formats::tuning::{TuneError, TuneErrorKind};
 
 impl Engine {
     /// Takes the locks of `holds` on GPU `index` for `by` when the engine does not hold them
@@ -53,7 +54,7 @@ impl Engine {
                         if gpu.control_locks.is_empty() {
                             gpu.card_lock = None;
                         }
-                        let (what, verb) = crate::tuning::in_force::describe_holds(&[hold]);
+                        let (what, verb) = gputune_formats::holds::describe_holds(&[hold]);
                         let message = match &refused {
                             LockRefused::Held { holder } => format!(
                                 "GPU {index}'s {what} {verb} being changed by {holder}: wait for it to finish, or stop it first."
@@ -87,10 +88,10 @@ impl Engine {
         let gpu_free = self.holding(index, Hold::GpuClockLock).is_none();
         let memory_free = self.holding(index, Hold::MemoryClockLock).is_none();
         let in_force = &mut self.gpu_mut(index).in_force;
-        if gpu_free && recorded.gpu_clock_lock != ClockLock::Unknown {
+        if gpu_free && recorded.gpu_clock_lock != ClockLockInForce::Unknown {
             in_force.gpu_clock_lock = recorded.gpu_clock_lock;
         }
-        if memory_free && recorded.memory_clock_lock != ClockLock::Unknown {
+        if memory_free && recorded.memory_clock_lock != ClockLockInForce::Unknown {
             in_force.memory_clock_lock = recorded.memory_clock_lock;
         }
     }

@@ -52,6 +52,7 @@
 //! above, which import from these and never from each other (one exception, one way: `journals_left.rs` uses two of
 //! `restore.rs`'s sentences). `mod.rs` names each file and re-exports what clients use.
 
+use crate::tuning::in_force::ControlsInForce;
 mod apply;
 mod card_events;
 mod crash;
@@ -80,6 +81,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gputune_formats::tuning::{
+    ChangeNote, EngineEvent, GpuInfo, GpuTuning, SessionId, SessionReport, SettingLeft, TuneError,
+    TuneErrorKind,
+};
 pub use open::{EngineOptions, held_elsewhere, recorded_locks, restore_left_changes};
 pub use requests::*;
 use requests::{check_change_count, check_settings_count};
@@ -88,10 +93,11 @@ pub use types::*;
 use crate::clock::Clock;
 use crate::device::gate::{ValidatedSetting, validate};
 use crate::device::worker::DeviceWorker;
-use crate::device::{BackendKind, DeviceError, Setting};
-use crate::notice::Notice;
-use crate::tuning::in_force::{Control, Hold};
+use crate::tuning::in_force::Control;
 use crate::tuning::state_folder::StateFolder;
+use gputune_formats::card::{BackendKind, DeviceError, Setting};
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Notice;
 
 use state::{Gpu, Session};
 pub(crate) use state::{Layer, RestoreEntry, RestoreMap};
@@ -132,7 +138,7 @@ pub struct Engine {
     /// The price a job record's cost is worked out at (the daemon's cost.toml).
     job_price: Option<crate::jobs::cost::Price>,
     /// Records of the jobs ended since the service last took them ([`Engine::take_job_records`]).
-    ended_jobs: Vec<crate::formats::jobs::JobRecord>,
+    ended_jobs: Vec<gputune_formats::jobs::JobRecord>,
 }
 
 impl Engine {

@@ -1,21 +1,25 @@
 //! Starting an engine: the GPUs, what they run, the locks, and the journals left to restore.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::state::{FanFollower, Gpu};
-use super::{Engine, GpuInfo, Ownership, TuneError, TuneErrorKind};
+use super::{Engine, Ownership};
 use crate::clock::Clock;
 use crate::device::worker::DeviceWorker;
-use crate::device::{Backend, BackendKind, CurrentSettings};
+use crate::device::{Backend, CurrentSettings};
 use crate::folders::Folders;
-use crate::notice::Notice;
-use crate::tuning::in_force::Hold;
-use crate::tuning::in_force::SettingsInForce;
+use crate::tuning::gpu_locks::LockRefused;
 use crate::tuning::lock_evidence::borne_out;
-use crate::tuning::state_folder::{LockRefused, SHARED_RECORD_DIR, StateFolder};
+use crate::tuning::state_folder::{SHARED_RECORD_DIR, StateFolder};
+use gputune_formats::card::BackendKind;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::SettingsInForce;
+use gputune_formats::tuning::{GpuInfo, TuneError, TuneErrorKind};
 
 /// How an engine is set up.
 #[derive(Debug, Clone)]
@@ -64,7 +68,7 @@ impl Engine {
         }
         let mut worker = DeviceWorker::start(backend, "gputune-engine");
         let timeout = options.call_timeout;
-        let device = |error: crate::device::DeviceError| TuneError::device(&error, "");
+        let device = |error: gputune_formats::card::DeviceError| TuneError::device(&error, "");
         let count = worker
             .call("counting the GPUs", timeout, |backend| backend.gpu_count())
             .map_err(device)?;
@@ -177,7 +181,7 @@ pub fn recorded_locks(
     folders: &Folders,
     backend: BackendKind,
     uuid: &str,
-) -> Option<crate::tuning::in_force::LockRecord> {
+) -> Option<gputune_formats::tuning::LockRecord> {
     let folder = StateFolder::open(folders.state_dir.as_ref()?).ok()?;
     let folder = match shared_record_dir(Ownership::InProcess, backend, folders.record_dir.as_ref())
     {

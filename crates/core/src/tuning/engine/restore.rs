@@ -3,10 +3,12 @@
 //! write, and every `UNRESTORED_RETRY` from `tick`). Journals left by a gputune that ended
 //! badly are read in `journals_left.rs`.
 
-use super::{Engine, GpuRestored, RestoreEntry, RestoreMap, SettingLeft, TuneError, TuneErrorKind};
+use super::{Engine, RestoreEntry, RestoreMap};
 use crate::device::gate::validate;
-use crate::notice::Notice;
-use crate::tuning::in_force::{Control, Hold};
+use crate::tuning::in_force::Control;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::{GpuRestored, SettingLeft, TuneError, TuneErrorKind};
 
 /// What happens to settings the driver refused to take back, for every message that says so.
 pub(super) fn retry_sentence() -> String {

@@ -7,8 +7,9 @@
 //! goes (or ends it) hands it to a step still running.
 
 use super::state::Session;
-use super::{ClientId, ClientInfo, Engine, SessionId, TuneError, TuneErrorKind};
-use crate::formats::tuning::{
+use super::{ClientInfo, Engine};
+use gputune_formats::tuning::{ClientId, SessionId, TuneError, TuneErrorKind};
+use gputune_formats::tuning::{
     JobInfo, SessionPurpose, SessionReport, SessionRequest, SessionStarted,
 };
 

@@ -8,13 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::state::{Session, SessionGpu, Trial};
-use super::{
-    ClientId, ClientInfo, Engine, GpuApplied, GpuChange, GpuFanCurve, Holder, Layer, RestoreMap,
-    SessionId, SessionPurpose, SessionRequest, SessionStarted, TuneError, TuneErrorKind,
-    check_change_count, check_settings_count,
+use super::{ClientInfo, Engine, Layer, RestoreMap, check_change_count, check_settings_count};
+use gputune_formats::card::Telemetry;
+use gputune_formats::tuning::{
+    ClientId, GpuApplied, GpuChange, GpuFanCurve, Holder, SessionId, SessionPurpose,
+    SessionRequest, SessionStarted, TuneError, TuneErrorKind,
 };
-use crate::device::Telemetry;
-use crate::tuning::in_force::{Hold, describe_holds};
+use gputune_formats::{holds::describe_holds, tuning::Hold};
 
 /// The most readings a session keeps per GPU for its statistics (a day at 1 Hz); past that,
 /// every other one is dropped, so a week-long run costs the same memory as a day.
@@ -36,7 +36,7 @@ impl Engine {
             purpose: session.purpose,
             by: session.job.as_ref().map_or_else(
                 || session.client.describe(),
-                crate::formats::tuning::JobInfo::describe,
+                gputune_formats::tuning::JobInfo::describe,
             ),
             client: session.client.id,
             since_ms: session.started_at_ms,
@@ -85,7 +85,10 @@ impl Engine {
                 let until = holder
                     .trial_ends_at_ms
                     .map(|ends_ms| {
-                        format!(" until {}", crate::units::local_time(ends_ms, "%H:%M:%S"))
+                        format!(
+                            " until {}",
+                            gputune_formats::units::local_time(ends_ms, "%H:%M:%S")
+                        )
                     })
                     .unwrap_or_default();
                 if holder.purpose == SessionPurpose::KeptFanCurve {

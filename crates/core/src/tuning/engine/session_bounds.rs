@@ -4,9 +4,10 @@
 //! The bounds themselves are in `requests.rs`.
 
 use super::{
-    ClientId, ClientInfo, Engine, KEPT_CURVE_CLIENT, MAX_SESSION_CARDS_OF_OTHERS,
-    MAX_SESSION_CARDS_PER_CLIENT, MAX_SESSION_CARDS_PER_USER, TuneError, TuneErrorKind,
+    ClientInfo, Engine, KEPT_CURVE_CLIENT, MAX_SESSION_CARDS_OF_OTHERS,
+    MAX_SESSION_CARDS_PER_CLIENT, MAX_SESSION_CARDS_PER_USER,
 };
+use gputune_formats::tuning::{ClientId, TuneError, TuneErrorKind};
 
 impl Engine {
     /// Whether `client` has a session open (its connection is not idle then, however silent).

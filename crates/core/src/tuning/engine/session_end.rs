@@ -3,12 +3,12 @@
 //! fan curve the driver refuses, shutdown). Whatever ends a session puts back exactly what it
 //! changed (`restore.rs`) and tells its client.
 
-use super::{
-    ClientId, ClientInfo, Engine, GpuStats, RestoreMap, SessionId, SessionPurpose, SessionReport,
-    TuneError,
+use super::{ClientInfo, Engine, RestoreMap};
+use gputune_formats::tuning::Notice;
+use gputune_formats::tuning::TrialStats;
+use gputune_formats::tuning::{
+    ClientId, GpuStats, SessionId, SessionPurpose, SessionReport, TuneError,
 };
-use crate::notice::Notice;
-use crate::tuning::stats::TrialStats;
 
 impl Engine {
     /// Ends the client's session `id`: keeps its changes, or puts everything back.

@@ -3,19 +3,21 @@
 //! crosses to clients): the files that act on it (`session.rs`, `trial.rs`, `fan_curves.rs`,
 //! ...) import it from here and never from each other.
 
+use crate::tuning::in_force::ControlsInForce;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::types::{
-    ChangeNote, ClientInfo, CriticalNote, GpuInfo, SessionId, SessionPurpose, TrialPhase,
-    TrialStatus,
-};
+use super::types::ClientInfo;
 use crate::device::gate::ValidatedSetting;
-use crate::device::{Setting, Telemetry};
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::{Control, Hold, SettingsInForce};
-use crate::tuning::state_folder::GpuLock;
-use crate::tuning::stats::TrialStats;
+use crate::tuning::gpu_locks::GpuLock;
+use crate::tuning::in_force::Control;
+use gputune_formats::card::{Setting, Telemetry};
+use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::tuning::TrialStats;
+use gputune_formats::tuning::{
+    ChangeNote, CriticalNote, GpuInfo, SessionId, SessionPurpose, TrialPhase, TrialStatus,
+};
+use gputune_formats::tuning::{Hold, SettingsInForce};
 
 /// What puts controls back: for each, the setting that restores it.
 pub(crate) type RestoreMap = BTreeMap<Control, RestoreEntry>;
@@ -123,7 +125,7 @@ pub(super) struct Session {
     /// The process the session's client started as its job, when it said.
     pub job_pid: Option<u32>,
     /// The scheduler's job, for a session of purpose `job`.
-    pub job: Option<crate::formats::tuning::JobInfo>,
+    pub job: Option<gputune_formats::tuning::JobInfo>,
     /// The job's later steps that joined the session (`scheduler_job.rs`): it ends after the
     /// last of them and its holder.
     pub steps: Vec<super::ClientInfo>,
@@ -150,7 +152,7 @@ pub(super) struct Trial {
     pub restore: RestoreMap,
     pub baseline_warning: Option<String>,
     /// The client that started it, to tell after its session is gone.
-    pub client: Option<super::ClientId>,
+    pub client: Option<gputune_formats::tuning::ClientId>,
 }
 
 impl Trial {

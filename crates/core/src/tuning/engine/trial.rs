@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::state::{Phase, SessionGpu, Trial, ended_status};
-use super::{
-    ClientInfo, Engine, EngineEvent, LONGEST_BASELINE_S, LONGEST_TRIAL_S, Layer, RestoreMap,
-    SessionId, SessionPurpose, TrialRequest, TrialStatus, TuneError, TuneErrorKind,
-};
-use crate::device::Telemetry;
+use super::{ClientInfo, Engine, LONGEST_BASELINE_S, LONGEST_TRIAL_S, Layer, RestoreMap};
 use crate::device::gate::ValidatedSetting;
-use crate::tuning::in_force::Hold;
+use gputune_formats::card::Telemetry;
+use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{
+    EngineEvent, SessionId, SessionPurpose, TrialRequest, TrialStatus, TuneError, TuneErrorKind,
+};
 
 impl Engine {
     /// Starts a trial on one GPU, in a new trial session that holds the controls it tries:
@@ -86,11 +86,11 @@ impl Engine {
         let power_limit_mw = self.gpu(index).in_force.power_limit_mw?;
         let probe = crate::device::gate::validate(
             &self.gpu(index).info.constraints,
-            crate::device::Setting::PowerLimit { power_limit_mw },
+            gputune_formats::card::Setting::PowerLimit { power_limit_mw },
         )
         .ok()?;
         match self.write(index, probe) {
-            Err(error @ crate::device::DeviceError::NoPermission { .. }) => Some(format!(
+            Err(error @ gputune_formats::card::DeviceError::NoPermission { .. }) => Some(format!(
                 "The trial could not start: GPU {index}: {error} Nothing was changed."
             )),
             _ => None,
@@ -121,7 +121,7 @@ impl Engine {
         index: u32,
         request: &TrialRequest,
         settings: Vec<ValidatedSetting>,
-        client: super::ClientId,
+        client: gputune_formats::tuning::ClientId,
     ) -> (Trial, u64) {
         let now_ms = self.clock.now_ms();
         let baseline_ms = request.baseline_s * 1000;
@@ -192,7 +192,11 @@ impl Engine {
     }
 
     /// The session of `client` with a trial on GPU `index`, if one runs.
-    fn own_trial(&self, client: super::ClientId, index: u32) -> Option<SessionId> {
+    fn own_trial(
+        &self,
+        client: gputune_formats::tuning::ClientId,
+        index: u32,
+    ) -> Option<SessionId> {
         self.sessions_on(index).into_iter().find(|id| {
             self.sessions.get(id).is_some_and(|session| {
                 session.client.id == client

@@ -2,8 +2,9 @@
 //! for the trial), with the message its client is told; a trial over several GPUs ends on
 //! every card together.
 
+use super::Engine;
 use super::state::{Trial, ended_status};
-use super::{Engine, EngineEvent, SessionId, SessionPurpose, TrialStatus};
+use gputune_formats::tuning::{EngineEvent, SessionId, SessionPurpose, TrialStatus};
 
 impl Engine {
     pub(super) fn finish_trial_with(
@@ -149,7 +150,10 @@ impl Engine {
 }
 
 /// What a trial's end says about the restore of its card, and whether it was only in part.
-fn restore_message(reason: &str, report: Option<&super::GpuRestored>) -> (String, bool) {
+fn restore_message(
+    reason: &str,
+    report: Option<&gputune_formats::tuning::GpuRestored>,
+) -> (String, bool) {
     match report {
         Some(report) if !report.is_complete() => {
             let left: Vec<String> = report

@@ -2,24 +2,26 @@
 //! and the daemon's history (changes and ring file), each written by the code that writes it
 //! for real where that code is public.
 
+use gputune_core::profiles::profile::ProfileOnCard;
+use gputune_core::tuning::state_folder::EngineJournal;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune_core::formats::card::{BackendKind, Setting};
-use gputune_core::formats::fan_curve::CurvePoint;
-use gputune_core::formats::files::GpuJournal;
-use gputune_core::formats::profile::{
-    CardIdentity, CheckRecord, CheckedBy, CheckedCard, ClockLock, PowerLimit, Profile,
-    SCHEMA_VERSION, Verdict,
-};
-use gputune_core::formats::protocol::BootDefault;
-use gputune_core::formats::tuning::{ClockLock as LockState, LockRecord};
 use gputune_core::jobs::store::JobStore;
 use gputune_core::profiles::store::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
 use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
 use gputune_core::tuning::state_folder::{StateFolder, file_safe};
+use gputune_formats::card::{BackendKind, Setting};
+use gputune_formats::fan_curve::CurvePoint;
+use gputune_formats::files::GpuJournal;
+use gputune_formats::profile::{
+    CardIdentity, CheckRecord, CheckedBy, CheckedCard, PowerLimit, Profile, ProfileClockLock,
+    SCHEMA_VERSION, Verdict,
+};
+use gputune_formats::protocol::BootDefault;
+use gputune_formats::tuning::{ClockLockInForce, LockRecord};
 
 use super::values::*;
 use super::{formats_dir, golden, json_lines};
@@ -135,11 +137,11 @@ pub fn record_path(folder: &StateFolder) -> std::path::PathBuf {
 #[test]
 fn a_clock_lock_record_writes_its_bytes_and_is_believed_only_in_its_boot() {
     let locks = LockRecord {
-        gpu_clock_lock: LockState::Locked {
+        gpu_clock_lock: ClockLockInForce::Locked {
             min_mhz: 210,
             max_mhz: 2520,
         },
-        memory_clock_lock: LockState::Unlocked,
+        memory_clock_lock: ClockLockInForce::Unlocked,
     };
     let dir = temp();
     let folder = state_folder(dir.path());
@@ -212,7 +214,7 @@ pub fn profile(last_check: bool) -> Profile {
             percent_of_default: 70.0,
             watts: 315.0,
         }),
-        gpu_clock_lock: Some(ClockLock {
+        gpu_clock_lock: Some(ProfileClockLock {
             min_mhz: 210,
             max_mhz: 2520,
         }),

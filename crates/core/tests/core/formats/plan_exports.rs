@@ -3,8 +3,9 @@
 //! config`, DeepSpeed), and a script or a trainer reads the files gputune wrote.
 
 use gputune_core::plan::export::{ExportFormat, export_with_notes};
-use gputune_core::plan::model::{LoraTargets, preset};
-use gputune_core::plan::setup::{
+use gputune_core::plan::model::preset;
+use gputune_formats::reports::plan_setup::LoraTargets;
+use gputune_formats::reports::plan_setup::{
     Checkpointing, Method, Offload, Optimizer, Sharding, TrainingSetup,
 };
 

@@ -7,11 +7,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use gputune_core::formats::reports::plan::{
+use gputune_formats::reports::plan::{
     Change, ChangeKind, MemoryBreakdown, PLAN_REPORT_FORMAT, Phase, PhasePeaks, PlanReport,
     PlannedSetup, SafetyMargin, Strategy,
 };
-use gputune_core::formats::reports::plan_setup::{
+use gputune_formats::reports::plan_setup::{
     Allocator, Attention, Checkpointing, LoraTargets, Method, Offload, Optimizer, Overheads,
     Precision, Sharding, Task, TrainingSetup,
 };

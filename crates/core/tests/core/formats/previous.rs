@@ -8,18 +8,22 @@
 //! The ring file is made by `ac1ed75/make_ring.py` from that commit's layout, without any
 //! gputune code, so it checks the layout rather than a round trip.
 
-use gputune_core::device::{BackendKind, ClockRangeMhz, FanRangePct, Setting, ThrottleReason};
 use gputune_core::profiles::store::parse_profile;
-use gputune_core::service::protocol::{
-    BootDefault, Message, PROTOCOL_VERSION, Request, Response, parse_request_line,
-};
-use gputune_core::telemetry::history::HistoryRow;
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
-use gputune_core::tuning::engine::{ChangeNote, GpuInfo, TuneErrorKind};
-use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
-use gputune_core::tuning::in_force::{ClockLock, LockRecord};
-use gputune_core::tuning::state_folder::{JOURNAL_FORMAT, file_safe};
+use gputune_core::tuning::state_folder::file_safe;
+use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::files::JOURNAL_FORMAT;
+use gputune_formats::history::HistoryRow;
+use gputune_formats::protocol::{
+    BootDefault, Message, PROTOCOL_VERSION, Request, Response, parse_request_line,
+};
+use gputune_formats::tuning::{ChangeNote, GpuInfo, TuneErrorKind};
+use gputune_formats::tuning::{ClockLockInForce, LockRecord};
+use gputune_formats::{
+    card::{BackendKind, ClockRangeMhz, FanRangePct, Setting},
+    throttle::ThrottleReason,
+};
 
 use super::disk::{GOLDEN_BOOT_ID, place, read, state_folder, temp, this_boot};
 use super::formats_dir;
@@ -80,8 +84,8 @@ fn a_clock_lock_record_of_the_previous_release_reads_in_its_boot() {
     assert_eq!(
         folder.read_locks(OLD_UUID),
         Some(LockRecord {
-            gpu_clock_lock: ClockLock::Unknown,
-            memory_clock_lock: ClockLock::Locked {
+            gpu_clock_lock: ClockLockInForce::Unknown,
+            memory_clock_lock: ClockLockInForce::Locked {
                 min_mhz: 405,
                 max_mhz: 9501
             },

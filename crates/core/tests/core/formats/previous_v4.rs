@@ -6,10 +6,11 @@
 //! objects instead of tuples. A daemon upgraded in place meets these files and must put
 //! each card back exactly as they say.
 
-use gputune_core::service::protocol::{Message, Request, Response, parse_request_line};
-use gputune_core::tuning::engine::TuneErrorKind;
-use gputune_core::tuning::in_force::{ClockLock, LockRecord};
-use gputune_core::tuning::state_folder::{JOURNAL_FORMAT, file_safe};
+use gputune_core::tuning::state_folder::file_safe;
+use gputune_formats::files::JOURNAL_FORMAT;
+use gputune_formats::protocol::{Message, Request, Response, parse_request_line};
+use gputune_formats::tuning::TuneErrorKind;
+use gputune_formats::tuning::{ClockLockInForce, LockRecord};
 
 use super::disk::{
     GOLDEN_BOOT_ID, journal, place, read, read_as_p0_offsets, state_folder, temp, this_boot,
@@ -50,20 +51,19 @@ fn a_clock_lock_record_without_a_format_version_reads_in_its_boot() {
     assert_eq!(
         folder.read_locks(UUID),
         Some(LockRecord {
-            gpu_clock_lock: ClockLock::Locked {
+            gpu_clock_lock: ClockLockInForce::Locked {
                 min_mhz: 210,
                 max_mhz: 2520
             },
-            memory_clock_lock: ClockLock::Unlocked,
+            memory_clock_lock: ClockLockInForce::Unlocked,
         })
     );
 }
 
 #[test]
 fn a_boot_default_without_a_format_version_reads_with_its_settings_and_curve() {
-    let read = gputune_core::service::protocol::BootDefault::from_file_bytes(&v4_file(
-        "boot-default.json",
-    ));
+    let read =
+        gputune_formats::protocol::BootDefault::from_file_bytes(&v4_file("boot-default.json"));
     assert_eq!(read, Ok(boot_default()));
 }
 
@@ -71,7 +71,7 @@ fn a_boot_default_without_a_format_version_reads_with_its_settings_and_curve() {
 fn a_boot_default_of_an_unknown_format_is_refused_with_its_version() {
     let text = String::from_utf8_lossy(&read(&formats_dir().join("boot-default.json")))
         .replace("\"format_version\": 2", "\"format_version\": 9");
-    let read = gputune_core::service::protocol::BootDefault::from_file_bytes(text.as_bytes());
+    let read = gputune_formats::protocol::BootDefault::from_file_bytes(text.as_bytes());
     match read {
         Err(message) => assert!(message.contains("format version 9"), "{message}"),
         Ok(default) => panic!("a format-9 boot default was read: {default:?}"),

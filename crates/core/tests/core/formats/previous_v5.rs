@@ -7,9 +7,10 @@
 //! meets a format-3 journal and must put each card back exactly as it says: P0's offset alone,
 //! the one gputune wrote then.
 
-use gputune_core::service::protocol::{Message, Request, Response, parse_request_line};
-use gputune_core::tuning::engine::TuneErrorKind;
-use gputune_core::tuning::state_folder::{JOURNAL_FORMAT, file_safe};
+use gputune_core::tuning::state_folder::file_safe;
+use gputune_formats::files::JOURNAL_FORMAT;
+use gputune_formats::protocol::{Message, Request, Response, parse_request_line};
+use gputune_formats::tuning::TuneErrorKind;
 
 use super::disk::{journal, place, read, read_as_p0_offsets, state_folder, temp};
 use super::formats_dir;

@@ -4,7 +4,7 @@
 //! read; the rest came with serde defaults (a job on a holder and a session request, a card's
 //! device-file number, a step that joined its job's session). No file on disk changed.
 
-use gputune_core::service::protocol::{Message, Request, parse_request_line};
+use gputune_formats::protocol::{Message, Request, parse_request_line};
 
 use super::disk::read;
 use super::formats_dir;

@@ -1,20 +1,21 @@
 //! The fixed values the golden files hold: one of each message and record, with every optional
 //! part filled somewhere so a renamed field shows.
 
-// Through `gputune_core::formats`, so the list of formats names everything the golden files hold.
-use gputune_core::formats::card::{
+// Through `gputune_formats`, so the list of formats names everything the golden files hold.
+use gputune_core::telemetry::history::MetricRow;
+use gputune_formats::card::{
     ClockRangeMhz, Constraints, CriticalEvent, DeviceError, EccCounts, FanMode, FanRangePct,
     FanReading, GpuIdentity, GpuProcess, OffsetRangeMhz, ProcessKind, PstateOffset,
     PstateOffsetRange, Setting, Telemetry,
 };
-use gputune_core::formats::fan_curve::{CurvePoint, FanCurve};
-use gputune_core::formats::history::HistoryRow;
-use gputune_core::formats::jobs::{CostConfig, JOB_RECORD_FORMAT, JobCost, JobGpu, JobRecord};
-use gputune_core::formats::protocol::BootDefault;
-use gputune_core::formats::throttle::{ThrottleReason, ThrottleReasons};
-use gputune_core::formats::tuning::{
-    ChangeNote, ClockLock, CriticalNote, GpuApplied, GpuChange, GpuInfo, GpuRestored, GpuStats,
-    GpuTuning, Hold, Holder, JobInfo, Notice, SessionPurpose, SessionReport, SettingLeft,
+use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::history::HistoryRow;
+use gputune_formats::jobs::{CostConfig, JOB_RECORD_FORMAT, JobCost, JobGpu, JobRecord};
+use gputune_formats::protocol::BootDefault;
+use gputune_formats::throttle::{ThrottleReason, ThrottleReasons};
+use gputune_formats::tuning::{
+    ChangeNote, ClockLockInForce, CriticalNote, GpuApplied, GpuChange, GpuInfo, GpuRestored,
+    GpuStats, GpuTuning, Hold, Holder, JobInfo, Notice, SessionPurpose, SessionReport, SettingLeft,
     SettingsInForce, TemperatureTrend, ThrottleTime, TrialPhase, TrialStats, TrialStatus,
 };
 
@@ -219,11 +220,11 @@ pub fn telemetry() -> Telemetry {
 pub fn in_force() -> SettingsInForce {
     SettingsInForce {
         power_limit_mw: Some(315_000),
-        gpu_clock_lock: ClockLock::Locked {
+        gpu_clock_lock: ClockLockInForce::Locked {
             min_mhz: 210,
             max_mhz: 2520,
         },
-        memory_clock_lock: ClockLock::Unknown,
+        memory_clock_lock: ClockLockInForce::Unknown,
         gpu_clock_offset_mhz: Some(-150),
         memory_clock_offset_mhz: Some(0),
         fans: Some(vec![FanMode::Automatic, FanMode::Manual { speed_pct: 55 }]),

@@ -6,12 +6,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use gputune_core::formats::card::{BackendKind, DeviceError, FanMode, ProcessKind};
-use gputune_core::formats::profile::Verdict;
-use gputune_core::formats::protocol::{Event, Request, Response};
-use gputune_core::formats::throttle::ThrottleReason;
-use gputune_core::formats::tuning::{
-    ClockLock, EngineEvent, Hold, Notice, SessionPurpose, TemperatureTrend, TrialPhase,
+use gputune_formats::card::{BackendKind, DeviceError, FanMode, ProcessKind};
+use gputune_formats::profile::Verdict;
+use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::throttle::ThrottleReason;
+use gputune_formats::tuning::{
+    ClockLockInForce, EngineEvent, Hold, Notice, SessionPurpose, TemperatureTrend, TrialPhase,
     TuneErrorKind,
 };
 
@@ -99,12 +99,12 @@ fn vocabulary() -> Value {
     all.insert(
         "clock_lock".into(),
         words(&[
-            ClockLock::Unlocked,
-            ClockLock::Locked {
+            ClockLockInForce::Unlocked,
+            ClockLockInForce::Locked {
                 min_mhz: 1,
                 max_mhz: 2,
             },
-            ClockLock::Unknown,
+            ClockLockInForce::Unknown,
         ]),
     );
     all.insert(
@@ -169,7 +169,7 @@ fn every_word_of_every_closed_set_is_pinned() {
 #[allow(dead_code)]
 fn every_variant_is_listed(
     (purpose, kind, error): (SessionPurpose, TuneErrorKind, DeviceError),
-    (phase, lock, trend): (TrialPhase, ClockLock, TemperatureTrend),
+    (phase, lock, trend): (TrialPhase, ClockLockInForce, TemperatureTrend),
     (fan, backend, process): (FanMode, BackendKind, ProcessKind),
     (notice, verdict): (Notice, Verdict),
     (request, response, event, engine): (Request, Response, Event, EngineEvent),
@@ -212,7 +212,9 @@ fn every_variant_is_listed(
         TrialPhase::Measuring { .. } | TrialPhase::Running { .. } | TrialPhase::Ended => {}
     }
     match lock {
-        ClockLock::Unlocked | ClockLock::Locked { .. } | ClockLock::Unknown => {}
+        ClockLockInForce::Unlocked
+        | ClockLockInForce::Locked { .. }
+        | ClockLockInForce::Unknown => {}
     }
     use TemperatureTrend as T;
     match trend {

@@ -2,12 +2,12 @@
 //! (every engine event among them), one JSON line each, as the daemon and its clients write
 //! them.
 
-use gputune_core::formats::card::{BackendKind, CriticalEvent};
-use gputune_core::formats::history::HistoryPage;
-use gputune_core::formats::protocol::{
+use gputune_formats::card::{BackendKind, CriticalEvent};
+use gputune_formats::history::HistoryPage;
+use gputune_formats::protocol::{
     Event, Message, PROTOCOL_VERSION, Request, RequestLine, Response, Snapshot, Welcome,
 };
-use gputune_core::formats::tuning::{
+use gputune_formats::tuning::{
     EngineEvent, GpuFanCurve, GroupTrialRequest, SessionPurpose, SessionRequest, SessionStarted,
     TrialRequest, TuneError, TuneErrorKind,
 };
@@ -236,7 +236,7 @@ pub fn messages() -> Vec<Message> {
 /// one: serde ignores fields beside a unit variant's tag.)
 #[test]
 fn what_gputune_acts_on_refuses_an_unknown_field_and_what_it_only_shows_ignores_one() {
-    use gputune_core::formats::protocol::parse_request_line;
+    use gputune_formats::protocol::parse_request_line;
     let refused = [
         r#"{"id":1,"request":{"type":"apply","changes":[{"gpu_uuid":"GPU-1","settings":[],"later":1}]}}"#,
         r#"{"id":1,"request":{"type":"apply","changes":[{"gpu_uuid":"GPU-1","settings":[{"type":"power_limit","power_limit_mw":300000,"dry_run":true}]}]}}"#,

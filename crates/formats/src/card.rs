@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::throttle::ThrottleReasons;
+use crate::units::watts_exact;
 
 /// What a GPU is: fixed for as long as the driver runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -288,4 +289,144 @@ pub struct GpuProcess {
     /// than it lives, and a pid can end between the two).
     #[serde(default)]
     pub exited: bool,
+}
+
+impl OffsetRangeMhz {
+    /// Whether more than one offset is allowed.
+    pub fn has_room(&self) -> bool {
+        self.min_mhz < self.max_mhz
+    }
+}
+
+impl PstateOffsetRange {
+    pub fn range(&self) -> OffsetRangeMhz {
+        OffsetRangeMhz {
+            min_mhz: self.min_mhz,
+            max_mhz: self.max_mhz,
+        }
+    }
+}
+
+impl Constraints {
+    /// Whether the driver lets us shift the voltage/frequency curve (driver 555 and later,
+    /// consumer cards).
+    /// A range with no room (an H200 with driver 580 answers 0 to 0 MHz) is not adjustable.
+    pub fn clock_offsets_supported(&self) -> bool {
+        self.adjustable_gpu_clock_offset_range().is_some()
+            || self.adjustable_memory_clock_offset_range().is_some()
+    }
+
+    /// The GPU clock offset range, when it has room to move (a slider's range).
+    pub fn adjustable_gpu_clock_offset_range(&self) -> Option<OffsetRangeMhz> {
+        self.gpu_clock_offset_range.filter(OffsetRangeMhz::has_room)
+    }
+
+    /// The memory clock offset range, when it has room to move.
+    pub fn adjustable_memory_clock_offset_range(&self) -> Option<OffsetRangeMhz> {
+        self.memory_clock_offset_range
+            .filter(OffsetRangeMhz::has_room)
+    }
+}
+
+impl Setting {
+    /// A short description for messages and logs ("power limit 315 W").
+    pub fn describe(&self) -> String {
+        match self {
+            Setting::PowerLimit { power_limit_mw } => {
+                format!("power limit {}", watts_exact(*power_limit_mw))
+            }
+            Setting::LockGpuClocks { min_mhz, max_mhz } => {
+                format!("GPU clock lock {min_mhz}-{max_mhz} MHz")
+            }
+            Setting::ResetGpuClocks => "GPU clock reset".to_string(),
+            Setting::LockMemoryClocks { min_mhz, max_mhz } => {
+                format!("memory clock lock {min_mhz}-{max_mhz} MHz")
+            }
+            Setting::ResetMemoryClocks => "memory clock reset".to_string(),
+            Setting::GpuClockOffset { offset_mhz } => {
+                format!("GPU clock offset {offset_mhz:+} MHz")
+            }
+            Setting::MemoryClockOffset { offset_mhz } => {
+                format!("memory clock offset {offset_mhz:+} MHz")
+            }
+            Setting::GpuClockOffsetAt { pstate, offset_mhz } => {
+                format!("GPU clock offset {offset_mhz:+} MHz in P{pstate}")
+            }
+            Setting::MemoryClockOffsetAt { pstate, offset_mhz } => {
+                format!("memory clock offset {offset_mhz:+} MHz in P{pstate}")
+            }
+            Setting::FanSpeed {
+                fan_index,
+                speed_pct,
+            } => format!("fan {fan_index} at {speed_pct} %"),
+            Setting::FanAutomatic { fan_index } => format!("fan {fan_index} automatic"),
+        }
+    }
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Nvml => "nvml",
+            BackendKind::Sim => "sim",
+        }
+    }
+}
+
+impl DeviceError {
+    /// Whether nothing more will get through to this GPU (it fell off the bus, the driver went
+    /// away or stopped answering): the caller stops talking to it instead of trying the next call.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            DeviceError::GpuLost { .. }
+                | DeviceError::DriverNotLoaded { .. }
+                | DeviceError::Timeout { .. }
+        )
+    }
+}
+
+impl ProcessKind {
+    /// nvidia-smi's letters: "C", "G", "C+G".
+    pub fn short(self) -> &'static str {
+        match self {
+            ProcessKind::Compute => "C",
+            ProcessKind::Graphics => "G",
+            ProcessKind::ComputeAndGraphics => "C+G",
+        }
+    }
+
+    /// "compute", "graphics", "compute + graphics".
+    pub fn describe(self) -> &'static str {
+        match self {
+            ProcessKind::Compute => "compute",
+            ProcessKind::Graphics => "graphics",
+            ProcessKind::ComputeAndGraphics => "compute + graphics",
+        }
+    }
+
+    /// The kind of a process listed as both (`self` in one list, `other` in another).
+    pub fn with(self, other: ProcessKind) -> ProcessKind {
+        if self == other {
+            self
+        } else {
+            ProcessKind::ComputeAndGraphics
+        }
+    }
+}
+
+impl GpuProcess {
+    /// The command as shown: the command line, "(exited)" or "(unknown)".
+    pub fn command_text(&self) -> &str {
+        match (&self.command, self.exited) {
+            (Some(command), _) => command,
+            (None, true) => "(exited)",
+            (None, false) => "(unknown)",
+        }
+    }
+
+    /// The user as shown, "?" when unknown.
+    pub fn user_text(&self) -> &str {
+        self.user.as_deref().unwrap_or("?")
+    }
 }

@@ -34,7 +34,7 @@ pub struct PowerLimit {
 /// A clock lock, inclusive, in MHz.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ClockLock {
+pub struct ProfileClockLock {
     pub min_mhz: u32,
     pub max_mhz: u32,
 }
@@ -55,8 +55,8 @@ pub struct Profile {
     #[serde(default)]
     pub default_for_card: bool,
     pub power_limit: Option<PowerLimit>,
-    pub gpu_clock_lock: Option<ClockLock>,
-    pub memory_clock_lock: Option<ClockLock>,
+    pub gpu_clock_lock: Option<ProfileClockLock>,
+    pub memory_clock_lock: Option<ProfileClockLock>,
     pub gpu_clock_offset_mhz: Option<i32>,
     pub memory_clock_offset_mhz: Option<i32>,
     /// Temperature → fan speed points, followed by the window or `gputune run`.

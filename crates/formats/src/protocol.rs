@@ -175,7 +175,7 @@ pub struct Snapshot {
     pub gpus: Vec<GpuInfo>,
     pub tunings: Vec<GpuTuning>,
     /// The latest reading of each GPU, `None` before the first.
-    #[serde(with = "crate::formats::readings::latest")]
+    #[serde(with = "crate::readings::latest")]
     pub latest: Vec<Option<Result<Telemetry, DeviceError>>>,
 }
 
@@ -224,7 +224,7 @@ pub enum Response {
 pub enum Event {
     /// One reading per GPU, in index order; a GPU that failed to read carries its error.
     Samples {
-        #[serde(with = "crate::formats::readings::each")]
+        #[serde(with = "crate::readings::each")]
         readings: Vec<Result<Telemetry, DeviceError>>,
     },
     Engine {

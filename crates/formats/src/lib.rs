@@ -1,5 +1,5 @@
-//! Every type that crosses the daemon's socket or is stored on disk, defined here and nowhere
-//! else, in one serde style. A field renamed here changes bytes that old clients and old files
+//! Every type that crosses the daemon's socket, is stored on disk or is printed for scripts,
+//! defined here and nowhere else, in one serde style. A field renamed here changes bytes that old clients and old files
 //! hold: `crates/core/tests/core/formats.rs` compares them with the golden files in
 //! `tests/data/formats/` and says what to do (docs/architecture.md, "Formats").
 //!
@@ -19,20 +19,30 @@
 //! - a file says its `format_version` (the profile its `schema_version`, the ring its header);
 //!   older formats are read through [`legacy`] and converted, never written.
 //!
-//! This module imports nothing of gputune's but the leaves (`units`); every room above builds
-//! on it and re-exports what it uses (`device::Setting` is `formats::card::Setting`). Methods
-//! stay with their rooms, except where a type's private fields need them here: a fan curve's
-//! checks and interpolation (`fan_curve`), NVML's throttle bits and their names (`throttle`).
+//! This crate depends on serde and nothing of gputune's (its Cargo.toml names no gputune crate,
+//! so "formats depends on nothing but units" is a compile error; `units` is a module here).
+//! Every other crate imports it by its own name (`gputune_formats::card::Setting`); no room
+//! re-exports its types. A type's methods live here when they need only formats, `units` and
+//! std (card.rs; holds.rs, notice.rs, sessions.rs, trial_stats.rs for the types of tuning.rs;
+//! fan_curve.rs and throttle.rs whole, for their private fields); a method that needs a room is
+//! that room's trait, named for what it does (`tuning::in_force::ControlsInForce`,
+//! `profiles::profile::ProfileOnCard`, ...; docs/architecture.md, "Formats").
 
 pub mod card;
 pub mod fan_curve;
 pub mod files;
 pub mod history;
+pub mod holds;
 pub mod jobs;
 pub mod legacy;
+pub mod notice;
 pub mod profile;
+mod profile_summary;
 pub mod protocol;
 pub mod readings;
 pub mod reports;
+pub mod sessions;
 pub mod throttle;
+pub mod trial_stats;
 pub mod tuning;
+pub mod units;

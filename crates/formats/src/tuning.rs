@@ -368,7 +368,7 @@ pub enum Hold {
 /// itself since the driver started is `Unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ClockLock {
+pub enum ClockLockInForce {
     Unlocked,
     Locked {
         min_mhz: u32,
@@ -381,8 +381,8 @@ pub enum ClockLock {
 /// The clock locks gputune set, kept by the engine because NVML cannot read them back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LockRecord {
-    pub gpu_clock_lock: ClockLock,
-    pub memory_clock_lock: ClockLock,
+    pub gpu_clock_lock: ClockLockInForce,
+    pub memory_clock_lock: ClockLockInForce,
 }
 
 /// Everything gputune can change on one card, as it is now.
@@ -390,8 +390,8 @@ pub struct LockRecord {
 pub struct SettingsInForce {
     /// The power limit set (the enforced one is in the telemetry).
     pub power_limit_mw: Option<u32>,
-    pub gpu_clock_lock: ClockLock,
-    pub memory_clock_lock: ClockLock,
+    pub gpu_clock_lock: ClockLockInForce,
+    pub memory_clock_lock: ClockLockInForce,
     /// The GPU clock offset compute runs at (P2's where the card reports it, else P0's).
     pub gpu_clock_offset_mhz: Option<i32>,
     pub memory_clock_offset_mhz: Option<i32>,

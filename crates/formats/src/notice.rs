@@ -1,8 +1,6 @@
-//! A message for the user about something that happened (a profile clamped to a card, a
-//! setting restored, the fan safety net engaged), with how much it matters. The type crosses
-//! the socket, so it is defined in `formats::tuning`.
+//! A notice's text and level, for a terminal's `gputune: warning: ...` and the window.
 
-pub use crate::formats::tuning::Notice;
+use crate::tuning::Notice;
 
 impl Notice {
     pub fn text(&self) -> &str {

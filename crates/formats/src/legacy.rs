@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::card::{BackendKind, Setting};
 use super::fan_curve::FanCurve;
-use super::tuning::{ClockLock, LockRecord};
+use super::tuning::{ClockLockInForce, LockRecord};
 
 /// `Setting` as protocol 4 wrote it: externally tagged, PascalCase
 /// (`{"PowerLimit":{"power_limit_mw":315000}}`, `"ResetGpuClocks"`).
@@ -134,12 +134,14 @@ pub enum ClockLockV4 {
     Unknown,
 }
 
-impl From<ClockLockV4> for ClockLock {
-    fn from(old: ClockLockV4) -> ClockLock {
+impl From<ClockLockV4> for ClockLockInForce {
+    fn from(old: ClockLockV4) -> ClockLockInForce {
         match old {
-            ClockLockV4::Unlocked => ClockLock::Unlocked,
-            ClockLockV4::Locked { min_mhz, max_mhz } => ClockLock::Locked { min_mhz, max_mhz },
-            ClockLockV4::Unknown => ClockLock::Unknown,
+            ClockLockV4::Unlocked => ClockLockInForce::Unlocked,
+            ClockLockV4::Locked { min_mhz, max_mhz } => {
+                ClockLockInForce::Locked { min_mhz, max_mhz }
+            }
+            ClockLockV4::Unknown => ClockLockInForce::Unknown,
         }
     }
 }
