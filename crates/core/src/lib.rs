@@ -10,6 +10,7 @@ pub mod device;
 pub mod folders;
 pub mod formats;
 pub mod fsafe;
+pub mod job;
 pub mod jobs;
 pub mod join;
 pub mod link;

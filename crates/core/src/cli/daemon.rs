@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::as_user::{self, RunAs, SudoEnvironment};
 use crate::daemon::install::{InstallArgs, UninstallArgs, UserToAdd, run_install, run_uninstall};
 use crate::daemon::{
     DEFAULT_GROUP, DEFAULT_RUNTIME_DIR, DEFAULT_STATE_DIR, DaemonOptions, SOCKET_NAME, run,
 };
 use crate::device::BackendOptions;
+use crate::job::as_user::{self, RunAs, SudoEnvironment};
 
 /// `gputune daemon`.
 #[derive(Debug, Clone, clap::Args)]

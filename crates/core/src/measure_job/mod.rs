@@ -1,8 +1,8 @@
 //! Measuring the user's own training job (`gputune plan --measure` and the Plan tab's "Measure
 //! my job", one engine for both): runs the command for a few steps (at each micro-batch when
 //! `{mb}` is in it), watches its processes' GPU memory in NVML's process list on a
-//! `DeviceWorker`, stops it (SIGTERM to its process group, a grace, then SIGKILL to every
-//! process it started: `tree`), and fits the
+//! `DeviceWorker`, stops it (the `job` room's one policy: SIGTERM to its process group, a
+//! grace, then SIGKILL to every process it started), and fits the
 //! peaks to a fixed cost plus a cost per sample (`plan::measure`). Progress is read by the
 //! sweep's reader (`sweep::feed::read_stream` with its `ProgressParser`). A run that runs out of
 //! memory (CUDA's out-of-memory text in its output, or its memory reaching the card's) is a
@@ -10,29 +10,25 @@
 //! output and the progress; the front ends say it in their own way.
 
 mod compare;
-mod guard;
-mod stop;
-pub mod tree;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 pub use compare::{PlanComparison, PlanVersusMeasured, compare_with_plan};
-use stop::{process_tree, stop_job};
-use tree::{JobGroup, TrackedJob};
 
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
+use crate::job::as_user::InvokingUser;
+use crate::job::{Job, JobCommand, JobOutput, JobStreams, read_output};
 use crate::plan::PlanError;
 use crate::plan::measure::{MeasuredFit, MeasuredRun, fit_runs, has_placeholder, with_micro_batch};
-use crate::sweep::feed::{FeedMessage, read_stream};
+use crate::sweep::feed::FeedMessage;
 use crate::sweep::progress::{ProgressParser, ProgressValue, WorkUnit};
 use crate::sweep::runner::SweepClock;
 
@@ -259,8 +255,10 @@ pub trait Watcher {
     fn run_starting(&mut self, _command: &[OsString], _micro_batch: Option<u64>) {}
     /// About ten times a second while a run runs.
     fn progress(&mut self, _progress: &RunProgress) {}
-    /// A last change to each command before it starts (the CLI under sudo: the invoking user).
-    fn prepare(&mut self, _command: &mut Command) {}
+    /// The user the job runs as (the CLI under sudo: the one who ran sudo).
+    fn run_as(&self) -> Option<InvokingUser> {
+        None
+    }
 }
 
 /// A writer that passes the job's output on and notes CUDA's out-of-memory text in it (the
@@ -361,62 +359,33 @@ struct Runner<'a> {
 impl Runner<'_> {
     /// Runs `command` once and measures it.
     fn run(&mut self, command: &[OsString], micro_batch: Option<u64>) -> anyhow::Result<JobRun> {
-        let Some((program, arguments)) = command.split_first() else {
-            anyhow::bail!("There is no command to measure.");
-        };
         self.runs_started += 1;
         self.watcher.run_starting(command, micro_batch);
-        let mut process = Command::new(program);
-        process
-            .args(arguments)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if std::env::var_os("PYTHONUNBUFFERED").is_none() {
-            process.env("PYTHONUNBUFFERED", "1");
-        }
-        self.watcher.prepare(&mut process);
-        // Its own group, so stopping it stops the workers a launcher starts.
-        let mut child = match TrackedJob::spawn(process, JobGroup::Own) {
-            Ok(child) => child,
-            Err(error) => anyhow::bail!(
-                "{} could not be started ({error}): check its path and that it is executable.",
-                crate::text::printable(&program.to_string_lossy())
-            ),
-        };
+        let mut child = Job::start(&JobCommand {
+            words: command.to_vec(),
+            run_as: self.watcher.run_as(),
+            output: JobOutput::Piped,
+            reads_stdin: false,
+        })
+        .map_err(anyhow::Error::msg)?;
         let clock = SweepClock::start();
         let (sender, progress) = mpsc::channel();
         let out_of_memory_text = Arc::new(AtomicBool::new(false));
-        let mut readers: Vec<JoinHandle<()>> = Vec::new();
-        let streams: [(&str, Option<Box<dyn std::io::Read + Send>>); 2] = [
-            (
-                "job-stdout",
-                child
-                    .take_stdout()
-                    .map(|stream| Box::new(stream) as Box<dyn std::io::Read + Send>),
-            ),
-            (
-                "job-stderr",
-                child
-                    .take_stderr()
-                    .map(|stream| Box::new(stream) as Box<dyn std::io::Read + Send>),
-            ),
-        ];
-        for (name, stream) in streams {
-            let Some(stream) = stream else { continue };
-            let echo = Box::new(OutOfMemoryWatch {
+        let mut watched = || -> Box<dyn Write + Send> {
+            Box::new(OutOfMemoryWatch {
                 inner: self.watcher.job_output(),
                 seen: Arc::clone(&out_of_memory_text),
                 tail: Vec::new(),
-            });
-            let parser = ProgressParser::new(None).ok();
-            match read_stream(name, stream, echo, parser, clock, sender.clone()) {
-                Ok(handle) => readers.push(handle),
-                Err(error) => {
-                    self.watcher
-                        .message(&format!("the job's output cannot be read ({error})."));
-                }
-            }
+            })
+        };
+        let streams = JobStreams {
+            stdout: watched(),
+            stderr: watched(),
+        };
+        let parser = || ProgressParser::new(None).ok();
+        let (readers, problems) = read_output(&mut child, streams, &parser, clock, &sender);
+        for problem in problems {
+            self.watcher.message(&problem);
         }
         drop(sender);
         let started = Instant::now();
@@ -444,7 +413,7 @@ impl Runner<'_> {
                 }
             }
             // The memory after the progress: the step that ends the run has its peak read.
-            let pids = process_tree(child.tree_root());
+            let pids = child.pids();
             for (index, bytes) in job_memory(self.worker, gpus, &pids) {
                 if peak.is_none_or(|(_, most)| bytes > most) {
                     peak = Some((index, bytes));
@@ -454,7 +423,7 @@ impl Runner<'_> {
                 }
             }
             // Ended, and nothing it started outlives it (its guard killed the rest).
-            if let Ok(Some(status)) = child.try_wait() {
+            if let Ok(Some(status)) = child.poll() {
                 ended = Some(status);
                 break;
             }
@@ -462,7 +431,7 @@ impl Runner<'_> {
                 self.interrupted = true;
                 self.watcher.message("stopping the job (interrupted).");
                 stopped_by_us = true;
-                ended = stop_job(&mut child, self.stop);
+                ended = child.stop_and_wait(self.stop);
                 break;
             }
             let elapsed_s = started.elapsed().as_secs_f64();
@@ -477,7 +446,7 @@ impl Runner<'_> {
                     ));
                 }
                 stopped_by_us = true;
-                ended = stop_job(&mut child, self.stop);
+                ended = child.stop_and_wait(self.stop);
                 break;
             }
             self.watcher.progress(&RunProgress {

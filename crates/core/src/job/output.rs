@@ -1,0 +1,54 @@
+//! The job's output: read from its pipes on threads of their own, passed on at once (to the
+//! terminal, or nowhere in the window) and read for progress by the one parser.
+
+use std::io::{Read, Write};
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+
+use super::Job;
+use crate::sweep::feed::{FeedMessage, read_stream};
+use crate::sweep::progress::ProgressParser;
+use crate::sweep::runner::SweepClock;
+
+/// Where each of the job's streams is passed on.
+pub struct JobStreams {
+    pub stdout: Box<dyn Write + Send>,
+    pub stderr: Box<dyn Write + Send>,
+}
+
+/// Reads the job's stdout and stderr (started with [`super::JobOutput::Piped`]) until they
+/// end: every byte to its writer in `streams`, the progress a parser from `parser` finds sent
+/// on `sender` (`parser` gives `None`: passed on only). The reading threads, and what could
+/// not be read, in words.
+pub fn read_output(
+    job: &mut Job,
+    streams: JobStreams,
+    parser: &dyn Fn() -> Option<ProgressParser>,
+    clock: SweepClock,
+    sender: &Sender<FeedMessage>,
+) -> (Vec<JoinHandle<()>>, Vec<String>) {
+    let pipes: [(&str, Option<Box<dyn Read + Send>>, Box<dyn Write + Send>); 2] = [
+        (
+            "job-stdout",
+            job.take_stdout()
+                .map(|stream| Box::new(stream) as Box<dyn Read + Send>),
+            streams.stdout,
+        ),
+        (
+            "job-stderr",
+            job.take_stderr()
+                .map(|stream| Box::new(stream) as Box<dyn Read + Send>),
+            streams.stderr,
+        ),
+    ];
+    let mut readers = Vec::new();
+    let mut problems = Vec::new();
+    for (name, pipe, echo) in pipes {
+        let Some(pipe) = pipe else { continue };
+        match read_stream(name, pipe, echo, parser(), clock, sender.clone()) {
+            Ok(reader) => readers.push(reader),
+            Err(error) => problems.push(format!("the job's output cannot be read ({error}).")),
+        }
+    }
+    (readers, problems)
+}
