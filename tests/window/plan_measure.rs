@@ -78,7 +78,8 @@ fn runs(report: &Value) -> Vec<(u64, String, Option<u64>)> {
         .map(|run| {
             (
                 run["micro_batch"].as_u64().expect("micro_batch"),
-                run["result"].as_str().expect("result").to_string(),
+                // Changed in 0.2: the result is an object tagged "type", its reason beside it.
+                run["result"]["type"].as_str().expect("result").to_string(),
                 run["peak_bytes"].as_u64(),
             )
         })
@@ -146,7 +147,7 @@ fn an_out_of_memory_size_is_a_result_whether_the_job_says_so_or_fills_the_card()
     assert_eq!(measured[2].0, 20);
     assert_eq!(measured[2].1, "out_of_memory", "{report:#}");
     assert!(
-        report["runs"][2]["because"]
+        report["runs"][2]["result"]["because"]
             .as_str()
             .is_some_and(|because| because.contains("out of memory")),
         "{report:#}"
@@ -339,7 +340,11 @@ fn ctrl_c_stops_the_job_and_ends_the_measurement_as_interrupted() {
         Some(1),
         "{report:#}"
     );
-    assert_eq!(report["runs"][0]["because"], "interrupted", "{report:#}");
+    assert_eq!(
+        report["runs"][0]["result"]["because"], "interrupted",
+        "{report:#}"
+    );
+    assert_eq!(report["interrupted"], true, "{report:#}");
     assert_nothing_left_running(&machine);
 }
 

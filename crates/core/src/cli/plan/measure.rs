@@ -7,24 +7,14 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
-
 use super::{PlanArgs, load_model, training_setup};
 use crate::device::BackendOptions;
 use crate::device::worker::DeviceWorker;
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::measure_job::{
-    JobReport, JobSpec, PlanVersusMeasured, RunResult, Watcher, compare_with_plan, measure_job, mib,
+    JobSpec, MeasureReport, RunResult, Watcher, compare_with_plan, measure_job, mib,
 };
 use crate::sweep::feed::Echo;
-
-/// What `plan --measure --json` prints: the measurement, and the plan beside it.
-#[derive(Debug, Serialize)]
-struct MeasureReport {
-    #[serde(flatten)]
-    job: JobReport,
-    plan: Option<PlanVersusMeasured>,
-}
 
 /// The terminal's side of a measurement: gputune's lines and the job's output on stderr.
 struct Terminal<'a> {
