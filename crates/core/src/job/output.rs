@@ -16,6 +16,13 @@ pub struct JobStreams {
     pub stderr: Box<dyn Write + Send>,
 }
 
+/// One of the job's pipes: its reading thread's name, the pipe, where it is passed on.
+type Pipe = (
+    &'static str,
+    Option<Box<dyn Read + Send>>,
+    Box<dyn Write + Send>,
+);
+
 /// Reads the job's stdout and stderr (started with [`super::JobOutput::Piped`]) until they
 /// end: every byte to its writer in `streams`, the progress a parser from `parser` finds sent
 /// on `sender` (`parser` gives `None`: passed on only). The reading threads, and what could
@@ -27,7 +34,7 @@ pub fn read_output(
     clock: SweepClock,
     sender: &Sender<FeedMessage>,
 ) -> (Vec<JoinHandle<()>>, Vec<String>) {
-    let pipes: [(&str, Option<Box<dyn Read + Send>>, Box<dyn Write + Send>); 2] = [
+    let pipes: [Pipe; 2] = [
         (
             "job-stdout",
             job.take_stdout()
