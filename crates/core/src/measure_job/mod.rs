@@ -103,6 +103,7 @@ pub fn measure_job(
         worker,
         cards: &cards,
         limit: spec.limit,
+        progress_regex: spec.progress_regex.as_deref(),
         stop,
         watcher,
         interrupted: false,

@@ -127,6 +127,8 @@ pub(super) struct Runner<'a> {
     pub(super) worker: &'a mut DeviceWorker,
     pub(super) cards: &'a Cards,
     pub(super) limit: RunLimit,
+    /// The user's regex for the job's progress, if any.
+    pub(super) progress_regex: Option<&'a str>,
     pub(super) stop: &'a Receiver<()>,
     pub(super) watcher: &'a mut dyn Watcher,
     pub(super) interrupted: bool,
@@ -204,7 +206,8 @@ impl Runner<'_> {
             stdout: watched(),
             stderr: watched(),
         };
-        let parser = || ProgressParser::new(None).ok();
+        let regex = self.progress_regex;
+        let parser = || ProgressParser::new(regex).ok();
         let (readers, problems) = read_output(&mut job, streams, &parser, clock, &sender);
         for problem in problems {
             self.watcher.message(&problem);

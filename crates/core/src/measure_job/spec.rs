@@ -4,6 +4,7 @@ use std::ffi::OsString;
 
 use super::{DEFAULT_MICRO_BATCHES, DEFAULT_STEPS, MAX_SECONDS_COUNTING_STEPS};
 use crate::plan::measure::has_placeholder;
+use crate::sweep::progress::ProgressParser;
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,6 +22,8 @@ pub struct JobSpec {
     pub limit: RunLimit,
     /// Run once more at the largest micro-batch the fit finds.
     pub confirm: bool,
+    /// The user's regex for the job's progress, where the known formats do not match.
+    pub progress_regex: Option<String>,
 }
 
 impl JobSpec {
@@ -74,7 +77,18 @@ impl JobSpec {
             micro_batches: sizes,
             limit,
             confirm,
+            progress_regex: None,
         })
+    }
+
+    /// Reads the job's steps with `regex` (the sweep's `--progress-regex`: a named group
+    /// `count` for the steps done); a regex that cannot read steps is refused here.
+    pub fn with_progress_regex(mut self, regex: Option<String>) -> Result<JobSpec, String> {
+        if let Some(regex) = &regex {
+            ProgressParser::new(Some(regex))?;
+        }
+        self.progress_regex = regex;
+        Ok(self)
     }
 
     /// How many runs the measurement starts (without the confirming one).
@@ -102,5 +116,17 @@ mod tests {
         assert!(JobSpec::new(command(&["t", "{mb}"]), &[], Some(0), None, false).is_err());
         assert!(JobSpec::new(command(&["t", "{mb}"]), &[], None, Some(-1.0), false).is_err());
         assert!(JobSpec::new(Vec::new(), &[], None, None, false).is_err());
+        let counted = spec
+            .clone()
+            .with_progress_regex(Some(r"batch (?P<count>\d+)".to_string()))
+            .unwrap();
+        assert_eq!(
+            counted.progress_regex.as_deref(),
+            Some(r"batch (?P<count>\d+)")
+        );
+        assert!(
+            spec.with_progress_regex(Some("batch (".to_string()))
+                .is_err()
+        );
     }
 }

@@ -72,6 +72,7 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         args.seconds,
         args.confirm,
     )
+    .and_then(|spec| spec.with_progress_regex(args.progress_regex.clone()))
     .map_err(|message| anyhow::anyhow!(cli_words(&message)))?;
     // The plan's side is checked before any run, so a typo costs no job start.
     let model = match &args.model {
