@@ -5,9 +5,9 @@
 //!
 //! - starting it ([`JobCommand`]): as the user who ran sudo ([`as_user`]), in a process group
 //!   of its own, under a guard that ends every process it starts ([`tree`], `guard`);
-//! - its output ([`read_output`]): passed on, and read for progress by the one parser
-//!   (`sweep::progress`, with the user's `--progress-regex` where the known formats do not
-//!   match);
+//! - its output ([`read_output`], [`feed`]): passed on, and read for progress by the one
+//!   parser (`sweep::progress`, with the user's `--progress-regex` where the known formats do
+//!   not match); or its log file followed like `tail -F` (a job already running);
 //! - its processes ([`Job::pids`]: the tree, as NVML's process list shows them);
 //! - stopping it, one policy ([`Job::stop`]): SIGTERM to its group, [`STOP_GRACE`] to end,
 //!   then SIGKILL to its whole tree; a second stop kills at once;
@@ -17,6 +17,7 @@
 
 pub mod as_user;
 mod exit;
+pub mod feed;
 mod guard;
 mod output;
 mod spawn;

@@ -6,7 +6,7 @@ use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 
 use super::Job;
-use crate::sweep::feed::{FeedMessage, read_stream};
+use crate::job::feed::{FeedMessage, read_stream};
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::runner::SweepClock;
 

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use super::{JobRun, MAX_SECONDS_COUNTING_STEPS, RunLimit, RunProgress, RunResult, Watcher};
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
+use crate::job::feed::FeedMessage;
 use crate::job::{Job, JobCommand, JobOutput, JobStreams, read_output};
-use crate::sweep::feed::FeedMessage;
 use crate::sweep::progress::{ProgressParser, ProgressValue, WorkUnit};
 use crate::sweep::runner::SweepClock;
 

@@ -11,10 +11,10 @@ use super::{PlanArgs, load_model, training_setup};
 use crate::device::BackendOptions;
 use crate::device::worker::DeviceWorker;
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
+use crate::job::feed::Echo;
 use crate::measure_job::{
     JobSpec, MeasureReport, RunResult, Watcher, compare_with_plan, measure_job, mib,
 };
-use crate::sweep::feed::Echo;
 
 /// The terminal's side of a measurement: gputune's lines and the job's output on stderr.
 struct Terminal<'a> {

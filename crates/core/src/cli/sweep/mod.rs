@@ -19,6 +19,7 @@ use anyhow::{Context, bail};
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
+use crate::job::feed::{Echo, FeedMessage, follow_file};
 use crate::job::{
     EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of, read_output,
 };
@@ -26,7 +27,6 @@ use crate::profiles::store::ProfileStore;
 use crate::service::protocol::Request;
 use crate::service::protocol::Snapshot;
 use crate::sweep::base::plan_sweep;
-use crate::sweep::feed::{Echo, FeedMessage, follow_file};
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
 use crate::sweep::plan::{SweepSpec, SweepStep, parse_list};
 use crate::sweep::progress::ProgressParser;

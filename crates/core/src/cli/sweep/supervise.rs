@@ -6,10 +6,10 @@ use std::process::ExitStatus;
 use std::sync::mpsc::Receiver;
 
 use super::POLL_INTERVAL;
+use crate::job::feed::FeedMessage;
 use crate::job::{Job, ended_sentence, exit_code_of};
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
-use crate::sweep::feed::FeedMessage;
 use crate::sweep::runner::{Sweep, SweepEnd, SweepOutcome, SweepUpdate};
 use crate::tuning::engine::EngineEvent;
 
