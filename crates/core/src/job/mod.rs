@@ -5,7 +5,7 @@
 //!
 //! - starting it ([`JobCommand`]): as the user who ran sudo ([`as_user`]), in a process group
 //!   of its own, under a guard that ends every process it starts ([`tree`], `guard`);
-//! - its output ([`read_output`], [`feed`]): passed on, and read for progress by the one
+//! - its output ([`Job::read_output`], [`feed`]): passed on, and read for progress by the one
 //!   parser (`sweep::progress`, with the user's `--progress-regex` where the known formats do
 //!   not match); or its log file followed like `tail -F` (a job already running);
 //! - its processes ([`Job::pids`]: the tree, as NVML's process list shows them);
@@ -25,16 +25,21 @@ mod stop;
 mod tree;
 
 use std::io::Write;
-use std::process::{ChildStderr, ChildStdout, ExitStatus};
-use std::sync::mpsc::Receiver;
+use std::process::ExitStatus;
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use exit::{EXIT_NOT_STARTED, describe_status, ended_sentence, exit_code_of};
-pub use output::{JobStreams, read_output};
+pub use output::JobStreams;
 pub use spawn::{JobCommand, JobOutput};
 pub use stop::{STOP_GRACE, Stopping, process_tree};
 
+use feed::FeedMessage;
 use tree::TrackedJob;
+
+use crate::sweep::progress::ProgressParser;
+use crate::sweep::runner::SweepClock;
 
 /// The user's command, running in its own process group under its guard.
 pub struct Job {
@@ -69,12 +74,19 @@ impl Job {
         process_tree(self.tracked.tree_root())
     }
 
-    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
-        self.tracked.take_stdout()
-    }
-
-    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
-        self.tracked.take_stderr()
+    /// Reads its output (started with [`JobOutput::Piped`]) on threads of their own until it
+    /// ends: every byte passed on to `streams`, the progress a parser from `parser` finds sent
+    /// on `sender` (`parser` gives `None`: passed on only). The reading threads, and what could
+    /// not be read, in words.
+    pub fn read_output(
+        &mut self,
+        streams: JobStreams,
+        parser: &dyn Fn() -> Option<ProgressParser>,
+        clock: SweepClock,
+        sender: &Sender<FeedMessage>,
+    ) -> (Vec<JoinHandle<()>>, Vec<String>) {
+        let pipes = (self.tracked.take_stdout(), self.tracked.take_stderr());
+        output::read_pipes(pipes, streams, parser, clock, sender)
     }
 
     /// Whether a stop was asked for.

@@ -2,10 +2,10 @@
 //! terminal, or nowhere in the window) and read for progress by the one parser.
 
 use std::io::{Read, Write};
+use std::process::{ChildStderr, ChildStdout};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 
-use super::Job;
 use crate::job::feed::{FeedMessage, read_stream};
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::runner::SweepClock;
@@ -23,12 +23,9 @@ type Pipe = (
     Box<dyn Write + Send>,
 );
 
-/// Reads the job's stdout and stderr (started with [`super::JobOutput::Piped`]) until they
-/// end: every byte to its writer in `streams`, the progress a parser from `parser` finds sent
-/// on `sender` (`parser` gives `None`: passed on only). The reading threads, and what could
-/// not be read, in words.
-pub fn read_output(
-    job: &mut Job,
+/// [`super::Job::read_output`]'s work on the job's two pipes.
+pub(super) fn read_pipes(
+    (stdout, stderr): (Option<ChildStdout>, Option<ChildStderr>),
     streams: JobStreams,
     parser: &dyn Fn() -> Option<ProgressParser>,
     clock: SweepClock,
@@ -37,14 +34,12 @@ pub fn read_output(
     let pipes: [Pipe; 2] = [
         (
             "job-stdout",
-            job.take_stdout()
-                .map(|stream| Box::new(stream) as Box<dyn Read + Send>),
+            stdout.map(|stream| Box::new(stream) as Box<dyn Read + Send>),
             streams.stdout,
         ),
         (
             "job-stderr",
-            job.take_stderr()
-                .map(|stream| Box::new(stream) as Box<dyn Read + Send>),
+            stderr.map(|stream| Box::new(stream) as Box<dyn Read + Send>),
             streams.stderr,
         ),
     ];

@@ -12,7 +12,7 @@ use super::as_user::{InvokingUser, run_as};
 pub enum JobOutput {
     /// gputune's own stdout and stderr (`gputune run`).
     Inherited,
-    /// Pipes gputune reads for progress and passes on ([`super::read_output`]).
+    /// Pipes gputune reads for progress and passes on ([`super::Job::read_output`]).
     Piped,
 }
 

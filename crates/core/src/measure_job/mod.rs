@@ -4,7 +4,7 @@
 //! `DeviceWorker`, stops it (the `job` room's one policy: SIGTERM to its process group, a
 //! grace, then SIGKILL to every process it started), and fits the
 //! peaks to a fixed cost plus a cost per sample (`plan::measure`). Progress is read by the
-//! job room's reader (`job::read_output`, with the sweep's `ProgressParser`). A run that runs out of
+//! job room's reader (`Job::read_output`, with the sweep's `ProgressParser`). A run that runs out of
 //! memory (CUDA's out-of-memory text in its output, or its memory reaching the card's) is a
 //! result, not a failure. No printing and no UI: a [`Watcher`] gets the messages, the job's
 //! output and the progress; the front ends say it in their own way.

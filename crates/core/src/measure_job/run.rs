@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::{JobRun, MAX_SECONDS_COUNTING_STEPS, RunLimit, RunProgress, RunResult, Watcher};
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::job::feed::FeedMessage;
-use crate::job::{Job, JobCommand, JobOutput, JobStreams, read_output};
+use crate::job::{Job, JobCommand, JobOutput, JobStreams};
 use crate::sweep::progress::{ProgressParser, ProgressValue, WorkUnit};
 use crate::sweep::runner::SweepClock;
 
@@ -208,7 +208,7 @@ impl Runner<'_> {
         };
         let regex = self.progress_regex;
         let parser = || ProgressParser::new(regex).ok();
-        let (readers, problems) = read_output(&mut job, streams, &parser, clock, &sender);
+        let (readers, problems) = job.read_output(streams, &parser, clock, &sender);
         for problem in problems {
             self.watcher.message(&problem);
         }

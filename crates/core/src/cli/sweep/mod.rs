@@ -20,9 +20,7 @@ use anyhow::{Context, bail};
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::job::feed::{Echo, FeedMessage, follow_file};
-use crate::job::{
-    EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of, read_output,
-};
+use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of};
 use crate::profiles::store::ProfileStore;
 use crate::service::protocol::Request;
 use crate::service::protocol::Snapshot;
@@ -395,7 +393,7 @@ fn start_job(
             None
         }
     };
-    let (_readers, problems) = read_output(&mut job, streams, &parser, clock, sender);
+    let (_readers, problems) = job.read_output(streams, &parser, clock, sender);
     for problem in problems {
         let _ = writeln!(messages, "gputune: {problem}");
     }
