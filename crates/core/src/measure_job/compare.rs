@@ -1,7 +1,9 @@
 //! The plan for the same setup set against a measured job: the planned peak at each measured
 //! micro-batch, and the plan's line (fixed + per sample) against the measured one.
 
-use super::{FitReport, JobRun, PlanComparison, PlanVersusMeasured, RunResult, mib};
+use crate::formats::reports::measure::{
+    FitReport, JobRun, PlanComparison, PlanVersusMeasured, RunResult,
+};
 use crate::plan::memory::estimate;
 use crate::plan::model::Model;
 use crate::plan::setup::TrainingSetup;
@@ -73,4 +75,9 @@ pub fn compare_with_plan(
         planned_cuda_context_bytes: setup.overheads.cuda_context_bytes,
         differences,
     }
+}
+
+/// Bytes as whole MiB, for the messages.
+pub fn mib(bytes: f64) -> String {
+    format!("{:.0} MiB", bytes / 1024.0 / 1024.0)
 }

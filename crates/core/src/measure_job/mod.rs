@@ -13,28 +13,20 @@ mod compare;
 mod run;
 mod spec;
 
-use std::ffi::OsString;
-use std::io::Write;
 use std::sync::mpsc::Receiver;
 
-pub use compare::compare_with_plan;
-pub use spec::{JobSpec, RunLimit};
+pub use compare::{compare_with_plan, mib};
+pub use run::{RunProgress, Watcher};
+pub use spec::{DEFAULT_MICRO_BATCHES, DEFAULT_STEPS, JobSpec, RunLimit};
 
 use crate::device::worker::DeviceWorker;
 pub use crate::formats::reports::measure::{
     FitReport, JobReport, JobRun, MeasureReport, PlanComparison, PlanVersusMeasured, RunResult,
 };
-use crate::job::as_user::InvokingUser;
 use crate::plan::PlanError;
 use crate::plan::measure::{MeasuredFit, MeasuredRun, fit_runs, with_micro_batch};
 use run::{Runner, read_cards};
 
-/// Progress steps a run is given when neither a step count nor seconds are given.
-pub const DEFAULT_STEPS: u64 = 20;
-/// Micro-batches measured when none are given.
-pub const DEFAULT_MICRO_BATCHES: [u64; 2] = [1, 2];
-/// A run counting steps is stopped after this long even if it printed no readable progress.
-const MAX_SECONDS_COUNTING_STEPS: f64 = 900.0;
 /// The run behind a point of the fit: its peak, or that it ran out of memory; `None` for a
 /// run without a micro-batch or one that failed.
 fn measured_run(run: &JobRun) -> Option<MeasuredRun> {
@@ -57,35 +49,6 @@ fn fit_report(fit: &MeasuredFit) -> FitReport {
         max_micro_batch: fit.max_micro_batch,
         limited_by_out_of_memory: fit.limited_by_out_of_memory,
         predicted_peak_bytes: fit.predicted_bytes(fit.max_micro_batch).max(0.0) as u64,
-    }
-}
-
-/// Where a run is now, for a front end's progress line.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunProgress {
-    /// Which run, from 1.
-    pub run: usize,
-    pub micro_batch: Option<u64>,
-    pub steps_read: u64,
-    /// The largest memory its processes held so far.
-    pub peak_bytes: Option<u64>,
-    pub seconds: f64,
-}
-
-/// What a front end does with the measurement as it goes (called on the measuring thread).
-pub trait Watcher {
-    /// gputune's own line about the measurement (no "gputune:" prefix).
-    fn message(&mut self, text: &str);
-    /// Where the job's output goes (the CLI: its stderr; the window: nowhere). Called once per
-    /// stream of each run.
-    fn job_output(&mut self) -> Box<dyn Write + Send>;
-    /// A run is starting (`command` as it will run, `{mb}` put in).
-    fn run_starting(&mut self, _command: &[OsString], _micro_batch: Option<u64>) {}
-    /// About ten times a second while a run runs.
-    fn progress(&mut self, _progress: &RunProgress) {}
-    /// The user the job runs as (the CLI under sudo: the one who ran sudo).
-    fn run_as(&self) -> Option<InvokingUser> {
-        None
     }
 }
 
@@ -174,11 +137,6 @@ pub fn measure_job(
         summary,
         interrupted: runner.interrupted,
     })
-}
-
-/// Bytes as whole MiB, for the messages.
-pub fn mib(bytes: f64) -> String {
-    format!("{:.0} MiB", bytes / 1024.0 / 1024.0)
 }
 
 fn summary(

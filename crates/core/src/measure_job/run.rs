@@ -12,12 +12,43 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{JobRun, MAX_SECONDS_COUNTING_STEPS, RunLimit, RunProgress, RunResult, Watcher};
+use super::spec::{MAX_SECONDS_COUNTING_STEPS, RunLimit};
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
+use crate::formats::reports::measure::{JobRun, RunResult};
+use crate::job::as_user::InvokingUser;
 use crate::job::feed::FeedMessage;
 use crate::job::{Job, JobCommand, JobOutput, JobStreams};
 use crate::sweep::progress::{ProgressParser, ProgressValue, WorkUnit};
 use crate::sweep::runner::SweepClock;
+
+/// Where a run is now, for a front end's progress line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunProgress {
+    /// Which run, from 1.
+    pub run: usize,
+    pub micro_batch: Option<u64>,
+    pub steps_read: u64,
+    /// The largest memory its processes held so far.
+    pub peak_bytes: Option<u64>,
+    pub seconds: f64,
+}
+
+/// What a front end does with the measurement as it goes (called on the measuring thread).
+pub trait Watcher {
+    /// gputune's own line about the measurement (no "gputune:" prefix).
+    fn message(&mut self, text: &str);
+    /// Where the job's output goes (the CLI: its stderr; the window: nowhere). Called once per
+    /// stream of each run.
+    fn job_output(&mut self) -> Box<dyn Write + Send>;
+    /// A run is starting (`command` as it will run, `{mb}` put in).
+    fn run_starting(&mut self, _command: &[OsString], _micro_batch: Option<u64>) {}
+    /// About ten times a second while a run runs.
+    fn progress(&mut self, _progress: &RunProgress) {}
+    /// The user the job runs as (the CLI under sudo: the one who ran sudo).
+    fn run_as(&self) -> Option<InvokingUser> {
+        None
+    }
+}
 
 /// How often the job's processes are looked for in NVML's list.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);

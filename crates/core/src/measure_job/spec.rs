@@ -2,9 +2,15 @@
 
 use std::ffi::OsString;
 
-use super::{DEFAULT_MICRO_BATCHES, DEFAULT_STEPS, MAX_SECONDS_COUNTING_STEPS};
 use crate::plan::measure::has_placeholder;
 use crate::sweep::progress::ProgressParser;
+
+/// Progress steps a run is given when neither a step count nor seconds are given.
+pub const DEFAULT_STEPS: u64 = 20;
+/// Micro-batches measured when none are given.
+pub const DEFAULT_MICRO_BATCHES: [u64; 2] = [1, 2];
+/// A run counting steps is stopped after this long even if it printed no readable progress.
+pub(super) const MAX_SECONDS_COUNTING_STEPS: f64 = 900.0;
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy, PartialEq)]

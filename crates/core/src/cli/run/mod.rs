@@ -18,7 +18,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 pub(crate) use energy::{cost_sentence, run_line};
-use watch::{Watcher, name_the_job};
+use watch::{SAMPLE_INTERVAL_MS, Watcher, name_the_job};
 
 use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
@@ -38,8 +38,6 @@ use crate::tuning::engine::{
 
 /// How often gputune looks whether the command has ended.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// How often readings arrive for the log and the statistics.
-const SAMPLE_INTERVAL_MS: u64 = 1_000;
 
 /// `gputune run`.
 #[derive(Debug, Clone, clap::Args)]

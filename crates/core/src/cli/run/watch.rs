@@ -5,12 +5,14 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::SAMPLE_INTERVAL_MS;
 use crate::device::Telemetry;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
 use crate::telemetry::csv::TelemetryCsvWriter;
 use crate::tuning::engine::{EngineEvent, SessionId, SessionReport};
+
+/// How often readings arrive for the log and the statistics.
+pub(super) const SAMPLE_INTERVAL_MS: u64 = 1_000;
 
 /// What the run sees while the command runs: readings for the log and the statistics, and a
 /// session the engine ended by itself.

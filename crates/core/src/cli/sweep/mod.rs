@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 
@@ -31,11 +30,8 @@ use crate::sweep::progress::ProgressParser;
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming};
 use crate::tuning::engine::held_elsewhere;
 use crate::tuning::in_force::Hold;
-use report::{report, say_plan};
+use report::{ReportTo, report, say_plan};
 use supervise::supervise;
-
-/// How often the loop looks at the job, its progress and the service.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// `gputune sweep`.
 #[derive(Debug, Clone, clap::Args)]
@@ -256,7 +252,12 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         &mut messages,
         &mut |outcome, messages| {
             follow_stop.store(true, Ordering::SeqCst);
-            reported = report(args, outcome, &gpu, store.as_ref(), messages);
+            let to = ReportTo {
+                json: args.json,
+                csv: args.csv.as_deref(),
+                save_profile: args.save_profile.as_deref(),
+            };
+            reported = report(&to, outcome, &gpu, store.as_ref(), messages);
         },
     )?;
     follow_stop.store(true, Ordering::SeqCst);

@@ -2,8 +2,8 @@
 //! and the profile.
 
 use std::io::Write;
+use std::path::Path;
 
-use super::SweepArgs;
 use crate::profiles::store::ProfileStore;
 use crate::sweep::plan::SweepStep;
 use crate::sweep::report::{recommended_profile, table, write_csv};
@@ -45,21 +45,29 @@ pub(super) fn say_plan(
 }
 
 /// The table (or JSON), the CSV and the profile.
+/// Where the result goes besides the table: the options that say so.
+pub(super) struct ReportTo<'a> {
+    /// JSON on stdout instead of the table.
+    pub json: bool,
+    pub csv: Option<&'a Path>,
+    pub save_profile: Option<&'a str>,
+}
+
 pub(super) fn report(
-    args: &SweepArgs,
+    to: &ReportTo<'_>,
     outcome: &SweepOutcome,
     gpu: &GpuInfo,
     store: Option<&ProfileStore>,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
-    if args.json {
+    if to.json {
         crate::text::write_json_pretty(&mut out, outcome)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", table(outcome))?;
     }
-    if let Some(path) = &args.csv {
+    if let Some(path) = to.csv {
         match write_csv(outcome, path) {
             Ok(()) => {
                 let _ = writeln!(messages, "gputune: wrote {}.", crate::text::path(path));
@@ -69,7 +77,7 @@ pub(super) fn report(
             }
         }
     }
-    if let (Some(name), Some(store)) = (&args.save_profile, store) {
+    if let (Some(name), Some(store)) = (to.save_profile, store) {
         match recommended_profile(outcome, name, &gpu.identity, &gpu.constraints)
             .map_err(anyhow::Error::msg)
             .and_then(|profile| Ok(store.save(&profile)?))

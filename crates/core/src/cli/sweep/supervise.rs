@@ -4,14 +4,17 @@
 use std::io::Write;
 use std::process::ExitStatus;
 use std::sync::mpsc::Receiver;
+use std::time::Duration;
 
-use super::POLL_INTERVAL;
 use crate::job::feed::FeedMessage;
 use crate::job::{Job, ended_sentence, exit_code_of};
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
 use crate::sweep::runner::{Sweep, SweepEnd, SweepOutcome, SweepUpdate};
 use crate::tuning::engine::EngineEvent;
+
+/// How often the loop looks at the job, its progress and the service.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Drives the sweep until it ends (handing its outcome to `finished` at once), then waits
 /// for the job, its output still passed on; returns how the job ended, `None` without a job.
