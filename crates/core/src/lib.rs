@@ -11,7 +11,7 @@ pub mod folders;
 pub mod formats;
 pub mod fsafe;
 pub mod job;
-pub mod jobs;
+pub mod job_energy;
 pub mod join;
 pub mod link;
 pub mod measure_job;

@@ -6,7 +6,7 @@ use gputune_core::device::Telemetry;
 use gputune_core::formats::jobs::JOULES_PER_KWH;
 use gputune_core::formats::throttle::ThrottleReason;
 use gputune_core::formats::tuning::JobInfo;
-use gputune_core::jobs::cost::Price;
+use gputune_core::job_energy::cost::Price;
 
 use super::*;
 

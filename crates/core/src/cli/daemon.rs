@@ -44,7 +44,7 @@ pub struct DaemonArgs {
     pub boot_profile: Option<PathBuf>,
     /// The electricity price and CO₂ per kWh that job records are costed at (a TOML file:
     /// price_per_kwh, currency, co2_grams_per_kwh).
-    #[arg(long, value_name = "PATH", default_value = crate::jobs::cost::DEFAULT_COST_CONFIG)]
+    #[arg(long, value_name = "PATH", default_value = crate::job_energy::cost::DEFAULT_COST_CONFIG)]
     pub cost_config: PathBuf,
 }
 

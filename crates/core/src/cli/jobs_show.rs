@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::cli::connect::{refusal, unexpected};
 use crate::cli::jobs::{connect, reprice, whose_price};
 use crate::formats::jobs::JobRecord;
-use crate::jobs::cost::{cost_line, user_price};
+use crate::job_energy::cost::{cost_line, user_price};
 use crate::service::client::SocketChoice;
 use crate::service::protocol::{Request, Response};
 use crate::units::{NOT_AVAILABLE, duration_s, local_time};

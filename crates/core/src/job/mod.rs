@@ -14,6 +14,7 @@
 //! - how it ended, in one sentence ([`ended_sentence`]) and one exit code ([`exit_code_of`]).
 //!
 //! The rule: nothing outside this room spawns, signals or waits on the user's command.
+//! (`job_energy` is another thing: the daemon's energy and cost per scheduler job.)
 
 pub mod as_user;
 mod exit;

@@ -4,7 +4,7 @@
 
 use super::protocol::{MAX_MESSAGE_BYTES, Response};
 use crate::formats::jobs::JobRecord;
-use crate::jobs::store::{JobStore, MAX_JOB_RECORDS};
+use crate::job_energy::store::{JobStore, MAX_JOB_RECORDS};
 use crate::tuning::engine::{TuneError, TuneErrorKind};
 
 /// Room left in a message for everything but the records.

@@ -2,7 +2,7 @@
 //! command's own window, and what that energy cost.
 
 use crate::device::Telemetry;
-use crate::jobs::cost::{COST_HINT, Price, cost_line};
+use crate::job_energy::cost::{COST_HINT, Price, cost_line};
 
 /// "Duration 2.10 s, energy 0.1834 Wh, average power 314 W, peak temperature 71 °C.": every
 /// figure over the command's window (from `started_ms`, `duration_s` long), so the energy is

@@ -25,7 +25,7 @@ use crate::cli::connect::{
 };
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, ended_sentence, exit_code_of};
-use crate::jobs::cost::{Price, user_price};
+use crate::job_energy::cost::{Price, user_price};
 use crate::profiles::ProfileApplication;
 use crate::profiles::store::{ProfileStore, StoredProfile};
 use crate::service::client::TuningClient;

@@ -1,14 +1,14 @@
-//! Energy and cost per job: a job session's cards keep running figures (`jobs::tally`, no
+//! Energy and cost per job: a job session's cards keep running figures (`job_energy::tally`, no
 //! readings kept), and whatever ends the session (its end, its client gone, shutdown, a lost
 //! GPU, an Xid: every way goes through `end_session_now`) makes its record, which goes into the
-//! session's report and to the service, which files it (`jobs::store`).
+//! session's report and to the service, which files it (`job_energy::store`).
 
 use super::state::Session;
 use super::{Engine, SessionId};
 use crate::device::Telemetry;
 use crate::formats::jobs::{JOB_RECORD_FORMAT, JOULES_PER_KWH, JobRecord};
-use crate::jobs::cost::Price;
-use crate::jobs::tally::CardTally;
+use crate::job_energy::cost::Price;
+use crate::job_energy::tally::CardTally;
 
 impl Engine {
     /// Sets the price job records are costed at (`None`: no cost in them).
