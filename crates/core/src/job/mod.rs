@@ -4,7 +4,7 @@
 //! micro-batch runs and their fit); everything about the process is here:
 //!
 //! - starting it ([`JobCommand`]): as the user who ran sudo ([`as_user`]), in a process group
-//!   of its own, under a guard that ends every process it starts ([`tree`], `guard`);
+//!   of its own, under a guard that ends every process it starts (`tree`, `guard`);
 //! - its output ([`Job::read_output`], [`feed`]): passed on, and read for progress by the one
 //!   parser (`sweep::progress`, with the user's `--progress-regex` where the known formats do
 //!   not match); or its log file followed like `tail -F` (a job already running);
