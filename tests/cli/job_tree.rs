@@ -251,3 +251,82 @@ fn plan_measure_killed_with_sigkill_leaves_no_process_of_its_job() {
     let machine = FakeMachine::for_processes("rtx4090", "training");
     check(&machine, &measure("120"), Ending::KillNine);
 }
+
+/// A job of three generations for the one stop policy, each a script whose command line holds
+/// the marker: the job notes SIGTERM and goes on, its child (same process group, no setsid)
+/// notes SIGTERM and ends, its grandchild ignores SIGTERM.
+fn stubborn_job(job: &MarkedJob) -> String {
+    let folder = job.folder.path();
+    let write = |name: &str, text: String| {
+        std::fs::write(folder.join(name), text).expect("a job script is written");
+    };
+    write(
+        "grandchild.sh",
+        format!(
+            "trap '' TERM\necho $$ > {}/grandchild.pid\nwhile :; do sleep 1; done\n",
+            folder.display()
+        ),
+    );
+    write(
+        "child.sh",
+        format!(
+            "trap 'echo term > {dir}/child-got-term; exit 0' TERM\nsh {dir}/grandchild.sh {marker} &\nwait\n",
+            dir = folder.display(),
+            marker = job.marker
+        ),
+    );
+    format!(
+        "trap 'echo term > {dir}/job-got-term' TERM; sh {dir}/child.sh {marker} & \
+         while :; do sleep 1; done; : {marker}",
+        dir = folder.display(),
+        marker = job.marker
+    )
+}
+
+/// Starts gputune with `arguments` and the stubborn job, sends gputune SIGTERM once the
+/// grandchild runs, and checks the policy: SIGTERM to the whole group, SIGKILL after the
+/// grace, nothing left. Returns gputune's line that says how the command ended.
+fn stopped_by_sigterm(machine: &FakeMachine, arguments: &[&str]) -> String {
+    let job = MarkedJob::new();
+    let script = stubborn_job(&job);
+    let mut words: Vec<&str> = arguments.to_vec();
+    words.extend(["--", "sh", "-c", &script]);
+    let mut command = machine.command(&words);
+    command.stdin(Stdio::null());
+    let mut running = common::process::spawn_piped(command);
+    let grandchild = job.folder.path().join("grandchild.pid");
+    let deadline = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(&grandchild).map_or(true, |text| !text.ends_with('\n')) {
+        if let Ok(Some(status)) = running.child.try_wait() {
+            panic!("gputune ended ({status}) before the job's grandchild ran");
+        }
+        assert!(Instant::now() < deadline, "the job's grandchild never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.signal("TERM");
+    let (status, _, stderr) = running.finish();
+    for noted in ["job-got-term", "child-got-term"] {
+        assert!(
+            job.folder.path().join(noted).exists(),
+            "SIGTERM went to the job's whole process group ({noted}): {stderr}"
+        );
+    }
+    // The job went on after SIGTERM: the grace ran out and SIGKILL ended it.
+    assert_eq!(status.code(), Some(128 + 9), "{stderr}");
+    assert!(stderr.contains("stopping the command: SIGTERM"), "{stderr}");
+    job.assert_nothing_left(&format!("gputune {} (SIGTERM)", arguments.join(" ")));
+    stderr
+        .lines()
+        .find(|line| line.starts_with("gputune: the command was ended by"))
+        .unwrap_or_else(|| panic!("no line says how the command ended: {stderr}"))
+        .to_string()
+}
+
+#[test]
+fn run_and_sweep_stop_the_jobs_whole_group_with_one_policy_and_say_it_in_one_sentence() {
+    let ran = stopped_by_sigterm(&machine_with_run_profile(), &RUN);
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let swept = stopped_by_sigterm(&machine, &SWEEP);
+    assert_eq!(ran, "gputune: the command was ended by signal 9.");
+    assert_eq!(ran, swept);
+}

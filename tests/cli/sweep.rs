@@ -412,6 +412,44 @@ fn a_job_that_prints_no_progress_is_measured_by_the_proxy_and_says_so() {
 }
 
 #[test]
+fn a_progress_format_only_the_users_regex_reads_is_how_the_sweep_measures() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let mut arguments = short_json("100,60").to_vec();
+    arguments.extend([
+        "--wait-s",
+        "30",
+        "--progress-regex",
+        r"speed (?P<rate>[0-9.]+) (?P<unit>b)/s",
+    ]);
+    let output = sweep(
+        &machine,
+        None,
+        &arguments,
+        &job(&machine, "custom", 16, &[]),
+    )
+    .output()
+    .expect("gputune runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let outcome = outcome(&output);
+    assert!(
+        matches!(
+            outcome.measured_by,
+            Some(MeasuredBy::Progress {
+                source: gputune_core::sweep::progress::ProgressSource::Custom,
+                ..
+            })
+        ),
+        "{:?}\n{stderr}",
+        outcome.measured_by
+    );
+    let full = outcome.results[0].throughput.expect("measured").units_per_s;
+    let low = outcome.results[1].throughput.expect("measured").units_per_s;
+    assert!(low < full, "{low} vs {full}");
+    assert_card_is_back(&machine);
+}
+
+#[test]
 fn an_xid_during_a_step_restores_at_once_and_marks_the_setting_unstable() {
     let machine = FakeMachine::for_processes("rtx4090", "training");
     let daemon = Daemon::start(&machine);

@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use gputune_core::tuning::in_force::ControlsInForce;
 use egui_kittest::Harness;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::WindowModel;
@@ -12,6 +11,7 @@ use gputune_core::clock::{Clock, ManualClock};
 use gputune_core::device::Backend;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune_core::link::LinkEvent;
+use gputune_core::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{BackendKind, DeviceError};
 use gputune_formats::tuning::SettingsInForce;
 use gputune_formats::tuning::TrialStats;

@@ -3,7 +3,7 @@
 //! compute-bound job: speed ∝ clock), and prints its progress the way real jobs do.
 //!
 //! ```text
-//! fake_training --nvml-lib PATH [--format tqdm|hf|lightning|quiet] [--rate 20]
+//! fake_training --nvml-lib PATH [--format tqdm|hf|lightning|custom|quiet] [--rate 20]
 //!               [--seconds 60] [--fail-after-s S] [--log-every 10] [--steps-per-epoch 500]
 //! ```
 //!
@@ -172,6 +172,8 @@ fn main() {
                         elapsed % 60
                     ))
                 }
+                // A line no known format reads: a user's --progress-regex must.
+                "custom" => Some(format!("\rdone {steps} batches, speed {rate} b/s")),
                 _ => None,
             };
             if let Some(line) = line {

@@ -6,7 +6,7 @@
 //! ```text
 //! fake_training_memory --micro-batch N [--fixed-mib 2048] [--mib-per-sample 1536]
 //!                      [--rate 50] [--seconds 60] [--gpu 0] [--silent-oom] [--in-child]
-//!                      [--ignore-sigterm]
+//!                      [--ignore-sigterm] [--own-progress]
 //! ```
 //!
 //! It holds the fixed part from the start and the whole at its first step (a real job's peak
@@ -14,6 +14,7 @@
 //! card and goes on without a word (a job that swaps into unified memory). `--in-child`: the
 //! work runs in a child process (as under a launcher), so only the child is on the GPU.
 //! `--ignore-sigterm`: the job (and its child) go on after SIGTERM, as a hung job does.
+//! `--own-progress`: "batch N done" instead of the bar, a line no known format reads.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ struct Options {
     silent_oom: bool,
     in_child: bool,
     ignore_sigterm: bool,
+    own_progress: bool,
 }
 
 fn parse() -> Result<Options, String> {
@@ -47,6 +49,7 @@ fn parse() -> Result<Options, String> {
         silent_oom: false,
         in_child: false,
         ignore_sigterm: false,
+        own_progress: false,
     };
     let mut arguments = std::env::args().skip(1);
     while let Some(name) = arguments.next() {
@@ -61,6 +64,10 @@ fn parse() -> Result<Options, String> {
             }
             "--ignore-sigterm" => {
                 options.ignore_sigterm = true;
+                continue;
+            }
+            "--own-progress" => {
+                options.own_progress = true;
                 continue;
             }
             _ => {}
@@ -172,13 +179,17 @@ fn main() {
         std::thread::sleep(Duration::from_secs_f64(step_s));
         steps += 1;
         let elapsed = started.elapsed().as_secs();
-        let _ = write!(
-            stderr,
-            "\r{steps}it [{:02}:{:02}, {:.2}it/s]",
-            elapsed / 60,
-            elapsed % 60,
-            options.rate
-        );
+        let _ = if options.own_progress {
+            write!(stderr, "\rbatch {steps} done")
+        } else {
+            write!(
+                stderr,
+                "\r{steps}it [{:02}:{:02}, {:.2}it/s]",
+                elapsed / 60,
+                elapsed % 60,
+                options.rate
+            )
+        };
         let _ = stderr.flush();
     }
     let _ = nvidia_ml_fake::remove_process(&state, std::process::id());

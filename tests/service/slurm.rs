@@ -510,8 +510,10 @@ fn slurm_jobs_hold_exactly_their_gpus_and_put_them_back_at_every_ending() {
         .find(|record| record.job.job_id == nested)
         .expect("the nested job's record");
     assert_eq!(nested_record.gpus.len(), 2);
-    let line =
-        gputune_core::jobs::cost::cost_line(nested_record.energy_j, nested_record.cost.as_ref());
+    let line = gputune_core::job_energy::cost::cost_line(
+        nested_record.energy_j,
+        nested_record.cost.as_ref(),
+    );
     assert!(
         comment.contains(&line),
         "the job's Slurm record carries the daemon's figures: {comment:?} vs {line:?}"

@@ -5,9 +5,9 @@
 //! symlinks, FIFOs, hard links, an oversized or damaged file and hostile requests are refused
 //! or survived without writing through anything or losing the good records.
 
-use gputune_core::telemetry::history::MetricRow;
 use crate::common;
 use crate::common_ui;
+use gputune_core::telemetry::history::MetricRow;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

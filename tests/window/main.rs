@@ -12,6 +12,7 @@ mod daemon;
 mod daemon_history;
 mod daemon_restart;
 mod plan_measure;
+mod plan_measure_runner;
 mod screenshots;
 mod ui_monitor;
 mod ui_plan;

@@ -1,8 +1,8 @@
 //! `gputune plan --measure` end to end: real processes on the fake libnvidia-ml. The stand-in
 //! job (tests/examples/fake_training_memory.rs) holds 2048 MiB + 1536 MiB per sample as its own
 //! process in the fake's list, prints a tqdm bar, and runs out of memory past the card (the
-//! simulator's RTX 4090: 24 564 MiB). Each test has its own machine and runs beside the others;
-//! the window's runner tests load the fake library in this process and take turns.
+//! simulator's RTX 4090: 24 564 MiB). Each test has its own machine and runs beside the others.
+//! The window's runner runs the same engine: `plan_measure_runner.rs`.
 
 use crate::common;
 
@@ -11,14 +11,14 @@ use std::path::PathBuf;
 use common::FakeMachine;
 use serde_json::Value;
 
-const MIB: u64 = 1024 * 1024;
-const FIXED_MIB: u64 = 2048;
-const PER_SAMPLE_MIB: u64 = 1536;
+pub(crate) const MIB: u64 = 1024 * 1024;
+pub(crate) const FIXED_MIB: u64 = 2048;
+pub(crate) const PER_SAMPLE_MIB: u64 = 1536;
 const CARD_MIB: u64 = 24_564;
 /// (24 564 − 2048) / 1536 = 14.7: micro-batch 14 holds 23 552 MiB, 15 would need 25 088.
-const LARGEST_THAT_FITS: u64 = 14;
+pub(crate) const LARGEST_THAT_FITS: u64 = 14;
 
-fn fake_job() -> PathBuf {
+pub(crate) fn fake_job() -> PathBuf {
     let examples = std::env::current_exe()
         .ok()
         .and_then(|exe| Some(exe.parent()?.parent()?.join("examples")))
@@ -60,7 +60,7 @@ fn is_running(pid: u32) -> bool {
 }
 
 /// No process the job registered with the fake is still running.
-fn assert_nothing_left_running(machine: &FakeMachine) {
+pub(crate) fn assert_nothing_left_running(machine: &FakeMachine) {
     for process in machine.state().processes {
         assert!(
             !is_running(process.pid),
@@ -78,7 +78,8 @@ fn runs(report: &Value) -> Vec<(u64, String, Option<u64>)> {
         .map(|run| {
             (
                 run["micro_batch"].as_u64().expect("micro_batch"),
-                run["result"].as_str().expect("result").to_string(),
+                // Changed in 0.2: the result is an object tagged "type", its reason beside it.
+                run["result"]["type"].as_str().expect("result").to_string(),
                 run["peak_bytes"].as_u64(),
             )
         })
@@ -133,6 +134,53 @@ fn two_micro_batches_give_the_jobs_cost_per_sample_and_confirm_runs_the_largest(
 }
 
 #[test]
+fn progress_only_the_users_regex_reads_counts_the_steps_as_the_sweeps_does() {
+    let machine = FakeMachine::for_processes("rtx4090", "idle");
+    let (status, report) = measure(
+        &machine,
+        &[
+            "--micro-batches",
+            "2,4",
+            "--steps",
+            "5",
+            "--progress-regex",
+            r"batch (?P<count>\d+) done",
+        ],
+        &["--own-progress"],
+    );
+    assert_eq!(status, 0, "{report:#}");
+    for run in report["runs"].as_array().expect("runs") {
+        assert_eq!(run["result"]["type"], "measured", "{run}");
+        assert!(
+            run["steps_read"].as_u64().is_some_and(|steps| steps >= 5),
+            "{run}"
+        );
+        // Stopped at its steps, not at the job's own 60 s end.
+        assert!(run["seconds"].as_f64().is_some_and(|s| s < 50.0), "{run}");
+    }
+    assert_eq!(
+        report["fit"]["per_sample_bytes"].as_u64(),
+        Some(PER_SAMPLE_MIB * MIB)
+    );
+    // A regex that reads nothing gputune can use is refused before any run.
+    let output = machine.gputune(&[
+        "plan",
+        "--measure",
+        "--progress-regex",
+        r"batch \d+",
+        "--",
+        "true",
+        "{mb}",
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--progress-regex needs a named group"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
 fn an_out_of_memory_size_is_a_result_whether_the_job_says_so_or_fills_the_card() {
     let machine = FakeMachine::for_processes("rtx4090", "idle");
     // 20 samples need 32 768 MiB: the job prints CUDA's out-of-memory error and exits 1.
@@ -146,7 +194,7 @@ fn an_out_of_memory_size_is_a_result_whether_the_job_says_so_or_fills_the_card()
     assert_eq!(measured[2].0, 20);
     assert_eq!(measured[2].1, "out_of_memory", "{report:#}");
     assert!(
-        report["runs"][2]["because"]
+        report["runs"][2]["result"]["because"]
             .as_str()
             .is_some_and(|because| because.contains("out of memory")),
         "{report:#}"
@@ -339,152 +387,10 @@ fn ctrl_c_stops_the_job_and_ends_the_measurement_as_interrupted() {
         Some(1),
         "{report:#}"
     );
-    assert_eq!(report["runs"][0]["because"], "interrupted", "{report:#}");
-    assert_nothing_left_running(&machine);
-}
-
-/// The Plan tab's runner (what the window's glue starts for "Measure my job") runs the same
-/// engine on its own thread: it starts the example job on the fake library, tells the panel
-/// which run is going and its peak so far, and delivers the report.
-#[test]
-fn the_windows_runner_measures_the_job_off_the_ui_thread_and_delivers_the_report() {
-    use gputune::ui::plan::measure_runner::MeasureRunner;
-    use gputune::ui::plan::{MeasureNews, MeasureSection, MeasureState};
-    use gputune_core::device::{BackendChoice, BackendOptions};
-    use gputune_core::measure_job::{JobSpec, RunResult};
-    use std::time::{Duration, Instant};
-
-    // This process loads the fake library itself (the runner's own NVML handle).
-    let machine = FakeMachine::with_load("rtx4090", "", "idle");
-    let mut runner = MeasureRunner::new(BackendOptions {
-        choice: BackendChoice::Nvml,
-        nvml_library_path: Some(machine.library.clone()),
-        ..BackendOptions::default()
-    });
-    let job = fake_job().display().to_string();
-    let section = MeasureSection {
-        command: format!("'{job}' --micro-batch {{mb}} --rate 50"),
-        steps: 5,
-        micro_batches: "2,4".to_string(),
-        ..MeasureSection::default()
-    };
-    let spec: JobSpec = section.spec().expect("the inputs are valid");
-    let repaints = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&repaints);
-    runner
-        .start(spec, move || {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        })
-        .expect("the runner starts");
-    let mut panel = MeasureSection::default();
-    let mut news_seen = Vec::new();
-    // Generous: two runs of 5 steps at 50 steps a second; a hang fails here, not forever.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !matches!(panel.state, MeasureState::Done(_) | MeasureState::Failed(_)) {
-        assert!(Instant::now() < deadline, "no report came: {news_seen:?}");
-        for news in runner.drain() {
-            news_seen.push(news.clone());
-            panel.take(news);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let MeasureState::Done(report) = &panel.state else {
-        panic!("the measurement failed: {:?}", panel.state);
-    };
     assert_eq!(
-        report
-            .runs
-            .iter()
-            .map(|run| (run.micro_batch, run.result.clone(), run.peak_bytes))
-            .collect::<Vec<_>>(),
-        vec![
-            (
-                Some(2),
-                RunResult::Measured,
-                Some((FIXED_MIB + 2 * PER_SAMPLE_MIB) * MIB)
-            ),
-            (
-                Some(4),
-                RunResult::Measured,
-                Some((FIXED_MIB + 4 * PER_SAMPLE_MIB) * MIB)
-            ),
-        ]
+        report["runs"][0]["result"]["because"], "interrupted",
+        "{report:#}"
     );
-    let fit = report.fit.as_ref().expect("two sizes ran: a fit");
-    assert_eq!(fit.max_micro_batch, LARGEST_THAT_FITS);
-    assert_eq!(fit.per_sample_bytes, PER_SAMPLE_MIB * MIB);
-    // The panel heard which run was going and its peak as it grew.
-    assert!(news_seen.iter().any(|news| matches!(
-        news,
-        MeasureNews::Starting {
-            run: 2,
-            runs_planned: 2,
-            micro_batch: Some(4)
-        }
-    )));
-    assert!(news_seen.iter().any(|news| matches!(
-        news,
-        MeasureNews::Progress(progress)
-            if progress.run == 1 && progress.peak_bytes == Some((FIXED_MIB + 2 * PER_SAMPLE_MIB) * MIB)
-    )));
-    assert!(repaints.load(std::sync::atomic::Ordering::SeqCst) >= news_seen.len());
-    assert!(!runner.running());
-    assert_nothing_left_running(&machine);
-}
-
-/// Stop in the window stops the job as Ctrl-C does: the report comes, says it was
-/// interrupted, and nothing the job started is left running.
-#[test]
-fn the_windows_stop_ends_the_job_and_still_delivers_a_report() {
-    use gputune::ui::plan::MeasureNews;
-    use gputune::ui::plan::measure_runner::MeasureRunner;
-    use gputune_core::device::{BackendChoice, BackendOptions};
-    use gputune_core::measure_job::JobSpec;
-    use std::ffi::OsString;
-    use std::time::{Duration, Instant};
-
-    let machine = FakeMachine::with_load("rtx4090", "", "idle");
-    let mut runner = MeasureRunner::new(BackendOptions {
-        choice: BackendChoice::Nvml,
-        nvml_library_path: Some(machine.library.clone()),
-        ..BackendOptions::default()
-    });
-    let command: Vec<OsString> = [
-        fake_job().display().to_string().as_str(),
-        "--micro-batch",
-        "{mb}",
-        "--rate",
-        "50",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
-    // 600 s per run: only Stop ends it in time.
-    let spec = JobSpec::new(command, &[1, 2], None, Some(600.0), false).expect("valid");
-    runner.start(spec, || {}).expect("the runner starts");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut stopped = false;
-    let report = loop {
-        assert!(Instant::now() < deadline, "no report came");
-        let mut finished = None;
-        for news in runner.drain() {
-            match news {
-                // Stop once the job's memory is seen.
-                MeasureNews::Progress(progress) if progress.peak_bytes.is_some() && !stopped => {
-                    runner.stop();
-                    stopped = true;
-                }
-                MeasureNews::Finished(result) => finished = Some(result),
-                _ => {}
-            }
-        }
-        if let Some(result) = finished {
-            break result.expect("a report");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(stopped);
-    assert!(report.interrupted);
-    assert_eq!(report.runs.len(), 1, "the second size never started");
+    assert_eq!(report["interrupted"], true, "{report:#}");
     assert_nothing_left_running(&machine);
 }

@@ -448,8 +448,8 @@ fn tall_harness() -> Harness<'static, Window> {
 
 /// A finished measurement as the runner delivers it: micro-batches 2 and 4 on a 24 GiB card,
 /// 2048 MiB fixed + 1536 MiB per sample, so 14 is the largest that fits.
-fn finished_measurement() -> gputune_core::measure_job::JobReport {
-    use gputune_core::measure_job::{FitReport, JobReport, JobRun, RunResult};
+fn finished_measurement() -> gputune_formats::reports::measure::JobReport {
+    use gputune_formats::reports::measure::{FitReport, JobReport, JobRun, RunResult};
     const MIB: u64 = 1024 * 1024;
     let run = |micro_batch: u64| JobRun {
         micro_batch: Some(micro_batch),

@@ -2,8 +2,8 @@
 //! apply or try, rename, delete after asking, make default; and the actions against a real
 //! profile folder.
 
-use gputune_core::profiles::checked::CheckedOffsets;
 use crate::common_ui;
+use gputune_core::profiles::checked::CheckedOffsets;
 
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;

@@ -3,8 +3,8 @@
 //! finished one shows its verdict, a finished scan its steps and what it saves, and saves its
 //! result as a profile; a card without clock offsets says there is no undervolt to find.
 
-use gputune_core::stability::report::VerdictOfEnding;
 use crate::common_ui;
+use gputune_core::stability::report::VerdictOfEnding;
 
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;

@@ -148,7 +148,7 @@ fn record_line(record: &JobRecord) -> String {
         record.gpus.len(),
         if record.gpus.len() == 1 { "" } else { "s" },
         record.node,
-        gputune_core::jobs::cost::cost_line(record.energy_j, record.cost.as_ref()),
+        gputune_core::job_energy::cost::cost_line(record.energy_j, record.cost.as_ref()),
         if peaks.is_empty() {
             String::new()
         } else {

@@ -12,9 +12,8 @@ use eframe::egui::{self, RichText};
 use super::{PlanAction, PlanPanel};
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::labelled::labelled;
-use gputune_core::measure_job::{
-    DEFAULT_STEPS, JobReport, JobSpec, RunProgress, RunResult, compare_with_plan, mib,
-};
+use gputune_core::measure_job::{DEFAULT_STEPS, JobSpec, RunProgress, compare_with_plan, mib};
+use gputune_formats::reports::measure::{JobReport, RunResult};
 
 /// What the runner tells the panel as a measurement goes.
 #[derive(Debug, Clone)]

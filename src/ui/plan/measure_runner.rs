@@ -157,7 +157,7 @@ fn measure_on(
     spec: &JobSpec,
     stop: &Receiver<()>,
     relay: &mut Relay,
-) -> Result<gputune_core::measure_job::JobReport, String> {
+) -> Result<gputune_formats::reports::measure::JobReport, String> {
     if matches!(backend.choice, gputune_core::device::BackendChoice::Sim) {
         return Err("The simulator runs no jobs: measuring needs the GPU the job runs on (start gputune without --sim).".to_string());
     }

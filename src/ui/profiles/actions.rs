@@ -2,11 +2,11 @@
 //! store (`profiles::store` owns the files). Applying becomes tuning commands for the engine,
 //! like every other change. The app calls these with what they need and takes the outcome.
 
-use gputune_core::profiles::profile::ProfileOnCard;
 use crate::ui::model::GpuModel;
 use crate::ui::profiles::ProfileAction;
 use gputune_core::folders::Folders;
 use gputune_core::link::TuneCommand;
+use gputune_core::profiles::profile::ProfileOnCard;
 use gputune_core::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
 use gputune_formats::tuning::Notice;
 

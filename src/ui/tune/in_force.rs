@@ -2,8 +2,8 @@
 //! engine's record where NVML cannot read), who holds the card and until when, the card's last
 //! crash (Xid) and what was put back, the last change and who made it, and who makes the changes.
 
-use gputune_core::tuning::in_force::ControlsInForce;
 use eframe::egui::{self, RichText};
+use gputune_core::tuning::in_force::ControlsInForce;
 
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};

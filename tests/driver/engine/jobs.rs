@@ -2,7 +2,7 @@
 //! keeps running figures on its card, and whatever ends it (its client's end, its client gone,
 //! shutdown, its card lost) makes the job's record, with the energy counter's difference as its energy.
 
-use gputune_core::jobs::cost::Price;
+use gputune_core::job_energy::cost::Price;
 use gputune_formats::card::Telemetry;
 use gputune_formats::jobs::JOULES_PER_KWH;
 use gputune_formats::throttle::ThrottleReason;

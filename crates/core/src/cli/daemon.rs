@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::as_user::{self, RunAs, SudoEnvironment};
 use crate::daemon::install::{InstallArgs, UninstallArgs, UserToAdd, run_install, run_uninstall};
 use crate::daemon::{
     DEFAULT_GROUP, DEFAULT_RUNTIME_DIR, DEFAULT_STATE_DIR, DaemonOptions, SOCKET_NAME, run,
 };
 use crate::device::BackendOptions;
+use crate::job::as_user::{self, RunAs, SudoEnvironment};
 
 /// `gputune daemon`.
 #[derive(Debug, Clone, clap::Args)]
@@ -44,7 +44,7 @@ pub struct DaemonArgs {
     pub boot_profile: Option<PathBuf>,
     /// The electricity price and CO₂ per kWh that job records are costed at (a TOML file:
     /// price_per_kwh, currency, co2_grams_per_kwh).
-    #[arg(long, value_name = "PATH", default_value = crate::jobs::cost::DEFAULT_COST_CONFIG)]
+    #[arg(long, value_name = "PATH", default_value = crate::job_energy::cost::DEFAULT_COST_CONFIG)]
     pub cost_config: PathBuf,
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail};
 
 use crate::cli::connect::{refusal, unexpected};
-use crate::jobs::cost::{COST_HINT, Price, format_co2, format_kwh, format_money, user_price};
+use crate::job_energy::cost::{COST_HINT, Price, format_co2, format_kwh, format_money, user_price};
 use crate::service::client::{SocketChoice, TuningClient, connect_daemon};
 use gputune_formats::jobs::{JOULES_PER_KWH, JobRecord};
 use gputune_formats::protocol::{Request, Response};

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::cli::connect::{refusal, unexpected};
 use crate::cli::jobs::{connect, reprice, whose_price};
-use crate::jobs::cost::{cost_line, user_price};
+use crate::job_energy::cost::{cost_line, user_price};
 use crate::service::client::SocketChoice;
 use gputune_formats::jobs::JobRecord;
 use gputune_formats::protocol::{Request, Response};

@@ -2,7 +2,6 @@
 //! tuning engine (`connect`), reads through the device layer.
 
 pub mod apply;
-mod as_user;
 pub mod connect;
 pub mod daemon;
 mod drive;

@@ -163,6 +163,15 @@ pub struct PlanArgs {
     /// gputune cannot read).
     #[arg(long, value_name = "S", requires = "measure")]
     pub seconds: Option<f64>,
+    /// With --measure: read the steps with this regex where the known formats do not match,
+    /// as `gputune sweep --progress-regex` does (a named group `count`: the steps done).
+    #[arg(
+        long,
+        value_name = "REGEX",
+        requires = "measure",
+        conflicts_with = "seconds"
+    )]
+    pub progress_regex: Option<String>,
     /// With --measure: the micro-batches to run, put where {mb} is (default 1,2).
     #[arg(long, value_name = "A,B", value_delimiter = ',', requires = "measure")]
     pub micro_batches: Vec<u64>,

@@ -93,7 +93,11 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
                 dir: options.state_dir.join("history"),
                 keep_hours: options.history_hours,
             }),
-            jobs_dir: Some(options.state_dir.join(crate::jobs::store::JOBS_FOLDER)),
+            jobs_dir: Some(
+                options
+                    .state_dir
+                    .join(crate::job_energy::store::JOBS_FOLDER),
+            ),
             job_price: job_price(&options.cost_config),
         },
     )?;
@@ -113,9 +117,9 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
 }
 
 /// The admin's price for job records, or none with a line that says why and how to set one.
-fn job_price(path: &std::path::Path) -> Option<crate::jobs::cost::Price> {
-    match crate::jobs::cost::read_cost_file(path) {
-        Ok(Some(config)) => Some(crate::jobs::cost::Price {
+fn job_price(path: &std::path::Path) -> Option<crate::job_energy::cost::Price> {
+    match crate::job_energy::cost::read_cost_file(path) {
+        Ok(Some(config)) => Some(crate::job_energy::cost::Price {
             config,
             from: format!("the daemon's {}", path.display()),
         }),

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use crate::job::feed::{FeedMessage, follow_file};
 use crate::service::client::TuningClient;
 use crate::sweep::base::plan_sweep;
-use crate::sweep::feed::{FeedMessage, follow_file};
 use crate::sweep::objective::Objective;
 use crate::sweep::plan::SweepSpec;
 use crate::sweep::progress::ProgressParser;

@@ -1,34 +1,12 @@
 //! The plan for the same setup set against a measured job: the planned peak at each measured
 //! micro-batch, and the plan's line (fixed + per sample) against the measured one.
 
-use serde::Serialize;
-
-use super::{FitReport, JobRun, RunResult, mib};
 use crate::plan::memory::estimate;
 use crate::plan::model::Model;
+use gputune_formats::reports::measure::{
+    FitReport, JobRun, PlanComparison, PlanVersusMeasured, RunResult,
+};
 use gputune_formats::reports::plan_setup::TrainingSetup;
-
-/// The plan for the same setup at a measured micro-batch.
-#[derive(Debug, Serialize)]
-pub struct PlanComparison {
-    pub micro_batch: u64,
-    pub measured_bytes: u64,
-    pub planned_bytes: u64,
-    /// (planned − measured) / measured, percent.
-    pub difference_pct: f64,
-}
-
-/// The plan's line against the measured one.
-#[derive(Debug, Serialize)]
-pub struct PlanVersusMeasured {
-    pub model: String,
-    pub runs: Vec<PlanComparison>,
-    pub planned_fixed_bytes: Option<u64>,
-    pub planned_per_sample_bytes: Option<u64>,
-    pub planned_cuda_context_bytes: u64,
-    /// What differs, in words.
-    pub differences: Vec<String>,
-}
 
 /// The plan for the same setup at each measured micro-batch, and what differs.
 /// `setup.micro_batch` stands for a run without `{mb}`.
@@ -97,4 +75,9 @@ pub fn compare_with_plan(
         planned_cuda_context_bytes: setup.overheads.cuda_context_bytes,
         differences,
     }
+}
+
+/// Bytes as whole MiB, for the messages.
+pub fn mib(bytes: f64) -> String {
+    format!("{:.0} MiB", bytes / 1024.0 / 1024.0)
 }

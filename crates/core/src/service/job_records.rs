@@ -2,7 +2,7 @@
 //! the engine hands them over, and `jobs` / `job` requests are answered from the folder. An
 //! engine in a process of its own keeps none and says where they are kept.
 
-use crate::jobs::store::{JobStore, MAX_JOB_RECORDS};
+use crate::job_energy::store::{JobStore, MAX_JOB_RECORDS};
 use gputune_formats::jobs::JobRecord;
 use gputune_formats::protocol::{MAX_MESSAGE_BYTES, Response};
 use gputune_formats::tuning::{TuneError, TuneErrorKind};

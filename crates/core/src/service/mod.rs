@@ -91,7 +91,7 @@ pub struct ServiceOptions {
     /// Where the daemon files job records (`jobs/` of its state folder); `None` in-process.
     pub jobs_dir: Option<std::path::PathBuf>,
     /// The price job records are costed at (the daemon's cost.toml).
-    pub job_price: Option<crate::jobs::cost::Price>,
+    pub job_price: Option<crate::job_energy::cost::Price>,
 }
 
 /// A running service; dropping it stops it (sessions are put back, kept settings stay).
@@ -159,7 +159,7 @@ impl Service {
             options
                 .jobs_dir
                 .clone()
-                .map(crate::jobs::store::JobStore::new),
+                .map(crate::job_energy::store::JobStore::new),
         );
         let engine_thread = std::thread::Builder::new()
             .name("gputune-service".to_string())

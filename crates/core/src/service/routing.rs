@@ -53,7 +53,7 @@ pub(crate) struct Router {
     /// The users already told the news of the service's start (see [`Router::welcome_for`]).
     told_start_news: std::collections::HashSet<Option<u32>>,
     /// The daemon's job records; `None` in-process.
-    jobs: Option<crate::jobs::store::JobStore>,
+    jobs: Option<crate::job_energy::store::JobStore>,
 }
 
 impl Router {
@@ -64,7 +64,7 @@ impl Router {
         recorder: Option<Recorder>,
         no_history_because: Option<String>,
         write_group: Option<String>,
-        jobs: Option<crate::jobs::store::JobStore>,
+        jobs: Option<crate::job_energy::store::JobStore>,
     ) -> Router {
         let gpu_count = welcome.gpus.len();
         Router {

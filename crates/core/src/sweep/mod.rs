@@ -4,7 +4,6 @@
 //! session of the tuning engine, so every ending puts the card back.
 
 pub mod base;
-pub mod feed;
 pub mod measure;
 pub mod objective;
 pub mod plan;

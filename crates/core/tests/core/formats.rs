@@ -19,6 +19,8 @@ mod previous_v4;
 mod previous_v5;
 #[path = "formats/previous_v6.rs"]
 mod previous_v6;
+#[path = "formats/report_measure.rs"]
+mod report_measure;
 #[path = "formats/values.rs"]
 mod values;
 #[path = "formats/vocabulary.rs"]

@@ -4,5 +4,6 @@
 //! added, never renamed or removed (docs/json.md says every field and what a script may rely
 //! on). Reports are only written, never read back by gputune: they derive `Serialize` alone.
 
+pub mod measure;
 pub mod plan;
 pub mod plan_setup;

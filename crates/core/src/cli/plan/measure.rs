@@ -4,28 +4,16 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
-
 use super::{PlanArgs, load_model, training_setup};
-use crate::cli::as_user::{InvokingUser, invoking_user, run_as};
 use crate::device::BackendOptions;
 use crate::device::worker::DeviceWorker;
-use crate::measure_job::{
-    JobReport, JobSpec, PlanVersusMeasured, RunResult, Watcher, compare_with_plan, measure_job, mib,
-};
-use crate::sweep::feed::Echo;
-
-/// What `plan --measure --json` prints: the measurement, and the plan beside it.
-#[derive(Debug, Serialize)]
-struct MeasureReport {
-    #[serde(flatten)]
-    job: JobReport,
-    plan: Option<PlanVersusMeasured>,
-}
+use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
+use crate::job::feed::Echo;
+use crate::measure_job::{JobSpec, Watcher, compare_with_plan, measure_job, mib};
+use gputune_formats::reports::measure::{MeasureReport, RunResult};
 
 /// The terminal's side of a measurement: gputune's lines and the job's output on stderr.
 struct Terminal<'a> {
@@ -64,10 +52,8 @@ impl Watcher for Terminal<'_> {
         self.message(&format!("measuring: {}", shown.join(" ")));
     }
 
-    fn prepare(&mut self, command: &mut Command) {
-        if let Some(user) = self.run_as {
-            run_as(command, user);
-        }
+    fn run_as(&self) -> Option<InvokingUser> {
+        self.run_as.cloned()
     }
 }
 
@@ -85,6 +71,7 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         args.seconds,
         args.confirm,
     )
+    .and_then(|spec| spec.with_progress_regex(args.progress_regex.clone()))
     .map_err(|message| anyhow::anyhow!(cli_words(&message)))?;
     // The plan's side is checked before any run, so a typo costs no job start.
     let model = match &args.model {
@@ -109,10 +96,7 @@ pub fn run(args: &PlanArgs, backend: &BackendOptions, out: &mut dyn Write) -> an
         line_open: Arc::new(AtomicBool::new(false)),
     };
     if let Some(user) = &run_as_user {
-        terminal.message(&format!(
-            "the command runs as {}, not as root (add --keep-root to keep root).",
-            crate::text::printable(&user.name)
-        ));
+        terminal.message(&runs_as_sentence(user));
     }
     let job = measure_job(&mut worker, &spec, &stop, &mut terminal)?;
     terminal.end_open_line();

@@ -1,13 +1,13 @@
-//! Energy and cost per job: a job session's cards keep running figures (`jobs::tally`, no
+//! Energy and cost per job: a job session's cards keep running figures (`job_energy::tally`, no
 //! readings kept), and whatever ends the session (its end, its client gone, shutdown, a lost
 //! GPU, an Xid: every way goes through `end_session_now`) makes its record, which goes into the
-//! session's report and to the service, which files it (`jobs::store`).
+//! session's report and to the service, which files it (`job_energy::store`).
 
+use crate::tuning::in_force::ControlsInForce;
 use super::Engine;
 use super::state::Session;
-use crate::jobs::cost::Price;
-use crate::jobs::tally::CardTally;
-use crate::tuning::in_force::ControlsInForce;
+use crate::job_energy::cost::Price;
+use crate::job_energy::tally::CardTally;
 use gputune_formats::card::Telemetry;
 use gputune_formats::jobs::{JOB_RECORD_FORMAT, JOULES_PER_KWH, JobRecord};
 use gputune_formats::tuning::SessionId;

@@ -39,7 +39,7 @@
 //! | start, with journals left behind | `Engine::open` | `open.rs` → `journals_left.rs::restore_pending` |
 //! | a gputune without the daemon, at start | `restore_left_changes` | `open.rs` → `Engine::open` |
 //! | the service stops | `shutdown` | `mod.rs` → `end_session_now` for every session |
-//! | a job's energy and cost (sessions of purpose `job`) | `record_in_sessions` → `tally_job`; `end_session_now` → `job_record`; the service takes them with `take_job_records` | `job_record.rs` (the figures: `jobs::tally`) |
+//! | a job's energy and cost (sessions of purpose `job`) | `record_in_sessions` → `tally_job`; `end_session_now` → `job_record`; the service takes them with `take_job_records` | `job_record.rs` (the figures: `job_energy::tally`) |
 //!
 //! Shared by all of them: `mod.rs` (the `Engine`, writes through the gate, change notes),
 //! `apply.rs::write_temporary` (journal first, then write), `journal.rs` (a card's journal),
@@ -136,7 +136,7 @@ pub struct Engine {
     /// dates it records. The wall clock in the service; a manual clock in tests.
     clock: Arc<dyn Clock>,
     /// The price a job record's cost is worked out at (the daemon's cost.toml).
-    job_price: Option<crate::jobs::cost::Price>,
+    job_price: Option<crate::job_energy::cost::Price>,
     /// Records of the jobs ended since the service last took them ([`Engine::take_job_records`]).
     ended_jobs: Vec<gputune_formats::jobs::JobRecord>,
 }

@@ -114,7 +114,7 @@ pub(super) struct SessionGpu {
     /// session's energy (a run's, a sweep's).
     pub energy_at_start_mj: Option<u64>,
     /// A job session's running figures on the card (its readings are not kept in `during`).
-    pub tally: Option<crate::jobs::tally::CardTally>,
+    pub tally: Option<crate::job_energy::tally::CardTally>,
 }
 
 pub(super) struct Session {

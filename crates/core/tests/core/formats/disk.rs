@@ -7,7 +7,7 @@ use gputune_core::tuning::state_folder::EngineJournal;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use gputune_core::jobs::store::JobStore;
+use gputune_core::job_energy::store::JobStore;
 use gputune_core::profiles::store::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;

@@ -21,7 +21,6 @@ const SWEEP_PAUSE_NS: libc::c_long = 5_000_000;
 pub(super) unsafe fn fork_job_under_guard(
     guard_end: RawFd,
     gputune_end: RawFd,
-    own_group: bool,
 ) -> std::io::Result<()> {
     // SAFETY: plain system calls on this process; the sets are initialised by sigfillset and
     // sigprocmask before use.
@@ -48,9 +47,8 @@ pub(super) unsafe fn fork_job_under_guard(
             if libc::getppid() != guard_pid {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
-            if own_group {
-                libc::setpgid(0, 0);
-            }
+            // Its own process group: a stop signals whatever it started there too.
+            libc::setpgid(0, 0);
             libc::close(guard_end);
             libc::close(gputune_end);
             libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());

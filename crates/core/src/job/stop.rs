@@ -1,18 +1,36 @@
-//! The job's processes: its process tree from /proc, and stopping it (SIGTERM to its process
-//! group, a grace, then SIGKILL to its whole tree).
+//! The job's processes (its tree from /proc) and the words of the one stop policy: SIGTERM to
+//! its process group, [`STOP_GRACE`] to end, then SIGKILL to its whole tree.
 
-use std::process::ExitStatus;
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
-
-use super::tree::TrackedJob;
+use std::time::Duration;
 
 /// How long a job has to end after SIGTERM before it is killed (a training script may save a
 /// checkpoint on SIGTERM; a few seconds is enough to end without one).
-const STOP_GRACE: Duration = Duration::from_secs(10);
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// What a stop did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopping {
+    /// SIGTERM went to the job's process group; it is killed after the grace.
+    Terminating,
+    /// Asked again: the job and everything it started were killed.
+    Killed,
+}
+
+impl Stopping {
+    /// The sentence a front end says (after its own words about what it puts back).
+    pub fn sentence(self) -> String {
+        match self {
+            Stopping::Terminating => format!(
+                "stopping the command: SIGTERM to its processes, SIGKILL to what is left after {} s (Ctrl-C again kills it now).",
+                STOP_GRACE.as_secs()
+            ),
+            Stopping::Killed => "killing the command.".to_string(),
+        }
+    }
+}
 
 /// The pids of `root` and every process below it, from /proc.
-pub(super) fn process_tree(root: u32) -> Vec<u32> {
+pub fn process_tree(root: u32) -> Vec<u32> {
     let mut parents = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
@@ -50,22 +68,6 @@ pub(super) fn process_tree(root: u32) -> Vec<u32> {
         index += 1;
     }
     tree
-}
-
-/// Stops the job: SIGTERM to its group, [`STOP_GRACE`] to end (cut short by another Ctrl-C),
-/// then SIGKILL to every process it started; once it has ended, its guard has killed what
-/// was left of them.
-pub(super) fn stop_job(job: &mut TrackedJob, stop: &Receiver<()>) -> Option<ExitStatus> {
-    job.signal(nix::sys::signal::Signal::SIGTERM);
-    let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline && stop.try_recv().is_err() {
-        match job.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => break,
-        }
-    }
-    job.end_tree().ok()
 }
 
 #[cfg(test)]

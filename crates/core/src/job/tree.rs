@@ -1,7 +1,6 @@
-//! A user's job with its whole process tree tracked, so nothing it starts outlives it: one
-//! mechanism for `plan --measure` (and the Plan tab), `gputune run` and `gputune sweep`.
+//! A user's job with its whole process tree tracked, so nothing it starts outlives it.
 //!
-//! The command is started under a guard ([`super::guard`]): the spawned child forks the job
+//! The command is started in a process group of its own, under a guard ([`super::guard`]): the spawned child forks the job
 //! and stays its parent, as the subreaper of every process below it (PR_SET_CHILD_SUBREAPER:
 //! an orphan, one that called setsid() included, is reparented to the guard, not to init).
 //! The guard holds one end of a socket pair whose other end only gputune holds; when the job
@@ -18,20 +17,10 @@ use nix::sys::signal::Signal;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use nix::unistd::Pid;
 
-/// Whether the job leads a process group of its own (`plan --measure`: stopping it signals its
-/// launcher's workers too) or stays in gputune's (`run`, `sweep`: a Ctrl-C in the terminal
-/// reaches it directly).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobGroup {
-    Own,
-    Gputunes,
-}
-
 /// A running job under its guard.
 pub struct TrackedJob {
     guard: Child,
     job_pid: u32,
-    group: JobGroup,
     /// gputune's end: shut down to end the tree; closed with gputune, whatever kills it.
     lifeline: UnixStream,
     ended: Option<ExitStatus>,
@@ -40,7 +29,7 @@ pub struct TrackedJob {
 impl TrackedJob {
     /// Starts `command` under a guard. Its other settings (stdio, environment, the user it
     /// runs as) are kept; the guard's closure runs after any already set on it.
-    pub fn spawn(mut command: Command, group: JobGroup) -> std::io::Result<TrackedJob> {
+    pub fn spawn(mut command: Command) -> std::io::Result<TrackedJob> {
         let (gputune_end, guard_end): (OwnedFd, OwnedFd) = socketpair(
             AddressFamily::Unix,
             SockType::Stream,
@@ -48,12 +37,9 @@ impl TrackedJob {
             SockFlag::SOCK_CLOEXEC,
         )?;
         let (guard_fd, gputune_fd) = (guard_end.as_raw_fd(), gputune_end.as_raw_fd());
-        let own_group = group == JobGroup::Own;
         // SAFETY: the closure only makes async-signal-safe system calls (guard.rs).
         unsafe {
-            command.pre_exec(move || {
-                super::guard::fork_job_under_guard(guard_fd, gputune_fd, own_group)
-            });
+            command.pre_exec(move || super::guard::fork_job_under_guard(guard_fd, gputune_fd));
         }
         let spawned = command.spawn();
         drop(guard_end);
@@ -67,7 +53,6 @@ impl TrackedJob {
         let mut job = TrackedJob {
             guard,
             job_pid: 0,
-            group,
             lifeline,
             ended: None,
         };
@@ -112,8 +97,8 @@ impl TrackedJob {
         Ok(self.ended)
     }
 
-    /// `signal` to the job (to its group when it leads one), not to the guard. Nothing once it
-    /// has ended: its pid may belong to another process.
+    /// `signal` to the job's process group (what it started there too), not to the guard.
+    /// Nothing once it has ended: its pid may belong to another process.
     pub fn signal(&mut self, signal: Signal) {
         if !matches!(self.try_wait(), Ok(None)) {
             return;
@@ -121,10 +106,7 @@ impl TrackedJob {
         let Ok(pid) = i32::try_from(self.job_pid) else {
             return;
         };
-        let _ = match self.group {
-            JobGroup::Own => nix::sys::signal::killpg(Pid::from_raw(pid), signal),
-            JobGroup::Gputunes => nix::sys::signal::kill(Pid::from_raw(pid), signal),
-        };
+        let _ = nix::sys::signal::killpg(Pid::from_raw(pid), signal);
     }
 
     /// Kills the job and every process it started, and waits for them.
@@ -196,7 +178,7 @@ mod tests {
             pid_file.display(),
             pid_file.display()
         );
-        let mut job = TrackedJob::spawn(shell(&script), JobGroup::Gputunes).unwrap();
+        let mut job = TrackedJob::spawn(shell(&script)).unwrap();
         let escaped = read_pid(&pid_file);
         let deadline = Instant::now() + Duration::from_secs(60);
         let status = loop {
@@ -221,7 +203,7 @@ mod tests {
             "setsid sh -c 'echo $$ > {}; exec sleep 300' >/dev/null 2>&1 & exec sleep 300",
             pid_file.display()
         );
-        let mut job = TrackedJob::spawn(shell(&script), JobGroup::Own).unwrap();
+        let mut job = TrackedJob::spawn(shell(&script)).unwrap();
         assert_ne!(job.pid(), job.tree_root());
         let escaped = read_pid(&pid_file);
         job.signal(Signal::SIGTERM);
@@ -237,7 +219,7 @@ mod tests {
         assert_eq!(status.signal(), Some(libc_sigterm()), "{status:?}");
         assert!(!is_running(escaped));
 
-        let mut job = TrackedJob::spawn(shell("exec sleep 300"), JobGroup::Gputunes).unwrap();
+        let mut job = TrackedJob::spawn(shell("exec sleep 300")).unwrap();
         let pid = job.pid();
         assert!(is_running(pid));
         let status = job.end_tree().unwrap();
@@ -247,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_job_whose_guard_is_killed_dies_with_it() {
-        let mut job = TrackedJob::spawn(shell("exec sleep 300"), JobGroup::Own).unwrap();
+        let mut job = TrackedJob::spawn(shell("exec sleep 300")).unwrap();
         let pid = job.pid();
         let guard = Pid::from_raw(i32::try_from(job.tree_root()).unwrap());
         nix::sys::signal::kill(guard, Signal::SIGKILL).unwrap();
@@ -262,7 +244,7 @@ mod tests {
     #[test]
     fn a_command_that_cannot_start_is_an_error() {
         let command = Command::new("/nonexistent/gputune-job");
-        assert!(TrackedJob::spawn(command, JobGroup::Own).is_err());
+        assert!(TrackedJob::spawn(command).is_err());
     }
 
     fn libc_sigterm() -> i32 {

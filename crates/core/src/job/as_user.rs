@@ -1,5 +1,5 @@
-//! Running a user's command as that user: under `sudo`, `gputune run` and `gputune sweep`
-//! start the command as the user who ran sudo (their groups, home and name), so a training job
+//! Running a user's command as that user: under `sudo`, `gputune run`, `gputune sweep` and
+//! `gputune plan --measure` start the command as the user who ran sudo (their groups, home and name), so a training job
 //! never runs as root just because gputune needed rights to tune.
 //!
 //! It fails closed: as root, when `SUDO_UID` or `SUDO_USER` says sudo is involved but does not
@@ -147,6 +147,14 @@ pub fn invoking_user(keep_root: bool) -> Result<Option<InvokingUser>, String> {
         home: found.dir,
         groups,
     }))
+}
+
+/// What every front end says when the command runs as the user who ran sudo.
+pub fn runs_as_sentence(user: &InvokingUser) -> String {
+    format!(
+        "the command runs as {}, not as root (add --keep-root to keep root).",
+        crate::text::printable(&user.name)
+    )
 }
 
 /// Sets `command` to run as `user`: their home and names in its environment, their groups,

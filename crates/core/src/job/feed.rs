@@ -1,6 +1,7 @@
 //! Where the job's progress comes from: its own output (read from a pipe and passed on to the
 //! terminal unchanged) or a log file followed like `tail -F` (a job already running in tmux).
-//! Each source runs on its own thread and sends parsed readings to the sweep.
+//! Each source runs on its own thread and sends parsed readings to whoever measures the job
+//! (the sweep, `plan --measure`).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -1,0 +1,100 @@
+//! What the sweep says: its plan before it starts; at its end the table (or JSON), the CSV
+//! and the profile.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::profiles::store::ProfileStore;
+use crate::sweep::plan::SweepStep;
+use crate::sweep::report::{recommended_profile, table, write_csv};
+use crate::sweep::runner::{SweepOutcome, SweepTiming};
+use gputune_formats::tuning::GpuInfo;
+
+pub(super) fn say_plan(
+    messages: &mut dyn Write,
+    index: u32,
+    gpu: &GpuInfo,
+    plan: &[SweepStep],
+    timing: &SweepTiming,
+) {
+    let labels: Vec<&str> = plan
+        .iter()
+        .filter(|step| !step.is_repeat)
+        .map(|step| step.label.as_str())
+        .collect();
+    let total_s = timing.total_s(plan.len());
+    let duration = if total_s < 120.0 {
+        format!("{total_s:.0} s")
+    } else {
+        format!("{:.0} min", total_s / 60.0)
+    };
+    let _ = writeln!(
+        messages,
+        "gputune: sweeping GPU {index} ({}): {} settings × {} s ({} s warm-up each), about {duration}: {}{}. The card is put back when the sweep ends.",
+        gpu.identity.name,
+        plan.len(),
+        crate::text::number(timing.step_s),
+        crate::text::number(timing.warmup_s),
+        labels.join(", "),
+        if plan.iter().any(|step| step.is_repeat) {
+            ", then the first again (the noise)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The table (or JSON), the CSV and the profile.
+/// Where the result goes besides the table: the options that say so.
+pub(super) struct ReportTo<'a> {
+    /// JSON on stdout instead of the table.
+    pub json: bool,
+    pub csv: Option<&'a Path>,
+    pub save_profile: Option<&'a str>,
+}
+
+pub(super) fn report(
+    to: &ReportTo<'_>,
+    outcome: &SweepOutcome,
+    gpu: &GpuInfo,
+    store: Option<&ProfileStore>,
+    messages: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout();
+    if to.json {
+        crate::text::write_json_pretty(&mut out, outcome)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", table(outcome))?;
+    }
+    if let Some(path) = to.csv {
+        match write_csv(outcome, path) {
+            Ok(()) => {
+                let _ = writeln!(messages, "gputune: wrote {}.", crate::text::path(path));
+            }
+            Err(error) => {
+                let _ = writeln!(messages, "gputune: the CSV was not written: {error}");
+            }
+        }
+    }
+    if let (Some(name), Some(store)) = (to.save_profile, store) {
+        match recommended_profile(outcome, name, &gpu.identity, &gpu.constraints)
+            .map_err(anyhow::Error::msg)
+            .and_then(|profile| Ok(store.save(&profile)?))
+        {
+            Ok(path) => {
+                let _ = writeln!(
+                    messages,
+                    "gputune: saved the recommended setting as the profile \"{}\" ({}); use it with gputune run --profile \"{}\" -- COMMAND.",
+                    name.trim(),
+                    crate::text::path(&path),
+                    name.trim()
+                );
+            }
+            Err(error) => {
+                let _ = writeln!(messages, "gputune: the profile was not saved: {error}");
+            }
+        }
+    }
+    Ok(())
+}
