@@ -33,5 +33,6 @@ pub mod legacy;
 pub mod profile;
 pub mod protocol;
 pub mod readings;
+pub mod reports;
 pub mod throttle;
 pub mod tuning;

@@ -5,6 +5,8 @@
 //! `ac1ed75/`) must still read. After a deliberate change, regenerate with
 //! `GPUTUNE_BLESS=1 cargo test -p gputune-core --test core formats` and commit the new files.
 
+#[path = "formats/command_reports.rs"]
+mod command_reports;
 #[path = "formats/disk.rs"]
 mod disk;
 #[path = "formats/previous.rs"]

@@ -1,0 +1,7 @@
+//! What the `--json` flags print: one report per command, in the style of the rest of
+//! `formats` (internally tagged `"type"`, snake_case, objects with named fields, units in field
+//! names). Each report's top level says its `format_version`; within a version fields are
+//! added, never renamed or removed (docs/json.md says every field and what a script may rely
+//! on). Reports are only written, never read back by gputune: they derive `Serialize` alone.
+
+pub mod status;
