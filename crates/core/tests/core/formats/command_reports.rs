@@ -8,6 +8,11 @@ use gputune_core::formats::reports::status::{
     GpuEntry, GpuFailure, GpuStatus, STATUS_REPORT_FORMAT, SessionStatus, StatusReport,
 };
 
+use gputune_core::formats::reports::profile_list::{
+    ListedProblem, ListedProfile, PROFILE_LIST_FORMAT, ProfileList,
+};
+
+use super::disk::profile;
 use super::golden;
 use super::values::{constraints, identity, in_force, telemetry, tuning};
 
@@ -63,4 +68,29 @@ fn status_json_writes_its_bytes() {
         ],
     };
     golden("reports/status.json", &printed(&report));
+}
+
+#[test]
+fn profile_list_json_writes_its_bytes() {
+    let (quiet, checked) = (profile(false), profile(true));
+    let report = ProfileList {
+        format_version: PROFILE_LIST_FORMAT,
+        folder: "/home/alice/.config/gputune/profiles".to_string(),
+        profiles: vec![
+            ListedProfile {
+                path: "/home/alice/.config/gputune/profiles/quiet.toml".to_string(),
+                profile: &quiet,
+            },
+            ListedProfile {
+                path: "/home/alice/.config/gputune/profiles/checked.toml".to_string(),
+                profile: &checked,
+            },
+        ],
+        problems: vec![ListedProblem {
+            path: "/home/alice/.config/gputune/profiles/broken.toml".to_string(),
+            message: "broken.toml: not a profile (TOML parse error at line 3: expected `=`)"
+                .to_string(),
+        }],
+    };
+    golden("reports/profile-list.json", &printed(&report));
 }
