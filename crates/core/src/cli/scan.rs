@@ -8,11 +8,12 @@ use clap::Args;
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive, gpu_processes, refuse_if_held_elsewhere};
+use crate::formats::reports::scan::{SCAN_REPORT_FORMAT, ScanReport};
 use crate::profiles::store::{ProfileStore, StoreError};
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
 use crate::stability::busy::OtherWork;
-use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
+use crate::stability::scan::{Scan, ScanOutcome, save_scan_profile, scan_options};
 
 /// Readings while the scan runs.
 const SAMPLE_INTERVAL_MS: u64 = 500;
@@ -74,7 +75,7 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
     let Some(tuning) = snapshot.tunings.get(index as usize) else {
         anyhow::bail!("The tuning engine sent no state for GPU {index}.");
     };
-    let scan_options = ScanOptions::new(
+    let scan_options = scan_options(
         gpu,
         args.lock_mhz,
         args.step_mhz,
@@ -130,7 +131,11 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
     }
     if args.json {
         let mut stdout = std::io::stdout();
-        crate::text::write_json_pretty(&mut stdout, &outcome)?;
+        let report = ScanReport {
+            format_version: SCAN_REPORT_FORMAT,
+            outcome: &outcome,
+        };
+        crate::text::write_json_pretty(&mut stdout, &report)?;
         writeln!(stdout)?;
     } else {
         print_outcome(&outcome)?;
@@ -257,7 +262,7 @@ fn save_profile(
     replace: bool,
     messages: &mut dyn Write,
 ) {
-    match outcome.save_profile(store, name, gpu, replace) {
+    match save_scan_profile(outcome, store, name, gpu, replace) {
         Ok(None) => {
             let _ = writeln!(
                 messages,

@@ -20,7 +20,7 @@ use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckSetup};
 use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::put_back::PutBack;
-use crate::stability::report::{CheckReport, Verdict};
+use crate::stability::report::{CheckReport, STABILITY_REPORT_FORMAT, StabilityReport, Verdict};
 use crate::tuning::fan_curve::FanCurve;
 
 /// Readings while a check runs: twice a second, enough for clock and power ranges.
@@ -43,8 +43,8 @@ pub struct StabilityArgs {
     pub duration_s: f64,
     /// The load: full (at the power limit), pulsed (20-80 % duty, where cards boost highest
     /// at their lowest voltage), or both.
-    #[arg(long, value_enum, default_value_t = LoadShape::Both)]
-    pub pattern: LoadShape,
+    #[arg(long, value_enum, default_value_t = PatternArg::Both)]
+    pub pattern: PatternArg,
     /// Print the figures behind each verdict as JSON on standard output.
     #[arg(long)]
     pub json: bool,
@@ -55,6 +55,27 @@ pub struct StabilityArgs {
     /// stable on it, else to stock clock offsets and locks (the fans are left as they are).
     #[arg(long, conflicts_with_all = ["profile", "json", "force"])]
     pub put_back: bool,
+}
+
+/// `--pattern`: which load the GEMM part puts on the card (a [`LoadShape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PatternArg {
+    /// The tensor cores busy all the time: the card at its power limit.
+    Full,
+    /// Bursts at 20-80 % duty: the card boosts highest at its lowest voltage.
+    Pulsed,
+    /// Both, each for half of every round.
+    Both,
+}
+
+impl PatternArg {
+    pub fn shape(self) -> LoadShape {
+        match self {
+            PatternArg::Full => LoadShape::Full,
+            PatternArg::Pulsed => LoadShape::Pulsed,
+            PatternArg::Both => LoadShape::Both,
+        }
+    }
 }
 
 /// What each checked card gets: its settings and fan curve (from the profile, or none).
@@ -71,7 +92,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         return put_back(args, options);
     }
     let check_options =
-        CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
+        CheckOptions::new(args.duration_s, args.pattern.shape()).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();
     let stored = match &args.profile {
         Some(name) => {
@@ -328,7 +349,11 @@ impl Driven for Checks<'_> {
 fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout();
     if json {
-        crate::text::write_json_pretty(&mut stdout, &reports)?;
+        let report = StabilityReport {
+            format_version: STABILITY_REPORT_FORMAT,
+            checks: reports,
+        };
+        crate::text::write_json_pretty(&mut stdout, &report)?;
         writeln!(stdout)?;
         return Ok(());
     }

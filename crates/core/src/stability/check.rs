@@ -5,14 +5,12 @@
 //! caller passes every service event to [`CardCheck::take_event`] and calls
 //! [`CardCheck::tick`] often.
 
-use serde::{Deserialize, Serialize};
-
 use super::busy::{OtherWork, describe_processes};
 use super::compute::ComputeDevice;
 use super::held::Held;
 use super::plan::CheckOptions;
 use super::put_back::stock_clocks;
-use super::report::{CheckReport, describe_settings};
+use super::report::{CheckReport, check_report, describe_settings};
 use super::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::{GpuProcess, Setting};
@@ -25,7 +23,7 @@ use crate::tuning::fan_curve::FanCurve;
 use crate::tuning::in_force::SettingsInForce;
 
 /// Where a check stands, for a progress line or the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckProgress {
     pub gpu_index: u32,
     pub elapsed_s: f64,
@@ -231,7 +229,7 @@ impl CardCheck {
         if let Some(beside) = &self.beside {
             settings.push_str(beside);
         }
-        self.report = Some(CheckReport::new(
+        self.report = Some(check_report(
             &self.gpu,
             settings,
             &self.options,

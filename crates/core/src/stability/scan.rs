@@ -11,15 +11,15 @@
 mod options;
 mod outcome;
 
-pub use options::ScanOptions;
-pub use outcome::{ScanOutcome, ScanStep, lock_caveat, savings};
+pub use options::{ScanOptions, scan_options};
+pub use outcome::{ScanOutcome, ScanStep, lock_caveat, save_scan_profile, savings};
 
 use super::busy::OtherWork;
 use super::compute::{ComputeDevice, Prepared};
 use super::held::Held;
 use super::plan::{CheckOptions, LoadShape};
 use super::put_back::stock_clocks;
-use super::report::{CheckReport, Verdict, describe_settings};
+use super::report::{CheckReport, Verdict, check_report, describe_settings};
 use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::Setting;
@@ -431,7 +431,7 @@ impl Scan {
             min_mhz: self.options.lock_mhz,
             max_mhz: self.options.lock_mhz,
         };
-        CheckReport::new(
+        check_report(
             &self.gpu,
             describe_settings(&in_force, self.gpu.constraints.power_limit_default_mw),
             &step_options(self.options.confirm_s, LoadShape::Both),

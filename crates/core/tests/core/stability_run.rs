@@ -170,7 +170,7 @@ fn a_kernel_that_never_returns_ends_the_check_past_its_deadline() {
 
 #[test]
 fn peak_power_is_taken_only_from_readings_under_the_limit_in_force() {
-    use gputune_core::stability::watch::Watched;
+    use gputune_core::formats::reports::stability_watched::Watched;
     let reading = |at_ms: u64, power_w: u32, limit_w: u32| Telemetry {
         sampled_at_ms: at_ms,
         sm_clock_mhz: Some(2520),

@@ -5,4 +5,7 @@
 //! on). Reports are only written, never read back by gputune: they derive `Serialize` alone.
 
 pub mod profile_list;
+pub mod scan;
+pub mod stability;
+pub mod stability_watched;
 pub mod status;

@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::{EccCounts, Telemetry, ThrottleReason, ThrottleReasons};
+use crate::formats::card::{EccCounts, Telemetry};
+use crate::formats::throttle::{ThrottleReason, ThrottleReasons};
 
 /// The readings of one span (a whole check, or one scan step).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
