@@ -683,7 +683,11 @@ fn report(
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     if args.json {
-        crate::text::write_json_pretty(&mut out, outcome)?;
+        let report = crate::formats::reports::sweep::SweepReport {
+            format_version: crate::formats::reports::sweep::SWEEP_REPORT_FORMAT,
+            outcome,
+        };
+        crate::text::write_json_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", table(outcome))?;

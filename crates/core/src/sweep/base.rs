@@ -5,8 +5,6 @@
 //! written again as part of every step so nothing changes them mid-sweep. Either way they are
 //! said before the job starts and belong to every row and to the saved profile.
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::gate::validate;
 use crate::device::{Constraints, Setting};
 use crate::tuning::in_force::{ClockLock, Control, SettingsInForce};
@@ -27,7 +25,7 @@ pub fn plan_sweep(
 }
 
 /// What the sweep does with the locks and offsets in force that its plan does not set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SweepBase {
     /// Written with every step: the resets (`keep: false`) or the kept values (`keep: true`).
     pub settings: Vec<Setting>,

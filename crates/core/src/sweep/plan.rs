@@ -3,10 +3,9 @@
 //! The first step is the card's stock behaviour for those controls (the reference every other
 //! step is compared with) and it is measured again at the end, so drift shows as noise.
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::gate::validate;
 use crate::device::{Constraints, Setting};
+pub use crate::formats::reports::sweep_step::SweepStep;
 use crate::units::watts_exact;
 
 /// The power limits a sweep tries when none are given, in % of the card's default.
@@ -18,7 +17,7 @@ pub const DEFAULT_UNDERVOLT_OFFSET_MHZ: i32 = 150;
 pub const MAX_STEPS: usize = 60;
 
 /// What the user asked to sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SweepSpec {
     /// Power limits in % of the card's default, in the order tried; empty means the default
     /// list (or 100 % alone when clock caps are given).
@@ -29,32 +28,6 @@ pub struct SweepSpec {
     /// With a clock cap, also try it with this GPU clock offset ("undervolt-style": the capped
     /// clock is reached at a lower voltage).
     pub undervolt_offset_mhz: Option<i32>,
-}
-
-/// One setting of a sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepStep {
-    /// For people: "70 % (315 W), cap 2100 MHz, +150 MHz".
-    pub label: String,
-    pub power_limit_pct: f64,
-    pub power_limit_mw: u32,
-    pub clock_cap_mhz: Option<u32>,
-    pub gpu_clock_offset_mhz: Option<i32>,
-    /// What is written, every control the sweep touches; each passed the validation gate.
-    pub settings: Vec<Setting>,
-    /// True for the first setting measured again at the end.
-    pub is_repeat: bool,
-    /// What else the card ran (a lock or offset kept or reset for the sweep, see `base`);
-    /// empty when nothing else mattered.
-    #[serde(default)]
-    pub in_force_note: String,
-}
-
-impl SweepStep {
-    /// Whether two steps run the card the same way.
-    pub fn same_setting(&self, other: &SweepStep) -> bool {
-        self.settings == other.settings
-    }
 }
 
 /// Why a sweep cannot be planned on this card.

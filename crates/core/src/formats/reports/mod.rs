@@ -9,3 +9,5 @@ pub mod scan;
 pub mod stability;
 pub mod stability_watched;
 pub mod status;
+pub mod sweep;
+pub mod sweep_step;
