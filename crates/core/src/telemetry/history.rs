@@ -12,8 +12,6 @@ mod walk;
 
 use std::ops::Range;
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::Telemetry;
 use column::{SummarizedColumn, THROTTLE_MISSING, ThrottleOr, TimeSteps};
 use quantize::{MetricColumn, steps_per_display_unit};
@@ -33,7 +31,7 @@ const MAX_SPAN_AFTER_REBASE_MS: u64 = u32::MAX as u64 / 4 * 3;
 
 /// A reading kept in the history. Values come back in display units; precision: power 0.1 W,
 /// memory used 1 MiB, fan speed the mean of the card's fans rounded to 1 %, others exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     PowerDrawW,
     PowerLimitW,

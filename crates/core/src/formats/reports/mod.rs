@@ -4,6 +4,7 @@
 //! added, never renamed or removed (docs/json.md says every field and what a script may rely
 //! on). Reports are only written, never read back by gputune: they derive `Serialize` alone.
 
+pub mod fan_curves;
 pub mod profile_list;
 pub mod scan;
 pub mod stability;

@@ -31,9 +31,13 @@ use gputune_core::formats::reports::sweep_step::{
     MeasuredBy, ProgressSource, StepResult, SweepStep, Throughput, WorkUnit,
 };
 
+use gputune_core::formats::reports::fan_curves::{
+    FAN_CURVE_REPORT_FORMAT, FanCurveReport, ShownGpu,
+};
+
 use super::disk::profile;
 use super::golden;
-use super::values::{constraints, identity, in_force, stats, telemetry, tuning};
+use super::values::{constraints, curve, identity, in_force, stats, telemetry, tuning};
 
 /// What `--json` prints: the pretty layout and a newline.
 pub fn printed<T: Serialize>(report: &T) -> Vec<u8> {
@@ -463,4 +467,35 @@ fn sweep_json_writes_its_bytes() {
     assert_eq!(back.ended, others[0].ended);
     assert_eq!(back.measured_by, others[0].measured_by);
     assert_eq!(back.objective, others[0].objective);
+}
+
+#[test]
+fn fan_curve_show_json_writes_its_bytes() {
+    let report = FanCurveReport {
+        format_version: FAN_CURVE_REPORT_FORMAT,
+        daemon: true,
+        gpus: vec![
+            ShownGpu {
+                index: 0,
+                uuid: super::values::UUID.to_string(),
+                curve: Some(curve()),
+                kept: true,
+                by: Some("gputune fan curve set (pid 77, user bob)".to_string()),
+                boot_curve: Some(curve()),
+                safety_net_engaged: false,
+                last_critical: tuning().last_critical,
+            },
+            ShownGpu {
+                index: 1,
+                uuid: "GPU-5a1e0c2d-0000-4000-8000-000000000002".to_string(),
+                curve: None,
+                kept: false,
+                by: None,
+                boot_curve: None,
+                safety_net_engaged: true,
+                last_critical: None,
+            },
+        ],
+    };
+    golden("reports/fan-curve-show.json", &printed(&report));
 }
