@@ -3,7 +3,6 @@
 //! they are formats, defined in `formats::tuning`; here are their methods and what the engine
 //! keeps of its own (who asks: `ClientInfo`).
 
-use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceError;
 pub use crate::formats::tuning::{
@@ -18,7 +17,7 @@ pub use crate::formats::tuning::{
 pub const KEPT_CURVE_CLIENT: ClientId = ClientId::MAX;
 
 /// Who is asking: what the service knows of a client.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientInfo {
     pub id: ClientId,
     /// From the socket's peer credentials (or this process, in-process).
