@@ -13,7 +13,7 @@ use egui_kittest::kittest::Queryable;
 use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::link::LinkEvent;
 use gputune::sweep::objective::Objective;
-use gputune::sweep::plan::SweepSpec;
+use gputune::sweep::steps::SweepSpec;
 use gputune::tuning::engine::{Holder, SessionPurpose};
 use gputune::ui::app::{AppCommand, Tab, TuneView};
 use gputune::ui::tune::sweep_panel::SweepAction;

@@ -6,9 +6,9 @@ use eframe::egui::{self, Color32, RichText};
 
 use crate::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
 use crate::stability::busy::checking_holder;
-use crate::stability::plan::LoadShape;
 use crate::stability::put_back::stock_clocks;
 use crate::stability::report::{CheckReport, Verdict, describe_settings};
+use crate::stability::rounds::LoadShape;
 use crate::stability::scan::ScanStep;
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, WARNING_TEXT};

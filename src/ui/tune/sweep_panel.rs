@@ -9,12 +9,12 @@ use eframe::egui::{self, Color32, RichText};
 use egui_plot::{Legend, Line, MarkerShape, Plot, Points};
 
 use crate::link::sweep::SweepLaunch;
-use crate::sweep::base::{SweepBase, plan_sweep};
+use crate::sweep::base::{SweepBase, sweep_steps_with_base};
 use crate::sweep::measure::StepResult;
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use crate::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
 use crate::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
 use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
+use crate::sweep::steps::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
 use crate::tuning::in_force::Hold;
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
@@ -101,7 +101,7 @@ impl SweepPanel {
             .as_ref()
             .map(|tuning| tuning.in_force.clone())
             .unwrap_or_default();
-        let (steps, base) = plan_sweep(&spec, &gpu.info.constraints, &in_force, false)
+        let (steps, base) = sweep_steps_with_base(&spec, &gpu.info.constraints, &in_force, false)
             .map_err(|error| error.to_string())?;
         let timing = SweepTiming::new(self.step_s, self.warmup_s, 120.0)?;
         let objective = Objective::parse(

@@ -18,9 +18,9 @@ use crate::service::protocol::Response;
 use crate::service::protocol::{Event, Request, Snapshot};
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckSetup};
-use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::put_back::PutBack;
 use crate::stability::report::{CheckReport, STABILITY_REPORT_FORMAT, StabilityReport, Verdict};
+use crate::stability::rounds::{CheckOptions, LoadShape};
 use crate::tuning::fan_curve::FanCurve;
 
 /// Readings while a check runs: twice a second, enough for clock and power ranges.

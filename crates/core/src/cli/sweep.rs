@@ -25,13 +25,13 @@ use crate::measure_job::tree::TrackedJob;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::service::protocol::{Event, Request};
-use crate::sweep::base::plan_sweep;
+use crate::sweep::base::sweep_steps_with_base;
 use crate::sweep::feed::{Echo, FeedMessage, follow_file, read_stream};
 use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use crate::sweep::plan::{SweepSpec, SweepStep, parse_list};
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::report::{recommended_profile, table, write_csv};
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming, SweepUpdate};
+use crate::sweep::steps::{SweepSpec, SweepStep, parse_list};
 use crate::tuning::engine::{EngineEvent, GpuInfo, held_elsewhere};
 use crate::tuning::in_force::Hold;
 
@@ -191,7 +191,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         .get(index as usize)
         .map(|tuning| tuning.in_force.clone())
         .unwrap_or_default();
-    let (plan, base) = plan_sweep(
+    let (plan, base) = sweep_steps_with_base(
         &checked.spec,
         &gpu.constraints,
         &in_force,
@@ -742,7 +742,7 @@ mod tests {
             Wrapper::parse_from(["x", "--clock-caps", "2400", "--undervolt", "--", "python"]);
         assert_eq!(
             parsed.sweep.undervolt,
-            Some(crate::sweep::plan::DEFAULT_UNDERVOLT_OFFSET_MHZ)
+            Some(crate::sweep::steps::DEFAULT_UNDERVOLT_OFFSET_MHZ)
         );
         assert!(check(&parsed.sweep).is_ok());
         let no_job = Wrapper::parse_from(["x"]);

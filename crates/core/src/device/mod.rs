@@ -13,7 +13,6 @@ mod xid;
 
 use std::path::PathBuf;
 
-
 pub use crate::formats::throttle::{ThrottleReason, ThrottleReasons};
 pub use process::{GpuProcess, ProcessKind};
 pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidResponse};

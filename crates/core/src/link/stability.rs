@@ -11,8 +11,8 @@ use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckProgress, CheckSetup};
-use crate::stability::plan::{CheckOptions, LoadShape};
 use crate::stability::report::CheckReport;
+use crate::stability::rounds::{CheckOptions, LoadShape};
 use crate::stability::scan::{Scan, ScanOutcome, ScanStep, scan_options};
 use crate::tuning::engine::{GpuInfo, GpuTuning};
 

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use crate::service::client::TuningClient;
 use crate::service::protocol::Event;
-use crate::sweep::base::plan_sweep;
+use crate::sweep::base::sweep_steps_with_base;
 use crate::sweep::feed::{FeedMessage, follow_file};
 use crate::sweep::objective::Objective;
-use crate::sweep::plan::SweepSpec;
 use crate::sweep::progress::ProgressParser;
 use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepTiming, SweepUpdate, SweepView};
+use crate::sweep::steps::SweepSpec;
 use crate::tuning::engine::GpuInfo;
 use crate::tuning::in_force::SettingsInForce;
 
@@ -52,8 +52,9 @@ impl ActiveSweep {
     /// Plans the sweep on `gpu` and starts following the progress file; nothing is written
     /// to the card before the first tick.
     pub fn start(launch: SweepLaunch, gpu: &GpuInfo) -> Result<ActiveSweep, String> {
-        let (plan, _) = plan_sweep(&launch.spec, &gpu.constraints, &launch.in_force, false)
-            .map_err(|error| error.to_string())?;
+        let (plan, _) =
+            sweep_steps_with_base(&launch.spec, &gpu.constraints, &launch.in_force, false)
+                .map_err(|error| error.to_string())?;
         let clock = SweepClock::start();
         let (sender, progress) = mpsc::channel();
         let follow_stop = Arc::new(AtomicBool::new(false));

@@ -8,9 +8,9 @@
 use super::busy::{OtherWork, describe_processes};
 use super::compute::ComputeDevice;
 use super::held::Held;
-use super::plan::CheckOptions;
 use super::put_back::stock_clocks;
 use super::report::{CheckReport, check_report, describe_settings};
+use super::rounds::CheckOptions;
 use super::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::{GpuProcess, Setting};

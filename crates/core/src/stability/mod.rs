@@ -9,7 +9,7 @@
 //!   cuda/work.rs    its buffers and each batch's launches
 //! kernels/      the kernels' CUDA C source and the PTX built from it (tools/kernels/build-ptx.sh)
 //! simulated.rs  the simulated device: results that go wrong as the simulated card's margin says
-//! plan.rs       a check's options and its rounds (full load, pulses, FMA chains, VRAM)
+//! rounds.rs     a check's options and its rounds (full load, pulses, FMA chains, VRAM)
 //! worker.rs     a device on its own thread: every piece of work with a deadline
 //! run.rs        one span of checked work: the rounds handed out, results counted, findings
 //! busy.rs       whether a card is free for a check: another check or scan, other programs
@@ -27,11 +27,11 @@ pub mod compute;
 pub mod cuda;
 pub mod device;
 pub mod held;
-pub mod plan;
 pub mod put_back;
 pub mod record;
 pub mod reference;
 pub mod report;
+pub mod rounds;
 pub mod run;
 pub mod scan;
 pub mod simulated;

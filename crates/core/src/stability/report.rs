@@ -1,7 +1,7 @@
 //! A finished check as people and programs read it: the verdict sentence, the figures behind
 //! it (`--json`), and the short record a profile keeps of its last check.
 
-use super::plan::CheckOptions;
+use super::rounds::CheckOptions;
 use super::run::RunResult;
 pub use crate::formats::profile::{CheckRecord, Verdict};
 pub use crate::formats::reports::stability::{
@@ -78,7 +78,7 @@ mod tests {
     use super::*;
     use crate::formats::reports::stability_watched::Watched;
     use crate::stability::compute::{Checked, Prepared};
-    use crate::stability::plan::LoadShape;
+    use crate::stability::rounds::LoadShape;
     use crate::stability::run::{Ending, Finding, Tally};
 
     fn report(ending: Ending) -> CheckReport {

@@ -1,4 +1,4 @@
-//! One span of checked work on one card: the rounds of [`super::plan`] handed to the device's
+//! One span of checked work on one card: the rounds of [`super::rounds`] handed to the device's
 //! worker one piece at a time, every result counted, the first sign of instability ending it.
 //! It never blocks: the caller gives it the card's readings and calls [`CheckRun::tick`] often
 //! (every 10-50 ms); a check and each step of a scan are one `CheckRun`.
@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use super::compute::{CardConditions, ComputeError, VramPattern};
-use super::plan::{CheckOptions, Part, in_burst, round, round_length_s};
 use super::reference::fma_chain_reference;
+use super::rounds::{CheckOptions, Part, in_burst, round, round_length_s};
 use super::worker::{ComputeWorker, Done, Poll, Work};
 use crate::device::{CriticalEvent, Telemetry};
 pub use crate::formats::reports::stability::{

@@ -17,9 +17,9 @@ pub use outcome::{ScanOutcome, ScanStep, lock_caveat, save_scan_profile, savings
 use super::busy::OtherWork;
 use super::compute::{ComputeDevice, Prepared};
 use super::held::Held;
-use super::plan::{CheckOptions, LoadShape};
 use super::put_back::stock_clocks;
 use super::report::{CheckReport, Verdict, check_report, describe_settings};
+use super::rounds::{CheckOptions, LoadShape};
 use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::device::Setting;

@@ -4,8 +4,8 @@
 
 use crate::device::Telemetry;
 pub use crate::formats::reports::sweep_step::{MeasuredBy, StepResult, Throughput};
-use crate::sweep::plan::SweepStep;
 use crate::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
+use crate::sweep::steps::SweepStep;
 use crate::tuning::stats::TrialStats;
 
 /// A step's measured seconds are cut in this many parts; the spread of their throughputs is
@@ -355,7 +355,7 @@ mod tests {
                 },
             ));
         }
-        let step = crate::sweep::plan::SweepStep {
+        let step = crate::sweep::steps::SweepStep {
             label: "100 % (300 W)".to_string(),
             power_limit_pct: 100.0,
             power_limit_mw: 300_000,

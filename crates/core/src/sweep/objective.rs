@@ -224,7 +224,7 @@ pub fn recommend_in(
 mod tests {
     use super::*;
     use crate::sweep::measure::Throughput;
-    use crate::sweep::plan::SweepStep;
+    use crate::sweep::steps::SweepStep;
     use crate::tuning::stats::TrialStats;
 
     fn result(percent: f64, units_per_s: f64, watts: f64, is_repeat: bool) -> StepResult {

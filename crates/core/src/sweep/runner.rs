@@ -16,8 +16,8 @@ use crate::service::client::{ClientError, TuningClient};
 use crate::service::protocol::{Event, Request, Response};
 use crate::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
 use crate::sweep::objective::{Objective, flag_noisy_steps, recommend_in};
-use crate::sweep::plan::SweepStep;
 use crate::sweep::progress::ProgressReading;
+use crate::sweep::steps::SweepStep;
 use crate::tuning::engine::{
     EngineEvent, GpuChange, GpuInfo, SessionId, SessionPurpose, SessionReport, SessionRequest,
     report_lines,

@@ -3,7 +3,6 @@
 //! offsets, fan modes) and from its own record where it cannot (clock locks). A value is put
 //! back by writing the [`Setting`] that [`SettingsInForce::restoring`] gives for its control.
 
-
 use crate::device::{COMPUTE_PSTATES, CurrentSettings, FanMode, Setting, compute_offset_mhz};
 pub use crate::formats::tuning::{ClockLock, Hold, LockRecord, SettingsInForce};
 pub use crate::tuning::pstate_offsets::{controls_written, describe_offset, pstates_at};

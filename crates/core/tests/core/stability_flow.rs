@@ -14,8 +14,8 @@ use gputune_core::service::client::{
 use gputune_core::service::protocol::{Request, Response, Snapshot};
 use gputune_core::stability::busy::OtherWork;
 use gputune_core::stability::check::{CardCheck, CheckSetup};
-use gputune_core::stability::plan::{CheckOptions, LoadShape};
 use gputune_core::stability::report::{CheckReport, Verdict};
+use gputune_core::stability::rounds::{CheckOptions, LoadShape};
 use gputune_core::stability::run::{Ending, Finding};
 use gputune_core::stability::simulated::SimulatedDevice;
 use gputune_core::tuning::engine::{GpuChange, Holder, SessionPurpose};

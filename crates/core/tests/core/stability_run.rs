@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune_core::device::{Backend, Telemetry};
-use gputune_core::stability::plan::{CheckOptions, LoadShape};
+use gputune_core::stability::rounds::{CheckOptions, LoadShape};
 use gputune_core::stability::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
 use gputune_core::stability::simulated::{SimFaults, SimulatedDevice};
 use gputune_core::stability::worker::ComputeWorker;

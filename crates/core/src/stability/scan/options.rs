@@ -1,7 +1,7 @@
 //! The scanner's options, checked against the card before anything runs.
 
 pub use crate::formats::reports::scan::ScanOptions;
-use crate::stability::plan::{LONGEST_CHECK_S, SHORTEST_CHECK_S};
+use crate::stability::rounds::{LONGEST_CHECK_S, SHORTEST_CHECK_S};
 use crate::tuning::engine::GpuInfo;
 
 /// Checks what the user asked for against `gpu` (`lock_mhz` None: the rated boost clock).

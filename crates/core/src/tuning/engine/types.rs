@@ -3,7 +3,6 @@
 //! they are formats, defined in `formats::tuning`; here are their methods and what the engine
 //! keeps of its own (who asks: `ClientInfo`).
 
-
 use crate::device::DeviceError;
 pub use crate::formats::tuning::{
     ChangeNote, ClientId, CriticalNote, EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuRestored,

@@ -32,20 +32,20 @@ pub struct SweepSpec {
 
 /// Why a sweep cannot be planned on this card.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
+pub enum SweepStepsError {
     #[error("{0}")]
     Invalid(String),
 }
 
-fn invalid(message: impl Into<String>) -> PlanError {
-    PlanError::Invalid(message.into())
+fn invalid(message: impl Into<String>) -> SweepStepsError {
+    SweepStepsError::Invalid(message.into())
 }
 
 /// The steps of `spec` on a card with `constraints`, first setting repeated last.
-pub fn plan_steps(
+pub fn sweep_steps(
     spec: &SweepSpec,
     constraints: &Constraints,
-) -> Result<Vec<SweepStep>, PlanError> {
+) -> Result<Vec<SweepStep>, SweepStepsError> {
     let default_mw = constraints
         .power_limit_default_mw
         .filter(|default_mw| *default_mw > 0)
@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_default_sweep_is_five_power_limits_and_the_first_again() {
-        let steps = plan_steps(
+        let steps = sweep_steps(
             &SweepSpec {
                 power_limits_pct: vec![],
                 clock_caps_mhz: vec![],
@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn caps_and_undervolt_name_every_touched_control_in_every_step() {
-        let steps = plan_steps(
+        let steps = sweep_steps(
             &SweepSpec {
                 power_limits_pct: vec![100.0, 80.0],
                 clock_caps_mhz: vec![2400],
@@ -257,7 +257,7 @@ mod tests {
         );
         assert_eq!(steps[5].label, "80 % (360 W), cap 2400 MHz, +150 MHz");
         // Caps alone sweep at 100 %.
-        let caps = plan_steps(
+        let caps = sweep_steps(
             &SweepSpec {
                 power_limits_pct: vec![],
                 clock_caps_mhz: vec![2400, 2100],
@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn impossible_sweeps_are_refused_with_the_reason() {
         let refused = |spec: SweepSpec, constraints: &Constraints, words: &str| {
-            let error = plan_steps(&spec, constraints).unwrap_err().to_string();
+            let error = sweep_steps(&spec, constraints).unwrap_err().to_string();
             assert!(error.contains(words), "{error}");
         };
         let spec = |power: Vec<f64>, caps: Vec<u32>, offset: Option<i32>| SweepSpec {
