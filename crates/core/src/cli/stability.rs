@@ -7,6 +7,10 @@ use std::io::Write;
 use anyhow::bail;
 use clap::Args;
 
+mod put_back;
+
+use put_back::{put_back, say_how_to_put_back};
+
 use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
@@ -14,11 +18,9 @@ use crate::device::Setting;
 use crate::device::resolve_among;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
-use crate::service::protocol::Response;
 use crate::service::protocol::{Event, Request, Snapshot};
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckSetup};
-use crate::stability::put_back::PutBack;
 use crate::stability::report::{CheckReport, STABILITY_REPORT_FORMAT, StabilityReport, Verdict};
 use crate::stability::rounds::{CheckOptions, LoadShape};
 use crate::tuning::fan_curve::FanCurve;
@@ -204,101 +206,6 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         say_how_to_put_back(&mut client, options, &reports, &mut messages);
     }
     Ok(exit_code(&reports, !not_run.is_empty()))
-}
-
-/// `--put-back`: each named card (default: the only one) back to the profile last checked
-/// stable on it, else to stock clock offsets and locks, through the engine.
-fn put_back(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
-    let mut messages = std::io::stderr();
-    let mut client = crate::cli::connect::connect_for_changes(options, &mut messages)?;
-    let snapshot = snapshot(&mut client)?;
-    let profiles = saved_profiles(options, &mut messages);
-    let mut stdout = std::io::stdout();
-    for index in choose_gpus(&snapshot, args.gpu.as_deref(), None)? {
-        let gpu = &snapshot.gpus[index as usize];
-        let Some(tuning) = snapshot.tunings.get(index as usize) else {
-            bail!("The tuning engine sent no state for GPU {index}.");
-        };
-        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
-        if !plan.settings.is_empty() {
-            let request = Request::Apply {
-                changes: vec![crate::tuning::engine::GpuChange {
-                    gpu_uuid: gpu.identity.uuid.clone(),
-                    settings: plan.settings.clone(),
-                }],
-            };
-            match client.request(request).map_err(refusal)? {
-                Response::Applied { .. } => {}
-                other => return Err(crate::cli::connect::unexpected(&other)),
-            }
-        }
-        let said = if plan.settings.is_empty() {
-            plan.describe()
-        } else {
-            format!("Put {}", plan.describe())
-        };
-        writeln!(stdout, "{said}")?;
-    }
-    Ok(0)
-}
-
-/// The saved profiles (a folder that cannot be read: none, said on `messages`).
-fn saved_profiles(
-    options: &TuningOptions,
-    messages: &mut dyn Write,
-) -> Vec<crate::profiles::store::StoredProfile> {
-    match ProfileStore::open(&options.folders) {
-        Ok(store) => store.list().0,
-        Err(error) => {
-            let _ = writeln!(
-                messages,
-                "gputune: the profiles could not be read ({error}); stock settings are the way back."
-            );
-            Vec::new()
-        }
-    }
-}
-
-/// After a card was found unstable at its own settings, which it still runs: how to put it
-/// back.
-fn say_how_to_put_back(
-    client: &mut TuningClient,
-    options: &TuningOptions,
-    reports: &[CheckReport],
-    messages: &mut dyn Write,
-) {
-    if !reports
-        .iter()
-        .any(|report| report.verdict == Verdict::Unstable)
-    {
-        return;
-    }
-    let Ok(now) = snapshot(client) else {
-        return;
-    };
-    let profiles = saved_profiles(options, messages);
-    for report in reports
-        .iter()
-        .filter(|report| report.verdict == Verdict::Unstable)
-    {
-        let index = report.gpu_index as usize;
-        let (Some(gpu), Some(tuning)) = (now.gpus.get(index), now.tunings.get(index)) else {
-            continue;
-        };
-        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
-        if plan.settings.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            messages,
-            "gputune: GPU {index} still runs {}. Put it back to {} with `gputune stability --put-back --gpu {index}`.",
-            crate::stability::report::describe_settings(
-                &tuning.in_force,
-                gpu.constraints.power_limit_default_mw
-            ),
-            plan.target
-        );
-    }
 }
 
 /// Every card's check, driven together.
