@@ -101,11 +101,6 @@ pub fn recommend_in(
     let (reference, noise) = reference(results).ok_or(
         "The first setting has no measurement (no throughput or power was read), so nothing can be compared: see the messages above.",
     )?;
-    let first_label = results
-        .iter()
-        .find(|result| !result.step.is_repeat)
-        .map(|result| result.step.label.clone())
-        .unwrap_or_default();
     let candidates: Vec<(usize, Comparison)> = results
         .iter()
         .enumerate()
@@ -154,6 +149,41 @@ pub fn recommend_in(
                 .any(|(allowed_index, _)| allowed_index == index)
         })
         .min_by(|a, b| a.1.slowdown_pct.total_cmp(&b.1.slowdown_pct));
+    let sentence = chosen_sentence(
+        results,
+        objective,
+        unit,
+        (step_index, comparison),
+        too_slow,
+        (noise, within_noise),
+    );
+    Ok(ChosenStep {
+        step_index,
+        label,
+        comparison,
+        noise,
+        within_noise,
+        sentence,
+    })
+}
+
+/// The answer in one or two sentences: what to run (or why to keep the first setting), what it
+/// costs against the first setting, and the run's noise.
+fn chosen_sentence(
+    results: &[StepResult],
+    objective: Objective,
+    unit: &str,
+    (step_index, comparison): (usize, Comparison),
+    too_slow: Option<&(usize, Comparison)>,
+    (noise, within_noise): (Option<Noise>, bool),
+) -> String {
+    let label = &results[step_index].step.label;
+    let first_label = results
+        .iter()
+        .find(|result| !result.step.is_repeat)
+        .map(|result| result.step.label.as_str())
+        .unwrap_or_default();
+    let band = noise.map(|noise| noise.band_pct());
     let mut sentence = if step_index == 0 {
         match (objective, too_slow) {
             (Objective::EnergyWithinSlowdown { max_slowdown_pct }, Some((index, other))) => {
@@ -210,14 +240,7 @@ pub fn recommend_in(
         )),
         (None, _) => sentence.push_str(" The noise is unknown: the first setting was not measured again."),
     }
-    Ok(ChosenStep {
-        step_index,
-        label,
-        comparison,
-        noise,
-        within_noise,
-        sentence,
-    })
+    sentence
 }
 
 #[cfg(test)]
