@@ -499,3 +499,33 @@ fn fan_curve_show_json_writes_its_bytes() {
     };
     golden("reports/fan-curve-show.json", &printed(&report));
 }
+
+/// The window's screenshots start from a check and a scan as `--json` printed them: those
+/// files still read (the screenshot test itself runs only on demand).
+#[test]
+fn the_windows_check_and_scan_fixtures_read() {
+    let fixtures = super::formats_dir().join("../stability");
+    let read = |name: &str| match std::fs::read_to_string(fixtures.join(name)) {
+        Ok(text) => text,
+        Err(error) => panic!("tests/data/stability/{name} could not be read: {error}"),
+    };
+    let checks: Vec<CheckReport> = match serde_json::from_str(&read("check-unstable-rtx4090.json"))
+    {
+        Ok(checks) => checks,
+        Err(error) => panic!("the check fixture reads: {error}"),
+    };
+    assert!(matches!(
+        checks.first().map(|check| &check.result.ending),
+        Some(Ending::Unstable {
+            finding: Finding::WrongResults { .. }
+        })
+    ));
+    let scan: ScanOutcome = match serde_json::from_str(&read("scan-rtx4090.json")) {
+        Ok(scan) => scan,
+        Err(error) => panic!("the scan fixture reads: {error}"),
+    };
+    assert!(
+        scan.confirmation
+            .is_some_and(|check| check.verdict == Verdict::Stable)
+    );
+}
