@@ -14,6 +14,19 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// A user's regex may compile to at most this much memory.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
+/// tqdm's unit names, and the usual words, as units (another name kept printable, 20
+/// characters at most).
+pub fn work_unit(name: &str) -> WorkUnit {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "" | "it" | "its" | "step" | "steps" | "batch" | "batches" => WorkUnit::Step,
+        "sample" | "samples" | "ex" | "example" | "examples" | "img" | "images" | "seq"
+        | "seqs" | "sequences" => WorkUnit::Sample,
+        "tok" | "toks" | "token" | "tokens" | "tk" => WorkUnit::Token,
+        "epoch" | "epochs" => WorkUnit::Epoch,
+        other => WorkUnit::Other(crate::text::printable(other).chars().take(20).collect()),
+    }
+}
+
 /// A rate the job printed, or a counter whose cadence gives one.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ProgressValue {
@@ -189,7 +202,7 @@ impl ProgressParser {
             return;
         };
         let unit = if let (Some(value), Some(unit)) = (rate.name("rate"), rate.name("rate_unit")) {
-            let unit = WorkUnit::from_name(unit.as_str());
+            let unit = work_unit(unit.as_str());
             let scale = scale_of(rate.name("rate_scale").map(|scale| scale.as_str()));
             if let Ok(number) = value.as_str().parse::<f64>() {
                 push(
@@ -202,7 +215,7 @@ impl ProgressParser {
             }
             unit
         } else if let (Some(value), Some(unit)) = (rate.name("per"), rate.name("per_unit")) {
-            let unit = WorkUnit::from_name(unit.as_str());
+            let unit = work_unit(unit.as_str());
             if let Ok(seconds) = value.as_str().parse::<f64>()
                 && seconds > 0.0
             {
@@ -318,7 +331,7 @@ fn read_custom(
     };
     let unit = captures
         .name("unit")
-        .map_or(WorkUnit::Step, |unit| WorkUnit::from_name(unit.as_str()));
+        .map_or(WorkUnit::Step, |unit| work_unit(unit.as_str()));
     let number = |name: &str| {
         captures
             .name(name)

@@ -125,20 +125,6 @@ pub enum WorkUnit {
     Other(String),
 }
 
-impl WorkUnit {
-    /// tqdm's unit names, and the usual words, as units.
-    pub fn from_name(name: &str) -> WorkUnit {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "" | "it" | "its" | "step" | "steps" | "batch" | "batches" => WorkUnit::Step,
-            "sample" | "samples" | "ex" | "example" | "examples" | "img" | "images" | "seq"
-            | "seqs" | "sequences" => WorkUnit::Sample,
-            "tok" | "toks" | "token" | "tokens" | "tk" => WorkUnit::Token,
-            "epoch" | "epochs" => WorkUnit::Epoch,
-            other => WorkUnit::Other(crate::text::printable(other).chars().take(20).collect()),
-        }
-    }
-}
-
 impl fmt::Display for WorkUnit {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -423,7 +423,7 @@ fn sweep_json_writes_its_bytes() {
             },
             Some(MeasuredBy::Progress {
                 source: ProgressSource::Custom,
-                unit: WorkUnit::Other("batch".to_string()),
+                unit: WorkUnit::Other("frame".to_string()),
             }),
         ),
         (
