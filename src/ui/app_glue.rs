@@ -203,7 +203,7 @@ impl GpuTuneApp {
             Err(_) => Vec::new(),
         };
         let plan =
-            crate::stability::put_back::PutBack::plan(&gpu.info, &tuning.in_force, &profiles);
+            crate::stability::put_back::PutBack::for_card(&gpu.info, &tuning.in_force, &profiles);
         if plan.settings.is_empty() {
             self.state.stability.message = Some(Ok(plan.describe()));
             return;

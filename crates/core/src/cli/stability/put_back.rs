@@ -26,12 +26,12 @@ pub(super) fn put_back(args: &StabilityArgs, options: &TuningOptions) -> anyhow:
         let Some(tuning) = snapshot.tunings.get(index as usize) else {
             bail!("The tuning engine sent no state for GPU {index}.");
         };
-        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
-        if !plan.settings.is_empty() {
+        let put_back = PutBack::for_card(gpu, &tuning.in_force, &profiles);
+        if !put_back.settings.is_empty() {
             let request = Request::Apply {
                 changes: vec![crate::tuning::engine::GpuChange {
                     gpu_uuid: gpu.identity.uuid.clone(),
-                    settings: plan.settings.clone(),
+                    settings: put_back.settings.clone(),
                 }],
             };
             match client.request(request).map_err(refusal)? {
@@ -39,10 +39,10 @@ pub(super) fn put_back(args: &StabilityArgs, options: &TuningOptions) -> anyhow:
                 other => return Err(crate::cli::connect::unexpected(&other)),
             }
         }
-        let said = if plan.settings.is_empty() {
-            plan.describe()
+        let said = if put_back.settings.is_empty() {
+            put_back.describe()
         } else {
-            format!("Put {}", plan.describe())
+            format!("Put {}", put_back.describe())
         };
         writeln!(stdout, "{said}")?;
     }
@@ -92,8 +92,8 @@ pub(super) fn say_how_to_put_back(
         let (Some(gpu), Some(tuning)) = (now.gpus.get(index), now.tunings.get(index)) else {
             continue;
         };
-        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
-        if plan.settings.is_empty() {
+        let put_back = PutBack::for_card(gpu, &tuning.in_force, &profiles);
+        if put_back.settings.is_empty() {
             continue;
         }
         let _ = writeln!(
@@ -103,7 +103,7 @@ pub(super) fn say_how_to_put_back(
                 &tuning.in_force,
                 gpu.constraints.power_limit_default_mw
             ),
-            plan.target
+            put_back.target
         );
     }
 }
