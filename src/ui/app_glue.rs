@@ -202,7 +202,7 @@ impl GpuTuneApp {
             Ok(store) => store.list().0,
             Err(_) => Vec::new(),
         };
-        let plan = gputune_core::stability::put_back::PutBack::plan(
+        let plan = gputune_core::stability::put_back::PutBack::for_card(
             &gpu.info,
             &tuning.in_force,
             &profiles,

@@ -68,9 +68,11 @@ fn gputune_sim(arguments: &[&str]) -> std::process::Output {
 #[test]
 fn status_json_against_the_simulator() {
     let report = parse_json(&gputune_sim(&["status", "--json", "--backend", "sim"]));
+    assert_eq!(report["format_version"], 1);
     assert_eq!(report["backend"], "sim");
     let gpus = gpus(&report);
     assert_eq!(gpus.len(), 1);
+    assert_eq!(gpus[0]["type"], "read");
     assert_complete(&gpus[0]);
     assert_eq!(gpus[0]["name"], "NVIDIA GeForce RTX 4090");
     assert_eq!(gpus[0]["fan_speed_pct"].as_array().map(Vec::len), Some(2));

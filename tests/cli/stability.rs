@@ -60,7 +60,8 @@ fn a_check_at_stock_settings_finds_no_wrong_result_and_changes_nothing() {
     let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let reports = json(&output);
-    let report = &reports[0];
+    assert_eq!(reports["format_version"], 1, "{reports}");
+    let report = &reports["checks"][0];
     assert_eq!(report["verdict"], "stable", "{report}");
     assert_eq!(report["settings"], "stock settings");
     let tally = &report["tally"];
@@ -107,7 +108,7 @@ fn a_profile_past_the_margin_is_found_unstable_put_back_and_remembered() {
     ]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    let report = &json(&output)[0];
+    let report = &json(&output)["checks"][0];
     assert_eq!(report["verdict"], "unstable", "{report}");
     assert!(
         report["ran_s"].as_f64().unwrap_or(99.0) < 20.0,
@@ -144,9 +145,9 @@ fn an_xid_during_a_check_ends_it_as_unstable() {
     let machine = FakeMachine::for_processes_with_faults("rtx4090", "xid_after_ms=1500");
     let output = machine.gputune(&["stability", "--duration-s", "30", "--json"]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
-    let report = &json(&output)[0];
+    let report = &json(&output)["checks"][0];
     assert_eq!(report["verdict"], "unstable");
-    assert_eq!(report["ending"]["finding"]["kind"], "xid", "{report}");
+    assert_eq!(report["ending"]["finding"]["type"], "xid", "{report}");
     assert_eq!(report["ending"]["finding"]["xid"], 13);
 }
 
@@ -321,7 +322,7 @@ fn a_setting_changed_by_another_program_during_a_check_is_named_in_its_verdict()
     let (status, stdout, stderr) = running.finish();
     assert_eq!(status.code(), Some(1), "{stderr}");
     let reports: Value = serde_json::from_str(&stdout).expect("JSON");
-    let report = &reports[0];
+    let report = &reports["checks"][0];
     assert_eq!(report["verdict"], "unstable", "{report}");
     assert_eq!(
         report["settings"],
@@ -337,7 +338,7 @@ fn a_datacenter_cards_ecc_counters_are_watched_and_an_uncorrectable_error_is_ins
     let machine = FakeMachine::for_processes("datacenter-fanless", "training");
     let output = machine.gputune(&["stability", "--duration-s", "2", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let report = &json(&output)[0];
+    let report = &json(&output)["checks"][0];
     assert_eq!(
         report["watched"]["ecc_errors"],
         serde_json::json!({"corrected_volatile": 0, "uncorrected_volatile": 0}),
@@ -364,7 +365,7 @@ fn a_datacenter_cards_ecc_counters_are_watched_and_an_uncorrectable_error_is_ins
     assert_eq!(status.code(), Some(1), "{stderr}");
     let reports: Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(
-        reports[0]["ending"]["finding"]["kind"], "uncorrected_ecc",
+        reports["checks"][0]["ending"]["finding"]["type"], "uncorrected_ecc",
         "{stdout}"
     );
 }
@@ -430,7 +431,7 @@ fn a_check_beside_another_programs_compute_work_is_refused_naming_it_and_force_c
     assert!(machine.write_log().is_empty(), "{:?}", machine.write_log());
     let forced = machine.gputune(&["stability", "--duration-s", "2", "--force", "--json"]);
     assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
-    let report = &json(&forced)[0];
+    let report = &json(&forced)["checks"][0];
     let settings = report["settings"].as_str().unwrap_or("");
     assert!(
         settings.starts_with(

@@ -14,9 +14,10 @@ use std::time::Instant;
 use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
-use gputune_core::sweep::measure::{MeasuredBy, StepResult, Throughput};
-use gputune_core::sweep::objective::{Objective, recommend};
-use gputune_core::sweep::runner::{SweepEnd, SweepOutcome};
+use gputune_core::sweep::objective::recommend;
+use gputune_formats::reports::sweep::Objective;
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult, Throughput};
 
 /// Steps per second of the stand-in job at 2520 MHz.
 const RATE_AT_REFERENCE: f64 = 20.0;
@@ -356,8 +357,8 @@ fn attached_to_a_running_job_the_sweep_follows_its_log_file() {
     assert_eq!(
         outcome.measured_by,
         Some(MeasuredBy::Progress {
-            source: gputune_core::sweep::progress::ProgressSource::HuggingFace,
-            unit: gputune_core::sweep::progress::WorkUnit::Epoch,
+            source: gputune_formats::reports::sweep_step::ProgressSource::HuggingFace,
+            unit: gputune_formats::reports::sweep_step::WorkUnit::Epoch,
         })
     );
     let full = outcome.results[0].throughput.expect("measured").units_per_s;
@@ -436,7 +437,7 @@ fn a_progress_format_only_the_users_regex_reads_is_how_the_sweep_measures() {
         matches!(
             outcome.measured_by,
             Some(MeasuredBy::Progress {
-                source: gputune_core::sweep::progress::ProgressSource::Custom,
+                source: gputune_formats::reports::sweep_step::ProgressSource::Custom,
                 ..
             })
         ),

@@ -7,11 +7,15 @@ use gputune_core::clock::{Clock, ManualClock};
 use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
-use gputune_core::sweep::objective::{Objective, flag_noisy_steps, recommend_in};
-use gputune_core::sweep::plan::{SweepSpec, plan_steps};
-use gputune_core::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
-use gputune_core::sweep::runner::{SweepEnd, SweepOutcome, SweepPhase, SweepTiming, SweepView};
+use gputune_core::sweep::measure::StepMeasurement;
+use gputune_core::sweep::objective::{flag_noisy_steps, recommend_in};
+use gputune_core::sweep::progress::{ProgressReading, ProgressValue};
+use gputune_core::sweep::runner::{SweepPhase, SweepTiming, SweepView};
+use gputune_core::sweep::steps::{SweepSpec, sweep_steps};
+use gputune_formats::reports::sweep::Objective;
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult};
+use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
 use gputune_formats::tuning::GpuInfo;
 
 /// Steps per second of the simulated job at 2520 MHz.
@@ -40,7 +44,7 @@ pub fn simulated_sweep(
             .constraints(0)
             .expect("the simulated card has limits"),
     };
-    let plan = plan_steps(
+    let plan = sweep_steps(
         &SweepSpec {
             power_limits_pct: power_limits_pct.to_vec(),
             clock_caps_mhz: Vec::new(),

@@ -9,7 +9,8 @@ use gputune_core::device::sim::{
 };
 use gputune_core::stability::reference::fma_chain_reference;
 use gputune_core::stability::simulated::SimulatedDevice;
-use gputune_core::stability::{CardConditions, Checked, ComputeDevice, ComputeSetup, VramPattern};
+use gputune_core::stability::{CardConditions, ComputeDevice, ComputeSetup, VramPattern};
+use gputune_formats::reports::stability::Checked;
 
 fn main() -> Result<(), String> {
     margins();

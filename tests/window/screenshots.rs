@@ -158,9 +158,9 @@ fn screenshots() {
     let read = |name: &str| {
         std::fs::read_to_string(data.join(name)).unwrap_or_else(|error| panic!("{name}: {error}"))
     };
-    let scan: gputune_core::stability::scan::ScanOutcome =
+    let scan: gputune_formats::reports::scan::ScanOutcome =
         serde_json::from_str(&read("scan-rtx4090.json")).expect("the scan's outcome reads");
-    let checks: Vec<gputune_core::stability::report::CheckReport> =
+    let checks: Vec<gputune_formats::reports::stability::CheckReport> =
         serde_json::from_str(&read("check-unstable-rtx4090.json")).expect("the check reads");
     let views = [
         (

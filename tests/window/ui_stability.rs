@@ -4,7 +4,6 @@
 //! result as a profile; a card without clock offsets says there is no undervolt to find.
 
 use crate::common_ui;
-use gputune_core::stability::report::VerdictOfEnding;
 
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
@@ -15,15 +14,14 @@ use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::LinkEvent;
 use gputune_core::link::stability::{StabilityKind, StabilityView};
 use gputune_core::stability::check::CheckProgress;
-use gputune_core::stability::compute::{Checked, Prepared};
-use gputune_core::stability::plan::LoadShape;
-use gputune_core::stability::report::CheckReport;
-use gputune_core::stability::run::{Ending, Finding, RunResult, Tally};
-use gputune_core::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
-use gputune_core::stability::watch::Watched;
-use gputune_formats::profile::Verdict;
+use gputune_formats::reports::scan::{ScanOptions, ScanOutcome, ScanStep};
+use gputune_formats::reports::stability::LoadShape;
+use gputune_formats::reports::stability::{Checked, Prepared};
+use gputune_formats::reports::stability::{Ending, Finding, RunResult, Tally};
+use gputune_formats::reports::stability_watched::Watched;
 use gputune_formats::tuning::{ClockLockInForce, Hold};
 use gputune_formats::tuning::{GpuTuning, Holder, SessionPurpose};
+use gputune_formats::{profile::Verdict, reports::stability::CheckReport};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
@@ -286,7 +284,7 @@ fn a_finished_scan_shows_its_steps_and_savings_and_saves_a_profile() {
         step(Some(30), 391.0, None),
         step(Some(45), 388.0, Some("3 wrong GEMM results at 2520 MHz")),
     ];
-    let savings = gputune_core::stability::scan::savings("Against stock", &stock, &steps[0]);
+    let savings = gputune_formats::reports::scan::savings("Against stock", &stock, &steps[0]);
     let outcome = ScanOutcome {
         gpu_index: 0,
         gpu_uuid: "GPU-1".to_string(),

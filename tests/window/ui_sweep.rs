@@ -14,8 +14,8 @@ use gputune::ui::app::{AppCommand, Tab, TuneView};
 use gputune::ui::tune::sweep_panel::SweepAction;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::LinkEvent;
-use gputune_core::sweep::objective::Objective;
-use gputune_core::sweep::plan::SweepSpec;
+use gputune_core::sweep::steps::SweepSpec;
+use gputune_formats::reports::sweep::Objective;
 use gputune_formats::tuning::{Holder, SessionPurpose};
 
 fn harness() -> Harness<'static, Window> {

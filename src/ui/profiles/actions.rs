@@ -230,10 +230,10 @@ pub fn save_scan_profile(
     gputune_core::profiles::profile::check_name(name)?;
     let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
     // Never over an existing profile: the panel has no way to say "replace".
-    let (profile, path) = outcome
-        .save_profile(&store, name, &gpu.info, false)
-        .map_err(|error| error.to_string())?
-        .ok_or("The scan confirmed no offset, so there is nothing to save.")?;
+    let (profile, path) =
+        gputune_core::stability::scan::save_scan_profile(outcome, &store, name, &gpu.info, false)
+            .map_err(|error| error.to_string())?
+            .ok_or("The scan confirmed no offset, so there is nothing to save.")?;
     Ok(format!(
         "Saved the profile \"{}\" ({}; {}) in {}.",
         profile.name,

@@ -9,12 +9,12 @@ use crate::ui::style::{ERROR_TEXT, WARNING_TEXT};
 use crate::ui::widgets::labelled::labelled;
 use gputune_core::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
 use gputune_core::stability::busy::checking_holder;
-use gputune_core::stability::plan::LoadShape;
 use gputune_core::stability::put_back::stock_clocks;
-use gputune_core::stability::report::{CheckReport, describe_settings};
-use gputune_core::stability::scan::ScanStep;
-use gputune_formats::profile::Verdict;
+use gputune_core::stability::report::describe_settings;
+use gputune_formats::reports::scan::ScanStep;
+use gputune_formats::reports::stability::LoadShape;
 use gputune_formats::units::{duration_s, large_count};
+use gputune_formats::{profile::Verdict, reports::stability::CheckReport};
 
 const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
 

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use anyhow::bail;
-use serde::Serialize;
+use gputune_formats::reports::fan_curves::{FAN_CURVE_REPORT_FORMAT, FanCurveReport, ShownGpu};
 
 use crate::cli::connect::{
     TuningOptions, choose_gpu, command_label, refusal, snapshot, unexpected,
@@ -14,7 +14,7 @@ use crate::service::client::{ConnectError, ConnectOptions, TuningClient, connect
 use gputune_formats::fan_curve::{CurvePoint, FanCurve};
 use gputune_formats::protocol::{BootDefault, Request, Response};
 use gputune_formats::tuning::Hold;
-use gputune_formats::tuning::{CriticalNote, SessionPurpose};
+use gputune_formats::tuning::SessionPurpose;
 
 /// Said when a curve is to be kept and no daemon answers.
 pub const NEEDS_DAEMON: &str = "Keeping a fan curve needs the gputune daemon, which is not running here: install it with `sudo gputune daemon install` (the window, or `gputune run --profile NAME -- COMMAND`, follows a curve only while it runs).";
@@ -240,31 +240,6 @@ pub fn clear(
     Ok(())
 }
 
-/// One card as `fan curve show --json` prints it.
-#[derive(Debug, Serialize)]
-struct ShownGpu {
-    index: u32,
-    uuid: String,
-    /// The curve followed now, kept or not.
-    curve: Option<FanCurve>,
-    /// Whether the daemon keeps it (else a window or a run follows it while it runs).
-    kept: bool,
-    /// Who set the kept curve, or which client follows it.
-    by: Option<String>,
-    /// The curve in the card's boot default.
-    boot_curve: Option<FanCurve>,
-    safety_net_engaged: bool,
-    /// The card's last critical error (Xid), and what went back (never the fans).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_critical: Option<CriticalNote>,
-}
-
-#[derive(Debug, Serialize)]
-struct Shown {
-    daemon: bool,
-    gpus: Vec<ShownGpu>,
-}
-
 /// `fan curve show`.
 pub fn show(
     client: &mut TuningClient,
@@ -285,7 +260,8 @@ pub fn show(
     } else {
         Vec::new()
     };
-    let mut shown = Shown {
+    let mut shown = FanCurveReport {
+        format_version: FAN_CURVE_REPORT_FORMAT,
         daemon: client.is_daemon(),
         gpus: Vec::new(),
     };
@@ -315,7 +291,8 @@ pub fn show(
         });
     }
     if json {
-        crate::text::write_json_pretty(out, &shown)?;
+        crate::text::write_json_pretty(&mut *out, &shown)?;
+        writeln!(out)?;
         return Ok(());
     }
     if !shown.daemon {

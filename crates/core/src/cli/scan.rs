@@ -13,8 +13,10 @@ use crate::cli::drive::{Driven, drive, gpu_processes, refuse_if_held_elsewhere};
 use crate::profiles::store::{ProfileStore, StoreError};
 use crate::service::client::TuningClient;
 use crate::stability::busy::OtherWork;
-use crate::stability::scan::{Scan, ScanOptions, ScanOutcome};
+use crate::stability::scan::{Scan, save_scan_profile, scan_options};
 use gputune_formats::protocol::{Event, Request};
+use gputune_formats::reports::scan::ScanOutcome;
+use gputune_formats::reports::scan::{SCAN_REPORT_FORMAT, ScanReport};
 
 /// Readings while the scan runs.
 const SAMPLE_INTERVAL_MS: u64 = 500;
@@ -76,7 +78,7 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
     let Some(tuning) = snapshot.tunings.get(index as usize) else {
         anyhow::bail!("The tuning engine sent no state for GPU {index}.");
     };
-    let scan_options = ScanOptions::new(
+    let scan_options = scan_options(
         gpu,
         args.lock_mhz,
         args.step_mhz,
@@ -132,7 +134,11 @@ pub fn run_command(args: &ScanArgs, options: &TuningOptions) -> anyhow::Result<i
     }
     if args.json {
         let mut stdout = std::io::stdout();
-        crate::text::write_json_pretty(&mut stdout, &outcome)?;
+        let report = ScanReport {
+            format_version: SCAN_REPORT_FORMAT,
+            outcome: &outcome,
+        };
+        crate::text::write_json_pretty(&mut stdout, &report)?;
         writeln!(stdout)?;
     } else {
         print_outcome(&outcome)?;
@@ -198,7 +204,7 @@ impl Driven for ScanDriven {
     }
 }
 
-pub fn step_line(step: &crate::stability::scan::ScanStep) -> String {
+pub fn step_line(step: &gputune_formats::reports::scan::ScanStep) -> String {
     let clocks = gputune_formats::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
         .unwrap_or_else(|| "clock not read".to_string());
     let power = step.power_mean_w.map_or_else(
@@ -236,7 +242,7 @@ fn print_outcome(outcome: &ScanOutcome) -> anyhow::Result<()> {
             writeln!(
                 stdout,
                 "  A thorough confirmation: --confirm-s {:.0} (the default).",
-                crate::stability::report::THOROUGH_CHECK_S
+                gputune_formats::reports::stability::THOROUGH_CHECK_S
             )?;
         }
     }
@@ -259,7 +265,7 @@ fn save_profile(
     replace: bool,
     messages: &mut dyn Write,
 ) {
-    match outcome.save_profile(store, name, gpu, replace) {
+    match save_scan_profile(outcome, store, name, gpu, replace) {
         Ok(None) => {
             let _ = writeln!(
                 messages,

@@ -9,6 +9,10 @@ use std::io::Write;
 use anyhow::bail;
 use clap::Args;
 
+mod put_back;
+
+use put_back::{put_back, say_how_to_put_back};
+
 use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
@@ -17,14 +21,15 @@ use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckSetup};
-use crate::stability::plan::{CheckOptions, LoadShape};
-use crate::stability::put_back::PutBack;
-use crate::stability::report::CheckReport;
+use crate::stability::rounds::CheckOptions;
 use gputune_formats::card::Setting;
 use gputune_formats::fan_curve::FanCurve;
-use gputune_formats::profile::Verdict;
-use gputune_formats::protocol::Response;
 use gputune_formats::protocol::{Event, Request, Snapshot};
+use gputune_formats::reports::stability::LoadShape;
+use gputune_formats::{
+    profile::Verdict,
+    reports::stability::{CheckReport, STABILITY_REPORT_FORMAT, StabilityReport},
+};
 
 /// Readings while a check runs: twice a second, enough for clock and power ranges.
 const SAMPLE_INTERVAL_MS: u64 = 500;
@@ -46,8 +51,8 @@ pub struct StabilityArgs {
     pub duration_s: f64,
     /// The load: full (at the power limit), pulsed (20-80 % duty, where cards boost highest
     /// at their lowest voltage), or both.
-    #[arg(long, value_enum, default_value_t = LoadShape::Both)]
-    pub pattern: LoadShape,
+    #[arg(long, value_enum, default_value_t = PatternArg::Both)]
+    pub pattern: PatternArg,
     /// Print the figures behind each verdict as JSON on standard output.
     #[arg(long)]
     pub json: bool,
@@ -58,6 +63,27 @@ pub struct StabilityArgs {
     /// stable on it, else to stock clock offsets and locks (the fans are left as they are).
     #[arg(long, conflicts_with_all = ["profile", "json", "force"])]
     pub put_back: bool,
+}
+
+/// `--pattern`: which load the GEMM part puts on the card (a [`LoadShape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PatternArg {
+    /// The tensor cores busy all the time: the card at its power limit.
+    Full,
+    /// Bursts at 20-80 % duty: the card boosts highest at its lowest voltage.
+    Pulsed,
+    /// Both, each for half of every round.
+    Both,
+}
+
+impl PatternArg {
+    pub fn shape(self) -> LoadShape {
+        match self {
+            PatternArg::Full => LoadShape::Full,
+            PatternArg::Pulsed => LoadShape::Pulsed,
+            PatternArg::Both => LoadShape::Both,
+        }
+    }
 }
 
 /// What each checked card gets: its settings and fan curve (from the profile, or none).
@@ -74,7 +100,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         return put_back(args, options);
     }
     let check_options =
-        CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
+        CheckOptions::new(args.duration_s, args.pattern.shape()).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();
     let stored = match &args.profile {
         Some(name) => {
@@ -188,101 +214,6 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
     Ok(exit_code(&reports, !not_run.is_empty()))
 }
 
-/// `--put-back`: each named card (default: the only one) back to the profile last checked
-/// stable on it, else to stock clock offsets and locks, through the engine.
-fn put_back(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
-    let mut messages = std::io::stderr();
-    let mut client = crate::cli::connect::connect_for_changes(options, &mut messages)?;
-    let snapshot = snapshot(&mut client)?;
-    let profiles = saved_profiles(options, &mut messages);
-    let mut stdout = std::io::stdout();
-    for index in choose_gpus(&snapshot, args.gpu.as_deref(), None)? {
-        let gpu = &snapshot.gpus[index as usize];
-        let Some(tuning) = snapshot.tunings.get(index as usize) else {
-            bail!("The tuning engine sent no state for GPU {index}.");
-        };
-        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
-        if !plan.settings.is_empty() {
-            let request = Request::Apply {
-                changes: vec![gputune_formats::tuning::GpuChange {
-                    gpu_uuid: gpu.identity.uuid.clone(),
-                    settings: plan.settings.clone(),
-                }],
-            };
-            match client.request(request).map_err(refusal)? {
-                Response::Applied { .. } => {}
-                other => return Err(crate::cli::connect::unexpected(&other)),
-            }
-        }
-        let said = if plan.settings.is_empty() {
-            plan.describe()
-        } else {
-            format!("Put {}", plan.describe())
-        };
-        writeln!(stdout, "{said}")?;
-    }
-    Ok(0)
-}
-
-/// The saved profiles (a folder that cannot be read: none, said on `messages`).
-fn saved_profiles(
-    options: &TuningOptions,
-    messages: &mut dyn Write,
-) -> Vec<crate::profiles::store::StoredProfile> {
-    match ProfileStore::open(&options.folders) {
-        Ok(store) => store.list().0,
-        Err(error) => {
-            let _ = writeln!(
-                messages,
-                "gputune: the profiles could not be read ({error}); stock settings are the way back."
-            );
-            Vec::new()
-        }
-    }
-}
-
-/// After a card was found unstable at its own settings, which it still runs: how to put it
-/// back.
-fn say_how_to_put_back(
-    client: &mut TuningClient,
-    options: &TuningOptions,
-    reports: &[CheckReport],
-    messages: &mut dyn Write,
-) {
-    if !reports
-        .iter()
-        .any(|report| report.verdict == Verdict::Unstable)
-    {
-        return;
-    }
-    let Ok(now) = snapshot(client) else {
-        return;
-    };
-    let profiles = saved_profiles(options, messages);
-    for report in reports
-        .iter()
-        .filter(|report| report.verdict == Verdict::Unstable)
-    {
-        let index = report.gpu_index as usize;
-        let (Some(gpu), Some(tuning)) = (now.gpus.get(index), now.tunings.get(index)) else {
-            continue;
-        };
-        let plan = PutBack::plan(gpu, &tuning.in_force, &profiles);
-        if plan.settings.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            messages,
-            "gputune: GPU {index} still runs {}. Put it back to {} with `gputune stability --put-back --gpu {index}`.",
-            crate::stability::report::describe_settings(
-                &tuning.in_force,
-                gpu.constraints.power_limit_default_mw
-            ),
-            plan.target
-        );
-    }
-}
-
 /// Every card's check, driven together.
 struct Checks<'a>(&'a mut [CardCheck]);
 
@@ -331,7 +262,11 @@ impl Driven for Checks<'_> {
 fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout();
     if json {
-        crate::text::write_json_pretty(&mut stdout, &reports)?;
+        let report = StabilityReport {
+            format_version: STABILITY_REPORT_FORMAT,
+            checks: reports,
+        };
+        crate::text::write_json_pretty(&mut stdout, &report)?;
         writeln!(stdout)?;
         return Ok(());
     }
@@ -347,7 +282,7 @@ fn print_reports(reports: &[CheckReport], json: bool) -> anyhow::Result<()> {
             writeln!(
                 stdout,
                 "  A thorough check: --duration-s {:.0} (the default).",
-                crate::stability::report::THOROUGH_CHECK_S
+                gputune_formats::reports::stability::THOROUGH_CHECK_S
             )?;
         }
     }

@@ -13,8 +13,6 @@ mod xid;
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
 use gputune_formats::card::GpuProcess;
 pub use xid::{UNKNOWN_XID, XID_TABLE, XidClass, XidMeaning, XidResponse};
 
@@ -83,7 +81,7 @@ pub fn describe_pstates(pstates: &[u32]) -> String {
 
 /// The settings of a card that NVML can read back. Clock locks cannot be read through NVML:
 /// the tuning engine keeps its own record of them.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CurrentSettings {
     /// The power limit set (not the enforced one, which a board limit may lower).
     pub power_limit_mw: Option<u32>,
@@ -92,13 +90,10 @@ pub struct CurrentSettings {
     pub gpu_clock_offset_mhz: Option<i32>,
     pub memory_clock_offset_mhz: Option<i32>,
     /// Each fan's mode; `None` when the card has no fans or does not report who drives them.
-    #[serde(default)]
     pub fans: Option<Vec<FanMode>>,
     /// Every P-state's GPU clock offset the card reports; empty when it does not say per
     /// P-state.
-    #[serde(default)]
     pub gpu_clock_offsets: Vec<PstateOffset>,
-    #[serde(default)]
     pub memory_clock_offsets: Vec<PstateOffset>,
 }
 

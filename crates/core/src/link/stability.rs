@@ -5,16 +5,16 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::link::LinkEvent;
 use crate::service::client::TuningClient;
 use crate::stability::busy::OtherWork;
 use crate::stability::check::{CardCheck, CheckProgress, CheckSetup};
-use crate::stability::plan::{CheckOptions, LoadShape};
-use crate::stability::report::CheckReport;
-use crate::stability::scan::{Scan, ScanOptions, ScanOutcome, ScanStep};
+use crate::stability::rounds::CheckOptions;
+use crate::stability::scan::{Scan, scan_options};
 use gputune_formats::protocol::Event;
+use gputune_formats::reports::scan::{ScanOutcome, ScanStep};
+use gputune_formats::reports::stability::CheckReport;
+use gputune_formats::reports::stability::LoadShape;
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{GpuInfo, GpuTuning};
 
@@ -22,7 +22,7 @@ use gputune_formats::tuning::{GpuInfo, GpuTuning};
 const VIEW_EVERY: Duration = Duration::from_millis(500);
 
 /// What the window asks for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StabilityKind {
     /// A check at the card's settings as they are.
     Check { duration_s: f64, shape: LoadShape },
@@ -45,7 +45,7 @@ pub struct StabilityLaunch {
 }
 
 /// Where a check or scan stands, for the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StabilityView {
     pub gpu_index: u32,
     pub scanning: bool,
@@ -56,7 +56,6 @@ pub struct StabilityView {
     pub scan_progress: Option<String>,
     pub scan_steps: Vec<ScanStep>,
     /// A scan's stock step, once measured.
-    #[serde(default)]
     pub scan_stock: Option<ScanStep>,
     pub report: Option<CheckReport>,
     pub scan_outcome: Option<ScanOutcome>,
@@ -137,7 +136,7 @@ impl StabilityRuns {
                 step_s,
                 margin_steps,
                 confirm_s,
-            } => ScanOptions::new(gpu, lock_mhz, step_mhz, step_s, margin_steps, confirm_s)
+            } => scan_options(gpu, lock_mhz, step_mhz, step_s, margin_steps, confirm_s)
                 .and_then(|options| {
                     Scan::start(client, gpu, &launch.tuning, options, device, &other_work)
                 })

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use crate::job::feed::{FeedMessage, follow_file};
 use crate::service::client::TuningClient;
-use crate::sweep::base::plan_sweep;
-use crate::sweep::objective::Objective;
-use crate::sweep::plan::SweepSpec;
+use crate::sweep::base::sweep_steps_with_base;
 use crate::sweep::progress::ProgressParser;
-use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepTiming, SweepUpdate, SweepView};
+use crate::sweep::runner::{Sweep, SweepClock, SweepTiming, SweepUpdate, SweepView};
+use crate::sweep::steps::SweepSpec;
 use gputune_formats::protocol::Event;
+use gputune_formats::reports::sweep::Objective;
+use gputune_formats::reports::sweep::SweepEnd;
 use gputune_formats::tuning::GpuInfo;
 use gputune_formats::tuning::SettingsInForce;
 
@@ -52,8 +53,9 @@ impl ActiveSweep {
     /// Plans the sweep on `gpu` and starts following the progress file; nothing is written
     /// to the card before the first tick.
     pub fn start(launch: SweepLaunch, gpu: &GpuInfo) -> Result<ActiveSweep, String> {
-        let (plan, _) = plan_sweep(&launch.spec, &gpu.constraints, &launch.in_force, false)
-            .map_err(|error| error.to_string())?;
+        let (plan, _) =
+            sweep_steps_with_base(&launch.spec, &gpu.constraints, &launch.in_force, false)
+                .map_err(|error| error.to_string())?;
         let clock = SweepClock::start();
         let (sender, progress) = mpsc::channel();
         let follow_stop = Arc::new(AtomicBool::new(false));

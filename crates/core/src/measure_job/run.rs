@@ -17,9 +17,10 @@ use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::job::as_user::InvokingUser;
 use crate::job::feed::FeedMessage;
 use crate::job::{Job, JobCommand, JobOutput, JobStreams};
-use crate::sweep::progress::{ProgressParser, ProgressValue, WorkUnit};
+use crate::sweep::progress::{ProgressParser, ProgressValue};
 use crate::sweep::runner::SweepClock;
 use gputune_formats::reports::measure::{JobRun, RunResult};
+use gputune_formats::reports::sweep_step::WorkUnit;
 
 /// Where a run is now, for a front end's progress line.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -5,27 +5,27 @@
 //! caller passes every service event to [`CardCheck::take_event`] and calls
 //! [`CardCheck::tick`] often.
 
-use serde::{Deserialize, Serialize};
-
 use super::busy::{OtherWork, describe_processes};
 use super::compute::ComputeDevice;
 use super::held::Held;
-use super::plan::CheckOptions;
 use super::put_back::stock_clocks;
-use super::report::{CheckReport, describe_settings};
-use super::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
+use super::report::{check_report, describe_settings};
+use super::rounds::CheckOptions;
+use super::run::{CheckRun, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::service::client::TuningClient;
 use gputune_formats::card::{GpuProcess, Setting};
 use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::reports::stability::CheckReport;
+use gputune_formats::reports::stability::{Ending, Finding, RunResult};
 use gputune_formats::tuning::SettingsInForce;
 use gputune_formats::tuning::{
     GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest, TuneErrorKind,
 };
 
 /// Where a check stands, for a progress line or the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckProgress {
     pub gpu_index: u32,
     pub elapsed_s: f64,
@@ -231,7 +231,7 @@ impl CardCheck {
         if let Some(beside) = &self.beside {
             settings.push_str(beside);
         }
-        self.report = Some(CheckReport::new(
+        self.report = Some(check_report(
             &self.gpu,
             settings,
             &self.options,

@@ -7,11 +7,11 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use gputune_formats::reports::stability::{Checked, Prepared};
 
 /// How big each part of the checked work is. The same setup gives the same work, and so the
 /// same results, on every run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ComputeSetup {
     /// The GEMM is `gemm_n × gemm_n × gemm_n`, bf16 in and fp32 accumulated; a multiple of 128.
     pub gemm_n: u32,
@@ -58,32 +58,6 @@ impl ComputeSetup {
     }
 }
 
-/// What [`ComputeDevice::prepare`] set up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Prepared {
-    /// The device as its driver names it ("NVIDIA H100 80GB HBM3").
-    pub device_name: String,
-    /// What runs the work: "CUDA 12.8, sm_90" or "simulated".
-    pub runtime: String,
-    /// VRAM the memory test covers, after the headroom.
-    pub vram_tested_bytes: u64,
-}
-
-/// One batch of checked work.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Checked {
-    /// Values compared with their expected value (GEMM elements, chain results, VRAM words).
-    pub results: u64,
-    /// Those that differed.
-    pub wrong: u64,
-    /// Floating-point operations done (0 for the memory test).
-    pub flop: f64,
-    /// Bytes written and read back (0 for the compute parts).
-    pub bytes: u64,
-    /// How long the device took, seconds.
-    pub elapsed_s: f64,
-}
-
 /// What the card is doing, from the service's readings; only the simulated device uses it (its
 /// results go wrong as the simulated card's state says).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -124,8 +98,7 @@ impl std::error::Error for ComputeError {}
 
 /// The memory test's patterns, each word a function of its index so a read-back can be
 /// checked without a copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VramPattern {
     Zeros,
     Ones,

@@ -9,14 +9,14 @@
 //!   cuda/work.rs    its buffers and each batch's launches
 //! kernels/      the kernels' CUDA C source and the PTX built from it (tools/kernels/build-ptx.sh)
 //! simulated.rs  the simulated device: results that go wrong as the simulated card's margin says
-//! plan.rs       a check's options and its rounds (full load, pulses, FMA chains, VRAM)
+//! rounds.rs     a check's options and its rounds (full load, pulses, FMA chains, VRAM)
 //! worker.rs     a device on its own thread: every piece of work with a deadline
-//! watch.rs      what the card did meanwhile (clocks, temperature, power, energy)
 //! run.rs        one span of checked work: the rounds handed out, results counted, findings
 //! busy.rs       whether a card is free for a check: another check or scan, other programs
 //! check.rs      one card's check: its settings held by an engine session, put back at the end
 //! put_back.rs   where a card found unstable at its own settings goes back to
-//! report.rs     the verdict sentence, the figures (--json), a profile's record of its check
+//! report.rs     a check's report made from its run (the report, its sentences and --json are
+//!               formats::reports::stability; what the card did meanwhile, stability_watched)
 //! record.rs     that record read back: where it counts (the card checked) and how it reads
 //! scan.rs       the undervolt scanner: offsets stepped at a clock lock, each checked, confirmed
 //! device.rs     which device checks a card: simulated for simulated cards, CUDA for real ones
@@ -27,17 +27,14 @@ pub mod compute;
 pub mod cuda;
 pub mod device;
 pub mod held;
-pub mod plan;
 pub mod put_back;
 pub mod record;
 pub mod reference;
 pub mod report;
+pub mod rounds;
 pub mod run;
 pub mod scan;
 pub mod simulated;
-pub mod watch;
 pub mod worker;
 
-pub use compute::{
-    CardConditions, Checked, ComputeDevice, ComputeError, ComputeSetup, Prepared, VramPattern,
-};
+pub use compute::{CardConditions, ComputeDevice, ComputeError, ComputeSetup, VramPattern};

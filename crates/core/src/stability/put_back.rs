@@ -26,7 +26,11 @@ pub struct PutBack {
 
 impl PutBack {
     /// For GPU `gpu` running `in_force`, given the saved `profiles`.
-    pub fn plan(gpu: &GpuInfo, in_force: &SettingsInForce, profiles: &[StoredProfile]) -> PutBack {
+    pub fn for_card(
+        gpu: &GpuInfo,
+        in_force: &SettingsInForce,
+        profiles: &[StoredProfile],
+    ) -> PutBack {
         let mut settings = stock_clocks(gpu, in_force, false);
         let profile = last_stable_profile(profiles, &gpu.identity.uuid);
         if let Some(stored) = profile {

@@ -2,9 +2,9 @@
 //! `formats::profile`): whether it could mean something, where it counts (only on the card that
 //! was checked), and how it reads.
 
-use super::report::THOROUGH_CHECK_S;
 use crate::text::short_uuid;
 use gputune_formats::profile::{CheckRecord, Verdict};
+use gputune_formats::reports::stability::THOROUGH_CHECK_S;
 use gputune_formats::units::duration_s;
 
 /// The longest verdict sentence a profile keeps, in characters.

@@ -1,226 +1,41 @@
 //! A finished check as people and programs read it: the verdict sentence, the figures behind
 //! it (`--json`), and the short record a profile keeps of its last check.
 
-use serde::{Deserialize, Serialize};
-
-use super::plan::{CheckOptions, LoadShape};
-use super::run::{Ending, RunResult};
-use gputune_formats::profile::{CheckRecord, Verdict};
+use super::rounds::CheckOptions;
+use gputune_formats::profile::Verdict;
+use gputune_formats::reports::stability::RunResult;
+use gputune_formats::reports::stability::{CheckReport, STOCK_SETTINGS};
 use gputune_formats::tuning::GpuInfo;
 use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
-use gputune_formats::units::{duration_s, gib, large_count};
 
-/// A check this long is thorough (`gputune stability`'s default); a shorter one finds only
-/// gross instability, and its verdict says so.
-pub const THOROUGH_CHECK_S: f64 = 600.0;
-/// A card whose peak clock came this close to the top of its clock lock ran at the lock.
-const AT_LOCK_MHZ: u32 = 30;
-
-/// The verdict a check's ending gives.
-pub trait VerdictOfEnding {
-    fn of(ending: &Ending) -> Verdict;
-}
-
-impl VerdictOfEnding for Verdict {
-    fn of(ending: &Ending) -> Verdict {
-        match ending {
-            Ending::Completed => Verdict::Stable,
-            Ending::Unstable { .. } => Verdict::Unstable,
-            Ending::Stopped { .. } => Verdict::Stopped,
-            Ending::NotRun { .. } => Verdict::NotRun,
-        }
+/// The report of `result` on `gpu`, checked at `settings` (the verdict and rates derived
+/// from the result), ended now. A check and a scan's confirmation both report through here.
+pub fn check_report(
+    gpu: &GpuInfo,
+    settings: String,
+    options: &CheckOptions,
+    result: RunResult,
+    (put_back, put_back_complete): (Vec<String>, bool),
+) -> CheckReport {
+    CheckReport {
+        gpu_index: gpu.identity.index,
+        gpu_uuid: gpu.identity.uuid.clone(),
+        gpu_name: gpu.identity.name.clone(),
+        settings,
+        pattern: options.shape,
+        duration_asked_s: options.duration_s,
+        verdict: Verdict::of(&result.ending),
+        gemm_tflops: result.tally.gemm_tflops(),
+        vram_gib_per_s: result.tally.vram_gib_per_s(),
+        reached_power_limit: result.watched.reached_power_limit(),
+        result,
+        put_back,
+        put_back_complete,
+        ended_at_ms: crate::clock::wall_clock_ms(),
+        driver_version: gpu.identity.driver_version.clone(),
+        gputune_version: env!("CARGO_PKG_VERSION").to_string(),
     }
 }
-
-/// Everything one card's check found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckReport {
-    pub gpu_index: u32,
-    pub gpu_uuid: String,
-    pub gpu_name: String,
-    /// What was checked: "+150 MHz offset / 2520 MHz lock", "stock settings".
-    pub settings: String,
-    pub pattern: LoadShape,
-    pub duration_asked_s: f64,
-    pub verdict: Verdict,
-    #[serde(flatten)]
-    pub result: RunResult,
-    /// The GEMM's rate, TFLOP/s.
-    pub gemm_tflops: Option<f64>,
-    /// The memory test's rate (written plus read), GiB/s.
-    pub vram_gib_per_s: Option<f64>,
-    /// Whether the card drew within 5 % of its power limit at some reading.
-    pub reached_power_limit: bool,
-    /// What was put back when the check's session ended (empty when it changed nothing).
-    pub put_back: Vec<String>,
-    /// False when a setting could not be put back.
-    pub put_back_complete: bool,
-    /// Unix time the check ended, ms.
-    pub ended_at_ms: u64,
-    pub driver_version: Option<String>,
-    pub gputune_version: String,
-}
-
-impl CheckReport {
-    /// The report of `result` on `gpu`, checked at `settings` (the verdict and rates derived
-    /// from the result), ended now. A check and a scan's confirmation both report through here.
-    pub fn new(
-        gpu: &GpuInfo,
-        settings: String,
-        options: &CheckOptions,
-        result: RunResult,
-        (put_back, put_back_complete): (Vec<String>, bool),
-    ) -> CheckReport {
-        CheckReport {
-            gpu_index: gpu.identity.index,
-            gpu_uuid: gpu.identity.uuid.clone(),
-            gpu_name: gpu.identity.name.clone(),
-            settings,
-            pattern: options.shape,
-            duration_asked_s: options.duration_s,
-            verdict: Verdict::of(&result.ending),
-            gemm_tflops: result.tally.gemm_tflops(),
-            vram_gib_per_s: result.tally.vram_gib_per_s(),
-            reached_power_limit: result.watched.reached_power_limit(),
-            result,
-            put_back,
-            put_back_complete,
-            ended_at_ms: crate::clock::wall_clock_ms(),
-            driver_version: gpu.identity.driver_version.clone(),
-            gputune_version: env!("CARGO_PKG_VERSION").to_string(),
-        }
-    }
-
-    /// "GEMM 175.2 TFLOP/s (bf16, fp32 accumulate), VRAM 931 GiB/s written and read back
-    /// (simulated)", with what was measured; None before any GEMM ran.
-    pub fn rates(&self) -> Option<String> {
-        let tflops = self.gemm_tflops?;
-        let runtime = self
-            .result
-            .prepared
-            .as_ref()
-            .map(|prepared| format!("; {}", prepared.runtime))
-            .unwrap_or_default();
-        let vram = self
-            .vram_gib_per_s
-            .map(|gib_s| format!(", VRAM {gib_s:.0} GiB/s written and read back"))
-            .unwrap_or_default();
-        Some(format!(
-            "GEMM {tflops:.1} TFLOP/s (bf16, fp32 accumulate{runtime}){vram}."
-        ))
-    }
-
-    /// The verdict sentence: "Stable for 10 min at +150 MHz offset / 2520 MHz lock: 0 wrong of
-    /// 3.1 × 10¹² checked results, 20.1 GiB of VRAM read back 240 times, no Xid; 2415–2745 MHz,
-    /// 71 °C peak, …" or "Unstable after 3 min 12 s at …: 14 wrong GEMM results at 2745 MHz;
-    /// put back."
-    pub fn sentence(&self) -> String {
-        let ran = duration_s(self.result.ran_s);
-        let tally = &self.result.tally;
-        match &self.result.ending {
-            Ending::Completed => {
-                let vram = match &self.result.prepared {
-                    Some(prepared) if prepared.vram_tested_bytes > 0 => format!(
-                        ", {} of VRAM read back {} times",
-                        gib(prepared.vram_tested_bytes),
-                        tally.vram_patterns
-                    ),
-                    _ => ", no VRAM tested".to_string(),
-                };
-                format!(
-                    "Stable for {ran} at {}: 0 wrong of {} checked results{vram}, no Xid; {}.{}{}",
-                    self.settings,
-                    large_count(tally.results()),
-                    self.result.watched.summary(),
-                    self.stress_note(),
-                    self.short_note()
-                )
-            }
-            Ending::Unstable { finding } => format!(
-                "Unstable after {ran} at {}: {}{}",
-                self.settings,
-                finding.describe(),
-                self.put_back_note()
-            ),
-            Ending::Stopped { reason } => format!(
-                "Stopped after {ran} at {} ({reason}): {} wrong of {} results checked so far; not a verdict.",
-                self.settings,
-                tally.wrong(),
-                large_count(tally.results())
-            ),
-            Ending::NotRun { reason } => format!("Not checked: {reason}"),
-        }
-    }
-
-    fn put_back_note(&self) -> String {
-        if self.put_back.is_empty() && self.settings != STOCK_SETTINGS {
-            "; the check changed nothing, so the card still runs these settings.".to_string()
-        } else if self.put_back.is_empty() {
-            ".".to_string()
-        } else if self.put_back_complete {
-            "; put back.".to_string()
-        } else {
-            "; NOT everything could be put back (see above).".to_string()
-        }
-    }
-
-    /// Said only where it means something: a card held at its clock lock below the power
-    /// limit was not meant to reach it.
-    fn stress_note(&self) -> String {
-        let watched = &self.result.watched;
-        let held_at_lock = watched
-            .locked_max_mhz
-            .zip(watched.clock_max_mhz)
-            .is_some_and(|(lock_mhz, peak_mhz)| peak_mhz + AT_LOCK_MHZ >= lock_mhz);
-        if watched.readings > 0 && !watched.reached_power_limit() && !held_at_lock {
-            " The card never reached its power limit, so it was not fully stressed.".to_string()
-        } else {
-            String::new()
-        }
-    }
-
-    /// Whether it was asked to run for less than a thorough check.
-    pub fn is_short(&self) -> bool {
-        self.duration_asked_s < THOROUGH_CHECK_S
-    }
-
-    fn short_note(&self) -> String {
-        if self.is_short() {
-            format!(
-                " This was a short check ({}): it finds only gross instability; a thorough one runs {}.",
-                duration_s(self.duration_asked_s),
-                duration_s(THOROUGH_CHECK_S)
-            )
-        } else {
-            String::new()
-        }
-    }
-
-    /// "GPU 0 (NVIDIA GeForce RTX 4090, GPU-5a1e…)": the card that was checked.
-    pub fn card(&self) -> String {
-        format!(
-            "GPU {} ({}, {})",
-            self.gpu_index, self.gpu_name, self.gpu_uuid
-        )
-    }
-
-    /// The short record a profile keeps, naming the card checked.
-    pub fn record(&self) -> CheckRecord {
-        CheckRecord {
-            ended_at_ms: self.ended_at_ms,
-            ran_s: self.result.ran_s,
-            verdict: self.verdict,
-            summary: format!("{}: {}", self.card(), self.sentence()),
-            driver_version: self.driver_version.clone(),
-            gputune_version: self.gputune_version.clone(),
-            gpu_uuid: Some(self.gpu_uuid.clone()),
-            gpu_name: Some(self.gpu_name.clone()),
-        }
-    }
-}
-
-/// What [`describe_settings`] calls a card that runs nothing gputune tunes.
-pub const STOCK_SETTINGS: &str = "stock settings";
 
 /// What a card runs, as a check names it: "+150 MHz offset / 2520 MHz lock", "stock settings".
 pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u32>) -> String {
@@ -259,10 +74,12 @@ pub fn describe_settings(in_force: &SettingsInForce, default_power_mw: Option<u3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stability::compute::{Checked, Prepared};
     use crate::stability::record::RecordedCheck;
-    use crate::stability::run::{Finding, Tally};
-    use crate::stability::watch::Watched;
+    use gputune_formats::profile::CheckRecord;
+    use gputune_formats::reports::stability::LoadShape;
+    use gputune_formats::reports::stability::{Checked, Prepared};
+    use gputune_formats::reports::stability::{Ending, Finding, Tally};
+    use gputune_formats::reports::stability_watched::Watched;
 
     fn report(ending: Ending) -> CheckReport {
         let tally = Tally {

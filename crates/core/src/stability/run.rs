@@ -1,4 +1,4 @@
-//! One span of checked work on one card: the rounds of [`super::plan`] handed to the device's
+//! One span of checked work on one card: the rounds of [`super::rounds`] handed to the device's
 //! worker one piece at a time, every result counted, the first sign of instability ending it.
 //! It never blocks: the caller gives it the card's readings and calls [`CheckRun::tick`] often
 //! (every 10-50 ms); a check and each step of a scan are one `CheckRun`.
@@ -6,14 +6,13 @@
 use crate::device::XidMeaning;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use super::compute::{CardConditions, Checked, ComputeError, Prepared, VramPattern};
-use super::plan::{CheckOptions, Part, in_burst, round, round_length_s};
+use super::compute::{CardConditions, ComputeError, VramPattern};
 use super::reference::fma_chain_reference;
-use super::watch::Watched;
+use super::rounds::{CheckOptions, Part, in_burst, round, round_length_s};
 use super::worker::{ComputeWorker, Done, Poll, Work};
 use gputune_formats::card::{CriticalEvent, Telemetry};
+use gputune_formats::reports::stability::{Checked, Ending, Finding, Prepared, RunResult, Tally};
+use gputune_formats::reports::stability_watched::Watched;
 
 /// A GEMM batch aims at this long, so a fault is seen within about this much of happening.
 const BATCH_S: f64 = 0.1;
@@ -49,120 +48,12 @@ impl SettingsSeen {
     }
 }
 
-/// The work done, per part, with every result counted.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Tally {
-    pub gemm: Checked,
-    pub fma: Checked,
-    pub vram: Checked,
-    /// Memory patterns written and read back over the tested VRAM.
-    pub vram_patterns: u32,
-}
-
-impl Tally {
-    pub fn results(&self) -> u64 {
-        self.gemm.results + self.fma.results + self.vram.results
-    }
-
-    pub fn wrong(&self) -> u64 {
-        self.gemm.wrong + self.fma.wrong + self.vram.wrong
-    }
-
-    /// The GEMM's rate while it ran, TFLOP/s.
-    pub fn gemm_tflops(&self) -> Option<f64> {
-        (self.gemm.elapsed_s > 0.0).then(|| self.gemm.flop / self.gemm.elapsed_s / 1e12)
-    }
-
-    /// The memory test's rate (bytes written plus read), GiB/s.
-    pub fn vram_gib_per_s(&self) -> Option<f64> {
-        (self.vram.elapsed_s > 0.0)
-            .then(|| self.vram.bytes as f64 / self.vram.elapsed_s / f64::from(1u32 << 30))
-    }
-}
-
 fn add(total: &mut Checked, batch: &Checked) {
     total.results += batch.results;
     total.wrong += batch.wrong;
     total.flop += batch.flop;
     total.bytes += batch.bytes;
     total.elapsed_s += batch.elapsed_s;
-}
-
-/// What made a check call the card unstable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Finding {
-    /// Results that differed from the expected ones.
-    WrongResults {
-        part: String,
-        wrong: u64,
-        clock_mhz: Option<u32>,
-    },
-    /// The driver reported a critical error.
-    Xid { xid: u64, meaning: String },
-    /// The work failed on the card (launch failure, illegal address...).
-    Fault { message: String },
-    /// A kernel did not finish within its deadline.
-    Hung { waited_s: f64 },
-    /// The card counted uncorrectable memory errors during the check.
-    UncorrectedEcc { errors: u64 },
-}
-
-impl Finding {
-    /// "14 wrong GEMM results at 2745 MHz", "Xid 13 (a graphics engine exception…)".
-    pub fn describe(&self) -> String {
-        match self {
-            Finding::WrongResults {
-                part,
-                wrong,
-                clock_mhz,
-            } => {
-                let plural = if *wrong == 1 { "result" } else { "results" };
-                let at = clock_mhz
-                    .map(|clock| format!(" at {clock} MHz"))
-                    .unwrap_or_default();
-                format!("{wrong} wrong {part} {plural}{at}")
-            }
-            Finding::Xid { xid, meaning } => format!("Xid {xid} ({meaning})"),
-            Finding::Fault { message } => format!("a CUDA error: {message}"),
-            Finding::Hung { waited_s } => format!(
-                "a kernel that did not finish in {waited_s:.0} s (the GPU may need a reset: nvidia-smi -r)"
-            ),
-            Finding::UncorrectedEcc { errors } => {
-                format!("{errors} uncorrectable ECC memory errors")
-            }
-        }
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "ended", rename_all = "snake_case")]
-pub enum Ending {
-    /// It ran its whole time with nothing wrong.
-    Completed,
-    Unstable {
-        finding: Finding,
-    },
-    /// Stopped before its time (Ctrl-C, the window's Stop, the engine ending the session).
-    Stopped {
-        reason: String,
-    },
-    /// It could not run (no driver, no CUDA, not enough memory): no verdict on the card.
-    NotRun {
-        reason: String,
-    },
-}
-
-/// A finished run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunResult {
-    pub ending: Ending,
-    /// Seconds of checked work (preparing excluded).
-    pub ran_s: f64,
-    pub tally: Tally,
-    pub watched: Watched,
-    pub prepared: Option<Prepared>,
 }
 
 enum State {

@@ -11,23 +11,28 @@
 mod options;
 mod outcome;
 
-pub use options::ScanOptions;
-pub use outcome::{ScanOutcome, ScanStep, lock_caveat, savings};
+use gputune_formats::reports::scan::ScanOptions;
+use gputune_formats::reports::scan::{ScanOutcome, ScanStep};
+pub use options::scan_options;
+pub use outcome::{lock_caveat, save_scan_profile};
 
 use super::busy::OtherWork;
-use super::compute::{ComputeDevice, Prepared};
+use super::compute::ComputeDevice;
 use super::held::Held;
-use super::plan::{CheckOptions, LoadShape};
 use super::put_back::stock_clocks;
-use super::report::{CheckReport, describe_settings};
-use super::run::{CheckRun, Ending, RunResult, SettingsSeen};
+use super::report::{check_report, describe_settings};
+use super::rounds::CheckOptions;
+use super::run::{CheckRun, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::service::client::TuningClient;
 use gputune_formats::card::Setting;
-use gputune_formats::profile::Verdict;
 use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::reports::stability::LoadShape;
+use gputune_formats::reports::stability::Prepared;
+use gputune_formats::reports::stability::{Ending, RunResult};
 use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 use gputune_formats::tuning::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
+use gputune_formats::{profile::Verdict, reports::stability::CheckReport};
 
 /// How many times a failed confirmation steps back once more before giving up.
 const MAX_CONFIRMATIONS: u32 = 3;
@@ -432,7 +437,7 @@ impl Scan {
             min_mhz: self.options.lock_mhz,
             max_mhz: self.options.lock_mhz,
         };
-        CheckReport::new(
+        check_report(
             &self.gpu,
             describe_settings(&in_force, self.gpu.constraints.power_limit_default_mw),
             &step_options(self.options.confirm_s, LoadShape::Both),

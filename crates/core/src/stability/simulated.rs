@@ -19,13 +19,12 @@ use faults::Part;
 pub use faults::{INJECTED_FAULT, SimFaults};
 use sample::{Draws, FMA_SAMPLE_CHAINS, GEMM_SAMPLE_N};
 
-use super::compute::{
-    CardConditions, Checked, ComputeDevice, ComputeError, ComputeSetup, Prepared, VramPattern,
-};
+use super::compute::{CardConditions, ComputeDevice, ComputeError, ComputeSetup, VramPattern};
 use super::reference;
 use crate::device::sim::silicon::applied_offset_mhz;
 use crate::device::sim::{CardSpec, SiliconMargin, known_card};
 use gputune_formats::card::GpuIdentity;
+use gputune_formats::reports::stability::{Checked, Prepared};
 
 /// What a card's checked work runs at, at the margin's reference clock (its boost clock) and
 /// its stock memory clock; it scales with the clocks the card runs.

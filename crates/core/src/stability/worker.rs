@@ -8,9 +8,8 @@ use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::compute::{
-    CardConditions, Checked, ComputeDevice, ComputeError, ComputeSetup, Prepared, VramPattern,
-};
+use super::compute::{CardConditions, ComputeDevice, ComputeError, ComputeSetup, VramPattern};
+use gputune_formats::reports::stability::{Checked, Prepared};
 
 /// One piece of work.
 #[derive(Debug, Clone)]

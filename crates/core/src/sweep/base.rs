@@ -5,30 +5,29 @@
 //! written again as part of every step so nothing changes them mid-sweep. Either way they are
 //! said before the job starts and belong to every row and to the saved profile.
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::gate::validate;
 use crate::tuning::in_force::Control;
 use gputune_formats::card::{Constraints, Setting};
 use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 
-use super::plan::{PlanError, SweepSpec, SweepStep, plan_steps};
+use super::steps::{SweepSpec, SweepStepsError, sweep_steps};
+use gputune_formats::reports::sweep_step::SweepStep;
 
 /// The steps of `spec` on a card running `in_force`, with what the sweep does with the locks
 /// and offsets in force: one plan for every front end.
-pub fn plan_sweep(
+pub fn sweep_steps_with_base(
     spec: &SweepSpec,
     constraints: &Constraints,
     in_force: &SettingsInForce,
     keep_settings: bool,
-) -> Result<(Vec<SweepStep>, SweepBase), PlanError> {
-    let steps = plan_steps(spec, constraints)?;
+) -> Result<(Vec<SweepStep>, SweepBase), SweepStepsError> {
+    let steps = sweep_steps(spec, constraints)?;
     let base = SweepBase::new(&steps, in_force, constraints, keep_settings)?;
     Ok((base.apply_to(steps), base))
 }
 
 /// What the sweep does with the locks and offsets in force that its plan does not set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SweepBase {
     /// Written with every step: the resets (`keep: false`) or the kept values (`keep: true`).
     pub settings: Vec<Setting>,
@@ -48,7 +47,7 @@ impl SweepBase {
         in_force: &SettingsInForce,
         constraints: &Constraints,
         keep: bool,
-    ) -> Result<SweepBase, PlanError> {
+    ) -> Result<SweepBase, SweepStepsError> {
         let touched: Vec<Control> = steps
             .iter()
             .flat_map(|step| step.settings.iter().map(Control::of))
@@ -112,7 +111,7 @@ impl SweepBase {
         }
         for setting in &base.settings {
             validate(constraints, *setting).map_err(|error| {
-                PlanError::Invalid(format!(
+                SweepStepsError::Invalid(format!(
                     "{} cannot be part of the sweep: {error}",
                     setting.describe()
                 ))
@@ -193,7 +192,7 @@ mod tests {
     #[test]
     fn a_lock_and_an_offset_in_force_are_reset_for_every_step_by_default() {
         let constraints = sim_constraints(&CardSpec::rtx4090());
-        let steps = plan_steps(&power_only(), &constraints).unwrap();
+        let steps = sweep_steps(&power_only(), &constraints).unwrap();
         let base = SweepBase::new(&steps, &tuned(), &constraints, false).unwrap();
         assert_eq!(
             base.settings,
@@ -215,7 +214,7 @@ mod tests {
     #[test]
     fn kept_settings_are_written_again_with_every_step() {
         let constraints = sim_constraints(&CardSpec::rtx4090());
-        let steps = plan_steps(&power_only(), &constraints).unwrap();
+        let steps = sweep_steps(&power_only(), &constraints).unwrap();
         let base = SweepBase::new(&steps, &tuned(), &constraints, true).unwrap();
         assert_eq!(
             base.settings,
@@ -238,7 +237,7 @@ mod tests {
             clock_caps_mhz: vec![2400],
             undervolt_offset_mhz: Some(150),
         };
-        let steps = plan_steps(&capped, &constraints).unwrap();
+        let steps = sweep_steps(&capped, &constraints).unwrap();
         let base = SweepBase::new(&steps, &tuned(), &constraints, false).unwrap();
         assert!(base.settings.is_empty(), "{:?}", base.settings);
         assert_eq!(base.sentence(), None);
@@ -247,7 +246,7 @@ mod tests {
             gpu_clock_offset_mhz: Some(0),
             ..tuned()
         };
-        let steps = plan_steps(&power_only(), &constraints).unwrap();
+        let steps = sweep_steps(&power_only(), &constraints).unwrap();
         let base = SweepBase::new(&steps, &stock, &constraints, false).unwrap();
         assert!(base.settings.is_empty(), "{:?}", base.settings);
     }

@@ -2,11 +2,11 @@
 //! GPU-side proxy when it prints none), its spread within the step, and the card's power,
 //! clocks, temperature, fans and throttling over the same seconds.
 
-use serde::{Deserialize, Serialize};
-
-use crate::sweep::plan::SweepStep;
-use crate::sweep::progress::{ProgressReading, ProgressSource, ProgressValue, WorkUnit};
+use crate::sweep::progress::{ProgressReading, ProgressValue};
 use gputune_formats::card::Telemetry;
+use gputune_formats::reports::sweep_step::SweepStep;
+use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult, Throughput};
+use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
 use gputune_formats::tuning::TrialStats;
 
 /// A step's measured seconds are cut in this many parts; the spread of their throughputs is
@@ -14,85 +14,6 @@ use gputune_formats::tuning::TrialStats;
 const PARTS: usize = 4;
 /// Counts must cover this share of the measured seconds to be trusted over rates.
 const COUNTS_COVER: f64 = 0.4;
-
-/// How the sweep knows the job's speed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum MeasuredBy {
-    /// The job's own progress output.
-    Progress {
-        source: ProgressSource,
-        unit: WorkUnit,
-    },
-    /// No progress could be read: SM clock × utilization, a stand-in for the speed of a
-    /// compute-bound job.
-    Proxy,
-}
-
-impl MeasuredBy {
-    /// The unit of work, for column heads: "step", "sample", "proxy unit".
-    pub fn unit_name(&self) -> String {
-        match self {
-            MeasuredBy::Progress { unit, .. } => unit.to_string(),
-            MeasuredBy::Proxy => "proxy unit".to_string(),
-        }
-    }
-
-    /// One sentence for the report.
-    pub fn describe(&self) -> String {
-        match self {
-            MeasuredBy::Progress { source, unit } => {
-                format!("the job's own progress ({}, per {unit})", source.describe())
-            }
-            MeasuredBy::Proxy => "a GPU-side proxy (SM clock × utilization), because no progress could be read from the job: the speeds are estimates, not the job's own".to_string(),
-        }
-    }
-}
-
-/// A speed with its spread within the step.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Throughput {
-    pub units_per_s: f64,
-    /// Standard deviation of the parts' throughputs over their mean, %; `None` with fewer
-    /// than two parts measured.
-    pub spread_pct: Option<f64>,
-}
-
-/// What one step measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepResult {
-    pub step: SweepStep,
-    /// `None` when the job's progress did not show during the step (or the card gave no
-    /// clock and utilization for the proxy).
-    pub throughput: Option<Throughput>,
-    pub average_power_w: Option<f64>,
-    /// Joules per unit of work: average power over throughput.
-    pub energy_per_unit_j: Option<f64>,
-    /// Power, clocks, temperature, fans and throttling over the measured seconds.
-    pub stats: TrialStats,
-    pub measured_s: f64,
-    /// Set when the card reported a critical error (Xid) or refused the setting: the step
-    /// must not be recommended.
-    pub unstable: Option<String>,
-    /// Set when the step's spread is larger than the difference it measures.
-    pub noisy: Option<String>,
-}
-
-impl StepResult {
-    /// A step that could not run (the driver refused it), with the reason.
-    pub fn unmeasured(step: &SweepStep, why: String) -> StepResult {
-        StepResult {
-            step: step.clone(),
-            throughput: None,
-            average_power_w: None,
-            energy_per_unit_j: None,
-            stats: TrialStats::default(),
-            measured_s: 0.0,
-            unstable: Some(why),
-            noisy: None,
-        }
-    }
-}
 
 /// Readings gathered over one step's measured seconds.
 #[derive(Debug, Clone, Default)]
@@ -435,7 +356,7 @@ mod tests {
                 },
             ));
         }
-        let step = crate::sweep::plan::SweepStep {
+        let step = gputune_formats::reports::sweep_step::SweepStep {
             label: "100 % (300 W)".to_string(),
             power_limit_pct: 100.0,
             power_limit_mw: 300_000,

@@ -6,7 +6,7 @@
 pub mod base;
 pub mod measure;
 pub mod objective;
-pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod runner;
+pub mod steps;

@@ -2,108 +2,8 @@
 //! card's stock behaviour for the swept controls), averaged with its repeat at the end; the
 //! difference between those two is the run's noise, reported with the answer.
 
-use serde::{Deserialize, Serialize};
-
-use crate::sweep::measure::StepResult;
-
-/// The slowdown the default objective accepts, % of the first setting's throughput.
-pub const DEFAULT_MAX_SLOWDOWN_PCT: f64 = 3.0;
-
-/// What "best" means.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "objective", rename_all = "snake_case")]
-pub enum Objective {
-    /// The least energy per unit of work, however slow.
-    LeastEnergy,
-    /// The most throughput per watt of average power. On one card this ranks settings as
-    /// energy per unit does (it is its inverse); it is offered under the name people use.
-    PerfPerWatt,
-    /// The least energy per unit of work among settings at most this much slower.
-    EnergyWithinSlowdown { max_slowdown_pct: f64 },
-}
-
-impl Objective {
-    /// Parses `energy`, `perf-per-watt` or `within-slowdown` (with the slowdown given).
-    pub fn parse(name: &str, max_slowdown_pct: f64) -> Result<Objective, String> {
-        if !max_slowdown_pct.is_finite() || !(0.0..=90.0).contains(&max_slowdown_pct) {
-            return Err(format!(
-                "A slowdown of {max_slowdown_pct} % makes no sense: give 0 to 90 (the default is {DEFAULT_MAX_SLOWDOWN_PCT})."
-            ));
-        }
-        match name.trim() {
-            "energy" => Ok(Objective::LeastEnergy),
-            "perf-per-watt" => Ok(Objective::PerfPerWatt),
-            "within-slowdown" => Ok(Objective::EnergyWithinSlowdown { max_slowdown_pct }),
-            other => Err(format!(
-                "Unknown objective {other:?}: give energy, perf-per-watt or within-slowdown."
-            )),
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            Objective::LeastEnergy => "least energy per unit of work".to_string(),
-            Objective::PerfPerWatt => "best throughput per watt".to_string(),
-            Objective::EnergyWithinSlowdown { max_slowdown_pct } => format!(
-                "least energy per unit of work at most {} % slower",
-                crate::text::number((max_slowdown_pct * 100.0).round() / 100.0)
-            ),
-        }
-    }
-}
-
-impl Default for Objective {
-    fn default() -> Objective {
-        Objective::EnergyWithinSlowdown {
-            max_slowdown_pct: DEFAULT_MAX_SLOWDOWN_PCT,
-        }
-    }
-}
-
-/// The run's noise: how much the first setting moved between its two measurements.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Noise {
-    pub throughput_drift_pct: f64,
-    pub energy_drift_pct: Option<f64>,
-}
-
-impl Noise {
-    /// The band within which two settings cannot be told apart, %.
-    pub fn band_pct(&self) -> f64 {
-        self.throughput_drift_pct
-            .max(self.energy_drift_pct.unwrap_or(0.0))
-    }
-}
-
-/// The reference every step is compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Reference {
-    pub units_per_s: f64,
-    pub energy_per_unit_j: f64,
-}
-
-/// One step against the reference.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    /// Positive: slower than the reference.
-    pub slowdown_pct: f64,
-    /// Positive: less energy per unit of work than the reference.
-    pub energy_saved_pct: f64,
-}
-
-/// The answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recommendation {
-    /// Index into the results.
-    pub step_index: usize,
-    pub label: String,
-    pub comparison: Comparison,
-    pub noise: Option<Noise>,
-    /// The recommendation differs from the first setting by less than the noise.
-    pub within_noise: bool,
-    /// The answer in one or two sentences.
-    pub sentence: String,
-}
+use gputune_formats::reports::sweep::{ChosenStep, Comparison, Noise, Objective, Reference};
+use gputune_formats::reports::sweep_step::StepResult;
 
 /// The first setting (with its repeat, when measured) as the reference, and the noise.
 pub fn reference(results: &[StepResult]) -> Option<(Reference, Option<Noise>)> {
@@ -183,7 +83,7 @@ pub fn flag_noisy_steps(results: &mut [StepResult]) {
 }
 
 /// The setting `objective` picks among the stable, measured steps.
-pub fn recommend(results: &[StepResult], objective: Objective) -> Result<Recommendation, String> {
+pub fn recommend(results: &[StepResult], objective: Objective) -> Result<ChosenStep, String> {
     recommend_in(results, objective, "unit of work")
 }
 
@@ -192,18 +92,13 @@ pub fn recommend_in(
     results: &[StepResult],
     objective: Objective,
     unit: &str,
-) -> Result<Recommendation, String> {
+) -> Result<ChosenStep, String> {
     if results.is_empty() {
         return Err("No setting was measured to its end.".to_string());
     }
     let (reference, noise) = reference(results).ok_or(
         "The first setting has no measurement (no throughput or power was read), so nothing can be compared: see the messages above.",
     )?;
-    let first_label = results
-        .iter()
-        .find(|result| !result.step.is_repeat)
-        .map(|result| result.step.label.clone())
-        .unwrap_or_default();
     let candidates: Vec<(usize, Comparison)> = results
         .iter()
         .enumerate()
@@ -252,6 +147,41 @@ pub fn recommend_in(
                 .any(|(allowed_index, _)| allowed_index == index)
         })
         .min_by(|a, b| a.1.slowdown_pct.total_cmp(&b.1.slowdown_pct));
+    let sentence = chosen_sentence(
+        results,
+        objective,
+        unit,
+        (step_index, comparison),
+        too_slow,
+        (noise, within_noise),
+    );
+    Ok(ChosenStep {
+        step_index,
+        label,
+        comparison,
+        noise,
+        within_noise,
+        sentence,
+    })
+}
+
+/// The answer in one or two sentences: what to run (or why to keep the first setting), what it
+/// costs against the first setting, and the run's noise.
+fn chosen_sentence(
+    results: &[StepResult],
+    objective: Objective,
+    unit: &str,
+    (step_index, comparison): (usize, Comparison),
+    too_slow: Option<&(usize, Comparison)>,
+    (noise, within_noise): (Option<Noise>, bool),
+) -> String {
+    let label = &results[step_index].step.label;
+    let first_label = results
+        .iter()
+        .find(|result| !result.step.is_repeat)
+        .map(|result| result.step.label.as_str())
+        .unwrap_or_default();
+    let band = noise.map(|noise| noise.band_pct());
     let mut sentence = if step_index == 0 {
         match (objective, too_slow) {
             (Objective::EnergyWithinSlowdown { max_slowdown_pct }, Some((index, other))) => {
@@ -308,21 +238,14 @@ pub fn recommend_in(
         )),
         (None, _) => sentence.push_str(" The noise is unknown: the first setting was not measured again."),
     }
-    Ok(Recommendation {
-        step_index,
-        label,
-        comparison,
-        noise,
-        within_noise,
-        sentence,
-    })
+    sentence
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::measure::Throughput;
-    use crate::sweep::plan::SweepStep;
+    use gputune_formats::reports::sweep_step::SweepStep;
+    use gputune_formats::reports::sweep_step::Throughput;
     use gputune_formats::tuning::TrialStats;
 
     fn result(percent: f64, units_per_s: f64, watts: f64, is_repeat: bool) -> StepResult {

@@ -4,85 +4,38 @@
 //! redraws its bar with `\r`). Nothing here panics on odd input, and a line with no end never
 //! grows the buffer past [`MAX_LINE_BYTES`].
 
-use std::fmt;
 use std::sync::LazyLock;
 
+use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
 use regex::{Regex, RegexBuilder};
-use serde::{Deserialize, Serialize};
 
 /// The longest line kept while waiting for its end; older bytes are dropped.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// A user's regex may compile to at most this much memory.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-/// What the job counts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkUnit {
-    Step,
-    Sample,
-    Token,
-    Epoch,
-    Other(String),
-}
-
-impl WorkUnit {
-    /// tqdm's unit names, and the usual words, as units.
-    pub fn from_name(name: &str) -> WorkUnit {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "" | "it" | "its" | "step" | "steps" | "batch" | "batches" => WorkUnit::Step,
-            "sample" | "samples" | "ex" | "example" | "examples" | "img" | "images" | "seq"
-            | "seqs" | "sequences" => WorkUnit::Sample,
-            "tok" | "toks" | "token" | "tokens" | "tk" => WorkUnit::Token,
-            "epoch" | "epochs" => WorkUnit::Epoch,
-            other => WorkUnit::Other(crate::text::printable(other).chars().take(20).collect()),
-        }
-    }
-}
-
-impl fmt::Display for WorkUnit {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkUnit::Step => write!(formatter, "step"),
-            WorkUnit::Sample => write!(formatter, "sample"),
-            WorkUnit::Token => write!(formatter, "token"),
-            WorkUnit::Epoch => write!(formatter, "epoch"),
-            WorkUnit::Other(name) => write!(formatter, "{name}"),
-        }
-    }
-}
-
-/// Which format a reading came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProgressSource {
-    Tqdm,
-    Lightning,
-    HuggingFace,
-    Custom,
-}
-
-impl ProgressSource {
-    pub fn describe(&self) -> &'static str {
-        match self {
-            ProgressSource::Tqdm => "tqdm",
-            ProgressSource::Lightning => "PyTorch Lightning",
-            ProgressSource::HuggingFace => "Hugging Face Trainer",
-            ProgressSource::Custom => "--progress-regex",
-        }
+/// tqdm's unit names, and the usual words, as units (another name kept printable, 20
+/// characters at most).
+pub fn work_unit(name: &str) -> WorkUnit {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "" | "it" | "its" | "step" | "steps" | "batch" | "batches" => WorkUnit::Step,
+        "sample" | "samples" | "ex" | "example" | "examples" | "img" | "images" | "seq"
+        | "seqs" | "sequences" => WorkUnit::Sample,
+        "tok" | "toks" | "token" | "tokens" | "tk" => WorkUnit::Token,
+        "epoch" | "epochs" => WorkUnit::Epoch,
+        other => WorkUnit::Other(crate::text::printable(other).chars().take(20).collect()),
     }
 }
 
 /// A rate the job printed, or a counter whose cadence gives one.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ProgressValue {
     Rate { units_per_s: f64 },
     Count { units_done: f64 },
 }
 
 /// One thing read from the job's output, stamped with the sweep's clock.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProgressReading {
     pub at_ms: u64,
     pub value: ProgressValue,
@@ -249,7 +202,7 @@ impl ProgressParser {
             return;
         };
         let unit = if let (Some(value), Some(unit)) = (rate.name("rate"), rate.name("rate_unit")) {
-            let unit = WorkUnit::from_name(unit.as_str());
+            let unit = work_unit(unit.as_str());
             let scale = scale_of(rate.name("rate_scale").map(|scale| scale.as_str()));
             if let Ok(number) = value.as_str().parse::<f64>() {
                 push(
@@ -262,7 +215,7 @@ impl ProgressParser {
             }
             unit
         } else if let (Some(value), Some(unit)) = (rate.name("per"), rate.name("per_unit")) {
-            let unit = WorkUnit::from_name(unit.as_str());
+            let unit = work_unit(unit.as_str());
             if let Ok(seconds) = value.as_str().parse::<f64>()
                 && seconds > 0.0
             {
@@ -378,7 +331,7 @@ fn read_custom(
     };
     let unit = captures
         .name("unit")
-        .map_or(WorkUnit::Step, |unit| WorkUnit::from_name(unit.as_str()));
+        .map_or(WorkUnit::Step, |unit| work_unit(unit.as_str()));
     let number = |name: &str| {
         captures
             .name(name)

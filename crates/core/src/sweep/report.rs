@@ -3,13 +3,14 @@
 use crate::profiles::profile::ProfileOnCard;
 use std::path::Path;
 
-use crate::sweep::measure::StepResult;
-use crate::sweep::objective::{Comparison, compare, reference};
-use crate::sweep::runner::{SweepEnd, SweepOutcome};
+use crate::sweep::objective::{compare, reference};
 use gputune_formats::card::{Constraints, GpuIdentity, Setting};
 use gputune_formats::profile::{
     CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
 };
+use gputune_formats::reports::sweep::Comparison;
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_step::StepResult;
 
 /// Each step compared with the first setting, where both were measured.
 pub fn comparisons(outcome: &SweepOutcome) -> Vec<Option<Comparison>> {
@@ -111,50 +112,63 @@ pub fn table(outcome: &SweepOutcome) -> String {
         } else {
             ""
         };
-        rows.push(vec![
-            marker.to_string(),
-            result.step.label.clone(),
-            or_dash(
-                result
-                    .throughput
-                    .map(|throughput| significant(throughput.units_per_s)),
-            ),
-            or_dash(
-                result
-                    .throughput
-                    .and_then(|throughput| throughput.spread_pct)
-                    .map(|spread| format!("{spread:.1} %")),
-            ),
-            or_dash(result.average_power_w.map(|watts| format!("{watts:.0} W"))),
-            or_dash(result.energy_per_unit_j.map(significant)),
-            or_dash(comparison.map(|comparison| signed_pct(-comparison.slowdown_pct))),
-            or_dash(comparison.map(|comparison| signed_pct(-comparison.energy_saved_pct))),
-            or_dash(
-                result
-                    .stats
-                    .average_sm_clock_mhz
-                    .map(|mhz| format!("{mhz:.0} MHz")),
-            ),
-            or_dash(
-                result
-                    .stats
-                    .average_temperature_c
-                    .map(|celsius| format!("{celsius:.0} °C")),
-            ),
-            or_dash(
-                result
-                    .stats
-                    .average_fan_speed_pct
-                    .map(|pct| format!("{pct:.0} %")),
-            ),
-            if result.measured_s > 0.0 {
-                throttle_summary(result)
-            } else {
-                "—".to_string()
-            },
-        ]);
+        rows.push(row(marker, result, comparison));
     }
     let mut text = format_rows(&rows);
+    text.push_str(&notes(outcome));
+    text
+}
+
+/// One setting's row of the table, under `marker` ("→" recommended, "✗" unstable, "~" noisy).
+fn row(marker: &str, result: &StepResult, comparison: Option<Comparison>) -> Vec<String> {
+    vec![
+        marker.to_string(),
+        result.step.label.clone(),
+        or_dash(
+            result
+                .throughput
+                .map(|throughput| significant(throughput.units_per_s)),
+        ),
+        or_dash(
+            result
+                .throughput
+                .and_then(|throughput| throughput.spread_pct)
+                .map(|spread| format!("{spread:.1} %")),
+        ),
+        or_dash(result.average_power_w.map(|watts| format!("{watts:.0} W"))),
+        or_dash(result.energy_per_unit_j.map(significant)),
+        or_dash(comparison.map(|comparison| signed_pct(-comparison.slowdown_pct))),
+        or_dash(comparison.map(|comparison| signed_pct(-comparison.energy_saved_pct))),
+        or_dash(
+            result
+                .stats
+                .average_sm_clock_mhz
+                .map(|mhz| format!("{mhz:.0} MHz")),
+        ),
+        or_dash(
+            result
+                .stats
+                .average_temperature_c
+                .map(|celsius| format!("{celsius:.0} °C")),
+        ),
+        or_dash(
+            result
+                .stats
+                .average_fan_speed_pct
+                .map(|pct| format!("{pct:.0} %")),
+        ),
+        if result.measured_s > 0.0 {
+            throttle_summary(result)
+        } else {
+            "—".to_string()
+        },
+    ]
+}
+
+/// What the table's rows need said under them: the base, each unstable or noisy step, how
+/// speed was measured, the recommendation, how the sweep ended and what was put back.
+fn notes(outcome: &SweepOutcome) -> String {
+    let mut text = String::new();
     if let Some(note) = outcome
         .results
         .first()

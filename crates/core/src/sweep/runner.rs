@@ -12,15 +12,15 @@ mod steps;
 
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
 use crate::service::client::TuningClient;
-use crate::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
-use crate::sweep::objective::{Objective, Recommendation};
-use crate::sweep::plan::SweepStep;
+use crate::sweep::measure::StepMeasurement;
 use crate::sweep::progress::ProgressReading;
 use gputune_formats::card::Telemetry;
 use gputune_formats::protocol::Event;
+use gputune_formats::reports::sweep::Objective;
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_step::SweepStep;
+use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult};
 use gputune_formats::tuning::{EngineEvent, GpuInfo, SessionId};
 
 /// The shortest step that leaves a second to measure after a warm-up of zero.
@@ -29,7 +29,7 @@ const SHORTEST_STEP_S: f64 = 2.0;
 const LONGEST_STEP_S: f64 = 3_600.0;
 
 /// How long each setting runs, and how much of it is discarded as warm-up.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SweepTiming {
     pub step_s: f64,
     pub warmup_s: f64,
@@ -86,44 +86,6 @@ impl SweepClock {
     pub fn now_ms(&self) -> u64 {
         u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
-}
-
-/// How a sweep ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "ended", rename_all = "snake_case")]
-pub enum SweepEnd {
-    Completed,
-    /// Stopped before its end (Ctrl-C, the window's Stop, the job ending early).
-    Stopped {
-        reason: String,
-    },
-    /// The job exited with an error.
-    JobFailed {
-        exit_code: i32,
-        message: String,
-    },
-    /// The service ended the session or went away.
-    Failed {
-        reason: String,
-    },
-}
-
-/// Everything a sweep found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepOutcome {
-    pub gpu_index: u32,
-    pub gpu_name: String,
-    pub gpu_uuid: String,
-    pub objective: Objective,
-    /// `None` when no step was measured.
-    pub measured_by: Option<MeasuredBy>,
-    pub results: Vec<StepResult>,
-    pub recommendation: Result<Recommendation, String>,
-    pub ended: SweepEnd,
-    /// What was put back, as the engine reported it.
-    pub restored: Vec<String>,
-    pub restore_complete: bool,
-    pub duration_s: f64,
 }
 
 /// A sweep as a window shows it.

@@ -12,8 +12,6 @@ mod walk;
 
 use std::ops::Range;
 
-use serde::{Deserialize, Serialize};
-
 use column::{SummarizedColumn, THROTTLE_MISSING, ThrottleOr, TimeSteps};
 use gputune_formats::card::Telemetry;
 use quantize::{MetricColumn, steps_per_display_unit};
@@ -34,7 +32,7 @@ const MAX_SPAN_AFTER_REBASE_MS: u64 = u32::MAX as u64 / 4 * 3;
 
 /// A reading kept in the history. Values come back in display units; precision: power 0.1 W,
 /// memory used 1 MiB, fan speed the mean of the card's fans rounded to 1 %, others exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     PowerDrawW,
     PowerLimitW,

@@ -3,8 +3,6 @@
 //! offsets, fan modes) and from its own record where it cannot (clock locks). A value is put
 //! back by writing the [`Setting`] that [`SettingsInForce::restoring`] gives for its control.
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::{COMPUTE_PSTATES, CurrentSettings, compute_offset_mhz};
 pub use crate::tuning::pstate_offsets::{controls_written, describe_offset, pstates_at};
 use crate::tuning::pstate_offsets::{offset_in, set_offsets};
@@ -12,8 +10,7 @@ use gputune_formats::card::{FanMode, Setting};
 use gputune_formats::tuning::{ClockLockInForce, Hold, LockRecord, SettingsInForce};
 
 /// One thing on a card that a setting changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Control {
     PowerLimit,
     GpuClockLock,

@@ -5,6 +5,10 @@
 //! `ac1ed75/`) must still read. After a deliberate change, regenerate with
 //! `GPUTUNE_BLESS=1 cargo test -p gputune-core --test core formats` and commit the new files.
 
+#[path = "formats/command_reports.rs"]
+mod command_reports;
+#[path = "formats/command_reports_sweep.rs"]
+mod command_reports_sweep;
 #[path = "formats/disk.rs"]
 mod disk;
 #[path = "formats/plan_exports.rs"]

@@ -13,15 +13,15 @@ use gputune_core::service::client::{
 };
 use gputune_core::stability::busy::OtherWork;
 use gputune_core::stability::check::{CardCheck, CheckSetup};
-use gputune_core::stability::plan::{CheckOptions, LoadShape};
-use gputune_core::stability::report::CheckReport;
-use gputune_core::stability::run::{Ending, Finding};
+use gputune_core::stability::rounds::CheckOptions;
 use gputune_core::stability::simulated::SimulatedDevice;
 use gputune_formats::card::{GpuProcess, ProcessKind, Setting};
-use gputune_formats::profile::Verdict;
 use gputune_formats::protocol::{Request, Response, Snapshot};
+use gputune_formats::reports::stability::LoadShape;
+use gputune_formats::reports::stability::{Ending, Finding};
 use gputune_formats::tuning::{ClockLockInForce, Hold};
 use gputune_formats::tuning::{GpuChange, Holder, SessionPurpose};
+use gputune_formats::{profile::Verdict, reports::stability::CheckReport};
 
 fn client(folder: &tempfile::TempDir, load: LoadPattern) -> TuningClient {
     let state = folder.path().join("state");

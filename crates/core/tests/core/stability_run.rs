@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 
 use gputune_core::device::Backend;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune_core::stability::plan::{CheckOptions, LoadShape};
-use gputune_core::stability::run::{CheckRun, Ending, Finding, RunResult, SettingsSeen};
+use gputune_core::stability::rounds::CheckOptions;
+use gputune_core::stability::run::{CheckRun, SettingsSeen};
 use gputune_core::stability::simulated::{SimFaults, SimulatedDevice};
 use gputune_core::stability::worker::ComputeWorker;
 use gputune_formats::card::Telemetry;
+use gputune_formats::reports::stability::LoadShape;
+use gputune_formats::reports::stability::{Ending, Finding, RunResult};
 
 /// Long enough that only a fault ends the check.
 const LONG_S: f64 = 60.0;
@@ -171,7 +173,7 @@ fn a_kernel_that_never_returns_ends_the_check_past_its_deadline() {
 
 #[test]
 fn peak_power_is_taken_only_from_readings_under_the_limit_in_force() {
-    use gputune_core::stability::watch::Watched;
+    use gputune_formats::reports::stability_watched::Watched;
     let reading = |at_ms: u64, power_w: u32, limit_w: u32| Telemetry {
         sampled_at_ms: at_ms,
         sm_clock_mhz: Some(2520),

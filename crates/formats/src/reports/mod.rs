@@ -2,8 +2,17 @@
 //! `formats` (internally tagged `"type"`, snake_case, objects with named fields, units in field
 //! names). Each report's top level says its `format_version`; within a version fields are
 //! added, never renamed or removed (docs/json.md says every field and what a script may rely
-//! on). Reports are only written, never read back by gputune: they derive `Serialize` alone.
+//! on). Most are only written and derive `Serialize` alone; a check, a scan and a sweep also
+//! read back (the window's fixtures, the CLI's tests), so theirs derive `Deserialize` too.
 
+pub mod fan_curves;
 pub mod measure;
 pub mod plan;
 pub mod plan_setup;
+pub mod profile_list;
+pub mod scan;
+pub mod stability;
+pub mod stability_watched;
+pub mod status;
+pub mod sweep;
+pub mod sweep_step;

@@ -7,8 +7,8 @@ use egui_plot::{Legend, Line, MarkerShape, Plot, Points};
 
 use super::{LIVE, MEASURED, RECOMMENDED, REPEAT};
 use crate::ui::style::ERROR_TEXT;
-use gputune_core::sweep::measure::StepResult;
 use gputune_core::sweep::runner::SweepView;
+use gputune_formats::reports::sweep_step::StepResult;
 
 /// One chart: `value` of each step against its average power.
 pub(super) fn chart(

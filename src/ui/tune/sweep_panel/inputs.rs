@@ -10,7 +10,7 @@ use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::labelled::labelled;
 use gputune_core::link::sweep::SweepLaunch;
 use gputune_core::sweep::base::SweepBase;
-use gputune_core::sweep::plan::SweepStep;
+use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::tuning::Hold;
 use gputune_formats::tuning::Holder;
 

@@ -12,10 +12,11 @@ use eframe::egui::{self, Color32, RichText};
 
 use crate::ui::model::GpuModel;
 use gputune_core::link::sweep::SweepLaunch;
-use gputune_core::sweep::base::{SweepBase, plan_sweep};
-use gputune_core::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use gputune_core::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
+use gputune_core::sweep::base::{SweepBase, sweep_steps_with_base};
 use gputune_core::sweep::runner::SweepTiming;
+use gputune_core::sweep::steps::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, parse_list};
+use gputune_formats::reports::sweep::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
+use gputune_formats::reports::sweep_step::SweepStep;
 
 mod chart;
 mod inputs;
@@ -104,7 +105,7 @@ impl SweepPanel {
             .as_ref()
             .map(|tuning| tuning.in_force.clone())
             .unwrap_or_default();
-        let (steps, base) = plan_sweep(&spec, &gpu.info.constraints, &in_force, false)
+        let (steps, base) = sweep_steps_with_base(&spec, &gpu.info.constraints, &in_force, false)
             .map_err(|error| error.to_string())?;
         let timing = SweepTiming::new(self.step_s, self.warmup_s, 120.0)?;
         let objective = Objective::parse(

@@ -8,7 +8,8 @@ use super::chart::chart;
 use super::table::results_grid;
 use super::{RECOMMENDED, SweepAction, SweepPanel};
 use crate::ui::style::ERROR_TEXT;
-use gputune_core::sweep::runner::{SweepEnd, SweepPhase, SweepView};
+use gputune_core::sweep::runner::{SweepPhase, SweepView};
+use gputune_formats::reports::sweep::SweepEnd;
 
 impl SweepPanel {
     /// The sweep on this GPU, running or ended.

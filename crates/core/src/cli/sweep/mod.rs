@@ -21,14 +21,16 @@ use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::job::feed::{Echo, FeedMessage, follow_file};
 use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of};
 use crate::profiles::store::ProfileStore;
-use crate::sweep::base::plan_sweep;
-use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use crate::sweep::plan::{SweepSpec, SweepStep, parse_list};
+use crate::sweep::base::sweep_steps_with_base;
 use crate::sweep::progress::ProgressParser;
-use crate::sweep::runner::{Sweep, SweepClock, SweepEnd, SweepOutcome, SweepTiming};
+use crate::sweep::runner::{Sweep, SweepClock, SweepTiming};
+use crate::sweep::steps::{SweepSpec, parse_list};
 use crate::tuning::engine::held_elsewhere;
 use gputune_formats::protocol::Request;
 use gputune_formats::protocol::Snapshot;
+use gputune_formats::reports::sweep::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::tuning::Hold;
 use report::{ReportTo, report, say_plan};
 use supervise::supervise;
@@ -185,7 +187,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         .get(index as usize)
         .map(|tuning| tuning.in_force.clone())
         .unwrap_or_default();
-    let (plan, base) = plan_sweep(
+    let (plan, base) = sweep_steps_with_base(
         &checked.spec,
         &gpu.constraints,
         &in_force,
@@ -419,7 +421,7 @@ mod tests {
             Wrapper::parse_from(["x", "--clock-caps", "2400", "--undervolt", "--", "python"]);
         assert_eq!(
             parsed.sweep.undervolt,
-            Some(crate::sweep::plan::DEFAULT_UNDERVOLT_OFFSET_MHZ)
+            Some(crate::sweep::steps::DEFAULT_UNDERVOLT_OFFSET_MHZ)
         );
         assert!(check(&parsed.sweep).is_ok());
         let no_job = Wrapper::parse_from(["x"]);

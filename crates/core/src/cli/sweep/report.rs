@@ -5,9 +5,10 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::profiles::store::ProfileStore;
-use crate::sweep::plan::SweepStep;
 use crate::sweep::report::{recommended_profile, table, write_csv};
-use crate::sweep::runner::{SweepOutcome, SweepTiming};
+use crate::sweep::runner::SweepTiming;
+use gputune_formats::reports::sweep::SweepOutcome;
+use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::tuning::GpuInfo;
 
 pub(super) fn say_plan(
@@ -62,7 +63,11 @@ pub(super) fn report(
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     if to.json {
-        crate::text::write_json_pretty(&mut out, outcome)?;
+        let report = gputune_formats::reports::sweep::SweepReport {
+            format_version: gputune_formats::reports::sweep::SWEEP_REPORT_FORMAT,
+            outcome,
+        };
+        crate::text::write_json_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", table(outcome))?;

@@ -9,8 +9,9 @@ use std::time::Duration;
 use crate::job::feed::FeedMessage;
 use crate::job::{Job, ended_sentence, exit_code_of};
 use crate::service::client::TuningClient;
-use crate::sweep::runner::{Sweep, SweepEnd, SweepOutcome, SweepUpdate};
+use crate::sweep::runner::{Sweep, SweepUpdate};
 use gputune_formats::protocol::Event;
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
 use gputune_formats::tuning::EngineEvent;
 
 /// How often the loop looks at the job, its progress and the service.

@@ -9,7 +9,8 @@ use super::{
     CudaDevice, DeviceBuffer, GEMM_TILE, Kernel, MAX_GEMM_N, THREADS, VRAM_CHUNK_BYTES, Work,
     cuda_error, param,
 };
-use crate::stability::compute::{Checked, ComputeError, ComputeSetup, Prepared, VramPattern};
+use crate::stability::compute::{ComputeError, ComputeSetup, VramPattern};
+use gputune_formats::reports::stability::{Checked, Prepared};
 
 const GIB: f64 = (1u64 << 30) as f64;
 

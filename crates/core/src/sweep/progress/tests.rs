@@ -1,4 +1,5 @@
 use super::*;
+use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
 
 fn read(parser: &mut ProgressParser, text: &str) -> Vec<ProgressReading> {
     parser.feed(text.as_bytes(), 7)

@@ -3,13 +3,15 @@
 //! an Xid, and the end: the session ended, the card put back, the outcome and its
 //! recommendation.
 
+use super::{State, Sweep, SweepUpdate, seconds_ms};
 use crate::device::XidMeaning;
-use super::{State, Sweep, SweepEnd, SweepOutcome, SweepUpdate, seconds_ms};
 use crate::service::client::{ClientError, TuningClient};
-use crate::sweep::measure::{MeasuredBy, StepMeasurement, StepResult};
+use crate::sweep::measure::StepMeasurement;
 use crate::sweep::objective::{flag_noisy_steps, recommend_in};
 use crate::tuning::engine::report_lines;
 use gputune_formats::protocol::{Request, Response};
+use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult};
 use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionReport, SessionRequest};
 
 impl Sweep {

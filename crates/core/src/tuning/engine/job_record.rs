@@ -3,11 +3,11 @@
 //! GPU, an Xid: every way goes through `end_session_now`) makes its record, which goes into the
 //! session's report and to the service, which files it (`job_energy::store`).
 
-use crate::tuning::in_force::ControlsInForce;
 use super::Engine;
 use super::state::Session;
 use crate::job_energy::cost::Price;
 use crate::job_energy::tally::CardTally;
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::card::Telemetry;
 use gputune_formats::jobs::{JOB_RECORD_FORMAT, JOULES_PER_KWH, JobRecord};
 use gputune_formats::tuning::SessionId;

@@ -3,8 +3,6 @@
 //! they are formats, defined in `formats::tuning`; here are their methods and what the engine
 //! keeps of its own (who asks: `ClientInfo`).
 
-use serde::{Deserialize, Serialize};
-
 use gputune_formats::tuning::ClientId;
 
 /// The client a kept fan curve's session belongs to: no connection has it, so no client's
@@ -13,7 +11,7 @@ use gputune_formats::tuning::ClientId;
 pub const KEPT_CURVE_CLIENT: ClientId = ClientId::MAX;
 
 /// Who is asking: what the service knows of a client.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientInfo {
     pub id: ClientId,
     /// From the socket's peer credentials (or this process, in-process).

@@ -5,9 +5,8 @@
 //! and that is where a too-deep undervolt fails first (OCCT's finding). The pulses walk the
 //! duty cycles below so the card moves through its whole voltage/frequency curve.
 
-use serde::{Deserialize, Serialize};
-
 use super::compute::ComputeSetup;
+use gputune_formats::reports::stability::LoadShape;
 
 /// The shortest check accepted: a second still runs every part once.
 pub const SHORTEST_CHECK_S: f64 = 1.0;
@@ -20,31 +19,8 @@ const PULSE_PERIOD_S: f64 = 1.0;
 /// The duty cycles the pulses walk, each for a quarter of the pulsed time.
 pub const PULSE_DUTIES: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
 
-/// Which load the GEMM part puts on the card.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadShape {
-    /// The tensor cores busy all the time: the card at its power limit.
-    Full,
-    /// Bursts at 20-80 % duty: the card boosts highest at its lowest voltage.
-    Pulsed,
-    /// Both, each for half of every round.
-    #[default]
-    Both,
-}
-
-impl LoadShape {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LoadShape::Full => "full",
-            LoadShape::Pulsed => "pulsed",
-            LoadShape::Both => "full and pulsed",
-        }
-    }
-}
-
 /// A check's options, valid by construction.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CheckOptions {
     pub duration_s: f64,
     pub shape: LoadShape,

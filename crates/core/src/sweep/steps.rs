@@ -3,10 +3,9 @@
 //! The first step is the card's stock behaviour for those controls (the reference every other
 //! step is compared with) and it is measured again at the end, so drift shows as noise.
 
-use serde::{Deserialize, Serialize};
-
 use crate::device::gate::validate;
 use gputune_formats::card::{Constraints, Setting};
+use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::units::watts_exact;
 
 /// The power limits a sweep tries when none are given, in % of the card's default.
@@ -18,7 +17,7 @@ pub const DEFAULT_UNDERVOLT_OFFSET_MHZ: i32 = 150;
 pub const MAX_STEPS: usize = 60;
 
 /// What the user asked to sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SweepSpec {
     /// Power limits in % of the card's default, in the order tried; empty means the default
     /// list (or 100 % alone when clock caps are given).
@@ -31,48 +30,22 @@ pub struct SweepSpec {
     pub undervolt_offset_mhz: Option<i32>,
 }
 
-/// One setting of a sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepStep {
-    /// For people: "70 % (315 W), cap 2100 MHz, +150 MHz".
-    pub label: String,
-    pub power_limit_pct: f64,
-    pub power_limit_mw: u32,
-    pub clock_cap_mhz: Option<u32>,
-    pub gpu_clock_offset_mhz: Option<i32>,
-    /// What is written, every control the sweep touches; each passed the validation gate.
-    pub settings: Vec<Setting>,
-    /// True for the first setting measured again at the end.
-    pub is_repeat: bool,
-    /// What else the card ran (a lock or offset kept or reset for the sweep, see `base`);
-    /// empty when nothing else mattered.
-    #[serde(default)]
-    pub in_force_note: String,
-}
-
-impl SweepStep {
-    /// Whether two steps run the card the same way.
-    pub fn same_setting(&self, other: &SweepStep) -> bool {
-        self.settings == other.settings
-    }
-}
-
 /// Why a sweep cannot be planned on this card.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
+pub enum SweepStepsError {
     #[error("{0}")]
     Invalid(String),
 }
 
-fn invalid(message: impl Into<String>) -> PlanError {
-    PlanError::Invalid(message.into())
+fn invalid(message: impl Into<String>) -> SweepStepsError {
+    SweepStepsError::Invalid(message.into())
 }
 
 /// The steps of `spec` on a card with `constraints`, first setting repeated last.
-pub fn plan_steps(
+pub fn sweep_steps(
     spec: &SweepSpec,
     constraints: &Constraints,
-) -> Result<Vec<SweepStep>, PlanError> {
+) -> Result<Vec<SweepStep>, SweepStepsError> {
     let default_mw = constraints
         .power_limit_default_mw
         .filter(|default_mw| *default_mw > 0)
@@ -222,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_default_sweep_is_five_power_limits_and_the_first_again() {
-        let steps = plan_steps(
+        let steps = sweep_steps(
             &SweepSpec {
                 power_limits_pct: vec![],
                 clock_caps_mhz: vec![],
@@ -248,7 +221,7 @@ mod tests {
 
     #[test]
     fn caps_and_undervolt_name_every_touched_control_in_every_step() {
-        let steps = plan_steps(
+        let steps = sweep_steps(
             &SweepSpec {
                 power_limits_pct: vec![100.0, 80.0],
                 clock_caps_mhz: vec![2400],
@@ -284,7 +257,7 @@ mod tests {
         );
         assert_eq!(steps[5].label, "80 % (360 W), cap 2400 MHz, +150 MHz");
         // Caps alone sweep at 100 %.
-        let caps = plan_steps(
+        let caps = sweep_steps(
             &SweepSpec {
                 power_limits_pct: vec![],
                 clock_caps_mhz: vec![2400, 2100],
@@ -300,7 +273,7 @@ mod tests {
     #[test]
     fn impossible_sweeps_are_refused_with_the_reason() {
         let refused = |spec: SweepSpec, constraints: &Constraints, words: &str| {
-            let error = plan_steps(&spec, constraints).unwrap_err().to_string();
+            let error = sweep_steps(&spec, constraints).unwrap_err().to_string();
             assert!(error.contains(words), "{error}");
         };
         let spec = |power: Vec<f64>, caps: Vec<u32>, offset: Option<i32>| SweepSpec {

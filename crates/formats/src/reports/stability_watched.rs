@@ -5,10 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use gputune_formats::{
-    card::{EccCounts, Telemetry},
-    throttle::{ThrottleReason, ThrottleReasons},
-};
+use crate::card::{EccCounts, Telemetry};
+use crate::throttle::{ThrottleReason, ThrottleReasons};
 
 /// The readings of one span (a whole check, or one scan step).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -126,8 +124,7 @@ impl Watched {
     /// "2415-2745 MHz, 71 °C peak, 398 W average (450 W limit)"; parts without readings left out.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
-        if let Some(clocks) =
-            gputune_formats::units::clock_range_mhz(self.clock_min_mhz, self.clock_max_mhz)
+        if let Some(clocks) = crate::units::clock_range_mhz(self.clock_min_mhz, self.clock_max_mhz)
         {
             parts.push(clocks);
         }
