@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use crate::device::{CurrentSettings, DeviceError, OpenedBackend, Telemetry};
 use crate::notice::Notice;
+use crate::tuning::boot_defaults::BootDefaultStore;
 use crate::tuning::engine::{ClientId, ClientInfo, Engine, EngineOptions, TuneError};
 
-use protocol::{BootDefault, Message, Request, Welcome};
+use protocol::{Message, Request, Welcome};
 use routing::Router;
 
 /// The fastest and slowest sampling a client may ask for.
@@ -111,11 +112,12 @@ impl Service {
             &options.engine,
             Arc::new(crate::clock::WallClock),
         )?;
-        if let Some(dir) = &options.boot_defaults_dir {
+        let boot_defaults = options.boot_defaults_dir.clone().map(BootDefaultStore::new);
+        if let Some(store) = &boot_defaults {
             if let Some(boot) = &options.boot_profile {
-                notices.extend(boot_profile::make_boot_defaults(&engine, dir, boot));
+                notices.extend(boot_profile::make_boot_defaults(&engine, store, boot));
             }
-            notices.extend(routing::apply_boot_defaults(&mut engine, dir));
+            notices.extend(store.apply_all(&mut engine));
         }
         let mut no_history_because = None;
         let recorder = match options.history.clone().map(recorder::Recorder::start) {
@@ -149,7 +151,7 @@ impl Service {
         );
         let router = Router::new(
             welcome.clone(),
-            options.boot_defaults_dir.clone(),
+            boot_defaults,
             pace,
             recorder,
             no_history_because,
@@ -267,6 +269,3 @@ fn run_engine(mut engine: Engine, mut router: Router, inputs: &Receiver<Input>) 
     engine.shutdown();
     router.route(&mut engine);
 }
-
-/// A boot default read back, or why not.
-pub(crate) type BootDefaults = (Vec<BootDefault>, Vec<Notice>);

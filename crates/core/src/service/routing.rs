@@ -3,7 +3,6 @@
 //! allowed to make the service hold its messages forever.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
 
@@ -14,18 +13,15 @@ use super::recorder::{Recorder, RecorderInput};
 use super::{DEFAULT_INTERVAL_MS, INTERVAL_RANGE_MS, Input};
 use crate::clock::wall_clock_ms;
 use crate::device::{DeviceError, Telemetry};
-use crate::fsafe::{self, Links};
 use crate::notice::Notice;
 use crate::telemetry::history::HistoryRow;
-use crate::tuning::engine::{
-    ClientId, ClientInfo, Engine, EngineEvent, GpuChange, TuneError, TuneErrorKind,
-};
+use crate::tuning::boot_defaults::BootDefaultStore;
+use crate::tuning::engine::{ClientId, ClientInfo, Engine, EngineEvent, TuneError, TuneErrorKind};
 use crate::tuning::fan_curve::FanCurve;
 
 /// The longest client label kept, in characters.
 const MAX_LABEL_CHARS: usize = 200;
-/// A boot default is a handful of settings.
-const MAX_BOOT_SETTINGS: usize = 64;
+const NO_DAEMON_FOR_BOOT_DEFAULTS: &str = "Boot defaults are kept and applied by the gputune daemon, which is not running: install it with `sudo gputune daemon install`.";
 
 struct ClientSlot {
     info: ClientInfo,
@@ -40,7 +36,7 @@ pub(crate) struct Router {
     welcome: Welcome,
     clients: HashMap<ClientId, ClientSlot>,
     latest: Vec<Option<Result<Telemetry, DeviceError>>>,
-    boot_defaults_dir: Option<PathBuf>,
+    boot_defaults: Option<BootDefaultStore>,
     pace: Arc<super::sampler::Pace>,
     /// Clients to drop once the current message is handled.
     dropped: Vec<ClientId>,
@@ -59,7 +55,7 @@ pub(crate) struct Router {
 impl Router {
     pub fn new(
         welcome: Welcome,
-        boot_defaults_dir: Option<PathBuf>,
+        boot_defaults: Option<BootDefaultStore>,
         pace: Arc<super::sampler::Pace>,
         recorder: Option<Recorder>,
         no_history_because: Option<String>,
@@ -71,7 +67,7 @@ impl Router {
             welcome,
             clients: HashMap::new(),
             latest: vec![None; gpu_count],
-            boot_defaults_dir,
+            boot_defaults,
             pace,
             dropped: Vec::new(),
             recorder,
@@ -478,13 +474,11 @@ impl Router {
                 TuneErrorKind::Refused,
                 "A history request is answered by the daemon's recorder.",
             ),
-            Request::BootDefaults => match &self.boot_defaults_dir {
-                Some(dir) => Response::BootDefaults {
-                    defaults: read_boot_defaults(dir).0,
-                },
-                None => Response::BootDefaults {
-                    defaults: Vec::new(),
-                },
+            Request::BootDefaults => Response::BootDefaults {
+                defaults: self
+                    .boot_defaults
+                    .as_ref()
+                    .map_or_else(Vec::new, |store| store.read_all().0),
             },
         }
     }
@@ -501,10 +495,10 @@ impl Router {
         curve: Option<FanCurve>,
         boot_default: bool,
     ) -> Result<Response, TuneError> {
-        if boot_default && self.boot_defaults_dir.is_none() {
+        if boot_default && self.boot_defaults.is_none() {
             return Err(TuneError::new(
                 TuneErrorKind::Refused,
-                "Boot defaults are kept and applied by the gputune daemon, which is not running: install it with `sudo gputune daemon install`.",
+                NO_DAEMON_FOR_BOOT_DEFAULTS,
             ));
         }
         let kept = engine.keep_fan_curve(info, gpu_uuid, curve.clone());
@@ -515,34 +509,11 @@ impl Router {
                 if curve.is_none() && boot_default && error.kind == TuneErrorKind::NotFound => {}
             Err(error) => return Err(error),
         }
-        if !boot_default {
-            return Ok(Response::Done);
+        match &self.boot_defaults {
+            Some(store) if boot_default => store.store_fan_curve(engine, gpu_uuid, curve)?,
+            _ => {}
         }
-        let Some(dir) = &self.boot_defaults_dir else {
-            return Ok(Response::Done);
-        };
-        let index = engine.gpu_index(gpu_uuid)?;
-        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
-        let stored = read_boot_defaults(dir)
-            .0
-            .into_iter()
-            .find(|default| default.gpu_uuid == uuid);
-        let default = match (stored, curve) {
-            (Some(stored), curve) => BootDefault {
-                fan_curve: curve,
-                ..stored
-            },
-            (None, Some(curve)) => BootDefault {
-                gpu_uuid: uuid.clone(),
-                profile_name: "fan curve".to_string(),
-                settings: Vec::new(),
-                fan_curve: Some(curve),
-            },
-            (None, None) => return Ok(Response::Done),
-        };
-        let default =
-            (!default.settings.is_empty() || default.fan_curve.is_some()).then_some(default);
-        self.set_boot_default(engine, &uuid, default)
+        Ok(Response::Done)
     }
 
     fn set_boot_default(
@@ -551,64 +522,14 @@ impl Router {
         gpu_uuid: &str,
         default: Option<BootDefault>,
     ) -> Result<Response, TuneError> {
-        let Some(dir) = &self.boot_defaults_dir else {
+        let Some(store) = &self.boot_defaults else {
             return Err(TuneError::new(
                 TuneErrorKind::Refused,
-                "Boot defaults are kept and applied by the gputune daemon, which is not running: install it with `sudo gputune daemon install`.",
+                NO_DAEMON_FOR_BOOT_DEFAULTS,
             ));
         };
-        store_boot_default(dir, engine, gpu_uuid, default)
-    }
-}
-
-/// Keeps `default` as the boot default of the card `gpu_uuid` in `dir` (checked against the
-/// card first), or removes the card's boot default for `None`.
-pub(super) fn store_boot_default(
-    dir: &Path,
-    engine: &Engine,
-    gpu_uuid: &str,
-    default: Option<BootDefault>,
-) -> Result<Response, TuneError> {
-    let index = engine.gpu_index(gpu_uuid)?;
-    let uuid = engine.gpus()[index as usize].identity.uuid.clone();
-    let path = boot_default_path(dir, &uuid);
-    match default {
-        None => match std::fs::remove_file(&path) {
-            Ok(()) => Ok(Response::Done),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Response::Done),
-            Err(error) => Err(TuneError::new(
-                TuneErrorKind::State,
-                format!("{} could not be removed: {error}", path.display()),
-            )),
-        },
-        Some(default) => {
-            if default.settings.len() > MAX_BOOT_SETTINGS {
-                return Err(TuneError::new(
-                    TuneErrorKind::Refused,
-                    format!("A boot default holds at most {MAX_BOOT_SETTINGS} settings."),
-                ));
-            }
-            engine.check_settings(index, &default.settings)?;
-            if default.fan_curve.is_some() {
-                engine.check_fan_curve(index)?;
-            }
-            let default = BootDefault {
-                gpu_uuid: uuid,
-                profile_name: crate::text::printable(&default.profile_name)
-                    .chars()
-                    .take(MAX_LABEL_CHARS)
-                    .collect(),
-                settings: default.settings,
-                fan_curve: default.fan_curve,
-            };
-            let text = default
-                .to_file_bytes()
-                .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
-            fsafe::ensure_private_folder(dir, 0o700)
-                .and_then(|()| fsafe::write_atomically(&path, &text, 0o600))
-                .map_err(|error| TuneError::new(TuneErrorKind::State, error.to_string()))?;
-            Ok(Response::Done)
-        }
+        store.store(engine, gpu_uuid, default)?;
+        Ok(Response::Done)
     }
 }
 
@@ -616,94 +537,4 @@ fn error(kind: TuneErrorKind, message: impl Into<String>) -> Response {
     Response::Error {
         error: TuneError::new(kind, message),
     }
-}
-
-fn boot_default_path(dir: &Path, uuid: &str) -> PathBuf {
-    dir.join(format!(
-        "boot-{}.json",
-        crate::tuning::state_folder::file_safe(uuid)
-    ))
-}
-
-/// Every stored boot default, and a notice for each file that could not be read.
-fn read_boot_defaults(dir: &Path) -> super::BootDefaults {
-    let mut defaults = Vec::new();
-    let mut notices = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return (defaults, notices);
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .is_some_and(|name| name.starts_with("boot-") && name.ends_with(".json"))
-        })
-        .collect();
-    paths.sort();
-    for path in paths {
-        let read = fsafe::read_limited(&path, 64 * 1024, Links::Refuse)
-            .map_err(|error| error.to_string())
-            .and_then(|bytes| {
-                BootDefault::from_file_bytes(&bytes)
-                    .map_err(|error| format!("{} is damaged ({error})", path.display()))
-            });
-        match read {
-            Ok(default) => defaults.push(default),
-            Err(message) => notices.push(Notice::Warning(format!(
-                "A boot default could not be read: {message}; it was left as it is."
-            ))),
-        }
-    }
-    (defaults, notices)
-}
-
-/// Applies every card's stored boot default (the daemon does this when it starts).
-pub(crate) fn apply_boot_defaults(engine: &mut Engine, dir: &Path) -> Vec<Notice> {
-    let (defaults, mut notices) = read_boot_defaults(dir);
-    let daemon = ClientInfo {
-        id: 0,
-        pid: Some(std::process::id()),
-        uid: None,
-        user: None,
-        label: "the gputune daemon (boot default)".to_string(),
-        may_write: true,
-    };
-    for default in defaults {
-        let name = crate::text::printable(&default.profile_name);
-        // The settings first, then the curve, as `profile apply` does.
-        if !default.settings.is_empty() {
-            let change = GpuChange {
-                gpu_uuid: default.gpu_uuid.clone(),
-                settings: default.settings.clone(),
-            };
-            notices.push(match engine.apply_changes(&daemon, &[change]) {
-                Ok(applied) => Notice::Info(format!(
-                    "Applied the boot default \"{name}\" to GPU {} ({}).",
-                    applied.first().map_or(0, |gpu| gpu.gpu_index),
-                    crate::tuning::describe_all(&default.settings)
-                )),
-                Err(error) => Notice::Error(format!(
-                    "The boot default \"{name}\" could not be applied: {error}"
-                )),
-            });
-        }
-        if let Some(curve) = default.fan_curve.clone() {
-            notices.push(
-                match engine
-                    .keep_fan_curve(&daemon, &default.gpu_uuid, Some(curve))
-                    .and_then(|()| engine.gpu_index(&default.gpu_uuid))
-                {
-                    Ok(index) => Notice::Info(format!(
-                        "The daemon keeps the fan curve of the boot default \"{name}\" on GPU {index}."
-                    )),
-                    Err(error) => Notice::Error(format!(
-                        "The fan curve of the boot default \"{name}\" could not be kept: {error}"
-                    )),
-                },
-            );
-        }
-    }
-    notices
 }
