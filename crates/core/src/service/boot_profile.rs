@@ -41,7 +41,7 @@ impl BootProfile {
                 file: file.to_path_buf(),
             });
         }
-        let profile = crate::profiles::store::parse_profile(&bytes).map_err(|problem| {
+        let profile = crate::profiles::toml_text::parse_profile(&bytes).map_err(|problem| {
             anyhow::anyhow!("--boot-profile: {} No GPU was changed.", problem.at(file))
         })?;
         Ok(BootProfile::Profile {

@@ -10,7 +10,8 @@ use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
 use gputune_core::device::{Backend, Constraints, GpuIdentity, Setting};
 use gputune_core::folders::{CONFIG_DIR_ENV, Folders};
-use gputune_core::profiles::store::{parse_profile, profile_to_toml, slug};
+use gputune_core::profiles::store::slug;
+use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::profiles::{
     CardIdentity, ClockLock, PowerLimit, Profile, ProfileStore, SCHEMA_VERSION, StoreError,
 };

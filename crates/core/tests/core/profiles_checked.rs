@@ -7,7 +7,7 @@
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
 use gputune_core::device::{Backend, Constraints, GpuIdentity, Setting};
 use gputune_core::formats::profile::{CheckRecord, CheckedBy, CheckedCard, Verdict};
-use gputune_core::profiles::store::{parse_profile, profile_to_toml};
+use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::profiles::{CardIdentity, ClockLock, PowerLimit, Profile, SCHEMA_VERSION};
 use gputune_core::text::short_uuid;
 use gputune_core::tuning::in_force::{ClockLock as LockState, SettingsInForce};

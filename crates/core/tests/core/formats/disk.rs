@@ -15,7 +15,7 @@ use gputune_core::formats::profile::{
 use gputune_core::formats::protocol::BootDefault;
 use gputune_core::formats::tuning::{ClockLock as LockState, LockRecord};
 use gputune_core::jobs::store::JobStore;
-use gputune_core::profiles::store::{parse_profile, profile_to_toml};
+use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
 use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};

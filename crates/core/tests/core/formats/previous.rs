@@ -9,7 +9,7 @@
 //! gputune code, so it checks the layout rather than a round trip.
 
 use gputune_core::device::{BackendKind, ClockRangeMhz, FanRangePct, Setting, ThrottleReason};
-use gputune_core::profiles::store::parse_profile;
+use gputune_core::profiles::toml_text::parse_profile;
 use gputune_core::service::protocol::{
     BootDefault, Message, PROTOCOL_VERSION, Request, Response, parse_request_line,
 };
