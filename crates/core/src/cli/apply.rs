@@ -27,8 +27,9 @@ use crate::tuning::engine::{
     EngineEvent, GpuApplied, GpuChange, GpuInfo, GroupTrialRequest, TrialPhase, TrialRequest,
     TrialStatus,
 };
-use crate::tuning::request::{
-    TuneRequest, parse_clock_range, parse_fan, parse_offset, parse_power_limit,
+use crate::tuning::request::TuneRequest;
+use crate::tuning::request::parse::{
+    parse_clock_range, parse_fan, parse_offset, parse_power_limit,
 };
 use crate::tuning::stats::{comparison_table, settling_note};
 use crate::units::watts_exact;
