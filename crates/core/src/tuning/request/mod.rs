@@ -288,36 +288,17 @@ mod tests {
     #[test]
     fn percent_is_of_the_default_limit_rounded_to_whole_watts() {
         let constraints = rtx4090();
-        let request = TuneRequest {
-            power_limit: Some(PowerLimitRequest::Percent(70.0)),
-            ..TuneRequest::default()
+        let limit_of = |asked| {
+            let request = TuneRequest {
+                power_limit: Some(asked),
+                ..TuneRequest::default()
+            };
+            settings_of(&request, &constraints)
         };
-        assert_eq!(
-            settings_of(&request, &constraints),
-            vec![Setting::PowerLimit {
-                power_limit_mw: 315_000
-            }]
-        );
-        let request = TuneRequest {
-            power_limit: Some(PowerLimitRequest::Percent(70.05)),
-            ..TuneRequest::default()
-        };
-        assert_eq!(
-            settings_of(&request, &constraints),
-            vec![Setting::PowerLimit {
-                power_limit_mw: 315_000
-            }]
-        );
-        let request = TuneRequest {
-            power_limit: Some(PowerLimitRequest::Watts(312.5)),
-            ..TuneRequest::default()
-        };
-        assert_eq!(
-            settings_of(&request, &constraints),
-            vec![Setting::PowerLimit {
-                power_limit_mw: 312_500
-            }]
-        );
+        let limit = |power_limit_mw| vec![Setting::PowerLimit { power_limit_mw }];
+        assert_eq!(limit_of(PowerLimitRequest::Percent(70.0)), limit(315_000));
+        assert_eq!(limit_of(PowerLimitRequest::Percent(70.05)), limit(315_000));
+        assert_eq!(limit_of(PowerLimitRequest::Watts(312.5)), limit(312_500));
     }
 
     #[test]
