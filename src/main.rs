@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use gputune::device::sim::{LoadPattern, SimOptions, SimScenario};
-use gputune::device::{BackendChoice, BackendOptions, open_backend};
+use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
+use gputune_core::device::{BackendChoice, BackendOptions, open_backend};
 
 /// Monitor, tune and plan NVIDIA GPUs for model training.
 #[derive(Debug, Parser)]
@@ -51,36 +51,36 @@ enum Command {
         gpu: Option<String>,
     },
     /// Change power limit, clock locks, clock offsets or fans; with --try, for a while, then revert.
-    Apply(Box<gputune::cli::apply::ApplyArgs>),
+    Apply(Box<gputune_core::cli::apply::ApplyArgs>),
     /// Run a command with a profile applied (and its fan curve followed), then restore and report.
-    Run(Box<gputune::cli::run::RunArgs>),
+    Run(Box<gputune_core::cli::run::RunArgs>),
     /// Find the power limit (and clock cap) at which your training job does the most work per
     /// joule: steps through settings while it runs, measures its own speed, recommends one.
-    Sweep(Box<gputune::cli::sweep::SweepArgs>),
+    Sweep(Box<gputune_core::cli::sweep::SweepArgs>),
     /// Does this GPU still compute correctly? A checked tensor-core, FMA and VRAM load at the
     /// card's settings (or a profile's, put back afterwards): 0 wrong results or not.
     ///
     /// Exit status: 0 stable, 1 unstable, 2 nothing checked, 130 stopped (Ctrl-C, SIGTERM).
-    Stability(Box<gputune::cli::stability::StabilityArgs>),
+    Stability(Box<gputune_core::cli::stability::StabilityArgs>),
     /// Find the largest stable clock offset (undervolt) at a clock lock: step, check, confirm.
     ///
     /// Exit status: 0 an offset confirmed stable, 1 none was, 2 nothing checked, 130 stopped
     /// (Ctrl-C, SIGTERM).
-    Scan(Box<gputune::cli::scan::ScanArgs>),
+    Scan(Box<gputune_core::cli::scan::ScanArgs>),
     /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
-    Plan(Box<gputune::cli::plan::PlanArgs>),
+    Plan(Box<gputune_core::cli::plan::PlanArgs>),
     /// Save, list, apply and manage tuning profiles (one TOML file each).
-    Profile(Box<gputune::cli::profile::ProfileArgs>),
+    Profile(Box<gputune_core::cli::profile::ProfileArgs>),
     /// Fan curves the gputune daemon keeps: `fan curve set --point 40:30 --point 85:100`,
     /// `fan curve show`, `fan curve clear`.
-    Fan(Box<gputune::cli::fan::FanArgs>),
+    Fan(Box<gputune_core::cli::fan::FanArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
         #[arg(long, value_name = "FILE")]
         csv: PathBuf,
         /// Time between samples, 100 to 60000 ms.
-        #[arg(long, value_name = "MS", default_value_t = gputune::cli::log::DEFAULT_INTERVAL_MS)]
+        #[arg(long, value_name = "MS", default_value_t = gputune_core::cli::log::DEFAULT_INTERVAL_MS)]
         interval_ms: u64,
         /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
         #[arg(long, value_name = "SECONDS")]
@@ -91,15 +91,15 @@ enum Command {
     },
     /// What the daemon kept while no window was open: each GPU's samples (as CSV) and its
     /// setting changes with who made them.
-    History(Box<gputune::cli::history::HistoryArgs>),
+    History(Box<gputune_core::cli::history::HistoryArgs>),
     /// The scheduler's jobs that ended on this node, as the daemon recorded them: energy,
     /// cost and CO₂ per job; `jobs show ID` for one.
-    Jobs(Box<gputune::cli::jobs::JobsArgs>),
+    Jobs(Box<gputune_core::cli::jobs::JobsArgs>),
     /// Serve Prometheus metrics (dcgm-exporter's names, and gputune's own) at
     /// http://127.0.0.1:9400/metrics, from the last reading; until Ctrl-C or SIGTERM.
-    Exporter(Box<gputune::cli::exporter::ExporterArgs>),
+    Exporter(Box<gputune_core::cli::exporter::ExporterArgs>),
     /// Run the tuning daemon (as root, for the window and the CLI), or `daemon install` it.
-    Daemon(Box<gputune::cli::daemon::DaemonArgs>),
+    Daemon(Box<gputune_core::cli::daemon::DaemonArgs>),
 }
 
 /// Ends with `exit_code` once everything printed is out (0 returns normally).
@@ -189,7 +189,7 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 fn run(mut cli: Cli) -> anyhow::Result<()> {
     if cli.socket.is_none() {
-        cli.socket = std::env::var_os(gputune::service::client::SOCKET_ENV).map(PathBuf::from);
+        cli.socket = std::env::var_os(gputune_core::service::client::SOCKET_ENV).map(PathBuf::from);
     }
     let options = BackendOptions {
         choice: cli.backend,
@@ -199,11 +199,11 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             load: cli.sim_load,
         },
     };
-    let tuning = gputune::cli::connect::TuningOptions {
+    let tuning = gputune_core::cli::connect::TuningOptions {
         backend: options.clone(),
-        socket: gputune::service::client::SocketChoice::from_option(cli.socket.as_deref()),
+        socket: gputune_core::service::client::SocketChoice::from_option(cli.socket.as_deref()),
         // The one place the folders' variables are read (GPUTUNE_STATE_DIR, …, SUDO_UID).
-        folders: gputune::folders::Folders::from_env(),
+        folders: gputune_core::folders::Folders::from_env(),
     };
     // Commands that only read restore what a killed gputune left changed before anything else;
     // the ones that tune do it as their engine starts.
@@ -211,32 +211,33 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         cli.command,
         Some(Command::Status { .. } | Command::Log { .. })
     ) {
-        for notice in gputune::tuning::engine::restore_left_changes(&options, &tuning.folders) {
+        for notice in gputune_core::tuning::engine::restore_left_changes(&options, &tuning.folders)
+        {
             eprintln!("gputune: {}: {notice}", notice.level_word());
         }
     }
     match cli.command {
-        Some(Command::Apply(args)) => gputune::cli::apply::run_command(&args, &tuning),
+        Some(Command::Apply(args)) => gputune_core::cli::apply::run_command(&args, &tuning),
         None => gputune::ui::run_window(tuning, cli.interval_ms),
         Some(Command::Status { json, gpu }) => {
             let opened = open_backend(&options)?;
             let mut worker =
-                gputune::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
+                gputune_core::device::worker::DeviceWorker::start(opened.backend, "gputune-status");
             let stdout = std::io::stdout();
             // A simulated GPU lives in this process: no daemon holds it.
             let tunings = if opened.fallback_reason.is_some()
-                || options.choice == gputune::device::BackendChoice::Sim
+                || options.choice == gputune_core::device::BackendChoice::Sim
             {
                 Default::default()
             } else {
-                gputune::cli::status::daemon_tunings(&tuning.socket)
+                gputune_core::cli::status::daemon_tunings(&tuning.socket)
             };
-            gputune::cli::status::run(
+            gputune_core::cli::status::run(
                 &mut worker,
                 opened.fallback_reason.as_deref(),
                 gpu.as_deref(),
                 json,
-                &gputune::cli::status::SetBy {
+                &gputune_core::cli::status::SetBy {
                     daemon: &tunings,
                     folders: &tuning.folders,
                 },
@@ -246,11 +247,11 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::History(args)) => {
             let stdout = std::io::stdout();
-            gputune::cli::history::run(&args, &tuning.socket, &mut stdout.lock())
+            gputune_core::cli::history::run(&args, &tuning.socket, &mut stdout.lock())
         }
         Some(Command::Jobs(args)) => {
             let stdout = std::io::stdout();
-            gputune::cli::jobs::run(
+            gputune_core::cli::jobs::run(
                 &args,
                 &tuning.socket,
                 tuning.folders.config_dir.as_deref(),
@@ -260,7 +261,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Plan(args)) => {
             let stdout = std::io::stdout();
-            gputune::cli::plan::run(&args, &options, &mut stdout.lock())
+            gputune_core::cli::plan::run(&args, &options, &mut stdout.lock())
         }
         Some(Command::Log {
             csv,
@@ -268,21 +269,22 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             duration_s,
             gpu,
         }) => {
-            let request = gputune::cli::log::LogRequest::new(csv, interval_ms, duration_s, gpu)?;
+            let request =
+                gputune_core::cli::log::LogRequest::new(csv, interval_ms, duration_s, gpu)?;
             let mut opened = open_backend(&options)?;
             if let Some(reason) = &opened.fallback_reason {
                 eprintln!("gputune: notice: logging the simulated GPU: {reason}");
             }
-            gputune::cli::log::run(opened.backend.as_mut(), &request)
+            gputune_core::cli::log::run(opened.backend.as_mut(), &request)
         }
-        Some(Command::Profile(args)) => gputune::cli::profile::run_command(&args, &tuning),
-        Some(Command::Fan(args)) => gputune::cli::fan::run_command(&args, &tuning),
+        Some(Command::Profile(args)) => gputune_core::cli::profile::run_command(&args, &tuning),
+        Some(Command::Fan(args)) => gputune_core::cli::fan::run_command(&args, &tuning),
         Some(Command::Daemon(args)) => {
-            gputune::cli::daemon::run_command(&args, &options, cli.socket.clone())
+            gputune_core::cli::daemon::run_command(&args, &options, cli.socket.clone())
         }
-        Some(Command::Exporter(args)) => gputune::cli::exporter::run_command(&args, &tuning),
+        Some(Command::Exporter(args)) => gputune_core::cli::exporter::run_command(&args, &tuning),
         Some(Command::Sweep(args)) => {
-            let exit_code = gputune::cli::sweep::run_command(&args, &tuning)?;
+            let exit_code = gputune_core::cli::sweep::run_command(&args, &tuning)?;
             if exit_code != 0 {
                 let _ = std::io::Write::flush(&mut std::io::stdout());
                 std::process::exit(exit_code);
@@ -290,13 +292,13 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Stability(args)) => exit_with(nothing_checked_is_2(
-            gputune::cli::stability::run_command(&args, &tuning),
+            gputune_core::cli::stability::run_command(&args, &tuning),
         )),
         Some(Command::Scan(args)) => exit_with(nothing_checked_is_2(
-            gputune::cli::scan::run_command(&args, &tuning),
+            gputune_core::cli::scan::run_command(&args, &tuning),
         )),
         Some(Command::Run(args)) => {
-            let exit_code = gputune::cli::run::run_command(&args, &tuning)?;
+            let exit_code = gputune_core::cli::run::run_command(&args, &tuning)?;
             if exit_code != 0 {
                 // The command's own status, passed through; everything is restored by now.
                 let _ = std::io::Write::flush(&mut std::io::stdout());

@@ -9,10 +9,10 @@ mod common_ui;
 use common::FakeMachine;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::link::Link;
-use gputune::service::client::SocketChoice;
 use gputune::ui::app::{AppState, RememberedState};
 use gputune::ui::model::WindowModel;
+use gputune_core::link::Link;
+use gputune_core::service::client::SocketChoice;
 
 #[test]
 fn a_slow_driver_never_blocks_the_window() {

@@ -15,10 +15,10 @@ use super::tune::TunePanel;
 use super::tune::stability_panel::{StabilityAction, StabilityPanel};
 use super::tune::sweep_panel::{SweepAction, SweepPanel};
 use super::widgets::banner::connection_banner;
-use crate::link::{LinkEvent, TuneCommand};
-use crate::notice::Notice;
-use crate::service::INTERVAL_RANGE_MS;
 use eframe::egui::RichText;
+use gputune_core::link::{LinkEvent, TuneCommand};
+use gputune_core::notice::Notice;
+use gputune_core::service::INTERVAL_RANGE_MS;
 
 /// The window's sampling interval when the user has not chosen one.
 pub const DEFAULT_INTERVAL_MS: u64 = 500;
@@ -146,7 +146,7 @@ impl AppState {
         if connected {
             self.plan.detected_card = self.model.gpus.first().map(|gpu| {
                 let identity = &gpu.info.identity;
-                crate::plan::recommend::card_for_gpu(
+                gputune_core::plan::recommend::card_for_gpu(
                     &identity.name,
                     identity.memory_total_bytes,
                     identity.architecture.as_deref(),

@@ -13,10 +13,10 @@ use super::plan::PlanAction;
 use super::profiles::ProfileAction;
 use super::tune::stability_panel::StabilityAction;
 use super::tune::sweep_panel::SweepAction;
-use crate::clock::wall_clock_ms;
-use crate::link::{Link, LinkCommand, LinkEvent, TuneCommand};
-use crate::notice::Notice;
-use crate::service::client::TuningOptions;
+use gputune_core::clock::wall_clock_ms;
+use gputune_core::link::{Link, LinkCommand, LinkEvent, TuneCommand};
+use gputune_core::notice::Notice;
+use gputune_core::service::client::TuningOptions;
 
 /// An export's outcome: the message for the user, or the error.
 type ExportResult = Result<String, String>;
@@ -29,7 +29,7 @@ pub struct GpuTuneApp {
     /// The Plan tab's "Measure my job".
     measure: super::plan::measure_runner::MeasureRunner,
     /// Where the profiles are (found once, at the start).
-    folders: crate::folders::Folders,
+    folders: gputune_core::folders::Folders,
     /// Notices profiles saved elsewhere (the CLI) while the Profiles tab is shown.
     profile_watch: super::profiles::folder_watch::ProfileFolderWatch,
 }
@@ -105,7 +105,7 @@ impl GpuTuneApp {
                 };
                 // A few hundred bytes: written here, through the path the dialog gave.
                 self.state.plan.model_message = Some(
-                    match crate::fsafe::write_atomically(&path, text.as_bytes(), 0o644) {
+                    match gputune_core::fsafe::write_atomically(&path, text.as_bytes(), 0o644) {
                         Ok(()) => format!("Saved {}.", path.display()),
                         Err(error) => error.to_string(),
                     },
@@ -198,12 +198,15 @@ impl GpuTuneApp {
         let Some(tuning) = gpu.tuning.as_ref() else {
             return;
         };
-        let profiles = match crate::profiles::store::ProfileStore::open(&self.folders) {
+        let profiles = match gputune_core::profiles::store::ProfileStore::open(&self.folders) {
             Ok(store) => store.list().0,
             Err(_) => Vec::new(),
         };
-        let plan =
-            crate::stability::put_back::PutBack::plan(&gpu.info, &tuning.in_force, &profiles);
+        let plan = gputune_core::stability::put_back::PutBack::plan(
+            &gpu.info,
+            &tuning.in_force,
+            &profiles,
+        );
         if plan.settings.is_empty() {
             self.state.stability.message = Some(Ok(plan.describe()));
             return;
@@ -262,10 +265,11 @@ impl GpuTuneApp {
         let spawned = std::thread::Builder::new()
             .name("gputune-export".to_string())
             .spawn(move || {
-                let result =
-                    crate::telemetry::csv::export::export_history(&path, &identity, &history)
-                        .map(|rows| format!("Saved {rows} rows to {}.", path.display()))
-                        .map_err(|error| error.to_string());
+                let result = gputune_core::telemetry::csv::export::export_history(
+                    &path, &identity, &history,
+                )
+                .map(|rows| format!("Saved {rows} rows to {}.", path.display()))
+                .map_err(|error| error.to_string());
                 let _ = results.send(result);
                 context.request_repaint();
             });

@@ -1,5 +1,5 @@
 //! The egui application: `app` owns the window and the link to the tuning service
-//! (`crate::link`); each tab is a folder (`monitor/`, `tune/`, `profiles/`, `plan/`) whose
+//! (`gputune_core::link`); each tab is a folder (`monitor/`, `tune/`, `profiles/`, `plan/`) whose
 //! panels are files with their state and a `*_ui` method, and never touch hardware or files.
 //! Colours two panels share are in `style`; small pieces every tab uses are in `widgets/`.
 
@@ -15,12 +15,12 @@ pub mod style;
 pub mod tune;
 pub mod widgets;
 
-use crate::service::client::TuningOptions;
+use gputune_core::service::client::TuningOptions;
 
 /// Opens the main window and runs until it closes. `interval_ms` overrides the remembered
 /// sampling interval.
 pub fn run_window(options: TuningOptions, interval_ms: Option<u64>) -> anyhow::Result<()> {
-    let (min_ms, max_ms) = crate::service::INTERVAL_RANGE_MS;
+    let (min_ms, max_ms) = gputune_core::service::INTERVAL_RANGE_MS;
     if let Some(interval_ms) = interval_ms
         && !(min_ms..=max_ms).contains(&interval_ms)
     {

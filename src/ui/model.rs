@@ -1,14 +1,14 @@
 //! What the window knows about the GPUs: the connection, each GPU's identity, latest reading,
 //! history, and what it runs. Fed only by events from the link to the tuning service.
 
-use crate::device::{BackendKind, DeviceError, Telemetry};
-use crate::link::LinkEvent;
-use crate::link::stability::StabilityView;
-use crate::notice::Notice;
-use crate::sweep::runner::SweepView;
-use crate::telemetry::history::{GpuHistory, HistoryRow};
-use crate::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 pub use crate::ui::reconnect::{Reconnected, Reconnecting};
+use gputune_core::device::{BackendKind, DeviceError, Telemetry};
+use gputune_core::link::LinkEvent;
+use gputune_core::link::stability::StabilityView;
+use gputune_core::notice::Notice;
+use gputune_core::sweep::runner::SweepView;
+use gputune_core::telemetry::history::{GpuHistory, HistoryRow};
+use gputune_core::tuning::engine::{ChangeNote, GpuInfo, GpuTuning, TrialPhase, TrialStatus};
 
 /// Where the connection to the GPUs stands.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -128,7 +128,7 @@ impl GpuModel {
 }
 
 /// How many setting changes per GPU the window keeps for its graphs: as many as the daemon.
-pub use crate::telemetry::store::changes::CHANGES_KEPT;
+pub use gputune_core::telemetry::store::changes::CHANGES_KEPT;
 
 /// A sweep as the window knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,7 +155,7 @@ pub struct WindowModel {
 
 impl Default for WindowModel {
     fn default() -> WindowModel {
-        WindowModel::with_history_capacity(crate::telemetry::history::DAY_AT_10_HZ)
+        WindowModel::with_history_capacity(gputune_core::telemetry::history::DAY_AT_10_HZ)
     }
 }
 
@@ -311,12 +311,12 @@ impl WindowModel {
                         Ok(applied) => {
                             let mut text = format!(
                                 "Applied {}.",
-                                crate::tuning::describe_all(&applied.applied)
+                                gputune_core::tuning::describe_all(&applied.applied)
                             );
                             if let Some(enforced_mw) = applied.enforced_power_limit_mw {
                                 text.push_str(&format!(
                                     " The card enforces {}.",
-                                    crate::units::watts_exact(enforced_mw)
+                                    gputune_core::units::watts_exact(enforced_mw)
                                 ));
                             }
                             Notice::Info(text)

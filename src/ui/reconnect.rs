@@ -2,10 +2,10 @@
 //! reading came, what the window ran through the old daemon is said to have ended with it,
 //! and once the link reaches the new daemon the same cards go on.
 
-use crate::notice::Notice;
-use crate::sweep::runner::SweepPhase;
-use crate::tuning::engine::{GpuInfo, TrialPhase};
 use crate::ui::model::{Connection, WindowModel};
+use gputune_core::notice::Notice;
+use gputune_core::sweep::runner::SweepPhase;
+use gputune_core::tuning::engine::{GpuInfo, TrialPhase};
 
 /// The daemon is away; the link tries again.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +74,7 @@ impl WindowModel {
         if !ended.is_empty() {
             self.notices.push(Notice::Warning(format!(
                 "The gputune daemon went away at {}, and with it {}: the daemon's journal puts the cards back when it starts again; start them again once it is back.",
-                crate::units::local_time(at_ms, "%H:%M:%S"),
+                gputune_core::units::local_time(at_ms, "%H:%M:%S"),
                 ended.join(", ")
             )));
         }

@@ -11,11 +11,11 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use eframe::egui;
 use egui_plot::{Line, Plot};
-use gputune::clock::ManualClock;
-use gputune::device::Backend;
-use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune::telemetry::decimate::{all_points, decimate};
-use gputune::telemetry::history::{DAY_AT_10_HZ, GpuHistory, Metric};
+use gputune_core::clock::ManualClock;
+use gputune_core::device::Backend;
+use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
+use gputune_core::telemetry::decimate::{all_points, decimate};
+use gputune_core::telemetry::history::{DAY_AT_10_HZ, GpuHistory, Metric};
 
 /// 2023-11-14, a realistic Unix time in ms.
 const START_MS: u64 = 1_700_000_000_000;

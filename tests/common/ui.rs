@@ -5,16 +5,16 @@
 #![allow(dead_code)]
 
 use egui_kittest::Harness;
-use gputune::clock::{Clock, ManualClock};
-use gputune::device::Backend;
-use gputune::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
-use gputune::device::{BackendKind, DeviceError};
-use gputune::link::LinkEvent;
-use gputune::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
-use gputune::tuning::in_force::SettingsInForce;
-use gputune::tuning::stats::TrialStats;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::WindowModel;
+use gputune_core::clock::{Clock, ManualClock};
+use gputune_core::device::Backend;
+use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
+use gputune_core::device::{BackendKind, DeviceError};
+use gputune_core::link::LinkEvent;
+use gputune_core::tuning::engine::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
+use gputune_core::tuning::in_force::SettingsInForce;
+use gputune_core::tuning::stats::TrialStats;
 
 /// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.
 pub fn connected_event(
@@ -153,8 +153,8 @@ pub fn window_harness(state: AppState, size: [f32; 2]) -> Harness<'static, Windo
 /// A trial of a 70 % power limit on a simulated RTX 4090, `seconds_in` seconds into its
 /// `duration_s`, with 30 s of baseline: real numbers for UI tests and screenshots.
 pub fn running_trial(seconds_in: u64, duration_s: u64) -> TrialStatus {
-    use gputune::device::Setting;
-    use gputune::device::gate::validate;
+    use gputune_core::device::Setting;
+    use gputune_core::device::gate::validate;
     let clock = ManualClock::starting_at(START_MS);
     let mut backend = SimBackend::with_clock(
         &SimOptions {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::{Running, spawn_piped};
 use common::{FakeMachine, text};
-use gputune::device::sim::SimSettings;
+use gputune_core::device::sim::SimSettings;
 
 /// Tunes the card (see `TUNE`) through the daemon; returns what it runs then.
 fn tune(daemon: &Daemon, machine: &FakeMachine) -> SimSettings {
@@ -258,10 +258,10 @@ fn a_slow_driver_never_holds_a_trial_past_its_time() {
 fn held_ms(writes: &[nvidia_ml_fake::WriteRecord]) -> Vec<(String, u64)> {
     let mut held = Vec::new();
     for (position, write) in writes.iter().enumerate() {
-        let control = gputune::tuning::in_force::Control::of(&write.setting);
+        let control = gputune_core::tuning::in_force::Control::of(&write.setting);
         if let Some(undo) = writes[position + 1..]
             .iter()
-            .find(|later| gputune::tuning::in_force::Control::of(&later.setting) == control)
+            .find(|later| gputune_core::tuning::in_force::Control::of(&later.setting) == control)
             && !held.iter().any(|(name, _)| *name == control.describe())
         {
             held.push((control.describe(), undo.time_ms - write.time_ms));
@@ -469,7 +469,7 @@ fn hello(raw: &mut Raw) {
         1,
         &format!(
             r#"{{"type":"hello","protocol":{},"client":"raw test"}}"#,
-            gputune::service::protocol::PROTOCOL_VERSION
+            gputune_core::service::protocol::PROTOCOL_VERSION
         ),
     );
     assert!(welcome.contains("\"welcome\""), "{welcome}");
@@ -556,7 +556,7 @@ fn the_daemon_survives_hostile_clients_and_keeps_serving_others() {
     half.send(b"{\"id\":1,\"req").expect("half a line");
 
     // Many clients at once: past the limit, a clear refusal; the daemon stays up.
-    let crowd: Vec<UnixStream> = (0..gputune::daemon::MAX_CONNECTIONS + 4)
+    let crowd: Vec<UnixStream> = (0..gputune_core::daemon::MAX_CONNECTIONS + 4)
         .filter_map(|_| UnixStream::connect(&daemon.socket).ok())
         .collect();
     let mut refused = 0;
@@ -640,7 +640,7 @@ fn a_user_without_rights_may_read_but_not_write() {
 
 /// The window, fed by its link the way the app feeds it, until `done` says so.
 fn window_until(
-    link: &gputune::link::Link,
+    link: &gputune_core::link::Link,
     state: &mut gputune::ui::app::AppState,
     done: impl Fn(&gputune::ui::app::AppState) -> bool,
 ) {
@@ -665,9 +665,9 @@ fn tune_tab_shows(state: gputune::ui::app::AppState, label_contains: &str) {
 
 #[test]
 fn the_window_shows_a_change_another_process_made() {
-    use gputune::service::client::SocketChoice;
     use gputune::ui::app::{AppState, RememberedState};
     use gputune::ui::model::WindowModel;
+    use gputune_core::service::client::SocketChoice;
     let machine = FakeMachine::new("rtx4090", "");
     let power_limit_is = |watts: u32| {
         move |state: &AppState| {
@@ -704,8 +704,9 @@ fn the_window_shows_a_change_another_process_made() {
     assert_eq!(daemon.stop(), Some(0));
 
     // Without a daemon: the window's own engine reads the card back and sees the change.
-    let link = gputune::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
-        .expect("the link starts");
+    let link =
+        gputune_core::link::Link::spawn(window_options(&machine, SocketChoice::None), 500, || {})
+            .expect("the link starts");
     let mut state = AppState::new(
         WindowModel::with_history_capacity(100),
         RememberedState::default(),

@@ -14,14 +14,16 @@ use std::time::{Duration, Instant};
 
 use common::FakeMachine;
 use common::daemon::{Daemon, window_options};
-use gputune::service::client::{ClientError, ConnectOptions, SocketChoice, TuningClient, connect};
-use gputune::service::protocol::{Request, Response};
-use gputune::telemetry::history::{HistoryRow, Metric};
-use gputune::telemetry::store::HistoryPage;
-use gputune::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
+use gputune_core::service::client::{
+    ClientError, ConnectOptions, SocketChoice, TuningClient, connect,
+};
+use gputune_core::service::protocol::{Request, Response};
+use gputune_core::telemetry::history::{HistoryRow, Metric};
+use gputune_core::telemetry::store::HistoryPage;
+use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
 
 fn now_ms() -> u64 {
-    gputune::clock::wall_clock_ms()
+    gputune_core::clock::wall_clock_ms()
 }
 
 fn client(daemon: &Daemon, machine: &FakeMachine) -> TuningClient {

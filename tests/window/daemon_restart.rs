@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, DaemonFolders};
 use common::{FakeMachine, text};
 use egui_kittest::kittest::Queryable;
-use gputune::link::Link;
-use gputune::service::client::{ConnectOptions, SocketChoice, connect};
-use gputune::telemetry::history::HistoryRow;
 use gputune::ui::model::{Connection, EarlierHistory};
+use gputune_core::link::Link;
+use gputune_core::service::client::{ConnectOptions, SocketChoice, connect};
+use gputune_core::telemetry::history::HistoryRow;
 
 fn now_ms() -> u64 {
-    gputune::clock::wall_clock_ms()
+    gputune_core::clock::wall_clock_ms()
 }
 
 type WindowHarness = egui_kittest::Harness<'static, common_ui::Window>;
@@ -97,7 +97,7 @@ fn kept_rows(
         label: "tests/window/daemon_restart.rs".to_string(),
     })
     .expect("the daemon answers");
-    let mut pages = gputune::service::history_pages::HistoryPages::new(uuid, from_ms, to_ms);
+    let mut pages = gputune_core::service::history_pages::HistoryPages::new(uuid, from_ms, to_ms);
     let mut rows = Vec::new();
     while let Some(page) = pages.next(&mut client).expect("a history page") {
         rows.extend(page.rows);
@@ -195,10 +195,10 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
     let (link, mut harness) = window_reading(&daemon, &machine);
-    link.send(gputune::link::LinkCommand::Tune(
-        gputune::link::TuneCommand::StartTrial {
+    link.send(gputune_core::link::LinkCommand::Tune(
+        gputune_core::link::TuneCommand::StartTrial {
             gpu_index: 0,
-            settings: vec![gputune::device::Setting::PowerLimit {
+            settings: vec![gputune_core::device::Setting::PowerLimit {
                 power_limit_mw: 300_000,
             }],
             duration_s: 600,
@@ -208,7 +208,7 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
         state.model.gpus[0].trial.as_ref().is_some_and(|trial| {
             matches!(
                 trial.phase,
-                gputune::tuning::engine::TrialPhase::Running { .. }
+                gputune_core::tuning::engine::TrialPhase::Running { .. }
             )
         })
     });
@@ -313,10 +313,10 @@ fn a_change_asked_while_the_daemon_is_away_is_refused_plainly() {
     let daemon = Daemon::start(&machine);
     let (link, mut harness) = window_reading(&daemon, &machine);
     lose_the_daemon(daemon, &link, &mut harness);
-    link.send(gputune::link::LinkCommand::Tune(
-        gputune::link::TuneCommand::Apply {
+    link.send(gputune_core::link::LinkCommand::Tune(
+        gputune_core::link::TuneCommand::Apply {
             gpu_index: 0,
-            settings: vec![gputune::device::Setting::PowerLimit {
+            settings: vec![gputune_core::device::Setting::PowerLimit {
                 power_limit_mw: 300_000,
             }],
         },

@@ -348,10 +348,10 @@ fn ctrl_c_stops_the_job_and_ends_the_measurement_as_interrupted() {
 /// which run is going and its peak so far, and delivers the report.
 #[test]
 fn the_windows_runner_measures_the_job_off_the_ui_thread_and_delivers_the_report() {
-    use gputune::device::{BackendChoice, BackendOptions};
-    use gputune::measure_job::{JobSpec, RunResult};
     use gputune::ui::plan::measure_runner::MeasureRunner;
     use gputune::ui::plan::{MeasureNews, MeasureSection, MeasureState};
+    use gputune_core::device::{BackendChoice, BackendOptions};
+    use gputune_core::measure_job::{JobSpec, RunResult};
     use std::time::{Duration, Instant};
 
     // This process loads the fake library itself (the runner's own NVML handle).
@@ -436,10 +436,10 @@ fn the_windows_runner_measures_the_job_off_the_ui_thread_and_delivers_the_report
 /// interrupted, and nothing the job started is left running.
 #[test]
 fn the_windows_stop_ends_the_job_and_still_delivers_a_report() {
-    use gputune::device::{BackendChoice, BackendOptions};
-    use gputune::measure_job::JobSpec;
     use gputune::ui::plan::MeasureNews;
     use gputune::ui::plan::measure_runner::MeasureRunner;
+    use gputune_core::device::{BackendChoice, BackendOptions};
+    use gputune_core::measure_job::JobSpec;
     use std::ffi::OsString;
     use std::time::{Duration, Instant};
 

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use common_ui::app_state;
 use egui_kittest::Harness;
-use gputune::device::sim::{LoadPattern, SimScenario};
 use gputune::ui::app::AppState;
+use gputune_core::device::sim::{LoadPattern, SimScenario};
 
 fn render(state: AppState, size: [f32; 2], name: &str) {
     let mut harness = Harness::builder().with_size(size).wgpu().build_ui_state(
@@ -96,7 +96,7 @@ fn screenshots() {
     if let Some(tuning) = tune.model.gpus[0].tuning.as_mut() {
         tuning.in_force.power_limit_mw = Some(315_000);
         tuning.holders = vec![trial_of_this_window(trial.session, &this_window)];
-        tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+        tuning.last_change = Some(gputune_core::tuning::engine::ChangeNote {
             at_ms: common_ui::START_MS,
             by: this_window,
             what: "trying power limit 315 W".to_string(),
@@ -117,7 +117,7 @@ fn screenshots() {
         // Each card a few seconds apart, so that their numbers differ as real cards' do.
         let mut trial = common_ui::running_trial(40 + 3 * index as u64, 60);
         trial.gpu_index = index as u32;
-        trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+        trial.phase = gputune_core::tuning::engine::TrialPhase::Ended;
         trial.message = Some("Reverted: put back power limit 450 W.".to_string());
         if let Some(tuning) = gpu.tuning.as_mut() {
             tuning.in_force.power_limit_mw = Some(450_000);
@@ -143,7 +143,7 @@ fn screenshots() {
             elapsed_s,
         );
         sweep.take_event(
-            gputune::link::LinkEvent::Sweep {
+            gputune_core::link::LinkEvent::Sweep {
                 view: Box::new(view),
                 notes: Vec::new(),
             },
@@ -158,14 +158,14 @@ fn screenshots() {
     let read = |name: &str| {
         std::fs::read_to_string(data.join(name)).unwrap_or_else(|error| panic!("{name}: {error}"))
     };
-    let scan: gputune::stability::scan::ScanOutcome =
+    let scan: gputune_core::stability::scan::ScanOutcome =
         serde_json::from_str(&read("scan-rtx4090.json")).expect("the scan's outcome reads");
-    let checks: Vec<gputune::stability::report::CheckReport> =
+    let checks: Vec<gputune_core::stability::report::CheckReport> =
         serde_json::from_str(&read("check-unstable-rtx4090.json")).expect("the check reads");
     let views = [
         (
             "tune-stability-scan-rtx4090.png",
-            gputune::link::stability::StabilityView {
+            gputune_core::link::stability::StabilityView {
                 gpu_index: 0,
                 scanning: true,
                 running: false,
@@ -179,7 +179,7 @@ fn screenshots() {
         ),
         (
             "tune-stability-unstable-rtx4090.png",
-            gputune::link::stability::StabilityView {
+            gputune_core::link::stability::StabilityView {
                 gpu_index: 0,
                 scanning: false,
                 running: false,
@@ -197,7 +197,7 @@ fn screenshots() {
         state.tab = gputune::ui::app::Tab::Tune;
         state.tune_view = gputune::ui::app::TuneView::Stability;
         state.take_event(
-            gputune::link::LinkEvent::Stability(Box::new(view)),
+            gputune_core::link::LinkEvent::Stability(Box::new(view)),
             common_ui::START_MS,
         );
         render(state, [1280.0, 720.0], name);
@@ -213,7 +213,7 @@ fn screenshots() {
     ) else {
         panic!("the engine said what the card runs")
     };
-    quiet.power_limit = Some(gputune::profiles::profile::PowerLimit {
+    quiet.power_limit = Some(gputune_core::profiles::profile::PowerLimit {
         percent_of_default: 70.0,
         watts: 315.0,
     });
@@ -223,14 +223,14 @@ fn screenshots() {
     else {
         panic!("the engine said what the card runs")
     };
-    undervolt.gpu_clock_lock = Some(gputune::profiles::profile::ClockLock {
+    undervolt.gpu_clock_lock = Some(gputune_core::profiles::profile::ClockLock {
         min_mhz: 210,
         max_mhz: 2_520,
     });
     undervolt.gpu_clock_offset_mhz = Some(150);
     profiles.profiles.profiles = [quiet, undervolt]
         .into_iter()
-        .map(|profile| gputune::profiles::store::StoredProfile {
+        .map(|profile| gputune_core::profiles::store::StoredProfile {
             path: format!("/home/you/.config/gputune/profiles/{}.toml", profile.name).into(),
             profile,
         })
@@ -253,11 +253,11 @@ fn screenshots() {
 }
 
 /// The holder of a card the window is trying a setting on: a minute's trial from the start.
-fn trial_of_this_window(session: u64, this_window: &str) -> gputune::tuning::engine::Holder {
-    gputune::tuning::engine::Holder {
+fn trial_of_this_window(session: u64, this_window: &str) -> gputune_core::tuning::engine::Holder {
+    gputune_core::tuning::engine::Holder {
         session,
-        controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
-        purpose: gputune::tuning::engine::SessionPurpose::Trial,
+        controls: vec![gputune_core::tuning::in_force::Hold::PowerLimit],
+        purpose: gputune_core::tuning::engine::SessionPurpose::Trial,
         by: this_window.to_string(),
         client: 1,
         since_ms: common_ui::START_MS,

@@ -7,12 +7,12 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::DeviceError;
-use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::link::LinkEvent;
 use gputune::ui::app::{AppCommand, AppState, RememberedState};
 use gputune::ui::model::WindowModel;
 use gputune::ui::widgets::time_axis::TimeWindow;
+use gputune_core::device::DeviceError;
+use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_core::link::LinkEvent;
 
 fn harness(state: AppState) -> Harness<'static, Window> {
     window_harness(state, [1280.0, 1000.0])
@@ -85,8 +85,8 @@ fn box_totals_on_an_eight_gpu_box_and_none_on_one_gpu() {
     ));
     harness.get_by_label(&format!(
         "VRAM {} of {}",
-        gputune::units::gib(totals.memory_used_bytes),
-        gputune::units::gib(totals.memory_total_bytes)
+        gputune_core::units::gib(totals.memory_used_bytes),
+        gputune_core::units::gib(totals.memory_total_bytes)
     ));
 
     let one = window_harness(training(SimScenario::Rtx4090), [1280.0, 1000.0]);
@@ -295,7 +295,7 @@ fn the_window_remembers_the_gpu_window_and_interval() {
     let mut next_run = AppState::new(WindowModel::with_history_capacity(10), restored);
     let fresh = training(SimScenario::EightRtx4090);
     let connected = LinkEvent::Connected {
-        backend: gputune::device::BackendKind::Sim,
+        backend: gputune_core::device::BackendKind::Sim,
         simulated_because: None,
         gpus: fresh
             .model
@@ -326,7 +326,7 @@ fn a_setting_changed_by_another_program_is_marked_in_the_graphs_with_who_and_wha
         panic!("the engine told the window what the card runs")
     };
     // Reported twice (every Tuning event carries the last change): kept once.
-    tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+    tuning.last_change = Some(gputune_core::tuning::engine::ChangeNote {
         at_ms: latest_ms - 20_000,
         by: "another program".to_string(),
         what: "power limit changed".to_string(),
@@ -342,7 +342,7 @@ fn a_setting_changed_by_another_program_is_marked_in_the_graphs_with_who_and_wha
     // Outside the time window: not listed.
     let mut state = training(SimScenario::Rtx4090);
     if let Some(mut tuning) = state.model.gpus[0].tuning.clone() {
-        tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+        tuning.last_change = Some(gputune_core::tuning::engine::ChangeNote {
             at_ms: latest_ms - 3_600_000,
             by: "another program".to_string(),
             what: "power limit changed".to_string(),
@@ -468,7 +468,7 @@ fn hovering_a_graph_reads_every_line_at_the_nearest_sample_and_says_what_the_whe
     let gpu = &harness.state().state.model.gpus[0];
     let sample_times: Vec<String> = (0..gpu.history.len())
         .filter_map(|index| gpu.history.time_ms(index))
-        .map(|time_ms| gputune::units::local_time(time_ms, "%H:%M:%S"))
+        .map(|time_ms| gputune_core::units::local_time(time_ms, "%H:%M:%S"))
         .collect();
     assert!(
         sample_times
@@ -489,7 +489,7 @@ fn hovering_a_setting_mark_says_when_what_and_who() {
         panic!("the engine told the window what the card runs")
     };
     // Ten seconds before the newest reading.
-    tuning.last_change = Some(gputune::tuning::engine::ChangeNote {
+    tuning.last_change = Some(gputune_core::tuning::engine::ChangeNote {
         at_ms: latest_ms - 10_000,
         by: "gputune apply (pid 77, user ana)".to_string(),
         what: "power limit 315 W".to_string(),
@@ -515,7 +515,7 @@ fn hovering_a_setting_mark_says_when_what_and_who() {
     let Some(text) = found else {
         panic!("no hover over the power graph names the setting change")
     };
-    let when = gputune::units::local_time(latest_ms - 10_000, "%H:%M:%S");
+    let when = gputune_core::units::local_time(latest_ms - 10_000, "%H:%M:%S");
     assert!(
         text.contains(&format!(
             "Setting changed at {when}: power limit 315 W (by gputune apply (pid 77, user ana))"
@@ -583,7 +583,8 @@ fn hovering_at_the_one_minute_view_reads_a_sample_wherever_a_line_is_drawn() {
     let history = &state.model.gpus[0].history;
     let latest_ms = history.last_time_ms().unwrap_or_default();
     let gap = latest_ms - 30_000..latest_ms - 20_000;
-    let mut gapped = gputune::telemetry::history::GpuHistory::with_capacity(history.capacity());
+    let mut gapped =
+        gputune_core::telemetry::history::GpuHistory::with_capacity(history.capacity());
     for row in (0..history.len()).filter_map(|index| history.row(index)) {
         if !gap.contains(&row.time_ms) {
             gapped.push_row(&row);
@@ -592,7 +593,7 @@ fn hovering_at_the_one_minute_view_reads_a_sample_wherever_a_line_is_drawn() {
     state.model.gpus[0].history = gapped;
     // The samples either side are 500 ms from its ends: a second of slack each way.
     let in_the_gap: Vec<String> = (gap.start / 1_000 - 1..=gap.end / 1_000 + 1)
-        .map(|second| gputune::units::local_time(second * 1_000, "%H:%M:%S"))
+        .map(|second| gputune_core::units::local_time(second * 1_000, "%H:%M:%S"))
         .collect();
     let hovers = hover_across_the_power_graph_at_one_minute(state);
     let no_reading: Vec<&String> = hovers
@@ -626,7 +627,7 @@ fn a_scans_twenty_changes_read_as_one_group_in_an_hours_view() {
     let scan = "gputune stability --scan (pid 4242, user ana)";
     let scan_started_ms = latest_ms - 40 * 60_000;
     state.model.gpus[0].changes = (0..20)
-        .map(|step| gputune::tuning::engine::ChangeNote {
+        .map(|step| gputune_core::tuning::engine::ChangeNote {
             at_ms: scan_started_ms + step * 60_000,
             by: scan.to_string(),
             what: format!("GPU clock offset {:+} MHz", 15 * step),
@@ -710,7 +711,9 @@ fn a_gpu_with_no_reading_yet_shows_sane_axes() {
     let hovered = harness.get_by_label_contains("No reading here");
     let text = text_of(&hovered);
     let minutes_in_view: Vec<String> = (0..=10)
-        .map(|minute| gputune::units::local_time(common_ui::START_MS - minute * 60_000, "%H:%M"))
+        .map(|minute| {
+            gputune_core::units::local_time(common_ui::START_MS - minute * 60_000, "%H:%M")
+        })
         .collect();
     assert!(
         minutes_in_view

@@ -8,13 +8,13 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::plan::export::ExportFormat;
-use gputune::plan::model::preset;
-use gputune::plan::recommend::batch_product;
-use gputune::plan::setup::{Checkpointing, Task};
 use gputune::ui::app::{AppCommand, Tab};
 use gputune::ui::plan::{MethodChoice, PlanAction};
+use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_core::plan::export::ExportFormat;
+use gputune_core::plan::model::preset;
+use gputune_core::plan::recommend::batch_product;
+use gputune_core::plan::setup::{Checkpointing, Task};
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
@@ -79,7 +79,7 @@ fn the_monitor_tab_is_one_click_away() {
 }
 
 /// The answer the panel shows now.
-fn answer(harness: &mut Harness<'static, Window>) -> gputune::plan::recommend::Recommendation {
+fn answer(harness: &mut Harness<'static, Window>) -> gputune_core::plan::recommend::Recommendation {
     harness
         .state_mut()
         .state
@@ -448,8 +448,8 @@ fn tall_harness() -> Harness<'static, Window> {
 
 /// A finished measurement as the runner delivers it: micro-batches 2 and 4 on a 24 GiB card,
 /// 2048 MiB fixed + 1536 MiB per sample, so 14 is the largest that fits.
-fn finished_measurement() -> gputune::measure_job::JobReport {
-    use gputune::measure_job::{FitReport, JobReport, JobRun, RunResult};
+fn finished_measurement() -> gputune_core::measure_job::JobReport {
+    use gputune_core::measure_job::{FitReport, JobReport, JobRun, RunResult};
     const MIB: u64 = 1024 * 1024;
     let run = |micro_batch: u64| JobRun {
         micro_batch: Some(micro_batch),
@@ -498,7 +498,7 @@ fn a_finished_measurement_shows_each_run_against_the_plan_and_sets_the_micro_bat
         let plan = &harness.state().state.plan;
         let mut setup = plan.current_setup();
         setup.micro_batch = micro_batch;
-        let bytes = gputune::plan::memory::estimate(&plan.model, &setup)
+        let bytes = gputune_core::plan::memory::estimate(&plan.model, &setup)
             .expect("the plan's setup is valid")
             .total();
         format!("{:.0} MiB (", bytes as f64 / 1024.0 / 1024.0)
@@ -514,8 +514,8 @@ fn a_finished_measurement_shows_each_run_against_the_plan_and_sets_the_micro_bat
 
 #[test]
 fn measure_asks_the_app_for_the_run_and_bad_inputs_are_said_in_the_tab() {
-    use gputune::measure_job::JobSpec;
     use gputune::ui::plan::MeasureState;
+    use gputune_core::measure_job::JobSpec;
     use std::ffi::OsString;
     let mut harness = tall_harness();
     // No {mb}, but micro-batches: refused in the tab, nothing asked of the app.

@@ -8,11 +8,11 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::sim::{LoadPattern, SIM_FIRST_PID, SimScenario};
-use gputune::device::{GpuProcess, ProcessKind, Telemetry};
-use gputune::link::LinkEvent;
-use gputune::tuning::engine::{Holder, SessionPurpose};
 use gputune::ui::app::AppState;
+use gputune_core::device::sim::{LoadPattern, SIM_FIRST_PID, SimScenario};
+use gputune_core::device::{GpuProcess, ProcessKind, Telemetry};
+use gputune_core::link::LinkEvent;
+use gputune_core::tuning::engine::{Holder, SessionPurpose};
 
 /// VRAM the simulated training worker holds: the load's use above the idle card's.
 const SIM_WORKER_MIB: u64 = 21_870 - 420;
@@ -33,7 +33,7 @@ fn run_with_job(state: &mut AppState, pid: u32) {
         .unwrap_or_else(|| panic!("the card's tuning arrived"));
     tuning.holders = vec![Holder {
         session: 2,
-        controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
+        controls: vec![gputune_core::tuning::in_force::Hold::PowerLimit],
         purpose: SessionPurpose::Run,
         by: "gputune run --profile Quiet (pid 900, user alice)".to_string(),
         client: 5,

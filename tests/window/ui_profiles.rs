@@ -7,12 +7,12 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::folders::Folders;
-use gputune::profiles::store::ProfileStore;
-use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
 use gputune::ui::profiles::{ProfileAction, profile_from_card};
+use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_core::folders::Folders;
+use gputune_core::profiles::store::ProfileStore;
+use gputune_core::tuning::in_force::ClockLock;
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
@@ -185,10 +185,10 @@ fn saving_captures_the_tune_tab_and_rows_offer_every_action() {
 
 #[test]
 fn applying_a_profile_becomes_applied_or_the_error_when_the_answer_comes() {
-    use gputune::device::Setting;
-    use gputune::link::LinkEvent;
-    use gputune::notice::Notice;
-    use gputune::tuning::engine::{GpuApplied, TuneError, TuneErrorKind};
+    use gputune_core::device::Setting;
+    use gputune_core::link::LinkEvent;
+    use gputune_core::notice::Notice;
+    use gputune_core::tuning::engine::{GpuApplied, TuneError, TuneErrorKind};
     let mut harness = harness();
     // What the app does on "Apply quiet-70": says it is applying, and waits for the answer.
     {
@@ -299,8 +299,8 @@ fn profiles_saved_changed_or_removed_elsewhere_show_without_a_reload() {
 
 #[test]
 fn a_check_made_on_another_card_is_named_and_does_not_count_here() {
-    use gputune::formats::profile::{CheckRecord, Verdict};
-    use gputune::profiles::store::StoredProfile;
+    use gputune_core::formats::profile::{CheckRecord, Verdict};
+    use gputune_core::profiles::store::StoredProfile;
     let mut harness = harness();
     let profiles = {
         let gpu = &harness.state().state.model.gpus[0];
@@ -353,8 +353,8 @@ fn a_check_made_on_another_card_is_named_and_does_not_count_here() {
 
 #[test]
 fn each_cards_own_checked_undervolt_is_a_line_of_its_profile() {
-    use gputune::formats::profile::{CheckedBy, CheckedCard, Verdict};
-    use gputune::profiles::store::StoredProfile;
+    use gputune_core::formats::profile::{CheckedBy, CheckedCard, Verdict};
+    use gputune_core::profiles::store::StoredProfile;
     let mut harness = harness();
     let other = "GPU-0b7e2c11-1111-4111-8111-000000000002";
     let stored = {
@@ -382,7 +382,7 @@ fn each_cards_own_checked_undervolt_is_a_line_of_its_profile() {
             path: std::path::PathBuf::from("/nonexistent/undervolt.toml"),
         }
     };
-    let here = gputune::text::short_uuid(&stored.profile.card.uuid);
+    let here = gputune_core::text::short_uuid(&stored.profile.card.uuid);
     harness.state_mut().state.profiles.profiles = vec![stored];
     harness.run();
     harness.get_by_label_contains(&format!(

@@ -8,20 +8,20 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::link::LinkEvent;
-use gputune::link::stability::{StabilityKind, StabilityView};
-use gputune::stability::check::CheckProgress;
-use gputune::stability::compute::{Checked, Prepared};
-use gputune::stability::plan::LoadShape;
-use gputune::stability::report::{CheckReport, Verdict};
-use gputune::stability::run::{Ending, Finding, RunResult, Tally};
-use gputune::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
-use gputune::stability::watch::Watched;
-use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose};
-use gputune::tuning::in_force::{ClockLock, Hold};
 use gputune::ui::app::{AppCommand, Tab, TuneView};
 use gputune::ui::tune::stability_panel::StabilityAction;
+use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_core::link::LinkEvent;
+use gputune_core::link::stability::{StabilityKind, StabilityView};
+use gputune_core::stability::check::CheckProgress;
+use gputune_core::stability::compute::{Checked, Prepared};
+use gputune_core::stability::plan::LoadShape;
+use gputune_core::stability::report::{CheckReport, Verdict};
+use gputune_core::stability::run::{Ending, Finding, RunResult, Tally};
+use gputune_core::stability::scan::{ScanOptions, ScanOutcome, ScanStep};
+use gputune_core::stability::watch::Watched;
+use gputune_core::tuning::engine::{GpuTuning, Holder, SessionPurpose};
+use gputune_core::tuning::in_force::{ClockLock, Hold};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
@@ -89,13 +89,13 @@ fn tally(wrong: u64) -> Tally {
 
 fn report(ending: Ending) -> CheckReport {
     let mut watched = Watched::default();
-    watched.take(&gputune::device::Telemetry {
+    watched.take(&gputune_core::device::Telemetry {
         sampled_at_ms: 0,
         sm_clock_mhz: Some(2745),
         temperature_c: Some(71),
         power_draw_mw: Some(441_000),
         power_limit_mw: Some(450_000),
-        ..gputune::device::Telemetry::default()
+        ..gputune_core::device::Telemetry::default()
     });
     CheckReport {
         gpu_index: 0,
@@ -284,7 +284,7 @@ fn a_finished_scan_shows_its_steps_and_savings_and_saves_a_profile() {
         step(Some(30), 391.0, None),
         step(Some(45), 388.0, Some("3 wrong GEMM results at 2520 MHz")),
     ];
-    let savings = gputune::stability::scan::savings("Against stock", &stock, &steps[0]);
+    let savings = gputune_core::stability::scan::savings("Against stock", &stock, &steps[0]);
     let outcome = ScanOutcome {
         gpu_index: 0,
         gpu_uuid: "GPU-1".to_string(),
@@ -482,7 +482,7 @@ fn another_clients_scan_is_shown_with_its_holder_and_nothing_else_starts() {
             purpose: SessionPurpose::Scan,
             by: "gputune scan --step-s 30 (pid 77, user bob)".to_string(),
             client: 5,
-            since_ms: gputune::clock::wall_clock_ms(),
+            since_ms: gputune_core::clock::wall_clock_ms(),
             trial_ends_at_ms: None,
             job_pid: None,
             energy_at_start_mj: None,

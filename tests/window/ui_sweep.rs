@@ -10,13 +10,13 @@ use common::sweep_view::simulated_sweep;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::link::LinkEvent;
-use gputune::sweep::objective::Objective;
-use gputune::sweep::plan::SweepSpec;
-use gputune::tuning::engine::{Holder, SessionPurpose};
 use gputune::ui::app::{AppCommand, Tab, TuneView};
 use gputune::ui::tune::sweep_panel::SweepAction;
+use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_core::link::LinkEvent;
+use gputune_core::sweep::objective::Objective;
+use gputune_core::sweep::plan::SweepSpec;
+use gputune_core::tuning::engine::{Holder, SessionPurpose};
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
@@ -95,7 +95,7 @@ fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
         .unwrap_or_else(|| panic!("the engine said what the card runs"));
     tuning.holders = vec![Holder {
         session: 4,
-        controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
+        controls: vec![gputune_core::tuning::in_force::Hold::PowerLimit],
         purpose: SessionPurpose::Run,
         by: "gputune run --profile Quiet (pid 77, user bob)".to_string(),
         client: 9,

@@ -7,14 +7,14 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
-use gputune::device::sim::{LoadPattern, SimScenario};
-use gputune::device::{PstateOffset, Setting};
-use gputune::link::{LinkEvent, TuneCommand};
-use gputune::notice::Notice;
-use gputune::tuning::engine::{GpuTuning, Holder, SessionPurpose, TrialPhase, TrialStatus};
-use gputune::tuning::fan_curve::FanCurve;
-use gputune::tuning::in_force::ClockLock;
 use gputune::ui::app::{AppCommand, Tab};
+use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_core::device::{PstateOffset, Setting};
+use gputune_core::link::{LinkEvent, TuneCommand};
+use gputune_core::notice::Notice;
+use gputune_core::tuning::engine::{GpuTuning, Holder, SessionPurpose, TrialPhase, TrialStatus};
+use gputune_core::tuning::fan_curve::FanCurve;
+use gputune_core::tuning::in_force::ClockLock;
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);
@@ -175,7 +175,7 @@ fn a_card_held_by_another_client_says_by_whom_and_until_when() {
     let held = tuning_after(&harness, |tuning| {
         tuning.holders = vec![Holder {
             session: 7,
-            controls: vec![gputune::tuning::in_force::Hold::PowerLimit],
+            controls: vec![gputune_core::tuning::in_force::Hold::PowerLimit],
             purpose: SessionPurpose::Trial,
             by: "gputune apply --try 60 (pid 4242, user alice)".to_string(),
             client: 3,
@@ -210,7 +210,7 @@ fn an_offset_range_of_zero_to_zero_reads_as_not_supported() {
         harness.query_all_by_label(label).next().is_some()
     };
     assert!(shown(&harness, "GPU offset"), "the RTX 4090 has the slider");
-    let empty = Some(gputune::device::OffsetRangeMhz {
+    let empty = Some(gputune_core::device::OffsetRangeMhz {
         min_mhz: 0,
         max_mhz: 0,
     });
@@ -265,7 +265,7 @@ fn try_sends_a_trial_and_a_running_trial_shows_a_countdown_that_revert_ends() {
 #[test]
 fn a_permission_refusal_says_how_to_get_the_daemon() {
     let mut harness = harness(SimScenario::Rtx4090);
-    let refusal = gputune::device::DeviceError::NoPermission {
+    let refusal = gputune_core::device::DeviceError::NoPermission {
         action: "power limit 315 W".to_string(),
     };
     harness.state_mut().state.model.gpus[0].tune_message = Some(Notice::Error(refusal.to_string()));
@@ -369,7 +369,7 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
     harness.get_by_label("Every GPU: trying power limit 315 W: reverts in 42 s");
     // A card at another point gets its own line.
     if let Some(trial) = &mut harness.state_mut().state.model.gpus[7].trial {
-        trial.phase = gputune::tuning::engine::TrialPhase::Running { left_s: 30 };
+        trial.phase = gputune_core::tuning::engine::TrialPhase::Running { left_s: 30 };
     }
     harness.run();
     harness.get_by_label("GPU 7: trying power limit 315 W: reverts in 30 s");
@@ -385,7 +385,7 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
     // Ended: one line each, closed together.
     for gpu in 0..8usize {
         if let Some(trial) = &mut harness.state_mut().state.model.gpus[gpu].trial {
-            trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+            trial.phase = gputune_core::tuning::engine::TrialPhase::Ended;
             trial.message = Some("Reverted: put back power limit 450 W.".to_string());
         }
     }
@@ -406,7 +406,7 @@ fn all_gpus_applies_and_tries_the_same_share_of_each_cards_default_as_one_reques
 
 #[test]
 fn the_last_message_gives_way_once_the_card_changes_again() {
-    use gputune::tuning::engine::ChangeNote;
+    use gputune_core::tuning::engine::ChangeNote;
     let mut harness = harness(SimScenario::Rtx4090);
     let at_ms = 1_700_000_100_000;
     // This window's apply: the engine notes the change, then the answer comes.
@@ -452,7 +452,7 @@ fn the_last_message_gives_way_once_the_card_changes_again() {
 
 #[test]
 fn a_kept_trials_message_goes_once_the_card_runs_something_else() {
-    use gputune::tuning::engine::ChangeNote;
+    use gputune_core::tuning::engine::ChangeNote;
     let mut harness = harness(SimScenario::Rtx4090);
     let at_ms = 1_700_000_100_000;
     // This window kept a trial of 360 W: the engine noted the change, then the trial ended.
@@ -517,7 +517,7 @@ fn a_kept_trials_message_goes_once_the_card_runs_something_else() {
 
 #[test]
 fn a_put_back_lock_gputune_never_recorded_says_it_was_reset_and_claims_nothing_more() {
-    use gputune::tuning::engine::{GpuRestored, SessionReport, report_lines};
+    use gputune_core::tuning::engine::{GpuRestored, SessionReport, report_lines};
     let mut harness = harness(SimScenario::Rtx4090);
     let report = SessionReport {
         session: 3,
@@ -566,12 +566,12 @@ fn a_put_back_lock_gputune_never_recorded_says_it_was_reset_and_claims_nothing_m
 fn a_trial_that_could_not_start_wraps_inside_1280_px_and_shows_no_empty_table() {
     let mut state = common_ui::app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
     state.tab = Tab::Tune;
-    let refusal = gputune::device::DeviceError::NoPermission {
+    let refusal = gputune_core::device::DeviceError::NoPermission {
         action: "power limit 315 W".to_string(),
     };
     let message = format!("The trial could not start: GPU 0: {refusal} Nothing was changed.");
     let mut trial = common_ui::running_trial(0, 60);
-    trial.phase = gputune::tuning::engine::TrialPhase::Ended;
+    trial.phase = gputune_core::tuning::engine::TrialPhase::Ended;
     trial.message = Some(message.clone());
     trial.failed = true;
     state.model.gpus[0].trial = Some(trial);
@@ -635,17 +635,17 @@ fn an_ended_all_gpus_trial_shows_each_cards_numbers_and_the_boxs_totals() {
         harness.get_by_label(label);
     }
     // One row per card: its own power, clock and peak temperature, before -> during.
-    let watts = |stats: &gputune::tuning::stats::TrialStats| {
+    let watts = |stats: &gputune_core::tuning::stats::TrialStats| {
         stats
             .average_power_w
             .unwrap_or_else(|| panic!("the simulated card reports its power"))
     };
-    let mhz = |stats: &gputune::tuning::stats::TrialStats| {
+    let mhz = |stats: &gputune_core::tuning::stats::TrialStats| {
         stats
             .average_sm_clock_mhz
             .unwrap_or_else(|| panic!("the simulated card reports its clock"))
     };
-    let peak = |stats: &gputune::tuning::stats::TrialStats| {
+    let peak = |stats: &gputune_core::tuning::stats::TrialStats| {
         f64::from(
             stats
                 .peak_temperature_c
@@ -682,7 +682,7 @@ fn an_ended_all_gpus_trial_shows_each_cards_numbers_and_the_boxs_totals() {
     assert_eq!(card_rows, 8 + 1, "eight cards and the box");
     // The box: the sum of the cards' power and energy per minute, the mean of their clocks,
     // the hottest peak.
-    let sum = |value: &dyn Fn(&gputune::tuning::stats::TrialStats) -> f64| {
+    let sum = |value: &dyn Fn(&gputune_core::tuning::stats::TrialStats) -> f64| {
         (
             statuses
                 .iter()
@@ -766,7 +766,7 @@ fn a_running_all_gpus_trial_shows_no_table_yet() {
 fn fans_holder(purpose: SessionPurpose, by: &str) -> Holder {
     Holder {
         session: 9,
-        controls: vec![gputune::tuning::in_force::Hold::Fans],
+        controls: vec![gputune_core::tuning::in_force::Hold::Fans],
         purpose,
         by: by.to_string(),
         client: u64::MAX,

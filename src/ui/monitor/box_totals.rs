@@ -4,9 +4,9 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::device::Telemetry;
 use crate::ui::model::GpuModel;
-use crate::units::{energy, gib, watts};
+use gputune_core::device::Telemetry;
+use gputune_core::units::{energy, gib, watts};
 
 /// One GPU as the totals need it.
 #[derive(Debug, Clone, Copy, PartialEq)]

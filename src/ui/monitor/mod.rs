@@ -9,10 +9,6 @@ pub mod overview;
 use eframe::egui::{self, Color32, RichText};
 use serde::{Deserialize, Serialize};
 
-use crate::device::{Constraints, Telemetry, ThrottleReasons};
-use crate::telemetry::health::{Severity, health_hints};
-use crate::telemetry::history::Metric;
-use crate::tuning::engine::ChangeNote;
 use crate::ui::model::EarlierHistory;
 use crate::ui::model::GpuModel;
 use crate::ui::monitor::overview::fans_text;
@@ -24,7 +20,11 @@ use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeSpan;
 use crate::ui::widgets::time_axis::TimeWindow;
 use crate::ui::widgets::time_plot::{GraphSpec, column_ms_for, graph, series};
-use crate::units::{gib, or_na, watts};
+use gputune_core::device::{Constraints, Telemetry, ThrottleReasons};
+use gputune_core::telemetry::health::{Severity, health_hints};
+use gputune_core::telemetry::history::Metric;
+use gputune_core::tuning::engine::ChangeNote;
+use gputune_core::units::{gib, or_na, watts};
 
 /// Sampling intervals offered, in milliseconds.
 pub const INTERVAL_CHOICES_MS: [u64; 6] = [100, 250, 500, 1_000, 2_000, 5_000];
@@ -228,7 +228,7 @@ fn earlier_history_note(ui: &mut egui::Ui, earlier: EarlierHistory) {
         EarlierHistory::Simulated | EarlierHistory::Loaded { samples: 0, .. } => return,
         EarlierHistory::Loaded { samples, from_ms } => format!(
             "Includes {samples} samples the gputune daemon kept before this window opened (one a second){}.",
-            from_ms.map_or(String::new(), |from_ms| format!(", from {}", crate::units::local_time(from_ms, "%-d %b %H:%M")))
+            from_ms.map_or(String::new(), |from_ms| format!(", from {}", gputune_core::units::local_time(from_ms, "%-d %b %H:%M")))
         ),
     };
     ui.label(RichText::new(text).weak());
@@ -326,7 +326,7 @@ fn graph_specs(constraints: &Constraints, total_gib: f64) -> Vec<GraphSpec> {
     let watts_max = constraints
         .power_limit_max_mw
         .map_or(500.0, |mw| f64::from(mw) / 1000.0);
-    let mhz_max = |range: Option<crate::device::ClockRangeMhz>, otherwise: f64| {
+    let mhz_max = |range: Option<gputune_core::device::ClockRangeMhz>, otherwise: f64| {
         range.map_or(otherwise, |range| f64::from(range.max_mhz))
     };
     let gpu_mhz_max = mhz_max(constraints.gpu_clock_range, 3_000.0);
@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn an_empty_graph_runs_from_zero_to_what_the_card_allows() {
-        use crate::device::sim::{CardSpec, sim_constraints};
+        use gputune_core::device::sim::{CardSpec, sim_constraints};
         let specs = graph_specs(&sim_constraints(&CardSpec::rtx4090()), 24.0);
         let empty = |title: &str| {
             specs

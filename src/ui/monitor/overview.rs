@@ -3,13 +3,13 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::device::{Telemetry, ThrottleReasons};
 use crate::ui::model::{GpuModel, WindowModel};
 use crate::ui::monitor::box_totals::box_totals_ui;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::gpu_switcher::card_title;
 use crate::ui::widgets::processes::{card_summary, job_pid};
-use crate::units::{NOT_AVAILABLE, gib, or_na, watts};
+use gputune_core::device::{Telemetry, ThrottleReasons};
+use gputune_core::units::{NOT_AVAILABLE, gib, or_na, watts};
 
 /// Narrowest a GPU card's content gets, in points: as many columns as fit at this width.
 const CARD_MIN_WIDTH_PT: f32 = 240.0;

@@ -8,10 +8,10 @@ use egui_plot::{
     VLine,
 };
 
-use crate::plan::memory::{MemoryBreakdown, estimate};
-use crate::plan::model::Model;
-use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, fits};
-use crate::plan::setup::TrainingSetup;
+use gputune_core::plan::memory::{MemoryBreakdown, estimate};
+use gputune_core::plan::model::Model;
+use gputune_core::plan::recommend::{GpuCard, PlannedSetup, Recommendation, fits};
+use gputune_core::plan::setup::TrainingSetup;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 

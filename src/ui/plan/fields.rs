@@ -5,8 +5,8 @@
 //! 2048 as its image size, nor "language model" as its task.
 
 use super::{MethodChoice, PlanPanel};
-use crate::plan::model::{Architecture, Model};
-use crate::plan::setup::{Attention, Checkpointing, Task};
+use gputune_core::plan::model::{Architecture, Model};
+use gputune_core::plan::setup::{Attention, Checkpointing, Task};
 
 /// Which inputs a model takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,7 @@ pub fn load_typed_model_path(plan: &mut PlanPanel, typed: &str) {
 }
 
 fn load(plan: &mut PlanPanel, path: &Path) {
-    match crate::plan::import::load_model(path) {
+    match gputune_core::plan::import::load_model(path) {
         Ok(model) => {
             plan.model = model;
             plan.model_message = None;

@@ -4,13 +4,13 @@
 use eframe::egui::{self, RichText};
 
 use super::{MethodChoice, ModelKind, PlanAction, PlanPanel};
-use crate::plan::model::{LoraTargets, PRESET_NAMES, preset};
-use crate::plan::recommend::cards;
-use crate::plan::setup::{
+use crate::ui::style::ERROR_TEXT;
+use gputune_core::plan::model::{LoraTargets, PRESET_NAMES, preset};
+use gputune_core::plan::recommend::cards;
+use gputune_core::plan::setup::{
     Allocator, Attention, Checkpointing, DEFAULT_CUDA_CONTEXT_MIB, Offload, Optimizer, Overheads,
     Precision, Sharding, Task,
 };
-use crate::ui::style::ERROR_TEXT;
 
 impl PlanPanel {
     pub(super) fn inputs_ui(&mut self, ui: &mut egui::Ui, actions: &mut Vec<PlanAction>) {
@@ -64,7 +64,7 @@ impl PlanPanel {
         let kind = ModelKind::of(&self.model);
         ui.label(format!(
             "{} parameters",
-            crate::units::parameters(self.model.parameter_count())
+            gputune_core::units::parameters(self.model.parameter_count())
         ));
         ui.separator();
 

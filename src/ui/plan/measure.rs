@@ -10,11 +10,11 @@ use std::ffi::OsString;
 use eframe::egui::{self, RichText};
 
 use super::{PlanAction, PlanPanel};
-use crate::measure_job::{
-    DEFAULT_STEPS, JobReport, JobSpec, RunProgress, RunResult, compare_with_plan, mib,
-};
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::labelled::labelled;
+use gputune_core::measure_job::{
+    DEFAULT_STEPS, JobReport, JobSpec, RunProgress, RunResult, compare_with_plan, mib,
+};
 
 /// What the runner tells the panel as a measurement goes.
 #[derive(Debug, Clone)]
@@ -281,7 +281,7 @@ impl PlanPanel {
         if let (Some(card), Some(bytes)) = (&report.card, report.gpu_memory_bytes) {
             ui.label(format!(
                 "Measured on {} ({}).",
-                crate::text::printable(card),
+                gputune_core::text::printable(card),
                 mib(bytes as f64)
             ));
         }

@@ -10,10 +10,10 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::device::BackendOptions;
-use crate::device::worker::DeviceWorker;
-use crate::measure_job::{JobSpec, RunProgress, Watcher, measure_job};
 use crate::ui::plan::MeasureNews;
+use gputune_core::device::BackendOptions;
+use gputune_core::device::worker::DeviceWorker;
+use gputune_core::measure_job::{JobSpec, RunProgress, Watcher, measure_job};
 
 /// How long the window waits, when it closes, for a stopped job to end (its grace is cut short).
 const CLOSE_PATIENCE: Duration = Duration::from_secs(5);
@@ -146,7 +146,7 @@ impl Drop for MeasureRunner {
             // The first stops the job, the second cuts its grace: the window is closing.
             let _ = stop.send(());
             let _ = stop.send(());
-            crate::join::join_within(thread, CLOSE_PATIENCE);
+            gputune_core::join::join_within(thread, CLOSE_PATIENCE);
         }
     }
 }
@@ -157,11 +157,11 @@ fn measure_on(
     spec: &JobSpec,
     stop: &Receiver<()>,
     relay: &mut Relay,
-) -> Result<crate::measure_job::JobReport, String> {
-    if matches!(backend.choice, crate::device::BackendChoice::Sim) {
+) -> Result<gputune_core::measure_job::JobReport, String> {
+    if matches!(backend.choice, gputune_core::device::BackendChoice::Sim) {
         return Err("The simulator runs no jobs: measuring needs the GPU the job runs on (start gputune without --sim).".to_string());
     }
-    let opened = crate::device::open_backend(backend).map_err(|error| error.to_string())?;
+    let opened = gputune_core::device::open_backend(backend).map_err(|error| error.to_string())?;
     if let Some(reason) = &opened.fallback_reason {
         return Err(format!(
             "There is no NVIDIA driver to watch the job with ({reason}): measuring needs the GPU the job runs on."

@@ -19,16 +19,16 @@ mod rows;
 
 use eframe::egui::{self, RichText};
 
-use crate::measure_job::JobSpec;
-use crate::plan::PlanError;
-use crate::plan::export::{ExportFormat, export_plan};
-use crate::plan::model::{LoraTargets, Model, preset};
-use crate::plan::recommend::{
-    GpuCard, Recommendation, batch_product, cards, recommend, training_seconds, usable_bytes,
-};
-use crate::plan::setup::{Checkpointing, Method, TrainingSetup};
 use crate::ui::plan::charts::{batch_curve, breakdown_chart, strategy_table};
 use crate::ui::style::ERROR_TEXT;
+use gputune_core::measure_job::JobSpec;
+use gputune_core::plan::PlanError;
+use gputune_core::plan::export::{ExportFormat, export_plan};
+use gputune_core::plan::model::{LoraTargets, Model, preset};
+use gputune_core::plan::recommend::{
+    GpuCard, Recommendation, batch_product, cards, recommend, training_seconds, usable_bytes,
+};
+use gputune_core::plan::setup::{Checkpointing, Method, TrainingSetup};
 
 pub use fields::{KindFields, ModelKind};
 pub use measure::{MeasureNews, MeasureSection, MeasureState};
@@ -118,8 +118,8 @@ impl Default for PlanPanel {
     fn default() -> PlanPanel {
         let model = preset("llama-3.1-8b").unwrap_or_else(|| Model {
             name: "none".to_string(),
-            architecture: crate::plan::model::Architecture::Cnn(
-                crate::plan::model::CnnConfig::ResNet {
+            architecture: gputune_core::plan::model::Architecture::Cnn(
+                gputune_core::plan::model::CnnConfig::ResNet {
                     blocks_per_stage: [3, 4, 6, 3],
                     classes: 1000,
                 },

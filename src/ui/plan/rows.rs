@@ -5,9 +5,11 @@
 use eframe::egui::{self, Color32, RichText};
 
 use super::{ExportStatus, PlanAction, PlanPanel};
-use crate::plan::export::ExportFormat;
-use crate::plan::recommend::{GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes};
 use crate::ui::style::ERROR_TEXT;
+use gputune_core::plan::export::ExportFormat;
+use gputune_core::plan::recommend::{
+    GpuCard, PlannedSetup, Recommendation, batch_product, usable_bytes,
+};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const FITS: Color32 = Color32::from_rgb(0x5c, 0xd6, 0x7a);

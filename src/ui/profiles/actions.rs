@@ -2,12 +2,12 @@
 //! store (`profiles::store` owns the files). Applying becomes tuning commands for the engine,
 //! like every other change. The app calls these with what they need and takes the outcome.
 
-use crate::folders::Folders;
-use crate::link::TuneCommand;
-use crate::notice::Notice;
-use crate::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
 use crate::ui::model::GpuModel;
 use crate::ui::profiles::ProfileAction;
+use gputune_core::folders::Folders;
+use gputune_core::link::TuneCommand;
+use gputune_core::notice::Notice;
+use gputune_core::profiles::store::{LoadProblem, ProfileStore, StoredProfile};
 
 /// What running an action came to.
 pub struct ProfileOutcome {
@@ -197,7 +197,7 @@ pub fn save_sweep_profile(
         .as_ref()
         .and_then(|sweep| sweep.view.outcome.as_ref())
         .ok_or("No sweep has ended on this GPU.")?;
-    let profile = crate::sweep::report::recommended_profile(
+    let profile = gputune_core::sweep::report::recommended_profile(
         outcome,
         name,
         &gpu.info.identity,
@@ -226,7 +226,7 @@ pub fn save_scan_profile(
         .as_ref()
         .and_then(|view| view.scan_outcome.as_ref())
         .ok_or("No undervolt scan has ended on this GPU.")?;
-    crate::profiles::profile::check_name(name)?;
+    gputune_core::profiles::profile::check_name(name)?;
     let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
     // Never over an existing profile: the panel has no way to say "replace".
     let (profile, path) = outcome

@@ -8,9 +8,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::folders::Folders;
-use crate::profiles::store::ProfileStore;
 use crate::ui::profiles::ProfilesPanel;
+use gputune_core::folders::Folders;
+use gputune_core::profiles::store::ProfileStore;
 
 /// How often the folder is looked at while the Profiles tab is shown.
 pub const LOOK_EVERY: Duration = Duration::from_secs(3);

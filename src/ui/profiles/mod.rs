@@ -9,11 +9,11 @@ pub mod folder_watch;
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::notice::Notice;
-use crate::profiles::profile::Profile;
-use crate::profiles::store::{LoadProblem, StoredProfile};
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
+use gputune_core::notice::Notice;
+use gputune_core::profiles::profile::Profile;
+use gputune_core::profiles::store::{LoadProblem, StoredProfile};
 
 /// What the Profiles tab asks the app to do.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,15 +4,15 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::device::{Constraints, Setting};
-use crate::link::TuneCommand;
-use crate::notice::Notice;
-use crate::tuning::engine::{TrialPhase, TrialStatus};
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::tune::group_trial_table;
 use crate::ui::tune::in_force::{holder_who, in_force_text, notice_label};
 use crate::ui::tune::{TunePanel, power_limit_mw};
+use gputune_core::device::{Constraints, Setting};
+use gputune_core::link::TuneCommand;
+use gputune_core::notice::Notice;
+use gputune_core::tuning::engine::{TrialPhase, TrialStatus};
 
 impl TunePanel {
     /// Draws the panel for every GPU at once; returns the commands for the engine.

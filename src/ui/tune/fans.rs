@@ -5,13 +5,13 @@
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, Legend, Line, Plot, Points, VLine};
 
-use crate::link::TuneCommand;
-use crate::tuning::engine::SessionPurpose;
-use crate::tuning::fan_curve::FanCurve;
-use crate::tuning::in_force::Hold;
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
 use crate::ui::tune::TunePanel;
+use gputune_core::link::TuneCommand;
+use gputune_core::tuning::engine::SessionPurpose;
+use gputune_core::tuning::fan_curve::FanCurve;
+use gputune_core::tuning::in_force::Hold;
 
 impl TunePanel {
     pub(super) fn fan_section(

@@ -4,8 +4,8 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::tuning::engine::TrialStatus;
-use crate::tuning::stats::TrialStats;
+use gputune_core::tuning::engine::TrialStatus;
+use gputune_core::tuning::stats::TrialStats;
 
 /// How a column adds up over the box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,13 +4,13 @@
 
 use eframe::egui::{self, RichText};
 
-use crate::device::Constraints;
-use crate::notice::Notice;
-use crate::tuning::engine::{GpuTuning, Holder};
-use crate::tuning::in_force::ClockLock;
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
-use crate::units::{local_time, watts_exact};
+use gputune_core::device::Constraints;
+use gputune_core::notice::Notice;
+use gputune_core::tuning::engine::{GpuTuning, Holder};
+use gputune_core::tuning::in_force::ClockLock;
+use gputune_core::units::{local_time, watts_exact};
 
 /// What the card runs, who holds it, who changed it last, and who makes the changes.
 pub(super) fn in_force_box(ui: &mut egui::Ui, gpu: &GpuModel, daemon: bool) {
@@ -73,7 +73,7 @@ pub(crate) fn in_force_text(tuning: &GpuTuning, constraints: &Constraints) -> St
     let mut text = tuning.in_force.summary();
     if let Some(limit) = tuning.in_force.power_limit_mw
         && let Some(percent) =
-            crate::units::percent_of_default(limit, constraints.power_limit_default_mw)
+            gputune_core::units::percent_of_default(limit, constraints.power_limit_default_mw)
     {
         let share = format!(" ({percent} % of default)");
         let watts = format!("power limit {}", watts_exact(limit));
@@ -92,7 +92,7 @@ pub(crate) fn holder_line(holder: &Holder) -> String {
         .trial_ends_at_ms
         .map(|ends_ms| format!(" until {}", local_time(ends_ms, "%H:%M:%S")))
         .unwrap_or_default();
-    let (what, verb) = crate::tuning::in_force::describe_holds(&holder.controls);
+    let (what, verb) = gputune_core::tuning::in_force::describe_holds(&holder.controls);
     let mut what = format!("The {what} {verb}");
     if holder.controls.is_empty() {
         what = "The card is".to_string();

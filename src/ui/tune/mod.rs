@@ -19,16 +19,16 @@ pub mod trial_view;
 
 use eframe::egui::{self, RichText};
 
-use crate::device::{Constraints, Setting};
-use crate::link::TuneCommand;
-use crate::tuning::fan_curve::{CurvePoint, FanCurve};
-use crate::tuning::in_force::{ClockLock, SettingsInForce};
-use crate::tuning::request::{PowerLimitRequest, TuneRequest};
 use crate::ui::model::GpuModel;
 use crate::ui::tune::in_force::{in_force_box, notice_label};
 use crate::ui::tune::trial_view::trial_box;
 use crate::ui::widgets::labelled::labelled;
-use crate::units::watts_exact;
+use gputune_core::device::{Constraints, Setting};
+use gputune_core::link::TuneCommand;
+use gputune_core::tuning::fan_curve::{CurvePoint, FanCurve};
+use gputune_core::tuning::in_force::{ClockLock, SettingsInForce};
+use gputune_core::tuning::request::{PowerLimitRequest, TuneRequest};
+use gputune_core::units::watts_exact;
 
 /// The GPU clock cap of the undervolt-style preset, MHz, and its offset.
 const UNDERVOLT_CAP_MHZ: u32 = 2_520;
@@ -471,7 +471,7 @@ fn apply_or_try(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::sim::{CardSpec, sim_constraints};
+    use gputune_core::device::sim::{CardSpec, sim_constraints};
 
     #[test]
     fn percent_of_default_becomes_whole_watts() {

@@ -4,16 +4,16 @@
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
-use crate::stability::busy::checking_holder;
-use crate::stability::plan::LoadShape;
-use crate::stability::put_back::stock_clocks;
-use crate::stability::report::{CheckReport, Verdict, describe_settings};
-use crate::stability::scan::ScanStep;
 use crate::ui::model::GpuModel;
 use crate::ui::style::{ERROR_TEXT, WARNING_TEXT};
 use crate::ui::widgets::labelled::labelled;
-use crate::units::{duration_s, large_count};
+use gputune_core::link::stability::{StabilityKind, StabilityLaunch, StabilityView};
+use gputune_core::stability::busy::checking_holder;
+use gputune_core::stability::plan::LoadShape;
+use gputune_core::stability::put_back::stock_clocks;
+use gputune_core::stability::report::{CheckReport, Verdict, describe_settings};
+use gputune_core::stability::scan::ScanStep;
+use gputune_core::units::{duration_s, large_count};
 
 const STABLE_TEXT: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
 
@@ -102,8 +102,8 @@ impl StabilityPanel {
                     "GPU {gpu_index} is busy: {} since {}. Check and Find are off until it ends.",
                     holder
                         .purpose
-                        .describe_by(&crate::text::printable(&holder.by)),
-                    crate::units::local_time(holder.since_ms, "%H:%M:%S")
+                        .describe_by(&gputune_core::text::printable(&holder.by)),
+                    gputune_core::units::local_time(holder.since_ms, "%H:%M:%S")
                 ))
                 .strong(),
             );
@@ -454,7 +454,7 @@ fn steps_grid(ui: &mut egui::Ui, gpu_index: u32, stock: Option<&ScanStep>, steps
                     }
                 }
                 ui.label(
-                    crate::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
+                    gputune_core::units::clock_range_mhz(step.clock_min_mhz, step.clock_max_mhz)
                         .unwrap_or_else(|| "—".to_string()),
                 );
                 ui.label(

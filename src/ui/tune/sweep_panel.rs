@@ -8,17 +8,17 @@ use std::path::PathBuf;
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{Legend, Line, MarkerShape, Plot, Points};
 
-use crate::link::sweep::SweepLaunch;
-use crate::sweep::base::{SweepBase, plan_sweep};
-use crate::sweep::measure::StepResult;
-use crate::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
-use crate::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
-use crate::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
-use crate::sweep::runner::{SweepPhase, SweepTiming, SweepView};
-use crate::tuning::in_force::Hold;
 use crate::ui::model::GpuModel;
 use crate::ui::style::ERROR_TEXT;
 use crate::ui::widgets::labelled::labelled;
+use gputune_core::link::sweep::SweepLaunch;
+use gputune_core::sweep::base::{SweepBase, plan_sweep};
+use gputune_core::sweep::measure::StepResult;
+use gputune_core::sweep::objective::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
+use gputune_core::sweep::plan::{DEFAULT_UNDERVOLT_OFFSET_MHZ, SweepSpec, SweepStep, parse_list};
+use gputune_core::sweep::report::{comparisons_of, signed_pct, significant, throttle_summary};
+use gputune_core::sweep::runner::{SweepPhase, SweepTiming, SweepView};
+use gputune_core::tuning::in_force::Hold;
 
 const MEASURED: Color32 = Color32::from_rgb(0x4d, 0xd0, 0xe1);
 const RECOMMENDED: Color32 = Color32::from_rgb(0x69, 0xf0, 0xae);
@@ -115,7 +115,7 @@ impl SweepPanel {
         let file = self.progress_file.trim();
         let regex = self.progress_regex.trim();
         if !regex.is_empty() {
-            crate::sweep::progress::ProgressParser::new(Some(regex))?;
+            gputune_core::sweep::progress::ProgressParser::new(Some(regex))?;
         }
         Ok((
             SweepLaunch {
@@ -180,7 +180,7 @@ impl SweepPanel {
                         .info
                         .constraints
                         .power_limit_default_mw
-                        .map_or(String::new(), crate::units::watts_exact);
+                        .map_or(String::new(), gputune_core::units::watts_exact);
                     let label = ui.label("Power limits, %");
                     ui.text_edit_singleline(&mut self.power_limits)
                         .labelled_by(label.id)
@@ -296,7 +296,7 @@ impl SweepPanel {
                     RichText::new(format!(
                         "{} settings × {} s, about {}; the first is repeated at the end to measure the noise. The card is put back afterwards.",
                         steps.len(),
-                        crate::text::number(self.step_s),
+                        gputune_core::text::number(self.step_s),
                         if total_s < 120.0 {
                             format!("{total_s:.0} s")
                         } else {
@@ -499,14 +499,16 @@ fn status_line(ui: &mut egui::Ui, view: &SweepView) {
         }
         SweepPhase::Finished => {
             let ended = match view.outcome.as_ref().map(|outcome| &outcome.ended) {
-                Some(crate::sweep::runner::SweepEnd::Completed) | None => "Done.".to_string(),
-                Some(crate::sweep::runner::SweepEnd::Stopped { reason }) => {
+                Some(gputune_core::sweep::runner::SweepEnd::Completed) | None => {
+                    "Done.".to_string()
+                }
+                Some(gputune_core::sweep::runner::SweepEnd::Stopped { reason }) => {
                     format!("Stopped: {reason}")
                 }
-                Some(crate::sweep::runner::SweepEnd::JobFailed { message, .. }) => {
+                Some(gputune_core::sweep::runner::SweepEnd::JobFailed { message, .. }) => {
                     format!("Stopped: {message}")
                 }
-                Some(crate::sweep::runner::SweepEnd::Failed { reason }) => {
+                Some(gputune_core::sweep::runner::SweepEnd::Failed { reason }) => {
                     format!("Failed: {reason}")
                 }
             };

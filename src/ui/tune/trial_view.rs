@@ -3,10 +3,10 @@
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::link::TuneCommand;
-use crate::tuning::engine::{TrialPhase, TrialStatus};
-use crate::tuning::stats::{comparison_rows, settling_note};
 use crate::ui::style::ERROR_TEXT;
+use gputune_core::link::TuneCommand;
+use gputune_core::tuning::engine::{TrialPhase, TrialStatus};
+use gputune_core::tuning::stats::{comparison_rows, settling_note};
 
 const COUNTDOWN_TEXT: Color32 = Color32::from_rgb(0xff, 0xc1, 0x4d);
 

@@ -3,9 +3,9 @@
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::device::BackendKind;
 use crate::ui::model::{Connection, Reconnected, WindowModel};
 use crate::ui::style::ERROR_TEXT;
+use gputune_core::device::BackendKind;
 
 const WARNING_FILL: Color32 = Color32::from_rgb(0x5a, 0x45, 0x10);
 
@@ -34,7 +34,7 @@ pub fn connection_banner(ui: &mut egui::Ui, model: &WindowModel) -> bool {
             } else {
                 format!(
                     "The gputune daemon went away at {}",
-                    crate::units::local_time(reconnecting.lost_at_ms, "%H:%M:%S")
+                    gputune_core::units::local_time(reconnecting.lost_at_ms, "%H:%M:%S")
                 )
             };
             let attempt = match reconnecting.attempt {
@@ -76,8 +76,8 @@ fn reconnected_line(ui: &mut egui::Ui, reconnected: Reconnected, now_ms: u64) {
     }
     ui.label(format!(
         "The gputune daemon restarted (it went away at {}); reconnected at {}, and the graphs were filled in from its history.",
-        crate::units::local_time(reconnected.lost_at_ms, "%H:%M:%S"),
-        crate::units::local_time(reconnected.at_ms, "%H:%M:%S"),
+        gputune_core::units::local_time(reconnected.lost_at_ms, "%H:%M:%S"),
+        gputune_core::units::local_time(reconnected.at_ms, "%H:%M:%S"),
     ));
 }
 

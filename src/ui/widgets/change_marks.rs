@@ -7,8 +7,8 @@
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{LineStyle, PlotTransform, PlotUi, Span, VLine};
 
-use crate::tuning::engine::ChangeNote;
 use crate::ui::widgets::time_axis::{TimeSpan, clock_time, seconds};
+use gputune_core::tuning::engine::ChangeNote;
 
 /// The marks' colour: apart from every series' colour.
 const MARK_COLOR: Color32 = Color32::from_rgb(0xe0, 0xe0, 0xe0);
@@ -228,7 +228,7 @@ pub(crate) fn change_list(ui: &mut egui::Ui, changes: &[&ChangeNote], column_ms:
     if more > 0 {
         text.push_str(&format!(" · and {more} earlier"));
     }
-    ui.label(RichText::new(crate::text::printable(&text)).weak())
+    ui.label(RichText::new(gputune_core::text::printable(&text)).weak())
         .on_hover_text(
             "Dotted lines in the graphs mark these moments; a band, several close together.",
         );

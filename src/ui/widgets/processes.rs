@@ -4,10 +4,10 @@
 
 use eframe::egui::{self, Color32, RichText};
 
-use crate::device::GpuProcess;
-use crate::device::process::top_process;
 use crate::ui::model::GpuModel;
-use crate::units::{NOT_AVAILABLE, gib, mib, mib_text, or_na};
+use gputune_core::device::GpuProcess;
+use gputune_core::device::process::top_process;
+use gputune_core::units::{NOT_AVAILABLE, gib, mib, mib_text, or_na};
 
 /// What marks the job's process.
 const JOB_COLOUR: Color32 = Color32::from_rgb(0x8a, 0xc4, 0xff);
@@ -206,7 +206,7 @@ fn cell(ui: &mut egui::Ui, width: f32, content: impl FnOnce(&mut egui::Ui)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::ProcessKind;
+    use gputune_core::device::ProcessKind;
 
     fn process(pid: u32, mib: u64, command: Option<&str>) -> GpuProcess {
         GpuProcess {

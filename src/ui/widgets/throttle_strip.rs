@@ -3,11 +3,11 @@
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HoverPosition, Line};
 
-use crate::device::ThrottleReason;
-use crate::telemetry::decimate::throttle_columns;
-use crate::telemetry::history::GpuHistory;
 use crate::ui::widgets::time_axis::{TimeSpan, clock_time, seconds};
 use crate::ui::widgets::time_plot::{WHEEL_HINT, moved_by_user, plot_base, visible_span};
+use gputune_core::device::ThrottleReason;
+use gputune_core::telemetry::decimate::throttle_columns;
+use gputune_core::telemetry::history::GpuHistory;
 
 /// The throttle reasons the strip has a row for, top to bottom.
 const STRIP_REASONS: [ThrottleReason; 7] = [

@@ -73,7 +73,7 @@ pub fn clock_time(unix_seconds: f64, with_seconds: bool) -> String {
     if !(at_ms >= 0.0 && at_ms < u64::MAX as f64) {
         return String::new();
     }
-    crate::units::local_time(at_ms as u64, format)
+    gputune_core::units::local_time(at_ms as u64, format)
 }
 
 /// An axis label for a grid mark: seconds shown only when the visible span is short.

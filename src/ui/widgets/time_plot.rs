@@ -3,11 +3,11 @@
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, HoverPosition, Legend, Line, LineStyle, Plot, PlotUi};
 
-use crate::telemetry::decimate::decimate;
-use crate::telemetry::history::{GpuHistory, Metric};
-use crate::tuning::engine::ChangeNote;
 use crate::ui::widgets::change_marks::{group_changes, label_groups, mark_changes};
 use crate::ui::widgets::time_axis::{TimeSpan, axis_label, clock_time, seconds, unix_ms};
+use gputune_core::telemetry::decimate::decimate;
+use gputune_core::telemetry::history::{GpuHistory, Metric};
+use gputune_core::tuning::engine::ChangeNote;
 
 /// Height of one graph, in points.
 const PLOT_HEIGHT: f32 = 140.0;
@@ -277,7 +277,7 @@ pub(crate) fn hover_text(
             && at_ms <= group.last_ms().saturating_add(reach_ms)
     }) {
         for line in group.hover_lines() {
-            text.push(crate::text::printable(&line));
+            text.push(gputune_core::text::printable(&line));
         }
     }
     text.push(WHEEL_HINT.to_string());
