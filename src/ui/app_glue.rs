@@ -265,10 +265,11 @@ impl GpuTuneApp {
         let spawned = std::thread::Builder::new()
             .name("gputune-export".to_string())
             .spawn(move || {
-                let result =
-                    gputune_core::telemetry::csv::export_history(&path, &identity, &history)
-                        .map(|rows| format!("Saved {rows} rows to {}.", path.display()))
-                        .map_err(|error| error.to_string());
+                let result = gputune_core::telemetry::csv::export::export_history(
+                    &path, &identity, &history,
+                )
+                .map(|rows| format!("Saved {rows} rows to {}.", path.display()))
+                .map_err(|error| error.to_string());
                 let _ = results.send(result);
                 context.request_repaint();
             });

@@ -158,7 +158,7 @@ fn a_profile_checked_on_gpu_0_gives_gpu_3_no_offset_until_gpu_3_is_checked() {
     );
     let file = std::fs::read_to_string(machine.config_dir().join("profiles").join("mild.toml"))
         .expect("the profile file");
-    let saved = gputune_core::profiles::store::parse_profile(file.as_bytes())
+    let saved = gputune_core::profiles::toml_text::parse_profile(file.as_bytes())
         .unwrap_or_else(|problem| panic!("{problem:?}: {file}"));
     assert_eq!(saved.card.uuid, uuid0, "still GPU 0's profile");
     assert_eq!(saved.gpu_clock_offset_mhz, Some(15));

@@ -23,8 +23,23 @@ fn at_stock_clocks(machine: &FakeMachine) -> bool {
     settings.gpu_clock_offset_mhz == 0 && settings.gpu_locked_clocks.is_none()
 }
 
+/// What a tuned card's clocks are set to before the crash: locked, and offset +120 MHz.
+const TUNED_CLOCKS: [&str; 4] = ["--lock-gpu-clocks", "210,2520", "--gpu-clock-offset", "120"];
+
+/// The arguments of `command` with the tuned clocks after them.
+fn tuning<'a>(command: &[&'a str]) -> Vec<&'a str> {
+    [command, &TUNED_CLOCKS[..]].concat()
+}
+
+/// A card running a training job, with a daemon that keeps a flat 77 % fan curve on it.
+fn daemon_keeping_a_curve() -> (FakeMachine, Daemon) {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    let daemon = daemon_keeping_a_curve_on(&machine);
+    (machine, daemon)
+}
+
 /// A daemon on `machine` that keeps a flat 77 % fan curve on GPU 0.
-fn daemon_keeping_a_curve(machine: &FakeMachine) -> Daemon {
+fn daemon_keeping_a_curve_on(machine: &FakeMachine) -> Daemon {
     let daemon = Daemon::start(machine);
     daemon.ok(machine, &KEEP_77);
     wait_until("the kept curve drives the fans", || fans_at_77(machine));
@@ -48,10 +63,12 @@ fn says_the_crash(said: &str) -> bool {
         && said.contains("fans kept (the fan curve goes on)")
 }
 
-/// The kept curve still drives the fans a few readings later, and `fan curve show` says so.
+/// After the crash: the kept curve still drives the fans a few readings later, `fan curve
+/// show` says so (what it says is returned), and the clocks stay at stock.
 fn curve_still_kept(daemon: &Daemon, machine: &FakeMachine) -> String {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(fans_at_77(machine), "{:?}", machine.settings(0));
+    assert!(at_stock_clocks(machine), "{:?}", machine.settings(0));
     let shown = daemon.ok(machine, &["fan", "curve", "show"]);
     assert!(shown.contains("GPU 0: kept by the daemon"), "{shown}");
     shown
@@ -59,18 +76,8 @@ fn curve_still_kept(daemon: &Daemon, machine: &FakeMachine) -> String {
 
 #[test]
 fn an_xid_after_a_plain_apply_puts_back_the_offset_and_lock_and_keeps_the_fan_curve() {
-    let machine = FakeMachine::for_processes("rtx4090", "training");
-    let daemon = daemon_keeping_a_curve(&machine);
-    daemon.ok(
-        &machine,
-        &[
-            "apply",
-            "--lock-gpu-clocks",
-            "210,2520",
-            "--gpu-clock-offset",
-            "120",
-        ],
-    );
+    let (machine, daemon) = daemon_keeping_a_curve();
+    daemon.ok(&machine, &tuning(&["apply"]));
     assert!(
         machine
             .write_log()
@@ -112,21 +119,10 @@ fn an_xid_after_a_plain_apply_puts_back_the_offset_and_lock_and_keeps_the_fan_cu
 
 #[test]
 fn an_xid_during_a_trial_ends_it_and_says_so_and_keeps_the_fan_curve() {
-    let machine = FakeMachine::for_processes("rtx4090", "training");
-    let daemon = daemon_keeping_a_curve(&machine);
+    let (machine, daemon) = daemon_keeping_a_curve();
     let mut trial = spawn_piped(daemon.client(
         &machine,
-        &[
-            "apply",
-            "--try",
-            "600",
-            "--baseline-s",
-            "0",
-            "--lock-gpu-clocks",
-            "210,2520",
-            "--gpu-clock-offset",
-            "120",
-        ],
+        &tuning(&["apply", "--try", "600", "--baseline-s", "0"]),
     ));
     trial.wait_for_line("Trying the new settings");
     assert_eq!(machine.settings(0).gpu_clock_offset_mhz, 120);
@@ -141,13 +137,11 @@ fn an_xid_during_a_trial_ends_it_and_says_so_and_keeps_the_fan_curve() {
     );
     assert!(stderr.contains("The trial ended."), "{stderr}");
     curve_still_kept(&daemon, &machine);
-    assert!(at_stock_clocks(&machine));
 }
 
 #[test]
 fn an_xid_during_a_scan_ends_its_session_and_the_scan_says_so() {
-    let machine = FakeMachine::for_processes("rtx4090", "training");
-    let daemon = daemon_keeping_a_curve(&machine);
+    let (machine, daemon) = daemon_keeping_a_curve();
     let mut scan =
         spawn_piped(daemon.client(&machine, &["scan", "--step-s", "2", "--confirm-s", "60"]));
     scan.wait_for_line("Ctrl-C stops it");
@@ -165,7 +159,6 @@ fn an_xid_during_a_scan_ends_its_session_and_the_scan_says_so() {
     );
     assert!(said.contains("fans kept (the fan curve goes on)"), "{said}");
     curve_still_kept(&daemon, &machine);
-    assert!(at_stock_clocks(&machine));
 }
 
 #[test]
@@ -190,7 +183,7 @@ fn an_xid_during_a_check_ends_its_session_and_the_check_says_so() {
             text(&output.stderr)
         );
     }
-    let daemon = daemon_keeping_a_curve(&machine);
+    let daemon = daemon_keeping_a_curve_on(&machine);
     let mut check = spawn_piped(daemon.client(
         &machine,
         &["stability", "--profile", "Locked", "--duration-s", "120"],
@@ -209,23 +202,13 @@ fn an_xid_during_a_check_ends_its_session_and_the_check_says_so() {
         "{stderr}"
     );
     curve_still_kept(&daemon, &machine);
-    assert!(at_stock_clocks(&machine));
 }
 
 #[test]
 fn a_fan_trial_listening_when_a_plain_offset_crashes_says_so_and_goes_on() {
     let machine = FakeMachine::for_processes("rtx4090", "training");
     let daemon = Daemon::start(&machine);
-    daemon.ok(
-        &machine,
-        &[
-            "apply",
-            "--lock-gpu-clocks",
-            "210,2520",
-            "--gpu-clock-offset",
-            "120",
-        ],
-    );
+    daemon.ok(&machine, &tuning(&["apply"]));
     let mut trial = spawn_piped(daemon.client(
         &machine,
         &[

@@ -195,6 +195,29 @@ impl Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// The folders this daemon runs in, for the next one to start in (a restart).
+    pub fn folders(&self) -> DaemonFolders {
+        DaemonFolders {
+            runtime_dir: self.runtime_dir.clone(),
+            state_dir: self.state_dir.clone(),
+        }
+    }
+}
+
+/// A daemon's runtime and state folders, kept across its restart.
+#[derive(Debug, Clone)]
+pub struct DaemonFolders {
+    pub runtime_dir: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+impl DaemonFolders {
+    /// A daemon started in these folders: what the one before left (journals, boot
+    /// defaults, history) is its to find.
+    pub fn start(&self, machine: &FakeMachine) -> Daemon {
+        Daemon::start_in(machine, self.runtime_dir.clone(), self.state_dir.clone())
+    }
 }
 
 impl Drop for Daemon {

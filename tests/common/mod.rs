@@ -7,6 +7,7 @@ pub mod canary;
 pub mod daemon;
 pub mod metrics;
 pub mod process;
+pub mod programs;
 pub mod raw;
 pub mod slurm;
 pub mod sweep_view;

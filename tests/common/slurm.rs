@@ -10,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::metrics::free_port;
+use super::programs::installed;
 
 /// The programs a cluster needs.
 const PROGRAMS: [&str; 6] = [
@@ -36,7 +37,7 @@ pub fn unavailable() -> Option<String> {
         let missing: Vec<&str> = PROGRAMS
             .iter()
             .copied()
-            .filter(|program| find(program).is_none())
+            .filter(|program| installed(program).is_none())
             .collect();
         (!missing.is_empty()).then(|| {
             format!(
@@ -52,13 +53,6 @@ pub fn unavailable() -> Option<String> {
         );
     }
     reason
-}
-
-fn find(program: &str) -> Option<PathBuf> {
-    ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-        .iter()
-        .map(|dir| Path::new(dir).join(program))
-        .find(|path| path.exists())
 }
 
 impl Slurm {

@@ -290,7 +290,7 @@ fn the_configmaps_profiles_are_gputune_profiles_named_as_their_label() {
     assert!(files.len() >= 2);
     for file in files {
         let bytes = std::fs::read(&file).expect("the profile reads");
-        let profile = gputune_core::profiles::store::parse_profile(&bytes)
+        let profile = gputune_core::profiles::toml_text::parse_profile(&bytes)
             .unwrap_or_else(|problem| panic!("{}", problem.at(&file)));
         let stem = file
             .file_stem()
@@ -337,7 +337,7 @@ fn the_daemonsets_arguments_and_environment_run_the_real_daemon_on_its_mounts() 
 
 fn run_the_daemonset_daemon(profile_file: &Path) {
     let bytes = std::fs::read(profile_file).expect("the profile reads");
-    let profile = gputune_core::profiles::store::parse_profile(&bytes)
+    let profile = gputune_core::profiles::toml_text::parse_profile(&bytes)
         .unwrap_or_else(|problem| panic!("{}", problem.at(profile_file)));
     let percent = profile
         .power_limit

@@ -10,6 +10,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::common::programs::installed;
+use crate::common::text;
+
 const FILES: [(&str, u32); 5] = [
     ("/usr/bin/gputune", 0o755),
     ("/usr/lib/gputune/gputune_spank.so", 0o644),
@@ -19,23 +22,12 @@ const FILES: [(&str, u32); 5] = [
 ];
 const WANTS_LINK: &str = "/etc/systemd/system/multi-user.target.wants/gputuned.service";
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn run(program: &str, arguments: &[&str]) -> Output {
     Command::new(program)
         .args(arguments)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .output()
         .unwrap_or_else(|error| panic!("{program} could not be run: {error}"))
-}
-
-fn has(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|output| output.status.success())
 }
 
 fn group_exists() -> bool {
@@ -48,7 +40,7 @@ fn reason_to_skip() -> Option<String> {
         return Some("it installs a package and needs root".to_string());
     }
     for tool in ["dpkg", "dpkg-deb", "dpkg-query"] {
-        if !has(tool) {
+        if installed(tool).is_none() {
             return Some(format!("{tool} is missing (not a Debian-like system)"));
         }
     }
@@ -184,7 +176,7 @@ fn the_debian_package_installs_verifies_and_purges_cleanly() {
         );
     }
     assert!(
-        has("systemd-analyze"),
+        crate::common::programs::installed("systemd-analyze").is_some(),
         "systemd-analyze is missing: `bash .ci/setup test` installs Debian's systemd package"
     );
     let verified = run("systemd-analyze", &["verify", FILES[2].0]);

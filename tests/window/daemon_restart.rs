@@ -8,7 +8,7 @@ use crate::common_ui;
 
 use std::time::{Duration, Instant};
 
-use common::daemon::Daemon;
+use common::daemon::{Daemon, DaemonFolders};
 use common::{FakeMachine, text};
 use egui_kittest::kittest::Queryable;
 use gputune::ui::model::{Connection, EarlierHistory};
@@ -56,6 +56,31 @@ fn feed_until(
     }
 }
 
+/// A window on `daemon`'s link, fed until it has read GPU 0 once.
+fn window_reading(daemon: &Daemon, machine: &FakeMachine) -> (Link, WindowHarness) {
+    let link = daemon.open_link(machine);
+    let mut harness = window(1_000);
+    feed_until(&link, &mut harness, "read the card", |state| {
+        state
+            .model
+            .gpus
+            .first()
+            .is_some_and(|gpu| gpu.latest.is_some())
+    });
+    (link, harness)
+}
+
+/// Kills `daemon` (a crash) and feeds the window until it says it reconnects; the daemon's
+/// folders, for the next one.
+fn lose_the_daemon(daemon: Daemon, link: &Link, harness: &mut WindowHarness) -> DaemonFolders {
+    let folders = daemon.folders();
+    daemon.kill();
+    feed_until(link, harness, "lose the daemon", |state| {
+        matches!(state.model.connection, Connection::Reconnecting(_))
+    });
+    folders
+}
+
 /// What the daemon kept of GPU `uuid` between `from_ms` and `to_ms`.
 fn kept_rows(
     daemon: &Daemon,
@@ -92,7 +117,7 @@ fn the_window_reconnects_after_the_daemon_restarts_and_fills_the_gap_from_its_hi
         })
     });
     let before = harness.state().state.model.gpus[0].history.len();
-    let (runtime_dir, state_dir) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
+    let folders = daemon.folders();
 
     // The daemon dies (a crash; an upgrade's restart is the same to the window).
     daemon.kill();
@@ -120,7 +145,7 @@ fn the_window_reconnects_after_the_daemon_restarts_and_fills_the_gap_from_its_hi
     );
 
     let restarted_at = Instant::now();
-    let daemon = Daemon::start_in(&machine, runtime_dir, state_dir);
+    let daemon = folders.start(&machine);
     let reconnected_ms = feed_until(&link, &mut harness, "reconnect", |state| {
         state.model.reconnected.is_some()
     });
@@ -169,15 +194,7 @@ fn the_window_reconnects_after_the_daemon_restarts_and_fills_the_gap_from_its_hi
 fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
-    let link = daemon.open_link(&machine);
-    let mut harness = window(1_000);
-    feed_until(&link, &mut harness, "read the card", |state| {
-        state
-            .model
-            .gpus
-            .first()
-            .is_some_and(|gpu| gpu.latest.is_some())
-    });
+    let (link, mut harness) = window_reading(&daemon, &machine);
     link.send(gputune_core::link::LinkCommand::Tune(
         gputune_core::link::TuneCommand::StartTrial {
             gpu_index: 0,
@@ -195,13 +212,9 @@ fn a_trial_the_window_ran_is_said_to_have_ended_with_the_daemon() {
             )
         })
     });
-    let (runtime_dir, state_dir) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
-    daemon.kill();
-    feed_until(&link, &mut harness, "lose the daemon", |state| {
-        matches!(state.model.connection, Connection::Reconnecting(_))
-    });
+    let folders = lose_the_daemon(daemon, &link, &mut harness);
     harness.get_by_label_contains("and with it the trial on GPU 0");
-    let daemon = Daemon::start_in(&machine, runtime_dir, state_dir);
+    let daemon = folders.start(&machine);
     assert_eq!(
         machine.settings(0).power_limit_mw,
         450_000,
@@ -222,9 +235,9 @@ fn daemon_after_a_boot_default(machine: &FakeMachine) -> Daemon {
     daemon.ok(machine, &["profile", "save", "Quiet"]);
     daemon.ok(machine, &["profile", "default", "Quiet"]);
     daemon.ok(machine, &["apply", "--power-limit", "450W"]);
-    let (runtime_dir, state_dir) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
+    let folders = daemon.folders();
     assert_eq!(daemon.stop(), Some(0));
-    let daemon = Daemon::start_in(machine, runtime_dir, state_dir);
+    let daemon = folders.start(machine);
     assert_eq!(machine.settings(0).power_limit_mw, 315_000);
     daemon
 }
@@ -298,19 +311,8 @@ fn a_new_window_does_not_show_the_boot_default_notice_again() {
 fn a_change_asked_while_the_daemon_is_away_is_refused_plainly() {
     let machine = FakeMachine::new("rtx4090", "");
     let daemon = Daemon::start(&machine);
-    let link = daemon.open_link(&machine);
-    let mut harness = window(1_000);
-    feed_until(&link, &mut harness, "read the card", |state| {
-        state
-            .model
-            .gpus
-            .first()
-            .is_some_and(|gpu| gpu.latest.is_some())
-    });
-    daemon.kill();
-    feed_until(&link, &mut harness, "lose the daemon", |state| {
-        matches!(state.model.connection, Connection::Reconnecting(_))
-    });
+    let (link, mut harness) = window_reading(&daemon, &machine);
+    lose_the_daemon(daemon, &link, &mut harness);
     link.send(gputune_core::link::LinkCommand::Tune(
         gputune_core::link::TuneCommand::Apply {
             gpu_index: 0,
@@ -338,15 +340,7 @@ fn a_change_asked_while_the_daemon_is_away_is_refused_plainly() {
 fn a_daemon_restarted_at_once_is_read_again_within_the_first_waits() {
     let machine = FakeMachine::new("rtx4090", "");
     let mut daemon = Daemon::start(&machine);
-    let link = daemon.open_link(&machine);
-    let mut harness = window(1_000);
-    feed_until(&link, &mut harness, "read the card", |state| {
-        state
-            .model
-            .gpus
-            .first()
-            .is_some_and(|gpu| gpu.latest.is_some())
-    });
+    let (link, mut harness) = window_reading(&daemon, &machine);
     let latest_ms = |state: &gputune::ui::app::AppState| {
         state.model.gpus[0]
             .latest
@@ -356,7 +350,7 @@ fn a_daemon_restarted_at_once_is_read_again_within_the_first_waits() {
     };
     let mut measured = Vec::new();
     for round in 0..6 {
-        let (runtime_dir, state_dir) = (daemon.runtime_dir.clone(), daemon.state_dir.clone());
+        let folders = daemon.folders();
         let before_ms = latest_ms(&harness.state().state);
         let started = Instant::now();
         // A crash (SIGKILL) and a clean restart (SIGTERM) in turn.
@@ -365,7 +359,7 @@ fn a_daemon_restarted_at_once_is_read_again_within_the_first_waits() {
         } else {
             assert_eq!(daemon.stop(), Some(0));
         }
-        daemon = Daemon::start_in(&machine, runtime_dir, state_dir);
+        daemon = folders.start(&machine);
         let listening = started.elapsed();
         feed_until(&link, &mut harness, "read the card again", |state| {
             matches!(state.model.connection, Connection::Connected { .. })

@@ -2,7 +2,8 @@
 //! `--gputune-off`), and whether the site's policy lets it: checked at submission (srun, sbatch,
 //! salloc), where a refusal fails the command before the job exists, and again on the node.
 
-use gputune_core::tuning::request::{PowerLimitRequest, parse_power_limit};
+use gputune_core::tuning::request::PowerLimitRequest;
+use gputune_core::tuning::request::parse::parse_power_limit;
 
 use crate::policy::{NodeDefault, Policy, PowerBound, number};
 

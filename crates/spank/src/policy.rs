@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use gputune_core::tuning::request::{PowerLimitRequest, parse_power_limit};
+use gputune_core::tuning::request::PowerLimitRequest;
+use gputune_core::tuning::request::parse::parse_power_limit;
 
 /// The daemon's socket when `socket=` is not given (the Debian package's and `daemon install`'s).
 pub const DEFAULT_SOCKET: &str = "/run/gputune/gputune.sock";

@@ -81,7 +81,7 @@ pub fn run(args: &HistoryArgs, socket: &SocketChoice, out: &mut dyn Write) -> an
             .iter()
             .map(|record| (&record.info.identity, &record.history))
             .collect();
-        let rows = crate::telemetry::csv::export_histories(file, &csv, &gpus)?;
+        let rows = crate::telemetry::csv::export::export_histories(file, &csv, &gpus)?;
         writeln!(out, "Wrote {rows} rows to {}.", crate::text::path(&csv))?;
     }
     for record in &records {

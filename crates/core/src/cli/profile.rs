@@ -328,12 +328,11 @@ fn apply_to_gpu(
             }],
         };
         match client.request(request).map_err(refusal)? {
-            Response::Applied { .. } => lines.extend(
-                application
-                    .settings
-                    .iter()
-                    .map(|setting| super::apply::applied_line(setting, &gpu.constraints)),
-            ),
+            Response::Applied { .. } => {
+                lines.extend(application.settings.iter().map(|setting| {
+                    super::apply::read_back::applied_line(setting, &gpu.constraints)
+                }))
+            }
             other => return Err(unexpected(&other)),
         }
     }

@@ -4,6 +4,7 @@
 use crate::link::{LinkCommand, LinkEvent, TuneCommand, WINDOW_BASELINE_S};
 use crate::service::client::{ClientError, TuningClient};
 use gputune_formats::card::Setting;
+use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::protocol::{Request, Response};
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{GpuInfo, TrialRequest};
@@ -88,42 +89,20 @@ pub(crate) fn handle(
             },
         ),
         LinkCommand::Tune(TuneCommand::SetFanCurve { gpu_index, curve }) => {
-            let following = curve.is_some();
-            // Through the daemon the curve is a setting it keeps (it outlives the window);
-            // without one, this window's engine follows it while the window is open.
-            let kept = client.is_daemon();
-            let request = if kept {
-                Request::SetFanCurve {
-                    gpu_uuid: uuid(gpu_index),
-                    curve,
-                    boot_default: false,
-                }
-            } else {
-                Request::FollowFanCurve {
-                    gpu_uuid: uuid(gpu_index),
-                    curve,
-                }
-            };
-            let notice = match client.request(request) {
-                Ok(_) if following && kept => Notice::Info(format!(
-                    "The gputune daemon keeps the fan curve on GPU {gpu_index}, also after this window closes: clear it to hand the fans back."
-                )),
-                Ok(_) if following => Notice::Info(format!(
-                    "GPU {gpu_index}'s fans follow the curve while this window is open: no gputune daemon keeps it."
-                )),
-                Ok(_) => Notice::Info(
-                    "The fans are back to what they were before the curve.".to_string(),
-                ),
-                Err(ClientError::Refused(error)) => Notice::Error(error.message),
-                Err(error) => return Err(error),
-            };
-            send(LinkEvent::Notice {
-                gpu_index: Some(gpu_index),
-                notice,
-            });
-            return Ok(());
+            return set_fan_curve(client, gpu_index, uuid(gpu_index), curve, send);
         }
     };
+    one_gpu(client, request, gpu_index, send)
+}
+
+/// Sends a request about one GPU (or none: the pace) and tells the window its answer: what
+/// was applied, the trial's status, or the refusal. An error only when the service is gone.
+fn one_gpu(
+    client: &mut TuningClient,
+    request: Request,
+    gpu_index: Option<u32>,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
     match (client.request(request), gpu_index) {
         (Ok(Response::Applied { gpus }), Some(gpu_index)) => {
             for applied in gpus {
@@ -151,6 +130,45 @@ pub(crate) fn handle(
         }
         (Err(error), _) => return Err(error),
     }
+    Ok(())
+}
+
+/// Follows (or, for `None`, stops) a fan curve on one GPU: through the daemon the curve is a
+/// setting it keeps (it outlives the window); without one, this window's engine follows it
+/// while the window is open. The window is told which, or the refusal.
+fn set_fan_curve(
+    client: &mut TuningClient,
+    gpu_index: u32,
+    gpu_uuid: String,
+    curve: Option<FanCurve>,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
+    let following = curve.is_some();
+    let kept = client.is_daemon();
+    let request = if kept {
+        Request::SetFanCurve {
+            gpu_uuid,
+            curve,
+            boot_default: false,
+        }
+    } else {
+        Request::FollowFanCurve { gpu_uuid, curve }
+    };
+    let notice = match client.request(request) {
+        Ok(_) if following && kept => Notice::Info(format!(
+            "The gputune daemon keeps the fan curve on GPU {gpu_index}, also after this window closes: clear it to hand the fans back."
+        )),
+        Ok(_) if following => Notice::Info(format!(
+            "GPU {gpu_index}'s fans follow the curve while this window is open: no gputune daemon keeps it."
+        )),
+        Ok(_) => Notice::Info("The fans are back to what they were before the curve.".to_string()),
+        Err(ClientError::Refused(error)) => Notice::Error(error.message),
+        Err(error) => return Err(error),
+    };
+    send(LinkEvent::Notice {
+        gpu_index: Some(gpu_index),
+        notice,
+    });
     Ok(())
 }
 

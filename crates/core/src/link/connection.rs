@@ -10,7 +10,7 @@ use crate::link::stability::StabilityRuns;
 use crate::link::sweep::{ActiveSweep, SweepLaunch};
 use crate::link::{LinkCommand, LinkEvent, reconnect};
 use crate::service::client::{ClientError, TuningClient};
-use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::protocol::{Event, Request, Response, Welcome};
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{EngineEvent, GpuInfo};
 
@@ -36,23 +36,63 @@ pub(super) fn serve(
     let welcome = client.welcome().clone();
     // Readings end where the last one was taken (or now, before the first; or where they
     // ended before, while the time missed is not read yet).
-    let mut last_reading_ms = gap
+    let last_reading_ms = gap
         .as_ref()
         .map_or_else(crate::clock::wall_clock_ms, |gap| gap.from_ms);
-    let lost = |error: ClientError, last_reading_ms: u64| match error {
-        ClientError::Closed | ClientError::Timeout(_) if welcome.daemon => Served::Lost {
-            why: error.to_string(),
-            gap: reconnect::Gap {
-                from_ms: last_reading_ms,
-                gpu_uuids: welcome
-                    .gpus
-                    .iter()
-                    .map(|gpu| gpu.identity.uuid.clone())
-                    .collect(),
-            },
-        },
-        error => Served::Failed(error.to_string()),
+    let ended = |ended: Ended, last_reading_ms: u64| match ended {
+        Ended::WindowClosed => Served::WindowClosed,
+        Ended::Client(error @ (ClientError::Closed | ClientError::Timeout(_)))
+            if welcome.daemon =>
+        {
+            Served::Lost {
+                why: error.to_string(),
+                gap: reconnect::Gap {
+                    from_ms: last_reading_ms,
+                    gpu_uuids: welcome
+                        .gpus
+                        .iter()
+                        .map(|gpu| gpu.identity.uuid.clone())
+                        .collect(),
+                },
+            }
+        }
+        Ended::Client(error) => Served::Failed(error.to_string()),
     };
+    if let Err(why) = greet(client, &welcome, *interval_ms, send) {
+        return ended(why, last_reading_ms);
+    }
+    let mut live = Live::new(&welcome, gap, last_reading_ms);
+    loop {
+        let turn = live
+            .take_commands(client, commands, interval_ms, send)
+            .and_then(|()| live.read_history(client, send))
+            .and_then(|()| live.next_event(client, send));
+        if let Err(why) = turn {
+            return ended(why, live.last_reading_ms);
+        }
+        live.tick(client, send);
+    }
+}
+
+/// Why a connection's loop stopped.
+enum Ended {
+    WindowClosed,
+    Client(ClientError),
+}
+
+impl From<ClientError> for Ended {
+    fn from(error: ClientError) -> Ended {
+        Ended::Client(error)
+    }
+}
+
+/// Tells the window it is connected, then sends it what each card holds and subscribes.
+fn greet(
+    client: &mut TuningClient,
+    welcome: &Welcome,
+    interval_ms: u64,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), Ended> {
     if !send(LinkEvent::Connected {
         backend: welcome.backend,
         simulated_because: welcome.simulated_because.clone(),
@@ -60,38 +100,63 @@ pub(super) fn serve(
         daemon: welcome.daemon,
         notices: welcome.notices.clone(),
     }) {
-        return Served::WindowClosed;
+        return Err(Ended::WindowClosed);
     }
-    match client.request(Request::Snapshot) {
-        Ok(Response::Snapshot(snapshot)) => {
-            for tuning in snapshot.tunings {
-                send(LinkEvent::Tuning(Box::new(tuning)));
-            }
+    if let Response::Snapshot(snapshot) = client.request(Request::Snapshot)? {
+        for tuning in snapshot.tunings {
+            send(LinkEvent::Tuning(Box::new(tuning)));
         }
-        Ok(_) => {}
-        Err(error) => return lost(error, last_reading_ms),
     }
-    if let Err(error) = client.request(Request::Subscribe {
-        interval_ms: *interval_ms,
-    }) {
-        return lost(error, last_reading_ms);
+    client.request(Request::Subscribe { interval_ms })?;
+    Ok(())
+}
+
+/// What one connection keeps while it serves the window.
+struct Live<'a> {
+    gpus: &'a [GpuInfo],
+    /// When the last reading was taken: where the window's readings end if the daemon goes.
+    last_reading_ms: u64,
+    /// The time a reconnect missed, read from the history at the first new reading.
+    gap: Option<reconnect::Gap>,
+    history: Option<HistoryFetch>,
+    sweeps: Vec<ActiveSweep>,
+    checks: StabilityRuns,
+}
+
+impl<'a> Live<'a> {
+    fn new(welcome: &'a Welcome, gap: Option<reconnect::Gap>, last_reading_ms: u64) -> Live<'a> {
+        // The same cards again: only the time the window missed is read, up to the first new
+        // reading (the daemon records a reading before it sends it, so by then it has all
+        // before). Else the hours before, as when the window opened.
+        let gap = gap.filter(|gap| welcome.daemon && gap.same_gpus(&welcome.gpus));
+        let history = (welcome.daemon && gap.is_none())
+            .then(|| HistoryFetch::new(&welcome.gpus, crate::clock::wall_clock_ms()));
+        Live {
+            gpus: &welcome.gpus,
+            last_reading_ms,
+            gap,
+            history,
+            sweeps: Vec::new(),
+            checks: StabilityRuns::default(),
+        }
     }
-    // The same cards again: only the time the window missed is read, up to the first new
-    // reading (the daemon records a reading before it sends it, so by then it has all
-    // before). Else the hours before, as when the window opened.
-    let mut gap = gap.filter(|gap| welcome.daemon && gap.same_gpus(&welcome.gpus));
-    let mut history = (welcome.daemon && gap.is_none())
-        .then(|| HistoryFetch::new(&welcome.gpus, crate::clock::wall_clock_ms()));
-    let mut sweeps: Vec<ActiveSweep> = Vec::new();
-    let mut checks = StabilityRuns::default();
-    loop {
+
+    /// Every command the window sent since the last turn.
+    fn take_commands(
+        &mut self,
+        client: &mut TuningClient,
+        commands: &Receiver<LinkCommand>,
+        interval_ms: &mut u64,
+        send: &dyn Fn(LinkEvent) -> bool,
+    ) -> Result<(), Ended> {
         loop {
             match commands.try_recv() {
                 Ok(LinkCommand::StartSweep(launch)) => {
-                    start_sweep(*launch, &welcome.gpus, &mut sweeps, send);
+                    start_sweep(*launch, self.gpus, &mut self.sweeps, send);
                 }
                 Ok(LinkCommand::StopSweep { gpu_index }) => {
-                    for sweep in sweeps
+                    for sweep in self
+                        .sweeps
                         .iter_mut()
                         .filter(|sweep| sweep.gpu_index() == gpu_index)
                     {
@@ -99,68 +164,79 @@ pub(super) fn serve(
                     }
                 }
                 Ok(LinkCommand::StartStability(launch)) => {
-                    checks.start(client, *launch, &welcome.gpus, send);
+                    self.checks.start(client, *launch, self.gpus, send);
                 }
                 Ok(LinkCommand::StopStability { gpu_index }) => {
-                    checks.stop(client, gpu_index);
+                    self.checks.stop(client, gpu_index);
                 }
                 Ok(command) => {
                     if let LinkCommand::SetInterval { interval_ms: asked } = &command {
                         *interval_ms = *asked;
                     }
-                    if let Err(error) =
-                        crate::link::commands::handle(client, &welcome.gpus, command, send)
-                    {
-                        return lost(error, last_reading_ms);
-                    }
+                    crate::link::commands::handle(client, self.gpus, command, send)?;
                 }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => return Served::WindowClosed,
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) => return Err(Ended::WindowClosed),
             }
         }
-        if let Some(fetch) = &mut history {
-            if let Err(error) = fetch.turn(client, send) {
-                return lost(error, last_reading_ms);
-            }
+    }
+
+    /// One page of the daemon's history, while there is some to read.
+    fn read_history(
+        &mut self,
+        client: &mut TuningClient,
+        send: &dyn Fn(LinkEvent) -> bool,
+    ) -> Result<(), Ended> {
+        if let Some(fetch) = &mut self.history {
+            fetch.turn(client, send)?;
             if fetch.is_done() {
-                history = None;
+                self.history = None;
             }
         }
+        Ok(())
+    }
+
+    /// The service's next event, to the sweeps, the checks and the window.
+    fn next_event(
+        &mut self,
+        client: &mut TuningClient,
+        send: &dyn Fn(LinkEvent) -> bool,
+    ) -> Result<(), Ended> {
         // While history is read, only a glance at the live readings between pages.
-        let wait = if history.is_some() {
+        let wait = if self.history.is_some() {
             Duration::ZERO
         } else {
             Duration::from_millis(50)
         };
-        match client.next_event(wait) {
-            Ok(Some(event)) => {
-                if let Event::Samples { readings } = &event {
-                    let first_ms = readings
-                        .iter()
-                        .filter_map(|reading| reading.as_ref().ok())
-                        .map(|reading| reading.sampled_at_ms)
-                        .min();
-                    if let (Some(first_ms), Some(missed)) = (first_ms, gap.take()) {
-                        history = Some(HistoryFetch::gap(&welcome.gpus, missed.from_ms, first_ms));
-                    }
-                    last_reading_ms = readings
-                        .iter()
-                        .filter_map(|reading| reading.as_ref().ok())
-                        .map(|reading| reading.sampled_at_ms)
-                        .fold(last_reading_ms, u64::max);
-                }
-                for sweep in &mut sweeps {
-                    sweep.on_event(&event);
-                }
-                checks.on_event(&event);
-                if !forward(event, send) {
-                    return Served::WindowClosed;
-                }
+        let Some(event) = client.next_event(wait)? else {
+            return Ok(());
+        };
+        if let Event::Samples { readings } = &event {
+            let taken_ms = || {
+                readings
+                    .iter()
+                    .filter_map(|reading| reading.as_ref().ok())
+                    .map(|reading| reading.sampled_at_ms)
+            };
+            if let (Some(first_ms), Some(missed)) = (taken_ms().min(), self.gap.take()) {
+                self.history = Some(HistoryFetch::gap(self.gpus, missed.from_ms, first_ms));
             }
-            Ok(None) => {}
-            Err(error) => return lost(error, last_reading_ms),
+            self.last_reading_ms = taken_ms().fold(self.last_reading_ms, u64::max);
         }
-        for sweep in &mut sweeps {
+        for sweep in &mut self.sweeps {
+            sweep.on_event(&event);
+        }
+        self.checks.on_event(&event);
+        if forward(event, send) {
+            Ok(())
+        } else {
+            Err(Ended::WindowClosed)
+        }
+    }
+
+    /// The sweeps' and checks' next steps; a finished sweep is let go.
+    fn tick(&mut self, client: &mut TuningClient, send: &dyn Fn(LinkEvent) -> bool) {
+        for sweep in &mut self.sweeps {
             if let Some(view) = sweep.tick(client) {
                 send(LinkEvent::Sweep {
                     view: Box::new(view),
@@ -168,8 +244,8 @@ pub(super) fn serve(
                 });
             }
         }
-        sweeps.retain(|sweep| !sweep.is_finished());
-        checks.tick(client, send);
+        self.sweeps.retain(|sweep| !sweep.is_finished());
+        self.checks.tick(client, send);
     }
 }
 

@@ -4,15 +4,17 @@
 //! `fsafe::write_atomically` (an exclusive temporary file in the same folder, then a rename; a
 //! link at the target is replaced, never followed). A file that does not read as a profile —
 //! corrupt, truncated, from a newer gputune, hostile — is reported with its path (escaped) and
-//! never overwritten, renamed or deleted; the other profiles still load.
+//! never overwritten, renamed or deleted; the other profiles still load. A file's text (TOML
+//! to and from a `Profile`, every field checked) is `toml_text.rs`; reading and writing one file safely, `profile_file.rs`.
 
 use crate::profiles::profile::ProfileOnCard;
 use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::folders::{CONFIG_DIR_ENV, Folders};
-use crate::fsafe::{self, FileError, Links};
+use crate::fsafe;
+use crate::profiles::profile_file::{read_profile_file, write_profile_file};
+use crate::profiles::toml_text::{MAX_FILE_BYTES, ParseProblem};
 use crate::text;
 use gputune_formats::profile::{Profile, SCHEMA_VERSION};
 
@@ -20,15 +22,8 @@ use gputune_formats::profile::{Profile, SCHEMA_VERSION};
 pub const PROFILES_FOLDER: &str = "profiles";
 /// A profile file's extension.
 pub const EXTENSION: &str = "toml";
-/// The largest profile file read. A real one is about a kilobyte; anything far bigger is not a
-/// profile, and reading it whole would only cost memory.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024;
-/// The deepest nesting of tables and arrays a profile file may have (a real one has 2).
-const MAX_NESTING: usize = 8;
 /// The longest file-name stem made from a profile name.
 const SLUG_MAX_CHARS: usize = 64;
-/// The permissions of a new profile file (an existing file keeps its own).
-const NEW_FILE_MODE: u32 = 0o644;
 
 /// Why a profile could not be found, read or written. Every message names the file (or, when
 /// there is none, the folder and the name), escaped with `text::printable`: a file called
@@ -463,44 +458,6 @@ fn is_profile_file_name(path: &Path) -> bool {
         && path.extension().and_then(|extension| extension.to_str()) == Some(EXTENSION)
 }
 
-/// Reads and checks one profile file. Any problem is an error naming the file; nothing here
-/// writes. The file may be a symbolic link (its target is checked), but a FIFO, a device or a
-/// folder is refused without being read or waited on, and a file over [`MAX_FILE_BYTES`] is
-/// refused before it is read.
-pub fn read_profile_file(path: &Path) -> Result<Profile, StoreError> {
-    let content = fsafe::read_limited(path, MAX_FILE_BYTES, Links::Follow)
-        .map_err(|error| read_failure(path, error))?;
-    parse_profile(&content).map_err(|problem| problem.at(path))
-}
-
-/// The store's error for a file `fsafe` would not read.
-fn read_failure(path: &Path, error: FileError) -> StoreError {
-    let path = path.to_path_buf();
-    match error {
-        FileError::TooLarge { bytes, .. } => StoreError::TooLarge { path, bytes },
-        FileError::NotRegular { kind, .. } => StoreError::NotRegular { path, kind },
-        FileError::NotFound { .. } => StoreError::Read {
-            path,
-            detail: "it does not exist".to_string(),
-        },
-        FileError::Symlink { .. } => StoreError::Read {
-            path,
-            detail: "it is a symbolic link".to_string(),
-        },
-        FileError::Unsafe { reason: detail, .. }
-        | FileError::Read { detail, .. }
-        | FileError::Write { detail, .. } => StoreError::Read { path, detail },
-    }
-}
-
-/// What is wrong with a profile's text, before it is tied to a file.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ParseProblem {
-    Corrupt(String),
-    FutureVersion(i64),
-    Invalid(String),
-}
-
 impl ParseProblem {
     /// The error for the file at `path`.
     pub fn at(self, path: &Path) -> StoreError {
@@ -511,169 +468,4 @@ impl ParseProblem {
             ParseProblem::Invalid(detail) => StoreError::Invalid { path, detail },
         }
     }
-}
-
-/// Parses a profile file's bytes: UTF-8, TOML, a known schema version, every field checked.
-/// Never panics, whatever the bytes (a property test feeds it random and mutated files).
-pub fn parse_profile(content: &[u8]) -> Result<Profile, ParseProblem> {
-    if content.len() as u64 > MAX_FILE_BYTES {
-        return Err(ParseProblem::Corrupt(format!(
-            "larger than {MAX_FILE_BYTES} bytes"
-        )));
-    }
-    let text = std::str::from_utf8(content)
-        .map_err(|error| ParseProblem::Corrupt(format!("not UTF-8 text: {error}")))?;
-    if nesting_depth(text) > MAX_NESTING {
-        return Err(ParseProblem::Corrupt(format!(
-            "tables or arrays nested deeper than {MAX_NESTING} levels"
-        )));
-    }
-    let table: toml::Table = toml::from_str(text)
-        .map_err(|error| ParseProblem::Corrupt(one_line(&error.to_string())))?;
-    match table.get("schema_version") {
-        None => {
-            return Err(ParseProblem::Corrupt(
-                "no schema_version: it is not a gputune profile".to_string(),
-            ));
-        }
-        Some(toml::Value::Integer(version)) if *version > i64::from(SCHEMA_VERSION) => {
-            return Err(ParseProblem::FutureVersion(*version));
-        }
-        Some(toml::Value::Integer(version)) if *version < 1 => {
-            return Err(ParseProblem::Invalid(format!(
-                "schema_version = {version} is not a version"
-            )));
-        }
-        Some(toml::Value::Integer(_)) => {}
-        Some(_) => {
-            return Err(ParseProblem::Corrupt(
-                "schema_version is not a whole number".to_string(),
-            ));
-        }
-    }
-    // Parsed again as a profile, so a wrong field's message has its line number.
-    let profile: Profile = toml::from_str(text)
-        .map_err(|error| ParseProblem::Corrupt(one_line(&error.to_string())))?;
-    profile
-        .check()
-        .map_err(|error| ParseProblem::Invalid(error.to_string()))?;
-    Ok(profile)
-}
-
-/// The profile as its file holds it: pretty TOML with a comment on top.
-pub fn profile_to_toml(profile: &Profile) -> Result<String, String> {
-    let mut body = toml::to_string_pretty(profile).map_err(|error| error.to_string())?;
-    if !body.ends_with('\n') {
-        body.push('\n');
-    }
-    Ok(format!(
-        "# gputune profile (hand edits are fine; `gputune profile show NAME` checks them).\n\
-         # power_limit: watts on the card below, percent_of_default on any other card.\n\
-         # Settings left out are left as they are when the profile is applied.\n\n{body}"
-    ))
-}
-
-/// Writes a profile atomically with `fsafe::write_atomically`: an exclusively created temporary
-/// file in the same folder (never a planted file or link), synced, then renamed over `path`. A
-/// crash leaves the old file or the new one, never half of one; a symbolic link at `path` is
-/// replaced, never written through. Whatever is at `path` must read as a profile, else it stays.
-/// A new file gets mode 0644, a replaced one keeps its permissions.
-fn write_profile_file(path: &Path, profile: &Profile) -> Result<(), StoreError> {
-    let failed = |detail: String| StoreError::Write {
-        path: path.to_path_buf(),
-        detail,
-    };
-    if fsafe::occupied(path) {
-        // The last guard: whatever the caller thought, a file that is not a profile stays
-        // (a dangling link, a FIFO or a device included).
-        if read_profile_file(path).is_err() {
-            return Err(StoreError::WouldOverwrite {
-                path: path.to_path_buf(),
-            });
-        }
-    }
-    let mode = std::fs::metadata(path)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map_or(NEW_FILE_MODE, |metadata| {
-            metadata.permissions().mode() & 0o777
-        });
-    let text = profile_to_toml(profile).map_err(failed)?;
-    let folder = match path.parent() {
-        Some(folder) if !folder.as_os_str().is_empty() => folder,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(folder).map_err(|error| failed(error.to_string()))?;
-    fsafe::write_atomically(path, text.as_bytes(), mode).map_err(|error| match error {
-        FileError::Write { detail, .. } | FileError::Read { detail, .. } => failed(detail),
-        other => failed(other.to_string()),
-    })
-}
-
-/// The deepest nesting of `[` / `{` outside strings and comments. Deliberately simple (it
-/// over-counts table headers like `[[a]]` by one): only a bound, checked before the parser
-/// recurses.
-fn nesting_depth(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            b'#' => {
-                while index < bytes.len() && bytes[index] != b'\n' {
-                    index += 1;
-                }
-            }
-            quote @ (b'"' | b'\'') => {
-                let triple = bytes.get(index..index + 3) == Some(&[quote, quote, quote][..]);
-                index += if triple { 3 } else { 1 };
-                while index < bytes.len() {
-                    if quote == b'"' && bytes[index] == b'\\' {
-                        index += 2;
-                        continue;
-                    }
-                    if triple {
-                        if bytes.get(index..index + 3) == Some(&[quote, quote, quote][..]) {
-                            index += 2;
-                            break;
-                        }
-                    } else if bytes[index] == quote || bytes[index] == b'\n' {
-                        break;
-                    }
-                    index += 1;
-                }
-            }
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        index += 1;
-    }
-    deepest
-}
-
-/// The TOML parser's message on one line (it draws the offending line with carets).
-fn one_line(message: &str) -> String {
-    let lines: Vec<&str> = message
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !is_source_echo(line))
-        .collect();
-    // The parser quotes the file (keys, values): escape what a terminal would act on.
-    let joined = text::printable(&lines.join("; "));
-    if joined.chars().count() > 300 {
-        let cut: String = joined.chars().take(300).collect();
-        format!("{cut}...")
-    } else {
-        joined
-    }
-}
-
-/// "|", "3 | [card", "  |      ^": the parser's picture of the line, not its message.
-fn is_source_echo(line: &str) -> bool {
-    let after_number = line.trim_start_matches(|character: char| character.is_ascii_digit());
-    after_number.trim_start().starts_with('|')
 }

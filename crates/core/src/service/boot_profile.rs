@@ -1,11 +1,13 @@
 //! `gputune daemon --boot-profile FILE`: one profile made every card's boot default as the
 //! daemon starts (a cluster node's profile: on Kubernetes, the ConfigMap file its node's label
 //! names). Each card gets what `Profile::for_card` makes of it, as `gputune profile default`
-//! hands the daemon one card's; the boot defaults are then applied as they always are.
+//! hands the daemon one card's, stored by `tuning::boot_defaults`; the boot defaults are then
+//! applied as they always are.
 
 use crate::profiles::profile::ProfileOnCard;
 use std::path::{Path, PathBuf};
 
+use crate::tuning::boot_defaults::BootDefaultStore;
 use crate::tuning::engine::Engine;
 use gputune_formats::profile::Profile;
 use gputune_formats::protocol::BootDefault;
@@ -40,7 +42,7 @@ impl BootProfile {
                 file: file.to_path_buf(),
             });
         }
-        let profile = crate::profiles::store::parse_profile(&bytes).map_err(|problem| {
+        let profile = crate::profiles::toml_text::parse_profile(&bytes).map_err(|problem| {
             anyhow::anyhow!("--boot-profile: {} No GPU was changed.", problem.at(file))
         })?;
         Ok(BootProfile::Profile {
@@ -50,9 +52,13 @@ impl BootProfile {
     }
 }
 
-/// Makes `boot` every card's boot default in `dir` (or clears them all for none), and says
+/// Makes `boot` every card's boot default in `store` (or clears them all for none), and says
 /// what it did and what `Profile::for_card` changed for each card.
-pub(crate) fn make_boot_defaults(engine: &Engine, dir: &Path, boot: &BootProfile) -> Vec<Notice> {
+pub(crate) fn make_boot_defaults(
+    engine: &Engine,
+    store: &BootDefaultStore,
+    boot: &BootProfile,
+) -> Vec<Notice> {
     let mut notices = Vec::new();
     for gpu in engine.gpus() {
         let index = gpu.identity.index;
@@ -77,9 +83,7 @@ pub(crate) fn make_boot_defaults(engine: &Engine, dir: &Path, boot: &BootProfile
                 })
             }
         };
-        if let Err(error) =
-            super::routing::store_boot_default(dir, engine, &gpu.identity.uuid, default)
-        {
+        if let Err(error) = store.store(engine, &gpu.identity.uuid, default) {
             notices.push(Notice::Error(format!(
                 "GPU {index}'s boot default could not be set from --boot-profile: {error}"
             )));

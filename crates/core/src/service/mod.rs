@@ -21,12 +21,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::device::{CurrentSettings, OpenedBackend};
+use crate::tuning::boot_defaults::BootDefaultStore;
 use crate::tuning::engine::{ClientInfo, Engine, EngineOptions};
 use gputune_formats::card::{DeviceError, Telemetry};
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{ClientId, TuneError};
 
-use protocol::{BootDefault, Message, Request, Welcome};
+use protocol::{Message, Request, Welcome};
 use routing::Router;
 
 /// The fastest and slowest sampling a client may ask for.
@@ -113,11 +114,12 @@ impl Service {
             &options.engine,
             Arc::new(crate::clock::WallClock),
         )?;
-        if let Some(dir) = &options.boot_defaults_dir {
+        let boot_defaults = options.boot_defaults_dir.clone().map(BootDefaultStore::new);
+        if let Some(store) = &boot_defaults {
             if let Some(boot) = &options.boot_profile {
-                notices.extend(boot_profile::make_boot_defaults(&engine, dir, boot));
+                notices.extend(boot_profile::make_boot_defaults(&engine, store, boot));
             }
-            notices.extend(routing::apply_boot_defaults(&mut engine, dir));
+            notices.extend(store.apply_all(&mut engine));
         }
         let mut no_history_because = None;
         let recorder = match options.history.clone().map(recorder::Recorder::start) {
@@ -151,7 +153,7 @@ impl Service {
         );
         let router = Router::new(
             welcome.clone(),
-            options.boot_defaults_dir.clone(),
+            boot_defaults,
             pace,
             recorder,
             no_history_because,
@@ -269,6 +271,3 @@ fn run_engine(mut engine: Engine, mut router: Router, inputs: &Receiver<Input>) 
     engine.shutdown();
     router.route(&mut engine);
 }
-
-/// A boot default read back, or why not.
-pub(crate) type BootDefaults = (Vec<BootDefault>, Vec<Notice>);

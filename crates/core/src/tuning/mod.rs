@@ -1,7 +1,9 @@
 //! Changing GPU settings safely: what a user asks for (`request`), fan curves, what a card
 //! runs (`in_force`), the statistics of a trial, and the one engine that writes (`engine`),
-//! with its state folder of locks, journals and records. Every write passes `device::gate`.
+//! with its state folder of locks, journals and records (`state_folder`) and the daemon's boot
+//! defaults it applies at start (`boot_defaults`). Every write passes `device::gate`.
 
+pub mod boot_defaults;
 pub mod engine;
 pub mod gpu_locks;
 pub mod in_force;

@@ -8,7 +8,7 @@ use gputune_core::device::Backend;
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
 use gputune_core::profiles::checked::CheckedOffsets;
 use gputune_core::profiles::profile::ProfileOnCard;
-use gputune_core::profiles::store::{parse_profile, profile_to_toml};
+use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::text::short_uuid;
 use gputune_formats::card::{Constraints, GpuIdentity, Setting};
 use gputune_formats::profile::{

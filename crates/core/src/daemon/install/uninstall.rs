@@ -9,10 +9,10 @@ use anyhow::{Context, bail};
 
 use super::folders::{self, Folder};
 use super::target::{Target, Tools};
-use super::{
-    BINARY_DIR, BINARY_NAME, NOT_REMOVED, SYSTEM_UNIT_DIR, UNIT_FILE_NAME, UNIT_LIMIT_BYTES,
-    UninstallArgs, UnitFound, WANTS_DIR, needs_root, packaged_unit, unit_found,
+use super::unit::{
+    SYSTEM_UNIT_DIR, UNIT_FILE_NAME, UNIT_LIMIT_BYTES, UnitFound, packaged_unit, unit_found,
 };
+use super::{BINARY_DIR, BINARY_NAME, NOT_REMOVED, UninstallArgs, WANTS_DIR, needs_root};
 use crate::daemon::{DEFAULT_GROUP, DEFAULT_STATE_DIR};
 
 /// Runs `gputune daemon uninstall`. The group is kept, and so is /var/lib/gputune unless

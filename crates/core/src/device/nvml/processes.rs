@@ -7,7 +7,7 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 
-use super::optional;
+use super::errors::optional;
 use crate::device::process::{ListedProcess, merge_lists};
 use gputune_formats::card::DeviceError;
 use gputune_formats::card::ProcessKind;

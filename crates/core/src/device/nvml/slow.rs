@@ -6,7 +6,7 @@
 
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 
-use super::optional;
+use super::errors::optional;
 use gputune_formats::card::{DeviceError, EccCounts};
 
 /// How long slow readings are kept.

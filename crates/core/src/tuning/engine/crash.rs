@@ -122,22 +122,8 @@ impl Engine {
         let before = self.gpu(index).in_force.clone();
         let controls = controls_back(event.response(), &before);
         let holds: BTreeSet<Hold> = controls.iter().map(|control| control.hold()).collect();
-        // The sessions that held what goes back, or a power limit (a sweep's step, a trial: a
-        // crash leaves their measurement meaningless), before anything changes.
-        let holders: Vec<SessionId> = self
-            .sessions_on(index)
-            .into_iter()
-            .filter(|id| {
-                self.sessions
-                    .get(id)
-                    .and_then(|session| session.gpus.get(&index))
-                    .is_some_and(|part| {
-                        part.held.iter().any(|hold| {
-                            holds.contains(hold) || (*hold == Hold::PowerLimit && !holds.is_empty())
-                        })
-                    })
-            })
-            .collect();
+        // The holders are found before anything changes.
+        let holders = self.crash_holders(index, &holds);
         let (written, left) = self.put_back_clocks(index, &controls);
         let ending: Vec<SessionId> = holders
             .iter()
@@ -145,7 +131,6 @@ impl Engine {
             .filter(|id| self.trial_only(*id, index) || !self.drives_fans(*id, index))
             .collect();
         let sentence = self.crash_sentence(index, &event, &before, &written, &left, &ending);
-
         for id in holders {
             let restored_here = written
                 .iter()
@@ -157,37 +142,88 @@ impl Engine {
                 .filter(|(holder, _)| *holder == Some(id))
                 .map(|(_, left)| left.clone())
                 .collect::<Vec<_>>();
-            if self.trial_only(id, index) {
-                let reason = if self.changed_more(id) {
-                    format!("{sentence} The trial ended; what else it tried went back:")
-                } else {
-                    format!("{sentence} The trial ended.")
-                };
-                // Failed: its client says the trial did not end as it should.
-                self.finish_trial_with(id, index, false, &reason, true);
-                continue;
-            }
-            if self
-                .sessions
-                .get(&id)
-                .and_then(|session| session.gpus.get(&index))
-                .is_some_and(|part| part.trial.is_some())
-            {
-                self.finish_trial_with(id, index, false, &sentence, true);
-            }
-            if ending.contains(&id) {
-                self.end_by_crash(id, index, event, &sentence, restored_here, left_here);
-            } else if let Some(part) = self.session_part_mut(id, index) {
-                // It drives the fans: it keeps them (and whatever else it holds) and goes on.
-                part.held.retain(|hold| !holds.contains(hold));
-                self.release_lock(index);
-            }
+            let ends = ending.contains(&id);
+            self.settle_holder(id, event, &holds, &sentence, ends, restored_here, left_here);
         }
-
         let put_back: Vec<Setting> = written.iter().map(|(_, setting)| *setting).collect();
+        let waiting: Vec<Setting> = left.iter().map(|(_, left)| left.setting).collect();
+        self.record_crash(event, &put_back, &waiting, !ending.is_empty(), sentence);
+    }
+
+    /// The sessions on GPU `index` that held what goes back (`holds`), or a power limit (a
+    /// sweep's step, a trial: a crash leaves their measurement meaningless).
+    fn crash_holders(&self, index: u32, holds: &BTreeSet<Hold>) -> Vec<SessionId> {
+        self.sessions_on(index)
+            .into_iter()
+            .filter(|id| {
+                self.sessions
+                    .get(id)
+                    .and_then(|session| session.gpus.get(&index))
+                    .is_some_and(|part| {
+                        part.held.iter().any(|hold| {
+                            holds.contains(hold) || (*hold == Hold::PowerLimit && !holds.is_empty())
+                        })
+                    })
+            })
+            .collect()
+    }
+
+    /// What a crash does to one session that held what went back: a trial alone ends whole
+    /// (failed); a session's trial ends; then the session ends (`ends`), or, driving the fans,
+    /// keeps them (and whatever else it holds) and goes on without the clocks.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_holder(
+        &mut self,
+        id: SessionId,
+        event: CriticalEvent,
+        holds: &BTreeSet<Hold>,
+        sentence: &str,
+        ends: bool,
+        restored_here: Vec<Setting>,
+        left_here: Vec<SettingLeft>,
+    ) {
+        let index = event.gpu_index;
+        if self.trial_only(id, index) {
+            let reason = if self.changed_more(id) {
+                format!("{sentence} The trial ended; what else it tried went back:")
+            } else {
+                format!("{sentence} The trial ended.")
+            };
+            // Failed: its client says the trial did not end as it should.
+            self.finish_trial_with(id, index, false, &reason, true);
+            return;
+        }
+        if self
+            .sessions
+            .get(&id)
+            .and_then(|session| session.gpus.get(&index))
+            .is_some_and(|part| part.trial.is_some())
+        {
+            self.finish_trial_with(id, index, false, sentence, true);
+        }
+        if ends {
+            self.end_by_crash(id, index, event, sentence, restored_here, left_here);
+        } else if let Some(part) = self.session_part_mut(id, index) {
+            part.held.retain(|hold| !holds.contains(hold));
+            self.release_lock(index);
+        }
+    }
+
+    /// Notes the crash as the card's last critical error and last change, and tells every
+    /// client: `put_back` what was written, `waiting` what the driver refused, `ended` whether
+    /// sessions ended. The rest of a burst that did nothing is told as that.
+    fn record_crash(
+        &mut self,
+        event: CriticalEvent,
+        put_back: &[Setting],
+        waiting: &[Setting],
+        ended: bool,
+        sentence: String,
+    ) {
+        let index = event.gpu_index;
         // Xids come in bursts (13, then 43 and 45): one that did nothing does not hide the
         // note of the one that put the card back.
-        let did_something = !put_back.is_empty() || !left.is_empty() || !ending.is_empty();
+        let did_something = !put_back.is_empty() || !waiting.is_empty() || ended;
         let at_ms = self.clock.now_ms();
         let gpu = self.gpu_mut(index);
         // The rest of a burst, soon after the Xid that put the card back: said as that, so the
@@ -210,7 +246,7 @@ impl Engine {
             gpu.last_critical = Some(CriticalNote {
                 at_ms,
                 critical: event,
-                put_back: put_back.clone(),
+                put_back: put_back.to_vec(),
                 sentence: sentence.clone(),
             });
         }
@@ -218,12 +254,11 @@ impl Engine {
         // card at stock) is told but changes no setting, so it does not bury the one that did.
         if did_something {
             let what = if !put_back.is_empty() {
-                format!("put back {}", crate::tuning::describe_all(&put_back))
-            } else if !left.is_empty() {
-                let waiting: Vec<Setting> = left.iter().map(|(_, left)| left.setting).collect();
+                format!("put back {}", crate::tuning::describe_all(put_back))
+            } else if !waiting.is_empty() {
                 format!(
                     "could not put back {} yet",
-                    crate::tuning::describe_all(&waiting)
+                    crate::tuning::describe_all(waiting)
                 )
             } else {
                 "ended the sessions holding its clocks".to_string()

@@ -57,14 +57,7 @@ impl Engine {
                         self.open_session(client, SessionPurpose::FanCurve, &[(index, fans)])?
                     }
                 };
-                if let Err(error) = self.start_curve(id, index, curve) {
-                    if own_curve.is_none() {
-                        self.end_session_now(id, false, "Put back");
-                    }
-                    return Err(error);
-                }
-                self.announce(index);
-                Ok(())
+                self.start_and_announce(id, index, curve, own_curve.is_none())
             }
             None => {
                 let Some(id) = own_curve else {
@@ -136,8 +129,20 @@ impl Engine {
                 self.open_session(&setter, SessionPurpose::KeptFanCurve, &[(index, fans)])?
             }
         };
+        self.start_and_announce(id, index, curve, kept.is_none())
+    }
+
+    /// Starts `curve` for session `id` and tells every client; a curve the card refuses ends
+    /// the session when it was `opened` for this curve (nothing of it is left to hold).
+    fn start_and_announce(
+        &mut self,
+        id: SessionId,
+        index: u32,
+        curve: FanCurve,
+        opened: bool,
+    ) -> Result<(), TuneError> {
         if let Err(error) = self.start_curve(id, index, curve) {
-            if kept.is_none() {
+            if opened {
                 self.end_session_now(id, false, "Put back");
             }
             return Err(error);

@@ -1,5 +1,6 @@
 //! Writing a card's journal: how to put back every control changed temporarily, written
-//! before each temporary change (reading journals back at start is in `restore.rs`).
+//! before each temporary change. Journals left behind are read back in `journals_left.rs`,
+//! put back by `restore.rs`; the file itself is `tuning::state_folder`'s.
 
 use crate::tuning::state_folder::EngineJournal;
 use std::collections::BTreeMap;

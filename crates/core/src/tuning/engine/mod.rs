@@ -28,7 +28,7 @@
 //! | trial over several GPUs | `start_group_trial` | `group_trial.rs` (one session, ended together in `trial_end.rs`) |
 //! | follow a fan curve while connected (or stop) | `set_fan_curve` | `fan_curves.rs` |
 //! | keep / clear a curve with no client (daemon) | `keep_fan_curve` | `fan_curves.rs` |
-//! | boot defaults, at daemon start | `service::routing::apply_boot_defaults` | → `apply_changes` + `keep_fan_curve` |
+//! | boot defaults, at daemon start | `tuning::boot_defaults::BootDefaultStore::apply_all` | → `apply_changes` + `keep_fan_curve` |
 //! | check a boot default before storing it | `check_settings`, `check_fan_curve` | `mod.rs`, `apply.rs` |
 //! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `trial.rs::trial_progress` |
 //! | settings read back by the sampler | `on_settings` | `card_events.rs` (a change nobody here made) |
@@ -49,8 +49,12 @@
 //! types are defined in `formats::tuning`, their methods and `ClientInfo` here) ←
 //! `requests.rs` (the bounds on requests), `state.rs` (what the engine keeps: `Gpu`,
 //! `Session`, `SessionGpu`, `Trial`, `FanFollower`) ← `mod.rs` (the `Engine`) ← the files
-//! above, which import from these and never from each other (one exception, one way: `journals_left.rs` uses two of
-//! `restore.rs`'s sentences). `mod.rs` names each file and re-exports what clients use.
+//! above. The rule: a file imports only from `mod.rs` (which re-exports `types.rs` and
+//! `requests.rs`), `state.rs`, and `restore.rs`'s two put-back sentences (`describe_left`,
+//! `retry_sentence`, which `apply.rs`, `trial_end.rs` and `journals_left.rs` tell); nothing
+//! else is imported from a sibling. The files reach each other's steps only through the
+//! `Engine`'s `pub(super)` methods, one type's `impl` split by what each step does.
+//! `mod.rs` names each file and re-exports what clients use.
 
 use crate::tuning::in_force::ControlsInForce;
 mod apply;

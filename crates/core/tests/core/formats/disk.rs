@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use gputune_core::job_energy::store::JobStore;
-use gputune_core::profiles::store::{parse_profile, profile_to_toml};
+use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
 use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};

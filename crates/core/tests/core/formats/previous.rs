@@ -8,7 +8,7 @@
 //! The ring file is made by `ac1ed75/make_ring.py` from that commit's layout, without any
 //! gputune code, so it checks the layout rather than a round trip.
 
-use gputune_core::profiles::store::parse_profile;
+use gputune_core::profiles::toml_text::parse_profile;
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
 use gputune_core::tuning::state_folder::file_safe;

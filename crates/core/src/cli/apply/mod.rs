@@ -9,11 +9,14 @@
 //! error. 1 for a refused value, a refused write, or a trial that could not start or could not
 //! put everything back (the journal then stays and the next start of gputune restores). A
 //! second Ctrl-C exits at once with 130.
+//!
+//! Here: the options, the plan and a plain apply; what was written and read back is said by
+//! `read_back.rs`, `--try` is `trial.rs`.
 
-use std::collections::BTreeMap;
+pub(crate) mod read_back;
+mod trial;
+
 use std::io::Write;
-use std::sync::mpsc::Receiver;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 
@@ -21,17 +24,12 @@ use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
 use crate::service::client::TuningClient;
-use crate::tuning::request::{
-    TuneRequest, parse_clock_range, parse_fan, parse_offset, parse_power_limit,
+use crate::tuning::request::TuneRequest;
+use crate::tuning::request::parse::{
+    parse_clock_range, parse_fan, parse_offset, parse_power_limit,
 };
-use crate::tuning::stats::{comparison_table, settling_note};
-use gputune_formats::card::Constraints;
-use gputune_formats::protocol::{Event, Request, Response};
-use gputune_formats::tuning::{
-    EngineEvent, GpuApplied, GpuChange, GpuInfo, GroupTrialRequest, TrialPhase, TrialRequest,
-    TrialStatus,
-};
-use gputune_formats::units::watts_exact;
+use gputune_formats::protocol::{Request, Response};
+use gputune_formats::tuning::{GpuChange, GpuInfo};
 
 /// The longest trial: a day. Longer is a setting to apply, not to try.
 const LONGEST_TRIAL_S: u64 = crate::tuning::engine::LONGEST_TRIAL_S;
@@ -182,7 +180,7 @@ pub fn run_command(args: &ApplyArgs, options: &TuningOptions) -> anyhow::Result<
         None => apply_and_read_back(&mut client, &gpus, &changes, &mut out),
         Some(try_s) => {
             let stop = crate::cli::signals::install_stop_signal(1)?;
-            run_trial(
+            trial::run_trial(
                 &mut client,
                 &gpus,
                 &changes,
@@ -247,254 +245,11 @@ fn apply_and_read_back(
     };
     for gpu in &applied {
         let constraints = &gpus[gpu.gpu_index as usize].constraints;
-        for line in read_back_lines(gpu, constraints) {
+        for line in read_back::read_back_lines(gpu, constraints) {
             writeln!(out, "GPU {}: {line}", gpu.gpu_index)?;
         }
     }
     Ok(())
-}
-
-/// One sentence per setting written, with what the card reports back where it can.
-pub fn read_back_lines(gpu: &GpuApplied, constraints: &Constraints) -> Vec<String> {
-    gpu.applied
-        .iter()
-        .map(|setting| match *setting {
-            gputune_formats::card::Setting::PowerLimit { power_limit_mw } => {
-                let enforced = match gpu.enforced_power_limit_mw {
-                    Some(enforced_mw) => format!("the card enforces {}", watts_exact(enforced_mw)),
-                    None => "the card does not report the limit it enforces".to_string(),
-                };
-                format!(
-                    "{}; {enforced}.",
-                    power_limit_set(power_limit_mw, constraints)
-                )
-            }
-            gputune_formats::card::Setting::GpuClockOffset { offset_mhz } => read_back_offset(
-                "GPU",
-                offset_mhz,
-                gpu.in_force.gpu_clock_offset_mhz,
-                &gpu.in_force.gpu_clock_offsets,
-            ),
-            gputune_formats::card::Setting::MemoryClockOffset { offset_mhz } => read_back_offset(
-                "Memory",
-                offset_mhz,
-                gpu.in_force.memory_clock_offset_mhz,
-                &gpu.in_force.memory_clock_offsets,
-            ),
-            other => applied_line(&other, constraints),
-        })
-        .collect()
-}
-
-/// "Power limit set to 315 W (70 % of 450 W)", without the full stop (a read-back may follow).
-fn power_limit_set(power_limit_mw: u32, constraints: &Constraints) -> String {
-    format!(
-        "Power limit set to {}",
-        gputune_formats::units::power_limit_with_share(
-            power_limit_mw,
-            constraints.power_limit_default_mw
-        )
-    )
-}
-
-/// One sentence for a setting written, with nothing read back: "Power limit set to 315 W
-/// (70 % of 450 W).", "Fan 0 at 60 % applied."
-pub(crate) fn applied_line(
-    setting: &gputune_formats::card::Setting,
-    constraints: &Constraints,
-) -> String {
-    match *setting {
-        gputune_formats::card::Setting::PowerLimit { power_limit_mw } => {
-            format!("{}.", power_limit_set(power_limit_mw, constraints))
-        }
-        other => format!("{} applied.", capitalized(&other.describe())),
-    }
-}
-
-/// "GPU clock offset set to +150 MHz; the card reports +150 MHz (P0, P2).": the P-states the
-/// card reports the offset in, where it says (compute runs in P2 on GeForce cards).
-fn read_back_offset(
-    clock: &str,
-    offset_mhz: i32,
-    reported: Option<i32>,
-    pstates: &[gputune_formats::card::PstateOffset],
-) -> String {
-    match reported {
-        Some(reported) => format!(
-            "{clock} clock offset set to {offset_mhz:+} MHz; the card reports {}.",
-            crate::tuning::in_force::describe_offset(reported, pstates)
-        ),
-        None => format!("{clock} clock offset set to {offset_mhz:+} MHz."),
-    }
-}
-
-/// "fan 0 at 60 %" → "Fan 0 at 60 %"; "GPU ..." stays.
-fn capitalized(text: &str) -> String {
-    let mut characters = text.chars();
-    match characters.next() {
-        Some(first) => first.to_uppercase().chain(characters).collect(),
-        None => String::new(),
-    }
-}
-
-/// `apply --try`: the engine runs one trial per GPU (several GPUs: one session for all); this prints the countdown, asks for the
-/// revert on Ctrl-C, and prints each GPU's before / during table.
-#[allow(clippy::too_many_arguments)]
-pub fn run_trial(
-    client: &mut TuningClient,
-    gpus: &[GpuInfo],
-    changes: &[GpuChange],
-    try_s: u64,
-    baseline_s: u64,
-    stop: &Receiver<()>,
-    out: &mut dyn Write,
-    messages: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let mut running: BTreeMap<u32, TrialStatus> = BTreeMap::new();
-    // Every client's news (a crash on a tried card) reaches subscribers only; at the default
-    // pace, so no other client's sampling changes.
-    if let Err(error) = client.request(Request::Subscribe {
-        interval_ms: crate::service::DEFAULT_INTERVAL_MS,
-    }) {
-        tracing::info!("the trial hears no notices: {error}");
-    }
-    let started = match changes {
-        [change] => client.request(Request::StartTrial {
-            trial: TrialRequest {
-                gpu_uuid: change.gpu_uuid.clone(),
-                settings: change.settings.clone(),
-                duration_s: try_s,
-                baseline_s,
-            },
-        }),
-        // Several cards: one session, tried and kept or put back together.
-        _ => client.request(Request::StartGroupTrial {
-            trial: GroupTrialRequest {
-                changes: changes.to_vec(),
-                duration_s: try_s,
-                baseline_s,
-            },
-        }),
-    };
-    match started {
-        Ok(Response::Trial { status }) => {
-            running.insert(status.gpu_index, *status);
-        }
-        Ok(Response::Trials { statuses }) => {
-            for status in statuses {
-                running.insert(status.gpu_index, status);
-            }
-        }
-        Ok(other) => return Err(unexpected(&other)),
-        Err(error) => return Err(refusal(error)),
-    }
-    let mut ended: BTreeMap<u32, TrialStatus> = running
-        .iter()
-        .filter(|(_, status)| status.phase == TrialPhase::Ended)
-        .map(|(index, status)| (*index, status.clone()))
-        .collect();
-    let mut last_said: Option<TrialPhase> = None;
-    let mut stopped = false;
-    while ended.len() < running.len() {
-        if !stopped && stop.try_recv().is_ok() {
-            stopped = true;
-            let _ = writeln!(messages, "Trial stopped early.");
-            let pending: Vec<u32> = running
-                .keys()
-                .filter(|index| !ended.contains_key(index))
-                .copied()
-                .collect();
-            for index in pending {
-                match client.request(Request::FinishTrial {
-                    gpu_uuid: gpus[index as usize].identity.uuid.clone(),
-                    keep: false,
-                }) {
-                    Ok(Response::Trial { status }) => {
-                        ended.insert(index, *status);
-                    }
-                    Ok(_) => {}
-                    // Ended by its clock meanwhile: its status arrives as an event.
-                    Err(error) => tracing::info!("{error}"),
-                }
-            }
-            continue;
-        }
-        let event = client
-            .next_event(Duration::from_millis(200))
-            .map_err(refusal)?;
-        let Some(Event::Engine { event }) = event else {
-            continue;
-        };
-        let status = match *event {
-            EngineEvent::Trial { status, .. } => status,
-            // News about a tried card (a crash put back what another session held, the fan
-            // safety net): said as it arrives.
-            EngineEvent::Notice {
-                gpu_index: Some(gpu),
-                notice,
-            } if running.contains_key(&gpu) && !ended.contains_key(&gpu) => {
-                let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
-                continue;
-            }
-            _ => continue,
-        };
-        if !running.contains_key(&status.gpu_index) {
-            continue;
-        }
-        match status.phase {
-            TrialPhase::Ended => {
-                ended.insert(status.gpu_index, status);
-            }
-            phase if Some(phase) != last_said => {
-                say_phase(phase, baseline_s, messages);
-                last_said = Some(phase);
-            }
-            _ => {}
-        }
-    }
-    let mut failed = false;
-    for (index, status) in &ended {
-        let gpu = &gpus[*index as usize];
-        failed |= status.failed;
-        if let Some(message) = &status.message {
-            let _ = writeln!(messages, "GPU {index}: {message}");
-        }
-        writeln!(out, "GPU {index} ({}): {}", gpu.identity.name, status.what)?;
-        if status.during.samples > 0 || status.baseline.samples > 0 {
-            write!(
-                out,
-                "{}",
-                comparison_table(&status.baseline, &status.during)
-            )?;
-        }
-        if let Some(warning) = &status.baseline_warning {
-            writeln!(out, "{warning}")?;
-        }
-        if status.during.samples > 0
-            && let Some(note) = settling_note(&status.during)
-        {
-            writeln!(out, "{note}")?;
-        }
-    }
-    if failed {
-        bail!("The trial did not end cleanly: see the messages above.");
-    }
-    Ok(())
-}
-
-/// One line per change of the countdown.
-fn say_phase(phase: TrialPhase, baseline_s: u64, messages: &mut dyn Write) {
-    let _ = match phase {
-        TrialPhase::Measuring { left_s } => writeln!(
-            messages,
-            "Measuring a {baseline_s} s baseline before changing anything ({left_s} s left); Ctrl-C to cancel."
-        ),
-        TrialPhase::Running { left_s } => writeln!(
-            messages,
-            "Trying the new settings: {left_s} s left (Ctrl-C puts the card back now)."
-        ),
-        TrialPhase::Ended => Ok(()),
-    };
 }
 
 #[cfg(test)]
