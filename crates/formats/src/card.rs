@@ -216,7 +216,7 @@ pub struct CriticalEvent {
 
 /// Which backend is talking to the GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum BackendKind {
     Nvml,
     Sim,

@@ -18,111 +18,155 @@ pub struct ComparisonRow {
 
 /// The rows of a before / during comparison, every value with its unit and the change in %.
 pub fn comparison_rows(before: &TrialStats, during: &TrialStats) -> Vec<ComparisonRow> {
-    let mut rows = Vec::new();
-    let show = |value: Option<f64>, unit: &str, decimals: usize| {
-        value.map_or_else(
-            || "n/a".to_string(),
-            |value| format!("{value:.decimals$} {unit}"),
-        )
-    };
-    let percent = |before: Option<f64>, during: Option<f64>| match (before, during) {
-        (Some(before), Some(during)) if before != 0.0 => {
-            Some(format!("{:+.1} %", (during - before) / before * 100.0))
-        }
-        _ => None,
-    };
-    let mut row = |label: &str,
-                   before: Option<f64>,
-                   during: Option<f64>,
-                   unit: &str,
-                   decimals: usize,
-                   with_difference: bool| {
-        let change = match (percent(before, during), before.zip(during)) {
-            (Some(percent), Some((before, during))) if with_difference => {
+    let mut rows: Vec<ComparisonRow> = MEASURES
+        .iter()
+        .filter(|measure| {
+            !measure.only_where_read
+                || (measure.value)(before).is_some()
+                || (measure.value)(during).is_some()
+        })
+        .map(|measure| measure.row(before, during))
+        .collect();
+    rows.extend(throttle_rows(before, during));
+    rows.push(ComparisonRow {
+        label: "Measured".to_string(),
+        before: format!("{:.0} s ({} samples)", before.duration_s, before.samples),
+        during: format!("{:.0} s ({} samples)", during.duration_s, during.samples),
+        change: String::new(),
+    });
+    rows
+}
+
+/// One measured quantity of the table: how it is read from the statistics and shown.
+struct Measure {
+    label: &'static str,
+    unit: &'static str,
+    decimals: usize,
+    /// Show the difference itself beside the percentage (temperatures, fan speed).
+    with_difference: bool,
+    /// Left out when neither span read it (fans, on a card without them).
+    only_where_read: bool,
+    value: fn(&TrialStats) -> Option<f64>,
+}
+
+const MEASURES: [Measure; 7] = [
+    Measure {
+        label: "Power, average",
+        unit: "W",
+        decimals: 0,
+        with_difference: false,
+        only_where_read: false,
+        value: |stats| stats.average_power_w,
+    },
+    Measure {
+        label: "SM clock, average",
+        unit: "MHz",
+        decimals: 0,
+        with_difference: false,
+        only_where_read: false,
+        value: |stats| stats.average_sm_clock_mhz,
+    },
+    Measure {
+        label: "SM clock, minimum",
+        unit: "MHz",
+        decimals: 0,
+        with_difference: false,
+        only_where_read: false,
+        value: |stats| stats.min_sm_clock_mhz.map(f64::from),
+    },
+    Measure {
+        label: "Temperature, average",
+        unit: "°C",
+        decimals: 1,
+        with_difference: true,
+        only_where_read: false,
+        value: |stats| stats.average_temperature_c,
+    },
+    Measure {
+        label: "Temperature, peak",
+        unit: "°C",
+        decimals: 0,
+        with_difference: true,
+        only_where_read: false,
+        value: |stats| stats.peak_temperature_c.map(f64::from),
+    },
+    Measure {
+        label: "Fan speed, average",
+        unit: "%",
+        decimals: 0,
+        with_difference: true,
+        only_where_read: true,
+        value: |stats| stats.average_fan_speed_pct,
+    },
+    Measure {
+        label: "Energy per minute",
+        unit: "Wh",
+        decimals: 2,
+        with_difference: false,
+        only_where_read: false,
+        value: |stats| stats.energy_wh_per_min,
+    },
+];
+
+impl Measure {
+    fn row(&self, before: &TrialStats, during: &TrialStats) -> ComparisonRow {
+        let (before, during) = ((self.value)(before), (self.value)(during));
+        let decimals = self.decimals;
+        let percent = match (before, during) {
+            (Some(before), Some(during)) if before != 0.0 => {
+                Some(format!("{:+.1} %", (during - before) / before * 100.0))
+            }
+            _ => None,
+        };
+        let change = match (percent, before.zip(during)) {
+            (Some(percent), Some((before, during))) if self.with_difference => {
                 // A difference of percentages is in points, not in percent.
-                let unit = if unit == "%" { "points" } else { unit };
+                let unit = if self.unit == "%" {
+                    "points"
+                } else {
+                    self.unit
+                };
                 format!("{:+.decimals$} {unit} ({percent})", during - before)
             }
             (Some(percent), _) => percent,
-            (None, Some((before, during))) => format!("{:+.decimals$} {unit}", during - before),
+            (None, Some((before, during))) => {
+                format!("{:+.decimals$} {}", during - before, self.unit)
+            }
             (None, None) => String::new(),
         };
-        rows.push(ComparisonRow {
-            label: label.to_string(),
-            before: show(before, unit, decimals),
-            during: show(during, unit, decimals),
+        let show = |value: Option<f64>| {
+            value.map_or_else(
+                || "n/a".to_string(),
+                |value| format!("{value:.decimals$} {}", self.unit),
+            )
+        };
+        ComparisonRow {
+            label: self.label.to_string(),
+            before: show(before),
+            during: show(during),
             change,
-        });
-    };
-    row(
-        "Power, average",
-        before.average_power_w,
-        during.average_power_w,
-        "W",
-        0,
-        false,
-    );
-    row(
-        "SM clock, average",
-        before.average_sm_clock_mhz,
-        during.average_sm_clock_mhz,
-        "MHz",
-        0,
-        false,
-    );
-    row(
-        "SM clock, minimum",
-        before.min_sm_clock_mhz.map(f64::from),
-        during.min_sm_clock_mhz.map(f64::from),
-        "MHz",
-        0,
-        false,
-    );
-    row(
-        "Temperature, average",
-        before.average_temperature_c,
-        during.average_temperature_c,
-        "°C",
-        1,
-        true,
-    );
-    row(
-        "Temperature, peak",
-        before.peak_temperature_c.map(f64::from),
-        during.peak_temperature_c.map(f64::from),
-        "°C",
-        0,
-        true,
-    );
-    if before.average_fan_speed_pct.is_some() || during.average_fan_speed_pct.is_some() {
-        row(
-            "Fan speed, average",
-            before.average_fan_speed_pct,
-            during.average_fan_speed_pct,
-            "%",
-            0,
-            true,
-        );
+        }
     }
-    row(
-        "Energy per minute",
-        before.energy_wh_per_min,
-        during.energy_wh_per_min,
-        "Wh",
-        2,
-        false,
-    );
-    for reason in ThrottleReason::ALL {
-        let (before_s, during_s) = (before.throttled_s(reason), during.throttled_s(reason));
-        if before_s > 0.0 || during_s > 0.0 {
-            let share = |seconds: f64, total: f64| {
-                if total > 0.0 {
-                    format!("{seconds:.0} s ({:.0} %)", seconds / total * 100.0)
-                } else {
-                    format!("{seconds:.0} s")
-                }
-            };
-            rows.push(ComparisonRow {
+}
+
+/// A row for each throttle reason seen before or during: seconds, their share of the span,
+/// and the change in points.
+fn throttle_rows(before: &TrialStats, during: &TrialStats) -> Vec<ComparisonRow> {
+    let share = |seconds: f64, total: f64| {
+        if total > 0.0 {
+            format!("{seconds:.0} s ({:.0} %)", seconds / total * 100.0)
+        } else {
+            format!("{seconds:.0} s")
+        }
+    };
+    ThrottleReason::ALL
+        .into_iter()
+        .filter_map(|reason| {
+            let (before_s, during_s) = (before.throttled_s(reason), during.throttled_s(reason));
+            if before_s <= 0.0 && during_s <= 0.0 {
+                return None;
+            }
+            Some(ComparisonRow {
                 label: format!("Throttled: {}", reason.label()),
                 before: share(before_s, before.duration_s),
                 during: share(during_s, during.duration_s),
@@ -133,16 +177,9 @@ pub fn comparison_rows(before: &TrialStats, during: &TrialStats) -> Vec<Comparis
                     ),
                     _ => String::new(),
                 },
-            });
-        }
-    }
-    rows.push(ComparisonRow {
-        label: "Measured".to_string(),
-        before: format!("{:.0} s ({} samples)", before.duration_s, before.samples),
-        during: format!("{:.0} s ({} samples)", during.duration_s, during.samples),
-        change: String::new(),
-    });
-    rows
+            })
+        })
+        .collect()
 }
 
 /// One sentence on whether the temperature had settled by the end of the trial, when it says
