@@ -13,8 +13,8 @@ use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::sweep::progress::{ProgressParser, ProgressReading};
-use crate::sweep::runner::SweepClock;
+use crate::job::JobClock;
+use crate::job::progress::{ProgressParser, ProgressReading};
 
 /// How often a followed file is looked at for new lines.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
@@ -63,7 +63,7 @@ pub fn read_stream(
     mut stream: impl Read + Send + 'static,
     mut echo: Box<dyn Write + Send>,
     mut parser: Option<ProgressParser>,
-    clock: SweepClock,
+    clock: JobClock,
     sender: Sender<FeedMessage>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
@@ -106,7 +106,7 @@ pub fn read_stream(
 pub fn follow_file(
     path: PathBuf,
     mut parser: ProgressParser,
-    clock: SweepClock,
+    clock: JobClock,
     sender: Sender<FeedMessage>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {

@@ -6,7 +6,7 @@
 //! - starting it ([`JobCommand`]): as the user who ran sudo ([`as_user`]), in a process group
 //!   of its own, under a guard that ends every process it starts (`tree`, `guard`);
 //! - its output ([`Job::read_output`], [`feed`]): passed on, and read for progress by the one
-//!   parser (`sweep::progress`, with the user's `--progress-regex` where the known formats do
+//!   parser (`job::progress`, with the user's `--progress-regex` where the known formats do
 //!   not match); or its log file followed like `tail -F` (a job already running);
 //! - its processes ([`Job::pids`]: the tree, as NVML's process list shows them);
 //! - stopping it, one policy ([`Job::stop`]): SIGTERM to its group, [`STOP_GRACE`] to end,
@@ -17,10 +17,12 @@
 //! (`job_energy` is another thing: the daemon's energy and cost per scheduler job.)
 
 pub mod as_user;
+mod clock;
 mod exit;
 pub mod feed;
 mod guard;
 mod output;
+pub mod progress;
 mod spawn;
 mod stop;
 mod tree;
@@ -31,6 +33,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use clock::JobClock;
 pub use exit::{EXIT_NOT_STARTED, describe_status, ended_sentence, exit_code_of};
 pub use output::JobStreams;
 pub use spawn::{JobCommand, JobOutput};
@@ -39,8 +42,7 @@ pub use stop::{STOP_GRACE, Stopping, process_tree};
 use feed::FeedMessage;
 use tree::TrackedJob;
 
-use crate::sweep::progress::ProgressParser;
-use crate::sweep::runner::SweepClock;
+use crate::job::progress::ProgressParser;
 
 /// The user's command, running in its own process group under its guard.
 pub struct Job {
@@ -83,7 +85,7 @@ impl Job {
         &mut self,
         streams: JobStreams,
         parser: &dyn Fn() -> Option<ProgressParser>,
-        clock: SweepClock,
+        clock: JobClock,
         sender: &Sender<FeedMessage>,
     ) -> (Vec<JoinHandle<()>>, Vec<String>) {
         let pipes = (self.tracked.take_stdout(), self.tracked.take_stderr());

@@ -6,9 +6,9 @@ use std::process::{ChildStderr, ChildStdout};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 
+use crate::job::JobClock;
 use crate::job::feed::{FeedMessage, read_stream};
-use crate::sweep::progress::ProgressParser;
-use crate::sweep::runner::SweepClock;
+use crate::job::progress::ProgressParser;
 
 /// Where each of the job's streams is passed on.
 pub struct JobStreams {
@@ -28,7 +28,7 @@ pub(super) fn read_pipes(
     (stdout, stderr): (Option<ChildStdout>, Option<ChildStderr>),
     streams: JobStreams,
     parser: &dyn Fn() -> Option<ProgressParser>,
-    clock: SweepClock,
+    clock: JobClock,
     sender: &Sender<FeedMessage>,
 ) -> (Vec<JoinHandle<()>>, Vec<String>) {
     let pipes: [Pipe; 2] = [

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use crate::job::JobClock;
 use crate::job::feed::{FeedMessage, follow_file};
+use crate::job::progress::ProgressParser;
 use crate::service::client::TuningClient;
 use crate::sweep::base::sweep_steps_with_base;
-use crate::sweep::progress::ProgressParser;
-use crate::sweep::runner::{Sweep, SweepClock, SweepTiming, SweepUpdate, SweepView};
+use crate::sweep::runner::{Sweep, SweepTiming, SweepUpdate, SweepView};
 use crate::sweep::steps::SweepSpec;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::sweep::Objective;
@@ -56,7 +57,7 @@ impl ActiveSweep {
         let (plan, _) =
             sweep_steps_with_base(&launch.spec, &gpu.constraints, &launch.in_force, false)
                 .map_err(|error| error.to_string())?;
-        let clock = SweepClock::start();
+        let clock = JobClock::start();
         let (sender, progress) = mpsc::channel();
         let follow_stop = Arc::new(AtomicBool::new(false));
         let (timing, progress_from) = match &launch.progress_file {

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use super::spec::{MAX_SECONDS_COUNTING_STEPS, RunLimit};
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
+use crate::job::JobClock;
 use crate::job::as_user::InvokingUser;
 use crate::job::feed::FeedMessage;
+use crate::job::progress::{ProgressParser, ProgressValue};
 use crate::job::{Job, JobCommand, JobOutput, JobStreams};
-use crate::sweep::progress::{ProgressParser, ProgressValue};
-use crate::sweep::runner::SweepClock;
 use gputune_formats::reports::measure::{JobRun, RunResult};
 use gputune_formats::reports::sweep_step::WorkUnit;
 
@@ -226,7 +226,7 @@ impl Runner<'_> {
             reads_stdin: false,
         })
         .map_err(anyhow::Error::msg)?;
-        let clock = SweepClock::start();
+        let clock = JobClock::start();
         let (sender, progress) = mpsc::channel();
         let out_of_memory_text = Arc::new(AtomicBool::new(false));
         let mut watched = || -> Box<dyn Write + Send> {

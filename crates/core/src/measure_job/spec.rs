@@ -2,8 +2,8 @@
 
 use std::ffi::OsString;
 
+use crate::job::progress::ProgressParser;
 use crate::plan::measure::has_placeholder;
-use crate::sweep::progress::ProgressParser;
 
 /// Progress steps a run is given when neither a step count nor seconds are given.
 pub const DEFAULT_STEPS: u64 = 20;

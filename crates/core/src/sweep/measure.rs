@@ -2,7 +2,7 @@
 //! GPU-side proxy when it prints none), its spread within the step, and the card's power,
 //! clocks, temperature, fans and throttling over the same seconds.
 
-use crate::sweep::progress::{ProgressReading, ProgressValue};
+use crate::job::progress::{ProgressReading, ProgressValue};
 use gputune_formats::card::Telemetry;
 use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult, Throughput};

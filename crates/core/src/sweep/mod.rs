@@ -6,7 +6,6 @@
 pub mod base;
 pub mod measure;
 pub mod objective;
-pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod steps;

@@ -10,11 +10,10 @@
 
 mod steps;
 
-use std::time::Instant;
-
+use crate::job::JobClock;
+use crate::job::progress::ProgressReading;
 use crate::service::client::TuningClient;
 use crate::sweep::measure::StepMeasurement;
-use crate::sweep::progress::ProgressReading;
 use gputune_formats::card::Telemetry;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::sweep::Objective;
@@ -70,21 +69,6 @@ impl SweepTiming {
     /// The whole sweep's length for `steps` settings, the wait for progress excluded.
     pub fn total_s(&self, steps: usize) -> f64 {
         self.step_s * steps as f64
-    }
-}
-
-/// Milliseconds since the sweep began: the one clock for progress and readings. Progress
-/// readers stamp their readings with it.
-#[derive(Debug, Clone, Copy)]
-pub struct SweepClock(Instant);
-
-impl SweepClock {
-    pub fn start() -> SweepClock {
-        SweepClock(Instant::now())
-    }
-
-    pub fn now_ms(&self) -> u64 {
-        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -157,7 +141,7 @@ pub struct Sweep {
     plan: Vec<SweepStep>,
     timing: SweepTiming,
     objective: Objective,
-    clock: SweepClock,
+    clock: JobClock,
     state: State,
     session: Option<SessionId>,
     measurement: StepMeasurement,
@@ -179,7 +163,7 @@ impl Sweep {
         plan: Vec<SweepStep>,
         timing: SweepTiming,
         objective: Objective,
-        clock: SweepClock,
+        clock: JobClock,
     ) -> Sweep {
         let until_ms = clock.now_ms() + seconds_ms(timing.wait_for_progress_s);
         Sweep {
@@ -208,7 +192,7 @@ impl Sweep {
         self
     }
 
-    pub fn clock(&self) -> SweepClock {
+    pub fn clock(&self) -> JobClock {
         self.clock
     }
 

@@ -119,7 +119,7 @@ impl SweepPanel {
         let file = self.progress_file.trim();
         let regex = self.progress_regex.trim();
         if !regex.is_empty() {
-            gputune_core::sweep::progress::ProgressParser::new(Some(regex))?;
+            gputune_core::job::progress::ProgressParser::new(Some(regex))?;
         }
         Ok((
             SweepLaunch {

@@ -17,13 +17,14 @@ use std::sync::mpsc;
 use anyhow::{Context, bail};
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
+use crate::job::JobClock;
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::job::feed::{Echo, FeedMessage, follow_file};
+use crate::job::progress::ProgressParser;
 use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of};
 use crate::profiles::store::ProfileStore;
 use crate::sweep::base::sweep_steps_with_base;
-use crate::sweep::progress::ProgressParser;
-use crate::sweep::runner::{Sweep, SweepClock, SweepTiming};
+use crate::sweep::runner::{Sweep, SweepTiming};
 use crate::sweep::steps::{SweepSpec, parse_list};
 use crate::tuning::engine::held_elsewhere;
 use gputune_formats::protocol::Request;
@@ -204,7 +205,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         })
         .map_err(refusal)?;
     let stop = crate::cli::signals::install_stop_signal(2)?;
-    let clock = SweepClock::start();
+    let clock = JobClock::start();
     let (sender, progress) = mpsc::channel();
     let follow_stop = Arc::new(AtomicBool::new(false));
     if let Some(path) = &args.progress_file {
@@ -359,7 +360,7 @@ fn sample_interval_ms(timing: &SweepTiming) -> u64 {
 fn start_job(
     args: &SweepArgs,
     run_as: Option<&InvokingUser>,
-    clock: SweepClock,
+    clock: JobClock,
     sender: &mpsc::Sender<FeedMessage>,
     line_open: &Arc<AtomicBool>,
 ) -> Result<Job, String> {
