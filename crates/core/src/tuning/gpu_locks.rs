@@ -149,12 +149,7 @@ fn lock_at(path: &Path, holder: &str, mode: LockMode) -> Result<GpuLock, LockRef
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn folder() -> (tempfile::TempDir, StateFolder) {
-        let dir = tempfile::tempdir().unwrap();
-        let folder = StateFolder::open(&dir.path().join("state")).unwrap();
-        (dir, folder)
-    }
+    use crate::tuning::state_folder::tests::folder;
 
     #[test]
     fn a_lock_is_exclusive_names_its_holder_and_dies_with_its_owner() {

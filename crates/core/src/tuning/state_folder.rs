@@ -296,10 +296,11 @@ pub fn file_safe(uuid: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn folder() -> (tempfile::TempDir, StateFolder) {
+    /// A state folder in a temporary directory (the room's unit tests share it).
+    pub(crate) fn folder() -> (tempfile::TempDir, StateFolder) {
         let dir = tempfile::tempdir().unwrap();
         let folder = StateFolder::open(&dir.path().join("state")).unwrap();
         (dir, folder)
