@@ -38,7 +38,8 @@ impl JobCommand {
         )
     }
 
-    /// The process to spawn (the guard and the process group are added by `tree`).
+    /// The process to spawn (`tree` puts it under the guard, which gives it its own process
+    /// group: `guard.rs`).
     pub(super) fn build(&self) -> Result<Command, String> {
         let Some((program, arguments)) = self.words.split_first() else {
             return Err("There is no command to run.".to_string());

@@ -1,7 +1,7 @@
 //! A profile file's text: TOML bytes to a checked `Profile` (bounded in size and nesting, a
 //! known schema version, every field checked; never a panic, whatever the bytes) and a
-//! `Profile` to the commented TOML gputune writes. Reading and writing the files, and where
-//! they live, is `store.rs`.
+//! `Profile` to the commented TOML gputune writes. Reading and writing one file is
+//! `profile_file.rs`; the folder of profiles (list, default per card, import) is `store.rs`.
 
 use crate::profiles::profile::ProfileOnCard;
 use crate::text;

@@ -3,7 +3,7 @@
 //! applied through the engine when the daemon starts. Like the engine's journals and records
 //! (`state_folder.rs`) every file is read through `fsafe` (no symbolic link, no FIFO, no huge
 //! file) and written atomically into a private folder; a damaged one is left as it is with a
-//! notice. The file's format is `formats::protocol::BootDefault`. The service answers the
+//! notice. The file's format is `gputune_formats::protocol::BootDefault`. The service answers the
 //! requests (`service::routing`) and makes them from `--boot-profile`
 //! (`service::boot_profile`).
 
