@@ -17,7 +17,10 @@
 //!   value that is its tag alone cannot refuse one: serde ignores fields beside a unit
 //!   variant's tag);
 //! - a file says its `format_version` (the profile its `schema_version`, the ring its header);
-//!   older formats are read through [`legacy`] and converted, never written.
+//!   older formats are read through [`legacy`] and converted, never written;
+//! - the one exception is [`window`], the window's remembered state that eframe keeps as RON:
+//!   its names stay as the window has always written them (`OneHour`, `Tune`), since renaming
+//!   them would lose every user's saved state.
 //!
 //! This crate depends on serde and nothing of gputune's (its Cargo.toml names no gputune crate,
 //! so "formats depends on nothing but units" is a compile error; `units` is a module here).
@@ -46,3 +49,4 @@ pub mod throttle;
 pub mod trial_stats;
 pub mod tuning;
 pub mod units;
+pub mod window;
