@@ -27,9 +27,10 @@
 //! Every other crate imports it by its own name (`gputune_formats::card::Setting`); no room
 //! re-exports its types. A type's methods live here when they need only formats, `units` and
 //! std (card.rs; holds.rs, notice.rs, sessions.rs, trial_stats.rs for the types of tuning.rs;
-//! fan_curve.rs and throttle.rs whole, for their private fields); a method that needs a room is
-//! that room's trait, named for what it does (`tuning::in_force::ControlsInForce`,
-//! `profiles::profile::ProfileOnCard`, ...; docs/architecture.md, "Formats").
+//! fan_curve.rs and throttle.rs whole, for their private fields; window.rs's `TimeWindow`); a
+//! method that needs a room is that room's trait, named for what it does
+//! (`tuning::in_force::ControlsInForce`, `profiles::profile::ProfileOnCard`, ...;
+//! docs/architecture.md, "Formats").
 
 pub mod card;
 pub mod fan_curve;
