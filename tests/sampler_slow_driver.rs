@@ -9,10 +9,11 @@ mod common_ui;
 use common::FakeMachine;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::ui::app::{AppState, RememberedState};
+use gputune::ui::app::AppState;
 use gputune::ui::model::WindowModel;
 use gputune_core::link::Link;
 use gputune_core::service::client::SocketChoice;
+use gputune_formats::window::RememberedWindow;
 
 #[test]
 fn a_slow_driver_never_blocks_the_window() {
@@ -26,7 +27,7 @@ fn a_slow_driver_never_blocks_the_window() {
         },
         AppState::new(
             WindowModel::with_history_capacity(100),
-            RememberedState::default(),
+            RememberedWindow::default(),
         ),
     );
     // Frames keep coming while the thread sits in NVML; the window says what it is doing.

@@ -2,9 +2,6 @@
 //! is what UI tests drive); `GpuTuneApp` (app_glue.rs) connects it to eframe, the link to the
 //! tuning service, file dialogs and storage.
 
-use eframe::egui;
-use serde::{Deserialize, Serialize};
-
 use super::model::{Connection, WindowModel};
 use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
@@ -15,51 +12,15 @@ use super::tune::TunePanel;
 use super::tune::stability_panel::{StabilityAction, StabilityPanel};
 use super::tune::sweep_panel::{SweepAction, SweepPanel};
 use super::widgets::banner::connection_banner;
+use eframe::egui;
 use eframe::egui::RichText;
 use gputune_core::link::{LinkEvent, TuneCommand};
 use gputune_core::service::INTERVAL_RANGE_MS;
 use gputune_formats::tuning::Notice;
+use gputune_formats::window::{RememberedWindow, Tab};
 
-/// The window's sampling interval when the user has not chosen one.
-pub const DEFAULT_INTERVAL_MS: u64 = 500;
-
-/// Storage key for what the window remembers between runs.
+/// Storage key for what the window remembers between runs (`RememberedWindow`, RON).
 pub(super) const STORAGE_KEY: &str = "gputune-window";
-
-/// What the window remembers between runs (its size is kept by eframe itself).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RememberedState {
-    /// The GPU whose graphs were open, by NVML UUID (indices can change between boots).
-    pub selected_gpu_uuid: Option<String>,
-    pub monitor: MonitorView,
-    pub interval_ms: u64,
-    pub tab: Tab,
-    /// Apply each card's default profile when the window opens.
-    pub apply_default_profiles_on_start: bool,
-}
-
-impl Default for RememberedState {
-    fn default() -> RememberedState {
-        RememberedState {
-            selected_gpu_uuid: None,
-            monitor: MonitorView::default(),
-            interval_ms: DEFAULT_INTERVAL_MS,
-            tab: Tab::Monitor,
-            apply_default_profiles_on_start: false,
-        }
-    }
-}
-
-/// The window's top-level views.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum Tab {
-    #[default]
-    Monitor,
-    Tune,
-    Profiles,
-    Plan,
-}
 
 /// What the app must do outside the UI.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +76,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(model: WindowModel, remembered: RememberedState) -> AppState {
+    pub fn new(model: WindowModel, remembered: RememberedWindow) -> AppState {
         AppState {
             tab: remembered.tab,
             profiles: ProfilesPanel::default(),
@@ -129,7 +90,7 @@ impl AppState {
             plan: PlanPanel::default(),
             model,
             selected_gpu: None,
-            monitor: remembered.monitor,
+            monitor: MonitorView::from(remembered.monitor),
             interval_ms: remembered
                 .interval_ms
                 .clamp(INTERVAL_RANGE_MS.0, INTERVAL_RANGE_MS.1),
@@ -160,7 +121,7 @@ impl AppState {
     }
 
     /// What to remember for the next run.
-    pub fn remembered(&self) -> RememberedState {
+    pub fn remembered(&self) -> RememberedWindow {
         let selected_gpu_uuid = match self.selected_gpu {
             Some(index) => self
                 .model
@@ -171,9 +132,9 @@ impl AppState {
             None if self.model.connection == Connection::Connecting => self.wanted_gpu_uuid.clone(),
             None => None,
         };
-        RememberedState {
+        RememberedWindow {
             selected_gpu_uuid,
-            monitor: self.monitor.clone(),
+            monitor: self.monitor.remembered(),
             interval_ms: self.interval_ms,
             tab: self.tab,
             apply_default_profiles_on_start: self.apply_default_profiles_on_start,

@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 
 use eframe::egui;
 
-use super::app::{AppCommand, AppState, RememberedState, STORAGE_KEY};
+use super::app::{AppCommand, AppState, STORAGE_KEY};
 use super::model::WindowModel;
 use super::plan::PlanAction;
 use super::profiles::ProfileAction;
@@ -17,6 +17,7 @@ use gputune_core::clock::wall_clock_ms;
 use gputune_core::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use gputune_core::service::client::TuningOptions;
 use gputune_formats::tuning::Notice;
+use gputune_formats::window::RememberedWindow;
 
 /// An export's outcome: the message for the user, or the error.
 type ExportResult = Result<String, String>;
@@ -42,7 +43,7 @@ impl GpuTuneApp {
         context: egui::Context,
         storage: Option<&dyn eframe::Storage>,
     ) -> Result<GpuTuneApp, std::io::Error> {
-        let mut remembered: RememberedState = storage
+        let mut remembered: RememberedWindow = storage
             .and_then(|storage| eframe::get_value(storage, STORAGE_KEY))
             .unwrap_or_default();
         if let Some(interval_ms) = interval_ms {
@@ -284,7 +285,7 @@ impl GpuTuneApp {
 impl eframe::App for GpuTuneApp {
     fn logic(&mut self, context: &egui::Context, _frame: &mut eframe::Frame) {
         let now_ms = wall_clock_ms();
-        let profiles_shown = self.state.tab == super::app::Tab::Profiles;
+        let profiles_shown = self.state.tab == gputune_formats::window::Tab::Profiles;
         self.profile_watch.reload_if_changed(
             &mut self.state.profiles,
             profiles_shown,

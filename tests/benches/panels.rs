@@ -16,8 +16,8 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use eframe::egui;
 use gputune::ui::app::AppState;
-use gputune::ui::widgets::time_axis::TimeWindow;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
+use gputune_formats::window::TimeWindow;
 
 const DAY_AT_1_HZ: usize = 86_400;
 const HOUR_AT_1_HZ: usize = 3_600;

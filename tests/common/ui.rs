@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use egui_kittest::Harness;
-use gputune::ui::app::{AppCommand, AppState, RememberedState};
+use gputune::ui::app::{AppCommand, AppState};
 use gputune::ui::model::WindowModel;
 use gputune_core::clock::{Clock, ManualClock};
 use gputune_core::device::Backend;
@@ -16,6 +16,7 @@ use gputune_formats::card::{BackendKind, DeviceError};
 use gputune_formats::tuning::SettingsInForce;
 use gputune_formats::tuning::TrialStats;
 use gputune_formats::tuning::{GpuInfo, GpuTuning, TrialPhase, TrialStatus};
+use gputune_formats::window::RememberedWindow;
 
 /// The `Connected` event the link sends for a simulated machine: its GPUs' identities and limits.
 pub fn connected_event(
@@ -114,9 +115,9 @@ pub fn app_state_with_history(
     let gpu_count = backend.gpu_count().unwrap_or(0) as usize;
     let mut state = AppState::new(
         WindowModel::with_history_capacity(history_samples),
-        RememberedState {
+        RememberedWindow {
             interval_ms,
-            ..RememberedState::default()
+            ..RememberedWindow::default()
         },
     );
     state.take_event(connected, clock.now_ms());
@@ -204,6 +205,6 @@ pub fn running_trial(seconds_in: u64, duration_s: u64) -> TrialStatus {
 pub fn empty_state(history_samples: usize) -> AppState {
     AppState::new(
         WindowModel::with_history_capacity(history_samples),
-        RememberedState::default(),
+        RememberedWindow::default(),
     )
 }

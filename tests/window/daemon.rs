@@ -658,16 +658,17 @@ fn window_until(
 fn tune_tab_shows(state: gputune::ui::app::AppState, label_contains: &str) {
     use egui_kittest::kittest::Queryable;
     let mut state = state;
-    state.tab = gputune::ui::app::Tab::Tune;
+    state.tab = gputune_formats::window::Tab::Tune;
     let harness = common_ui::window_harness(state, [1300.0, 1000.0]);
     harness.get_by_label_contains(label_contains);
 }
 
 #[test]
 fn the_window_shows_a_change_another_process_made() {
-    use gputune::ui::app::{AppState, RememberedState};
+    use gputune::ui::app::AppState;
     use gputune::ui::model::WindowModel;
     use gputune_core::service::client::SocketChoice;
+    use gputune_formats::window::RememberedWindow;
     let machine = FakeMachine::new("rtx4090", "");
     let power_limit_is = |watts: u32| {
         move |state: &AppState| {
@@ -709,7 +710,7 @@ fn the_window_shows_a_change_another_process_made() {
             .expect("the link starts");
     let mut state = AppState::new(
         WindowModel::with_history_capacity(100),
-        RememberedState::default(),
+        RememberedWindow::default(),
     );
     window_until(&link, &mut state, power_limit_is(315));
     let output = machine.gputune(&["apply", "--power-limit", "300W"]);
@@ -791,7 +792,7 @@ fn the_window_shows_what_a_crash_put_back_and_that_the_fans_were_kept() {
     assert_eq!(settings.gpu_clock_offset_mhz, 0);
     assert_eq!(settings.gpu_locked_clocks, None);
     assert_eq!(settings.fan_manual_pct, vec![Some(77), Some(77)]);
-    state.tab = gputune::ui::app::Tab::Tune;
+    state.tab = gputune_formats::window::Tab::Tune;
     let harness = common_ui::window_harness(state, [1300.0, 1000.0]);
     let shown: Vec<String> = harness
         .query_all_by_label_contains("GPU 0 reported Xid 13")

@@ -87,7 +87,7 @@ fn screenshots() {
 
     // The window, through the daemon, trying 70 % for a minute, 25 s in.
     let mut tune = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
-    tune.tab = gputune::ui::app::Tab::Tune;
+    tune.tab = gputune_formats::window::Tab::Tune;
     if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut tune.model.connection {
         *daemon = true;
     }
@@ -134,7 +134,7 @@ fn screenshots() {
         ("tune-sweep-running-rtx4090.png", 3, 55),
     ] {
         let mut sweep = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
-        sweep.tab = gputune::ui::app::Tab::Tune;
+        sweep.tab = gputune_formats::window::Tab::Tune;
         sweep.tune_view = gputune::ui::app::TuneView::Sweep;
         sweep.sweep.progress_file = "/home/ana/runs/llama-lora/train.log".to_string();
         let view = common::sweep_view::simulated_sweep(
@@ -194,7 +194,7 @@ fn screenshots() {
     ];
     for (name, view) in views {
         let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
-        state.tab = gputune::ui::app::Tab::Tune;
+        state.tab = gputune_formats::window::Tab::Tune;
         state.tune_view = gputune::ui::app::TuneView::Stability;
         state.take_event(
             gputune_core::link::LinkEvent::Stability(Box::new(view)),
@@ -204,7 +204,7 @@ fn screenshots() {
     }
 
     let mut profiles = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
-    profiles.tab = gputune::ui::app::Tab::Profiles;
+    profiles.tab = gputune_formats::window::Tab::Profiles;
     let Some(mut quiet) = gputune::ui::profiles::profile_from_card(
         "quiet-70",
         "nights",
@@ -238,7 +238,7 @@ fn screenshots() {
     render(profiles, [1300.0, 600.0], "profiles-rtx4090.png");
 
     let mut plan = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);
-    plan.tab = gputune::ui::app::Tab::Plan;
+    plan.tab = gputune_formats::window::Tab::Plan;
     render(plan, [1400.0, 1250.0], "plan-llama-3.1-8b-qlora.png");
 
     let mut training = app_state(
@@ -277,7 +277,7 @@ fn all_gpus_trying() -> gputune::ui::app::AppState {
         5,
         500,
     );
-    all.tab = gputune::ui::app::Tab::Tune;
+    all.tab = gputune_formats::window::Tab::Tune;
     all.tune_all = true;
     all.tune.power_limit_pct = 70.0;
     if let gputune::ui::model::Connection::Connected { daemon, .. } = &mut all.model.connection {

@@ -7,12 +7,13 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::ui::app::{AppCommand, AppState, RememberedState};
+use gputune::ui::app::{AppCommand, AppState};
 use gputune::ui::model::WindowModel;
-use gputune::ui::widgets::time_axis::TimeWindow;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::LinkEvent;
 use gputune_formats::card::DeviceError;
+use gputune_formats::window::RememberedWindow;
+use gputune_formats::window::TimeWindow;
 
 fn harness(state: AppState) -> Harness<'static, Window> {
     window_harness(state, [1280.0, 1000.0])
@@ -265,13 +266,13 @@ fn a_gpu_that_fails_to_read_shows_its_error_and_the_others_still_show() {
 fn before_the_backend_opens_and_when_it_cannot() {
     let connecting = harness(AppState::new(
         WindowModel::with_history_capacity(10),
-        RememberedState::default(),
+        RememberedWindow::default(),
     ));
     connecting.get_by_label("Looking for GPUs…");
 
     let mut state = AppState::new(
         WindowModel::with_history_capacity(10),
-        RememberedState::default(),
+        RememberedWindow::default(),
     );
     state.take_event(LinkEvent::Failed(DeviceError::NoGpus.to_string()), 0);
     let harness = harness(state);
@@ -288,9 +289,7 @@ fn the_window_remembers_the_gpu_window_and_interval() {
     let uuid = state.model.gpus[6].info.identity.uuid.clone();
     assert_eq!(remembered.selected_gpu_uuid.as_deref(), Some(uuid.as_str()));
 
-    // Through the same serde path eframe's storage uses.
-    let stored = serde_json::to_string(&remembered).unwrap_or_default();
-    let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
+    let (_, restored) = through_eframe_storage(&remembered);
     assert_eq!(restored.monitor.window, TimeWindow::SixHours);
     let mut next_run = AppState::new(WindowModel::with_history_capacity(10), restored);
     let fresh = training(SimScenario::EightRtx4090);
@@ -685,17 +684,42 @@ fn a_pause_is_not_remembered_by_the_next_run() {
     state.selected_gpu = Some(0);
     state.monitor.set_window(TimeWindow::OneHour);
     state.monitor.pause(common_ui::START_MS);
-    let stored = serde_json::to_string(&state.remembered()).unwrap_or_default();
-    let restored: RememberedState = serde_json::from_str(&stored).unwrap_or_default();
+    let (stored, restored) = through_eframe_storage(&state.remembered());
+    let next_run = AppState::new(WindowModel::with_history_capacity(10), restored);
     assert_eq!(
-        restored.monitor.window,
+        next_run.monitor.window,
         TimeWindow::OneHour,
         "the window is kept"
     );
     assert!(
-        restored.monitor.is_following(),
+        next_run.monitor.is_following(),
         "the next run follows live data: {stored}"
     );
+}
+
+/// eframe's storage in memory: the value `save` hands it, as text and as the next run reads it.
+fn through_eframe_storage(remembered: &RememberedWindow) -> (String, RememberedWindow) {
+    #[derive(Default)]
+    struct InMemory(std::collections::HashMap<String, String>);
+    impl eframe::Storage for InMemory {
+        fn get_string(&self, key: &str) -> Option<String> {
+            self.0.get(key).cloned()
+        }
+        fn set_string(&mut self, key: &str, value: String) {
+            self.0.insert(key.to_string(), value);
+        }
+        fn remove_string(&mut self, key: &str) {
+            self.0.remove(key);
+        }
+        fn flush(&mut self) {}
+    }
+    use eframe::Storage as _;
+    let mut storage = InMemory::default();
+    eframe::set_value(&mut storage, "gputune-window", remembered);
+    let stored = storage.get_string("gputune-window").unwrap_or_default();
+    let restored = eframe::get_value(&storage, "gputune-window");
+    assert!(restored.is_some(), "eframe could not read back {stored}");
+    (stored, restored.unwrap_or_default())
 }
 
 #[test]

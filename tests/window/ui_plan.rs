@@ -8,13 +8,14 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::ui::app::{AppCommand, Tab};
+use gputune::ui::app::AppCommand;
 use gputune::ui::plan::{MethodChoice, PlanAction};
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::plan::export::ExportFormat;
 use gputune_core::plan::model::preset;
 use gputune_core::plan::recommend::{batch_product, planned_batch};
 use gputune_formats::reports::plan_setup::{Checkpointing, Task};
+use gputune_formats::window::Tab;
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);

@@ -8,12 +8,13 @@ use gputune_core::profiles::checked::CheckedOffsets;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::ui::app::{AppCommand, Tab};
+use gputune::ui::app::AppCommand;
 use gputune::ui::profiles::{ProfileAction, profile_from_card};
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::folders::Folders;
 use gputune_core::profiles::store::ProfileStore;
 use gputune_formats::tuning::ClockLockInForce;
+use gputune_formats::window::Tab;
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);

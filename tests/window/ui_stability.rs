@@ -8,7 +8,7 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::ui::app::{AppCommand, Tab, TuneView};
+use gputune::ui::app::{AppCommand, TuneView};
 use gputune::ui::tune::stability_panel::StabilityAction;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::LinkEvent;
@@ -21,6 +21,7 @@ use gputune_formats::reports::stability::{Ending, Finding, RunResult, Tally};
 use gputune_formats::reports::stability_watched::Watched;
 use gputune_formats::tuning::{ClockLockInForce, Hold};
 use gputune_formats::tuning::{GpuTuning, Holder, SessionPurpose};
+use gputune_formats::window::Tab;
 use gputune_formats::{profile::Verdict, reports::stability::CheckReport};
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {

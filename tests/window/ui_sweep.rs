@@ -10,13 +10,14 @@ use common::sweep_view::simulated_sweep;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use gputune::ui::app::{AppCommand, Tab, TuneView};
+use gputune::ui::app::{AppCommand, TuneView};
 use gputune::ui::tune::sweep_panel::SweepAction;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::LinkEvent;
 use gputune_core::sweep::steps::SweepSpec;
 use gputune_formats::reports::sweep::Objective;
 use gputune_formats::tuning::{Holder, SessionPurpose};
+use gputune_formats::window::Tab;
 
 fn harness() -> Harness<'static, Window> {
     let mut state = app_state(SimScenario::Rtx4090, LoadPattern::Training, None, 5, 500);

@@ -7,7 +7,7 @@ use crate::common_ui;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
-use gputune::ui::app::{AppCommand, Tab};
+use gputune::ui::app::AppCommand;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::{LinkEvent, TuneCommand};
 use gputune_formats::card::{PstateOffset, Setting};
@@ -15,6 +15,7 @@ use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::tuning::ClockLockInForce;
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{GpuTuning, Holder, SessionPurpose, TrialPhase, TrialStatus};
+use gputune_formats::window::Tab;
 
 fn harness(scenario: SimScenario) -> Harness<'static, Window> {
     let mut state = app_state(scenario, LoadPattern::Training, None, 5, 500);

@@ -17,16 +17,20 @@
 //!   value that is its tag alone cannot refuse one: serde ignores fields beside a unit
 //!   variant's tag);
 //! - a file says its `format_version` (the profile its `schema_version`, the ring its header);
-//!   older formats are read through [`legacy`] and converted, never written.
+//!   older formats are read through [`legacy`] and converted, never written;
+//! - the one exception is [`window`], the window's remembered state that eframe keeps as RON:
+//!   its names stay as the window has always written them (`OneHour`, `Tune`), since renaming
+//!   them would lose every user's saved state.
 //!
 //! This crate depends on serde and nothing of gputune's (its Cargo.toml names no gputune crate,
 //! so "formats depends on nothing but units" is a compile error; `units` is a module here).
 //! Every other crate imports it by its own name (`gputune_formats::card::Setting`); no room
 //! re-exports its types. A type's methods live here when they need only formats, `units` and
 //! std (card.rs; holds.rs, notice.rs, sessions.rs, trial_stats.rs for the types of tuning.rs;
-//! fan_curve.rs and throttle.rs whole, for their private fields); a method that needs a room is
-//! that room's trait, named for what it does (`tuning::in_force::ControlsInForce`,
-//! `profiles::profile::ProfileOnCard`, ...; docs/architecture.md, "Formats").
+//! fan_curve.rs and throttle.rs whole, for their private fields; window.rs's `TimeWindow`); a
+//! method that needs a room is that room's trait, named for what it does
+//! (`tuning::in_force::ControlsInForce`, `profiles::profile::ProfileOnCard`, ...;
+//! docs/architecture.md, "Formats").
 
 pub mod card;
 pub mod fan_curve;
@@ -46,3 +50,4 @@ pub mod throttle;
 pub mod trial_stats;
 pub mod tuning;
 pub mod units;
+pub mod window;

@@ -7,7 +7,6 @@ pub mod box_totals;
 pub mod overview;
 
 use eframe::egui::{self, Color32, RichText};
-use serde::{Deserialize, Serialize};
 
 use crate::ui::model::EarlierHistory;
 use crate::ui::model::GpuModel;
@@ -18,12 +17,12 @@ use crate::ui::widgets::gpu_switcher::gpu_switcher;
 use crate::ui::widgets::processes::{job_pid, processes_table};
 use crate::ui::widgets::throttle_strip::throttle_strip;
 use crate::ui::widgets::time_axis::TimeSpan;
-use crate::ui::widgets::time_axis::TimeWindow;
 use crate::ui::widgets::time_plot::{GraphSpec, column_ms_for, graph, series};
 use gputune_core::telemetry::health::{Severity, health_hints};
 use gputune_core::telemetry::history::Metric;
 use gputune_formats::tuning::ChangeNote;
 use gputune_formats::units::{gib, or_na, watts};
+use gputune_formats::window::{RememberedMonitor, TimeWindow};
 use gputune_formats::{
     card::{Constraints, Telemetry},
     throttle::ThrottleReasons,
@@ -32,17 +31,26 @@ use gputune_formats::{
 /// Sampling intervals offered, in milliseconds.
 pub const INTERVAL_CHOICES_MS: [u64; 6] = [100, 250, 500, 1_000, 2_000, 5_000];
 
-/// What the user chose for the graphs; kept between runs.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// What the user chose for the graphs; the time window is kept between runs
+/// (`RememberedMonitor`, made by `remembered`, read back by `From`).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct MonitorView {
     pub window: TimeWindow,
     /// `None` follows live data; `Some(t)` holds the graphs still, ending at Unix ms `t`.
     /// Not kept between runs: a window opens on live data, not on a pause from last week.
-    #[serde(skip)]
     pub paused_at_ms: Option<u64>,
     /// Put the time axis back to the chosen window on the next frame.
-    #[serde(skip)]
     reset_time_axis: bool,
+}
+
+impl From<RememberedMonitor> for MonitorView {
+    /// The graphs as the last run left them: its time window, following live data.
+    fn from(remembered: RememberedMonitor) -> MonitorView {
+        MonitorView {
+            window: remembered.window,
+            ..MonitorView::default()
+        }
+    }
 }
 
 /// What the graphs ask of the app.
@@ -60,6 +68,13 @@ pub enum MonitorAction {
 }
 
 impl MonitorView {
+    /// What the next run keeps: the time window, not a pause.
+    pub fn remembered(&self) -> RememberedMonitor {
+        RememberedMonitor {
+            window: self.window,
+        }
+    }
+
     pub fn is_following(&self) -> bool {
         self.paused_at_ms.is_none()
     }

@@ -1,7 +1,5 @@
 //! Time on plot axes: x is Unix seconds; labels are the local wall-clock time.
 
-use serde::{Deserialize, Serialize};
-
 /// The time span the graphs show this frame, and whether to force it onto the axis.
 #[derive(Clone, Copy)]
 pub(crate) struct TimeSpan {
@@ -19,48 +17,6 @@ pub(crate) fn seconds(unix_ms: u64) -> f64 {
 /// The x axis's Unix seconds as Unix ms (0 before the epoch).
 pub(crate) fn unix_ms(unix_seconds: f64) -> u64 {
     (unix_seconds.max(0.0) * 1000.0) as u64
-}
-
-/// The spans the time-window picker offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum TimeWindow {
-    OneMinute,
-    #[default]
-    TenMinutes,
-    OneHour,
-    SixHours,
-    Day,
-}
-
-impl TimeWindow {
-    pub const ALL: [TimeWindow; 5] = [
-        TimeWindow::OneMinute,
-        TimeWindow::TenMinutes,
-        TimeWindow::OneHour,
-        TimeWindow::SixHours,
-        TimeWindow::Day,
-    ];
-
-    pub fn duration_ms(self) -> u64 {
-        let minute = 60_000;
-        match self {
-            TimeWindow::OneMinute => minute,
-            TimeWindow::TenMinutes => 10 * minute,
-            TimeWindow::OneHour => 60 * minute,
-            TimeWindow::SixHours => 6 * 60 * minute,
-            TimeWindow::Day => 24 * 60 * minute,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            TimeWindow::OneMinute => "1 min",
-            TimeWindow::TenMinutes => "10 min",
-            TimeWindow::OneHour => "1 h",
-            TimeWindow::SixHours => "6 h",
-            TimeWindow::Day => "24 h",
-        }
-    }
 }
 
 /// Local wall-clock time of a Unix timestamp in seconds: "14:05:09", or "14:05" when
@@ -84,17 +40,6 @@ pub fn axis_label(unix_seconds: f64, visible_span_seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn windows_are_ordered_and_labelled() {
-        let durations: Vec<u64> = TimeWindow::ALL
-            .iter()
-            .map(|window| window.duration_ms())
-            .collect();
-        assert!(durations.windows(2).all(|pair| pair[0] < pair[1]));
-        assert_eq!(TimeWindow::Day.duration_ms(), 86_400_000);
-        assert_eq!(TimeWindow::OneMinute.label(), "1 min");
-    }
 
     #[test]
     fn clock_time_has_the_requested_precision() {

@@ -29,6 +29,8 @@ mod report_measure;
 mod values;
 #[path = "formats/vocabulary.rs"]
 mod vocabulary;
+#[path = "formats/window.rs"]
+mod window;
 #[path = "formats/wire.rs"]
 mod wire;
 
