@@ -330,3 +330,100 @@ fn run_and_sweep_stop_the_jobs_whole_group_with_one_policy_and_say_it_in_one_sen
     assert_eq!(ran, "gputune: the command was ended by signal 9.");
     assert_eq!(ran, swept);
 }
+
+/// Waits until the job's shell, whose pid it wrote to `pid_file`, is stopped (state T).
+fn wait_until_stopped(pid_file: &std::path::Path, gputune: &mut Child) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(pid_file)
+            && text.ends_with('\n')
+            && let Ok(pid) = text.trim().parse::<u32>()
+            && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    == Some("T")
+            })
+        {
+            return;
+        }
+        if let Ok(Some(status)) = gputune.try_wait() {
+            panic!("gputune ended ({status}) before the job stopped itself");
+        }
+        assert!(Instant::now() < deadline, "the job never stopped itself");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A job stopped as the terminal stops a background group that reads it (here by its own
+/// SIGSTOP) would hold the card at the profile forever: gputune notices, says so in one
+/// sentence, stops it by the policy and ends with the job's exit sentence, the card put back.
+fn stays_stopped(machine: &FakeMachine, arguments: &[&str]) {
+    let power_limit_mw = || machine.state().machine.gpus[0].settings.power_limit_mw;
+    let before = power_limit_mw();
+    let job = MarkedJob::new();
+    let script = format!("kill -STOP $$; sleep {}", job.marker);
+    let mut words: Vec<&str> = arguments.to_vec();
+    words.extend(["--", "sh", "-c", &script]);
+    let mut command = machine.command(&words);
+    command.stdin(Stdio::null());
+    let (status, _, stderr) = common::process::spawn_piped(command).finish();
+    assert!(
+        stderr.contains("gputune: the command was stopped: it tried to use the terminal"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("the command was stopped").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("gputune: the command was ended by signal 15."),
+        "{stderr}"
+    );
+    assert!(!status.success(), "{stderr}");
+    assert_eq!(power_limit_mw(), before, "the card is put back: {stderr}");
+    job.assert_nothing_left(&format!("gputune {} (a stopped job)", arguments[0]));
+}
+
+#[test]
+fn run_stops_a_job_that_stays_stopped_and_says_why() {
+    stays_stopped(&machine_with_run_profile(), &RUN);
+}
+
+#[test]
+fn sweep_stops_a_job_that_stays_stopped_and_says_why() {
+    let machine = FakeMachine::for_processes("rtx4090", "training");
+    // The card's settings written once, so the test can read them before the sweep.
+    let output = machine.gputune(&["apply", "--power-limit", "450W"]);
+    assert!(output.status.success(), "{output:?}");
+    stays_stopped(&machine, &SWEEP);
+}
+
+/// Ctrl-C to gputune while the job is stopped: SIGTERM stays pending on a stopped process, so
+/// the stop sends SIGCONT after it and the job's trap runs (a checkpoint) before any SIGKILL.
+#[test]
+fn run_ctrl_c_reaches_a_stopped_job_with_its_sigterm() {
+    let machine = machine_with_run_profile();
+    let job = MarkedJob::new();
+    let folder = job.folder.path();
+    let script = format!(
+        "trap 'echo term > {dir}/got-term; exit 3' TERM; echo $$ > {dir}/job.pid; \
+         kill -STOP $$; sleep {marker}",
+        dir = folder.display(),
+        marker = job.marker
+    );
+    let mut words: Vec<&str> = RUN.to_vec();
+    words.extend(["--", "sh", "-c", &script]);
+    let mut command = machine.command(&words);
+    command.stdin(Stdio::null());
+    let mut running = common::process::spawn_piped(command);
+    wait_until_stopped(&folder.join("job.pid"), &mut running.child);
+    running.signal("INT");
+    let (status, _, stderr) = running.finish();
+    assert!(
+        folder.join("got-term").exists(),
+        "the stopped job never got its SIGTERM: {stderr}"
+    );
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    job.assert_nothing_left("gputune run (Ctrl-C to a stopped job)");
+}

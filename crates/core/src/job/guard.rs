@@ -47,7 +47,8 @@ pub(super) unsafe fn fork_job_under_guard(
             if libc::getppid() != guard_pid {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
-            // Its own process group: a stop signals whatever it started there too.
+            // Its own process group: a stop signals whatever it started there too (the guard
+            // sets it as well, before it names the job to gputune).
             libc::setpgid(0, 0);
             libc::close(guard_end);
             libc::close(gputune_end);
@@ -63,6 +64,10 @@ pub(super) unsafe fn fork_job_under_guard(
 unsafe fn guard(job: libc::pid_t, lifeline: RawFd, mask: &libc::sigset_t) -> ! {
     // SAFETY: system calls on this process's own descriptors, signals and children.
     unsafe {
+        // The job's own process group from here, before gputune learns its pid: the job sets
+        // it too (whichever runs first), so a stop at once does not find no group to signal.
+        // EACCES (it has executed already) and ESRCH (it is gone) leave nothing to do.
+        libc::setpgid(job, job);
         let pid_bytes = job.to_le_bytes();
         libc::write(lifeline, pid_bytes.as_ptr().cast(), pid_bytes.len());
         // Its copies of the job's pipes (and of the spawn's error pipe) would keep them open.

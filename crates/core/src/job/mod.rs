@@ -9,8 +9,10 @@
 //!   parser (`job::progress`, with the user's `--progress-regex` where the known formats do
 //!   not match); or its log file followed like `tail -F` (a job already running);
 //! - its processes ([`Job::pids`]: the tree, as NVML's process list shows them);
-//! - stopping it, one policy ([`Job::stop`]): SIGTERM to its group, [`STOP_GRACE`] to end,
-//!   then SIGKILL to its whole tree; a second stop kills at once;
+//! - stopping it, one policy ([`Job::stop`]): SIGTERM to its group (then SIGCONT, so a stopped
+//!   job gets it), [`STOP_GRACE`] to end, then SIGKILL to its whole tree; a second stop kills
+//!   at once. A job whose process stays stopped (the terminal's SIGTTIN/SIGTTOU: it is not the
+//!   terminal's foreground group) is stopped by that policy, and said once ([`Job::take_notice`]);
 //! - how it ended, in one sentence ([`ended_sentence`]) and one exit code ([`exit_code_of`]).
 //!
 //! The rule: nothing outside this room spawns, signals or waits on the user's command.
@@ -49,6 +51,10 @@ pub struct Job {
     tracked: TrackedJob,
     /// Set by the first [`Job::stop`]: when what is left of the job is killed.
     kill_at: Option<Instant>,
+    /// Since when the job's process has been seen stopped.
+    stopped_since: Option<Instant>,
+    /// What the front end says once ([`Job::take_notice`]).
+    notice: Option<&'static str>,
 }
 
 impl Job {
@@ -59,10 +65,10 @@ impl Job {
             Ok(tracked) => Ok(Job {
                 tracked,
                 kill_at: None,
+                stopped_since: None,
+                notice: None,
             }),
-            Err(error) => Err(format!(
-                "{program} could not be started ({error}): check its path and that it is executable."
-            )),
+            Err(error) => Err(start_failure(&program, &error)),
         }
     }
 
@@ -98,20 +104,23 @@ impl Job {
     }
 
     /// Asks the job to end: the first time SIGTERM to its whole group (a training script may
-    /// save a checkpoint), the second time SIGKILL to its whole tree at once. What is left
-    /// after [`STOP_GRACE`] is killed by [`Job::poll`].
+    /// save a checkpoint), then SIGCONT, as a shell does, so a stopped job gets it; the second
+    /// time SIGKILL to its whole tree at once. What is left after [`STOP_GRACE`] is killed by
+    /// [`Job::poll`].
     pub fn stop(&mut self) -> Stopping {
         if self.kill_at.is_some() {
             let _ = self.tracked.end_tree();
             return Stopping::Killed;
         }
         self.tracked.signal(nix::sys::signal::Signal::SIGTERM);
+        self.tracked.signal(nix::sys::signal::Signal::SIGCONT);
         self.kill_at = Some(Instant::now() + STOP_GRACE);
         Stopping::Terminating
     }
 
     /// How the job ended, once it has and nothing it started is left; kills it when a stop's
-    /// grace is over.
+    /// grace is over. A job whose process stays stopped for [`stop::STOPPED_FOR`] is stopped
+    /// by the policy, and [`Job::take_notice`] then says so.
     pub fn poll(&mut self) -> std::io::Result<Option<ExitStatus>> {
         if let Some(status) = self.tracked.try_wait()? {
             return Ok(Some(status));
@@ -119,13 +128,43 @@ impl Job {
         if self.kill_at.is_some_and(|at| Instant::now() >= at) {
             return self.tracked.end_tree().map(Some);
         }
+        self.stop_if_stopped();
         Ok(None)
     }
 
+    /// The sentence a front end says once, when the job did something it cannot be left to
+    /// (its process stayed stopped) and is being stopped for it.
+    pub fn take_notice(&mut self) -> Option<&'static str> {
+        self.notice.take()
+    }
+
+    /// Stops the job by the policy when its process has been stopped (the terminal's SIGTTIN or
+    /// SIGTTOU, a SIGSTOP) for [`stop::STOPPED_FOR`]: nothing else would end it, and gputune
+    /// would wait forever with the card at the profile.
+    fn stop_if_stopped(&mut self) {
+        if self.is_stopping() {
+            return;
+        }
+        if !stop::is_stopped(self.tracked.pid()) {
+            self.stopped_since = None;
+            return;
+        }
+        let since = *self.stopped_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= stop::STOPPED_FOR {
+            self.notice = Some(stop::STOPPED_SENTENCE);
+            self.stop();
+        }
+    }
+
     /// [`Job::poll`] for a terminal's front end: a job that cannot be waited on is said so on
-    /// `messages` and killed (its status then is the kill's).
+    /// `messages` and killed (its status then is the kill's); its notice ([`Job::take_notice`])
+    /// is said there too.
     pub fn poll_or_end(&mut self, messages: &mut dyn Write) -> anyhow::Result<Option<ExitStatus>> {
-        match self.poll() {
+        let polled = self.poll();
+        if let Some(notice) = self.take_notice() {
+            let _ = writeln!(messages, "gputune: {notice}");
+        }
+        match polled {
             Ok(status) => Ok(status),
             Err(error) => {
                 let _ = writeln!(
@@ -160,3 +199,19 @@ impl Job {
         self.tracked.end_tree()
     }
 }
+
+/// Why `program` could not be started, in one sentence: its path and mode are worth checking
+/// only when the exec failed on them (not when the step before it, the guard's fork or taking
+/// the invoking user's ids, did).
+fn start_failure(program: &str, error: &std::io::Error) -> String {
+    let hint = match error.raw_os_error() {
+        Some(nix::libc::ENOENT | nix::libc::EACCES) => {
+            ": check its path and that it is executable."
+        }
+        _ => ".",
+    };
+    format!("{program} could not be started ({error}){hint}")
+}
+
+#[cfg(test)]
+mod tests;

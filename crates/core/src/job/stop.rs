@@ -1,11 +1,21 @@
-//! The job's processes (its tree from /proc) and the words of the one stop policy: SIGTERM to
-//! its process group, [`STOP_GRACE`] to end, then SIGKILL to its whole tree.
+//! The job's processes (its tree and its state from /proc) and the words of the one stop
+//! policy: SIGTERM (then SIGCONT, so a stopped job gets it) to its process group,
+//! [`STOP_GRACE`] to end, then SIGKILL to its whole tree.
 
+use std::io::Read;
 use std::time::Duration;
 
 /// How long a job has to end after SIGTERM before it is killed (a training script may save a
 /// checkpoint on SIGTERM; a few seconds is enough to end without one).
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How long the job's process may stay stopped (state `T`: SIGTTIN or SIGTTOU from the
+/// terminal, SIGSTOP) before it is stopped by the policy: a stopped job would hold the card at
+/// the profile forever, and nothing else would say why.
+pub(super) const STOPPED_FOR: Duration = Duration::from_secs(1);
+
+/// What a front end says, once, when the job was stopped and is stopped by the policy.
+pub(super) const STOPPED_SENTENCE: &str = "the command was stopped: it tried to use the terminal (a password prompt, stty, a read of it), which a command under gputune does not own as it runs in a process group of its own, or it was sent SIGSTOP. Stopping it; run it with its input from a file or without a terminal prompt.";
 
 /// What a stop did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +37,24 @@ impl Stopping {
             Stopping::Killed => "killing the command.".to_string(),
         }
     }
+}
+
+/// Whether `pid` is stopped (state `T` in /proc/PID/stat); false for a process that is gone or
+/// cannot be read. Reads at most a few KiB.
+pub(super) fn is_stopped(pid: u32) -> bool {
+    let mut stat = Vec::new();
+    let read = std::fs::File::open(format!("/proc/{pid}/stat"))
+        .and_then(|file| file.take(4096).read_to_end(&mut stat));
+    read.is_ok() && state_of(&stat) == Some(b'T')
+}
+
+/// The state field of a /proc/PID/stat line: the first after the command, which may hold ") ".
+fn state_of(stat: &[u8]) -> Option<u8> {
+    let close = stat.iter().rposition(|&byte| byte == b')')?;
+    stat.get(close + 1..)?
+        .iter()
+        .copied()
+        .find(|byte| !byte.is_ascii_whitespace())
 }
 
 /// The pids of `root` and every process below it, from /proc.
@@ -84,5 +112,14 @@ mod tests {
         assert!(tree.contains(&child.id()), "{tree:?}");
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    #[test]
+    fn the_state_is_read_after_the_command_and_a_vanished_pid_is_not_stopped() {
+        assert_eq!(state_of(b"42 (a) b) T 1 42 42"), Some(b'T'));
+        assert_eq!(state_of(b"42 (sleep) S 1"), Some(b'S'));
+        assert_eq!(state_of(b"42 (sleep"), None);
+        assert!(!is_stopped(std::process::id()));
+        assert!(!is_stopped(u32::MAX));
     }
 }

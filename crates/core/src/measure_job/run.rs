@@ -284,7 +284,12 @@ impl Runner<'_> {
                 }
             }
             // Ended, and nothing it started outlives it (its guard killed the rest).
-            if let Ok(Some(status)) = started.job.poll() {
+            let polled = started.job.poll();
+            // A job that stayed stopped (it used the terminal) is being stopped: said once.
+            if let Some(notice) = started.job.take_notice() {
+                self.watcher.message(notice);
+            }
+            if let Ok(Some(status)) = polled {
                 seen.ended = Some(status);
                 return seen;
             }
