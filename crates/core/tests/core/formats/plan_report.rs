@@ -4,7 +4,6 @@
 //! every name the planner's closed sets print.
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use gputune_formats::reports::plan::{
@@ -16,7 +15,9 @@ use gputune_formats::reports::plan_setup::{
     Precision, Sharding, Task, TrainingSetup,
 };
 
+use super::command_reports::printed;
 use super::golden;
+use super::vocabulary::words;
 
 const LORA: Method = Method::Lora {
     rank: 16,
@@ -80,16 +81,6 @@ fn strategy(method: Method, precision: Precision, bytes: u64, max: Option<u64>) 
         per_gpu_bytes_at_batch_1: bytes,
         max_micro_batch: max,
     }
-}
-
-/// What `--json` prints: the pretty layout and a newline.
-fn printed<T: Serialize>(report: &T) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    if let Err(error) = gputune_core::text::write_json_pretty(&mut bytes, report) {
-        panic!("the report did not serialize: {error}");
-    }
-    bytes.push(b'\n');
-    bytes
 }
 
 #[test]
@@ -158,24 +149,6 @@ fn plan_json_writes_its_bytes() {
         training_seconds: Some(40_941.776_271_186_44),
     };
     golden("reports/plan.json", &printed(&report));
-}
-
-/// Each value as JSON, after checking it reads back to itself.
-fn words<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(values: &[T]) -> Value {
-    Value::Array(
-        values
-            .iter()
-            .map(|value| {
-                let json = match serde_json::to_value(value) {
-                    Ok(json) => json,
-                    Err(error) => panic!("{value:?} does not serialize: {error}"),
-                };
-                let back = serde_json::from_value::<T>(json.clone()).map_err(|e| e.to_string());
-                assert_eq!(back.as_ref(), Ok(value), "{json}");
-                json
-            })
-            .collect(),
-    )
 }
 
 /// Each value as JSON (report values are only written).

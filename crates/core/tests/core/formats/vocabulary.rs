@@ -18,7 +18,7 @@ use gputune_formats::tuning::{
 use super::{formats_dir, golden};
 
 /// Each value as JSON, after checking it reads back to itself.
-fn words<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(values: &[T]) -> Value {
+pub fn words<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(values: &[T]) -> Value {
     Value::Array(
         values
             .iter()
