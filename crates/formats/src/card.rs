@@ -162,7 +162,7 @@ pub enum FanMode {
 }
 
 /// A change to a card, as a user asks for it. Reaches hardware only as a
-/// [`ValidatedSetting`], which `device::gate` alone can make.
+/// `device::gate::ValidatedSetting` (gputune-core), which `device::gate` alone can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Setting {
@@ -282,7 +282,7 @@ pub struct GpuProcess {
     pub used_memory_bytes: Option<u64>,
     /// The owner's user name (or uid, when it has no name); `None` when it could not be read.
     pub user: Option<String>,
-    /// The command line, made printable and cut to [`MAX_COMMAND_CHARS`]; `None` when it could
+    /// The command line, made printable and cut to `device::process::MAX_COMMAND_CHARS` (gputune-core); `None` when it could
     /// not be read.
     pub command: Option<String>,
     /// The process had ended by the time /proc was read (NVML lists a process a little longer

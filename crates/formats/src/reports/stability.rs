@@ -325,7 +325,7 @@ pub struct RunResult {
     pub prepared: Option<Prepared>,
 }
 
-/// What [`ComputeDevice::prepare`] set up.
+/// What `stability::compute::ComputeDevice::prepare` (gputune-core) set up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prepared {
     /// The device as its driver names it ("NVIDIA H100 80GB HBM3").

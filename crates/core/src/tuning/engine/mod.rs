@@ -2,7 +2,7 @@
 //! `profile apply`, boot defaults, sweeps — goes through an [`Engine`], owned by the daemon or,
 //! without one, by the process that may write. It validates through `device::gate`, journals
 //! what puts a card back before any temporary change, keeps what each card runs
-//! ([`SettingsInForce`]), holds one session per card, follows fan curves with a safety net, ends
+//! ([`SettingsInForce`](gputune_formats::tuning::SettingsInForce)), holds one session per card, follows fan curves with a safety net, ends
 //! trials by the clock and puts back exactly what was there when a session ends or its client
 //! goes away.
 //!
