@@ -100,7 +100,10 @@ fn once_interrupted() -> MeasureReport {
 #[test]
 fn a_plan_measure_report_writes_its_bytes_and_reads_back() {
     let reports = vec![with_fit_and_plan(), once_interrupted()];
-    golden("reports/plan-measure.jsonl", json_lines(&reports).as_bytes());
+    golden(
+        "reports/plan-measure.jsonl",
+        json_lines(&reports).as_bytes(),
+    );
     let read: Vec<MeasureReport> = read_json_lines("reports/plan-measure.jsonl");
     assert_eq!(read, reports);
 }
