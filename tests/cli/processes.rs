@@ -321,7 +321,16 @@ fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes(
     .expect("the profile is written");
     let mut run = common::process::spawn_piped(daemon.client(
         &machine,
-        &["run", "--profile", "Cool", "--", "sleep", "300"],
+        // A launcher (the job) whose child uses the GPU, as torchrun's workers do.
+        &[
+            "run",
+            "--profile",
+            "Cool",
+            "--",
+            "sh",
+            "-c",
+            "sleep 300 & wait",
+        ],
     ));
     run.wait_for_line("applied the profile");
     let status = |arguments: &[&str]| {
@@ -360,9 +369,12 @@ fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes(
         "{session}"
     );
     assert!(session["energy_used_mj"].is_u64(), "{session}");
-    // The job uses the GPU: the driver lists it, and status marks it.
+    // The job and the worker it started use the GPU: the driver lists both, and status marks
+    // both as the session's job.
     let job_pid = session["job_pid"].as_u64().unwrap_or_default() as u32;
+    let worker_pid = child_of(job_pid);
     machine.register_process(0, job_pid, ProcessKind::Compute, Some(18_000));
+    machine.register_process(0, worker_pid, ProcessKind::Compute, Some(4_000));
     let text = status(&[]);
     assert!(
         text.lines()
@@ -370,15 +382,53 @@ fn status_names_the_session_holding_a_gpu_and_marks_its_job_among_the_processes(
                 && line.contains("by gputune run")),
         "{text}"
     );
-    assert!(
-        text.lines()
-            .any(|line| line.contains(&format!("pid {job_pid}"))
+    for pid in [job_pid, worker_pid] {
+        assert!(
+            text.lines().any(|line| line.contains(&format!("pid {pid}"))
                 && line.ends_with("(the session's job)")),
-        "{text}"
-    );
+            "{text}"
+        );
+    }
+    let report: Value = serde_json::from_str(&status(&["--json"])).unwrap_or(Value::Null);
+    let worker = report["gpus"][0]["processes"]
+        .as_array()
+        .and_then(|listed| listed.iter().find(|process| process["pid"] == worker_pid))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(worker["ancestor_pids"][0], job_pid, "{worker}");
     let _ = run.child.kill();
     // Without a daemon, no session is known and none is said.
     let quiet = machine.gputune(&["--backend", "nvml", "status", "--json"]);
     let report: Value = serde_json::from_slice(&quiet.stdout).unwrap_or(Value::Null);
     assert_eq!(report["gpus"][0]["sessions"], Value::Null);
+}
+
+/// The one child of `parent` (waited for: a shell starts it a moment after it starts).
+fn child_of(parent: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let children: Vec<u32> = std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+                    .filter(|pid| {
+                        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+                            status
+                                .lines()
+                                .any(|line| line == format!("PPid:\t{parent}"))
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let [child] = children[..] {
+            return child;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{parent} never started its child: {children:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

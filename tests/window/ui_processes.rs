@@ -67,6 +67,7 @@ fn process(pid: u32, mib: u64, command: Option<&str>) -> GpuProcess {
         user: Some("bob".to_string()),
         command: command.map(str::to_string),
         exited: command.is_none(),
+        ancestor_pids: Vec::new(),
     }
 }
 

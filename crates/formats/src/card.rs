@@ -289,6 +289,12 @@ pub struct GpuProcess {
     /// than it lives, and a pid can end between the two).
     #[serde(default)]
     pub exited: bool,
+    /// Its parent, grandparent, … as /proc named them when it was read (nearest first, at most
+    /// `device::procfs::MAX_ANCESTORS` of gputune-core, init left out); empty when /proc could
+    /// not tell. A job's worker started by a launcher (torchrun, accelerate, a shell script)
+    /// is known as the job's by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestor_pids: Vec<u32>,
 }
 
 impl OffsetRangeMhz {
@@ -416,6 +422,12 @@ impl ProcessKind {
 }
 
 impl GpuProcess {
+    /// Whether this process is the job `job_pid` (a session's, as its holder says) or was
+    /// started by it, however deep.
+    pub fn belongs_to_job(&self, job_pid: Option<u32>) -> bool {
+        job_pid.is_some_and(|job| self.pid == job || self.ancestor_pids.contains(&job))
+    }
+
     /// The command as shown: the command line, "(exited)" or "(unknown)".
     pub fn command_text(&self) -> &str {
         match (&self.command, self.exited) {

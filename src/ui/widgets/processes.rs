@@ -34,7 +34,7 @@ pub fn summary_text(processes: Option<&[GpuProcess]>, job_pid: Option<u32>) -> S
         return "none".to_string();
     };
     let mut parts = vec![processes.len().to_string()];
-    if Some(top.pid) == job_pid {
+    if top.belongs_to_job(job_pid) {
         parts.push("job".to_string());
     }
     parts.push(top.user_text().to_string());
@@ -66,7 +66,7 @@ fn process_line(process: &GpuProcess, job_pid: Option<u32>) -> String {
     format!(
         "{}{}  {}  {}  {}  {}",
         process.pid,
-        if Some(process.pid) == job_pid {
+        if process.belongs_to_job(job_pid) {
             " (job)"
         } else {
             ""
@@ -165,7 +165,7 @@ fn process_row(ui: &mut egui::Ui, process: &GpuProcess, job_pid: Option<u32>, co
     ui.horizontal(|ui| {
         cell(ui, PID_WIDTH, |ui| {
             ui.label(process.pid.to_string());
-            if Some(process.pid) == job_pid {
+            if process.belongs_to_job(job_pid) {
                 ui.label(RichText::new("job").strong().color(JOB_COLOUR))
                     .on_hover_text("The command gputune run or the sweep started");
             }
@@ -216,6 +216,7 @@ mod tests {
             user: Some("alice".to_string()),
             command: command.map(str::to_string),
             exited: command.is_none(),
+            ancestor_pids: Vec::new(),
         }
     }
 
@@ -245,6 +246,25 @@ mod tests {
         assert_eq!(
             process_line(&processes[1], Some(8)),
             "8 (job)  alice  10 MiB  C  (exited)"
+        );
+    }
+
+    #[test]
+    fn a_worker_the_job_started_is_marked_as_the_job() {
+        // The job (a launcher, 100) uses no GPU itself; its worker does.
+        let mut worker = process(300, 20_000, Some("python train.py"));
+        worker.ancestor_pids = vec![200, 100];
+        assert_eq!(
+            summary_text(Some(std::slice::from_ref(&worker)), Some(100)),
+            "1 · job · alice · 19.5 GiB · python train.py"
+        );
+        assert_eq!(
+            process_line(&worker, Some(100)),
+            "300 (job)  alice  20000 MiB  C  python train.py"
+        );
+        assert_eq!(
+            process_line(&worker, Some(7)),
+            "300  alice  20000 MiB  C  python train.py"
         );
     }
 }

@@ -84,6 +84,7 @@ mod tests {
             user: None,
             command: None,
             exited: true,
+            ancestor_pids: Vec::new(),
         };
         assert_eq!(process.command_text(), "(exited)");
         assert_eq!(process.user_text(), "?");

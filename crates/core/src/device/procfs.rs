@@ -23,6 +23,9 @@ const MAX_STATUS_BYTES: u64 = 8 * 1024;
 const MAX_COMM_BYTES: u64 = 64;
 /// User names kept; the cache is emptied when it is full.
 const MAX_CACHED_USERS: usize = 1024;
+/// Ancestors read above a listed process: deeper than any launcher chain (a shell, accelerate,
+/// torchrun, a worker), and a bound on the reads a sample makes.
+pub const MAX_ANCESTORS: usize = 16;
 
 /// Reads processes' owners and command lines; remembers user names, so a slow user database
 /// (LDAP) is asked once per uid.
@@ -66,6 +69,7 @@ impl ProcReader {
             user: None,
             command: None,
             exited: false,
+            ancestor_pids: Vec::new(),
         };
         match read_bounded(&folder.join("status"), MAX_STATUS_BYTES) {
             ProcRead::Gone => {
@@ -75,6 +79,7 @@ impl ProcReader {
             ProcRead::Unreadable => {}
             ProcRead::Bytes(status) => {
                 process.user = real_uid(&status).map(|uid| self.user_name(uid));
+                process.ancestor_pids = self.ancestors(listed.pid, &status);
             }
         }
         match command_line(&folder) {
@@ -82,6 +87,30 @@ impl ProcReader {
             Err(Gone) => process.exited = true,
         }
         process
+    }
+
+    /// The parent chain above `pid` (whose /proc status is `status`), nearest first, up to
+    /// init (left out) or [`MAX_ANCESTORS`]; it stops where a parent is gone or unreadable, and
+    /// at a pid already seen (a chain /proc changed while it was read).
+    fn ancestors(&self, pid: u32, status: &[u8]) -> Vec<u32> {
+        let mut ancestors = Vec::new();
+        let mut next = parent_pid(status);
+        while let Some(parent) = next {
+            if parent <= 1
+                || parent == pid
+                || ancestors.len() >= MAX_ANCESTORS
+                || ancestors.contains(&parent)
+            {
+                break;
+            }
+            ancestors.push(parent);
+            let path = self.root.join(parent.to_string()).join("status");
+            next = match read_bounded(&path, MAX_STATUS_BYTES) {
+                ProcRead::Bytes(status) => parent_pid(&status),
+                ProcRead::Gone | ProcRead::Unreadable => None,
+            };
+        }
+        ancestors
     }
 
     /// The name of `uid`, or the number when it has none (as `ps` shows it).
@@ -157,6 +186,15 @@ fn real_uid(status: &[u8]) -> Option<u32> {
         .and_then(|uid| uid.parse().ok())
 }
 
+/// The parent's pid on the `PPid:` line of /proc/PID/status (0 for a process of another pid
+/// namespace's init).
+fn parent_pid(status: &[u8]) -> Option<u32> {
+    String::from_utf8_lossy(status)
+        .lines()
+        .find_map(|line| line.strip_prefix("PPid:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
 /// At most `limit` bytes of a /proc file.
 fn read_bounded(path: &Path, limit: u64) -> ProcRead {
     let file = match std::fs::File::open(path) {
@@ -194,11 +232,17 @@ mod tests {
     }
 
     fn fake_process(root: &Path, pid: u32, uid: u32, cmdline: &[u8], comm: &str) {
+        fake_child(root, pid, 1, uid, cmdline, comm);
+    }
+
+    fn fake_child(root: &Path, pid: u32, ppid: u32, uid: u32, cmdline: &[u8], comm: &str) {
         let folder = root.join(pid.to_string());
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(
             folder.join("status"),
-            format!("Name:\t{comm}\nUmask:\t0022\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"),
+            format!(
+                "Name:\t{comm}\nUmask:\t0022\nPPid:\t{ppid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+            ),
         )
         .unwrap();
         std::fs::write(folder.join("cmdline"), cmdline).unwrap();
@@ -274,5 +318,43 @@ mod tests {
         assert!(!process.exited);
         assert!(process.user.is_some());
         assert!(process.command.is_some());
+    }
+
+    #[test]
+    fn a_worker_knows_its_launchers_up_to_init() {
+        let root = tempfile::tempdir().unwrap();
+        // bash (the job, 100) → torchrun (200) → a worker (300) using the GPU.
+        fake_child(root.path(), 100, 1, 0, b"bash\0train.sh\0", "bash");
+        fake_child(root.path(), 200, 100, 0, b"torchrun\0", "torchrun");
+        fake_child(root.path(), 300, 200, 0, b"python\0train.py\0", "python");
+        let worker = ProcReader::with_root(root.path()).describe(listed(300));
+        assert_eq!(worker.ancestor_pids, vec![200, 100]);
+        assert!(worker.belongs_to_job(Some(100)));
+        assert!(worker.belongs_to_job(Some(300)));
+        assert!(!worker.belongs_to_job(Some(7)));
+        assert!(!worker.belongs_to_job(None));
+    }
+
+    #[test]
+    fn a_chain_that_loops_or_runs_deep_or_breaks_is_cut_short() {
+        let root = tempfile::tempdir().unwrap();
+        // A loop (as /proc can show when pids are reused while it is read).
+        fake_child(root.path(), 10, 11, 0, b"a\0", "a");
+        fake_child(root.path(), 11, 12, 0, b"b\0", "b");
+        fake_child(root.path(), 12, 11, 0, b"c\0", "c");
+        let looping = ProcReader::with_root(root.path()).describe(listed(10));
+        assert_eq!(looping.ancestor_pids, vec![11, 12]);
+        // A chain deeper than the bound.
+        for pid in 1_000..1_100 {
+            fake_child(root.path(), pid, pid + 1, 0, b"x\0", "x");
+        }
+        let deep = ProcReader::with_root(root.path()).describe(listed(1_000));
+        assert_eq!(deep.ancestor_pids.len(), MAX_ANCESTORS);
+        assert_eq!(deep.ancestor_pids[0], 1_001);
+        // A parent that is gone ends the chain; the process is still read.
+        fake_child(root.path(), 20, 21, 0, b"orphaned\0", "orphaned");
+        let broken = ProcReader::with_root(root.path()).describe(listed(20));
+        assert_eq!(broken.ancestor_pids, vec![21]);
+        assert_eq!(broken.command.as_deref(), Some("orphaned"));
     }
 }

@@ -203,6 +203,7 @@ fn other_programs_computing_on_the_card_are_named_and_only_force_goes_on_beside_
         user: Some("alice".to_string()),
         command: Some("python train.py".to_string()),
         exited: false,
+        ancestor_pids: Vec::new(),
     };
     let desktop = GpuProcess {
         pid: 1000,
@@ -211,6 +212,7 @@ fn other_programs_computing_on_the_card_are_named_and_only_force_goes_on_beside_
         user: Some("alice".to_string()),
         command: Some("Xorg".to_string()),
         exited: false,
+        ancestor_pids: Vec::new(),
     };
     let mut other_work = OtherWork {
         processes: Some(vec![training.clone(), desktop.clone()]),

@@ -273,7 +273,7 @@ fn write_processes_text(
             or_na(process.used_memory_bytes, mib_text),
             process.kind.short(),
             process.command_text(),
-            if Some(process.pid) == job_pid {
+            if process.belongs_to_job(job_pid) {
                 "  (the session's job)"
             } else {
                 ""

@@ -37,5 +37,6 @@ pub(super) fn sim_processes(gpu: &SimGpu, index: u32, gpu_count: u32) -> Vec<Gpu
         user: Some(SIM_USER.to_string()),
         command: Some(command.to_string()),
         exited: false,
+        ancestor_pids: Vec::new(),
     }]
 }

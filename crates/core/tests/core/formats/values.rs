@@ -209,6 +209,7 @@ pub fn telemetry() -> Telemetry {
             user: Some("alice".to_string()),
             command: Some("python train.py".to_string()),
             exited: false,
+            ancestor_pids: Vec::new(),
         }]),
         ecc: Some(EccCounts {
             corrected_volatile: 3,
