@@ -2,6 +2,9 @@
 //! is what UI tests drive); `GpuTuneApp` (app_glue.rs) connects it to eframe, the link to the
 //! tuning service, file dialogs and storage.
 
+use eframe::egui;
+use eframe::egui::RichText;
+
 use super::model::{Connection, WindowModel};
 use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
@@ -12,8 +15,6 @@ use super::tune::TunePanel;
 use super::tune::stability_panel::{StabilityAction, StabilityPanel};
 use super::tune::sweep_panel::{SweepAction, SweepPanel};
 use super::widgets::banner::connection_banner;
-use eframe::egui;
-use eframe::egui::RichText;
 use gputune_core::link::{LinkEvent, TuneCommand};
 use gputune_core::service::INTERVAL_RANGE_MS;
 use gputune_formats::tuning::Notice;

@@ -4,13 +4,14 @@
 //!
 //! Run: `cargo bench --bench history_store`.
 
-use gputune_core::telemetry::history::MetricRow;
 use std::hint::black_box;
 use std::os::unix::fs::MetadataExt;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
 use gputune_core::device::sim::{SimOptions, SimScenario};
 use gputune_core::device::{BackendChoice, BackendOptions, open_backend};
+use gputune_core::telemetry::history::MetricRow;
 use gputune_core::telemetry::store::{HistoryOptions, HistoryStore, PAGE_SECONDS};
 use gputune_formats::card::Telemetry;
 use gputune_formats::history::HistoryPage;

@@ -5,10 +5,10 @@
 //! entry, GPU 3 gets its offset; a scan of GPU 5 saved into the profile adds GPU 5's own and
 //! keeps the others.
 
+use common::FakeMachine;
+
 use crate::common;
 use gputune_core::profiles::checked::CheckedOffsets;
-
-use common::FakeMachine;
 use gputune_formats::card::Setting;
 
 fn text(bytes: &[u8]) -> String {

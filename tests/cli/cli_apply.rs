@@ -3,17 +3,16 @@
 //! `--try` ending by its timer, Ctrl-C, SIGTERM, `kill -9` (the next start restores) and a GPU
 //! lost mid-trial. The fake's write log says which hardware writes happened.
 
-use crate::common;
-use gputune_core::tuning::state_folder::EngineJournal;
-
-use common::process::{Running, spawn_piped};
-
 use std::path::PathBuf;
 use std::process::Output;
 
 use common::FakeMachine;
-use gputune_formats::card::Setting;
+use common::process::{Running, spawn_piped};
 use nvidia_ml_fake::{WriteRecord, save_state};
+
+use crate::common;
+use gputune_core::tuning::state_folder::EngineJournal;
+use gputune_formats::card::Setting;
 
 /// NVML_ERROR_NO_PERMISSION.
 const NO_PERMISSION: u32 = 4;

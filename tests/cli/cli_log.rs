@@ -2,13 +2,13 @@
 //! a fanless datacenter card, a GPU that is lost) and against the simulator; appending, refusing
 //! a foreign file, stopping on SIGTERM, and clear errors for bad requests.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
+
+use crate::common;
 use gputune_core::telemetry::csv::HEADER;
 use gputune_formats::throttle::ThrottleReason;
 

@@ -3,8 +3,9 @@
 
 use std::process::Output;
 
-use gputune_core::plan::model::PRESET_NAMES;
 use serde_json::Value;
+
+use gputune_core::plan::model::PRESET_NAMES;
 
 /// Every field of `TrainingArguments` in transformers 5.23.0, as
 /// `[f.name for f in dataclasses.fields(TrainingArguments)]` lists them

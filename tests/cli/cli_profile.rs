@@ -4,15 +4,15 @@
 //! reached the card), delete, export, import, default, apply-defaults, a profile from an RTX
 //! 4090 applied to the fanless H100, and unreadable files that are named and left alone.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::FakeMachine;
-use gputune_formats::card::Setting;
 use nvidia_ml_fake::WriteRecord;
 use serde_json::Value;
+
+use crate::common;
+use gputune_formats::card::Setting;
 
 /// A fake machine with config and state folders of its own.
 struct Machine {

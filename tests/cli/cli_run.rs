@@ -4,18 +4,16 @@
 //! SIGTERM; after `kill -9` the next start restores from the journal. The run reports its
 //! energy, and `--log` writes its telemetry.
 
-use crate::common;
-
-use common::process::{PATIENCE, Running, spawn_piped};
-
 use std::path::{Path, PathBuf};
-
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
-use gputune_formats::card::Setting;
+use common::process::{PATIENCE, Running, spawn_piped};
 use nvidia_ml_fake::WriteRecord;
+
+use crate::common;
+use gputune_formats::card::Setting;
 
 struct Machine {
     fake: FakeMachine,

@@ -1,14 +1,14 @@
 //! `gputune status` as a user runs it: against the simulator, and against the fake
 //! libnvidia-ml through the real NVML path, one GPU and eight.
 
-use crate::common;
-
 use common::FakeMachine;
+use serde_json::Value;
+
+use crate::common;
 use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_formats::card::Setting;
-use serde_json::Value;
 
 /// The fields every GPU in `status --json` must carry (null when unsupported).
 const REQUIRED_FIELDS: [&str; 23] = [

@@ -3,11 +3,11 @@
 //! apply, a trial, a scan, a check — the clock offset and lock go back, the kept curve goes on
 //! driving the fans, and the CLI says the crash's one sentence.
 
-use crate::common;
-
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
 use common::{FakeMachine, text};
+
+use crate::common;
 
 /// A flat curve: whatever the fake card's temperature, the fans run at 77 %.
 const KEEP_77: [&str; 7] = [

@@ -4,8 +4,6 @@
 //! Each job's processes carry a marker (a `sleep` length no other test uses) in their command
 //! line; /proc is searched for it after gputune ended.
 
-use crate::common;
-
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::FakeMachine;
 use common::process::PATIENCE;
+
+use crate::common;
 
 /// How long the job's processes may take to go once gputune has ended (generous: only a
 /// broken build waits it out).

@@ -3,12 +3,13 @@
 //! processes, a card that does not list them; the simulator's training job; the sampler's
 //! readings; `gputune status --json` and its text.
 
-use crate::common;
-
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
+use serde_json::Value;
+
+use crate::common;
 use gputune_core::device::Backend;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::sim::{
@@ -17,7 +18,6 @@ use gputune_core::device::sim::{
 use gputune_core::link::{Link, LinkEvent};
 use gputune_core::service::client::SocketChoice;
 use gputune_formats::card::{GpuProcess, ProcessKind};
-use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
 

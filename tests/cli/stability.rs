@@ -4,14 +4,14 @@
 //! Ctrl-C, SIGTERM and kill -9 mid-check and mid-scan put the card back; the scanner stops
 //! within a step of the margin and confirms a stable offset; profiles remember their check.
 
-use crate::common;
-
 use std::process::Output;
 
 use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
 use serde_json::Value;
+
+use crate::common;
 
 fn text(bytes: &[u8]) -> String {
     common::text(bytes)

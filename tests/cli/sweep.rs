@@ -5,8 +5,6 @@
 //! failing mid-sweep; the client killed mid-sweep. Each test has its own machine and runs
 //! beside the others.
 
-use crate::common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
@@ -14,6 +12,8 @@ use std::time::Instant;
 use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
+
+use crate::common;
 use gputune_core::sweep::objective::recommend;
 use gputune_formats::reports::sweep::Objective;
 use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};

@@ -8,13 +8,13 @@
 //! nvitop executable. Without one the test fails, saying how to get it, unless
 //! `GPUTUNE_SKIP_NVITOP=1` says to skip it.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 use common::FakeMachine;
 use common::process::spawn_piped;
+
+use crate::common;
 use gputune_formats::card::ProcessKind;
 
 /// Names the nvitop executable to run.

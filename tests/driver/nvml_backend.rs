@@ -1,9 +1,9 @@
 //! gputune's real NVML backend, through nvml-wrapper and a real dlopen, against the fake
 //! libnvidia-ml: every reading, every control, every fault.
 
-use crate::common;
-
 use common::FakeMachine;
+
+use crate::common;
 use gputune_core::device::gate::validate;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::device::{Backend, BackendChoice, BackendOptions, open_backend};

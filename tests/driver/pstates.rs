@@ -4,12 +4,13 @@
 //! reads back; a driver that cannot list P-states gets P0's, as before; and the engine puts
 //! each P-state back to its own offset when a trial is reverted or a session ends.
 
-use crate::common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::FakeMachine;
+use nvidia_ml_fake::{FakeState, save_state};
+
+use crate::common;
 use gputune_core::clock::{WallClock, wall_clock_ms};
 use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
@@ -18,7 +19,6 @@ use gputune_core::device::sim::{LoadPattern, SimMachine, SimScenario};
 use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
 use gputune_formats::card::{DeviceError, PstateOffset, Setting};
 use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionRequest, TrialRequest};
-use nvidia_ml_fake::{FakeState, save_state};
 
 /// A fake RTX 4090 under training whose P-states are linked or not, with P0 and P2 at the
 /// offsets given (as another tool may have left them).

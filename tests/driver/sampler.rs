@@ -2,14 +2,13 @@
 //! sends events, and wakes the UI for each; it survives a lost GPU, and reports a backend that
 //! cannot open.
 
-use crate::common;
-
-use common::FakeMachine;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::FakeMachine;
+
+use crate::common;
 use gputune_core::cli::connect::TuningOptions;
 use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
 use gputune_core::device::{BackendChoice, BackendOptions};

@@ -4,20 +4,20 @@
 //! one path every front end writes through) on the fake libnvidia-ml. The fake's write log must
 //! show zero writes outside the card's constraints, and every refused request must say why.
 
-use crate::common;
-
 use std::cell::RefCell;
 
 use common::FakeMachine;
+use nvidia_ml_fake::{WriteRecord, save_state};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use crate::common;
 use gputune_core::cli::apply::{ApplyArgs, changes_on_gpus};
 use gputune_core::device::Backend;
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};
 use gputune_core::tuning::request::{FanRequest, PowerLimitRequest, TuneRequest};
 use gputune_formats::card::{Constraints, Setting};
-use nvidia_ml_fake::{WriteRecord, save_state};
-use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 /// Cases per property; four properties make 10,000 requests.
 const CASES_PER_CARD_AND_SOURCE: [u32; 2] = [3_000, 2_000];

@@ -20,8 +20,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gputune_formats::card::ProcessKind;
 use nvidia_ml_fake::FakeProcess;
+
+use gputune_formats::card::ProcessKind;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -12,12 +12,12 @@
 //! the daemon first. `load` opens the window's link to a daemon and prints how long reading
 //! every GPU's history took (docs/benchmarks.md).
 
-use gputune_core::telemetry::history::MetricRow;
 use std::time::{Duration, Instant};
 
 use gputune_core::link::{Link, LinkEvent};
 use gputune_core::service::client::{SocketChoice, TuningOptions};
 use gputune_core::telemetry::history::Metric;
+use gputune_core::telemetry::history::MetricRow;
 use gputune_core::telemetry::store::{HistoryOptions, HistoryStore};
 use gputune_formats::history::HistoryRow;
 use gputune_formats::tuning::ChangeNote;

@@ -4,23 +4,22 @@
 //! trickling and idle connections of four users leave root served, and are closed (the hello
 //! deadline holds against a trickle, greeted connections that hold nothing time out).
 
-use crate::common;
-
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use common::daemon::{Daemon, trial_arguments, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
+
+use super::daemon_clients::{
+    abuse_as_with, finish, open_to_everyone, rss_kib, sockets, threads_and_fds,
+};
+use crate::common;
 use gputune_core::daemon::{IDLE_TIMEOUT_ENV, MAX_PER_USER, READER_SLOTS};
 use gputune_core::tuning::engine::MAX_SESSION_CARDS_PER_CLIENT;
 use gputune_formats::card::Setting;
 use gputune_formats::protocol::Request;
 use gputune_formats::tuning::TrialRequest;
-
-use super::daemon_clients::{
-    abuse_as_with, finish, open_to_everyone, rss_kib, sockets, threads_and_fds,
-};
 
 /// A daemon whose group is the primary group of the system's `nobody`, so that `nobody` is a
 /// member who may write, reachable by every user; `None`, said, when this process is not root

@@ -4,8 +4,6 @@
 //! time out, one user cannot take every slot, readers leave room for users who may write, and a crowd of idle, deaf and flooding
 //! connections (as other users) never keeps an ordinary client waiting.
 
-use crate::common;
-
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,6 +12,8 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
+
+use crate::common;
 use gputune_formats::card::Setting;
 use gputune_formats::protocol::Request;
 use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionRequest};

@@ -4,16 +4,16 @@
 //! the daemon set are known to the daemon; and the messages say what is true. Real gputune
 //! processes on the fake libnvidia-ml, the daemon on a temporary socket.
 
-use crate::common;
-use gputune_core::tuning::state_folder::EngineJournal;
-
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
 use common::{FakeMachine, text};
+
+use crate::common;
 use gputune_core::folders::RECORD_DIR_ENV;
+use gputune_core::tuning::state_folder::EngineJournal;
 use gputune_formats::card::{ClockRangeMhz, Setting};
 
 fn must(output: &Output, what: &str) {

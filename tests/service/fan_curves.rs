@@ -4,11 +4,11 @@
 //! hands the fans back when cleared or when the daemon stops, and comes back at the next start
 //! when stored as the card's boot default (a killed daemon's journal is restored otherwise).
 
-use crate::common;
-
 use common::daemon::{Daemon, wait_until};
 use common::process::spawn_piped;
 use common::{FakeMachine, text};
+
+use crate::common;
 
 /// A flat curve at 77 %: whatever the fake card's temperature, the fans run at 77 %.
 const SET_77: [&str; 7] = [

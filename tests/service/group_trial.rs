@@ -4,12 +4,12 @@
 //! the same way; a card held by another client refuses the whole trial before anything is
 //! written.
 
-use crate::common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::FakeMachine;
+
+use crate::common;
 use gputune_core::clock::{ManualClock, wall_clock_ms};
 use gputune_core::device::nvml::NvmlBackend;
 use gputune_core::tuning::engine::{ClientInfo, Engine, EngineOptions, Ownership};

@@ -5,8 +5,6 @@
 //! (a symbolic link, a FIFO, a 10 MB file, a damaged one) are skipped with a message; a price
 //! file that cannot be used is said by the daemon, which runs on without a cost.
 
-use crate::common;
-
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,6 +12,8 @@ use std::process::{Command, Stdio};
 use common::daemon::{Daemon, wait_until};
 use common::raw::Raw;
 use common::{FakeMachine, text};
+
+use crate::common;
 use gputune_formats::jobs::JobRecord;
 use gputune_formats::protocol::{Message, Request, Response};
 use gputune_formats::tuning::JobInfo;

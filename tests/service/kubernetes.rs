@@ -5,8 +5,6 @@
 //! the node's label; and the DaemonSet's own arguments and environment, with its mounts moved
 //! to temporary folders, run the real daemon on the fake libnvidia-ml.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +13,8 @@ use std::process::Command;
 use common::FakeMachine;
 use common::metrics::{Exporter, by_gpu};
 use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::common;
 
 fn base() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")

@@ -3,8 +3,6 @@
 //! gives; a power limit changed by another process shows; what a session holds shows; hostile
 //! clients (a huge request, slow clients, a flood of connections) never keep a scrape waiting.
 
-use crate::common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -12,6 +10,8 @@ use std::time::{Duration, Instant};
 use common::FakeMachine;
 use common::metrics::{Exporter, Sample, by_gpu, get, request};
 use serde_json::Value;
+
+use crate::common;
 
 const SERVING: &str = "gputune exporter: serving http://";
 

@@ -4,14 +4,14 @@
 //! window's fan curve and a trial inside it; the daemon stopped or killed mid-trial; and the
 //! same without a daemon. Prints the count for docs/architecture.md.
 
-use crate::common;
-
 use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::spawn_piped;
 use common::{FakeMachine, text};
+
+use crate::common;
 use gputune_core::device::sim::SimSettings;
 use gputune_core::link::{Link, LinkCommand, LinkEvent, TuneCommand};
 use gputune_core::service::client::SocketChoice;

@@ -3,11 +3,11 @@
 //! counters of the datacenter card; through the simulator's backend and through the real NVML
 //! backend against the fake libnvidia-ml (the same simulated machine, the same margins).
 
-use crate::common;
-
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
+
+use crate::common;
 use gputune_core::clock::ManualClock;
 use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;

@@ -9,8 +9,6 @@
 //! default for a job that asks nothing. Prints the put-back times and the plugin's start
 //! latency for docs/cluster.md.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +16,8 @@ use common::FakeMachine;
 use common::daemon::{Daemon, wait_within};
 use common::metrics::Exporter;
 use common::slurm::{Slurm, unavailable};
+
+use crate::common;
 use gputune_core::device::sim::SimSettings;
 use gputune_formats::jobs::JobRecord;
 

@@ -4,9 +4,6 @@
 //! never holds a trial past its time, boot defaults apply at start, and every ending of a
 //! session on a tuned card restores it exactly.
 
-use crate::common;
-use crate::common_ui;
-
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Stdio};
@@ -15,6 +12,9 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, TUNE, trial_arguments, wait_until, window_options};
 use common::process::{Running, spawn_piped};
 use common::{FakeMachine, text};
+
+use crate::common;
+use crate::common_ui;
 use gputune_core::device::sim::SimSettings;
 
 /// Tunes the card (see `TUNE`) through the daemon; returns what it runs then.

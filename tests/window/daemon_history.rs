@@ -5,20 +5,20 @@
 //! symlinks, FIFOs, hard links, an oversized or damaged file and hostile requests are refused
 //! or survived without writing through anything or losing the good records.
 
-use crate::common;
-use crate::common_ui;
-use gputune_core::telemetry::history::MetricRow;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::FakeMachine;
 use common::daemon::{Daemon, window_options};
+
+use crate::common;
+use crate::common_ui;
 use gputune_core::service::client::{
     ClientError, ConnectOptions, SocketChoice, TuningClient, connect,
 };
 use gputune_core::telemetry::history::Metric;
+use gputune_core::telemetry::history::MetricRow;
 use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
 use gputune_formats::history::HistoryPage;
 use gputune_formats::history::HistoryRow;

@@ -3,14 +3,14 @@
 //! time it missed from the daemon's history; the news of the daemon's start (a boot default
 //! applied) is told once to a user and then kept in the history, not repeated by every client.
 
-use crate::common;
-use crate::common_ui;
-
 use std::time::{Duration, Instant};
 
 use common::daemon::{Daemon, DaemonFolders};
 use common::{FakeMachine, text};
 use egui_kittest::kittest::Queryable;
+
+use crate::common;
+use crate::common_ui;
 use gputune::ui::model::{Connection, EarlierHistory};
 use gputune_core::link::Link;
 use gputune_core::service::client::{ConnectOptions, SocketChoice, connect};

@@ -4,12 +4,12 @@
 //! simulator's RTX 4090: 24 564 MiB). Each test has its own machine and runs beside the others.
 //! The window's runner runs the same engine: `plan_measure_runner.rs`.
 
-use crate::common;
-
 use std::path::PathBuf;
 
 use common::FakeMachine;
 use serde_json::Value;
+
+use crate::common;
 
 pub(crate) const MIB: u64 = 1024 * 1024;
 pub(crate) const FIXED_MIB: u64 = 2048;

@@ -2,12 +2,12 @@
 //! engine `gputune plan --measure` runs (`plan_measure.rs`) on a thread of its own, on the
 //! fake libnvidia-ml loaded in this process; these tests take turns.
 
+use common::FakeMachine;
+
 use crate::common;
 use crate::plan_measure::{
     FIXED_MIB, LARGEST_THAT_FITS, MIB, PER_SAMPLE_MIB, assert_nothing_left_running, fake_job,
 };
-
-use common::FakeMachine;
 
 /// The Plan tab's runner (what the window's glue starts for "Measure my job") runs the same
 /// engine on its own thread: it starts the example job on the fake library, tells the panel

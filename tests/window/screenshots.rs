@@ -1,13 +1,13 @@
 //! Renders the PNGs in screenshots/ that the README shows, headless (wgpu on lavapipe).
 //! Regenerate them with: `cargo test --test window screenshots:: -- --ignored`
 
-use crate::common;
-use crate::common_ui;
-
 use std::path::Path;
 
 use common_ui::app_state;
 use egui_kittest::Harness;
+
+use crate::common;
+use crate::common_ui;
 use gputune::ui::app::AppState;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 

@@ -2,11 +2,11 @@
 //! opens its graphs, the time-window picker and pause work, a fanless GPU shows "n/a" for fans,
 //! and the simulated-GPU banner says why.
 
-use crate::common_ui;
-
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+
+use crate::common_ui;
 use gputune::ui::app::{AppCommand, AppState};
 use gputune::ui::model::WindowModel;
 use gputune_core::device::sim::{LoadPattern, SimScenario};

@@ -3,11 +3,11 @@
 //! the model's kind; the micro-batch axis starts at 1; the export buttons ask the app for a file
 //! and an export that fails says so beside them.
 
-use crate::common_ui;
-
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+
+use crate::common_ui;
 use gputune::ui::app::AppCommand;
 use gputune::ui::plan::{MethodChoice, PlanAction};
 use gputune_core::device::sim::{LoadPattern, SimScenario};

@@ -3,11 +3,11 @@
 //! job a run started marked in both, and a GPU that does not list them, a process that ended
 //! and a long list.
 
-use crate::common_ui;
-
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+
+use crate::common_ui;
 use gputune::ui::app::AppState;
 use gputune_core::device::sim::{LoadPattern, SIM_FIRST_PID, SimScenario};
 use gputune_core::link::LinkEvent;

@@ -2,16 +2,16 @@
 //! apply or try, rename, delete after asking, make default; and the actions against a real
 //! profile folder.
 
-use crate::common_ui;
-use gputune_core::profiles::checked::CheckedOffsets;
-
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+
+use crate::common_ui;
 use gputune::ui::app::AppCommand;
 use gputune::ui::profiles::{ProfileAction, profile_from_card};
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::folders::Folders;
+use gputune_core::profiles::checked::CheckedOffsets;
 use gputune_core::profiles::store::ProfileStore;
 use gputune_formats::tuning::ClockLockInForce;
 use gputune_formats::window::Tab;

@@ -3,11 +3,11 @@
 //! finished one shows its verdict, a finished scan its steps and what it saves, and saves its
 //! result as a profile; a card without clock offsets says there is no undervolt to find.
 
-use crate::common_ui;
-
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+
+use crate::common_ui;
 use gputune::ui::app::{AppCommand, TuneView};
 use gputune::ui::tune::stability_panel::StabilityAction;
 use gputune_core::device::sim::{LoadPattern, SimScenario};

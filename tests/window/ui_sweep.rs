@@ -3,13 +3,13 @@
 //! someone else cannot be swept, a running sweep shows where it stands and can be stopped, a
 //! finished one shows its answer and saves it as a profile.
 
-use crate::common;
-use crate::common_ui;
-
 use common::sweep_view::simulated_sweep;
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+
+use crate::common;
+use crate::common_ui;
 use gputune::ui::app::{AppCommand, TuneView};
 use gputune::ui::tune::sweep_panel::SweepAction;
 use gputune_core::device::sim::{LoadPattern, SimScenario};

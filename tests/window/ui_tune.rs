@@ -2,11 +2,11 @@
 //! another process), the power slider shows watts, Apply sends a validated-size request, the
 //! undervolt preset sends a clock cap and an offset, fanless cards hide the curve.
 
-use crate::common_ui;
-
 use common_ui::{Window, app_state, window_harness};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
+
+use crate::common_ui;
 use gputune::ui::app::AppCommand;
 use gputune_core::device::sim::{LoadPattern, SimScenario};
 use gputune_core::link::{LinkEvent, TuneCommand};

@@ -7,9 +7,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gputune_core::clock::wall_clock_ms;
-use gputune_core::device::sim::{SimGpu, apply_to_sim};
-use gputune_formats::card::Setting;
 use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use crate::codes::{
@@ -19,6 +16,9 @@ use crate::codes::{
 use crate::faults::Faults;
 use crate::state::{FakeState, WriteRecord};
 use crate::store::with_state;
+use gputune_core::clock::wall_clock_ms;
+use gputune_core::device::sim::{SimGpu, apply_to_sim};
+use gputune_formats::card::Setting;
 
 /// How many `nvmlInit` calls have not yet been matched by `nvmlShutdown`.
 static INIT_COUNT: AtomicU32 = AtomicU32::new(0);

@@ -3,13 +3,13 @@
 
 use std::path::Path;
 
-use gputune_core::device::sim::SimMachine;
-use gputune_formats::card::ProcessKind;
 use serde::{Deserialize, Serialize};
 
 use crate::PROCESSES_ENV;
 use crate::state::{load_state, parse_state};
 use crate::store;
+use gputune_core::device::sim::SimMachine;
+use gputune_formats::card::ProcessKind;
 
 /// One process as the fake driver lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,13 +2,13 @@
 
 use std::path::Path;
 
-use gputune_core::device::sim::{LoadPattern, SimMachine, SimScenario};
-use gputune_formats::card::Setting;
 use serde::{Deserialize, Serialize};
 
 use crate::processes::{FakeProcess, check_processes, parse_processes};
 use crate::store;
 use crate::{LOAD_ENV, PROCESSES_ENV, PSTATES_ENV, SCENARIO_ENV};
+use gputune_core::device::sim::{LoadPattern, SimMachine, SimScenario};
+use gputune_formats::card::Setting;
 
 /// Everything the fake driver remembers between calls (and, with a state file, processes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,9 +11,6 @@ use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use gputune_core::device::Backend;
-use gputune_core::device::nvml::NvmlBackend;
-use gputune_formats::card::Setting;
 use nvidia_ml_fake::{
     DRIVER_VERSION, FAULTS_ENV, LOAD_ENV, NVML_VERSION, PROCESSES_ENV, PSTATES_ENV, SCENARIO_ENV,
     STATE_ENV, fake_library_path, load_state,
@@ -28,6 +25,10 @@ use nvml_wrapper_sys::bindings::{
     NvmlLib, nvmlDevice_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlReturn_t,
 };
 use tempfile::TempDir;
+
+use gputune_core::device::Backend;
+use gputune_core::device::nvml::NvmlBackend;
+use gputune_formats::card::Setting;
 
 static ENV_LOCK: Mutex<()> = Mutex::new(());
 

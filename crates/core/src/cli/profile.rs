@@ -5,12 +5,13 @@
 //! notices) and then the tuning engine, which checks every setting with `device::gate` before
 //! the first write, all or nothing. Profiles stay in the user's folder and travel as values.
 
-use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+
+use crate::profiles::profile::ProfileOnCard;
 mod listing;
 
 use listing::report_problems;

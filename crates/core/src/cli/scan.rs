@@ -2,14 +2,14 @@
 //! `stability::scan`), prints each step and what the result saves, and saves it as a profile
 //! on request. Every ending puts the card back.
 
-use crate::profiles::checked::CheckedOffsets;
-use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 
 use clap::Args;
 
 use crate::cli::connect::{TuningOptions, choose_gpu, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive, gpu_processes, refuse_if_held_elsewhere};
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use crate::profiles::store::{ProfileStore, StoreError};
 use crate::service::client::TuningClient;
 use crate::stability::busy::OtherWork;

@@ -2,12 +2,13 @@
 //! card's current settings or a profile's (held by the engine and put back at the end).
 //! Prints one verdict per card; `--json` prints the figures behind each.
 
-use crate::profiles::checked::CheckedOffsets;
-use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 
 use anyhow::bail;
 use clap::Args;
+
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 
 mod put_back;
 

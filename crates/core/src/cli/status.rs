@@ -1,6 +1,5 @@
 //! `gputune status`: every GPU's identity, constraints and one snapshot, as text or JSON.
 
-use crate::tuning::in_force::ControlsInForce;
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
@@ -9,6 +8,7 @@ use crate::device::resolve_gpu;
 use crate::device::worker::{DeviceWorker, call_timeout_from_env};
 use crate::folders::Folders;
 use crate::service::client::{SocketChoice, connect_daemon};
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{Constraints, DeviceError, GpuIdentity, Telemetry};
 use gputune_formats::protocol::{Request, Response};
 use gputune_formats::reports::status::{

@@ -6,8 +6,9 @@
 
 use std::sync::LazyLock;
 
-use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
 use regex::{Regex, RegexBuilder};
+
+use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
 
 /// The longest line kept while waiting for its end; older bytes are dropped.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;

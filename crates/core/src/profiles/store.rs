@@ -7,12 +7,12 @@
 //! never overwritten, renamed or deleted; the other profiles still load. A file's text (TOML
 //! to and from a `Profile`, every field checked) is `toml_text.rs`; reading and writing one file safely, `profile_file.rs`.
 
-use crate::profiles::profile::ProfileOnCard;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use crate::folders::{CONFIG_DIR_ENV, Folders};
 use crate::fsafe;
+use crate::profiles::profile::ProfileOnCard;
 use crate::profiles::profile_file::{read_profile_file, write_profile_file};
 use crate::profiles::toml_text::{MAX_FILE_BYTES, ParseProblem};
 use crate::text;

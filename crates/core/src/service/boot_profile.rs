@@ -4,9 +4,9 @@
 //! hands the daemon one card's, stored by `tuning::boot_defaults`; the boot defaults are then
 //! applied as they always are.
 
-use crate::profiles::profile::ProfileOnCard;
 use std::path::{Path, PathBuf};
 
+use crate::profiles::profile::ProfileOnCard;
 use crate::tuning::boot_defaults::BootDefaultStore;
 use crate::tuning::engine::Engine;
 use gputune_formats::profile::Profile;

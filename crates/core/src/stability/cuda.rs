@@ -12,9 +12,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUdevice_attribute};
+use errors::{NO_DRIVER, cuda_error, cuda_uuid_bytes, not_visible_message};
 
 use super::compute::{ComputeDevice, ComputeError, ComputeSetup, VramPattern};
-use errors::{NO_DRIVER, cuda_error, cuda_uuid_bytes, not_visible_message};
 use gputune_formats::reports::stability::{Checked, Prepared};
 
 pub use errors::parse_gpu_uuid;

@@ -3,13 +3,13 @@
 //! It never blocks: the caller gives it the card's readings and calls [`CheckRun::tick`] often
 //! (every 10-50 ms); a check and each step of a scan are one `CheckRun`.
 
-use crate::device::XidMeaning;
 use std::time::{Duration, Instant};
 
 use super::compute::{CardConditions, ComputeError, VramPattern};
 use super::reference::fma_chain_reference;
 use super::rounds::{CheckOptions, Part, in_burst, round, round_length_s};
 use super::worker::{ComputeWorker, Done, Poll, Work};
+use crate::device::XidMeaning;
 use gputune_formats::card::{CriticalEvent, Telemetry};
 use gputune_formats::reports::stability::{Checked, Ending, Finding, Prepared, RunResult, Tally};
 use gputune_formats::reports::stability_watched::Watched;

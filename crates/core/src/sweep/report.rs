@@ -1,8 +1,8 @@
 //! A sweep's result for people (a table), for scripts (JSON, CSV) and as a profile.
 
-use crate::profiles::profile::ProfileOnCard;
 use std::path::Path;
 
+use crate::profiles::profile::ProfileOnCard;
 use crate::sweep::objective::{compare, reference};
 use gputune_formats::card::{Constraints, GpuIdentity, Setting};
 use gputune_formats::profile::{

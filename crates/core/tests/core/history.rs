@@ -1,6 +1,8 @@
 //! Per-GPU history (bounded columnar rings, gaps, clamped time, quantization, rebasing) and
 //! plot decimation (min/max per pixel column, checked against a naive scan, throttle OR).
 
+use proptest::prelude::*;
+
 use gputune_core::telemetry::decimate::{all_points, decimate, throttle_columns};
 use gputune_core::telemetry::history::MetricRow;
 use gputune_core::telemetry::history::{DAY_AT_10_HZ, GpuHistory, Metric};
@@ -8,7 +10,6 @@ use gputune_formats::{
     card::{FanReading, Telemetry},
     throttle::ThrottleReasons,
 };
-use proptest::prelude::*;
 
 /// 2023-11-14, a realistic Unix time in ms.
 const T0_MS: u64 = 1_700_000_000_000;

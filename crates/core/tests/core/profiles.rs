@@ -4,24 +4,25 @@
 //! truncated, from a newer gputune, hostile — are named, left untouched, and do not stop the
 //! others from loading. A property test feeds the loader random and mutated files.
 
-use gputune_core::profiles::profile::ProfileOnCard;
-use gputune_core::tuning::in_force::ControlsInForce;
 use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
 
 use gputune_core::device::Backend;
 use gputune_core::device::gate::validate;
 use gputune_core::device::sim::{SimBackend, SimOptions, SimScenario};
 use gputune_core::folders::{CONFIG_DIR_ENV, Folders};
+use gputune_core::profiles::profile::ProfileOnCard;
 use gputune_core::profiles::store::slug;
 use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::profiles::{ProfileStore, StoreError};
+use gputune_core::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{Constraints, GpuIdentity, Setting};
 use gputune_formats::fan_curve::{CurvePoint, FanCurve};
 use gputune_formats::profile::{
     CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
 };
 use gputune_formats::tuning::{ClockLockInForce, LockRecord, SettingsInForce};
-use proptest::prelude::*;
 
 fn card(scenario: SimScenario) -> (SimBackend, GpuIdentity, Constraints) {
     let mut backend = SimBackend::new(&SimOptions {

@@ -2,6 +2,8 @@
 //! every point cited there): median absolute error ≤ 5 %, none over 12 %. Run with
 //! `-- --nocapture` to print the table that docs/planner.md shows.
 
+use serde::Deserialize;
+
 use gputune_core::plan::memory::estimate;
 use gputune_core::plan::model::preset;
 use gputune_formats::reports::plan::MemoryBreakdown;
@@ -10,7 +12,6 @@ use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
     TrainingSetup,
 };
-use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
 struct Measurements {

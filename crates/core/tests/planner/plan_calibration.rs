@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
+
 use gputune_core::plan::activations::activation_profile;
 use gputune_core::plan::import::load_model;
 use gputune_core::plan::memory::{estimate, parameter_counts};
@@ -16,7 +18,6 @@ use gputune_formats::reports::plan_setup::LoraTargets;
 use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Optimizer, Precision, Task, TrainingSetup,
 };
-use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
 struct Table {

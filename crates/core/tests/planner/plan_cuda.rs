@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use serde::Deserialize;
+
 use gputune_core::plan::import::load_model;
 use gputune_core::plan::memory::estimate;
 use gputune_core::plan::model::{Architecture, Model, preset};
@@ -16,7 +18,6 @@ use gputune_formats::reports::plan_setup::LoraTargets;
 use gputune_formats::reports::plan_setup::{
     Allocator, Checkpointing, Method, Optimizer, Overheads, Precision, Task, TrainingSetup,
 };
-use serde::Deserialize;
 
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;

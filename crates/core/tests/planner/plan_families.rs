@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
+use serde::Deserialize;
+
 use gputune_core::plan::import::load_model;
 use gputune_core::plan::memory::parameter_counts;
 use gputune_formats::reports::plan_setup::LoraTargets;
 use gputune_formats::reports::plan_setup::Method;
-use serde::Deserialize;
 
 #[derive(Deserialize)]
 struct Counts {

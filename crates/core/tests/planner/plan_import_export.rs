@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde_json::{Value, json};
+
 use gputune_core::plan::PlanError;
 use gputune_core::plan::export::{
     ExportFormat, export_setup, export_with_notes, model_load_settings,
@@ -13,7 +15,6 @@ use gputune_formats::reports::plan_setup::LoraTargets;
 use gputune_formats::reports::plan_setup::{
     Checkpointing, Method, Offload, Optimizer, Precision, Sharding, TrainingSetup,
 };
-use serde_json::{Value, json};
 
 fn fixture(folder: &str, file: &str) -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

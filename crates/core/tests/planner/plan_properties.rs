@@ -3,6 +3,8 @@
 //! (or names the nearest global batch), the cheapest fallbacks in speed first, and keeps the
 //! user's own setup beside it. Expected numbers come from `estimate` itself.
 
+use proptest::prelude::*;
+
 use gputune_core::plan::memory::estimate;
 use gputune_core::plan::model::{Model, PRESET_NAMES, preset};
 use gputune_core::plan::recommend::{
@@ -15,7 +17,6 @@ use gputune_formats::reports::plan_setup::{
     Attention, Checkpointing, Method, Offload, Optimizer, Overheads, Precision, Sharding, Task,
     TrainingSetup,
 };
-use proptest::prelude::*;
 
 fn precision(index: u8) -> Precision {
     [

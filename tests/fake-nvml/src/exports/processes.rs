@@ -3,8 +3,6 @@
 
 use std::ffi::{c_uint, c_ulonglong};
 
-use gputune_core::clock::wall_clock_ms;
-use gputune_formats::card::ProcessKind;
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlProcessInfo_v1_t, nvmlProcessInfo_v2_t, nvmlProcessUtilizationSample_t,
     nvmlReturn_t,
@@ -13,6 +11,8 @@ use nvml_wrapper_sys::bindings::{
 use crate::call::{api_call, on_state, write_list};
 use crate::codes::{Code, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED};
 use crate::faults::Faults;
+use gputune_core::clock::wall_clock_ms;
+use gputune_formats::card::ProcessKind;
 
 /// `NVML_VALUE_NOT_AVAILABLE` as an unsigned long long: VRAM the driver cannot tell.
 const VALUE_NOT_AVAILABLE: u64 = u64::MAX;

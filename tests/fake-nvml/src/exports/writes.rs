@@ -3,12 +3,12 @@
 
 use std::ffi::c_uint;
 
-use gputune_formats::card::Setting;
 use nvml_wrapper_sys::bindings::{nvmlClockOffset_t, nvmlDevice_t, nvmlReturn_t};
 
 use super::clocks::check_offset_request;
 use crate::call::{Ptr, api_call, write_setting};
 use crate::enums::CLOCK_GRAPHICS;
+use gputune_formats::card::Setting;
 
 /// NVML: sets the power limit, milliwatts.
 #[unsafe(no_mangle)]

@@ -1,9 +1,9 @@
 //! `gputune profile list` and `show`: what the user's profiles hold, as text or JSON.
 
-use crate::profiles::checked::CheckedOffsets;
-use crate::profiles::profile::ProfileOnCard;
 use std::io::Write;
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use crate::profiles::store::{LoadProblem, ProfileStore};
 use crate::text::short_uuid;
 use gputune_formats::reports::profile_list::{

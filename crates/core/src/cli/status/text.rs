@@ -1,8 +1,8 @@
 //! `gputune status` as text: one block of lines per GPU.
 
-use crate::tuning::in_force::ControlsInForce;
 use std::io::Write;
 
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::reports::status::{GpuEntry, GpuStatus};
 use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 use gputune_formats::units::{energy, gib, mib_text, or_na, watts};

@@ -1,10 +1,10 @@
 //! What a scan found: each measured step, the outcome, what it saves against stock, and the
 //! confirmed offset as a profile.
 
-use crate::profiles::checked::CheckedOffsets;
-use crate::profiles::profile::ProfileOnCard;
 use std::path::PathBuf;
 
+use crate::profiles::checked::CheckedOffsets;
+use crate::profiles::profile::ProfileOnCard;
 use crate::profiles::store::{ProfileStore, StoreError};
 use gputune_formats::profile::Profile;
 use gputune_formats::profile::{CheckedBy, CheckedCard};

@@ -4,13 +4,13 @@
 //! a slot not yet written and a slot from a lap ago all read as "no sample" and every other
 //! record survives. The file never grows past the header plus the capacity.
 
-use crate::telemetry::history::MetricRow;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::fsafe::{self, FileError};
+use crate::telemetry::history::MetricRow;
 use crate::telemetry::history::{Metric, stored_bytes};
 use gputune_formats::history::HistoryRow;
 

@@ -2,14 +2,14 @@
 //! when a later write fails) and the temporary writes of sessions and trials, each journaled
 //! before it is made.
 
-use super::{ClientInfo, Engine, Layer, RestoreEntry, RestoreMap};
-use gputune_formats::tuning::{GpuApplied, GpuChange, TuneError, TuneErrorKind};
 use std::time::Instant;
 
+use super::{ClientInfo, Engine, Layer, RestoreEntry, RestoreMap};
 use crate::device::gate::ValidatedSetting;
 use crate::tuning::in_force::controls_written;
 use gputune_formats::card::Setting;
 use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{GpuApplied, GpuChange, TuneError, TuneErrorKind};
 
 impl Engine {
     /// Applies every change, permanently. Validated on every GPU first (nothing is written if

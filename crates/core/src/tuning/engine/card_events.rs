@@ -2,11 +2,11 @@
 //! trials and fan curves follow them), a GPU that stops answering, and settings read back that
 //! somebody else changed. A critical error (Xid) is `crash.rs`.
 
-use crate::tuning::in_force::ControlsInForce;
 use std::time::Instant;
 
 use super::Engine;
 use crate::device::CurrentSettings;
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{DeviceError, Telemetry};
 use gputune_formats::tuning::{EngineEvent, SessionId, SessionPurpose};
 

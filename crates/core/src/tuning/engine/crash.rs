@@ -8,13 +8,13 @@
 //! plain-applied power limit stays (a lower limit cannot make a card unstable). The crash is
 //! noted as the card's last change, and every client is told in one sentence.
 
-use crate::device::XidMeaning;
-use crate::tuning::in_force::ControlsInForce;
 use std::collections::BTreeSet;
 
 use super::{Engine, Ownership, RestoreEntry, RestoreMap};
+use crate::device::XidMeaning;
 use crate::device::XidResponse;
 use crate::tuning::in_force::Control;
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{CriticalEvent, PstateOffset, Setting};
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{ClockLockInForce, Hold, SettingsInForce};

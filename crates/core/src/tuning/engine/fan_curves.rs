@@ -2,6 +2,8 @@
 //! a run's), and the curve the daemon keeps with no client (a boot default's). The safety net
 //! that overrides a curve when the card runs hot is in `fan_safety_net.rs`.
 
+use std::collections::BTreeSet;
+
 use super::{ClientInfo, Engine, KEPT_CURVE_CLIENT, Ownership, RestoreEntry};
 use crate::device::gate::validate;
 use crate::tuning::in_force::Control;
@@ -9,7 +11,6 @@ use gputune_formats::card::Setting;
 use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::tuning::Hold;
 use gputune_formats::tuning::{SessionId, SessionPurpose, TuneError, TuneErrorKind};
-use std::collections::BTreeSet;
 
 impl Engine {
     /// Follows `curve` on every fan of a GPU while the client stays connected (`None` stops,

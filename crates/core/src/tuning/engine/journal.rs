@@ -2,12 +2,12 @@
 //! before each temporary change. Journals left behind are read back in `journals_left.rs`,
 //! put back by `restore.rs`; the file itself is `tuning::state_folder`'s.
 
-use crate::tuning::state_folder::EngineJournal;
 use std::collections::BTreeMap;
 
 use super::state::{Layer, RestoreMap, SessionGpu};
 use super::{Engine, Ownership};
 use crate::tuning::in_force::Control;
+use crate::tuning::state_folder::EngineJournal;
 use gputune_formats::files::GpuJournal;
 use gputune_formats::tuning::{TuneError, TuneErrorKind};
 

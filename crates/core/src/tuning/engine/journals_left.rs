@@ -3,13 +3,13 @@
 //! and by an engine without the daemon each time it takes a control's lock (`take_in_journal`).
 //! The put-back itself is `restore.rs`.
 
-use crate::tuning::in_force::ControlsInForce;
 use std::path::Path;
 
 use super::restore::{describe_left, retry_sentence};
 use super::{Engine, Ownership, RestoreEntry, RestoreMap};
 use crate::fsafe::{self, Links};
 use crate::tuning::in_force::Control;
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{BackendKind, Setting};
 use gputune_formats::legacy::JournalV1;
 use gputune_formats::tuning::Hold;

@@ -1,6 +1,5 @@
 //! Starting an engine: the GPUs, what they run, the locks, and the journals left to restore.
 
-use crate::tuning::in_force::ControlsInForce;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use crate::device::worker::DeviceWorker;
 use crate::device::{Backend, CurrentSettings};
 use crate::folders::Folders;
 use crate::tuning::gpu_locks::LockRefused;
+use crate::tuning::in_force::ControlsInForce;
 use crate::tuning::lock_evidence::borne_out;
 use crate::tuning::state_folder::{SHARED_RECORD_DIR, StateFolder};
 use gputune_formats::card::BackendKind;

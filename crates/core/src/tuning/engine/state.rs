@@ -3,7 +3,6 @@
 //! crosses to clients): the files that act on it (`session.rs`, `trial.rs`, `fan_curves.rs`,
 //! ...) import it from here and never from each other.
 
-use crate::tuning::in_force::ControlsInForce;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -11,6 +10,7 @@ use super::types::ClientInfo;
 use crate::device::gate::ValidatedSetting;
 use crate::tuning::gpu_locks::GpuLock;
 use crate::tuning::in_force::Control;
+use crate::tuning::in_force::ControlsInForce;
 use gputune_formats::card::{Setting, Telemetry};
 use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::tuning::TrialStats;

@@ -2,16 +2,18 @@
 //! and the daemon's history (changes and ring file), each written by the code that writes it
 //! for real where that code is public.
 
-use gputune_core::profiles::profile::ProfileOnCard;
-use gputune_core::tuning::state_folder::EngineJournal;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use super::values::*;
+use super::{formats_dir, golden, json_lines};
 use gputune_core::job_energy::store::JobStore;
+use gputune_core::profiles::profile::ProfileOnCard;
 use gputune_core::profiles::toml_text::{parse_profile, profile_to_toml};
 use gputune_core::telemetry::store::changes::ChangeLog;
 use gputune_core::telemetry::store::ring::RingFile;
 use gputune_core::telemetry::store::ring::{HEADER_BYTES, RECORD_BYTES};
+use gputune_core::tuning::state_folder::EngineJournal;
 use gputune_core::tuning::state_folder::{StateFolder, file_safe};
 use gputune_formats::card::{BackendKind, Setting};
 use gputune_formats::fan_curve::CurvePoint;
@@ -22,9 +24,6 @@ use gputune_formats::profile::{
 };
 use gputune_formats::protocol::BootDefault;
 use gputune_formats::tuning::{ClockLockInForce, LockRecord};
-
-use super::values::*;
-use super::{formats_dir, golden, json_lines};
 
 pub fn read(path: &Path) -> Vec<u8> {
     match std::fs::read(path) {
