@@ -164,18 +164,6 @@ pub fn number(value: f64) -> String {
     }
 }
 
-/// How a process ended, in words ("exited with status 1", "was ended by signal 9").
-pub fn describe_status(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(code) = status.code() {
-        return format!("exited with status {code}");
-    }
-    match status.signal() {
-        Some(signal) => format!("was ended by signal {signal}"),
-        None => "ended".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! tuning engine (`connect`), reads through the device layer.
 
 pub mod apply;
+mod choices;
 pub mod connect;
 pub mod daemon;
 mod drive;

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use crate::cli::choices::choice;
 use crate::device::BackendOptions;
 use crate::plan::PlanError;
 use crate::plan::export::{ExportFormat, export_plan, model_load_settings};
@@ -19,7 +20,6 @@ use crate::plan::model::{Model, PRESET_NAMES, preset};
 use crate::plan::recommend::{
     GpuCard, Recommendation, card, cards, recommend_for_target, training_seconds,
 };
-use choices::choice;
 use gputune_formats::reports::plan::{PLAN_REPORT_FORMAT, PlanReport};
 use gputune_formats::reports::plan_setup::LoraTargets;
 use gputune_formats::reports::plan_setup::{

@@ -14,6 +14,7 @@ mod put_back;
 
 use put_back::{put_back, say_how_to_put_back};
 
+use crate::cli::choices::{Choice, choice};
 use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
@@ -52,8 +53,8 @@ pub struct StabilityArgs {
     pub duration_s: f64,
     /// The load: full (at the power limit), pulsed (20-80 % duty, where cards boost highest
     /// at their lowest voltage), or both.
-    #[arg(long, value_enum, default_value_t = PatternArg::Both)]
-    pub pattern: PatternArg,
+    #[arg(long, value_parser = choice::<LoadShape>(), default_value = "both")]
+    pub pattern: LoadShape,
     /// Print the figures behind each verdict as JSON on standard output.
     #[arg(long)]
     pub json: bool,
@@ -66,24 +67,26 @@ pub struct StabilityArgs {
     pub put_back: bool,
 }
 
-/// `--pattern`: which load the GEMM part puts on the card (a [`LoadShape`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PatternArg {
-    /// The tensor cores busy all the time: the card at its power limit.
-    Full,
-    /// Bursts at 20-80 % duty: the card boosts highest at its lowest voltage.
-    Pulsed,
-    /// Both, each for half of every round.
-    Both,
-}
-
-impl PatternArg {
-    pub fn shape(self) -> LoadShape {
+/// `--pattern`: which load the GEMM part puts on the card.
+impl Choice for LoadShape {
+    fn all() -> &'static [Self] {
+        &[LoadShape::Full, LoadShape::Pulsed, LoadShape::Both]
+    }
+    fn cli_name(self) -> &'static str {
         match self {
-            PatternArg::Full => LoadShape::Full,
-            PatternArg::Pulsed => LoadShape::Pulsed,
-            PatternArg::Both => LoadShape::Both,
+            LoadShape::Full => "full",
+            LoadShape::Pulsed => "pulsed",
+            LoadShape::Both => "both",
         }
+    }
+    fn help(self) -> Option<&'static str> {
+        Some(match self {
+            LoadShape::Full => "The tensor cores busy all the time: the card at its power limit",
+            LoadShape::Pulsed => {
+                "Bursts at 20-80 % duty: the card boosts highest at its lowest voltage"
+            }
+            LoadShape::Both => "Both, each for half of every round",
+        })
     }
 }
 
@@ -101,7 +104,7 @@ pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Res
         return put_back(args, options);
     }
     let check_options =
-        CheckOptions::new(args.duration_s, args.pattern.shape()).map_err(anyhow::Error::msg)?;
+        CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();
     let stored = match &args.profile {
         Some(name) => {

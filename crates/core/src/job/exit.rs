@@ -2,10 +2,20 @@
 
 use std::process::ExitStatus;
 
-pub use crate::text::describe_status;
-
 /// The exit status when the command cannot be started, as a shell gives it.
 pub const EXIT_NOT_STARTED: i32 = 127;
+
+/// How a process ended, in words ("exited with status 1", "was ended by signal 9").
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    match status.signal() {
+        Some(signal) => format!("was ended by signal {signal}"),
+        None => "ended".to_string(),
+    }
+}
 
 /// "the command exited with status 3.", "the command was ended by signal 15.": the sentence
 /// `run`, `sweep` and `plan --measure` say when the command ended.
