@@ -111,3 +111,41 @@ pub fn unexpected(response: &Response) -> anyhow::Error {
         "The tuning engine gave an unexpected answer ({response:?}); use the same gputune for the daemon and the command line."
     )
 }
+
+/// The GPUs `--gpu` names: one, a comma-separated list, or `all`; without it the profile's
+/// card, else the only GPU. The one reading of a `--gpu` list, for every command that takes one.
+pub fn choose_gpus(
+    snapshot: &Snapshot,
+    query: Option<&str>,
+    preferred_uuid: Option<&str>,
+) -> anyhow::Result<Vec<u32>> {
+    let uuids: Vec<String> = snapshot
+        .gpus
+        .iter()
+        .map(|gpu| gpu.identity.uuid.clone())
+        .collect();
+    match query.map(str::trim) {
+        Some(all) if all.eq_ignore_ascii_case("all") => {
+            if uuids.is_empty() {
+                bail!("This machine has no GPU (see `gputune status`).");
+            }
+            Ok((0..uuids.len() as u32).collect())
+        }
+        Some(list) => {
+            let mut indices = Vec::new();
+            for part in list.split(',').filter(|part| !part.trim().is_empty()) {
+                let index = resolve_among(&uuids, part.trim())?;
+                if !indices.contains(&index) {
+                    indices.push(index);
+                }
+            }
+            if indices.is_empty() {
+                bail!(
+                    "--gpu {list:?}: name a GPU by index or UUID, several separated by commas, or all."
+                );
+            }
+            Ok(indices)
+        }
+        None => Ok(vec![choose_gpu(&snapshot.gpus, None, preferred_uuid)?]),
+    }
+}

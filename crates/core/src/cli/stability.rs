@@ -15,10 +15,9 @@ mod put_back;
 use put_back::{put_back, say_how_to_put_back};
 
 use crate::cli::choices::{Choice, choice};
-use crate::cli::connect::{TuningOptions, connect_for, refusal, snapshot};
+use crate::cli::connect::{TuningOptions, choose_gpus, connect_for, refusal, snapshot};
 use crate::cli::drive::{Driven, drive};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
-use crate::device::resolve_among;
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
 use crate::stability::busy::OtherWork;
@@ -26,7 +25,7 @@ use crate::stability::check::{CardCheck, CheckSetup};
 use crate::stability::rounds::CheckOptions;
 use gputune_formats::card::Setting;
 use gputune_formats::fan_curve::FanCurve;
-use gputune_formats::protocol::{Event, Request, Snapshot};
+use gputune_formats::protocol::{Event, Request};
 use gputune_formats::reports::stability::LoadShape;
 use gputune_formats::{
     profile::Verdict,
@@ -400,47 +399,5 @@ fn exit_code(reports: &[CheckReport], some_not_run: bool) -> i32 {
         130
     } else {
         0
-    }
-}
-
-/// The GPUs `--gpu` names: one, a comma-separated list, or `all`; without it the profile's
-/// card, else the only GPU.
-fn choose_gpus(
-    snapshot: &Snapshot,
-    query: Option<&str>,
-    preferred_uuid: Option<&str>,
-) -> anyhow::Result<Vec<u32>> {
-    let uuids: Vec<String> = snapshot
-        .gpus
-        .iter()
-        .map(|gpu| gpu.identity.uuid.clone())
-        .collect();
-    match query.map(str::trim) {
-        Some(all) if all.eq_ignore_ascii_case("all") => {
-            if uuids.is_empty() {
-                bail!("This machine has no GPU to check.");
-            }
-            Ok((0..uuids.len() as u32).collect())
-        }
-        Some(list) => {
-            let mut indices = Vec::new();
-            for part in list.split(',').filter(|part| !part.trim().is_empty()) {
-                let index = resolve_among(&uuids, part.trim())?;
-                if !indices.contains(&index) {
-                    indices.push(index);
-                }
-            }
-            if indices.is_empty() {
-                bail!(
-                    "--gpu {list:?}: name a GPU by index or UUID, several separated by commas, or all."
-                );
-            }
-            Ok(indices)
-        }
-        None => Ok(vec![crate::cli::connect::choose_gpu(
-            &snapshot.gpus,
-            None,
-            preferred_uuid,
-        )?]),
     }
 }

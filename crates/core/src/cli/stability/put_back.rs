@@ -5,7 +5,8 @@ use std::io::Write;
 
 use anyhow::bail;
 
-use super::{StabilityArgs, choose_gpus};
+use super::StabilityArgs;
+use crate::cli::connect::choose_gpus;
 use crate::cli::connect::{TuningOptions, refusal, snapshot};
 use crate::profiles::store::ProfileStore;
 use crate::service::client::TuningClient;
