@@ -5,6 +5,7 @@
 use eframe::egui;
 use eframe::egui::RichText;
 
+use super::box_view::{BoxAction, box_ui};
 use super::model::{Connection, WindowModel};
 use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
@@ -150,6 +151,8 @@ impl AppState {
             ui.selectable_value(&mut self.tab, Tab::Tune, "Tune");
             ui.selectable_value(&mut self.tab, Tab::Profiles, "Profiles");
             ui.selectable_value(&mut self.tab, Tab::Plan, "Plan");
+            ui.selectable_value(&mut self.tab, Tab::Box, "Box")
+                .on_hover_text("The cards of a multi-GPU box side by side");
         });
         ui.separator();
         if self.tab == Tab::Plan {
@@ -178,6 +181,17 @@ impl AppState {
         }
         if self.tab == Tab::Tune {
             self.tune_tab(ui, &mut commands);
+            return commands;
+        }
+        if self.tab == Tab::Box {
+            for action in box_ui(ui, &self.model) {
+                match action {
+                    BoxAction::ShowGraphs { gpu_index } => {
+                        self.tab = Tab::Monitor;
+                        self.selected_gpu = Some(gpu_index);
+                    }
+                }
+            }
             return commands;
         }
         if self.tab == Tab::Profiles {

@@ -1,10 +1,12 @@
 //! The egui application: `app` owns the window and the link to the tuning service
-//! (`gputune_core::link`); each tab is a folder (`monitor/`, `tune/`, `profiles/`, `plan/`) whose
-//! panels are files with their state and a `*_ui` method, and never touch hardware or files.
+//! (`gputune_core::link`); each tab is a folder (`monitor/`, `box_view/`, `tune/`, `profiles/`,
+//! `plan/`) whose panels are files with their state and a `*_ui` method, and never touch
+//! hardware or files.
 //! Colours two panels share are in `style`; small pieces every tab uses are in `widgets/`.
 
 pub mod app;
 mod app_glue;
+pub mod box_view;
 pub mod model;
 pub mod monitor;
 pub mod plan;

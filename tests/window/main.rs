@@ -14,6 +14,7 @@ mod daemon_restart;
 mod plan_measure;
 mod plan_measure_runner;
 mod screenshots;
+mod ui_box;
 mod ui_monitor;
 mod ui_plan;
 mod ui_processes;

@@ -69,6 +69,9 @@ pub enum Tab {
     Tune,
     Profiles,
     Plan,
+    /// The cards of a multi-GPU box side by side (added after the others: a state saved
+    /// before it still reads; a window older than it reads a state saved on it as defaults).
+    Box,
 }
 
 /// The spans the graphs' time-window picker offers.

@@ -27,10 +27,10 @@ fn realistic() -> RememberedWindow {
 
 /// Every tab and every time window once (a variant added fails to compile here: pin it too).
 fn every_word() -> Vec<RememberedWindow> {
-    let tabs = [Tab::Monitor, Tab::Tune, Tab::Profiles, Tab::Plan];
+    let tabs = [Tab::Monitor, Tab::Tune, Tab::Profiles, Tab::Plan, Tab::Box];
     for tab in tabs {
         match tab {
-            Tab::Monitor | Tab::Tune | Tab::Profiles | Tab::Plan => {}
+            Tab::Monitor | Tab::Tune | Tab::Profiles | Tab::Plan | Tab::Box => {}
         }
     }
     for window in TimeWindow::ALL {
