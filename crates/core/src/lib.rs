@@ -18,6 +18,7 @@ pub mod measure_job;
 pub mod metrics;
 pub mod plan;
 pub mod profiles;
+pub mod rank;
 pub mod service;
 pub mod stability;
 pub mod sweep;

@@ -88,9 +88,32 @@ impl CheckRun {
     /// Starts preparing the device behind `worker` (which may already be prepared: then
     /// `prepared` is what it said, and the run starts at once).
     pub fn start(
+        worker: ComputeWorker,
+        options: CheckOptions,
+        prepared: Option<Prepared>,
+    ) -> CheckRun {
+        let parts = round(options.shape, round_length_s(options.duration_s));
+        CheckRun::start_parts(worker, options, prepared, parts)
+    }
+
+    /// The checked GEMM at full load for the whole `options.duration_s`, nothing else (no FMA
+    /// chains, no memory patterns): the ranking's load, the same on every card.
+    pub fn start_full_gemm(
+        worker: ComputeWorker,
+        options: CheckOptions,
+        prepared: Option<Prepared>,
+    ) -> CheckRun {
+        let parts = vec![Part::FullLoad {
+            seconds: options.duration_s,
+        }];
+        CheckRun::start_parts(worker, options, prepared, parts)
+    }
+
+    fn start_parts(
         mut worker: ComputeWorker,
         options: CheckOptions,
         prepared: Option<Prepared>,
+        parts: Vec<Part>,
     ) -> CheckRun {
         let state = match &prepared {
             Some(_) => running(),
@@ -110,7 +133,7 @@ impl CheckRun {
         let started = prepared.as_ref().map(|_| Instant::now());
         CheckRun {
             worker,
-            parts: round(options.shape, round_length_s(options.duration_s)),
+            parts,
             options,
             state,
             started,
@@ -206,6 +229,11 @@ impl CheckRun {
             State::Finished(result) if matches!(result.ending, Ending::Unstable { finding: Finding::Hung { .. } })
         );
         (!hung).then_some((self.worker, self.prepared))
+    }
+
+    /// Whether the checked work runs (prepared, not yet ended).
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, State::Running { .. })
     }
 
     /// Seconds of checked work so far.

@@ -10,6 +10,7 @@ pub mod measure;
 pub mod plan;
 pub mod plan_setup;
 pub mod profile_list;
+pub mod rank;
 pub mod scan;
 pub mod stability;
 pub mod stability_watched;
