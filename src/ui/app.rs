@@ -41,6 +41,8 @@ pub enum AppCommand {
     Sweep(SweepAction),
     /// Something the stability panel asked for.
     Stability(StabilityAction),
+    /// A run over the whole box the Box tab started or stops.
+    Box(BoxAction),
 }
 
 /// What the Tune tab shows: the settings, the sweep that finds them, or the stability check.
@@ -190,6 +192,7 @@ impl AppState {
                         self.tab = Tab::Monitor;
                         self.selected_gpu = Some(gpu_index);
                     }
+                    action => commands.push(AppCommand::Box(action)),
                 }
             }
             return commands;

@@ -8,6 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use eframe::egui;
 
 use super::app::{AppCommand, AppState, STORAGE_KEY};
+use super::box_view::BoxAction;
 use super::model::WindowModel;
 use super::plan::PlanAction;
 use super::profiles::ProfileAction;
@@ -169,6 +170,12 @@ impl GpuTuneApp {
                 ));
                 self.run_profile_action(ProfileAction::Refresh);
             }
+            AppCommand::Box(BoxAction::StartRun(launch)) => {
+                self.link.send(LinkCommand::StartBoxRun(Box::new(launch)));
+            }
+            AppCommand::Box(BoxAction::StopRun) => self.link.send(LinkCommand::StopBoxRun),
+            // The state opens the graphs itself.
+            AppCommand::Box(BoxAction::ShowGraphs { .. }) => {}
             AppCommand::ExportCsv { gpu_index } => {
                 let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
                     return;

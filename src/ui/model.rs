@@ -252,6 +252,8 @@ pub struct WindowModel {
     pub heard_at_ms: u64,
     /// The last time the daemon went away and the window reached it again.
     pub reconnected: Option<Reconnected>,
+    /// The runs over the whole box the Box tab started: each kind's last, kept for the session.
+    pub box_runs: crate::ui::box_view::runs::BoxRunsSeen,
     /// Samples each GPU's history keeps (24 h at 10 Hz by default).
     history_capacity: usize,
 }
@@ -270,6 +272,7 @@ impl WindowModel {
             notices: Vec::new(),
             heard_at_ms: 0,
             reconnected: None,
+            box_runs: Default::default(),
             history_capacity,
         }
     }
@@ -340,6 +343,7 @@ impl WindowModel {
                     gpu.stability = Some(*view);
                 }
             }
+            LinkEvent::BoxRun(news) => self.box_runs.take(*news),
             LinkEvent::Sweep { view, notes } => {
                 if let Some(gpu) = self.gpu_mut(view.gpu_index) {
                     gpu.sweep = Some(SweepState { view: *view, notes });
@@ -384,6 +388,8 @@ impl WindowModel {
         };
         self.connection = connection;
         self.notices = notices;
+        // Runs over other cards say nothing of these.
+        self.box_runs = Default::default();
         self.gpus = gpus
             .into_iter()
             .map(|info| GpuModel::new(info, self.history_capacity, earlier))

@@ -71,6 +71,9 @@ impl WindowModel {
                 ended.push(format!("the sweep on GPU {index}"));
             }
         }
+        if let Some(run) = self.box_runs.ended_with_the_daemon() {
+            ended.push(format!("the {run} over the box"));
+        }
         if !ended.is_empty() {
             self.notices.push(Notice::Warning(format!(
                 "The gputune daemon went away at {}, and with it {}: the daemon's journal puts the cards back when it starts again; start them again once it is back.",

@@ -171,7 +171,7 @@ pub fn pcie_link(reading: &Telemetry) -> (Cell, Cell) {
                      gives shows under load (or with Test the links).";
         return (
             Cell::plain(now).with_hover(hover),
-            Cell::plain("idle").with_hover(hover),
+            Cell::plain("idle: normal").with_hover(hover),
         );
     }
     let narrower = reading
@@ -183,7 +183,7 @@ pub fn pcie_link(reading: &Telemetry) -> (Cell, Cell) {
     if !(narrower || slower) {
         return (
             Cell::toned(now, Tone::Good),
-            Cell::plain("under load: all of it"),
+            Cell::toned("reached under load", Tone::Good),
         );
     }
     let share = link_share(reading).map_or(String::new(), |share| {
@@ -288,12 +288,15 @@ mod tests {
         };
         let (now, said) = pcie_link(&idle);
         assert_eq!(now.text, "Gen 1 x16 of 4 x16");
-        assert_eq!((now.tone, said.text.as_str()), (Tone::Plain, "idle"));
+        assert_eq!(
+            (now.tone, said.text.as_str()),
+            (Tone::Plain, "idle: normal")
+        );
 
         let (now, said) = pcie_link(&reading());
         assert_eq!(
             (now.tone, said.text.as_str()),
-            (Tone::Good, "under load: all of it")
+            (Tone::Good, "reached under load")
         );
 
         let narrow = Telemetry {

@@ -44,7 +44,7 @@ pub fn table(
     let spacing_pt = ui.spacing().item_spacing.x;
     let width_pt = column_width_pt(ui.available_width(), gpus.len(), spacing_pt);
     let mut clicked = None;
-    egui::ScrollArea::both()
+    egui::ScrollArea::horizontal()
         .id_salt("box-table")
         .auto_shrink([false, true])
         .show(ui, |ui| {

@@ -1,11 +1,15 @@
 //! The Box tab: the cards of a multi-GPU box side by side, one column each, with what the window
 //! knows of each (slot, temperature and its headroom, power, clocks, throttle reasons, PCIe
-//! link, processes) and what the box as a whole shows (a hot slot, a narrow link). A panel: it
-//! draws the model and returns actions, never touching hardware or files.
+//! link, processes) and what the box as a whole shows (a hot slot, a narrow link); the runs
+//! over the whole box it starts (the ranking) with their progress, and their last results
+//! beside each card. A panel: it draws the model and returns actions, never touching hardware
+//! or files (the link thread runs the engines).
 
 pub mod cells;
 mod columns;
 pub mod findings;
+pub mod rank_rows;
+pub mod runs;
 
 use eframe::egui::{self, RichText};
 
@@ -20,10 +24,14 @@ pub const ONE_GPU: &str = "This machine has one GPU. The Box view sets the cards
     Monitor and Tune tabs say it all.";
 
 /// What the Box tab asks of the window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum BoxAction {
     /// Open this GPU's graphs (a click on its title).
     ShowGraphs { gpu_index: usize },
+    /// Start a run over the box on the link thread.
+    StartRun(gputune_core::link::box_runs::BoxLaunch),
+    /// Stop the run over the box.
+    StopRun,
 }
 
 /// Draws the tab; returns what the window must do.
@@ -40,13 +48,32 @@ pub fn box_ui(ui: &mut egui::Ui, model: &WindowModel) -> Vec<BoxAction> {
         }
         _ => {}
     }
+    actions.extend(runs::runs_ui(ui, &model.box_runs, model.gpus.len()));
     box_totals_ui(ui, &model.gpus);
-    findings_ui(ui, model);
-    ui.add_space(4.0);
-    let clicked = columns::table(ui, &model.gpus, |_| {});
-    if let Some(columns::Clicked::Title(gpu_index)) = clicked {
-        actions.push(BoxAction::ShowGraphs { gpu_index });
-    }
+    egui::ScrollArea::vertical()
+        .id_salt("box-view")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            findings_ui(ui, model);
+            ui.add_space(4.0);
+            let rank = model
+                .box_runs
+                .rank
+                .as_ref()
+                .and_then(|view| view.report.as_ref());
+            let clicked = columns::table(ui, &model.gpus, |table| {
+                if let Some(report) = rank {
+                    rank_rows::rank_rows(table, report);
+                }
+            });
+            if let Some(columns::Clicked::Title(gpu_index)) = clicked {
+                actions.push(BoxAction::ShowGraphs { gpu_index });
+            }
+            if let Some(report) = rank {
+                ui.add_space(6.0);
+                rank_rows::rank_sentences_ui(ui, report);
+            }
+        });
     actions
 }
 

@@ -26,7 +26,9 @@ pub(crate) fn handle(
         LinkCommand::StartSweep(_)
         | LinkCommand::StopSweep { .. }
         | LinkCommand::StartStability(_)
-        | LinkCommand::StopStability { .. } => return Ok(()),
+        | LinkCommand::StopStability { .. }
+        | LinkCommand::StartBoxRun(_)
+        | LinkCommand::StopBoxRun => return Ok(()),
         LinkCommand::SetInterval { interval_ms } => (None, Request::Subscribe { interval_ms }),
         LinkCommand::Tune(TuneCommand::Apply {
             gpu_index,

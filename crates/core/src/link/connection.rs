@@ -5,6 +5,7 @@
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 
+use crate::link::box_runs::BoxRuns;
 use crate::link::history::HistoryFetch;
 use crate::link::stability::StabilityRuns;
 use crate::link::sweep::{ActiveSweep, SweepLaunch};
@@ -121,6 +122,8 @@ struct Live<'a> {
     history: Option<HistoryFetch>,
     sweeps: Vec<ActiveSweep>,
     checks: StabilityRuns,
+    /// The run over the whole box the Box view started.
+    box_runs: BoxRuns,
 }
 
 impl<'a> Live<'a> {
@@ -138,6 +141,7 @@ impl<'a> Live<'a> {
             history,
             sweeps: Vec::new(),
             checks: StabilityRuns::default(),
+            box_runs: BoxRuns::default(),
         }
     }
 
@@ -169,6 +173,10 @@ impl<'a> Live<'a> {
                 Ok(LinkCommand::StopStability { gpu_index }) => {
                     self.checks.stop(client, gpu_index);
                 }
+                Ok(LinkCommand::StartBoxRun(launch)) => {
+                    self.box_runs.start(client, *launch, send);
+                }
+                Ok(LinkCommand::StopBoxRun) => self.box_runs.stop(client),
                 Ok(command) => {
                     if let LinkCommand::SetInterval { interval_ms: asked } = &command {
                         *interval_ms = *asked;
@@ -227,6 +235,7 @@ impl<'a> Live<'a> {
             sweep.on_event(&event);
         }
         self.checks.on_event(&event);
+        self.box_runs.on_event(&event);
         if forward(event, send) {
             Ok(())
         } else {
@@ -246,6 +255,7 @@ impl<'a> Live<'a> {
         }
         self.sweeps.retain(|sweep| !sweep.is_finished());
         self.checks.tick(client, send);
+        self.box_runs.tick(client, send);
     }
 }
 

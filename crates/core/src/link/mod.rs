@@ -4,11 +4,14 @@
 //!
 //! No egui here: the window (`crate::ui`) reads `LinkEvent`s and sends `LinkCommand`s.
 //! commands.rs turns the window's commands into requests, history.rs reads the daemon's
-//! history on opening, sweep.rs and stability.rs drive a sweep, a check or a scan.
+//! history on opening, sweep.rs and stability.rs drive a sweep, a check or a scan, box_runs.rs
+//! a run over the whole box (rank.rs: the ranking).
 
+pub mod box_runs;
 mod commands;
 mod connection;
 mod history;
+mod rank;
 mod reconnect;
 pub mod stability;
 pub mod sweep;
@@ -19,6 +22,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::link::box_runs::{BoxLaunch, BoxRunNews};
 use crate::link::connection::{Served, serve};
 use crate::link::stability::{StabilityLaunch, StabilityView};
 use crate::link::sweep::SweepLaunch;
@@ -82,6 +86,8 @@ pub enum LinkEvent {
     },
     /// Where a stability check or undervolt scan started from the window stands.
     Stability(Box<StabilityView>),
+    /// Where a run over the whole box started from the window stands (or why it did not start).
+    BoxRun(Box<BoxRunNews>),
     /// What the daemon kept of a GPU before the window opened, oldest first.
     History {
         gpu_index: u32,
@@ -135,12 +141,22 @@ pub enum TuneCommand {
 /// What the window sends to the link thread.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LinkCommand {
-    SetInterval { interval_ms: u64 },
+    SetInterval {
+        interval_ms: u64,
+    },
     Tune(TuneCommand),
     StartSweep(Box<SweepLaunch>),
-    StopSweep { gpu_index: u32 },
+    StopSweep {
+        gpu_index: u32,
+    },
     StartStability(Box<StabilityLaunch>),
-    StopStability { gpu_index: u32 },
+    StopStability {
+        gpu_index: u32,
+    },
+    /// A run over the whole box (the Box view's buttons); one at a time.
+    StartBoxRun(Box<BoxLaunch>),
+    /// Stops the run over the box, whatever its kind.
+    StopBoxRun,
 }
 
 /// The window's end of the link. Dropping it closes the connection, which ends the window's

@@ -110,7 +110,15 @@ fn refuse(command: LinkCommand, interval_ms: &mut u64, send: &dyn Fn(LinkEvent) 
             return;
         }
         // Nothing runs: nothing to stop.
-        LinkCommand::StopSweep { .. } | LinkCommand::StopStability { .. } => return,
+        LinkCommand::StopSweep { .. }
+        | LinkCommand::StopStability { .. }
+        | LinkCommand::StopBoxRun => return,
+        LinkCommand::StartBoxRun(launch) => {
+            send(LinkEvent::BoxRun(Box::new(
+                launch.refused(NOT_REACHABLE.to_string()),
+            )));
+            return;
+        }
         LinkCommand::StartSweep(launch) => Some(launch.gpu_index),
         LinkCommand::StartStability(launch) => Some(launch.gpu_index),
         LinkCommand::Tune(
@@ -126,12 +134,12 @@ fn refuse(command: LinkCommand, interval_ms: &mut u64, send: &dyn Fn(LinkEvent) 
     };
     send(LinkEvent::Notice {
         gpu_index,
-        notice: Notice::Error(
-            "The gputune daemon is not reachable now (the window is reconnecting); nothing was changed. Try again once it is back."
-                .to_string(),
-        ),
+        notice: Notice::Error(NOT_REACHABLE.to_string()),
     });
 }
+
+/// What a command the window sent while no daemon answers gets.
+const NOT_REACHABLE: &str = "The gputune daemon is not reachable now (the window is reconnecting); nothing was changed. Try again once it is back.";
 
 #[cfg(test)]
 mod tests {
