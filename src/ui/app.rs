@@ -5,7 +5,7 @@
 use eframe::egui;
 use eframe::egui::RichText;
 
-use super::box_view::{BoxAction, box_ui};
+use super::box_view::{BoxAction, BoxView, box_ui};
 use super::model::{Connection, WindowModel};
 use super::monitor::overview::overview_ui;
 use super::monitor::{MonitorAction, MonitorView, monitor_ui};
@@ -68,6 +68,7 @@ pub struct AppState {
     /// The Tune tab's settings are for every GPU at once ("All GPUs").
     pub tune_all: bool,
     pub plan: PlanPanel,
+    pub box_view: BoxView,
     pub model: WindowModel,
     /// The GPU whose graphs are open; `None` shows the overview.
     pub selected_gpu: Option<usize>,
@@ -92,6 +93,7 @@ impl AppState {
             tune_gpu: 0,
             tune_all: false,
             plan: PlanPanel::default(),
+            box_view: BoxView::default(),
             model,
             selected_gpu: None,
             monitor: MonitorView::from(remembered.monitor),
@@ -186,7 +188,7 @@ impl AppState {
             return commands;
         }
         if self.tab == Tab::Box {
-            for action in box_ui(ui, &self.model) {
+            for action in box_ui(ui, &mut self.box_view, &self.model) {
                 match action {
                     BoxAction::ShowGraphs { gpu_index } => {
                         self.tab = Tab::Monitor;

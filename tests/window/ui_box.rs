@@ -207,6 +207,7 @@ fn a_running_ranking_shows_its_phase_and_can_be_stopped() {
         panic!("{launches:?}");
     };
     assert_eq!(launch.gpu_indices, (0..8).collect::<Vec<u32>>());
+    assert_eq!(launch.kind, BoxRunKind::Rank { together_s: 120.0 });
     harness.state_mut().state.take_event(
         LinkEvent::BoxRun(Box::new(BoxRunNews::Rank(BoxRunView {
             running: true,

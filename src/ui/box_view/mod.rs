@@ -34,8 +34,23 @@ pub enum BoxAction {
     StopRun,
 }
 
+/// What the Box tab keeps between frames: the lengths its runs are asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxView {
+    /// Seconds of load on all cards together when ranking them (each alone half of it).
+    pub rank_together_s: f64,
+}
+
+impl Default for BoxView {
+    fn default() -> BoxView {
+        BoxView {
+            rank_together_s: gputune_core::rank::options::DEFAULT_TOGETHER_S,
+        }
+    }
+}
+
 /// Draws the tab; returns what the window must do.
-pub fn box_ui(ui: &mut egui::Ui, model: &WindowModel) -> Vec<BoxAction> {
+pub fn box_ui(ui: &mut egui::Ui, view: &mut BoxView, model: &WindowModel) -> Vec<BoxAction> {
     let mut actions = Vec::new();
     match model.gpus.len() {
         0 => {
@@ -48,7 +63,7 @@ pub fn box_ui(ui: &mut egui::Ui, model: &WindowModel) -> Vec<BoxAction> {
         }
         _ => {}
     }
-    actions.extend(runs::runs_ui(ui, &model.box_runs, model.gpus.len()));
+    actions.extend(runs::runs_ui(ui, view, &model.box_runs, model.gpus.len()));
     box_totals_ui(ui, &model.gpus);
     egui::ScrollArea::vertical()
         .id_salt("box-view")

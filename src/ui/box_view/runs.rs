@@ -4,10 +4,10 @@
 
 use eframe::egui::{self, RichText};
 
-use super::BoxAction;
+use super::{BoxAction, BoxView};
 use crate::ui::style::ERROR_TEXT;
 use gputune_core::link::box_runs::{BoxLaunch, BoxProgress, BoxRunKind, BoxRunNews, BoxRunView};
-use gputune_core::rank::options::DEFAULT_TOGETHER_S;
+use gputune_core::rank::options::{LONGEST_TOGETHER_S, SHORTEST_TOGETHER_S};
 use gputune_formats::reports::rank::RankReport;
 use gputune_formats::units::duration_s;
 
@@ -56,18 +56,18 @@ impl BoxRunsSeen {
     }
 }
 
-/// What the Box view starts, with the cards it runs over.
-fn rank_launch(gpu_count: usize) -> BoxLaunch {
-    BoxLaunch {
-        kind: BoxRunKind::Rank {
-            together_s: DEFAULT_TOGETHER_S,
-        },
-        gpu_indices: (0..gpu_count as u32).collect(),
-    }
+/// Every card of the box.
+fn every_card(gpu_count: usize) -> Vec<u32> {
+    (0..gpu_count as u32).collect()
 }
 
 /// The buttons, or the running run's progress and Stop; then the last refusal.
-pub fn runs_ui(ui: &mut egui::Ui, seen: &BoxRunsSeen, gpu_count: usize) -> Vec<BoxAction> {
+pub fn runs_ui(
+    ui: &mut egui::Ui,
+    view: &mut BoxView,
+    seen: &BoxRunsSeen,
+    gpu_count: usize,
+) -> Vec<BoxAction> {
     let mut actions = Vec::new();
     let running = seen.rank.as_ref().filter(|view| view.running);
     ui.horizontal_wrapped(|ui| {
@@ -78,22 +78,7 @@ pub fn runs_ui(ui: &mut egui::Ui, seen: &BoxRunsSeen, gpu_count: usize) -> Vec<B
             progress_ui(ui, "Ranking the cards", view.progress.as_ref());
             return;
         }
-        let alone_s = DEFAULT_TOGETHER_S / 2.0;
-        let rank_s = alone_s * gpu_count as f64 + DEFAULT_TOGETHER_S;
-        if ui
-            .button("Rank the cards")
-            .on_hover_text(format!(
-                "The same checked load on each card at the same settings: {} on each alone, \
-                 then {} on all {gpu_count} together (about {}). Cards busy with other \
-                 programs, or at different settings, are refused.",
-                duration_s(alone_s),
-                duration_s(DEFAULT_TOGETHER_S),
-                duration_s(rank_s)
-            ))
-            .clicked()
-        {
-            actions.push(BoxAction::StartRun(rank_launch(gpu_count)));
-        }
+        actions.extend(rank_button(ui, view, gpu_count));
     });
     if let Some(view) = running {
         for line in view.progress.iter().flat_map(|progress| &progress.cards) {
@@ -104,6 +89,40 @@ pub fn runs_ui(ui: &mut egui::Ui, seen: &BoxRunsSeen, gpu_count: usize) -> Vec<B
         ui.label(RichText::new(refused).color(ERROR_TEXT));
     }
     actions
+}
+
+/// "Rank the cards" and how long all cards run together.
+fn rank_button(ui: &mut egui::Ui, view: &mut BoxView, gpu_count: usize) -> Option<BoxAction> {
+    let together_s = view.rank_together_s;
+    let alone_s = together_s / 2.0;
+    let rank_s = alone_s * gpu_count as f64 + together_s;
+    let clicked = ui
+        .button("Rank the cards")
+        .on_hover_text(format!(
+            "The same checked load on each card at the same settings: {} on each alone, then \
+             {} on all {gpu_count} together (about {}). Cards busy with other programs, or at \
+             different settings, are refused.",
+            duration_s(alone_s),
+            duration_s(together_s),
+            duration_s(rank_s)
+        ))
+        .clicked();
+    let label = ui.label("for");
+    ui.add(
+        egui::DragValue::new(&mut view.rank_together_s)
+            .range(SHORTEST_TOGETHER_S..=LONGEST_TOGETHER_S)
+            .speed(1.0)
+            .max_decimals(0)
+            .suffix(" s together"),
+    )
+    .labelled_by(label.id)
+    .on_hover_text("Each card runs alone for half of it first");
+    clicked.then(|| {
+        BoxAction::StartRun(BoxLaunch {
+            kind: BoxRunKind::Rank { together_s },
+            gpu_indices: every_card(gpu_count),
+        })
+    })
 }
 
 /// "Ranking the cards: GPU 3 alone (4 of 8), 32 s of 1 min, about 7 min left" and its bar.
