@@ -8,7 +8,7 @@ mod load;
 mod machine;
 mod physics;
 mod processes;
-mod seed;
+pub(crate) mod seed;
 pub mod silicon;
 mod topology;
 
