@@ -171,3 +171,38 @@ fn a_patched_driver_copies_peer_to_peer_within_a_socket() {
     assert_eq!(path(3, 4), Some(CopyPath::ThroughHost));
     assert_eq!(report.outcome, LinksOutcome::AllRight, "{report:?}");
 }
+
+#[test]
+fn the_card_at_x8_is_named_with_what_it_costs_the_all_reduce() {
+    let report = run_with(&[4, 5], |_| {});
+    let card = &report.gpus[1];
+    assert_eq!(card.gpu_index, 5);
+    assert_eq!(card.verdict, LinkVerdict::Slow);
+    assert_eq!(
+        card.link_loaded,
+        Some(PcieLink {
+            generation: 4,
+            width: 8
+        })
+    );
+    assert_eq!(card.note, "at Gen 4 x8 of Gen 4 x16");
+    // The copies run at the x8 link's rate: about half of GPU 4's (a little more at 1 MiB,
+    // where each copy's start-up counts).
+    let rate = |index: usize| {
+        report.gpus[index]
+            .host_to_device
+            .as_ref()
+            .map_or(0.0, |copy| copy.gb_per_s)
+    };
+    let share = rate(1) / rate(0);
+    assert!((0.45..0.6).contains(&share), "{share}: {report:?}");
+    assert_eq!(report.gpus[0].verdict, LinkVerdict::Good);
+    assert_eq!(report.outcome, LinksOutcome::AllRight);
+    assert!(
+        report.sentences.iter().any(|sentence| sentence.starts_with(
+            "GPU 5 is at x8 (of x16): its all-reduce is about half as fast as the others'"
+        )),
+        "{:?}",
+        report.sentences
+    );
+}
