@@ -15,9 +15,15 @@ use gputune::ui::box_view::BoxAction;
 use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
 use gputune_core::device::{BackendChoice, BackendOptions};
 use gputune_core::folders::Folders;
-use gputune_core::link::box_runs::{BoxLaunch, BoxProgress, BoxRunKind, BoxRunNews, BoxRunView};
+use gputune_core::link::box_runs::{
+    BoxLaunch, BoxProgress, BoxRunKind, BoxRunNews, BoxRunView, ProgressUnit,
+};
 use gputune_core::link::{Link, LinkCommand, LinkEvent};
 use gputune_core::service::client::{SocketChoice, TuningOptions};
+use gputune_formats::reports::links::{
+    CardLinks, CopyPath, CopyResult, LinkVerdict, LinksOutcome, LinksReport, P2pAccess, P2pStatus,
+    PairLinks, PcieLink, Topology,
+};
 use gputune_formats::reports::rank::RankReport;
 use gputune_formats::window::Tab;
 
@@ -65,8 +71,14 @@ fn the_eight_gpu_box_shows_a_column_per_card_with_its_slot_and_headroom() {
         );
     }
     assert_eq!(harness.query_all_by_label("Headroom").count(), 1);
-    // Every card trains: its link is said as reached under load.
-    assert_eq!(harness.query_all_by_label_contains("under load").count(), 8);
+    // Every card trains: its link is said as reached under load, but GPU 5's, at x8 of x16.
+    assert_eq!(harness.query_all_by_label("reached under load").count(), 7);
+    assert_eq!(harness.query_all_by_label("Gen 4 x8 of 4 x16").count(), 1);
+    harness.get_by_label("under load: below max");
+    harness.get_by_label_contains("GPU 5's link runs at Gen 4 x8 under load");
+    // The hot slot: GPU 3, hotter than its neighbours and throttling for heat.
+    harness.get_by_label_contains("GPU 3 runs");
+    harness.get_by_label_contains("slows down for heat: a hot slot");
     harness.get_by_label("GPU 3").click();
     harness.run();
     let state = &harness.state().state;
@@ -97,16 +109,17 @@ fn rank_news(event: &LinkEvent) -> Option<&BoxRunView<RankReport>> {
     match event {
         LinkEvent::BoxRun(news) => match news.as_ref() {
             BoxRunNews::Rank(view) => Some(view),
+            _ => None,
         },
         _ => None,
     }
 }
 
-/// The window's "Rank the cards" on the simulated box, driven by the link thread as the window
-/// drives it: a second run is refused while it runs, the finished ranking shows each card's
-/// place and the box's sentences.
+/// The window's "Rank the cards" and "Test the links" on the simulated box, driven by the link
+/// thread as the window drives them: a second run is refused while one runs; the finished
+/// ranking shows each card's place, the finished link test the x8 card's link and the copies.
 #[test]
-fn a_ranking_the_link_runs_shows_each_cards_place_when_it_ends() {
+fn a_ranking_and_a_link_test_the_link_runs_show_their_results_when_they_end() {
     let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
     let options = TuningOptions {
         backend: BackendOptions {
@@ -155,6 +168,18 @@ fn a_ranking_the_link_runs_shows_each_cards_place_when_it_ends() {
             .any(|view| view.running && view.progress.is_some()),
         "its progress came while it ran"
     );
+    link.send(LinkCommand::StartBoxRun(Box::new(BoxLaunch {
+        kind: BoxRunKind::Links {
+            size_bytes: 64 << 20,
+        },
+        gpu_indices: vec![0, 5],
+    })));
+    events.extend(events_until(&link, |events| {
+        events.iter().any(|event| {
+            matches!(event, LinkEvent::BoxRun(news)
+                if matches!(news.as_ref(), BoxRunNews::Links(view) if !view.running))
+        })
+    }));
 
     let mut window = common_ui::empty_state(common_ui::TEST_HISTORY_SAMPLES);
     for event in events {
@@ -169,7 +194,15 @@ fn a_ranking_the_link_runs_shows_each_cards_place_when_it_ends() {
         .and_then(|view| view.report.clone())
         .unwrap_or_else(|| panic!("the window keeps the report"));
     assert_eq!(report.cards.len(), 1);
-    let mut harness = window_harness(window, [1280.0, 720.0]);
+    let links = window
+        .model
+        .box_runs
+        .links
+        .as_ref()
+        .and_then(|view| view.report.clone())
+        .unwrap_or_else(|| panic!("the window keeps the link test's report"));
+    assert_eq!((links.gpus.len(), links.pairs.len()), (2, 2));
+    let mut harness = window_harness(window, [1280.0, 900.0]);
     harness.run();
     harness.get_by_label("Rank");
     harness.get_by_label_contains("Ranking at");
@@ -181,9 +214,23 @@ fn a_ranking_the_link_runs_shows_each_cards_place_when_it_ends() {
             place.text
         );
     }
-    // Cards the ranking left out say so; the buttons are back.
-    assert_eq!(harness.query_all_by_label("—").count(), 2 * 7);
+    // The x8 card's link as the copies found it, every copy right.
+    harness.get_by_label("Gen 4 x8 of 4 x16");
+    harness.get_by_label_contains("Link test: every copy right");
+    assert_eq!(
+        harness.query_all_by_label_contains(" / ").count(),
+        2,
+        "host copies"
+    );
+    assert_eq!(
+        harness.query_all_by_label_contains(" ≥ ").count(),
+        2,
+        "card to card"
+    );
+    // Cards a run left out say so; the buttons are back.
+    assert_eq!(harness.query_all_by_label("—").count(), 2 * 7 + 3 * 6);
     harness.get_by_label("Rank the cards");
+    harness.get_by_label("Test the links");
     drop(link);
 }
 
@@ -211,11 +258,13 @@ fn a_running_ranking_shows_its_phase_and_can_be_stopped() {
     harness.state_mut().state.take_event(
         LinkEvent::BoxRun(Box::new(BoxRunNews::Rank(BoxRunView {
             running: true,
+            stopping: false,
             progress: Some(BoxProgress {
                 phase: "GPU 3 alone (4 of 8)".to_string(),
-                phase_elapsed_s: 32.0,
-                phase_s: 60.0,
-                left_s: 410.0,
+                done: 32.0,
+                of: 60.0,
+                unit: ProgressUnit::Seconds,
+                left_s: Some(410.0),
                 cards: vec!["GPU 3: GEMM, 2745 MHz".to_string()],
             }),
             report: None,
@@ -235,4 +284,87 @@ fn a_running_ranking_shows_its_phase_and_can_be_stopped() {
             .commands
             .contains(&AppCommand::Box(BoxAction::StopRun))
     );
+}
+
+fn copy(path: CopyPath, gb_per_s: f64, wrong_words: u64) -> CopyResult {
+    CopyResult {
+        path,
+        bytes: 256 << 20,
+        copies: 3,
+        gb_per_s,
+        expected_gb_per_s: Some(25.2),
+        wrong_words,
+        first_wrong_offset_bytes: (wrong_words > 0).then_some(4096),
+    }
+}
+
+/// A copy that came back wrong is said loudly, in the card's column and above the sentences.
+#[test]
+fn a_link_test_that_caught_wrong_data_says_it_loudly() {
+    let mut harness = harness(SimScenario::EightRtx4090, [1280.0, 900.0]);
+    let link = PcieLink {
+        generation: 4,
+        width: 16,
+    };
+    let card = |gpu_index: u32| CardLinks {
+        gpu_index,
+        gpu_uuid: format!("GPU-{gpu_index}"),
+        gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+        link_idle: Some(PcieLink {
+            generation: 1,
+            width: 16,
+        }),
+        link_loaded: Some(link),
+        link_max: Some(link),
+        host_to_device: Some(copy(CopyPath::Direct, 24.6, 0)),
+        device_to_host: Some(copy(CopyPath::Direct, 25.1, 0)),
+        verdict: LinkVerdict::Good,
+        note: "at Gen 4 x16".to_string(),
+    };
+    let pair = |from_gpu: u32, to_gpu: u32, wrong_words: u64| PairLinks {
+        from_gpu,
+        to_gpu,
+        topology: Some(Topology::HostBridge),
+        p2p: Some(P2pAccess {
+            read: P2pStatus::Ok,
+            write: P2pStatus::Ok,
+        }),
+        copy: Some(copy(CopyPath::PeerToPeer, 21.0, wrong_words)),
+        verdict: if wrong_words > 0 {
+            LinkVerdict::WrongData
+        } else {
+            LinkVerdict::Good
+        },
+        note: String::new(),
+    };
+    let report = LinksReport {
+        format_version: 1,
+        outcome: LinksOutcome::WrongData,
+        runtime: "simulated".to_string(),
+        size_bytes: 256 << 20,
+        passes: 3,
+        gpus: vec![card(2), card(4)],
+        pairs: vec![pair(2, 4, 17), pair(4, 2, 0)],
+        sentences: vec![
+            "GPU 2 → GPU 4 returned wrong data peer to peer: do not train across them with P2P on."
+                .to_string(),
+        ],
+        ran_s: 2.0,
+    };
+    harness.state_mut().state.take_event(
+        LinkEvent::BoxRun(Box::new(BoxRunNews::Links(BoxRunView {
+            running: false,
+            stopping: false,
+            progress: None,
+            report: Some(report),
+            refused: None,
+        }))),
+        0,
+    );
+    harness.run();
+    harness.get_by_label("WRONG DATA to GPU 4");
+    harness.get_by_label("P2P ≥ 21.0 GB/s");
+    harness.get_by_label_contains("Link test: a copy came back WRONG (simulated, 256 MiB × 3)");
+    harness.get_by_label_contains("GPU 2 to GPU 4 returned wrong data");
+    assert_eq!(harness.query_all_by_label("24.6 / 25.1 GB/s").count(), 2);
 }

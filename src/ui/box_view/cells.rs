@@ -45,6 +45,14 @@ impl Cell {
     }
 }
 
+/// Text from the engines made drawable: the window's font has no arrows ("GPU 2 → GPU 5" reads
+/// "GPU 2 to GPU 5", "host↔device" "host and device").
+pub fn drawable(text: &str) -> String {
+    text.replace(" → ", " to ")
+        .replace('→', " to ")
+        .replace('↔', " and ")
+}
+
 /// Below this many degrees to the slowdown temperature a card is worth a look.
 pub const HEADROOM_WARNING_C: i64 = 10;
 /// At or above this utilization a card is busy: its PCIe link runs at what the slot gives.
@@ -227,6 +235,12 @@ mod tests {
             pcie_link_width_max: Some(16),
             ..Telemetry::default()
         }
+    }
+
+    #[test]
+    fn arrows_become_words() {
+        assert_eq!(drawable("GPU 2 → GPU 5"), "GPU 2 to GPU 5");
+        assert_eq!(drawable("GPU 3: host↔device"), "GPU 3: host and device");
     }
 
     #[test]

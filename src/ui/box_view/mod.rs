@@ -1,13 +1,14 @@
 //! The Box tab: the cards of a multi-GPU box side by side, one column each, with what the window
 //! knows of each (slot, temperature and its headroom, power, clocks, throttle reasons, PCIe
 //! link, processes) and what the box as a whole shows (a hot slot, a narrow link); the runs
-//! over the whole box it starts (the ranking) with their progress, and their last results
+//! over the whole box it starts (the ranking, the link test) with their progress, and their last results
 //! beside each card. A panel: it draws the model and returns actions, never touching hardware
 //! or files (the link thread runs the engines).
 
 pub mod cells;
 mod columns;
 pub mod findings;
+pub mod links_rows;
 pub mod rank_rows;
 pub mod runs;
 
@@ -76,13 +77,25 @@ pub fn box_ui(ui: &mut egui::Ui, view: &mut BoxView, model: &WindowModel) -> Vec
                 .rank
                 .as_ref()
                 .and_then(|view| view.report.as_ref());
+            let links = model
+                .box_runs
+                .links
+                .as_ref()
+                .and_then(|view| view.report.as_ref());
             let clicked = columns::table(ui, &model.gpus, |table| {
                 if let Some(report) = rank {
                     rank_rows::rank_rows(table, report);
                 }
+                if let Some(report) = links {
+                    links_rows::links_rows(table, report);
+                }
             });
             if let Some(columns::Clicked::Title(gpu_index)) = clicked {
                 actions.push(BoxAction::ShowGraphs { gpu_index });
+            }
+            if let Some(report) = links {
+                ui.add_space(6.0);
+                links_rows::links_sentences_ui(ui, report);
             }
             if let Some(report) = rank {
                 ui.add_space(6.0);

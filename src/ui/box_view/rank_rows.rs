@@ -3,7 +3,7 @@
 
 use eframe::egui::{self, RichText};
 
-use super::cells::{Cell, Tone};
+use super::cells::{Cell, Tone, drawable};
 use super::columns::Table;
 use gputune_formats::reports::rank::{CardRank, RankReport, RankVerdict};
 
@@ -27,7 +27,7 @@ pub fn place(card: &CardRank) -> Cell {
     Cell {
         text,
         tone,
-        hover: Some(card.sentence.clone()),
+        hover: Some(drawable(&card.sentence)),
     }
 }
 
@@ -93,7 +93,7 @@ pub fn rank_sentences_ui(ui: &mut egui::Ui, report: &RankReport) {
             super::columns::cell_ui(
                 ui,
                 &Cell {
-                    text: card.sentence.clone(),
+                    text: drawable(&card.sentence),
                     hover: None,
                     ..cell
                 },
@@ -101,10 +101,10 @@ pub fn rank_sentences_ui(ui: &mut egui::Ui, report: &RankReport) {
         }
     }
     for sentence in &report.summary {
-        ui.label(sentence);
+        ui.label(drawable(sentence));
     }
     if let Some(stopped) = &report.stopped {
-        ui.label(RichText::new(format!("Stopped: {stopped}.")).weak());
+        ui.label(RichText::new(format!("Stopped: {}.", drawable(stopped))).weak());
     }
 }
 

@@ -1,14 +1,19 @@
-//! The runs over the whole box that the window's Box view starts (the ranking, and the box
-//! check and the link test as they join), driven by the link thread on its own connection as
+//! The runs over the whole box that the window's Box view starts (the ranking, rank.rs; the
+//! link test, copy_test.rs), driven by the link thread on its own connection as
 //! stability.rs drives a check: the same engines the CLI runs, their sessions the link's
 //! (closing the window ends them and the cards are put back). One run at a time, as each
 //! loads every card; the window sees views, a refusal included.
 
 use std::time::{Duration, Instant};
 
+use crate::device::BackendOptions;
 use crate::link::LinkEvent;
+use crate::link::copy_test::CopyTestRun;
+use crate::link::rank::RankRun;
 use crate::service::client::TuningClient;
+use gputune_formats::card::GpuProcess;
 use gputune_formats::protocol::Event;
+use gputune_formats::reports::links::LinksReport;
 use gputune_formats::reports::rank::RankReport;
 
 /// How often the window hears of a running run.
@@ -20,6 +25,8 @@ pub enum BoxRunKind {
     /// Rank the cards (`gputune rank`): `together_s` of load on all at once, half of it on
     /// each alone first.
     Rank { together_s: f64 },
+    /// Test the links (`gputune links`): copies of `size_bytes` each, checked bit for bit.
+    Links { size_bytes: u64 },
 }
 
 impl BoxRunKind {
@@ -27,6 +34,7 @@ impl BoxRunKind {
     pub fn noun(&self) -> &'static str {
         match self {
             BoxRunKind::Rank { .. } => "ranking",
+            BoxRunKind::Links { .. } => "link test",
         }
     }
 }
@@ -43,6 +51,7 @@ impl BoxLaunch {
     pub(super) fn refused(&self, message: String) -> BoxRunNews {
         match self.kind {
             BoxRunKind::Rank { .. } => BoxRunNews::Rank(BoxRunView::refused(message)),
+            BoxRunKind::Links { .. } => BoxRunNews::Links(BoxRunView::refused(message)),
         }
     }
 }
@@ -50,14 +59,26 @@ impl BoxLaunch {
 /// Where a run stands: its phase, how far into it, what is left.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BoxProgress {
-    /// "GPU 3 alone (4 of 8)", "all 8 together".
+    /// "GPU 3 alone (4 of 8)", "all 8 together", "GPU 2 → GPU 5".
     pub phase: String,
-    pub phase_elapsed_s: f64,
-    pub phase_s: f64,
-    /// Seconds the whole run has left, about.
-    pub left_s: f64,
+    /// How far: `done` of `of`, in seconds of the phase or in steps of the whole run.
+    pub done: f64,
+    pub of: f64,
+    pub unit: ProgressUnit,
+    /// Seconds the whole run has left, about, when known.
+    pub left_s: Option<f64>,
     /// A line for each card under load now.
     pub cards: Vec<String>,
+}
+
+/// What a progress counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProgressUnit {
+    /// Seconds of the phase under way.
+    #[default]
+    Seconds,
+    /// Steps (cards and pairs) of the whole run.
+    Steps,
 }
 
 /// One run as the window sees it: running with its progress, ended with its report, or
@@ -65,9 +86,11 @@ pub struct BoxProgress {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoxRunView<R> {
     pub running: bool,
+    /// Stopped from the window, still ending (the link test's copies under way finish first).
+    pub stopping: bool,
     pub progress: Option<BoxProgress>,
     pub report: Option<R>,
-    /// Why it did not start (a busy card, cards at different settings, no CUDA).
+    /// Why it did not run (a busy card, cards at different settings, no CUDA).
     pub refused: Option<String>,
 }
 
@@ -75,6 +98,7 @@ impl<R> BoxRunView<R> {
     fn refused(message: String) -> BoxRunView<R> {
         BoxRunView {
             running: false,
+            stopping: false,
             progress: None,
             report: None,
             refused: Some(message),
@@ -86,6 +110,7 @@ impl<R> BoxRunView<R> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum BoxRunNews {
     Rank(BoxRunView<RankReport>),
+    Links(BoxRunView<LinksReport>),
 }
 
 /// An engine of the box as the link thread drives it: never blocks; fed the service's events,
@@ -98,6 +123,14 @@ pub(super) trait BoxEngine {
     fn stop(&mut self, client: &mut TuningClient, reason: &str);
     fn progress(&self) -> BoxProgress;
     fn report(&self) -> Option<&Self::Report>;
+    /// Why it could not run, when that came out after it started.
+    fn failure(&self) -> Option<String> {
+        None
+    }
+    /// Stopped, still ending.
+    fn stopping(&self) -> bool {
+        false
+    }
     /// The view's news for the window.
     fn news(view: BoxRunView<Self::Report>) -> BoxRunNews;
 }
@@ -124,9 +157,10 @@ impl<E: BoxEngine> Driven<E> {
             self.viewed_at = Instant::now();
             let view = BoxRunView {
                 running: !ended,
+                stopping: !ended && self.engine.stopping(),
                 progress: Some(self.engine.progress()),
                 report: self.engine.report().cloned(),
-                refused: None,
+                refused: self.engine.failure(),
             };
             send(LinkEvent::BoxRun(Box::new(E::news(view))));
         }
@@ -135,14 +169,28 @@ impl<E: BoxEngine> Driven<E> {
 }
 
 /// The run the window started, if one runs.
-#[derive(Default)]
 pub struct BoxRuns {
-    rank: Option<Driven<super::rank::RankRun>>,
+    /// How the link test opens the cards (as the window was started).
+    backend: BackendOptions,
+    /// Each card's processes, as the last readings listed them: the link test refuses a card
+    /// others compute on (their copies would share its bus), as `gputune links` does.
+    processes: Vec<Option<Vec<GpuProcess>>>,
+    rank: Option<Driven<RankRun>>,
+    links: Option<Driven<CopyTestRun>>,
 }
 
 impl BoxRuns {
+    pub fn new(backend: BackendOptions) -> BoxRuns {
+        BoxRuns {
+            backend,
+            processes: Vec::new(),
+            rank: None,
+            links: None,
+        }
+    }
+
     fn running(&self) -> bool {
-        self.rank.is_some()
+        self.rank.is_some() || self.links.is_some()
     }
 
     /// Starts what the window asked for; a refusal is said in the kind's view.
@@ -152,36 +200,73 @@ impl BoxRuns {
         launch: BoxLaunch,
         send: &dyn Fn(LinkEvent) -> bool,
     ) {
-        let refuse = |news: BoxRunNews| {
-            send(LinkEvent::BoxRun(Box::new(news)));
+        let refuse = |message: String| {
+            send(LinkEvent::BoxRun(Box::new(launch.refused(message))));
         };
         if self.running() {
-            refuse(launch.refused(format!(
-                "Another run over the box is on; stop it or let it end before the {}.",
+            refuse(format!(
+                "Another run over the box is on (or a stopped link test still finishes its copies); stop it or let it end before the {}.",
                 launch.kind.noun()
-            )));
+            ));
             return;
         }
-        match launch.kind {
+        let started = match &launch.kind {
             BoxRunKind::Rank { together_s } => {
-                match super::rank::RankRun::start(client, &launch.gpu_indices, together_s) {
-                    Ok(run) => self.rank = Some(Driven::new(run)),
-                    Err(message) => refuse(BoxRunNews::Rank(BoxRunView::refused(message))),
-                }
+                RankRun::start(client, &launch.gpu_indices, *together_s)
+                    .map(|run| self.rank = Some(Driven::new(run)))
             }
+            BoxRunKind::Links { size_bytes } => self
+                .refuse_busy(&launch.gpu_indices)
+                .and_then(|()| CopyTestRun::start(&self.backend, &launch.gpu_indices, *size_bytes))
+                .map(|run| self.links = Some(Driven::new(run))),
+        };
+        if let Err(message) = started {
+            refuse(message);
         }
     }
 
-    /// Stops the run now: what was measured is reported.
+    /// Other programs computing on a card: its copies would share the bus with theirs.
+    fn refuse_busy(&self, gpu_indices: &[u32]) -> Result<(), String> {
+        let busy: Vec<String> = gpu_indices
+            .iter()
+            .filter_map(|&index| {
+                let processes = self.processes.get(index as usize)?.as_ref()?;
+                let pids: Vec<String> = processes.iter().map(|p| p.pid.to_string()).collect();
+                (!pids.is_empty()).then(|| format!("GPU {index} (pid {})", pids.join(", ")))
+            })
+            .collect();
+        if busy.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "Other programs compute on {}: their copies would share the bus and the rates would measure both. Test the links when the cards are free (or with `gputune links --force`). Nothing was tested.",
+            busy.join(", ")
+        ))
+    }
+
+    /// Stops the run now: what was measured is reported (a link test's copies under way
+    /// finish first, their report dropped).
     pub fn stop(&mut self, client: &mut TuningClient) {
         if let Some(rank) = &mut self.rank {
             rank.engine.stop(client, "stopped from the window");
         }
+        if let Some(links) = &mut self.links {
+            links.engine.stop(client, "stopped from the window");
+        }
     }
 
     pub fn on_event(&mut self, event: &Event) {
+        if let Event::Samples { readings } = event {
+            self.processes = readings
+                .iter()
+                .map(|reading| reading.as_ref().ok().and_then(|r| r.processes.clone()))
+                .collect();
+        }
         if let Some(rank) = &mut self.rank {
             rank.engine.take_event(event);
+        }
+        if let Some(links) = &mut self.links {
+            links.engine.take_event(event);
         }
     }
 
@@ -191,6 +276,11 @@ impl BoxRuns {
             && rank.tick(client, send)
         {
             self.rank = None;
+        }
+        if let Some(links) = &mut self.links
+            && links.tick(client, send)
+        {
+            self.links = None;
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 
+use crate::device::BackendOptions;
 use crate::link::box_runs::BoxRuns;
 use crate::link::history::HistoryFetch;
 use crate::link::stability::StabilityRuns;
@@ -29,6 +30,7 @@ pub(super) enum Served {
 /// lost one, and the daemon's history fills the time between.
 pub(super) fn serve(
     client: &mut TuningClient,
+    backend: &BackendOptions,
     interval_ms: &mut u64,
     gap: Option<reconnect::Gap>,
     commands: &Receiver<LinkCommand>,
@@ -62,7 +64,7 @@ pub(super) fn serve(
     if let Err(why) = greet(client, &welcome, *interval_ms, send) {
         return ended(why, last_reading_ms);
     }
-    let mut live = Live::new(&welcome, gap, last_reading_ms);
+    let mut live = Live::new(&welcome, gap, last_reading_ms, backend);
     loop {
         let turn = live
             .take_commands(client, commands, interval_ms, send)
@@ -127,7 +129,12 @@ struct Live<'a> {
 }
 
 impl<'a> Live<'a> {
-    fn new(welcome: &'a Welcome, gap: Option<reconnect::Gap>, last_reading_ms: u64) -> Live<'a> {
+    fn new(
+        welcome: &'a Welcome,
+        gap: Option<reconnect::Gap>,
+        last_reading_ms: u64,
+        backend: &BackendOptions,
+    ) -> Live<'a> {
         // The same cards again: only the time the window missed is read, up to the first new
         // reading (the daemon records a reading before it sends it, so by then it has all
         // before). Else the hours before, as when the window opened.
@@ -141,7 +148,7 @@ impl<'a> Live<'a> {
             history,
             sweeps: Vec::new(),
             checks: StabilityRuns::default(),
-            box_runs: BoxRuns::default(),
+            box_runs: BoxRuns::new(backend.clone()),
         }
     }
 

@@ -5,11 +5,13 @@
 //! No egui here: the window (`crate::ui`) reads `LinkEvent`s and sends `LinkCommand`s.
 //! commands.rs turns the window's commands into requests, history.rs reads the daemon's
 //! history on opening, sweep.rs and stability.rs drive a sweep, a check or a scan, box_runs.rs
-//! a run over the whole box (rank.rs: the ranking).
+//! a run over the whole box (rank.rs: the ranking;
+//! copy_test.rs: the link test).
 
 pub mod box_runs;
 mod commands;
 mod connection;
+mod copy_test;
 mod history;
 mod rank;
 mod reconnect;
@@ -274,7 +276,14 @@ fn run(
         }
     };
     loop {
-        match serve(&mut client, &mut interval_ms, gap.take(), commands, send) {
+        match serve(
+            &mut client,
+            &options.backend,
+            &mut interval_ms,
+            gap.take(),
+            commands,
+            send,
+        ) {
             Served::WindowClosed => return,
             Served::Failed(message) => {
                 send(LinkEvent::Failed(message));

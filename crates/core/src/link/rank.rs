@@ -1,7 +1,7 @@
 //! The window's "Rank the cards": the same [`Ranking`] `gputune rank` runs, started over the
 //! link's connection and driven by box_runs.rs.
 
-use crate::link::box_runs::{BoxEngine, BoxProgress, BoxRunNews, BoxRunView};
+use crate::link::box_runs::{BoxEngine, BoxProgress, BoxRunNews, BoxRunView, ProgressUnit};
 use crate::rank::{RankOptions, Ranking};
 use crate::service::client::TuningClient;
 use gputune_formats::protocol::Event;
@@ -48,9 +48,10 @@ impl BoxEngine for RankRun {
         let progress = self.ranking.progress();
         BoxProgress {
             phase: progress.phase,
-            phase_elapsed_s: progress.phase_elapsed_s,
-            phase_s: progress.phase_s,
-            left_s: progress.left_s,
+            done: progress.phase_elapsed_s,
+            of: progress.phase_s,
+            unit: ProgressUnit::Seconds,
+            left_s: Some(progress.left_s),
             cards: progress.cards,
         }
     }

@@ -1,0 +1,156 @@
+//! The window's "Test the links": the same [`test_links`] `gputune links` runs, on a thread of
+//! its own (the test blocks while its copies run) with its own read-only handle on the cards,
+//! as the CLI opens one; driven by box_runs.rs. It changes no setting, so it holds no session.
+//! The engine has no way to stop between copies: Stop lets the copies under way finish on that
+//! thread (a few seconds on a real box) and drops their report, and no other run over the box
+//! starts until they have.
+
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::thread::JoinHandle;
+
+use crate::device::{BackendOptions, open_backend};
+use crate::link::box_runs::{BoxEngine, BoxProgress, BoxRunNews, BoxRunView, ProgressUnit};
+use crate::pcie::{LinksOptions, LinksProgress, test_links};
+use crate::service::client::TuningClient;
+use gputune_formats::protocol::Event;
+use gputune_formats::reports::links::LinksReport;
+
+/// What the test's thread tells the link thread.
+enum News {
+    Progress(LinksProgress),
+    Ended(Result<LinksReport, String>),
+}
+
+/// A link test the window started.
+pub struct CopyTestRun {
+    news: Receiver<News>,
+    thread: Option<JoinHandle<()>>,
+    progress: Option<LinksProgress>,
+    report: Option<LinksReport>,
+    /// Stopped from the window: its report is dropped when it comes.
+    stopped: bool,
+    ended: bool,
+    /// Why it could not test (the cards could not be opened).
+    failed: Option<String>,
+}
+
+impl CopyTestRun {
+    /// Starts the test on `gpu_indices` on its own thread.
+    pub fn start(
+        backend: &BackendOptions,
+        gpu_indices: &[u32],
+        size_bytes: u64,
+    ) -> Result<CopyTestRun, String> {
+        let (sender, news) = mpsc::channel();
+        let backend = backend.clone();
+        let gpus = gpu_indices.to_vec();
+        let options = LinksOptions {
+            size_bytes,
+            ..LinksOptions::default()
+        };
+        let thread = std::thread::Builder::new()
+            .name("gputune-links".to_string())
+            .spawn(move || {
+                let ended = open_backend(&backend)
+                    .map_err(|error| format!("The cards could not be opened: {error}"))
+                    .map(|opened| {
+                        let mut backend = opened.backend;
+                        test_links(backend.as_mut(), &gpus, &options, &mut |step| {
+                            let _ = sender.send(News::Progress(step.clone()));
+                        })
+                    });
+                let _ = sender.send(News::Ended(ended));
+            })
+            .map_err(|error| format!("The link test could not start: {error}"))?;
+        Ok(CopyTestRun {
+            news,
+            thread: Some(thread),
+            progress: None,
+            report: None,
+            stopped: false,
+            ended: false,
+            failed: None,
+        })
+    }
+
+    /// Why it failed before any copy, once its thread said so.
+    fn take_news(&mut self) -> Option<String> {
+        let mut failed = None;
+        loop {
+            match self.news.try_recv() {
+                Ok(News::Progress(progress)) => self.progress = Some(progress),
+                Ok(News::Ended(ended)) => {
+                    self.ended = true;
+                    match ended {
+                        Ok(report) if !self.stopped => self.report = Some(report),
+                        Ok(_) => {}
+                        Err(message) => failed = Some(message),
+                    }
+                }
+                Err(TryRecvError::Empty) => return failed,
+                Err(TryRecvError::Disconnected) => {
+                    self.ended = true;
+                    return failed;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for CopyTestRun {
+    fn drop(&mut self) {
+        // Its copies end by themselves; waiting for them here would hold the link thread.
+        drop(self.thread.take());
+    }
+}
+
+impl BoxEngine for CopyTestRun {
+    type Report = LinksReport;
+
+    fn take_event(&mut self, _event: &Event) {}
+
+    fn tick(&mut self, _client: &mut TuningClient) -> bool {
+        if let Some(message) = self.take_news() {
+            self.failed = Some(message);
+        }
+        self.ended
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failed.clone()
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopped
+    }
+
+    fn stop(&mut self, _client: &mut TuningClient, _reason: &str) {
+        self.stopped = true;
+    }
+
+    fn progress(&self) -> BoxProgress {
+        match &self.progress {
+            None => BoxProgress {
+                phase: "opening the cards".to_string(),
+                unit: ProgressUnit::Steps,
+                ..BoxProgress::default()
+            },
+            Some(step) => BoxProgress {
+                phase: step.doing.clone(),
+                done: f64::from(step.done),
+                of: f64::from(step.total),
+                unit: ProgressUnit::Steps,
+                left_s: None,
+                cards: Vec::new(),
+            },
+        }
+    }
+
+    fn report(&self) -> Option<&LinksReport> {
+        self.report.as_ref()
+    }
+
+    fn news(view: BoxRunView<LinksReport>) -> BoxRunNews {
+        BoxRunNews::Links(view)
+    }
+}
