@@ -92,20 +92,14 @@ fn speed_settings(
     )
 }
 
-/// The settings text of a card, its power limit always named.
+/// The settings text of a card, its power limit always named: "stock settings (450 W limit)".
 fn settings_text(target: &RankTarget) -> String {
-    let text = describe_settings(
-        &target.tuning.in_force,
-        target.gpu.constraints.power_limit_default_mw,
-    );
+    let default_mw = target.gpu.constraints.power_limit_default_mw;
+    let text = describe_settings(&target.tuning.in_force, default_mw);
     match target.tuning.in_force.power_limit_mw {
-        Some(limit) if !text.contains("limit") => format!(
-            "{text}, {} limit",
-            gputune_formats::units::power_limit_with_share(
-                limit,
-                target.gpu.constraints.power_limit_default_mw
-            )
-        ),
+        Some(limit) if !text.contains("limit") => {
+            format!("{text} ({} limit)", gputune_formats::units::watts(limit))
+        }
         _ => text,
     }
 }

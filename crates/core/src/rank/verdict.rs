@@ -85,10 +85,14 @@ struct Context<'a> {
 
 pub fn rank(measured: &[Measured]) -> Ranked {
     let healthy: Vec<&Measured> = measured.iter().filter(|m| m.failure().is_none()).collect();
-    let best = healthy
-        .iter()
-        .filter_map(|m| Some((m, m.rate()?)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+    // The first of equals is the best.
+    let best = healthy.iter().filter_map(|m| Some((m, m.rate()?))).fold(
+        None,
+        |top: Option<(&&Measured, f64)>, (m, rate)| match top {
+            Some((_, top_rate)) if top_rate >= rate => top,
+            _ => Some((m, rate)),
+        },
+    );
     let best_alone = healthy
         .iter()
         .filter_map(|m| m.alone.as_ref()?.gemm_tflops)
@@ -344,7 +348,10 @@ fn pace_sentence(pace: &BoxPace, cards: usize) -> String {
         "In a data-parallel job the box is as fast as its slowest card, GPU {}: {cards} × {slowest:.0} = {:.0} TFLOP/s of the {:.0} its cards give on their own",
         pace.slowest_gpu_index, pace.box_tflops, pace.sum_tflops
     );
-    if let Some(evened) = pace.box_tflops_evened.filter(|e| *e > pace.box_tflops) {
+    if let Some(evened) = pace
+        .box_tflops_evened
+        .filter(|evened| *evened >= pace.box_tflops * 1.005)
+    {
         text.push_str(&format!(
             "; GPU {} as fast as the next slowest would make it {evened:.0} ({}).",
             pace.slowest_gpu_index,
@@ -359,7 +366,9 @@ fn pace_sentence(pace: &BoxPace, cards: usize) -> String {
 /// "−12 %", "+3 %" (a true minus sign).
 pub fn signed_pct(pct: f64) -> String {
     let rounded = pct.round();
-    if rounded < 0.0 {
+    if rounded == 0.0 {
+        "0 %".to_string()
+    } else if rounded < 0.0 {
         format!("\u{2212}{:.0} %", -rounded)
     } else {
         format!("+{rounded:.0} %")

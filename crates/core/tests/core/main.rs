@@ -8,6 +8,7 @@ mod health;
 mod history;
 mod profiles;
 mod profiles_checked;
+mod rank;
 mod simulator;
 mod stability_cuda;
 mod stability_flow;
