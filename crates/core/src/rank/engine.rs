@@ -52,8 +52,14 @@ pub struct RankProgress {
     pub cards: Vec<String>,
 }
 
+/// The longest wait for a first reading of every card before the first load: its idle point,
+/// and the clock the simulated device computes at.
+const FIRST_READINGS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
+    /// Waiting for a reading of every card (since then).
+    Waiting(Instant),
     /// The lane at this position runs alone.
     Alone(usize),
     Together,
@@ -186,7 +192,7 @@ impl Ranking {
             .iter()
             .map(|target| SettingsSeen::of(&target.tuning.in_force))
             .collect();
-        let mut ranking = Ranking {
+        let ranking = Ranking {
             lanes,
             options,
             settings: if differ {
@@ -196,12 +202,11 @@ impl Ranking {
             },
             forced_settings: differ,
             settings_seen,
-            stage: Stage::Alone(0),
+            stage: Stage::Waiting(Instant::now()),
             started: Instant::now(),
             stopped: None,
             report: None,
         };
-        ranking.start_alone(0);
         Ok(ranking)
     }
 
@@ -214,6 +219,13 @@ impl Ranking {
     /// Moves the ranking on; its report once it has ended (and every session is ended).
     pub fn tick(&mut self, client: &mut TuningClient) -> Option<&RankReport> {
         match self.stage {
+            Stage::Waiting(since) => {
+                if self.lanes.iter().all(Lane::has_reading)
+                    || since.elapsed() >= FIRST_READINGS_WAIT
+                {
+                    self.start_alone(0);
+                }
+            }
             Stage::Alone(position) => {
                 if self.lanes.get_mut(position).is_none_or(Lane::tick) {
                     self.start_alone(position + 1);
@@ -253,6 +265,12 @@ impl Ranking {
     pub fn progress(&self) -> RankProgress {
         let cards: Vec<String> = self.lanes.iter().filter_map(Lane::progress).collect();
         let (phase, phase_s, elapsed_s, alone_left) = match self.stage {
+            Stage::Waiting(_) => (
+                "waiting for the cards' first readings".to_string(),
+                0.0,
+                0.0,
+                self.lanes.len() as f64 * self.options.alone_s,
+            ),
             Stage::Alone(position) => {
                 let lane = self.lanes.get(position);
                 (

@@ -78,8 +78,9 @@ impl Lane {
         self.gpu.identity.index
     }
 
-    pub fn is_running(&self) -> bool {
-        self.run.is_some()
+    /// Whether the service has read the card since the ranking began.
+    pub fn has_reading(&self) -> bool {
+        self.latest.is_some()
     }
 
     /// Starts `phase`'s load for `duration_s`; false when the card has no worker left.

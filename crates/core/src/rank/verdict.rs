@@ -152,7 +152,10 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
     let best = context.best;
     let rate = card.rate();
     let vs_best_pct = match (rate, best) {
-        (Some(rate), Some((_, best))) if best > 0.0 => Some((rate / best - 1.0) * 100.0),
+        // To a tenth of a percent: finer is the readings' noise.
+        (Some(rate), Some((_, best))) if best > 0.0 => {
+            Some(((rate / best - 1.0) * 1000.0).round() / 10.0)
+        }
         _ => None,
     };
     let mut cause = None;
