@@ -11,6 +11,7 @@ use clap::Args;
 use crate::cli::connect::{TuningOptions, choose_gpus, connect_for, refusal, snapshot};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
 use crate::rank::drive::{drive, targets};
+use crate::rank::engine::same_settings;
 use crate::rank::options::{DEFAULT_TOGETHER_S, RankOptions};
 use crate::rank::verdict::signed_pct;
 use crate::rank::{RankProgress, Ranking};
@@ -30,8 +31,8 @@ pub struct RankArgs {
     /// The GPUs: `all` (the default), or indices or UUIDs separated by commas.
     #[arg(long, default_value = "all")]
     pub gpu: String,
-    /// Seconds of load on all the cards together; each card runs alone for half of it first
-    /// (120: long enough for a hot slot's heat to show).
+    /// Seconds of load on all the cards together (300: long enough for a hot slot's heat to
+    /// show); each card runs alone first, for half of it, at most 30 s.
     #[arg(long, default_value_t = DEFAULT_TOGETHER_S)]
     pub duration_s: f64,
     /// Print the figures behind the table as JSON on standard output.
@@ -60,6 +61,9 @@ pub fn run_command(args: &RankArgs, options: &TuningOptions) -> anyhow::Result<i
             bail!(message);
         }
     }
+    // Refused before waiting for readings: different settings need no measuring to see.
+    let mut targets = targets(&mut client, &indices).map_err(anyhow::Error::msg)?;
+    same_settings(&targets, args.force).map_err(anyhow::Error::msg)?;
     let stop = crate::cli::signals::install_stop_signal(2)?;
     client
         .request(Request::Subscribe {
@@ -67,7 +71,6 @@ pub fn run_command(args: &RankArgs, options: &TuningOptions) -> anyhow::Result<i
         })
         .map_err(refusal)?;
     let processes = gpu_processes(&mut client, &snapshot.latest, PROCESSES_WAIT);
-    let mut targets = targets(&mut client, &indices).map_err(anyhow::Error::msg)?;
     for target in &mut targets {
         if let Some(listed) = processes.get(target.gpu.identity.index as usize) {
             target.processes = listed.clone();

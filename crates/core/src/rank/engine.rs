@@ -110,6 +110,34 @@ fn settings_text(target: &RankTarget) -> String {
     }
 }
 
+/// The settings the cards all run, and whether they differ (ranked anyway, forced); a
+/// refusal that says what to do when they differ and the ranking is not forced.
+pub fn same_settings(targets: &[RankTarget], force: bool) -> Result<(String, bool), String> {
+    let Some(first) = targets.first() else {
+        return Err("There is no GPU to rank.".to_string());
+    };
+    let texts: Vec<String> = targets.iter().map(settings_text).collect();
+    let first = speed_settings(&first.tuning.in_force);
+    let differ = targets
+        .iter()
+        .any(|target| speed_settings(&target.tuning.in_force) != first);
+    if !differ {
+        return Ok((texts[0].clone(), false));
+    }
+    let each: Vec<String> = targets
+        .iter()
+        .zip(&texts)
+        .map(|(target, text)| format!("GPU {}: {text}", target.gpu.identity.index))
+        .collect();
+    if force {
+        return Ok((each.join("; "), true));
+    }
+    Err(format!(
+        "The cards run different settings ({}), so their speeds would not compare. Give them the same power limit and clocks first (`gputune apply --gpu N …`, or `gputune profile apply` on each), or rank them as they are with --force. Nothing was measured.",
+        each.join("; ")
+    ))
+}
+
 impl Ranking {
     /// Refuses the whole ranking when a card is busy (another check or scan, other programs
     /// computing, unless forced) or the cards run different settings (unless forced); else
@@ -120,25 +148,7 @@ impl Ranking {
         options: RankOptions,
         open: OpenDevice<'_>,
     ) -> Result<Ranking, String> {
-        if targets.is_empty() {
-            return Err("There is no GPU to rank.".to_string());
-        }
-        let texts: Vec<String> = targets.iter().map(settings_text).collect();
-        let first = speed_settings(&targets[0].tuning.in_force);
-        let differ = targets
-            .iter()
-            .any(|target| speed_settings(&target.tuning.in_force) != first);
-        if differ && !options.force {
-            let each: Vec<String> = targets
-                .iter()
-                .zip(&texts)
-                .map(|(target, text)| format!("GPU {}: {text}", target.gpu.identity.index))
-                .collect();
-            return Err(format!(
-                "The cards run different settings ({}), so their speeds would not compare. Give them the same power limit and clocks first (`gputune apply --gpu N …`, or `gputune profile apply` on each), or rank them as they are with --force. Nothing was measured.",
-                each.join("; ")
-            ));
-        }
+        let (settings, differ) = same_settings(targets, options.force)?;
         let mut refusals = Vec::new();
         for target in targets {
             let other_work = OtherWork {
@@ -195,11 +205,7 @@ impl Ranking {
         let ranking = Ranking {
             lanes,
             options,
-            settings: if differ {
-                texts.join("; ")
-            } else {
-                texts[0].clone()
-            },
+            settings,
             forced_settings: differ,
             settings_seen,
             stage: Stage::Waiting(Instant::now()),
