@@ -62,6 +62,12 @@ enum Command {
     ///
     /// Exit status: 0 stable, 1 unstable, 2 nothing checked, 130 stopped (Ctrl-C, SIGTERM).
     Stability(Box<gputune_core::cli::stability::StabilityArgs>),
+    /// Rank the cards of a box: the same checked GEMM load on each alone, then all together;
+    /// each against the best, the cause (a hot slot, silicon, a power limit) and what evens it.
+    ///
+    /// Exit status: 0 every card within 10 % of the best, 1 one slower or wrong, 2 nothing
+    /// ranked, 130 stopped (Ctrl-C, SIGTERM).
+    Rank(Box<gputune_core::cli::rank::RankArgs>),
     /// Find the largest stable clock offset (undervolt) at a clock lock: step, check, confirm.
     ///
     /// Exit status: 0 an offset confirmed stable, 1 none was, 2 nothing checked, 130 stopped
@@ -268,6 +274,9 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Stability(args)) => exit_with(nothing_checked_is_2(
             gputune_core::cli::stability::run_command(&args, &tuning),
+        )),
+        Some(Command::Rank(args)) => exit_with(nothing_checked_is_2(
+            gputune_core::cli::rank::run_command(&args, &tuning),
         )),
         Some(Command::Scan(args)) => exit_with(nothing_checked_is_2(
             gputune_core::cli::scan::run_command(&args, &tuning),

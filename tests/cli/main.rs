@@ -15,6 +15,7 @@ mod cli_status;
 mod crash;
 mod job_tree;
 mod processes;
+mod rank;
 mod stability;
 mod sweep;
 mod system_folders;

@@ -14,6 +14,7 @@ pub mod jobs_show;
 pub mod log;
 pub mod plan;
 pub mod profile;
+pub mod rank;
 pub mod run;
 pub mod scan;
 mod signals;

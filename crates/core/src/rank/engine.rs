@@ -52,8 +52,14 @@ pub struct RankProgress {
     pub cards: Vec<String>,
 }
 
+/// The longest wait for a first reading of every card before the first load: its idle point,
+/// and the clock the simulated device computes at.
+const FIRST_READINGS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
+    /// Waiting for a reading of every card (since then).
+    Waiting(Instant),
     /// The lane at this position runs alone.
     Alone(usize),
     Together,
@@ -92,22 +98,44 @@ fn speed_settings(
     )
 }
 
-/// The settings text of a card, its power limit always named.
+/// The settings text of a card, its power limit always named: "stock settings (450 W limit)".
 fn settings_text(target: &RankTarget) -> String {
-    let text = describe_settings(
-        &target.tuning.in_force,
-        target.gpu.constraints.power_limit_default_mw,
-    );
+    let default_mw = target.gpu.constraints.power_limit_default_mw;
+    let text = describe_settings(&target.tuning.in_force, default_mw);
     match target.tuning.in_force.power_limit_mw {
-        Some(limit) if !text.contains("limit") => format!(
-            "{text}, {} limit",
-            gputune_formats::units::power_limit_with_share(
-                limit,
-                target.gpu.constraints.power_limit_default_mw
-            )
-        ),
+        Some(limit) if !text.contains("limit") => {
+            format!("{text} ({} limit)", gputune_formats::units::watts(limit))
+        }
         _ => text,
     }
+}
+
+/// The settings the cards all run, and whether they differ (ranked anyway, forced); a
+/// refusal that says what to do when they differ and the ranking is not forced.
+pub fn same_settings(targets: &[RankTarget], force: bool) -> Result<(String, bool), String> {
+    let Some(first) = targets.first() else {
+        return Err("There is no GPU to rank.".to_string());
+    };
+    let texts: Vec<String> = targets.iter().map(settings_text).collect();
+    let first = speed_settings(&first.tuning.in_force);
+    let differ = targets
+        .iter()
+        .any(|target| speed_settings(&target.tuning.in_force) != first);
+    if !differ {
+        return Ok((texts[0].clone(), false));
+    }
+    let each: Vec<String> = targets
+        .iter()
+        .zip(&texts)
+        .map(|(target, text)| format!("GPU {}: {text}", target.gpu.identity.index))
+        .collect();
+    if force {
+        return Ok((each.join("; "), true));
+    }
+    Err(format!(
+        "The cards run different settings ({}), so their speeds would not compare. Give them the same power limit and clocks first (`gputune apply --gpu N …`, or `gputune profile apply` on each), or rank them as they are with --force. Nothing was measured.",
+        each.join("; ")
+    ))
 }
 
 impl Ranking {
@@ -120,25 +148,7 @@ impl Ranking {
         options: RankOptions,
         open: OpenDevice<'_>,
     ) -> Result<Ranking, String> {
-        if targets.is_empty() {
-            return Err("There is no GPU to rank.".to_string());
-        }
-        let texts: Vec<String> = targets.iter().map(settings_text).collect();
-        let first = speed_settings(&targets[0].tuning.in_force);
-        let differ = targets
-            .iter()
-            .any(|target| speed_settings(&target.tuning.in_force) != first);
-        if differ && !options.force {
-            let each: Vec<String> = targets
-                .iter()
-                .zip(&texts)
-                .map(|(target, text)| format!("GPU {}: {text}", target.gpu.identity.index))
-                .collect();
-            return Err(format!(
-                "The cards run different settings ({}), so their speeds would not compare. Give them the same power limit and clocks first (`gputune apply --gpu N …`, or `gputune profile apply` on each), or rank them as they are with --force. Nothing was measured.",
-                each.join("; ")
-            ));
-        }
+        let (settings, differ) = same_settings(targets, options.force)?;
         let mut refusals = Vec::new();
         for target in targets {
             let other_work = OtherWork {
@@ -192,22 +202,17 @@ impl Ranking {
             .iter()
             .map(|target| SettingsSeen::of(&target.tuning.in_force))
             .collect();
-        let mut ranking = Ranking {
+        let ranking = Ranking {
             lanes,
             options,
-            settings: if differ {
-                texts.join("; ")
-            } else {
-                texts[0].clone()
-            },
+            settings,
             forced_settings: differ,
             settings_seen,
-            stage: Stage::Alone(0),
+            stage: Stage::Waiting(Instant::now()),
             started: Instant::now(),
             stopped: None,
             report: None,
         };
-        ranking.start_alone(0);
         Ok(ranking)
     }
 
@@ -220,6 +225,13 @@ impl Ranking {
     /// Moves the ranking on; its report once it has ended (and every session is ended).
     pub fn tick(&mut self, client: &mut TuningClient) -> Option<&RankReport> {
         match self.stage {
+            Stage::Waiting(since) => {
+                if self.lanes.iter().all(Lane::has_reading)
+                    || since.elapsed() >= FIRST_READINGS_WAIT
+                {
+                    self.start_alone(0);
+                }
+            }
             Stage::Alone(position) => {
                 if self.lanes.get_mut(position).is_none_or(Lane::tick) {
                     self.start_alone(position + 1);
@@ -259,6 +271,12 @@ impl Ranking {
     pub fn progress(&self) -> RankProgress {
         let cards: Vec<String> = self.lanes.iter().filter_map(Lane::progress).collect();
         let (phase, phase_s, elapsed_s, alone_left) = match self.stage {
+            Stage::Waiting(_) => (
+                "waiting for the cards' first readings".to_string(),
+                0.0,
+                0.0,
+                self.lanes.len() as f64 * self.options.alone_s,
+            ),
             Stage::Alone(position) => {
                 let lane = self.lanes.get(position);
                 (

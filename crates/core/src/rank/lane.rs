@@ -2,6 +2,7 @@
 //! ranking among its holders), its compute worker (prepared once, used for both phases), the
 //! run of checked GEMM in the phase it is in, and what it measured.
 
+use gputune_formats::card::Telemetry;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::rank::PhaseFigures;
 use gputune_formats::reports::stability::{Ending, LoadShape, Prepared, RunResult};
@@ -46,6 +47,8 @@ pub struct Lane {
     watch: PhaseWatch,
     /// The last reading before its first load, when it showed the card at rest.
     idle: Option<IdlePoint>,
+    /// The latest reading, for a new run's first batches (the simulated device's clock).
+    latest: Option<Telemetry>,
     loaded: bool,
     pub alone: Option<PhaseFigures>,
     pub together: Option<PhaseFigures>,
@@ -63,6 +66,7 @@ impl Lane {
             run: None,
             watch: PhaseWatch::default(),
             idle: None,
+            latest: None,
             loaded: false,
             alone: None,
             together: None,
@@ -74,8 +78,9 @@ impl Lane {
         self.gpu.identity.index
     }
 
-    pub fn is_running(&self) -> bool {
-        self.run.is_some()
+    /// Whether the service has read the card since the ranking began.
+    pub fn has_reading(&self) -> bool {
+        self.latest.is_some()
     }
 
     /// Starts `phase`'s load for `duration_s`; false when the card has no worker left.
@@ -90,6 +95,9 @@ impl Lane {
         };
         let mut run = CheckRun::start_full_gemm(worker, options, self.prepared.clone());
         run.take_settings(settings);
+        if let Some(reading) = &self.latest {
+            run.take_reading(reading);
+        }
         self.watch = PhaseWatch::default();
         self.loaded = true;
         self.run = Some((phase, run));
@@ -106,6 +114,7 @@ impl Lane {
                 None if !self.loaded => self.idle = IdlePoint::of(reading),
                 _ => {}
             }
+            self.latest = Some(reading.clone());
         }
         match &mut self.run {
             Some((_, run)) => {

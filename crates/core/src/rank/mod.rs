@@ -23,3 +23,6 @@ pub mod watch;
 pub use drive::rank_cards;
 pub use engine::{RankProgress, RankTarget, Ranking};
 pub use options::RankOptions;
+
+#[cfg(test)]
+mod tests;

@@ -9,6 +9,8 @@ use gputune_formats::reports::rank::{PhaseFigures, PowerLimitRemedy};
 
 use super::watch::IdlePoint;
 
+/// A phase throttled for heat this share of the time or more throttled.
+pub const THERMAL_PCT: f64 = 10.0;
 /// Degrees under the temperature where throttling began that the limit aims at.
 pub const MARGIN_C: f64 = 2.0;
 /// Two points closer than this in power give no usable slope.
@@ -84,16 +86,49 @@ pub fn power_limit(card: &HeatEvidence<'_>, peers: &[f64]) -> Result<PowerLimitR
     };
     let target_c = f64::from(throttle_from_c) - MARGIN_C;
     let wanted_w = (load_w - (load_c - target_c).max(0.0) / heating).min(load_w);
-    let (Some(default_mw), Some(min_mw), Some(max_mw)) = (
-        card.constraints.power_limit_default_mw,
-        card.constraints.power_limit_min_mw,
-        card.constraints.power_limit_max_mw,
-    ) else {
+    let Some((power_limit_mw, percent)) = limit_in_range(wanted_w, card.constraints) else {
         return Err(format!(
             "GPU {index} does not say its power limit's range: no limit can be set on it"
         ));
     };
-    // Whole percent of the default, rounded down (cooler), within the card's range.
+    let limit_w = f64::from(power_limit_mw) / 1000.0;
+    // Its rate at the limit, from its rate alone when heat did not hold it back there.
+    let predicted_tflops = card
+        .alone
+        .filter(|alone| alone.thermal_pct() < THERMAL_PCT)
+        .and_then(|alone| {
+            Some(rate_at_power(
+                alone.gemm_tflops?,
+                alone.power_mean_w?,
+                limit_w,
+            ))
+        });
+    let throttled_tflops = card.together.and_then(|together| together.gemm_tflops);
+    let evens_the_box = predicted_tflops
+        .zip(throttled_tflops)
+        .is_some_and(|(predicted, now)| predicted > now * 1.005);
+    Ok(PowerLimitRemedy {
+        gpu_index: index,
+        power_limit_mw,
+        percent_of_default: percent,
+        target_c,
+        heating_c_per_w: heating,
+        heating_from: from,
+        predicted_tflops,
+        evens_the_box,
+    })
+}
+
+/// `wanted_w` as a power limit the card takes: whole percent of its default, rounded down,
+/// within its range; with that percent. `None` when the card does not say its range.
+pub fn limit_in_range(wanted_w: f64, constraints: &Constraints) -> Option<(u32, u32)> {
+    let (Some(default_mw), Some(min_mw), Some(max_mw)) = (
+        constraints.power_limit_default_mw,
+        constraints.power_limit_min_mw,
+        constraints.power_limit_max_mw,
+    ) else {
+        return None;
+    };
     let default_w = f64::from(default_mw) / 1000.0;
     let lowest_pct = (f64::from(min_mw) / 1000.0 / default_w * 100.0).ceil();
     let highest_pct = (f64::from(max_mw) / 1000.0 / default_w * 100.0).floor();
@@ -102,14 +137,20 @@ pub fn power_limit(card: &HeatEvidence<'_>, peers: &[f64]) -> Result<PowerLimitR
         .clamp(lowest_pct, highest_pct.max(lowest_pct));
     let power_limit_mw =
         ((percent / 100.0 * f64::from(default_mw)).round() as u32).clamp(min_mw, max_mw);
-    Ok(PowerLimitRemedy {
-        gpu_index: index,
-        power_limit_mw,
-        percent_of_default: percent as u32,
-        target_c,
-        heating_c_per_w: heating,
-        heating_from: from,
-    })
+    Some((power_limit_mw, percent as u32))
+}
+
+/// A GEMM rate at another power, from one the card ran at unthrottled by heat: where boost
+/// moves the clock, the voltage rises with it, so power grows about as clock³ (dynamic power
+/// ∝ f·V²) and the rate as the clock. (The simulated hot slot: 157 TFLOP/s predicted at its
+/// 320 W limit, 156 measured.)
+pub fn rate_at_power(rate: f64, power_w: f64, at_w: f64) -> f64 {
+    rate * (at_w / power_w).cbrt()
+}
+
+/// The power at which a card that ran `rate` at `power_w` runs `wanted_rate` (the inverse).
+pub fn power_for_rate(rate: f64, power_w: f64, wanted_rate: f64) -> f64 {
+    power_w * (wanted_rate / rate).powi(3)
 }
 
 /// The middle value (the mean of the two middle ones), finite values only.

@@ -4,17 +4,18 @@
 
 use gputune_formats::card::Constraints;
 use gputune_formats::reports::rank::{
-    BoxPace, CardRank, PhaseFigures, RankVerdict, SLOWER_THAN_BEST_FAILS_PCT, SlowCause,
+    BoxPace, CardRank, PaceLimit, PhaseFigures, PowerLimitRemedy, RankVerdict,
+    SLOWER_THAN_BEST_FAILS_PCT, SlowCause,
 };
 use gputune_formats::reports::stability::Ending;
 
-use super::remedy::{HeatEvidence, median, power_limit};
+use super::remedy::{
+    HeatEvidence, THERMAL_PCT, limit_in_range, median, power_for_rate, power_limit,
+};
 use super::watch::IdlePoint;
 
 /// A card this much slower than the best gets a cause named.
 const SLOWER_WORTH_A_CAUSE_PCT: f64 = 3.0;
-/// Throttled for heat this share of the time or more: it throttled.
-const THERMAL_PCT: f64 = 10.0;
 /// This much hotter than the others' median: a hot slot, whatever it did alone.
 const HOTTER_THAN_OTHERS_C: f64 = 5.0;
 
@@ -85,10 +86,14 @@ struct Context<'a> {
 
 pub fn rank(measured: &[Measured]) -> Ranked {
     let healthy: Vec<&Measured> = measured.iter().filter(|m| m.failure().is_none()).collect();
-    let best = healthy
-        .iter()
-        .filter_map(|m| Some((m, m.rate()?)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+    // The first of equals is the best.
+    let best = healthy.iter().filter_map(|m| Some((m, m.rate()?))).fold(
+        None,
+        |top: Option<(&&Measured, f64)>, (m, rate)| match top {
+            Some((_, top_rate)) if top_rate >= rate => top,
+            _ => Some((m, rate)),
+        },
+    );
     let best_alone = healthy
         .iter()
         .filter_map(|m| m.alone.as_ref()?.gemm_tflops)
@@ -124,6 +129,7 @@ pub fn rank(measured: &[Measured]) -> Ranked {
     let mut summary = Vec::new();
     if let Some(pace) = &box_pace {
         summary.push(pace_sentence(pace, healthy.len()));
+        summary.extend(other_way_sentence(pace));
     }
     let failing = cards
         .iter()
@@ -148,7 +154,10 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
     let best = context.best;
     let rate = card.rate();
     let vs_best_pct = match (rate, best) {
-        (Some(rate), Some((_, best))) if best > 0.0 => Some((rate / best - 1.0) * 100.0),
+        // To a tenth of a percent: finer is the readings' noise.
+        (Some(rate), Some((_, best))) if best > 0.0 => {
+            Some(((rate / best - 1.0) * 1000.0).round() / 10.0)
+        }
         _ => None,
     };
     let mut cause = None;
@@ -177,12 +186,7 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
         if matches!(cause, Some(SlowCause::HotSlot | SlowCause::Cooling)) {
             match power_limit(&card.evidence(), context.peers_heating) {
                 Ok(limit) => {
-                    sentence.push_str(&format!(
-                        "; a power limit of {} % ({}) on GPU {index} keeps it under {:.0} °C and evens the box",
-                        limit.percent_of_default,
-                        gputune_formats::units::watts(limit.power_limit_mw),
-                        limit.target_c + 1.0
-                    ));
+                    sentence.push_str(&remedy_words(&limit, rate));
                     remedy = Some(limit);
                 }
                 Err(why) => sentence.push_str(&format!("; no power limit suggested: {why}")),
@@ -220,6 +224,29 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
         cause,
         remedy,
         sentence,
+    }
+}
+
+/// "; a power limit of 88 % (396 W) on GPU 3 keeps it under 83 °C at about 170 TFLOP/s: it
+/// evens the box", or why it does not.
+fn remedy_words(limit: &PowerLimitRemedy, rate_now: f64) -> String {
+    let index = limit.gpu_index;
+    let head = format!(
+        "; a power limit of {} % ({}) on GPU {index} keeps it under {:.0} °C",
+        limit.percent_of_default,
+        gputune_formats::units::watts(limit.power_limit_mw),
+        limit.target_c + 1.0
+    );
+    match limit.predicted_tflops {
+        Some(predicted) if limit.evens_the_box => {
+            format!(
+                "{head} at about {predicted:.0} TFLOP/s, faster than it runs throttled: it evens the box"
+            )
+        }
+        Some(predicted) => format!(
+            "{head}, but at about {predicted:.0} TFLOP/s, slower than it runs throttled ({rate_now:.0}): give its slot more air (its fans, a gap to its neighbours) instead"
+        ),
+        None => format!("{head} (its rate there cannot be told: it throttled for heat alone too)"),
     }
 }
 
@@ -323,19 +350,76 @@ fn describe_cause(cause: SlowCause, card: &Measured) -> String {
 }
 
 fn box_pace(healthy: &[&Measured]) -> Option<BoxPace> {
-    let mut rates: Vec<(u32, f64)> = healthy
+    let mut rates: Vec<(&Measured, f64)> = healthy
         .iter()
-        .filter_map(|m| Some((m.gpu_index, m.rate()?)))
+        .filter_map(|m| Some((*m, m.rate()?)))
         .collect();
     rates.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let &(slowest_gpu_index, slowest) = rates.first()?;
+    let &(slowest_card, slowest) = rates.first()?;
+    let best = rates.last().map_or(slowest, |(_, rate)| *rate);
     let count = rates.len() as f64;
+    let mut at_the_slowest_pace = Vec::new();
+    let mut saves_w = 0.0;
+    if (slowest / best - 1.0) * 100.0 <= -SLOWER_WORTH_A_CAUSE_PCT {
+        for (card, rate) in &rates[1..] {
+            let Some(power_w) = card.together.as_ref().and_then(|f| f.power_mean_w) else {
+                continue;
+            };
+            let wanted_w = power_for_rate(*rate, power_w, slowest);
+            let Some((power_limit_mw, percent_of_default)) =
+                limit_in_range(wanted_w, &card.constraints)
+            else {
+                continue;
+            };
+            saves_w += (power_w - f64::from(power_limit_mw) / 1000.0).max(0.0);
+            at_the_slowest_pace.push(PaceLimit {
+                gpu_index: card.gpu_index,
+                power_limit_mw,
+                percent_of_default,
+            });
+        }
+    }
+    at_the_slowest_pace.sort_by_key(|limit| limit.gpu_index);
     Some(BoxPace {
-        slowest_gpu_index,
+        slowest_gpu_index: slowest_card.gpu_index,
         box_tflops: slowest * count,
         sum_tflops: rates.iter().map(|(_, rate)| rate).sum(),
         box_tflops_evened: rates.get(1).map(|(_, next)| next * count),
+        at_the_slowest_pace_saves_w: (!at_the_slowest_pace.is_empty()).then_some(saves_w),
+        at_the_slowest_pace,
     })
+}
+
+/// "Or even it the other way: GPUs 0, 1, 2 at power limits of 87-88 % run at GPU 3's pace, the
+/// box no slower, drawing about 150 W less."
+fn other_way_sentence(pace: &BoxPace) -> Option<String> {
+    let saves_w = pace.at_the_slowest_pace_saves_w?;
+    let cards: Vec<String> = pace
+        .at_the_slowest_pace
+        .iter()
+        .map(|limit| limit.gpu_index.to_string())
+        .collect();
+    let lowest = pace
+        .at_the_slowest_pace
+        .iter()
+        .map(|l| l.percent_of_default)
+        .min()?;
+    let highest = pace
+        .at_the_slowest_pace
+        .iter()
+        .map(|l| l.percent_of_default)
+        .max()?;
+    let percent = if lowest == highest {
+        format!("a power limit of {lowest} %")
+    } else {
+        format!("power limits of {lowest}-{highest} %")
+    };
+    Some(format!(
+        "Or even it the other way: GPU{} {} at {percent} run at GPU {}'s pace, the box no slower, drawing about {saves_w:.0} W less.",
+        if cards.len() == 1 { "" } else { "s" },
+        cards.join(", "),
+        pace.slowest_gpu_index
+    ))
 }
 
 fn pace_sentence(pace: &BoxPace, cards: usize) -> String {
@@ -344,7 +428,10 @@ fn pace_sentence(pace: &BoxPace, cards: usize) -> String {
         "In a data-parallel job the box is as fast as its slowest card, GPU {}: {cards} × {slowest:.0} = {:.0} TFLOP/s of the {:.0} its cards give on their own",
         pace.slowest_gpu_index, pace.box_tflops, pace.sum_tflops
     );
-    if let Some(evened) = pace.box_tflops_evened.filter(|e| *e > pace.box_tflops) {
+    if let Some(evened) = pace
+        .box_tflops_evened
+        .filter(|evened| *evened >= pace.box_tflops * 1.005)
+    {
         text.push_str(&format!(
             "; GPU {} as fast as the next slowest would make it {evened:.0} ({}).",
             pace.slowest_gpu_index,
@@ -359,7 +446,9 @@ fn pace_sentence(pace: &BoxPace, cards: usize) -> String {
 /// "−12 %", "+3 %" (a true minus sign).
 pub fn signed_pct(pct: f64) -> String {
     let rounded = pct.round();
-    if rounded < 0.0 {
+    if rounded == 0.0 {
+        "0 %".to_string()
+    } else if rounded < 0.0 {
         format!("\u{2212}{:.0} %", -rounded)
     } else {
         format!("+{rounded:.0} %")

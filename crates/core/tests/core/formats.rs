@@ -7,6 +7,8 @@
 
 #[path = "formats/command_reports.rs"]
 mod command_reports;
+#[path = "formats/command_reports_rank.rs"]
+mod command_reports_rank;
 #[path = "formats/command_reports_sweep.rs"]
 mod command_reports_sweep;
 #[path = "formats/disk.rs"]

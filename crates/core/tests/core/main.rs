@@ -9,6 +9,7 @@ mod history;
 mod links;
 mod profiles;
 mod profiles_checked;
+mod rank;
 mod simulator;
 mod stability_cuda;
 mod stability_flow;

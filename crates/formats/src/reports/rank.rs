@@ -104,8 +104,13 @@ pub struct PowerLimitRemedy {
     pub target_c: f64,
     /// Its heating: degrees above its idle temperature per watt above its idle power.
     pub heating_c_per_w: f64,
-    /// Where that heating came from ("its idle reading and its load", …).
+    /// Where that heating came from ("its reading at rest and under load", …).
     pub heating_from: String,
+    /// Its GEMM rate at that limit, predicted from its rate alone (cool) by power ∝ clock³;
+    /// `None` when it throttled for heat alone too.
+    pub predicted_tflops: Option<f64>,
+    /// Whether that is faster than it ran throttled together: the limit evens the box.
+    pub evens_the_box: bool,
 }
 
 /// The figures of one card in one phase.
@@ -179,4 +184,18 @@ pub struct BoxPace {
     pub sum_tflops: f64,
     /// The box with its slowest card as fast as the next slowest, TFLOP/s.
     pub box_tflops_evened: Option<f64>,
+    /// The other way to even it: each faster card at the power limit that runs it at the
+    /// slowest card's pace, the box no slower and drawing less.
+    pub at_the_slowest_pace: Vec<PaceLimit>,
+    /// The power those limits save, watts (from each card's draw together).
+    pub at_the_slowest_pace_saves_w: Option<f64>,
+}
+
+/// A faster card's power limit at the slowest card's pace (power ∝ clock³ from its own rate and
+/// draw together), within its range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PaceLimit {
+    pub gpu_index: u32,
+    pub power_limit_mw: u32,
+    pub percent_of_default: u32,
 }

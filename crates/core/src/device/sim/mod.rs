@@ -149,6 +149,12 @@ impl SimBackend {
             .clone()
     }
 
+    /// Starts or stops card `index`'s work from now on (a harness loading one card at a time,
+    /// as the ranking does; a simulated card's load is otherwise its scenario's all along).
+    pub fn set_load(&self, index: u32, load: LoadPattern) -> Result<(), DeviceError> {
+        self.with_gpu(index, |gpu| gpu.load = load)
+    }
+
     /// Runs `body` on GPU `index`, advanced to the clock's time.
     fn with_gpu<T>(
         &self,
