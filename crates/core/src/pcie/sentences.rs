@@ -30,11 +30,24 @@ pub fn card_note(card: &CardLinks) -> String {
     "as it should".to_string()
 }
 
-/// "wrong data at byte 4096", "12.1 of 25.2 GB/s expected", "as it should".
-pub fn pair_note(pair: &PairLinks) -> String {
+/// "wrong data at byte 4096", "8.7 of 12.6 GB/s expected: GPU 5 at Gen 4 x8", "as it
+/// should"; `cards` say which of the two runs below its best link.
+pub fn pair_note(pair: &PairLinks, cards: &[CardLinks]) -> String {
+    let narrow = cards
+        .iter()
+        .filter(|card| card.gpu_index == pair.from_gpu || card.gpu_index == pair.to_gpu)
+        .find(|card| below_max(card.link_loaded, card.link_max))
+        .and_then(|card| {
+            Some(format!(
+                ": GPU {} at {}",
+                card.gpu_index,
+                card.link_loaded?.describe()
+            ))
+        })
+        .unwrap_or_default();
     match &pair.copy {
         Some(result) if result.wrong_words > 0 => format!("wrong data{}", at_byte(result)),
-        Some(result) if is_slow(result) => rate_against(result),
+        Some(result) if is_slow(result) => format!("{}{narrow}", rate_against(result)),
         Some(_) => "as it should".to_string(),
         None => pair.note.clone(),
     }
@@ -224,8 +237,8 @@ fn p2p_and_topology(pairs: &[PairLinks]) -> Vec<String> {
                 .is_some_and(|p2p| p2p.read == P2pStatus::ChipsetNotSupported)
         });
         said.push(format!(
-            "P2P is off{}: gradients go through the host (two copies over PCIe and one through \
-             host memory{}).",
+            "P2P is off{}: gradients go through the host (down to host memory and up to the \
+             other card{}).",
             if stock {
                 " (CNS: the stock driver gives GeForce cards no P2P)"
             } else {
