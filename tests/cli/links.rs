@@ -94,7 +94,7 @@ fn a_patched_driver_shows_p2p_within_a_socket_in_the_table() {
     );
     assert!(across.contains("through host"), "{across}");
     assert!(
-        stdout.contains("P2P is on between some cards; 0-4, 1-4 go through the host"),
+        stdout.contains("P2P is on between the other cards; the 2 pairs across the CPU sockets go through the host"),
         "{stdout}"
     );
 }

@@ -200,6 +200,31 @@ fn slow_cards(cards: &[CardLinks]) -> Vec<String> {
     said
 }
 
+/// "the 16 pairs across the CPU sockets", "0-4, 1-4", "0-4, 0-5, … and 9 more" (each pair
+/// once, whichever way).
+fn which_pairs(pairs: &[&PairLinks]) -> String {
+    let once: Vec<String> = pairs
+        .iter()
+        .filter(|pair| pair.from_gpu < pair.to_gpu)
+        .map(|pair| format!("{}-{}", pair.from_gpu, pair.to_gpu))
+        .collect();
+    if pairs
+        .iter()
+        .all(|pair| pair.topology == Some(Topology::System))
+    {
+        return format!("the {} pairs across the CPU sockets", once.len());
+    }
+    const LISTED: usize = 6;
+    if once.len() <= LISTED {
+        return once.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        once[..LISTED].join(", "),
+        once.len() - LISTED
+    )
+}
+
 /// What P2P and the topology mean for gradients between the cards.
 fn p2p_and_topology(pairs: &[PairLinks]) -> Vec<String> {
     let mut said = Vec::new();
@@ -247,14 +272,9 @@ fn p2p_and_topology(pairs: &[PairLinks]) -> Vec<String> {
             rate(&through_host)
         ));
     } else if !through_host.is_empty() && through_host.len() < pairs.len() {
-        let listed: Vec<String> = through_host
-            .iter()
-            .filter(|pair| pair.from_gpu < pair.to_gpu)
-            .map(|pair| format!("{}-{}", pair.from_gpu, pair.to_gpu))
-            .collect();
         said.push(format!(
-            "P2P is on between some cards; {} go through the host{}.",
-            listed.join(", "),
+            "P2P is on between the other cards; {} go through the host{}.",
+            which_pairs(&through_host),
             rate(&through_host)
         ));
     }
