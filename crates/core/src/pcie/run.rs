@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::bench::{CopyBench, CopyChecked, Route, open_bench};
+use super::deadline::{COPY_DEADLINE, DeadlineBench};
 use super::expect::{below_max, faster, host_gb_per_s, pair_gb_per_s, verdict_of};
 use super::sentences;
 use crate::device::Backend;
@@ -62,7 +63,10 @@ pub fn test_links(
                 .map_err(|error| error.to_string())
         });
     match opened {
-        Ok((cards, mut bench)) => run_links(backend, &cards, bench.as_mut(), options, progress),
+        Ok((cards, bench)) => {
+            let mut bench = DeadlineBench::start(bench, COPY_DEADLINE);
+            run_links(backend, &cards, &mut bench, options, progress)
+        }
         Err(message) => untested(options, message, started),
     }
 }
