@@ -11,6 +11,7 @@ pub mod fan;
 pub mod history;
 pub mod jobs;
 pub mod jobs_show;
+pub mod links;
 pub mod log;
 pub mod plan;
 pub mod profile;

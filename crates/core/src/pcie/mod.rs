@@ -7,16 +7,19 @@
 //! nothing to any card's settings (docs/box.md, "Links").
 //!
 //! bench.rs: what runs the copies ([`CopyBench`]) and the pattern they carry; cuda.rs: the
-//! real copies (the stability check's CUDA device); simulated.rs: the simulator's; expect.rs:
+//! real copies (the stability check's CUDA device); simulated.rs: the simulator's;
+//! deadline.rs: every call with a deadline, so a stuck copy cannot hang the test; expect.rs:
 //! what a link should give; run.rs: the test; sentences.rs: what it means for a DDP job.
 
 mod bench;
 pub mod cuda;
+mod deadline;
 mod expect;
 mod run;
 mod sentences;
 pub mod simulated;
 
 pub use bench::{CopyBench, CopyChecked, Route, check_words, fill_words, open_bench};
+pub use deadline::{COPY_DEADLINE, DeadlineBench};
 pub use expect::{PRACTICAL_SHARE, SLOW_BELOW, host_gb_per_s, pair_gb_per_s};
 pub use run::{LinksOptions, LinksProgress, run_links, test_links};

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::bench::{CopyBench, CopyChecked, Route, open_bench};
+use super::deadline::{COPY_DEADLINE, DeadlineBench};
 use super::expect::{below_max, faster, host_gb_per_s, pair_gb_per_s, verdict_of};
 use super::sentences;
 use crate::device::Backend;
@@ -62,7 +63,10 @@ pub fn test_links(
                 .map_err(|error| error.to_string())
         });
     match opened {
-        Ok((cards, mut bench)) => run_links(backend, &cards, bench.as_mut(), options, progress),
+        Ok((cards, bench)) => {
+            let mut bench = DeadlineBench::start(bench, COPY_DEADLINE);
+            run_links(backend, &cards, &mut bench, options, progress)
+        }
         Err(message) => untested(options, message, started),
     }
 }
@@ -192,15 +196,21 @@ impl Tally {
             bytes: self.bytes,
             copies: self.copies,
             gb_per_s: if self.elapsed_s > 0.0 {
-                total_bytes / self.elapsed_s / 1e9
+                hundredths(total_bytes / self.elapsed_s / 1e9)
             } else {
                 0.0
             },
-            expected_gb_per_s,
+            expected_gb_per_s: expected_gb_per_s.map(hundredths),
             wrong_words: self.wrong_words,
             first_wrong_offset_bytes: self.first_wrong_offset_bytes,
         }
     }
+}
+
+/// A rate to 0.01 GB/s: what a rate measured to a few per cent can say (and what reads back
+/// from JSON as the same number).
+fn hundredths(value: f64) -> f64 {
+    (value * 100.0).round() / 100.0
 }
 
 /// How long a card's copies should take on its best link, ms, with room to spare: how long
@@ -321,12 +331,12 @@ fn test_pair(
     if result.path != CopyPath::PeerToPeer && peer {
         // The driver said P2P, CUDA would not: measured against the through-host rate.
         result.expected_gb_per_s = match (max_of(from), max_of(to)) {
-            (Some(a), Some(b)) => Some(pair_gb_per_s(a, b, false)),
+            (Some(a), Some(b)) => Some(hundredths(pair_gb_per_s(a, b, false))),
             _ => None,
         };
     }
     pair.verdict = verdict_of(&[&result], false);
     pair.copy = Some(result);
-    pair.note = sentences::pair_note(&pair);
+    pair.note = sentences::pair_note(&pair, cards);
     pair
 }

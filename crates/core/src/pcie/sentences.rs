@@ -30,11 +30,24 @@ pub fn card_note(card: &CardLinks) -> String {
     "as it should".to_string()
 }
 
-/// "wrong data at byte 4096", "12.1 of 25.2 GB/s expected", "as it should".
-pub fn pair_note(pair: &PairLinks) -> String {
+/// "wrong data at byte 4096", "8.7 of 12.6 GB/s expected: GPU 5 at Gen 4 x8", "as it
+/// should"; `cards` say which of the two runs below its best link.
+pub fn pair_note(pair: &PairLinks, cards: &[CardLinks]) -> String {
+    let narrow = cards
+        .iter()
+        .filter(|card| card.gpu_index == pair.from_gpu || card.gpu_index == pair.to_gpu)
+        .find(|card| below_max(card.link_loaded, card.link_max))
+        .and_then(|card| {
+            Some(format!(
+                ": GPU {} at {}",
+                card.gpu_index,
+                card.link_loaded?.describe()
+            ))
+        })
+        .unwrap_or_default();
     match &pair.copy {
         Some(result) if result.wrong_words > 0 => format!("wrong data{}", at_byte(result)),
-        Some(result) if is_slow(result) => rate_against(result),
+        Some(result) if is_slow(result) => format!("{}{narrow}", rate_against(result)),
         Some(_) => "as it should".to_string(),
         None => pair.note.clone(),
     }
@@ -187,6 +200,31 @@ fn slow_cards(cards: &[CardLinks]) -> Vec<String> {
     said
 }
 
+/// "the 16 pairs across the CPU sockets", "0-4, 1-4", "0-4, 0-5, … and 9 more" (each pair
+/// once, whichever way).
+fn which_pairs(pairs: &[&PairLinks]) -> String {
+    let once: Vec<String> = pairs
+        .iter()
+        .filter(|pair| pair.from_gpu < pair.to_gpu)
+        .map(|pair| format!("{}-{}", pair.from_gpu, pair.to_gpu))
+        .collect();
+    if pairs
+        .iter()
+        .all(|pair| pair.topology == Some(Topology::System))
+    {
+        return format!("the {} pairs across the CPU sockets", once.len());
+    }
+    const LISTED: usize = 6;
+    if once.len() <= LISTED {
+        return once.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        once[..LISTED].join(", "),
+        once.len() - LISTED
+    )
+}
+
 /// What P2P and the topology mean for gradients between the cards.
 fn p2p_and_topology(pairs: &[PairLinks]) -> Vec<String> {
     let mut said = Vec::new();
@@ -224,8 +262,8 @@ fn p2p_and_topology(pairs: &[PairLinks]) -> Vec<String> {
                 .is_some_and(|p2p| p2p.read == P2pStatus::ChipsetNotSupported)
         });
         said.push(format!(
-            "P2P is off{}: gradients go through the host (two copies over PCIe and one through \
-             host memory{}).",
+            "P2P is off{}: gradients go through the host (down to host memory and up to the \
+             other card{}).",
             if stock {
                 " (CNS: the stock driver gives GeForce cards no P2P)"
             } else {
@@ -234,14 +272,9 @@ fn p2p_and_topology(pairs: &[PairLinks]) -> Vec<String> {
             rate(&through_host)
         ));
     } else if !through_host.is_empty() && through_host.len() < pairs.len() {
-        let listed: Vec<String> = through_host
-            .iter()
-            .filter(|pair| pair.from_gpu < pair.to_gpu)
-            .map(|pair| format!("{}-{}", pair.from_gpu, pair.to_gpu))
-            .collect();
         said.push(format!(
-            "P2P is on between some cards; {} go through the host{}.",
-            listed.join(", "),
+            "P2P is on between the other cards; {} go through the host{}.",
+            which_pairs(&through_host),
             rate(&through_host)
         ));
     }

@@ -6,15 +6,12 @@
 //! shows CNS, "chipset not supported"); a patched one (tinygrad's open kernel modules) enables
 //! it between cards of one socket, not across the sockets (TNS). docs/simulator.md, "Links".
 
-use serde::{Deserialize, Serialize};
-
 use super::SimScenario;
 use super::physics::SimError;
 use gputune_formats::reports::links::{P2pAccess, P2pStatus, Topology};
 
 /// Which driver the simulated box runs, as far as P2P goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum P2pDriver {
     /// NVIDIA's driver: no P2P on GeForce cards.
     #[default]
