@@ -9,6 +9,7 @@ mod history;
 mod profiles;
 mod profiles_checked;
 mod simulator;
+mod stability_box;
 mod stability_cuda;
 mod stability_flow;
 mod stability_kernels;

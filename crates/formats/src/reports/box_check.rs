@@ -1,0 +1,142 @@
+//! `gputune stability --together --json`: the box check, every card loaded at once with the
+//! same pulse edges (docs/box.md, "The box check"). Each card's own report is the one a
+//! single-card check gives; the box adds its steps (box power, each card's power and clocks, how
+//! well the edges lined up), which card failed first and where, and the clock cap to use.
+
+use serde::{Deserialize, Serialize};
+
+use super::stability::CheckReport;
+use crate::profile::Verdict;
+
+pub const BOX_CHECK_REPORT_FORMAT: u32 = 1;
+
+/// One step of the in-phase schedule: every card runs it from the same edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BoxStep {
+    /// GEMM bursts of `duty_pct` % of every `period_ms`, idle in between, on every card at once.
+    Pulsed { period_ms: u32, duty_pct: u32 },
+    /// GEMM back to back on every card.
+    Full,
+}
+
+impl BoxStep {
+    /// "10 ms pulses every 20 ms (50 % duty)", "full load".
+    pub fn describe(self) -> String {
+        match self {
+            BoxStep::Pulsed {
+                period_ms,
+                duty_pct,
+            } => {
+                let burst_ms = u64::from(period_ms) * u64::from(duty_pct) / 100;
+                format!("{burst_ms} ms pulses every {period_ms} ms ({duty_pct} % duty)")
+            }
+            BoxStep::Full => "full load".to_string(),
+        }
+    }
+}
+
+/// One card during one step, from the service's readings.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CardAtStep {
+    pub gpu_index: u32,
+    pub power_mean_w: Option<f64>,
+    pub power_peak_w: Option<f64>,
+    pub clock_min_mhz: Option<u32>,
+    pub clock_max_mhz: Option<u32>,
+    pub temperature_peak_c: Option<u32>,
+}
+
+/// One step as it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    pub step: BoxStep,
+    /// When it began, seconds after the load started.
+    pub started_s: f64,
+    pub seconds: f64,
+    /// The box's power (every checked card's summed at one reading), average and peak.
+    pub box_power_mean_w: Option<f64>,
+    pub box_power_peak_w: Option<f64>,
+    pub cards: Vec<CardAtStep>,
+    /// Pulse edges every card began at the shared instant.
+    pub edges: u32,
+    /// The widest spread of one edge's start across the cards, ms (how far from in phase).
+    pub edge_spread_max_ms: Option<f64>,
+}
+
+/// The first card to fail, and where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoxFailure {
+    pub gpu_index: u32,
+    pub gpu_uuid: String,
+    /// The step running when it failed (`None`: before the load began).
+    pub step: Option<BoxStep>,
+    /// Seconds after the load started.
+    pub at_s: f64,
+    /// "14 wrong GEMM results at 2745 MHz", "Xid 79 (…)".
+    pub finding: String,
+    /// Every card was lost at once: the machine (its power supply) went down.
+    pub all_cards_lost: bool,
+}
+
+/// The setting under which the in-phase check passes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoxRecommendation {
+    /// The top of a clock lock on every card, MHz.
+    pub clock_cap_mhz: u32,
+    /// Whether the failing step was run again at that cap and passed (else it is worked out
+    /// from the box power, and unproven).
+    pub confirmed: bool,
+    /// How it was found, in a sentence.
+    pub how: String,
+}
+
+/// The whole of `stability --together --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoxCheckReport {
+    pub format_version: u32,
+    pub verdict: Verdict,
+    /// "The box is stable: 8 cards, 6 steps in phase, 3,610 W peak" and the like.
+    pub sentence: String,
+    /// The clock cap every card was held at (a recommendation's confirmation), when one was.
+    pub clock_cap_mhz: Option<u32>,
+    pub steps: Vec<StepReport>,
+    /// Each card's report, as a single-card check gives it.
+    pub cards: Vec<CheckReport>,
+    pub first_failure: Option<BoxFailure>,
+    pub recommendation: Option<BoxRecommendation>,
+    /// What was put back when the check's session ended (empty when it changed nothing).
+    pub put_back: Vec<String>,
+    /// False when a setting could not be put back.
+    pub put_back_complete: bool,
+    /// Whether the engine kept a box-check journal (the daemon's, so that a machine that goes
+    /// down is said at its next start).
+    pub journaled: bool,
+    /// Unix time the check ended, ms.
+    pub ended_at_ms: u64,
+    pub gputune_version: String,
+}
+
+/// A box-check journal: what the engine writes before the load starts and updates every second
+/// while it runs, removed when the check ends. One left behind at the engine's start means the
+/// machine went down mid-check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoxJournal {
+    pub format_version: u32,
+    /// The cards checked, by UUID.
+    pub gpu_uuids: Vec<String>,
+    /// Unix time the load started, ms.
+    pub started_at_ms: u64,
+    /// Unix time of the last update, ms.
+    pub updated_at_ms: u64,
+    /// The box power at the last reading (the checked cards' sum), and the highest so far.
+    pub box_power_w: Option<f64>,
+    pub box_power_peak_w: Option<f64>,
+    /// The highest graphics clock of any checked card at the last reading, MHz.
+    pub clock_max_mhz: Option<u32>,
+    /// The clock cap held on the cards, when the check held one.
+    pub clock_cap_mhz: Option<u32>,
+}
+
+pub const BOX_JOURNAL_FORMAT: u32 = 1;
