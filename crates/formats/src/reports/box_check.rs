@@ -91,6 +91,79 @@ pub struct BoxRecommendation {
     pub how: String,
 }
 
+/// Near the top of the voltage/frequency curve a card's power rises about as the cube of its
+/// clock (the voltage rises with the clock); a cap that lowers it by this share keeps the
+/// pulses' sum under what tripped.
+const POWER_CUT_AFTER_TRIP: f64 = 0.15;
+/// A cap is never set below this: lower, the card is not the problem.
+pub const LOWEST_CAP_MHZ: u32 = 1500;
+
+impl BoxRecommendation {
+    /// The cap to try after the machine went down with the cards at up to `clock_max_mhz` and
+    /// the box at `box_power_w`: worked out, not proven. `None` without a clock to start from.
+    pub fn after_trip(clock_max_mhz: Option<u32>, box_power_w: Option<f64>) -> Option<Self> {
+        let clock = clock_max_mhz.filter(|clock| *clock > 0)?;
+        let scale = (1.0 - POWER_CUT_AFTER_TRIP).cbrt();
+        let cap = ((f64::from(clock) * scale) as u32 / 15 * 15).max(LOWEST_CAP_MHZ);
+        let power = box_power_w
+            .map(|watts| format!(" and the box drew about {}", watts_text(watts)))
+            .unwrap_or_default();
+        Some(BoxRecommendation {
+            clock_cap_mhz: cap,
+            confirmed: false,
+            how: format!(
+                "worked out from the trip, not proven: the cards ran at up to {clock} MHz{power}; near the top of the curve a card's power rises about as the cube of its clock, so a cap of {cap} MHz cuts each card's pulse power by about {:.0} %. Run the box check again with --clock-cap-mhz {cap} to prove it",
+                POWER_CUT_AFTER_TRIP * 100.0
+            ),
+        })
+    }
+}
+
+/// "1,650 W".
+pub fn watts_text(watts: f64) -> String {
+    let whole = watts.round().max(0.0) as u64;
+    if whole >= 1000 {
+        format!("{},{:03} W", whole / 1000, whole % 1000)
+    } else {
+        format!("{whole} W")
+    }
+}
+
+impl BoxJournal {
+    /// What a journal left behind says: "The box went down 41 s into an all-card check (GPUs
+    /// …) at about 1,650 W: suspect the power supply; try a clock cap of 2595 MHz on every card
+    /// (…)." `gpus` names the cards as this machine numbers them.
+    pub fn went_down_sentence(&self, gpus: &str) -> String {
+        let into_s = self.updated_at_ms.saturating_sub(self.started_at_ms) as f64 / 1000.0;
+        let power = self
+            .box_power_peak_w
+            .or(self.box_power_w)
+            .map(|watts| format!(" at about {}", watts_text(watts)))
+            .unwrap_or_default();
+        let cap = self
+            .clock_cap_mhz
+            .map(|cap| format!(" with every card capped at {cap} MHz"))
+            .unwrap_or_default();
+        let advice = match BoxRecommendation::after_trip(
+            self.clock_max_mhz,
+            self.box_power_peak_w.or(self.box_power_w),
+        ) {
+            Some(recommendation) => format!(
+                "try a clock cap of {} MHz on every card ({})",
+                recommendation.clock_cap_mhz, recommendation.how
+            ),
+            None => {
+                "try a clock cap on every card (`gputune stability --together --clock-cap-mhz N`)"
+                    .to_string()
+            }
+        };
+        format!(
+            "The box went down {} into an all-card check of {gpus}{power}{cap}: suspect the power supply; {advice}.",
+            crate::units::duration_s(into_s)
+        )
+    }
+}
+
 /// The whole of `stability --together --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoxCheckReport {
@@ -137,6 +210,10 @@ pub struct BoxJournal {
     pub clock_max_mhz: Option<u32>,
     /// The clock cap held on the cards, when the check held one.
     pub clock_cap_mhz: Option<u32>,
+    /// The boot the check ran in (`/proc/sys/kernel/random/boot_id`): a journal left in the
+    /// same boot means a process died, not the machine.
+    #[serde(default)]
+    pub boot_id: Option<String>,
 }
 
 pub const BOX_JOURNAL_FORMAT: u32 = 1;

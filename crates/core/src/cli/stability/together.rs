@@ -8,11 +8,10 @@ use crate::cli::connect::{TuningOptions, choose_gpus, connect_for, refusal, snap
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
 use crate::stability::busy::OtherWork;
 use crate::stability::rounds::CheckOptions;
-use crate::stability::together::recommend::watts_text;
 use crate::stability::together::{BoxPlan, BoxProgress, run_box_check};
 use gputune_formats::profile::Verdict;
 use gputune_formats::protocol::Request;
-use gputune_formats::reports::box_check::BoxCheckReport;
+use gputune_formats::reports::box_check::{BoxCheckReport, watts_text};
 use gputune_formats::reports::stability::LoadShape;
 use gputune_formats::units::duration_s;
 

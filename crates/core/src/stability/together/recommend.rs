@@ -6,12 +6,8 @@
 pub const CAP_STEP_MHZ: u32 = 90;
 /// The most reruns before giving up on finding a cap.
 pub const MOST_RERUNS: u32 = 4;
-/// A cap is never set below this: lower, the card is not the problem.
-pub const LOWEST_CAP_MHZ: u32 = 1500;
-/// Near the top of the voltage/frequency curve a card's power rises about as the cube of its
-/// clock (the voltage rises with the clock); a cap that lowers it by this share of the power
-/// keeps the pulses' sum under what tripped.
-const POWER_CUT: f64 = 0.15;
+
+use gputune_formats::reports::box_check::{BoxRecommendation, LOWEST_CAP_MHZ};
 
 /// A clock rounded down to a 15 MHz boost bin.
 pub fn to_bin(clock_mhz: u32) -> u32 {
@@ -32,35 +28,13 @@ pub fn next_cap(cap_mhz: u32, reruns_done: u32) -> Option<u32> {
     (reruns_done < MOST_RERUNS && cap >= LOWEST_CAP_MHZ).then_some(cap)
 }
 
-/// The cap to try after the machine went down with the cards at `clock_max_mhz` and the box at
-/// `box_power_w`, and how it was found, in a sentence. `None` without a clock to start from.
+/// The cap to try after the machine went down, worked out from the box power and clocks
+/// (`BoxRecommendation::after_trip`: the daemon says the same at its next start).
 pub fn cap_after_trip(
     clock_max_mhz: Option<u32>,
     box_power_w: Option<f64>,
-) -> Option<(u32, String)> {
-    let clock = clock_max_mhz.filter(|clock| *clock > 0)?;
-    let scale = (1.0 - POWER_CUT).cbrt();
-    let cap = to_bin((f64::from(clock) * scale) as u32).max(LOWEST_CAP_MHZ);
-    let power = box_power_w
-        .map(|watts| format!(" and the box drew about {}", watts_text(watts)))
-        .unwrap_or_default();
-    Some((
-        cap,
-        format!(
-            "worked out from the trip, not proven: the cards ran at up to {clock} MHz{power}; near the top of the curve a card's power rises about as the cube of its clock, so a cap of {cap} MHz cuts each card's pulse power by about {:.0} %. Run the box check again with --clock-cap-mhz {cap} to prove it.",
-            POWER_CUT * 100.0
-        ),
-    ))
-}
-
-/// "1,650 W".
-pub fn watts_text(watts: f64) -> String {
-    let whole = watts.round().max(0.0) as u64;
-    if whole >= 1000 {
-        format!("{},{:03} W", whole / 1000, whole % 1000)
-    } else {
-        format!("{whole} W")
-    }
+) -> Option<BoxRecommendation> {
+    BoxRecommendation::after_trip(clock_max_mhz, box_power_w)
 }
 
 #[cfg(test)]
@@ -78,10 +52,18 @@ mod tests {
 
     #[test]
     fn a_trip_gives_a_cap_about_five_percent_down_and_says_how() {
-        let (cap, how) = cap_after_trip(Some(2745), Some(1650.4)).unwrap();
-        assert_eq!(cap, 2595);
-        assert!(how.contains("1,650 W") && how.contains("2745 MHz"), "{how}");
+        let trip = cap_after_trip(Some(2745), Some(1650.4)).unwrap();
+        assert_eq!(trip.clock_cap_mhz, 2595);
+        assert!(!trip.confirmed);
+        assert!(
+            trip.how.contains("1,650 W") && trip.how.contains("2745 MHz"),
+            "{}",
+            trip.how
+        );
         assert_eq!(cap_after_trip(None, Some(1650.0)), None);
-        assert_eq!(watts_text(950.2), "950 W");
+        assert_eq!(
+            gputune_formats::reports::box_check::watts_text(950.2),
+            "950 W"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! A box check's ending: the report of the main check, the reruns that find a clock cap, the
 //! session ended (the cards put back) and the verdict's sentence.
 
-use super::recommend::{cap_after_trip, first_cap, next_cap, watts_text};
+use super::recommend::{cap_after_trip, first_cap, next_cap};
 use super::schedule::TimedStep;
 use super::{BoxCard, BoxCheck, Rerun, SHORTEST_RERUN_S, hold};
 use crate::service::client::TuningClient;
@@ -9,7 +9,7 @@ use crate::stability::report::check_report;
 use crate::stability::run::{CheckRun, SettingsSeen};
 use gputune_formats::profile::Verdict;
 use gputune_formats::reports::box_check::{
-    BOX_CHECK_REPORT_FORMAT, BoxCheckReport, BoxFailure, BoxRecommendation,
+    BOX_CHECK_REPORT_FORMAT, BoxCheckReport, BoxFailure, BoxRecommendation, watts_text,
 };
 use gputune_formats::reports::stability::{CheckReport, Ending};
 
@@ -57,12 +57,7 @@ impl BoxCheck {
         let recommendation = failure
             .as_ref()
             .filter(|failure| failure.all_cards_lost)
-            .and_then(|_| cap_after_trip(failing_clock, box_peak.or(self.box_power_w)))
-            .map(|(clock_cap_mhz, how)| BoxRecommendation {
-                clock_cap_mhz,
-                confirmed: false,
-                how,
-            });
+            .and_then(|_| cap_after_trip(failing_clock, box_peak.or(self.box_power_w)));
         let steps = self.step_reports();
         self.report = Some(BoxCheckReport {
             format_version: BOX_CHECK_REPORT_FORMAT,
