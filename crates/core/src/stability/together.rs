@@ -127,7 +127,9 @@ impl BoxCheck {
         devices: Vec<Box<dyn ComputeDevice>>,
     ) -> Result<BoxCheck, String> {
         if plan.gpus.is_empty() || plan.gpus.len() != devices.len() {
-            return Err("A box check needs a device for each of its cards.".to_string());
+            return Err(
+                "A box check needs a device for each of its cards; it did not start.".to_string(),
+            );
         }
         for ((gpu, tuning), other) in plan.gpus.iter().zip(&plan.tunings).zip(&plan.other_work) {
             other.refusal(gpu.identity.index, tuning, "box check")?;
@@ -458,7 +460,9 @@ fn hold(
         {
             Ok(false)
         }
-        Err(error) => Err(format!("The box check could not hold the cards: {error}")),
+        Err(error) => Err(format!(
+            "The box check could not hold the cards ({error}); it did not start, nothing was measured."
+        )),
     }
 }
 

@@ -3,8 +3,10 @@
 //! cards, and an injected wrong result on one card names that card, the step, and a clock cap
 //! proven by rerunning the step.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gputune_core::device::sim::supply::{SupplyModel, SupplyWatch};
 use gputune_core::device::sim::{LoadPattern, SimOptions, SimScenario};
 use gputune_core::device::{BackendChoice, BackendOptions};
 use gputune_core::folders::Folders;
@@ -216,6 +218,10 @@ fn eight_cards_pulse_in_phase_under_one_box_check_session() {
     assert!(report.steps[5].box_power_mean_w.is_some());
     let after = snapshot(&mut client);
     assert!(after.tunings.iter().all(|tuning| tuning.holders.is_empty()));
+    assert!(
+        !folder.path().join("state").join("box-check.json").exists(),
+        "its end removed the box-check journal"
+    );
 }
 
 #[test]
@@ -285,5 +291,52 @@ fn a_wrong_result_on_one_card_names_it_and_a_rerun_proves_a_clock_cap() {
             gputune_formats::tuning::ClockLockInForce::Locked { .. }
         )),
         "the rerun's cap was put back"
+    );
+}
+
+#[test]
+fn a_supply_that_trips_loses_every_card_at_once_and_a_cap_is_worked_out_from_the_trip() {
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let mut client = client8(&folder);
+    let before = snapshot(&mut client);
+    let (plan, _, _) = plan(&before, 1.5);
+    // A supply too small for this box: the first bursts trip it wherever they fall (the
+    // in-phase arithmetic itself is `device::sim::supply`'s unit tests').
+    let small = SupplyModel {
+        rating_w: 2000.0,
+        ..SupplyModel::of(SimScenario::EightRtx4090).expect("the box's supply")
+    };
+    let supply = Arc::new(SupplyWatch::new(small, 8));
+    let devices: Vec<Box<dyn ComputeDevice>> = before
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(card, gpu)| {
+            let device = SimulatedDevice::for_gpu(&gpu.identity).expect("the simulator's card");
+            Box::new(device.with_supply(Arc::clone(&supply), card)) as Box<dyn ComputeDevice>
+        })
+        .collect();
+    let mut check = BoxCheck::start(&mut client, &plan, devices).expect("the box check starts");
+    let report = finish(&mut client, &mut check, |_, _| {});
+    assert_eq!(report.verdict, Verdict::Unstable, "{}", report.sentence);
+    let failure = report.first_failure.clone().expect("a first failure");
+    assert!(failure.all_cards_lost, "{failure:?}");
+    assert!(
+        failure.finding.contains("fallen off the bus"),
+        "{}",
+        failure.finding
+    );
+    assert!(
+        report.sentence.starts_with("Every card failed at once"),
+        "{}",
+        report.sentence
+    );
+    let recommendation = report.recommendation.clone().expect("a cap from the trip");
+    assert!(!recommendation.confirmed, "not proven: the machine is down");
+    assert!(recommendation.clock_cap_mhz < 2700, "{recommendation:?}");
+    eprintln!("supply trip: {}", report.sentence);
+    assert!(
+        !folder.path().join("state").join("box-check.json").exists(),
+        "the simulator's machine stayed up here: the check's end removed its journal"
     );
 }

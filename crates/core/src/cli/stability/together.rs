@@ -44,7 +44,6 @@ pub fn run(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32>
         clock_cap_mhz: args.clock_cap_mhz,
         find_cap: true,
     };
-    let mut devices = Vec::new();
     for index in &indices {
         let gpu = &snapshot.gpus[*index as usize];
         let Some(tuning) = snapshot.tunings.get(*index as usize) else {
@@ -55,17 +54,6 @@ pub fn run(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32>
             let _ = writeln!(messages, "gputune: {message}");
             return Ok(2);
         }
-        match crate::stability::device::open_for(&gpu.identity) {
-            Ok(device) => devices.push(device),
-            Err(error) => {
-                let _ = writeln!(
-                    messages,
-                    "gputune: GPU {index} ({}): {error} The box check did not start; nothing was measured.",
-                    gpu.identity.name
-                );
-                return Ok(2);
-            }
-        }
         plan.gpus.push(gpu.clone());
         plan.tunings.push(tuning.clone());
         plan.other_work.push(OtherWork {
@@ -74,6 +62,17 @@ pub fn run(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32>
             force_hint: ", or check beside them with --force".to_string(),
         });
     }
+    let identities: Vec<_> = plan.gpus.iter().map(|gpu| gpu.identity.clone()).collect();
+    let devices = match crate::stability::device::open_for_box(&identities) {
+        Ok(devices) => devices,
+        Err(error) => {
+            let _ = writeln!(
+                messages,
+                "gputune: {error} The box check did not start; nothing was measured."
+            );
+            return Ok(2);
+        }
+    };
     let cap = args
         .clock_cap_mhz
         .map(|cap| format!(", every card capped at {cap} MHz"))
@@ -103,10 +102,7 @@ pub fn run(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32>
     let report = match run_box_check(&mut client, &plan, devices, &mut stop_asked, &mut say) {
         Ok(report) => report,
         Err(message) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "gputune: {message} The box check did not start; nothing was measured."
-            );
+            let _ = writeln!(std::io::stderr(), "gputune: {message}");
             return Ok(2);
         }
     };
