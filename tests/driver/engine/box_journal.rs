@@ -185,6 +185,9 @@ fn a_box_check_that_ends_normally_leaves_no_journal_and_one_of_this_boot_blames_
     );
 }
 
+/// Puts a hostile file where the journal goes.
+type Planter<'a> = Box<dyn Fn(&std::path::Path) + 'a>;
+
 #[test]
 fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
     let clock = ManualClock::starting_at(START_MS);
@@ -195,7 +198,7 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
         .unwrap_or_else(|error| panic!("{error}"));
     let victim = folder.path().join("victim");
     std::fs::write(&victim, "precious").unwrap_or_else(|error| panic!("{error}"));
-    let cases: [(&str, Box<dyn Fn(&std::path::Path)>); 3] = [
+    let cases: [(&str, Planter); 3] = [
         (
             "damaged",
             Box::new(|path| std::fs::write(path, "{ not json").unwrap_or_default()),

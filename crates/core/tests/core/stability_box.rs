@@ -340,3 +340,67 @@ fn a_supply_that_trips_loses_every_card_at_once_and_a_cap_is_worked_out_from_the
         "the simulator's machine stayed up here: the check's end removed its journal"
     );
 }
+
+#[test]
+fn an_xid_on_one_card_names_it_first() {
+    use gputune_core::device::OpenedBackend;
+    use gputune_core::device::sim::SimBackend;
+    use gputune_core::service::{Service, ServiceOptions};
+    use gputune_core::tuning::engine::{EngineOptions, Ownership};
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let sim = SimBackend::new(&SimOptions {
+        scenario: SimScenario::EightRtx4090,
+        load: LoadPattern::Training,
+    });
+    let machine = sim.share();
+    let service = Service::start(
+        OpenedBackend {
+            backend: Box::new(sim),
+            fallback_reason: None,
+        },
+        ServiceOptions {
+            engine: EngineOptions {
+                state_dir: folder.path().join("state"),
+                record_dir: Some(folder.path().join("state")),
+                ownership: Ownership::InProcess,
+                call_timeout: Duration::from_secs(10),
+                owner_label: "the test".to_string(),
+            },
+            daemon: false,
+            boot_defaults_dir: None,
+            boot_profile: None,
+            write_group: None,
+            history: None,
+            jobs_dir: None,
+            job_price: None,
+        },
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    // A client that may not change settings: the check runs without a session, as a user's.
+    let mut client = gputune_core::service::client::attach(&service, "box check (test)")
+        .unwrap_or_else(|error| panic!("{error}"));
+    let before = snapshot(&mut client);
+    let (plan, devices, _) = plan(&before, 1.5);
+    let mut check = BoxCheck::start(&mut client, &plan, devices).expect("the box check starts");
+    let mut injected: Option<Instant> = None;
+    let mut detected_after: Option<Duration> = None;
+    let report = finish(&mut client, &mut check, |_, progress| {
+        if injected.is_none() && progress.elapsed_s > 0.3 {
+            machine
+                .inject_xid(5)
+                .unwrap_or_else(|error| panic!("{error}"));
+            injected = Some(Instant::now());
+        }
+        if let Some(at) = injected
+            && detected_after.is_none()
+            && progress.cards[5].activity == "finished"
+        {
+            detected_after = Some(at.elapsed());
+        }
+    });
+    eprintln!("an Xid on GPU 5 was found {detected_after:?} after it was raised");
+    assert!(!report.journaled);
+    let failure = report.first_failure.clone().expect("a first failure");
+    assert_eq!(failure.gpu_index, 5, "{}", report.sentence);
+    assert!(failure.finding.starts_with("Xid"), "{}", failure.finding);
+}

@@ -135,9 +135,10 @@ impl BoxJournal {
     /// (…)." `gpus` names the cards as this machine numbers them.
     pub fn went_down_sentence(&self, gpus: &str) -> String {
         let into_s = self.updated_at_ms.saturating_sub(self.started_at_ms) as f64 / 1000.0;
+        // The last reading before it went down: what the box drew then.
         let power = self
-            .box_power_peak_w
-            .or(self.box_power_w)
+            .box_power_w
+            .or(self.box_power_peak_w)
             .map(|watts| format!(" at about {}", watts_text(watts)))
             .unwrap_or_default();
         let cap = self
@@ -146,7 +147,7 @@ impl BoxJournal {
             .unwrap_or_default();
         let advice = match BoxRecommendation::after_trip(
             self.clock_max_mhz,
-            self.box_power_peak_w.or(self.box_power_w),
+            self.box_power_w.or(self.box_power_peak_w),
         ) {
             Some(recommendation) => format!(
                 "try a clock cap of {} MHz on every card ({})",
