@@ -39,6 +39,7 @@ impl Engine {
             self.record_in_sessions(index, reading);
             self.drive_fans(index, reading);
         }
+        self.box_check_readings(readings);
         self.trial_progress();
     }
 

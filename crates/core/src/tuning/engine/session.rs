@@ -187,6 +187,12 @@ impl Engine {
             session.job_pid = request.job_pid;
             session.job = request.job.clone();
         }
+        if request.purpose == SessionPurpose::BoxCheck
+            && let Err(error) = self.box_check_started(id, &indices, clock_cap_mhz(request))
+        {
+            self.end_session_now(id, false, "The box check could not be journaled");
+            return Err(error);
+        }
         let mut applied = Vec::new();
         for (&index, settings) in &validated {
             match self.session_write(id, index, settings) {
@@ -437,4 +443,16 @@ impl Engine {
             }
         }
     }
+}
+
+/// The top of the clock lock a box check holds on its cards, when it holds one.
+fn clock_cap_mhz(request: &SessionRequest) -> Option<u32> {
+    request
+        .changes
+        .iter()
+        .flat_map(|change| &change.settings)
+        .find_map(|setting| match setting {
+            gputune_formats::card::Setting::LockGpuClocks { max_mhz, .. } => Some(*max_mhz),
+            _ => None,
+        })
 }
