@@ -20,6 +20,10 @@ use gputune_core::link::box_runs::{
 };
 use gputune_core::link::{Link, LinkCommand, LinkEvent};
 use gputune_core::service::client::{SocketChoice, TuningOptions};
+use gputune_formats::profile::Verdict;
+use gputune_formats::reports::box_check::{
+    BoxCheckReport, BoxFailure, BoxRecommendation, BoxStep, StepReport,
+};
 use gputune_formats::reports::links::{
     CardLinks, CopyPath, CopyResult, LinkVerdict, LinksOutcome, LinksReport, P2pAccess, P2pStatus,
     PairLinks, PcieLink, Topology,
@@ -115,11 +119,12 @@ fn rank_news(event: &LinkEvent) -> Option<&BoxRunView<RankReport>> {
     }
 }
 
-/// The window's "Rank the cards" and "Test the links" on the simulated box, driven by the link
-/// thread as the window drives them: a second run is refused while one runs; the finished
-/// ranking shows each card's place, the finished link test the x8 card's link and the copies.
+/// The window's "Rank the cards", "Test the links" and "Check the whole box" on the simulated
+/// box, driven by the link thread as the window drives them: a second run is refused while one
+/// runs; the finished ranking shows each card's place, the finished link test the x8 card's
+/// link and the copies, the finished box check each card's verdict.
 #[test]
-fn a_ranking_and_a_link_test_the_link_runs_show_their_results_when_they_end() {
+fn a_ranking_a_link_test_and_a_box_check_the_link_runs_show_their_results() {
     let state = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
     let options = TuningOptions {
         backend: BackendOptions {
@@ -180,6 +185,19 @@ fn a_ranking_and_a_link_test_the_link_runs_show_their_results_when_they_end() {
                 if matches!(news.as_ref(), BoxRunNews::Links(view) if !view.running))
         })
     }));
+    link.send(LinkCommand::StartBoxRun(Box::new(BoxLaunch {
+        kind: BoxRunKind::BoxCheck {
+            duration_s: 4.0,
+            clock_cap_mhz: None,
+        },
+        gpu_indices: vec![0, 1],
+    })));
+    events.extend(events_until(&link, |events| {
+        events.iter().any(|event| {
+            matches!(event, LinkEvent::BoxRun(news)
+                if matches!(news.as_ref(), BoxRunNews::BoxCheck(view) if !view.running))
+        })
+    }));
 
     let mut window = common_ui::empty_state(common_ui::TEST_HISTORY_SAMPLES);
     for event in events {
@@ -202,6 +220,14 @@ fn a_ranking_and_a_link_test_the_link_runs_show_their_results_when_they_end() {
         .and_then(|view| view.report.clone())
         .unwrap_or_else(|| panic!("the window keeps the link test's report"));
     assert_eq!((links.gpus.len(), links.pairs.len()), (2, 2));
+    let box_check = window
+        .model
+        .box_runs
+        .box_check
+        .as_ref()
+        .and_then(|view| view.report.clone())
+        .unwrap_or_else(|| panic!("the window keeps the box check's report"));
+    assert_eq!(box_check.cards.len(), 2, "{box_check:?}");
     let mut harness = window_harness(window, [1280.0, 900.0]);
     harness.run();
     harness.get_by_label("Rank");
@@ -227,8 +253,19 @@ fn a_ranking_and_a_link_test_the_link_runs_show_their_results_when_they_end() {
         2,
         "card to card"
     );
+    // The box check's verdict on each card it checked, and its sentence.
+    assert_eq!(
+        harness.query_all_by_label("stable").count(),
+        2,
+        "{box_check:?}"
+    );
+    harness.get_by_label_contains("Box check (");
     // Cards a run left out say so; the buttons are back.
-    assert_eq!(harness.query_all_by_label("—").count(), 2 * 7 + 3 * 6);
+    assert_eq!(
+        harness.query_all_by_label("—").count(),
+        2 * 7 + 3 * 6 + 2 * 6
+    );
+    harness.get_by_label("Check the whole box");
     harness.get_by_label("Rank the cards");
     harness.get_by_label("Test the links");
     drop(link);
@@ -254,7 +291,12 @@ fn a_running_ranking_shows_its_phase_and_can_be_stopped() {
         panic!("{launches:?}");
     };
     assert_eq!(launch.gpu_indices, (0..8).collect::<Vec<u32>>());
-    assert_eq!(launch.kind, BoxRunKind::Rank { together_s: 120.0 });
+    assert_eq!(
+        launch.kind,
+        BoxRunKind::Rank {
+            together_s: gputune_core::rank::options::DEFAULT_TOGETHER_S
+        }
+    );
     harness.state_mut().state.take_event(
         LinkEvent::BoxRun(Box::new(BoxRunNews::Rank(BoxRunView {
             running: true,
@@ -367,4 +409,87 @@ fn a_link_test_that_caught_wrong_data_says_it_loudly() {
     harness.get_by_label_contains("Link test: a copy came back WRONG (simulated, 256 MiB × 3)");
     harness.get_by_label_contains("GPU 2 to GPU 4 returned wrong data");
     assert_eq!(harness.query_all_by_label("24.6 / 25.1 GB/s").count(), 2);
+}
+
+/// A box check that failed says which card failed first and where, and offers to prove the
+/// clock cap it recommends.
+#[test]
+fn a_failed_box_check_names_the_first_failure_and_offers_its_clock_cap() {
+    let mut harness = harness(SimScenario::EightRtx4090, [1280.0, 900.0]);
+    let report = BoxCheckReport {
+        format_version: 1,
+        verdict: Verdict::Unstable,
+        sentence: "The box is unstable: GPU 3 failed in phase at 3,610 W.".to_string(),
+        clock_cap_mhz: None,
+        steps: vec![StepReport {
+            step: BoxStep::Pulsed {
+                period_ms: 20,
+                duty_pct: 50,
+            },
+            started_s: 0.0,
+            seconds: 150.0,
+            box_power_mean_w: Some(2_410.0),
+            box_power_peak_w: Some(3_610.0),
+            cards: Vec::new(),
+            edges: 7_500,
+            edge_spread_max_ms: Some(0.4),
+        }],
+        cards: Vec::new(),
+        first_failure: Some(BoxFailure {
+            gpu_index: 3,
+            gpu_uuid: "GPU-3".to_string(),
+            step: Some(BoxStep::Pulsed {
+                period_ms: 20,
+                duty_pct: 50,
+            }),
+            at_s: 41.0,
+            finding: "14 wrong GEMM results at 2745 MHz".to_string(),
+            all_cards_lost: false,
+        }),
+        recommendation: Some(BoxRecommendation {
+            clock_cap_mhz: 2520,
+            confirmed: true,
+            how: "The failing step passed at 2520 MHz.".to_string(),
+        }),
+        put_back: Vec::new(),
+        put_back_complete: true,
+        journaled: false,
+        ended_at_ms: 0,
+        gputune_version: "0.1.0".to_string(),
+    };
+    harness.state_mut().state.take_event(
+        LinkEvent::BoxRun(Box::new(BoxRunNews::BoxCheck(BoxRunView {
+            running: false,
+            stopping: false,
+            progress: None,
+            report: Some(report),
+            refused: None,
+        }))),
+        0,
+    );
+    harness.run();
+    harness.get_by_label_contains("The box is unstable: GPU 3 failed in phase");
+    harness.get_by_label_contains(
+        "10 ms pulses every 20 ms (50 % duty): the box 2410 W average, 3610 W peak; 7500 edges, every card within 0.4 ms",
+    );
+    harness.get_by_label_contains("GPU 3 failed first, 41 s in");
+    harness.get_by_label_contains("Recommended: a clock cap of 2520 MHz on every card");
+    harness.get_by_label("Check again at 2520 MHz").click();
+    harness.run();
+    let launches: Vec<&AppCommand> = harness
+        .state()
+        .commands
+        .iter()
+        .filter(|command| matches!(command, AppCommand::Box(_)))
+        .collect();
+    let [AppCommand::Box(BoxAction::StartRun(launch))] = launches.as_slice() else {
+        panic!("{launches:?}");
+    };
+    assert_eq!(
+        launch.kind,
+        BoxRunKind::BoxCheck {
+            duration_s: gputune::ui::box_view::BOX_CHECK_DEFAULT_S,
+            clock_cap_mhz: Some(2520)
+        }
+    );
 }

@@ -1,10 +1,11 @@
 //! The Box tab: the cards of a multi-GPU box side by side, one column each, with what the window
 //! knows of each (slot, temperature and its headroom, power, clocks, throttle reasons, PCIe
 //! link, processes) and what the box as a whole shows (a hot slot, a narrow link); the runs
-//! over the whole box it starts (the ranking, the link test) with their progress, and their last results
+//! over the whole box it starts (the box check, the ranking, the link test) with their progress, and their last results
 //! beside each card. A panel: it draws the model and returns actions, never touching hardware
 //! or files (the link thread runs the engines).
 
+pub mod box_check_rows;
 pub mod cells;
 mod columns;
 pub mod findings;
@@ -38,13 +39,19 @@ pub enum BoxAction {
 /// What the Box tab keeps between frames: the lengths its runs are asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoxView {
+    /// Seconds the box check runs, its steps sharing them.
+    pub box_check_s: f64,
     /// Seconds of load on all cards together when ranking them (each alone half of it).
     pub rank_together_s: f64,
 }
 
+/// The box check's length unless the user picks another: as thorough as a single card's.
+pub const BOX_CHECK_DEFAULT_S: f64 = 600.0;
+
 impl Default for BoxView {
     fn default() -> BoxView {
         BoxView {
+            box_check_s: BOX_CHECK_DEFAULT_S,
             rank_together_s: gputune_core::rank::options::DEFAULT_TOGETHER_S,
         }
     }
@@ -82,7 +89,15 @@ pub fn box_ui(ui: &mut egui::Ui, view: &mut BoxView, model: &WindowModel) -> Vec
                 .links
                 .as_ref()
                 .and_then(|view| view.report.as_ref());
+            let box_check = model
+                .box_runs
+                .box_check
+                .as_ref()
+                .and_then(|view| view.report.as_ref());
             let clicked = columns::table(ui, &model.gpus, |table| {
+                if let Some(report) = box_check {
+                    box_check_rows::box_check_rows(table, report);
+                }
                 if let Some(report) = rank {
                     rank_rows::rank_rows(table, report);
                 }
@@ -92,6 +107,19 @@ pub fn box_ui(ui: &mut egui::Ui, view: &mut BoxView, model: &WindowModel) -> Vec
             });
             if let Some(columns::Clicked::Title(gpu_index)) = clicked {
                 actions.push(BoxAction::ShowGraphs { gpu_index });
+            }
+            if let Some(report) = box_check {
+                ui.add_space(6.0);
+                let prove = box_check_rows::box_check_sentences_ui(ui, report);
+                if let Some(cap_mhz) = prove
+                    && model.box_runs.running().is_none()
+                {
+                    actions.push(runs::box_check_launch(
+                        model.gpus.len(),
+                        view.box_check_s,
+                        Some(cap_mhz),
+                    ));
+                }
             }
             if let Some(report) = links {
                 ui.add_space(6.0);

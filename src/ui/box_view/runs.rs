@@ -11,7 +11,9 @@ use gputune_core::link::box_runs::{
     BoxLaunch, BoxProgress, BoxRunKind, BoxRunNews, BoxRunView, ProgressUnit,
 };
 use gputune_core::pcie::LinksOptions;
+use gputune_core::rank::RankOptions;
 use gputune_core::rank::options::{LONGEST_TOGETHER_S, SHORTEST_TOGETHER_S};
+use gputune_formats::reports::box_check::BoxCheckReport;
 use gputune_formats::reports::links::LinksReport;
 use gputune_formats::reports::rank::RankReport;
 use gputune_formats::units::duration_s;
@@ -19,6 +21,7 @@ use gputune_formats::units::duration_s;
 /// Each kind's last run as the window heard of it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BoxRunsSeen {
+    pub box_check: Option<BoxRunView<BoxCheckReport>>,
     pub rank: Option<BoxRunView<RankReport>>,
     pub links: Option<BoxRunView<LinksReport>>,
 }
@@ -60,11 +63,15 @@ impl BoxRunsSeen {
         match news {
             BoxRunNews::Rank(view) => self.rank = Some(merged(self.rank.take(), view)),
             BoxRunNews::Links(view) => self.links = Some(merged(self.links.take(), view)),
+            BoxRunNews::BoxCheck(view) => {
+                self.box_check = Some(merged(self.box_check.take(), view));
+            }
         }
     }
 
     fn states(&self) -> impl Iterator<Item = RunState<'_>> {
         [
+            state_of("Checking the whole box", self.box_check.as_ref()),
             state_of("Ranking the cards", self.rank.as_ref()),
             state_of("Testing the links", self.links.as_ref()),
         ]
@@ -82,6 +89,9 @@ impl BoxRunsSeen {
     /// The daemon that ran them went away: a running run ended with it. Says which.
     pub fn ended_with_the_daemon(&mut self) -> Option<&'static str> {
         let running = self.running();
+        if let Some(view) = &mut self.box_check {
+            view.running = false;
+        }
         if let Some(view) = &mut self.rank {
             view.running = false;
         }
@@ -117,6 +127,8 @@ pub fn runs_ui(
             progress_ui(ui, state);
             return;
         }
+        actions.extend(box_check_button(ui, view, gpu_count));
+        ui.separator();
         actions.extend(rank_button(ui, view, gpu_count));
         ui.separator();
         actions.extend(links_button(ui, gpu_count));
@@ -131,6 +143,49 @@ pub fn runs_ui(
     }
     actions
 }
+
+/// The box check over every card for `duration_s`, at a clock cap when one is being proven.
+pub fn box_check_launch(
+    gpu_count: usize,
+    duration_s: f64,
+    clock_cap_mhz: Option<u32>,
+) -> BoxAction {
+    BoxAction::StartRun(BoxLaunch {
+        kind: BoxRunKind::BoxCheck {
+            duration_s,
+            clock_cap_mhz,
+        },
+        gpu_indices: every_card(gpu_count),
+    })
+}
+
+/// "Check the whole box" and how long.
+fn box_check_button(ui: &mut egui::Ui, view: &mut BoxView, gpu_count: usize) -> Option<BoxAction> {
+    let clicked = ui
+        .button("Check the whole box")
+        .on_hover_text(format!(
+            "The checked load on all {gpu_count} cards at once, in phase (the same pulse edges \
+             on every card: the worst case for the power supply): 10 ms, 50 ms and 1 s pulses, \
+             then full load. Each card's results are checked; when a step fails, the check \
+             finds the clock cap under which it passes. Every card is put back at its end."
+        ))
+        .clicked();
+    let label = ui.label("for");
+    ui.add(
+        egui::DragValue::new(&mut view.box_check_s)
+            .range(BOX_CHECK_SHORTEST_S..=BOX_CHECK_LONGEST_S)
+            .speed(1.0)
+            .max_decimals(0)
+            .suffix(" s"),
+    )
+    .labelled_by(label.id)
+    .on_hover_text("The whole check, its steps sharing it equally (600 s is thorough)");
+    clicked.then(|| box_check_launch(gpu_count, view.box_check_s, None))
+}
+
+/// The box check's lengths the window offers.
+pub const BOX_CHECK_SHORTEST_S: f64 = 4.0;
+pub const BOX_CHECK_LONGEST_S: f64 = 7_200.0;
 
 /// "Test the links".
 fn links_button(ui: &mut egui::Ui, gpu_count: usize) -> Option<BoxAction> {
@@ -156,19 +211,18 @@ fn links_button(ui: &mut egui::Ui, gpu_count: usize) -> Option<BoxAction> {
 /// "Rank the cards" and how long all cards run together.
 fn rank_button(ui: &mut egui::Ui, view: &mut BoxView, gpu_count: usize) -> Option<BoxAction> {
     let together_s = view.rank_together_s;
-    let alone_s = together_s / 2.0;
-    let rank_s = alone_s * gpu_count as f64 + together_s;
-    let clicked = ui
-        .button("Rank the cards")
-        .on_hover_text(format!(
+    let hover = match RankOptions::new(together_s, false) {
+        Ok(options) => format!(
             "The same checked load on each card at the same settings: {} on each alone, then \
              {} on all {gpu_count} together (about {}). Cards busy with other programs, or at \
              different settings, are refused.",
-            duration_s(alone_s),
-            duration_s(together_s),
-            duration_s(rank_s)
-        ))
-        .clicked();
+            duration_s(options.alone_s),
+            duration_s(options.together_s),
+            duration_s(options.total_s(gpu_count))
+        ),
+        Err(message) => message,
+    };
+    let clicked = ui.button("Rank the cards").on_hover_text(hover).clicked();
     let label = ui.label("for");
     ui.add(
         egui::DragValue::new(&mut view.rank_together_s)
@@ -178,7 +232,7 @@ fn rank_button(ui: &mut egui::Ui, view: &mut BoxView, gpu_count: usize) -> Optio
             .suffix(" s together"),
     )
     .labelled_by(label.id)
-    .on_hover_text("Each card runs alone for half of it first");
+    .on_hover_text("Each card runs alone first, for half of it (at most 30 s)");
     clicked.then(|| {
         BoxAction::StartRun(BoxLaunch {
             kind: BoxRunKind::Rank { together_s },

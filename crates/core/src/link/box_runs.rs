@@ -1,5 +1,5 @@
-//! The runs over the whole box that the window's Box view starts (the ranking, rank.rs; the
-//! link test, copy_test.rs), driven by the link thread on its own connection as
+//! The runs over the whole box that the window's Box view starts (the box check,
+//! box_check.rs; the ranking, rank.rs; the link test, copy_test.rs), driven by the link thread on its own connection as
 //! stability.rs drives a check: the same engines the CLI runs, their sessions the link's
 //! (closing the window ends them and the cards are put back). One run at a time, as each
 //! loads every card; the window sees views, a refusal included.
@@ -8,16 +8,20 @@ use std::time::{Duration, Instant};
 
 use crate::device::BackendOptions;
 use crate::link::LinkEvent;
+use crate::link::box_check::BoxCheckRun;
 use crate::link::copy_test::CopyTestRun;
 use crate::link::rank::RankRun;
 use crate::service::client::TuningClient;
 use gputune_formats::card::GpuProcess;
 use gputune_formats::protocol::Event;
+use gputune_formats::reports::box_check::BoxCheckReport;
 use gputune_formats::reports::links::LinksReport;
 use gputune_formats::reports::rank::RankReport;
 
 /// How often the window hears of a running run.
 const VIEW_EVERY: Duration = Duration::from_millis(500);
+/// The box check's tick, as `gputune stability --together` ticks it.
+const BOX_CHECK_TICK: Duration = crate::stability::together::TICK;
 
 /// What the window asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +31,12 @@ pub enum BoxRunKind {
     Rank { together_s: f64 },
     /// Test the links (`gputune links`): copies of `size_bytes` each, checked bit for bit.
     Links { size_bytes: u64 },
+    /// Check the whole box (`gputune stability --together`): every card at once, in phase, for
+    /// `duration_s`; at `clock_cap_mhz` when given (a recommended cap being proven).
+    BoxCheck {
+        duration_s: f64,
+        clock_cap_mhz: Option<u32>,
+    },
 }
 
 impl BoxRunKind {
@@ -35,6 +45,7 @@ impl BoxRunKind {
         match self {
             BoxRunKind::Rank { .. } => "ranking",
             BoxRunKind::Links { .. } => "link test",
+            BoxRunKind::BoxCheck { .. } => "box check",
         }
     }
 }
@@ -52,6 +63,7 @@ impl BoxLaunch {
         match self.kind {
             BoxRunKind::Rank { .. } => BoxRunNews::Rank(BoxRunView::refused(message)),
             BoxRunKind::Links { .. } => BoxRunNews::Links(BoxRunView::refused(message)),
+            BoxRunKind::BoxCheck { .. } => BoxRunNews::BoxCheck(BoxRunView::refused(message)),
         }
     }
 }
@@ -111,6 +123,7 @@ impl<R> BoxRunView<R> {
 pub enum BoxRunNews {
     Rank(BoxRunView<RankReport>),
     Links(BoxRunView<LinksReport>),
+    BoxCheck(BoxRunView<BoxCheckReport>),
 }
 
 /// An engine of the box as the link thread drives it: never blocks; fed the service's events,
@@ -177,6 +190,7 @@ pub struct BoxRuns {
     processes: Vec<Option<Vec<GpuProcess>>>,
     rank: Option<Driven<RankRun>>,
     links: Option<Driven<CopyTestRun>>,
+    box_check: Option<Driven<BoxCheckRun>>,
 }
 
 impl BoxRuns {
@@ -186,11 +200,18 @@ impl BoxRuns {
             processes: Vec::new(),
             rank: None,
             links: None,
+            box_check: None,
         }
     }
 
     fn running(&self) -> bool {
-        self.rank.is_some() || self.links.is_some()
+        self.rank.is_some() || self.links.is_some() || self.box_check.is_some()
+    }
+
+    /// How long the link thread may wait for the service's next event: a few milliseconds
+    /// while a box check runs (its pulses' shared edges are handed out at its ticks).
+    pub fn longest_wait(&self) -> Option<Duration> {
+        self.box_check.as_ref().map(|_| BOX_CHECK_TICK)
     }
 
     /// Starts what the window asked for; a refusal is said in the kind's view.
@@ -219,6 +240,11 @@ impl BoxRuns {
                 .refuse_busy(&launch.gpu_indices)
                 .and_then(|()| CopyTestRun::start(&self.backend, &launch.gpu_indices, *size_bytes))
                 .map(|run| self.links = Some(Driven::new(run))),
+            BoxRunKind::BoxCheck {
+                duration_s,
+                clock_cap_mhz,
+            } => BoxCheckRun::start(client, &launch.gpu_indices, *duration_s, *clock_cap_mhz)
+                .map(|run| self.box_check = Some(Driven::new(run))),
         };
         if let Err(message) = started {
             refuse(message);
@@ -253,6 +279,9 @@ impl BoxRuns {
         if let Some(links) = &mut self.links {
             links.engine.stop(client, "stopped from the window");
         }
+        if let Some(box_check) = &mut self.box_check {
+            box_check.engine.stop(client, "stopped from the window");
+        }
     }
 
     pub fn on_event(&mut self, event: &Event) {
@@ -268,6 +297,9 @@ impl BoxRuns {
         if let Some(links) = &mut self.links {
             links.engine.take_event(event);
         }
+        if let Some(box_check) = &mut self.box_check {
+            box_check.engine.take_event(event);
+        }
     }
 
     /// Moves the run on; an ended one is let go (the window keeps its report).
@@ -281,6 +313,11 @@ impl BoxRuns {
             && links.tick(client, send)
         {
             self.links = None;
+        }
+        if let Some(box_check) = &mut self.box_check
+            && box_check.tick(client, send)
+        {
+            self.box_check = None;
         }
     }
 }

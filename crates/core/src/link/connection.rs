@@ -221,7 +221,9 @@ impl<'a> Live<'a> {
         let wait = if self.history.is_some() {
             Duration::ZERO
         } else {
-            Duration::from_millis(50)
+            self.box_runs
+                .longest_wait()
+                .unwrap_or(Duration::from_millis(50))
         };
         let Some(event) = client.next_event(wait)? else {
             return Ok(());

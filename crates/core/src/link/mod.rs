@@ -5,9 +5,10 @@
 //! No egui here: the window (`crate::ui`) reads `LinkEvent`s and sends `LinkCommand`s.
 //! commands.rs turns the window's commands into requests, history.rs reads the daemon's
 //! history on opening, sweep.rs and stability.rs drive a sweep, a check or a scan, box_runs.rs
-//! a run over the whole box (rank.rs: the ranking;
-//! copy_test.rs: the link test).
+//! a run over the whole box (box_check.rs: the box
+//! check; rank.rs: the ranking; copy_test.rs: the link test).
 
+mod box_check;
 pub mod box_runs;
 mod commands;
 mod connection;
