@@ -470,7 +470,7 @@ fn a_failed_box_check_names_the_first_failure_and_offers_its_clock_cap() {
     harness.run();
     harness.get_by_label_contains("The box is unstable: GPU 3 failed in phase");
     harness.get_by_label_contains(
-        "10 ms pulses every 20 ms (50 % duty): the box 2410 W average, 3610 W peak; 7500 edges, every card within 0.4 ms",
+        "10 ms pulses every 20 ms (50 % duty): the box 2410 W average, 3610 W peak; 7500 edges, every card within 0.4 ms of it",
     );
     harness.get_by_label_contains("GPU 3 failed first, 41 s in");
     harness.get_by_label_contains("Recommended: a clock cap of 2520 MHz on every card");

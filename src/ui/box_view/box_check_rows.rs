@@ -77,13 +77,19 @@ pub fn box_check_rows(table: &mut Table<'_>, report: &BoxCheckReport) {
 /// within 0.4 ms".
 fn step_line(step: &StepReport) -> String {
     let mut line = step.step.describe();
-    if let (Some(mean), Some(peak)) = (step.box_power_mean_w, step.box_power_peak_w) {
+    let power = step.box_power_mean_w.zip(step.box_power_peak_w);
+    if power.is_none() && step.edges == 0 {
+        line.push_str(": not reached");
+        return line;
+    }
+    if let Some((mean, peak)) = power {
         line.push_str(&format!(": the box {mean:.0} W average, {peak:.0} W peak"));
     }
     if step.edges > 0 {
-        line.push_str(&format!("; {} edges", step.edges));
+        let edges = if step.edges == 1 { "edge" } else { "edges" };
+        line.push_str(&format!("; {} {edges}", step.edges));
         if let Some(spread_ms) = step.edge_spread_max_ms {
-            line.push_str(&format!(", every card within {spread_ms:.1} ms"));
+            line.push_str(&format!(", every card within {spread_ms:.1} ms of it"));
         }
     }
     line
@@ -112,7 +118,7 @@ pub fn box_check_sentences_ui(ui: &mut egui::Ui, report: &BoxCheckReport) -> Opt
     if let Some(failure) = &report.first_failure {
         let during = failure.step.map_or_else(
             || "before the load began".to_string(),
-            |step| step.describe(),
+            |step| format!("during {}", step.describe()),
         );
         let lost = if failure.all_cards_lost {
             " Every card was lost at once: the machine (its power supply) went down."
@@ -121,13 +127,12 @@ pub fn box_check_sentences_ui(ui: &mut egui::Ui, report: &BoxCheckReport) -> Opt
         };
         ui.label(
             RichText::new(format!(
-                "GPU {} failed first, {:.0} s in ({during}): {}.{lost}",
-                failure.gpu_index,
-                failure.at_s,
-                drawable(&failure.finding)
+                "GPU {} failed first, {:.0} s in, {during}.{lost}",
+                failure.gpu_index, failure.at_s
             ))
             .color(ERROR_TEXT),
-        );
+        )
+        .on_hover_text(drawable(&failure.finding));
     }
     if !report.put_back_complete {
         ui.label(
@@ -143,17 +148,17 @@ pub fn box_check_sentences_ui(ui: &mut egui::Ui, report: &BoxCheckReport) -> Opt
     ui.horizontal_wrapped(|ui| {
         ui.label(
             RichText::new(format!(
-                "Recommended: a clock cap of {} MHz on every card ({}). {}",
+                "Recommended: a clock cap of {} MHz on every card ({}).",
                 recommendation.clock_cap_mhz,
                 if recommendation.confirmed {
                     "the failing step passed at it"
                 } else {
                     "worked out from the box's power, not yet proven"
                 },
-                drawable(&recommendation.how)
             ))
             .color(WARNING_TEXT),
-        );
+        )
+        .on_hover_text(drawable(&recommendation.how));
         let button = format!("Check again at {} MHz", recommendation.clock_cap_mhz);
         if ui
             .button(button)
