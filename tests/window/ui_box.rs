@@ -406,7 +406,8 @@ fn a_link_test_that_caught_wrong_data_says_it_loudly() {
     harness.run();
     harness.get_by_label("WRONG DATA to GPU 4");
     harness.get_by_label("P2P ≥ 21.0 GB/s");
-    harness.get_by_label_contains("Link test: a copy came back WRONG (simulated, 256 MiB × 3)");
+    harness
+        .get_by_label_contains("Link test: a copy came back WRONG (simulated, 256 MiB × 3, 2.0 s)");
     harness.get_by_label_contains("GPU 2 to GPU 4 returned wrong data");
     assert_eq!(harness.query_all_by_label("24.6 / 25.1 GB/s").count(), 2);
 }

@@ -196,10 +196,11 @@ pub fn links_sentences_ui(ui: &mut egui::Ui, report: &LinksReport) {
         LinksOutcome::NotTested => "Link test: not everything could be tested".to_string(),
     };
     let heading = RichText::new(format!(
-        "{heading} ({}, {} MiB × {})",
+        "{heading} ({}, {} MiB × {}, {})",
         report.runtime,
         report.size_bytes >> 20,
-        report.passes
+        report.passes,
+        gputune_formats::units::duration_s(report.ran_s)
     ))
     .strong();
     ui.label(if report.outcome == LinksOutcome::WrongData {

@@ -81,9 +81,10 @@ pub fn rank_rows(table: &mut Table<'_>, report: &RankReport) {
 pub fn rank_sentences_ui(ui: &mut egui::Ui, report: &RankReport) {
     ui.label(
         RichText::new(format!(
-            "Ranking at {} ({})",
+            "Ranking at {} ({}, {})",
             report.settings,
-            gputune_formats::units::local_time(report.ended_at_ms, "%H:%M")
+            gputune_formats::units::local_time(report.ended_at_ms, "%H:%M"),
+            gputune_formats::units::duration_s(report.ran_s)
         ))
         .strong(),
     );
