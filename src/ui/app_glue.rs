@@ -170,12 +170,7 @@ impl GpuTuneApp {
                 ));
                 self.run_profile_action(ProfileAction::Refresh);
             }
-            AppCommand::Box(BoxAction::StartRun(launch)) => {
-                self.link.send(LinkCommand::StartBoxRun(Box::new(launch)));
-            }
-            AppCommand::Box(BoxAction::StopRun) => self.link.send(LinkCommand::StopBoxRun),
-            // The state opens the graphs itself.
-            AppCommand::Box(BoxAction::ShowGraphs { .. }) => {}
+            AppCommand::Box(action) => self.run_box_action(action),
             AppCommand::ExportCsv { gpu_index } => {
                 let Some(gpu) = self.state.model.gpus.get(gpu_index) else {
                     return;
@@ -194,6 +189,18 @@ impl GpuTuneApp {
                 };
                 self.export_in_background(gpu_index, path, context.clone());
             }
+        }
+    }
+
+    /// The Box tab's runs over the whole box, for the link thread.
+    fn run_box_action(&mut self, action: BoxAction) {
+        match action {
+            BoxAction::StartRun(launch) => {
+                self.link.send(LinkCommand::StartBoxRun(Box::new(launch)));
+            }
+            BoxAction::StopRun => self.link.send(LinkCommand::StopBoxRun),
+            // The state opens the graphs itself.
+            BoxAction::ShowGraphs { .. } => {}
         }
     }
 
