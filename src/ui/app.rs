@@ -155,7 +155,7 @@ impl AppState {
             ui.selectable_value(&mut self.tab, Tab::Tune, "Tune");
             ui.selectable_value(&mut self.tab, Tab::Profiles, "Profiles");
             ui.selectable_value(&mut self.tab, Tab::Plan, "Plan");
-            ui.selectable_value(&mut self.tab, Tab::Box, "Box")
+            ui.selectable_value(&mut self.tab, Tab::Box, "Box view")
                 .on_hover_text("The cards of a multi-GPU box side by side");
         });
         ui.separator();
