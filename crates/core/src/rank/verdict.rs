@@ -155,7 +155,8 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
     let vs_best_pct = match (rate, best) {
         // To a tenth of a percent: finer is the readings' noise.
         (Some(rate), Some((_, best))) if best > 0.0 => {
-            Some(((rate / best - 1.0) * 1000.0).round() / 10.0)
+            // (+ 0.0: a rounded −0.0 reads 0.)
+            Some(((rate / best - 1.0) * 1000.0).round() / 10.0 + 0.0)
         }
         _ => None,
     };
