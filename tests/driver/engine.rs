@@ -11,6 +11,7 @@ mod by_the_clock;
 mod crash;
 mod jobs;
 mod scheduler_jobs;
+mod temperature_hold;
 use crate::common;
 
 use std::sync::Arc;

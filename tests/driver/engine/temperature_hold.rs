@@ -1,0 +1,421 @@
+//! The temperature hold the daemon keeps (`tuning::engine::temperature_hold`), on the
+//! simulator and a manual clock (an hour of simulated time in milliseconds): it brings a hot
+//! card under its target within a set time and stays there without hunting, never writes
+//! outside the card's range or the user's bounds, yields to a session that holds the power
+//! limit and goes on after it, puts the limit back when cleared (or hands it to the session
+//! holding it), outlives its client, refuses absurd holds with a message, reports a driver that
+//! refuses its write without retrying in a loop, and leaves a journal that a killed daemon's
+//! next start puts back.
+
+use super::*;
+use gputune_core::tuning::engine::HOLD_REFUSED_WAIT;
+use gputune_formats::card::Telemetry;
+use gputune_formats::temperature_hold::{TemperatureHold, TemperatureHoldState};
+
+/// The simulated 4090 trains at 70 °C and 450 W: a hold at 64 °C needs about 310 W.
+const HOLD_64: TemperatureHold = TemperatureHold {
+    max_temperature_c: 64,
+    min_power_limit_mw: 270_000,
+    max_power_limit_mw: 450_000,
+};
+
+/// How long the hold may take to bring the card under its target for good.
+const SETTLE_S: u64 = 600;
+
+fn state(engine: &Engine) -> TemperatureHoldState {
+    engine
+        .tuning(0)
+        .and_then(|tuning| tuning.temperature_hold)
+        .map(|status| status.state)
+        .unwrap_or_else(|| panic!("GPU 0 has a hold"))
+}
+
+fn keep(engine: &mut Engine, hold: TemperatureHold) {
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    engine
+        .keep_temperature_hold(&client(1, "gputune hold-temp set"), &uuid, Some(hold))
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+fn limit_mw(sampler: &mut SimBackend) -> u32 {
+    sampler
+        .current_settings(0)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .power_limit_mw
+        .unwrap_or_else(|| panic!("the simulator says its limit"))
+}
+
+/// Runs `seconds` of simulated time; each second's temperature and power limit.
+fn trace(
+    engine: &mut Engine,
+    sampler: &mut SimBackend,
+    clock: &ManualClock,
+    seconds: u64,
+) -> Vec<(u32, u32)> {
+    (0..seconds)
+        .map(|_| {
+            run_for(engine, sampler, clock, 1);
+            let reading = sampler
+                .telemetry(0)
+                .unwrap_or_else(|error| panic!("{error}"));
+            (reading.temperature_c.unwrap_or(0), limit_mw(sampler))
+        })
+        .collect()
+}
+
+#[test]
+fn the_hold_brings_a_hot_card_under_its_target_in_time_and_never_leaves_its_bounds() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    assert!(limit_mw(&mut sampler) == 450_000);
+    keep(&mut engine, HOLD_64);
+    let seconds = trace(&mut engine, &mut sampler, &clock, 1_800);
+    for (temperature_c, limit_mw) in &seconds {
+        assert!(
+            (HOLD_64.min_power_limit_mw..=HOLD_64.max_power_limit_mw).contains(limit_mw),
+            "{limit_mw} mW at {temperature_c} °C"
+        );
+    }
+    let last_over = seconds
+        .iter()
+        .rposition(|(temperature_c, _)| *temperature_c > HOLD_64.max_temperature_c)
+        .map_or(0, |second| second as u64 + 1);
+    assert!(
+        last_over <= SETTLE_S,
+        "over 64 °C until {last_over} s: {:?}",
+        &seconds[..last_over as usize]
+    );
+    // Settled, it does not hunt: the limit moves no more than a few times in 20 minutes.
+    let settled = &seconds[600..];
+    let moves = settled
+        .windows(2)
+        .filter(|pair| pair[0].1 != pair[1].1)
+        .count();
+    assert!(moves <= 3, "{moves} moves once settled");
+    assert!(matches!(
+        state(&engine),
+        TemperatureHoldState::Holding { .. }
+    ));
+    let note = engine
+        .tuning(0)
+        .and_then(|tuning| tuning.last_change)
+        .unwrap_or_else(|| panic!("the hold's changes are noted"));
+    assert_eq!(note.by, "temperature hold");
+    assert!(
+        note.what.starts_with("temperature hold: ") && note.what.contains(" W → "),
+        "{}",
+        note.what
+    );
+
+    // A target the bounds cannot reach: at the floor, said once, never below it.
+    keep(
+        &mut engine,
+        TemperatureHold {
+            max_temperature_c: 50,
+            ..HOLD_64
+        },
+    );
+    let _ = engine.take_events();
+    let seconds = trace(&mut engine, &mut sampler, &clock, 900);
+    assert!(seconds.iter().all(|(_, limit_mw)| *limit_mw >= 270_000));
+    assert_eq!(seconds.last().map(|(_, limit_mw)| *limit_mw), Some(270_000));
+    assert!(matches!(
+        state(&engine),
+        TemperatureHoldState::AtFloor {
+            power_limit_mw: 270_000,
+            ..
+        }
+    ));
+    let warnings = notices(&mut engine)
+        .into_iter()
+        .filter(|notice| notice.text().contains("at the hold's lowest power limit"))
+        .count();
+    assert_eq!(warnings, 1);
+}
+
+#[test]
+fn the_hold_yields_to_a_session_on_the_power_limit_and_goes_on_after_it() {
+    let (mut engine, mut sampler, clock, _folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    keep(&mut engine, HOLD_64);
+    trace(&mut engine, &mut sampler, &clock, 600);
+    let held_mw = limit_mw(&mut sampler);
+    assert!(held_mw < 400_000, "{held_mw}");
+
+    // A plain apply of the power limit is refused, naming the hold.
+    let bob = client(2, "gputune apply");
+    let change = GpuChange {
+        gpu_uuid: uuid.clone(),
+        settings: vec![Setting::PowerLimit {
+            power_limit_mw: 400_000,
+        }],
+    };
+    let refused = engine
+        .apply_changes(&bob, std::slice::from_ref(&change))
+        .unwrap_err();
+    assert!(
+        refused.message.contains("gputune hold-temp clear --gpu 0"),
+        "{refused}"
+    );
+
+    // A sweep takes the limit: the hold pauses and writes nothing while it holds it.
+    let sweep = client(3, "gputune sweep");
+    let started = engine
+        .start_session(
+            &sweep,
+            &SessionRequest {
+                purpose: SessionPurpose::Sweep,
+                changes: vec![change],
+                fan_curves: Vec::new(),
+                job_pid: None,
+                job: None,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let seconds = trace(&mut engine, &mut sampler, &clock, 300);
+    assert!(seconds.iter().all(|(_, limit_mw)| *limit_mw == 400_000));
+    match state(&engine) {
+        TemperatureHoldState::Paused { by } => assert!(by.contains("a sweep of"), "{by}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        notices(&mut engine)
+            .iter()
+            .any(|notice| notice.text().contains("temperature hold is paused"))
+    );
+
+    // The sweep ends: its limit goes back (the hold's), and the hold goes on from there.
+    engine
+        .end_session(&sweep, started.session, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(limit_mw(&mut sampler), held_mw);
+    let seconds = trace(&mut engine, &mut sampler, &clock, 600);
+    assert!(matches!(
+        state(&engine),
+        TemperatureHoldState::Holding { .. }
+    ));
+    assert!(
+        seconds[300..]
+            .iter()
+            .all(|(temperature_c, _)| *temperature_c <= 64)
+    );
+}
+
+#[test]
+fn cleared_the_limit_goes_back_now_or_when_the_session_holding_it_ends() {
+    let (mut engine, mut sampler, clock, folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let journal = folder
+        .path()
+        .join("state")
+        .join(format!("journal-{uuid}.json"));
+    let alice = client(1, "gputune hold-temp set");
+    keep(&mut engine, HOLD_64);
+    // The hold outlives the client that set it.
+    engine.client_gone(alice.id);
+    trace(&mut engine, &mut sampler, &clock, 300);
+    assert!(limit_mw(&mut sampler) < 450_000);
+    assert!(journal.exists(), "the limit before the hold is journaled");
+    engine
+        .keep_temperature_hold(&alice, &uuid, None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(limit_mw(&mut sampler), 450_000);
+    assert!(!journal.exists());
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.temperature_hold.is_none())
+    );
+    let again = engine
+        .keep_temperature_hold(&alice, &uuid, None)
+        .unwrap_err();
+    assert!(
+        again.message.contains("keeps no temperature hold on GPU 0"),
+        "{again}"
+    );
+
+    // Cleared while a trial holds the limit: the trial puts back what was there before both.
+    keep(&mut engine, HOLD_64);
+    trace(&mut engine, &mut sampler, &clock, 300);
+    let window = client(4, "the gputune window");
+    engine
+        .start_trial(
+            &window,
+            &TrialRequest {
+                gpu_uuid: uuid.clone(),
+                settings: vec![Setting::PowerLimit {
+                    power_limit_mw: 350_000,
+                }],
+                duration_s: 600,
+                baseline_s: 0,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    run_for(&mut engine, &mut sampler, &clock, 2);
+    engine
+        .keep_temperature_hold(&alice, &uuid, None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(limit_mw(&mut sampler), 350_000, "the trial's, meanwhile");
+    engine
+        .finish_trial(&window, &uuid, false)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(limit_mw(&mut sampler), 450_000);
+    assert!(!journal.exists());
+}
+
+#[test]
+fn absurd_holds_are_refused_with_a_message_and_change_nothing() {
+    let (mut engine, mut sampler, _clock, folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let alice = client(1, "gputune hold-temp set");
+    let refused = |engine: &mut Engine, hold: TemperatureHold| {
+        engine
+            .keep_temperature_hold(&alice, &uuid, Some(hold))
+            .unwrap_err()
+            .message
+    };
+    let hot = refused(
+        &mut engine,
+        TemperatureHold {
+            max_temperature_c: 500,
+            ..HOLD_64
+        },
+    );
+    assert!(hot.contains("outside 40-"), "{hot}");
+    let wide = refused(
+        &mut engine,
+        TemperatureHold {
+            min_power_limit_mw: 10_000,
+            ..HOLD_64
+        },
+    );
+    assert!(wide.contains("outside the card's range"), "{wide}");
+    let inverted = refused(
+        &mut engine,
+        TemperatureHold {
+            min_power_limit_mw: 450_000,
+            max_power_limit_mw: 270_000,
+            ..HOLD_64
+        },
+    );
+    assert!(inverted.contains("lower bound first"), "{inverted}");
+    assert!(
+        engine
+            .tuning(0)
+            .is_some_and(|tuning| tuning.temperature_hold.is_none())
+    );
+    assert_eq!(limit_mw(&mut sampler), 450_000);
+
+    // Without the daemon there is nobody to keep it.
+    let (mut in_process, _) = Engine::open(
+        Box::new(sampler.share()),
+        &EngineOptions {
+            ownership: Ownership::InProcess,
+            state_dir: folder.path().join("other"),
+            ..options(&folder)
+        },
+        wall(),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let refused = in_process
+        .keep_temperature_hold(&alice, &uuid, Some(HOLD_64))
+        .unwrap_err();
+    assert!(
+        refused.message.contains("needs the gputune daemon"),
+        "{refused}"
+    );
+}
+
+/// A reading of the hot card at `at_ms`: what the hold acts on.
+fn hot_reading(at_ms: u64) -> Telemetry {
+    Telemetry {
+        sampled_at_ms: at_ms,
+        temperature_c: Some(80),
+        power_draw_mw: Some(440_000),
+        power_limit_mw: Some(450_000),
+        ..Telemetry::default()
+    }
+}
+
+/// An engine (the daemon's) on the fake library's card, on `clock`.
+fn fake_engine(machine: &FakeMachine, folder: &tempfile::TempDir, clock: &ManualClock) -> Engine {
+    let backend =
+        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
+    Engine::open(Box::new(backend), &options(folder), Arc::new(clock.clone()))
+        .unwrap_or_else(|error| panic!("{error}"))
+        .0
+}
+
+/// `seconds` of readings at 80 °C, one a second.
+fn feed_hot_readings(engine: &mut Engine, clock: &ManualClock, seconds: u64) {
+    for _ in 0..seconds {
+        clock.advance_ms(1_000);
+        engine.on_samples(&[Ok(hot_reading(clock.now_ms()))]);
+        engine.tick();
+    }
+}
+
+#[test]
+fn a_write_the_driver_refuses_is_said_once_and_tried_again_only_after_a_wait() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let clock = ManualClock::starting_at(gputune_core::clock::wall_clock_ms());
+    let mut engine = fake_engine(&machine, &folder, &clock);
+    keep(&mut engine, HOLD_64);
+    machine.set_shared_faults("no_permission");
+    let writes_before = machine.write_log().len();
+    let _ = engine.take_events();
+    feed_hot_readings(&mut engine, &clock, 600);
+    let tries = machine.write_log().len() - writes_before;
+    let most = (600 / HOLD_REFUSED_WAIT.as_secs() + 1) as usize;
+    assert!((1..=most).contains(&tries), "{tries} tries in 10 minutes");
+    let said = notices(&mut engine)
+        .into_iter()
+        .filter(|notice| notice.text().contains("temperature hold could not set"))
+        .count();
+    assert_eq!(said, 1, "said once");
+    assert!(matches!(
+        state(&engine),
+        TemperatureHoldState::Refused { .. }
+    ));
+    assert_eq!(machine.power_limit_mw(0), 450_000);
+    let journal = folder
+        .path()
+        .join("state")
+        .join(format!("journal-{}.json", machine.uuid(0)));
+    assert!(
+        !journal.exists(),
+        "nothing was written, so nothing waits to go back"
+    );
+}
+
+#[test]
+fn a_killed_daemon_s_hold_is_put_back_from_its_journal_at_the_next_start() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let clock = ManualClock::starting_at(gputune_core::clock::wall_clock_ms());
+    let mut engine = fake_engine(&machine, &folder, &clock);
+    keep(&mut engine, HOLD_64);
+    feed_hot_readings(&mut engine, &clock, 120);
+    let held_mw = machine.power_limit_mw(0);
+    assert!(held_mw < 450_000, "{held_mw}");
+    for write in machine.write_log() {
+        if let Setting::PowerLimit { power_limit_mw } = write.setting {
+            assert!(
+                (HOLD_64.min_power_limit_mw..=HOLD_64.max_power_limit_mw).contains(&power_limit_mw),
+                "{power_limit_mw} mW written"
+            );
+        }
+    }
+    // kill -9: the engine goes without a word; the card stays at the hold's limit.
+    drop(engine);
+    assert_eq!(machine.power_limit_mw(0), held_mw);
+    let (_engine, notices) = Engine::open(
+        Box::new(
+            NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}")),
+        ),
+        &options(&folder),
+        Arc::new(clock.clone()),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(machine.power_limit_mw(0), 450_000, "{notices:?}");
+}
