@@ -419,3 +419,107 @@ fn a_killed_daemon_s_hold_is_put_back_from_its_journal_at_the_next_start() {
     .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(machine.power_limit_mw(0), 450_000, "{notices:?}");
 }
+
+/// The 8-GPU box on a manual clock, and the sampler's handle on it.
+fn simulated_box() -> (Engine, SimBackend, ManualClock, tempfile::TempDir) {
+    let clock = ManualClock::starting_at(1_700_000_000_000);
+    let backend = SimBackend::with_clock(
+        &SimOptions {
+            scenario: SimScenario::EightRtx4090,
+            load: LoadPattern::Training,
+        },
+        Box::new(clock.clone()),
+    );
+    let sampler = backend.share();
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (engine, _) = Engine::open(
+        Box::new(backend),
+        &options(&folder),
+        Arc::new(clock.clone()),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    (engine, sampler, clock, folder)
+}
+
+/// One second of the box: every card's reading to the engine; the hot slot's reading.
+fn box_second(engine: &mut Engine, sampler: &mut SimBackend, clock: &ManualClock) -> Telemetry {
+    clock.advance_ms(1_000);
+    let readings: Vec<_> = (0..8).map(|index| sampler.telemetry(index)).collect();
+    engine.on_samples(&readings);
+    engine.tick();
+    readings[HOT_SLOT]
+        .clone()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The 8-GPU box's hot slot (`device::sim::machine::HOT_SLOT_GPU`).
+const HOT_SLOT: usize = 3;
+
+/// Mean SM clock (MHz), power (W) and temperature (°C) of `readings`.
+fn means(readings: &[Telemetry]) -> (f64, f64, f64) {
+    let mean = |value: fn(&Telemetry) -> Option<u32>| {
+        readings
+            .iter()
+            .filter_map(value)
+            .map(f64::from)
+            .sum::<f64>()
+            / readings.len() as f64
+    };
+    (
+        mean(|reading| reading.sm_clock_mhz),
+        mean(|reading| reading.power_draw_mw) / 1000.0,
+        mean(|reading| reading.temperature_c),
+    )
+}
+
+#[test]
+fn the_hot_slot_of_the_8_gpu_box_is_held_under_80_c_and_its_neighbours_are_left_alone() {
+    let (mut engine, mut sampler, clock, _folder) = simulated_box();
+    // Unheld, the hot slot runs past its thermal target (83 °C) and slows itself down.
+    let unheld: Vec<Telemetry> = (0..300)
+        .map(|_| box_second(&mut engine, &mut sampler, &clock))
+        .collect();
+    let (unheld_mhz, unheld_w, unheld_c) = means(&unheld[100..]);
+    assert!(unheld_c > 83.0, "{unheld_c} °C");
+
+    let hold = TemperatureHold {
+        max_temperature_c: 80,
+        min_power_limit_mw: 270_000,
+        max_power_limit_mw: 450_000,
+    };
+    let uuid = engine.gpus()[HOT_SLOT].identity.uuid.clone();
+    engine
+        .keep_temperature_hold(&client(1, "gputune hold-temp set"), &uuid, Some(hold))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let held: Vec<Telemetry> = (0..1_500)
+        .map(|_| box_second(&mut engine, &mut sampler, &clock))
+        .collect();
+    for reading in &held {
+        let limit_mw = reading.power_limit_mw.unwrap_or(0);
+        assert!((270_000..=450_000).contains(&limit_mw), "{limit_mw} mW");
+    }
+    let temperature = |reading: &Telemetry| reading.temperature_c.unwrap_or(0);
+    let first_under = held.iter().position(|reading| temperature(reading) <= 80);
+    let last_over = held
+        .iter()
+        .rposition(|reading| temperature(reading) > 80)
+        .map_or(0, |second| second + 1);
+    assert!(
+        last_over as u64 <= SETTLE_S,
+        "over 80 °C until {last_over} s"
+    );
+    let settled = &held[SETTLE_S as usize..];
+    let peak_c = settled.iter().map(temperature).max().unwrap_or(0);
+    let (held_mhz, held_w, held_c) = means(settled);
+    eprintln!(
+        "hot slot: unheld {unheld_c:.1} °C {unheld_w:.0} W {unheld_mhz:.0} MHz; held under 80 °C from {first_under:?} s, for good from {last_over} s; settled {held_c:.1} °C (peak {peak_c}) {held_w:.0} W {held_mhz:.0} MHz ({:+.1} % clock)",
+        (held_mhz / unheld_mhz - 1.0) * 100.0
+    );
+    // Its neighbour has no hold: its limit is its own.
+    assert_eq!(
+        sampler
+            .current_settings(2)
+            .map(|current| current.power_limit_mw),
+        Ok(Some(450_000))
+    );
+}
