@@ -101,7 +101,7 @@ fn the_hold_brings_a_hot_card_under_its_target_in_time_and_never_leaves_its_boun
         .unwrap_or_else(|| panic!("the hold's changes are noted"));
     assert_eq!(note.by, "temperature hold");
     assert!(
-        note.what.starts_with("temperature hold: ") && note.what.contains(" W → "),
+        note.what.starts_with("temperature hold: ") && note.what.contains(" W to "),
         "{}",
         note.what
     );

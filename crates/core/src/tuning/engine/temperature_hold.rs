@@ -324,7 +324,7 @@ impl Engine {
             index,
             HOLD_BY,
             format!(
-                "temperature hold: {} → {} ({why})",
+                "temperature hold: {} to {} ({why})",
                 watts_exact(from_mw),
                 watts_exact(target_mw)
             ),
