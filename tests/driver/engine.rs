@@ -12,6 +12,7 @@ mod crash;
 mod jobs;
 mod scheduler_jobs;
 mod temperature_hold;
+mod temperature_hold_faults;
 use crate::common;
 
 use std::sync::Arc;

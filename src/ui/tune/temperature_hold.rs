@@ -12,7 +12,7 @@ use crate::ui::tune::{TunePanel, power_limit_mw};
 use crate::ui::widgets::labelled::labelled;
 use gputune_core::link::TuneCommand;
 use gputune_formats::temperature_hold::{
-    HIGHEST_HOLD_C, LOWEST_HOLD_C, TemperatureHold, TemperatureHoldState,
+    HIGHEST_HOLD_C, LOWEST_HOLD_C, TemperatureHold, TemperatureHoldState, TemperatureHoldStatus,
 };
 use gputune_formats::units::watts_exact;
 
@@ -33,27 +33,7 @@ impl TunePanel {
             .tuning
             .as_ref()
             .and_then(|tuning| tuning.temperature_hold.as_ref());
-        match status {
-            Some(status) => {
-                let colour = match status.state {
-                    TemperatureHoldState::AtFloor { .. } => WARNING_TEXT,
-                    TemperatureHoldState::Refused { .. } => ERROR_TEXT,
-                    _ => GOOD_TEXT,
-                };
-                ui.label(
-                    RichText::new(format!(
-                        "Held {} (set by {}): {}.",
-                        status.hold.describe(),
-                        status.set_by,
-                        status.state.describe()
-                    ))
-                    .color(colour),
-                );
-            }
-            None => {
-                ui.label(RichText::new("No temperature hold on this card.").weak());
-            }
-        }
+        hold_status(ui, status);
         if !daemon {
             ui.label(
                 RichText::new(
@@ -141,6 +121,31 @@ impl TunePanel {
                 gpu_index,
                 hold: None,
             });
+        }
+    }
+}
+
+/// Where the card's hold is, or that it has none.
+fn hold_status(ui: &mut egui::Ui, status: Option<&TemperatureHoldStatus>) {
+    match status {
+        Some(status) => {
+            let colour = match status.state {
+                TemperatureHoldState::AtFloor { .. } => WARNING_TEXT,
+                TemperatureHoldState::Refused { .. } => ERROR_TEXT,
+                _ => GOOD_TEXT,
+            };
+            ui.label(
+                RichText::new(format!(
+                    "Held {} (set by {}): {}.",
+                    status.hold.describe(),
+                    status.set_by,
+                    status.state.describe()
+                ))
+                .color(colour),
+            );
+        }
+        None => {
+            ui.label(RichText::new("No temperature hold on this card.").weak());
         }
     }
 }

@@ -3,17 +3,15 @@
 //! card under its target within a set time and stays there without hunting, never writes
 //! outside the card's range or the user's bounds, yields to a session that holds the power
 //! limit and goes on after it, puts the limit back when cleared (or hands it to the session
-//! holding it), outlives its client, refuses absurd holds with a message, reports a driver that
-//! refuses its write without retrying in a loop, and leaves a journal that a killed daemon's
-//! next start puts back.
+//! holding it), outlives its client, refuses absurd holds with a message, and holds the hot slot
+//! of the 8-GPU box. A driver that refuses, a killed daemon: `temperature_hold_faults.rs`.
 
 use super::*;
-use gputune_core::tuning::engine::HOLD_REFUSED_WAIT;
 use gputune_formats::card::Telemetry;
 use gputune_formats::temperature_hold::{TemperatureHold, TemperatureHoldState};
 
 /// The simulated 4090 trains at 70 °C and 450 W: a hold at 64 °C needs about 310 W.
-const HOLD_64: TemperatureHold = TemperatureHold {
+pub(super) const HOLD_64: TemperatureHold = TemperatureHold {
     max_temperature_c: 64,
     min_power_limit_mw: 270_000,
     max_power_limit_mw: 450_000,
@@ -22,7 +20,7 @@ const HOLD_64: TemperatureHold = TemperatureHold {
 /// How long the hold may take to bring the card under its target for good.
 const SETTLE_S: u64 = 600;
 
-fn state(engine: &Engine) -> TemperatureHoldState {
+pub(super) fn state(engine: &Engine) -> TemperatureHoldState {
     engine
         .tuning(0)
         .and_then(|tuning| tuning.temperature_hold)
@@ -30,7 +28,7 @@ fn state(engine: &Engine) -> TemperatureHoldState {
         .unwrap_or_else(|| panic!("GPU 0 has a hold"))
 }
 
-fn keep(engine: &mut Engine, hold: TemperatureHold) {
+pub(super) fn keep(engine: &mut Engine, hold: TemperatureHold) {
     let uuid = engine.gpus()[0].identity.uuid.clone();
     engine
         .keep_temperature_hold(&client(1, "gputune hold-temp set"), &uuid, Some(hold))
@@ -323,101 +321,6 @@ fn absurd_holds_are_refused_with_a_message_and_change_nothing() {
         refused.message.contains("needs the gputune daemon"),
         "{refused}"
     );
-}
-
-/// A reading of the hot card at `at_ms`: what the hold acts on.
-fn hot_reading(at_ms: u64) -> Telemetry {
-    Telemetry {
-        sampled_at_ms: at_ms,
-        temperature_c: Some(80),
-        power_draw_mw: Some(440_000),
-        power_limit_mw: Some(450_000),
-        ..Telemetry::default()
-    }
-}
-
-/// An engine (the daemon's) on the fake library's card, on `clock`.
-fn fake_engine(machine: &FakeMachine, folder: &tempfile::TempDir, clock: &ManualClock) -> Engine {
-    let backend =
-        NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}"));
-    Engine::open(Box::new(backend), &options(folder), Arc::new(clock.clone()))
-        .unwrap_or_else(|error| panic!("{error}"))
-        .0
-}
-
-/// `seconds` of readings at 80 °C, one a second.
-fn feed_hot_readings(engine: &mut Engine, clock: &ManualClock, seconds: u64) {
-    for _ in 0..seconds {
-        clock.advance_ms(1_000);
-        engine.on_samples(&[Ok(hot_reading(clock.now_ms()))]);
-        engine.tick();
-    }
-}
-
-#[test]
-fn a_write_the_driver_refuses_is_said_once_and_tried_again_only_after_a_wait() {
-    let machine = FakeMachine::new("rtx4090", "");
-    let folder = tempfile::tempdir().expect("a state folder");
-    let clock = ManualClock::starting_at(gputune_core::clock::wall_clock_ms());
-    let mut engine = fake_engine(&machine, &folder, &clock);
-    keep(&mut engine, HOLD_64);
-    machine.set_shared_faults("no_permission");
-    let writes_before = machine.write_log().len();
-    let _ = engine.take_events();
-    feed_hot_readings(&mut engine, &clock, 600);
-    let tries = machine.write_log().len() - writes_before;
-    let most = (600 / HOLD_REFUSED_WAIT.as_secs() + 1) as usize;
-    assert!((1..=most).contains(&tries), "{tries} tries in 10 minutes");
-    let said = notices(&mut engine)
-        .into_iter()
-        .filter(|notice| notice.text().contains("temperature hold could not set"))
-        .count();
-    assert_eq!(said, 1, "said once");
-    assert!(matches!(
-        state(&engine),
-        TemperatureHoldState::Refused { .. }
-    ));
-    assert_eq!(machine.power_limit_mw(0), 450_000);
-    let journal = folder
-        .path()
-        .join("state")
-        .join(format!("journal-{}.json", machine.uuid(0)));
-    assert!(
-        !journal.exists(),
-        "nothing was written, so nothing waits to go back"
-    );
-}
-
-#[test]
-fn a_killed_daemon_s_hold_is_put_back_from_its_journal_at_the_next_start() {
-    let machine = FakeMachine::new("rtx4090", "");
-    let folder = tempfile::tempdir().expect("a state folder");
-    let clock = ManualClock::starting_at(gputune_core::clock::wall_clock_ms());
-    let mut engine = fake_engine(&machine, &folder, &clock);
-    keep(&mut engine, HOLD_64);
-    feed_hot_readings(&mut engine, &clock, 120);
-    let held_mw = machine.power_limit_mw(0);
-    assert!(held_mw < 450_000, "{held_mw}");
-    for write in machine.write_log() {
-        if let Setting::PowerLimit { power_limit_mw } = write.setting {
-            assert!(
-                (HOLD_64.min_power_limit_mw..=HOLD_64.max_power_limit_mw).contains(&power_limit_mw),
-                "{power_limit_mw} mW written"
-            );
-        }
-    }
-    // kill -9: the engine goes without a word; the card stays at the hold's limit.
-    drop(engine);
-    assert_eq!(machine.power_limit_mw(0), held_mw);
-    let (_engine, notices) = Engine::open(
-        Box::new(
-            NvmlBackend::open(Some(&machine.library)).unwrap_or_else(|error| panic!("{error}")),
-        ),
-        &options(&folder),
-        Arc::new(clock.clone()),
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(machine.power_limit_mw(0), 450_000, "{notices:?}");
 }
 
 /// The 8-GPU box on a manual clock, and the sampler's handle on it.

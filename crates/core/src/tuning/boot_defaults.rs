@@ -1,11 +1,11 @@
 //! The daemon's boot defaults: per card, `boot-<uuid>.json` in its `defaults` folder (its
-//! settings and an optional kept fan curve), checked against the card before it is stored and
-//! applied through the engine when the daemon starts. Like the engine's journals and records
-//! (`state_folder.rs`) every file is read through `fsafe` (no symbolic link, no FIFO, no huge
-//! file) and written atomically into a private folder; a damaged one is left as it is with a
-//! notice. The file's format is `gputune_formats::protocol::BootDefault`. The service answers the
-//! requests (`service::routing`) and makes them from `--boot-profile`
-//! (`service::boot_profile`).
+//! settings, an optional kept fan curve and an optional temperature hold), checked against the
+//! card before it is stored and applied through the engine when the daemon starts. Like the
+//! engine's journals and records (`state_folder.rs`) every file is read through `fsafe` (no
+//! symbolic link, no FIFO, no huge file) and written atomically into a private folder; a
+//! damaged one is left as it is with a notice. The file's format is
+//! `gputune_formats::protocol::BootDefault`. The service answers the requests
+//! (`service::routing`) and makes them from `--boot-profile` (`service::boot_profile`).
 
 use std::path::{Path, PathBuf};
 
