@@ -66,9 +66,14 @@ impl Engine {
         let since_ms = self.clock.now_ms();
         match self.gpu_mut(index).temperature_hold.as_mut() {
             Some(kept) => {
+                // What it puts back stays; a refusal's wait does not outlive a new request.
                 kept.hold = hold;
                 kept.set_by = set_by;
                 kept.control.reset();
+                kept.quiet_until = None;
+                if !matches!(kept.state, TemperatureHoldState::Paused { .. }) {
+                    kept.state = TemperatureHoldState::Starting;
+                }
             }
             None => {
                 let power: BTreeSet<Hold> = [Hold::PowerLimit].into();
@@ -332,10 +337,19 @@ impl Engine {
         true
     }
 
-    /// Records (and journals) the power limit before the hold's first write. Says whether it
-    /// was recorded now.
+    /// Records (and journals) the power limit before the hold's first write: what the card
+    /// runs, or its default when it does not say. Says whether it was recorded now.
     fn record_hold_restore(&mut self, index: u32) -> Result<bool, TuneError> {
-        let entry = RestoreEntry::of(&self.gpu(index).in_force, Control::PowerLimit);
+        let gpu = self.gpu(index);
+        let entry = RestoreEntry::of(&gpu.in_force, Control::PowerLimit).or_else(|| {
+            gpu.info
+                .constraints
+                .power_limit_default_mw
+                .map(|power_limit_mw| RestoreEntry {
+                    setting: Setting::PowerLimit { power_limit_mw },
+                    exact: false,
+                })
+        });
         let Some(kept) = self.gpu_mut(index).temperature_hold.as_mut() else {
             return Ok(false);
         };
@@ -345,7 +359,7 @@ impl Engine {
         let Some(entry) = entry else {
             return Err(TuneError::new(
                 TuneErrorKind::Device,
-                "the card's power limit could not be read, so the hold could not note what to put back",
+                "the card says neither its power limit nor its default, so the hold could not note what to put back",
             ));
         };
         kept.restore = Some(entry);
