@@ -854,7 +854,12 @@ fn a_temperature_hold_needs_the_daemon_and_through_it_is_set_shown_and_cleared()
     };
     let held = tuning_after(&harness, |tuning| {
         tuning.temperature_hold = Some(TemperatureHoldStatus {
-            hold,
+            // Set again from a terminal meanwhile: 82 °C, 50 %..100 %.
+            hold: TemperatureHold {
+                max_temperature_c: 82,
+                min_power_limit_mw: 225_000,
+                ..hold
+            },
             set_by: "alice".to_string(),
             since_ms: 0,
             state: TemperatureHoldState::Holding {
@@ -868,6 +873,11 @@ fn a_temperature_hold_needs_the_daemon_and_through_it_is_set_shown_and_cleared()
     harness.state_mut().state.take_event(held, 0);
     harness.run();
     harness.get_by_label_contains("(set by alice): holding at 300 W (79 °C).");
+    let panel = &harness.state().state.tune;
+    assert_eq!(
+        (panel.hold_max_c, panel.hold_power_pct),
+        (82, (50.0, 100.0))
+    );
     assert!(harness.state().state.model.gpus[0].changes.contains(&note));
     harness.get_by_label("Clear the hold").click();
     harness.run();

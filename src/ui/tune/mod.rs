@@ -30,6 +30,7 @@ use gputune_core::link::TuneCommand;
 use gputune_core::tuning::request::{PowerLimitRequest, TuneRequest};
 use gputune_formats::card::{Constraints, Setting};
 use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::temperature_hold::TemperatureHold;
 use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 use gputune_formats::units::watts_exact;
 
@@ -43,6 +44,7 @@ struct Synced {
     uuid: String,
     in_force: SettingsInForce,
     fan_curve: Option<FanCurve>,
+    temperature_hold: Option<TemperatureHold>,
 }
 
 /// What the user is editing; sent to the engine only on Apply or Try.
@@ -166,10 +168,18 @@ impl TunePanel {
         if curve_changed && let Some(curve) = &tuning.fan_curve {
             self.fan_curve_points = curve.points().to_vec();
         }
+        let hold = tuning.temperature_hold.as_ref().map(|status| status.hold);
+        let hold_changed = before
+            .as_ref()
+            .is_none_or(|before| before.temperature_hold != hold);
+        if hold_changed && let Some(hold) = hold {
+            self.follow_hold(&hold, constraints);
+        }
         self.synced = Some(Synced {
             uuid: uuid.clone(),
             in_force: now.clone(),
             fan_curve: tuning.fan_curve.clone(),
+            temperature_hold: hold,
         });
     }
 

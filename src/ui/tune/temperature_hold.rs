@@ -11,12 +11,29 @@ use crate::ui::style::{ERROR_TEXT, GOOD_TEXT, WARNING_TEXT};
 use crate::ui::tune::{TunePanel, power_limit_mw};
 use crate::ui::widgets::labelled::labelled;
 use gputune_core::link::TuneCommand;
+use gputune_formats::card::Constraints;
 use gputune_formats::temperature_hold::{
     HIGHEST_HOLD_C, LOWEST_HOLD_C, TemperatureHold, TemperatureHoldState, TemperatureHoldStatus,
 };
 use gputune_formats::units::watts_exact;
 
 impl TunePanel {
+    /// The inputs take the card's hold (set elsewhere: a terminal, another window), its bounds
+    /// as shares of the default.
+    pub(super) fn follow_hold(&mut self, hold: &TemperatureHold, constraints: &Constraints) {
+        self.hold_max_c = hold.max_temperature_c;
+        if let Some(default_mw) = constraints
+            .power_limit_default_mw
+            .filter(|default_mw| *default_mw > 0)
+        {
+            let share = |mw: u32| (f64::from(mw) * 100.0 / f64::from(default_mw)).round();
+            self.hold_power_pct = (
+                share(hold.min_power_limit_mw),
+                share(hold.max_power_limit_mw),
+            );
+        }
+    }
+
     /// The card's hold: where it is, the target and the bounds, Hold and Clear.
     pub(super) fn hold_section(
         &mut self,
