@@ -2,7 +2,8 @@
 //! once, tried again a minute later, never in a loop), a clear the driver refuses (it waits in
 //! the journal and goes back at the retry), a daemon killed while it holds (its journal puts the
 //! limit back at the next start), and a boot default with an absurd hold (said, not kept). On
-//! the fake library where a card must outlive its engine.
+//! the fake library where a card must outlive its engine. And a profile made the boot default
+//! keeps the card's stored hold.
 
 use super::temperature_hold::{HOLD_64, keep, state};
 use super::*;
@@ -159,4 +160,44 @@ fn a_boot_default_with_an_absurd_hold_is_said_and_not_kept() {
             .tuning(0)
             .is_some_and(|tuning| tuning.temperature_hold.is_none())
     );
+}
+
+#[test]
+fn a_profile_made_the_boot_default_keeps_the_cards_stored_hold() {
+    use gputune_core::tuning::boot_defaults::BootDefaultStore;
+    use gputune_formats::protocol::BootDefault;
+    let (engine, _sampler, _clock, folder) = simulated(LoadPattern::Training);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let store = BootDefaultStore::new(folder.path().join("defaults"));
+    store
+        .store_temperature_hold(&engine, &uuid, Some(HOLD_64))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let from_profile = BootDefault {
+        gpu_uuid: uuid.clone(),
+        profile_name: "quiet".to_string(),
+        settings: vec![Setting::PowerLimit {
+            power_limit_mw: 400_000,
+        }],
+        fan_curve: None,
+        temperature_hold: None,
+    };
+    let kept = store
+        .keeping_hold(&engine, &uuid, from_profile)
+        .unwrap_or_else(|error| panic!("{error}"));
+    store
+        .store(&engine, &uuid, Some(kept))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let stored = store.read_all().0;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].temperature_hold, Some(HOLD_64));
+    assert_eq!(stored[0].settings.len(), 1);
+    // Cleared, the profile's settings stay; cleared of both, the file goes.
+    store
+        .store_temperature_hold(&engine, &uuid, None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(store.read_all().0[0].temperature_hold, None);
+    store
+        .store(&engine, &uuid, None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(store.read_all().0.is_empty());
 }
