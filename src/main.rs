@@ -67,6 +67,12 @@ enum Command {
     /// Exit status: 0 an offset confirmed stable, 1 none was, 2 nothing checked, 130 stopped
     /// (Ctrl-C, SIGTERM).
     Scan(Box<gputune_core::cli::scan::ScanArgs>),
+    /// Test every card's PCIe link under load and the copies between host and cards and
+    /// card to card (P2P or through the host), each checked bit for bit: what the box's links
+    /// mean for a data-parallel job. Changes no setting.
+    ///
+    /// Exit status: 0 every copy right, 1 a copy came back wrong, 2 could not test.
+    Links(Box<gputune_core::cli::links::LinksArgs>),
     /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
     Plan(Box<gputune_core::cli::plan::PlanArgs>),
     /// Save, list, apply and manage tuning profiles (one TOML file each).
@@ -272,6 +278,9 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Stability(args)) => exit_with(nothing_checked_is_2(
             gputune_core::cli::stability::run_command(&args, &tuning),
+        )),
+        Some(Command::Links(args)) => exit_with(nothing_checked_is_2(
+            gputune_core::cli::links::run_command(&args, &options),
         )),
         Some(Command::Scan(args)) => exit_with(nothing_checked_is_2(
             gputune_core::cli::scan::run_command(&args, &tuning),

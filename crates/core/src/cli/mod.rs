@@ -12,6 +12,7 @@ pub mod history;
 pub mod hold_temp;
 pub mod jobs;
 pub mod jobs_show;
+pub mod links;
 pub mod log;
 pub mod plan;
 pub mod profile;

@@ -6,6 +6,7 @@
 //! read back (the window's fixtures, the CLI's tests), so theirs derive `Deserialize` too.
 
 pub mod fan_curves;
+pub mod links;
 pub mod measure;
 pub mod plan;
 pub mod plan_setup;
