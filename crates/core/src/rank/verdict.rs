@@ -126,8 +126,9 @@ pub fn rank(measured: &[Measured]) -> Ranked {
         .collect::<Vec<_>>();
     let box_pace = box_pace(&healthy);
     let mut summary = Vec::new();
-    if let Some(pace) = &box_pace {
-        summary.push(pace_sentence(pace, healthy.len()));
+    let rated = healthy.iter().filter(|m| m.rate().is_some()).count();
+    if let Some(pace) = box_pace.as_ref().filter(|_| rated > 1) {
+        summary.push(pace_sentence(pace, rated));
         summary.extend(other_way_sentence(pace));
     }
     let failing = cards
@@ -208,7 +209,7 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
                 Ending::NotRun { reason } | Ending::Stopped { reason } => Some(reason.clone()),
                 _ => None,
             })
-            .unwrap_or_else(|| "it was not loaded".to_string());
+            .unwrap_or_else(|| "the ranking ended before its turn".to_string());
         sentence.push_str(&format!("not ranked: {why}"));
         RankVerdict::NotRanked
     };
