@@ -86,6 +86,9 @@ enum Command {
     /// Fan curves the gputune daemon keeps: `fan curve set --point 40:30 --point 85:100`,
     /// `fan curve show`, `fan curve clear`.
     Fan(Box<gputune_core::cli::fan::FanArgs>),
+    /// Keep cards at or below a temperature by moving their power limit (the daemon keeps it):
+    /// `hold-temp set --gpu 3 --max-c 80 --power 60%..100%`, `hold-temp show`, `hold-temp clear`.
+    HoldTemp(Box<gputune_core::cli::hold_temp::HoldTempArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
@@ -266,6 +269,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Profile(args)) => gputune_core::cli::profile::run_command(&args, &tuning),
         Some(Command::Fan(args)) => gputune_core::cli::fan::run_command(&args, &tuning),
+        Some(Command::HoldTemp(args)) => gputune_core::cli::hold_temp::run_command(&args, &tuning),
         Some(Command::Daemon(args)) => {
             gputune_core::cli::daemon::run_command(&args, &options, cli.socket.clone())
         }

@@ -62,6 +62,26 @@ pub fn connect_for(
     Ok(client)
 }
 
+/// The daemon, or `needs_daemon` (why a command cannot do without it) when none answers: a
+/// kept fan curve, a temperature hold.
+pub fn connect_daemon_or(
+    options: &TuningOptions,
+    needs_daemon: &str,
+) -> anyhow::Result<TuningClient> {
+    match connect(&ConnectOptions {
+        backend: options.backend.clone(),
+        socket: options.socket.clone(),
+        folders: options.folders.clone(),
+        label: command_label(),
+    }) {
+        Ok(client) if client.is_daemon() => Ok(client),
+        Ok(_) | Err(crate::service::client::ConnectError::NoDaemon { .. }) => {
+            bail!("{needs_daemon}")
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// Every GPU, its tuning state and latest reading.
 pub fn snapshot(client: &mut TuningClient) -> anyhow::Result<Snapshot> {
     match client.request(Request::Snapshot).map_err(refusal)? {

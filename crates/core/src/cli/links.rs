@@ -12,8 +12,8 @@ use clap::Args;
 
 use crate::cli::connect::choose_listed_gpus;
 use crate::device::{Backend, BackendOptions, open_backend};
+use crate::pcie::busy::{self, busy_cards};
 use crate::pcie::{LinksOptions, LinksProgress, test_links};
-use crate::stability::busy::{OtherWork, describe_processes};
 use gputune_formats::reports::links::{LinksOutcome, LinksReport};
 
 mod table;
@@ -112,29 +112,14 @@ fn refuse_busy_cards(
     force: bool,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    for gpu in gpus {
-        let work = OtherWork {
-            processes: backend.processes(*gpu)?,
-            force,
-            force_hint: String::new(),
-        };
-        let computing = work.computing();
-        if computing.is_empty() {
-            continue;
-        }
-        let who = describe_processes(&computing);
+    for card in busy_cards(backend, gpus)? {
         if !force {
             bail!(
-                "GPU {gpu} is busy: other programs compute on it ({who}). The copy test beside \
-                 them measures the bus they share and takes memory they may need. Stop them \
-                 first, or test beside them with --force. Nothing was tested."
+                "{}",
+                busy::refusal(&card, ", or test beside them with --force")
             );
         }
-        writeln!(
-            messages,
-            "gputune: warning: GPU {gpu} runs other programs ({who}): its rates include their \
-             traffic."
-        )?;
+        writeln!(messages, "gputune: warning: {}", busy::warning(&card))?;
     }
     Ok(())
 }

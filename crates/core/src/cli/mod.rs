@@ -9,6 +9,7 @@ mod drive;
 pub mod exporter;
 pub mod fan;
 pub mod history;
+pub mod hold_temp;
 pub mod jobs;
 pub mod jobs_show;
 pub mod links;

@@ -6,12 +6,14 @@
 //! and a progress callback and returns the report; nothing here prints or draws. It writes
 //! nothing to any card's settings (docs/box.md, "Links").
 //!
+//! busy.rs: cards other programs compute on, refused before anything is copied;
 //! bench.rs: what runs the copies ([`CopyBench`]) and the pattern they carry; cuda.rs: the
 //! real copies (the stability check's CUDA device); simulated.rs: the simulator's;
 //! deadline.rs: every call with a deadline, so a stuck copy cannot hang the test; expect.rs:
 //! what a link should give; run.rs: the test; sentences.rs: what it means for a DDP job.
 
 mod bench;
+pub mod busy;
 pub mod cuda;
 mod deadline;
 mod expect;
@@ -22,4 +24,4 @@ pub mod simulated;
 pub use bench::{CopyBench, CopyChecked, Route, check_words, fill_words, open_bench};
 pub use deadline::{COPY_DEADLINE, DeadlineBench};
 pub use expect::{PRACTICAL_SHARE, SLOW_BELOW, host_gb_per_s, pair_gb_per_s};
-pub use run::{LinksOptions, LinksProgress, run_links, test_links};
+pub use run::{LinksOptions, LinksProgress, run_links, test_links, test_links_opening};

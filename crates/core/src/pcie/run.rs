@@ -7,7 +7,7 @@ use super::bench::{CopyBench, CopyChecked, Route, open_bench};
 use super::deadline::{COPY_DEADLINE, DeadlineBench};
 use super::expect::{below_max, faster, host_gb_per_s, pair_gb_per_s, verdict_of};
 use super::sentences;
-use crate::device::Backend;
+use crate::device::{Backend, BackendOptions, open_backend};
 use crate::stability::compute::ComputeError;
 use gputune_formats::card::GpuIdentity;
 use gputune_formats::reports::links::{
@@ -68,6 +68,20 @@ pub fn test_links(
             run_links(backend, &cards, &mut bench, options, progress)
         }
         Err(message) => untested(options, message, started),
+    }
+}
+
+/// [`test_links`] on a device handle of its own, opened from `options` (a front end without
+/// one, such as the window's link thread: the test only reads the cards and copies).
+pub fn test_links_opening(
+    options: &BackendOptions,
+    gpus: &[u32],
+    links_options: &LinksOptions,
+    progress: &mut dyn FnMut(&LinksProgress),
+) -> LinksReport {
+    match open_backend(options) {
+        Ok(mut opened) => test_links(opened.backend.as_mut(), gpus, links_options, progress),
+        Err(error) => untested(links_options, error.to_string(), Instant::now()),
     }
 }
 

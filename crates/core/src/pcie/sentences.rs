@@ -134,6 +134,20 @@ pub fn say(cards: &[CardLinks], pairs: &[PairLinks]) -> Vec<String> {
             card.gpu_index, card.note
         ));
     }
+    let untested: Vec<&PairLinks> = pairs
+        .iter()
+        .filter(|pair| pair.verdict == LinkVerdict::NotTested)
+        .collect();
+    if let Some(first) = untested.first() {
+        said.push(format!(
+            "{} of {} pairs were not tested (GPU {} → GPU {}: {})",
+            untested.len(),
+            pairs.len(),
+            first.from_gpu,
+            first.to_gpu,
+            first.note
+        ));
+    }
     if !cards.is_empty()
         && cards.iter().all(|card| card.verdict == LinkVerdict::Good)
         && pairs.iter().all(|pair| pair.verdict == LinkVerdict::Good)

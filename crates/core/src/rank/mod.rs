@@ -8,7 +8,8 @@
 //! engine.rs   the ranking: refusals, a session on each card, the phases, the report
 //! lane.rs     one card in it: its session, worker, run and figures (the check's own pieces)
 //! watch.rs    one card's readings in one phase: clocks, power, temperature, throttle shares
-//! verdict.rs  the ranking from the figures: against the best, the cause, the box's pace
+//! verdict.rs  the ranking from the figures: against the best, the cause, the sentences
+//! pace.rs     the box's pace (its slowest card's) and the faster cards' limits at it
 //! remedy.rs   the power limit that keeps a hot card under its throttle temperature
 //! drive.rs    the ranking driven to its end with a progress callback (CLI, window)
 
@@ -16,6 +17,7 @@ pub mod drive;
 pub mod engine;
 pub mod lane;
 pub mod options;
+pub mod pace;
 pub mod remedy;
 pub mod verdict;
 pub mod watch;

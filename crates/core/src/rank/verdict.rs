@@ -1,21 +1,20 @@
 //! The ranking from the measured phases: each card against the best, gpu-fryer's rule (more
 //! than 10 % slower fails), the cause the evidence names, a power limit for a hot card, and
-//! what a data-parallel job on the box gets (every step waits for the slowest card).
+//! the box's pace (pace.rs).
 
 use gputune_formats::card::Constraints;
 use gputune_formats::reports::rank::{
-    BoxPace, CardRank, PaceLimit, PhaseFigures, PowerLimitRemedy, RankVerdict,
-    SLOWER_THAN_BEST_FAILS_PCT, SlowCause,
+    BoxPace, CardRank, PhaseFigures, PowerLimitRemedy, RankVerdict, SLOWER_THAN_BEST_FAILS_PCT,
+    SlowCause,
 };
 use gputune_formats::reports::stability::Ending;
 
-use super::remedy::{
-    HeatEvidence, THERMAL_PCT, limit_in_range, median, power_for_rate, power_limit,
-};
+use super::pace::{box_pace, other_way_sentence, pace_sentence};
+use super::remedy::{HeatEvidence, THERMAL_PCT, median, power_limit};
 use super::watch::IdlePoint;
 
 /// A card this much slower than the best gets a cause named.
-const SLOWER_WORTH_A_CAUSE_PCT: f64 = 3.0;
+pub const SLOWER_WORTH_A_CAUSE_PCT: f64 = 3.0;
 /// This much hotter than the others' median: a hot slot, whatever it did alone.
 const HOTTER_THAN_OTHERS_C: f64 = 5.0;
 
@@ -44,7 +43,7 @@ impl Measured {
     }
 
     /// Its GEMM rate where the box's job sees it: together, else alone.
-    fn rate(&self) -> Option<f64> {
+    pub fn rate(&self) -> Option<f64> {
         let rate = |figures: &Option<PhaseFigures>| figures.as_ref().and_then(|f| f.gemm_tflops);
         rate(&self.together).or_else(|| rate(&self.alone))
     }
@@ -127,8 +126,9 @@ pub fn rank(measured: &[Measured]) -> Ranked {
         .collect::<Vec<_>>();
     let box_pace = box_pace(&healthy);
     let mut summary = Vec::new();
-    if let Some(pace) = &box_pace {
-        summary.push(pace_sentence(pace, healthy.len()));
+    let rated = healthy.iter().filter(|m| m.rate().is_some()).count();
+    if let Some(pace) = box_pace.as_ref().filter(|_| rated > 1) {
+        summary.push(pace_sentence(pace, rated));
         summary.extend(other_way_sentence(pace));
     }
     let failing = cards
@@ -156,7 +156,8 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
     let vs_best_pct = match (rate, best) {
         // To a tenth of a percent: finer is the readings' noise.
         (Some(rate), Some((_, best))) if best > 0.0 => {
-            Some(((rate / best - 1.0) * 1000.0).round() / 10.0)
+            // (+ 0.0: a rounded −0.0 reads 0.)
+            Some(((rate / best - 1.0) * 1000.0).round() / 10.0 + 0.0)
         }
         _ => None,
     };
@@ -208,7 +209,7 @@ fn rank_card(card: &Measured, context: &Context<'_>, others_c: Option<f64>) -> C
                 Ending::NotRun { reason } | Ending::Stopped { reason } => Some(reason.clone()),
                 _ => None,
             })
-            .unwrap_or_else(|| "it was not loaded".to_string());
+            .unwrap_or_else(|| "the ranking ended before its turn".to_string());
         sentence.push_str(&format!("not ranked: {why}"));
         RankVerdict::NotRanked
     };
@@ -347,100 +348,6 @@ fn describe_cause(cause: SlowCause, card: &Measured) -> String {
             "slower together than alone with no throttle reason: the host (PCIe link, CPU) or the power supply".to_string()
         }
     }
-}
-
-fn box_pace(healthy: &[&Measured]) -> Option<BoxPace> {
-    let mut rates: Vec<(&Measured, f64)> = healthy
-        .iter()
-        .filter_map(|m| Some((*m, m.rate()?)))
-        .collect();
-    rates.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let &(slowest_card, slowest) = rates.first()?;
-    let best = rates.last().map_or(slowest, |(_, rate)| *rate);
-    let count = rates.len() as f64;
-    let mut at_the_slowest_pace = Vec::new();
-    let mut saves_w = 0.0;
-    if (slowest / best - 1.0) * 100.0 <= -SLOWER_WORTH_A_CAUSE_PCT {
-        for (card, rate) in &rates[1..] {
-            let Some(power_w) = card.together.as_ref().and_then(|f| f.power_mean_w) else {
-                continue;
-            };
-            let wanted_w = power_for_rate(*rate, power_w, slowest);
-            let Some((power_limit_mw, percent_of_default)) =
-                limit_in_range(wanted_w, &card.constraints)
-            else {
-                continue;
-            };
-            saves_w += (power_w - f64::from(power_limit_mw) / 1000.0).max(0.0);
-            at_the_slowest_pace.push(PaceLimit {
-                gpu_index: card.gpu_index,
-                power_limit_mw,
-                percent_of_default,
-            });
-        }
-    }
-    at_the_slowest_pace.sort_by_key(|limit| limit.gpu_index);
-    Some(BoxPace {
-        slowest_gpu_index: slowest_card.gpu_index,
-        box_tflops: slowest * count,
-        sum_tflops: rates.iter().map(|(_, rate)| rate).sum(),
-        box_tflops_evened: rates.get(1).map(|(_, next)| next * count),
-        at_the_slowest_pace_saves_w: (!at_the_slowest_pace.is_empty()).then_some(saves_w),
-        at_the_slowest_pace,
-    })
-}
-
-/// "Or even it the other way: GPUs 0, 1, 2 at power limits of 87-88 % run at GPU 3's pace, the
-/// box no slower, drawing about 150 W less."
-fn other_way_sentence(pace: &BoxPace) -> Option<String> {
-    let saves_w = pace.at_the_slowest_pace_saves_w?;
-    let cards: Vec<String> = pace
-        .at_the_slowest_pace
-        .iter()
-        .map(|limit| limit.gpu_index.to_string())
-        .collect();
-    let lowest = pace
-        .at_the_slowest_pace
-        .iter()
-        .map(|l| l.percent_of_default)
-        .min()?;
-    let highest = pace
-        .at_the_slowest_pace
-        .iter()
-        .map(|l| l.percent_of_default)
-        .max()?;
-    let percent = if lowest == highest {
-        format!("a power limit of {lowest} %")
-    } else {
-        format!("power limits of {lowest}-{highest} %")
-    };
-    Some(format!(
-        "Or even it the other way: GPU{} {} at {percent} run at GPU {}'s pace, the box no slower, drawing about {saves_w:.0} W less.",
-        if cards.len() == 1 { "" } else { "s" },
-        cards.join(", "),
-        pace.slowest_gpu_index
-    ))
-}
-
-fn pace_sentence(pace: &BoxPace, cards: usize) -> String {
-    let slowest = pace.box_tflops / cards.max(1) as f64;
-    let mut text = format!(
-        "In a data-parallel job the box is as fast as its slowest card, GPU {}: {cards} × {slowest:.0} = {:.0} TFLOP/s of the {:.0} its cards give on their own",
-        pace.slowest_gpu_index, pace.box_tflops, pace.sum_tflops
-    );
-    if let Some(evened) = pace
-        .box_tflops_evened
-        .filter(|evened| *evened >= pace.box_tflops * 1.005)
-    {
-        text.push_str(&format!(
-            "; GPU {} as fast as the next slowest would make it {evened:.0} ({}).",
-            pace.slowest_gpu_index,
-            signed_pct((evened / pace.box_tflops - 1.0) * 100.0)
-        ));
-    } else {
-        text.push('.');
-    }
-    text
 }
 
 /// "−12 %", "+3 %" (a true minus sign).

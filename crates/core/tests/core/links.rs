@@ -2,10 +2,14 @@
 //! injected in a card's copy or a pair's is caught and named), the link read idle and under
 //! load, P2P as the driver allows it, and the rates the simulated links give.
 
-use gputune_core::device::Backend;
 use gputune_core::device::sim::{LoadPattern, P2pDriver, SimBackend, SimOptions, SimScenario};
+use gputune_core::device::{Backend, BackendChoice, BackendOptions};
 use gputune_core::pcie::simulated::{CopyFaults, FaultAt, SimulatedBench};
-use gputune_core::pcie::{LinksOptions, LinksProgress, run_links, test_links};
+use gputune_core::pcie::{
+    CopyBench, CopyChecked, LinksOptions, LinksProgress, Route, run_links, test_links,
+    test_links_opening,
+};
+use gputune_core::stability::ComputeError;
 use gputune_formats::card::GpuIdentity;
 use gputune_formats::reports::links::{
     CopyPath, LinkVerdict, LinksOutcome, LinksReport, PcieLink, Topology,
@@ -205,4 +209,77 @@ fn the_card_at_x8_is_named_with_what_it_costs_the_all_reduce() {
         "{:?}",
         report.sentences
     );
+}
+
+/// The simulated copies, but every copy touching GPU `failing` fails as CUDA would.
+struct FailingOn {
+    inner: SimulatedBench,
+    failing: u32,
+}
+
+impl CopyBench for FailingOn {
+    fn runtime(&self) -> String {
+        self.inner.runtime()
+    }
+    fn prepare(&mut self, bytes: u64) -> Result<(), ComputeError> {
+        self.inner.prepare(bytes)
+    }
+    fn copy(&mut self, route: Route, pass: u32) -> Result<CopyChecked, ComputeError> {
+        let touches = match route {
+            Route::HostToDevice { gpu } | Route::DeviceToHost { gpu } => gpu == self.failing,
+            Route::DeviceToDevice { from, to, .. } => from == self.failing || to == self.failing,
+        };
+        if touches {
+            return Err(ComputeError::Fault(
+                "The GPU failed while copying host to device (CUDA_ERROR_LAUNCH_FAILED)".into(),
+            ));
+        }
+        self.inner.copy(route, pass)
+    }
+}
+
+#[test]
+fn a_card_whose_copies_fail_is_not_tested_and_said_so() {
+    let mut backend = backend(LoadPattern::Training);
+    let cards = identities(&mut backend, &[0, 1, 2]);
+    let mut bench = FailingOn {
+        inner: SimulatedBench::new(&cards),
+        failing: 1,
+    };
+    let report = run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {});
+    assert_eq!(report.outcome, LinksOutcome::NotTested);
+    assert_eq!(report.gpus[1].verdict, LinkVerdict::NotTested);
+    assert!(report.gpus[1].note.contains("CUDA_ERROR_LAUNCH_FAILED"));
+    assert_eq!(report.gpus[0].verdict, LinkVerdict::Good);
+    let untested = report
+        .pairs
+        .iter()
+        .filter(|pair| pair.verdict == LinkVerdict::NotTested)
+        .count();
+    assert_eq!(untested, 4);
+    let said = report.sentences.join("\n");
+    assert!(
+        said.contains("GPU 1 was not tested: The GPU failed"),
+        "{said}"
+    );
+    assert!(
+        said.contains("4 of 6 pairs were not tested (GPU 0 → GPU 1:"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_window_can_test_on_a_handle_of_its_own() {
+    let options = BackendOptions {
+        choice: BackendChoice::Sim,
+        nvml_library_path: None,
+        sim: SimOptions {
+            scenario: SimScenario::EightRtx4090,
+            load: LoadPattern::Training,
+        },
+    };
+    let report = test_links_opening(&options, &[6, 7], &SMALL, &mut |_| {});
+    assert_eq!(report.outcome, LinksOutcome::AllRight, "{report:?}");
+    assert_eq!(report.pairs.len(), 2);
+    assert_eq!(report.runtime, "simulated");
 }

@@ -21,7 +21,7 @@ use gputune_core::stability::reference::fma_chain_reference;
 use gputune_core::stability::simulated::SimulatedDevice;
 use gputune_formats::card::{GpuIdentity, Setting, Telemetry};
 use gputune_formats::protocol::Request;
-use gputune_formats::reports::rank::{RankVerdict, SlowCause};
+use gputune_formats::reports::rank::{RANK_REPORT_FORMAT, RankReport, RankVerdict, SlowCause};
 use gputune_formats::reports::stability::{Checked, Ending, RunResult, Tally};
 
 const START_MS: u64 = 1_700_000_000_000;
@@ -224,20 +224,45 @@ fn the_hot_slot_is_named_and_the_faster_cards_at_its_pace_even_the_box() {
         again.box_pace.as_ref().map_or(0.0, |pace| pace.box_tflops)
     );
     assert_eq!(rates.len(), 8);
+    eprintln!("{}", table(&again));
     assert!(fastest / slowest < 1.03, "{rates:?}");
     assert!(together_w(&again) < together_w(&ranked) - 100.0);
 }
 
-/// A measurement, not run in CI (`--ignored --nocapture`): GPU 3's own suggested limit applied,
-/// its rate against the one predicted (docs/box.md).
+/// The table `gputune rank` prints for `ranked`.
+fn table(ranked: &Ranked) -> String {
+    let report = RankReport {
+        format_version: RANK_REPORT_FORMAT,
+        alone_s: 30.0,
+        together_s: 300.0,
+        settings: "the simulator's (ManualClock)".to_string(),
+        forced_different_settings: false,
+        cards: ranked.cards.clone(),
+        best_gpu_index: ranked.best_gpu_index,
+        box_pace: ranked.box_pace.clone(),
+        summary: ranked.summary.clone(),
+        stopped: None,
+        put_back: Vec::new(),
+        ran_s: 0.0,
+        ended_at_ms: 0,
+    };
+    let mut bytes = Vec::new();
+    gputune_core::cli::rank::print_table(&report, &mut bytes).expect("printed");
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A measurement, not run in CI (`--ignored --nocapture`): the tables of docs/box.md, and GPU
+/// 3's own suggested limit applied, its rate against the one predicted.
 #[test]
 #[ignore]
 fn the_hot_slots_own_limit_applied_measured_against_its_prediction() {
     let mut sim = SimBox::at_rest();
     let ranked = rank_and_say(&mut sim, "at stock settings");
+    eprintln!("{}", table(&ranked));
     let remedy = ranked.cards[3].remedy.clone().expect("a power limit");
     sim.set_power_limit(3, remedy.power_limit_mw);
     let again = rank_and_say(&mut sim, "GPU 3 at its suggested limit");
+    eprintln!("{}", table(&again));
     let together = again.cards[3].together.clone().expect("measured");
     eprintln!(
         "GPU 3 at {} W: predicted {:.1} TFLOP/s, measured {:.1}; thermal throttling {:.0} % of the time, {} °C peak",

@@ -19,3 +19,4 @@ pub mod stability_watched;
 pub mod status;
 pub mod sweep;
 pub mod sweep_step;
+pub mod temperature_holds;

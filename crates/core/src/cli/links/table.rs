@@ -11,7 +11,7 @@ pub fn print(out: &mut dyn Write, report: &LinksReport) -> std::io::Result<()> {
     if !report.gpus.is_empty() {
         writeln!(
             out,
-            "Links of {} GPU{} ({}; {} MiB copies, {} each way, each checked bit for bit)",
+            "Links of {} GPU{} ({}; {} MiB copies, {} each way, each checked bit for bit; rates are measured / expected)",
             report.gpus.len(),
             if report.gpus.len() == 1 { "" } else { "s" },
             report.runtime,
