@@ -146,6 +146,7 @@ fn a_box_that_went_down_mid_check_is_said_at_its_next_start_with_a_clock_cap() {
         .collect();
     assert_eq!(said.len(), 1, "{notices:?}");
     let said = &said[0];
+    eprintln!("at the next start: {said}");
     for part in [
         "41 s into an all-card check of GPU 0, GPU 1",
         "at about 3,",
