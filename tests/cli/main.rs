@@ -16,5 +16,6 @@ mod crash;
 mod job_tree;
 mod processes;
 mod stability;
+mod stability_box;
 mod sweep;
 mod system_folders;

@@ -46,7 +46,7 @@ use gputune_formats::tuning::{GpuInfo, GpuTuning};
 /// every card failing within it, one bad card as that card alone.
 const GRACE: Duration = Duration::from_secs(1);
 /// The shortest rerun of a failing step.
-const SHORTEST_RERUN_S: f64 = 2.0;
+const SHORTEST_RERUN_S: f64 = 1.0;
 
 /// What a box check checks.
 #[derive(Debug, Clone)]
