@@ -39,7 +39,7 @@ fn a_power_cut_mid_box_check_is_said_by_status_after_the_reboot() {
             .expect("the journal reads");
     left.boot_id = Some("the boot before the power cut".to_string());
     std::fs::write(&journal, serde_json::to_vec(&left).expect("it writes")).expect("written");
-    let status = machine.gputune(&["status"]);
+    let status = machine.gputune(&["status", "--gpu", "0"]);
     let said = common::text(&status.stderr);
     assert!(status.status.success(), "{said}");
     assert!(

@@ -43,8 +43,9 @@ use gputune_formats::reports::stability::Ending;
 use gputune_formats::tuning::{GpuInfo, GpuTuning};
 
 /// After the first failure the other cards run this much longer: a machine going down shows as
-/// every card failing within it, one bad card as that card alone.
-const GRACE: Duration = Duration::from_secs(1);
+/// every card failing within it (each sees it at its next batch, within 0.1 s), one bad card as
+/// that card alone.
+const GRACE: Duration = Duration::from_millis(500);
 /// The shortest rerun of a failing step.
 const SHORTEST_RERUN_S: f64 = 1.0;
 
