@@ -116,6 +116,8 @@ pub struct BoxCheck {
     /// The main check's report, kept while reruns find a cap.
     report: Option<BoxCheckReport>,
     rerun: Option<Rerun>,
+    /// The engine ended the check's session without an Xid (a card lost): when, and why.
+    session_ended: Option<(Instant, String)>,
     done: bool,
 }
 
@@ -177,6 +179,7 @@ impl BoxCheck {
             box_power_w: None,
             report: None,
             rerun: None,
+            session_ended: None,
             done: false,
         })
     }
@@ -193,22 +196,33 @@ impl BoxCheck {
                 if let Some(reading) = reading {
                     card.run.take_reading(reading);
                 }
+                // A card the driver lost (fallen off the bus) failed the check.
+                if let Some(Err(error)) = readings.get(card.gpu.identity.index as usize)
+                    && error.is_fatal()
+                {
+                    card.run
+                        .lost(&format!("the card stopped answering: {error}"));
+                }
                 box_readings.push(reading);
             }
             self.take_box_readings(&box_readings);
             return;
         }
         if let Some((critical, message)) = self.held.ended_by_engine(event) {
-            for card in &mut self.cards {
-                match critical {
-                    Some(critical) if critical.gpu_index == card.gpu.identity.index => {
-                        card.run.take_critical_event(critical);
-                    }
-                    _ => card
-                        .run
-                        .stop(&format!("the tuning engine ended the box check: {message}")),
-                }
+            // An Xid is its card's finding. Without one (a card lost), the others stop after the
+            // grace, while the readings may still show which cards are gone.
+            if let Some(critical) = critical
+                && let Some(card) = self
+                    .cards
+                    .iter_mut()
+                    .find(|card| card.gpu.identity.index == critical.gpu_index)
+            {
+                card.run.take_critical_event(critical);
             }
+            self.session_ended = Some((
+                Instant::now(),
+                format!("the tuning engine ended the box check: {message}"),
+            ));
             return;
         }
         for card in &mut self.cards {
@@ -373,6 +387,11 @@ impl BoxCheck {
                 finding,
                 seen: now,
             });
+        }
+        if let Some((ended, reason)) = self.session_ended.clone()
+            && now.duration_since(ended) >= GRACE
+        {
+            self.stop_all(&reason);
         }
         if let Some(failure) = &self.failure
             && now.duration_since(failure.seen) >= GRACE
