@@ -200,8 +200,7 @@ impl BoxCheck {
                 if let Some(Err(error)) = readings.get(card.gpu.identity.index as usize)
                     && error.is_fatal()
                 {
-                    card.run
-                        .lost(&format!("the card stopped answering: {error}"));
+                    card.run.lost(&error.to_string());
                 }
                 box_readings.push(reading);
             }
