@@ -47,7 +47,7 @@ fn set_aside(folder: &tempfile::TempDir) -> Vec<String> {
         .collect()
 }
 
-fn box_check(engine: &mut Engine) {
+fn box_check(engine: &mut Engine) -> gputune_formats::tuning::SessionId {
     let changes = engine
         .gpus()
         .iter()
@@ -67,7 +67,8 @@ fn box_check(engine: &mut Engine) {
                 job: None,
             },
         )
-        .unwrap_or_else(|error| panic!("{error}"));
+        .unwrap_or_else(|error| panic!("{error}"))
+        .session
 }
 
 #[test]
@@ -165,9 +166,29 @@ fn a_box_check_that_ends_normally_leaves_no_journal_and_one_of_this_boot_blames_
     let mut sampler = backend.share();
     let folder = tempfile::tempdir().expect("a state folder");
     let (mut engine, _) = open(backend, &folder, &clock);
-    box_check(&mut engine);
+    let session = box_check(&mut engine);
     clock.advance_ms(2_000);
     engine.on_samples(&readings(&mut sampler));
+    // A rerun's cap reaches the journal at once.
+    let capped: Vec<GpuChange> = engine
+        .gpus()
+        .iter()
+        .map(|gpu| GpuChange {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            settings: vec![Setting::LockGpuClocks {
+                min_mhz: 210,
+                max_mhz: 2550,
+            }],
+        })
+        .collect();
+    engine
+        .session_apply(&client(1, "gputune stability --together"), session, &capped)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let journal: BoxJournal = serde_json::from_slice(
+        &std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(journal.clock_cap_mhz, Some(2550));
     engine.client_gone(1);
     assert!(!journal_path(&folder).exists(), "a normal end removes it");
 
