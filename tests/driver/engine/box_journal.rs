@@ -1,7 +1,7 @@
 //! The box-check journal, on the simulator's 8-GPU box and a manual clock: written before the
 //! load, kept when the machine goes down (its supply tripped by eight cards pulsing in phase),
 //! and said at the next start after the reboot (a fresh machine, the same state folder); a
-//! damaged, huge or linked file there is moved aside unread.
+//! damaged, huge, symbolically or hard linked file there is moved aside unread.
 
 use super::*;
 use gputune_core::device::sim::supply::{SupplyModel, SupplyWatch};
@@ -220,7 +220,7 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
         .unwrap_or_else(|error| panic!("{error}"));
     let victim = folder.path().join("victim");
     std::fs::write(&victim, "precious").unwrap_or_else(|error| panic!("{error}"));
-    let cases: [(&str, Planter); 3] = [
+    let cases: [(&str, Planter); 4] = [
         (
             "damaged",
             Box::new(|path| std::fs::write(path, "{ not json").unwrap_or_default()),
@@ -232,6 +232,10 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
         (
             "symbolic link",
             Box::new(|path| std::os::unix::fs::symlink(&victim, path).unwrap_or_default()),
+        ),
+        (
+            "hard links",
+            Box::new(|path| std::fs::hard_link(&victim, path).unwrap_or_default()),
         ),
     ];
     for (index, (what, plant)) in cases.iter().enumerate() {
@@ -251,6 +255,6 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap_or_default(),
         "precious",
-        "the link was never followed"
+        "the links were never followed nor written through"
     );
 }
