@@ -7,6 +7,7 @@
 
 pub mod box_check;
 pub mod fan_curves;
+pub mod links;
 pub mod measure;
 pub mod plan;
 pub mod plan_setup;
@@ -17,3 +18,4 @@ pub mod stability_watched;
 pub mod status;
 pub mod sweep;
 pub mod sweep_step;
+pub mod temperature_holds;
