@@ -18,5 +18,6 @@ mod links;
 mod processes;
 mod rank;
 mod stability;
+mod stability_box;
 mod sweep;
 mod system_folders;

@@ -1,7 +1,7 @@
 //! The box-check journal, on the simulator's 8-GPU box and a manual clock: written before the
 //! load, kept when the machine goes down (its supply tripped by eight cards pulsing in phase),
 //! and said at the next start after the reboot (a fresh machine, the same state folder); a
-//! damaged, huge or linked file there is moved aside unread.
+//! damaged, huge, symbolically or hard linked file there is moved aside unread.
 
 use super::*;
 use gputune_core::device::sim::supply::{SupplyModel, SupplyWatch};
@@ -47,7 +47,7 @@ fn set_aside(folder: &tempfile::TempDir) -> Vec<String> {
         .collect()
 }
 
-fn box_check(engine: &mut Engine) {
+fn box_check(engine: &mut Engine) -> gputune_formats::tuning::SessionId {
     let changes = engine
         .gpus()
         .iter()
@@ -67,7 +67,8 @@ fn box_check(engine: &mut Engine) {
                 job: None,
             },
         )
-        .unwrap_or_else(|error| panic!("{error}"));
+        .unwrap_or_else(|error| panic!("{error}"))
+        .session
 }
 
 #[test]
@@ -146,6 +147,7 @@ fn a_box_that_went_down_mid_check_is_said_at_its_next_start_with_a_clock_cap() {
         .collect();
     assert_eq!(said.len(), 1, "{notices:?}");
     let said = &said[0];
+    eprintln!("at the next start: {said}");
     for part in [
         "41 s into an all-card check of GPU 0, GPU 1",
         "at about 3,",
@@ -164,9 +166,29 @@ fn a_box_check_that_ends_normally_leaves_no_journal_and_one_of_this_boot_blames_
     let mut sampler = backend.share();
     let folder = tempfile::tempdir().expect("a state folder");
     let (mut engine, _) = open(backend, &folder, &clock);
-    box_check(&mut engine);
+    let session = box_check(&mut engine);
     clock.advance_ms(2_000);
     engine.on_samples(&readings(&mut sampler));
+    // A rerun's cap reaches the journal at once.
+    let capped: Vec<GpuChange> = engine
+        .gpus()
+        .iter()
+        .map(|gpu| GpuChange {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            settings: vec![Setting::LockGpuClocks {
+                min_mhz: 210,
+                max_mhz: 2550,
+            }],
+        })
+        .collect();
+    engine
+        .session_apply(&client(1, "gputune stability --together"), session, &capped)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let journal: BoxJournal = serde_json::from_slice(
+        &std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(journal.clock_cap_mhz, Some(2550));
     engine.client_gone(1);
     assert!(!journal_path(&folder).exists(), "a normal end removes it");
 
@@ -198,7 +220,7 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
         .unwrap_or_else(|error| panic!("{error}"));
     let victim = folder.path().join("victim");
     std::fs::write(&victim, "precious").unwrap_or_else(|error| panic!("{error}"));
-    let cases: [(&str, Planter); 3] = [
+    let cases: [(&str, Planter); 4] = [
         (
             "damaged",
             Box::new(|path| std::fs::write(path, "{ not json").unwrap_or_default()),
@@ -210,6 +232,10 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
         (
             "symbolic link",
             Box::new(|path| std::os::unix::fs::symlink(&victim, path).unwrap_or_default()),
+        ),
+        (
+            "hard links",
+            Box::new(|path| std::fs::hard_link(&victim, path).unwrap_or_default()),
         ),
     ];
     for (index, (what, plant)) in cases.iter().enumerate() {
@@ -229,6 +255,6 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap_or_default(),
         "precious",
-        "the link was never followed"
+        "the links were never followed nor written through"
     );
 }

@@ -110,11 +110,16 @@ struct Target {
 /// could not be checked, 130 stopped.
 pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     if args.put_back {
-        return put_back(args, options);
+        put_back(args, options)
+    } else if args.together {
+        together::run(args, options)
+    } else {
+        check_each(args, options)
     }
-    if args.together {
-        return together::run(args, options);
-    }
+}
+
+/// Checks every listed card at once, each on its own.
+fn check_each(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     let check_options =
         CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();

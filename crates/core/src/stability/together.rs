@@ -11,6 +11,8 @@
 //! [`BoxCheck::tick`] often (every few ms: a 20 ms pulse's next edge is handed out there);
 //! [`run_box_check`] is that loop, for the CLI and the window's link thread alike.
 
+mod drive;
+mod hold;
 pub mod recommend;
 mod report;
 pub mod schedule;
@@ -19,6 +21,8 @@ pub mod steps;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use drive::{TICK, run_box_check};
+use hold::{box_options, hold};
 use schedule::{BOX_STEPS, InPhase, LEAD, TimedStep};
 use steps::StepTally;
 
@@ -32,20 +36,18 @@ use super::run::in_phase::EdgeBegun;
 use super::run::{CheckRun, SettingsSeen};
 use super::worker::ComputeWorker;
 use crate::service::client::TuningClient;
-use gputune_formats::card::{Setting, Telemetry};
-use gputune_formats::protocol::{Event, Request, Response};
+use gputune_formats::card::Telemetry;
+use gputune_formats::protocol::Event;
 use gputune_formats::reports::box_check::{BoxCheckReport, BoxFailure, BoxStep};
-use gputune_formats::reports::stability::{Ending, LoadShape};
-use gputune_formats::tuning::TuneErrorKind;
-use gputune_formats::tuning::{GpuChange, GpuInfo, GpuTuning, SessionPurpose, SessionRequest};
+use gputune_formats::reports::stability::Ending;
+use gputune_formats::tuning::{GpuInfo, GpuTuning};
 
 /// After the first failure the other cards run this much longer: a machine going down shows as
-/// every card failing within it, one bad card as that card alone.
-const GRACE: Duration = Duration::from_secs(1);
+/// every card failing within it (each sees it at its next batch, within 0.1 s), one bad card as
+/// that card alone.
+const GRACE: Duration = Duration::from_millis(500);
 /// The shortest rerun of a failing step.
-const SHORTEST_RERUN_S: f64 = 2.0;
-/// The loop's tick in [`run_box_check`]: well inside the 10 ms gap of the shortest pulses.
-pub const TICK: Duration = Duration::from_millis(2);
+const SHORTEST_RERUN_S: f64 = 1.0;
 
 /// What a box check checks.
 #[derive(Debug, Clone)]
@@ -114,6 +116,8 @@ pub struct BoxCheck {
     /// The main check's report, kept while reruns find a cap.
     report: Option<BoxCheckReport>,
     rerun: Option<Rerun>,
+    /// The engine ended the check's session without an Xid (a card lost): when, and why.
+    session_ended: Option<(Instant, String)>,
     done: bool,
 }
 
@@ -175,6 +179,7 @@ impl BoxCheck {
             box_power_w: None,
             report: None,
             rerun: None,
+            session_ended: None,
             done: false,
         })
     }
@@ -191,22 +196,32 @@ impl BoxCheck {
                 if let Some(reading) = reading {
                     card.run.take_reading(reading);
                 }
+                // A card the driver lost (fallen off the bus) failed the check.
+                if let Some(Err(error)) = readings.get(card.gpu.identity.index as usize)
+                    && error.is_fatal()
+                {
+                    card.run.lost(&error.to_string());
+                }
                 box_readings.push(reading);
             }
             self.take_box_readings(&box_readings);
             return;
         }
         if let Some((critical, message)) = self.held.ended_by_engine(event) {
-            for card in &mut self.cards {
-                match critical {
-                    Some(critical) if critical.gpu_index == card.gpu.identity.index => {
-                        card.run.take_critical_event(critical);
-                    }
-                    _ => card
-                        .run
-                        .stop(&format!("the tuning engine ended the box check: {message}")),
-                }
+            // An Xid is its card's finding. Without one (a card lost), the others stop after the
+            // grace, while the readings may still show which cards are gone.
+            if let Some(critical) = critical
+                && let Some(card) = self
+                    .cards
+                    .iter_mut()
+                    .find(|card| card.gpu.identity.index == critical.gpu_index)
+            {
+                card.run.take_critical_event(critical);
             }
+            self.session_ended = Some((
+                Instant::now(),
+                format!("the tuning engine ended the box check: {message}"),
+            ));
             return;
         }
         for card in &mut self.cards {
@@ -372,6 +387,11 @@ impl BoxCheck {
                 seen: now,
             });
         }
+        if let Some((ended, reason)) = self.session_ended.clone()
+            && now.duration_since(ended) >= GRACE
+        {
+            self.stop_all(&reason);
+        }
         if let Some(failure) = &self.failure
             && now.duration_since(failure.seen) >= GRACE
         {
@@ -409,116 +429,5 @@ impl BoxCheck {
             finding: failure.finding.clone(),
             all_cards_lost,
         })
-    }
-}
-
-/// Holds the cards in one engine session of purpose `box_check` (a clock cap on each when
-/// `cap_mhz` names one); true when the engine holds (and so journals) it. A user who may not
-/// change settings still checks the cards as they are, without a session or a journal.
-fn hold(
-    client: &mut TuningClient,
-    held: &mut Held,
-    gpus: &[GpuInfo],
-    cap_mhz: Option<u32>,
-) -> Result<bool, String> {
-    let changes: Vec<GpuChange> = gpus
-        .iter()
-        .map(|gpu| GpuChange {
-            gpu_uuid: gpu.identity.uuid.clone(),
-            settings: cap_mhz
-                .map(|cap| cap_setting(gpu, cap))
-                .into_iter()
-                .collect(),
-        })
-        .collect();
-    let request = match held.session() {
-        Some(session) => Request::SessionApply { session, changes },
-        None => Request::StartSession {
-            session: SessionRequest {
-                purpose: SessionPurpose::BoxCheck,
-                changes,
-                fan_curves: Vec::new(),
-                job_pid: None,
-                job: None,
-            },
-        },
-    };
-    match client.request(request) {
-        Ok(Response::SessionStarted(started)) => {
-            held.started(started.session);
-            Ok(true)
-        }
-        Ok(Response::Applied { .. }) => Ok(true),
-        Ok(other) => Err(format!(
-            "The service answered {other:?} to the box check's session."
-        )),
-        Err(error)
-            if cap_mhz.is_none()
-                && error
-                    .refusal()
-                    .is_some_and(|refusal| refusal.kind == TuneErrorKind::NotAllowed) =>
-        {
-            Ok(false)
-        }
-        Err(error) => Err(format!(
-            "The box check could not hold the cards ({error}); it did not start, nothing was measured."
-        )),
-    }
-}
-
-/// A box check's runs: the GEMM only (the load the supply feels; the FMA chains and the VRAM
-/// patterns are the single-card check's), so its device sets up little else.
-pub(super) fn box_options(duration_s: f64) -> CheckOptions {
-    let mut options = CheckOptions::clamped(duration_s, LoadShape::Full);
-    options.setup.fma_threads = 1 << 16;
-    options.setup.fma_steps = 1;
-    options.setup.fma_seeds = 64;
-    options.setup.vram_max_bytes = Some(64 << 20);
-    options
-}
-
-/// A clock lock from the card's lowest clock to `cap_mhz`: the card still idles low.
-fn cap_setting(gpu: &GpuInfo, cap_mhz: u32) -> Setting {
-    let lowest = gpu
-        .constraints
-        .gpu_clock_range
-        .map_or(210, |range| range.min_mhz)
-        .min(cap_mhz);
-    Setting::LockGpuClocks {
-        min_mhz: lowest,
-        max_mhz: cap_mhz,
-    }
-}
-
-/// Runs a box check to its end on `client` (subscribed to readings already): the loop the CLI
-/// and the window's link thread share. `stop` is asked every tick (true: stop, put back);
-/// `on_progress` hears where it stands about once a second.
-pub fn run_box_check(
-    client: &mut TuningClient,
-    plan: &BoxPlan,
-    devices: Vec<Box<dyn ComputeDevice>>,
-    stop: &mut dyn FnMut() -> Option<String>,
-    on_progress: &mut dyn FnMut(&BoxProgress),
-) -> Result<BoxCheckReport, String> {
-    let mut check = BoxCheck::start(client, plan, devices)?;
-    let mut last_progress = Instant::now();
-    let mut stopped = false;
-    loop {
-        match client.next_event(TICK) {
-            Ok(Some(event)) => check.take_event(&event),
-            Ok(None) => {}
-            Err(error) => check.stop(client, &format!("the tuning service went away: {error}")),
-        }
-        if !stopped && let Some(reason) = stop() {
-            stopped = true;
-            check.stop(client, &reason);
-        }
-        if let Some(report) = check.tick(client) {
-            return Ok(report.clone());
-        }
-        if last_progress.elapsed() >= Duration::from_secs(1) {
-            last_progress = Instant::now();
-            on_progress(&check.progress());
-        }
     }
 }

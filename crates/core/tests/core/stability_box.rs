@@ -159,7 +159,7 @@ fn eight_cards_pulse_in_phase_under_one_box_check_session() {
     let mut client = client8(&folder);
     let before = snapshot(&mut client);
     assert_eq!(before.gpus.len(), 8);
-    let (plan, _, _) = plan(&before, 1.5);
+    let (plan, _, _) = plan(&before, 1.0);
     let devices: Vec<Box<dyn ComputeDevice>> = (0..8)
         .map(|_| Box::new(PacedDevice { setup: None }) as Box<dyn ComputeDevice>)
         .collect();
@@ -229,12 +229,12 @@ fn a_wrong_result_on_one_card_names_it_and_a_rerun_proves_a_clock_cap() {
     let folder = tempfile::tempdir().expect("a temporary folder");
     let mut client = client8(&folder);
     let before = snapshot(&mut client);
-    let (plan, devices, faults) = plan(&before, 1.5);
+    let (plan, devices, faults) = plan(&before, 1.0);
     let mut check = BoxCheck::start(&mut client, &plan, devices).expect("the box check starts");
     let mut injected: Option<Instant> = None;
     let mut detected_after: Option<Duration> = None;
     let report = finish(&mut client, &mut check, |_, progress| {
-        if injected.is_none() && progress.elapsed_s > 0.3 {
+        if injected.is_none() && progress.elapsed_s > 0.25 {
             faults[3].wrong_gemm_values(5);
             injected = Some(Instant::now());
         }
@@ -299,7 +299,7 @@ fn a_supply_that_trips_loses_every_card_at_once_and_a_cap_is_worked_out_from_the
     let folder = tempfile::tempdir().expect("a temporary folder");
     let mut client = client8(&folder);
     let before = snapshot(&mut client);
-    let (plan, _, _) = plan(&before, 1.5);
+    let (plan, _, _) = plan(&before, 1.0);
     // A supply too small for this box: the first bursts trip it wherever they fall (the
     // in-phase arithmetic itself is `device::sim::supply`'s unit tests').
     let small = SupplyModel {
@@ -341,13 +341,19 @@ fn a_supply_that_trips_loses_every_card_at_once_and_a_cap_is_worked_out_from_the
     );
 }
 
-#[test]
-fn an_xid_on_one_card_names_it_first() {
+/// A service in this process on the simulator's 8-GPU box, a handle on its machine, and a
+/// client that may not change settings (the check runs without a session, as a user's).
+fn service8(
+    folder: &tempfile::TempDir,
+) -> (
+    gputune_core::service::Service,
+    gputune_core::device::sim::SimBackend,
+    TuningClient,
+) {
     use gputune_core::device::OpenedBackend;
     use gputune_core::device::sim::SimBackend;
     use gputune_core::service::{Service, ServiceOptions};
     use gputune_core::tuning::engine::{EngineOptions, Ownership};
-    let folder = tempfile::tempdir().expect("a temporary folder");
     let sim = SimBackend::new(&SimOptions {
         scenario: SimScenario::EightRtx4090,
         load: LoadPattern::Training,
@@ -376,16 +382,22 @@ fn an_xid_on_one_card_names_it_first() {
         },
     )
     .unwrap_or_else(|error| panic!("{error}"));
-    // A client that may not change settings: the check runs without a session, as a user's.
-    let mut client = gputune_core::service::client::attach(&service, "box check (test)")
+    let client = gputune_core::service::client::attach(&service, "box check (test)")
         .unwrap_or_else(|error| panic!("{error}"));
+    (service, machine, client)
+}
+
+#[test]
+fn an_xid_on_one_card_names_it_first() {
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let (_service, machine, mut client) = service8(&folder);
     let before = snapshot(&mut client);
-    let (plan, devices, _) = plan(&before, 1.5);
+    let (plan, devices, _) = plan(&before, 1.0);
     let mut check = BoxCheck::start(&mut client, &plan, devices).expect("the box check starts");
     let mut injected: Option<Instant> = None;
     let mut detected_after: Option<Duration> = None;
     let report = finish(&mut client, &mut check, |_, progress| {
-        if injected.is_none() && progress.elapsed_s > 0.3 {
+        if injected.is_none() && progress.elapsed_s > 0.25 {
             machine
                 .inject_xid(5)
                 .unwrap_or_else(|error| panic!("{error}"));
@@ -403,4 +415,30 @@ fn an_xid_on_one_card_names_it_first() {
     let failure = report.first_failure.clone().expect("a first failure");
     assert_eq!(failure.gpu_index, 5, "{}", report.sentence);
     assert!(failure.finding.starts_with("Xid"), "{}", failure.finding);
+}
+
+#[test]
+fn a_machine_that_goes_down_mid_check_loses_every_card_and_a_cap_comes_from_the_trip() {
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let (_service, machine, mut client) = service8(&folder);
+    let before = snapshot(&mut client);
+    let (plan, devices, _) = plan(&before, 1.0);
+    let mut check = BoxCheck::start(&mut client, &plan, devices).expect("the box check starts");
+    let mut down = false;
+    let report = finish(&mut client, &mut check, |_, progress| {
+        if !down && progress.elapsed_s > 0.25 {
+            machine.go_down("the simulated power supply tripped");
+            down = true;
+        }
+    });
+    let failure = report.first_failure.clone().expect("a first failure");
+    assert!(failure.all_cards_lost, "{}", report.sentence);
+    assert!(
+        failure.finding.contains("stopped answering"),
+        "{}",
+        failure.finding
+    );
+    let recommendation = report.recommendation.clone().expect("a cap from the trip");
+    assert!(!recommendation.confirmed);
+    eprintln!("machine down: {}", report.sentence);
 }

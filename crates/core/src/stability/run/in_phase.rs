@@ -99,6 +99,15 @@ impl CheckRun {
         !self.worker.is_busy()
     }
 
+    /// The driver lost the card (fallen off the bus): a finding, as a CUDA fault is.
+    pub fn lost(&mut self, message: &str) {
+        self.finish(Ending::Unstable {
+            finding: gputune_formats::reports::stability::Finding::Fault {
+                message: message.to_string(),
+            },
+        });
+    }
+
     /// The edges this card began its bursts at.
     pub fn edges(&self) -> &[EdgeBegun] {
         self.in_phase

@@ -195,6 +195,7 @@ impl BoxCheck {
         });
         self.schedule = None;
         self.failure = None;
+        self.session_ended = None;
         self.tallies.clear();
         true
     }

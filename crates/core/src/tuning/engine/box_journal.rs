@@ -79,6 +79,27 @@ impl Engine {
         Ok(())
     }
 
+    /// Session `id` now holds the clock cap `cap_mhz` (a rerun of a failing step): if it is the
+    /// box check journaled, its journal says so at once.
+    pub(super) fn box_check_cap(&mut self, id: SessionId, cap_mhz: Option<u32>) {
+        let path = self.box_journal_path();
+        let now_ms = self.clock.now_ms();
+        let Some(kept) = self
+            .box_check
+            .as_mut()
+            .filter(|kept| kept.session == id && cap_mhz.is_some())
+        else {
+            return;
+        };
+        kept.journal.clock_cap_mhz = cap_mhz;
+        // The clocks from here on are the cap's: a trip under it is worked out from them.
+        kept.journal.clock_max_mhz = None;
+        kept.journal.updated_at_ms = now_ms;
+        if let Err(error) = write(&path, &kept.journal) {
+            tracing::warn!("the box check's journal could not be updated: {error}");
+        }
+    }
+
     /// A round of readings: the journal takes the box's power (its cards' sum) and the highest
     /// clock, at most once a second.
     pub(super) fn box_check_readings(&mut self, readings: &[Result<Telemetry, DeviceError>]) {

@@ -328,6 +328,8 @@ impl Engine {
             self.put_back_unrestored(index)?;
             applied.push(self.session_write(id, index, &settings)?);
         }
+        // A box check holding a new cap: its journal says it before the load resumes.
+        self.box_check_cap(id, clock_cap_mhz_of(changes));
         Ok(applied)
     }
 
@@ -447,8 +449,11 @@ impl Engine {
 
 /// The top of the clock lock a box check holds on its cards, when it holds one.
 fn clock_cap_mhz(request: &SessionRequest) -> Option<u32> {
-    request
-        .changes
+    clock_cap_mhz_of(&request.changes)
+}
+
+fn clock_cap_mhz_of(changes: &[GpuChange]) -> Option<u32> {
+    changes
         .iter()
         .flat_map(|change| &change.settings)
         .find_map(|setting| match setting {
