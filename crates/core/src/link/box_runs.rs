@@ -11,7 +11,9 @@ use crate::link::LinkEvent;
 use crate::link::box_check::BoxCheckRun;
 use crate::link::copy_test::CopyTestRun;
 use crate::link::rank::RankRun;
+use crate::pcie::busy::BusyCard;
 use crate::service::client::TuningClient;
+use crate::stability::busy::OtherWork;
 use gputune_formats::card::GpuProcess;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::box_check::BoxCheckReport;
@@ -251,23 +253,31 @@ impl BoxRuns {
         }
     }
 
-    /// Other programs computing on a card: its copies would share the bus with theirs.
+    /// Other programs computing on a card: its copies would share the bus with theirs (the
+    /// link test's own refusal, in the CLI's words).
     fn refuse_busy(&self, gpu_indices: &[u32]) -> Result<(), String> {
-        let busy: Vec<String> = gpu_indices
+        let refusals: Vec<String> = gpu_indices
             .iter()
-            .filter_map(|&index| {
-                let processes = self.processes.get(index as usize)?.as_ref()?;
-                let pids: Vec<String> = processes.iter().map(|p| p.pid.to_string()).collect();
-                (!pids.is_empty()).then(|| format!("GPU {index} (pid {})", pids.join(", ")))
+            .filter_map(|&gpu| {
+                let work = OtherWork {
+                    processes: self.processes.get(gpu as usize).cloned().flatten(),
+                    force: false,
+                    force_hint: String::new(),
+                };
+                let processes: Vec<GpuProcess> = work.computing().into_iter().cloned().collect();
+                (!processes.is_empty()).then(|| {
+                    crate::pcie::busy::refusal(
+                        &BusyCard { gpu, processes },
+                        " (or test beside them with `gputune links --force`)",
+                    )
+                })
             })
             .collect();
-        if busy.is_empty() {
-            return Ok(());
+        if refusals.is_empty() {
+            Ok(())
+        } else {
+            Err(refusals.join("\n"))
         }
-        Err(format!(
-            "Other programs compute on {}: their copies would share the bus and the rates would measure both. Test the links when the cards are free (or with `gputune links --force`). Nothing was tested.",
-            busy.join(", ")
-        ))
     }
 
     /// Stops the run now: what was measured is reported (a link test's copies under way

@@ -1,6 +1,6 @@
-//! The window's "Test the links": the same [`test_links`] `gputune links` runs, on a thread of
-//! its own (the test blocks while its copies run) with its own read-only handle on the cards,
-//! as the CLI opens one; driven by box_runs.rs. It changes no setting, so it holds no session.
+//! The window's "Test the links": the same test `gputune links` runs (`test_links_opening`),
+//! on a thread of its own (the test blocks while its copies run) with its own read-only handle
+//! on the cards, as the CLI opens one; driven by box_runs.rs. It changes no setting, so it holds no session.
 //! The engine has no way to stop between copies: Stop lets the copies under way finish on that
 //! thread (a few seconds on a real box) and drops their report, and no other run over the box
 //! starts until they have.
@@ -8,9 +8,9 @@
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread::JoinHandle;
 
-use crate::device::{BackendOptions, open_backend};
+use crate::device::BackendOptions;
 use crate::link::box_runs::{BoxEngine, BoxProgress, BoxRunNews, BoxRunView, ProgressUnit};
-use crate::pcie::{LinksOptions, LinksProgress, test_links};
+use crate::pcie::{LinksOptions, LinksProgress, test_links_opening};
 use crate::service::client::TuningClient;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::links::LinksReport;
@@ -18,7 +18,7 @@ use gputune_formats::reports::links::LinksReport;
 /// What the test's thread tells the link thread.
 enum News {
     Progress(LinksProgress),
-    Ended(Result<LinksReport, String>),
+    Ended(LinksReport),
 }
 
 /// A link test the window started.
@@ -30,7 +30,7 @@ pub struct CopyTestRun {
     /// Stopped from the window: its report is dropped when it comes.
     stopped: bool,
     ended: bool,
-    /// Why it could not test (the cards could not be opened).
+    /// Why it ended without a report.
     failed: Option<String>,
 }
 
@@ -51,15 +51,10 @@ impl CopyTestRun {
         let thread = std::thread::Builder::new()
             .name("gputune-links".to_string())
             .spawn(move || {
-                let ended = open_backend(&backend)
-                    .map_err(|error| format!("The cards could not be opened: {error}"))
-                    .map(|opened| {
-                        let mut backend = opened.backend;
-                        test_links(backend.as_mut(), &gpus, &options, &mut |step| {
-                            let _ = sender.send(News::Progress(step.clone()));
-                        })
-                    });
-                let _ = sender.send(News::Ended(ended));
+                let report = test_links_opening(&backend, &gpus, &options, &mut |step| {
+                    let _ = sender.send(News::Progress(step.clone()));
+                });
+                let _ = sender.send(News::Ended(report));
             })
             .map_err(|error| format!("The link test could not start: {error}"))?;
         Ok(CopyTestRun {
@@ -73,24 +68,28 @@ impl CopyTestRun {
         })
     }
 
-    /// Why it failed before any copy, once its thread said so.
-    fn take_news(&mut self) -> Option<String> {
-        let mut failed = None;
+    /// What its thread said since the last tick.
+    fn take_news(&mut self) {
         loop {
             match self.news.try_recv() {
                 Ok(News::Progress(progress)) => self.progress = Some(progress),
-                Ok(News::Ended(ended)) => {
+                Ok(News::Ended(report)) => {
                     self.ended = true;
-                    match ended {
-                        Ok(report) if !self.stopped => self.report = Some(report),
-                        Ok(_) => {}
-                        Err(message) => failed = Some(message),
+                    if !self.stopped {
+                        self.report = Some(report);
                     }
                 }
-                Err(TryRecvError::Empty) => return failed,
+                Err(TryRecvError::Empty) => return,
                 Err(TryRecvError::Disconnected) => {
+                    // Its thread ended without a report: it panicked.
+                    if !self.ended {
+                        self.failed = Some(
+                            "The link test ended without a report (see the window's log)."
+                                .to_string(),
+                        );
+                    }
                     self.ended = true;
-                    return failed;
+                    return;
                 }
             }
         }
@@ -110,9 +109,7 @@ impl BoxEngine for CopyTestRun {
     fn take_event(&mut self, _event: &Event) {}
 
     fn tick(&mut self, _client: &mut TuningClient) -> bool {
-        if let Some(message) = self.take_news() {
-            self.failed = Some(message);
-        }
+        self.take_news();
         self.ended
     }
 
