@@ -17,4 +17,5 @@ mod job_tree;
 mod processes;
 mod stability;
 mod sweep;
+mod sweep_box;
 mod system_folders;

@@ -198,7 +198,7 @@ pub fn save_sweep_profile(
         .as_ref()
         .and_then(|sweep| sweep.view.outcome.as_ref())
         .ok_or("No sweep has ended on this GPU.")?;
-    let profile = gputune_core::sweep::report::recommended_profile(
+    let profile = gputune_core::sweep::profile::recommended_profile(
         outcome,
         name,
         &gpu.info.identity,

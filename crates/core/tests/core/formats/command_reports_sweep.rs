@@ -57,6 +57,7 @@ fn step_result(step: SweepStep, units_per_s: f64, average_power_w: f64) -> StepR
         measured_s: 50.0,
         unstable: None,
         noisy: None,
+        cards: Vec::new(),
     }
 }
 
@@ -105,6 +106,8 @@ fn sweep_json_writes_its_bytes() {
         restored: vec!["Put back GPU 0: power limit 450 W, GPU clocks unlocked.".to_string()],
         restore_complete: true,
         duration_s: 300.0,
+        cards: Vec::new(),
+        card_advice: Vec::new(),
     };
     let recommended = outcome(
         Ok(chosen),
