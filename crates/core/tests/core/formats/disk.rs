@@ -241,6 +241,7 @@ pub fn profile(last_check: bool) -> Profile {
             gpu_name: Some("NVIDIA GeForce RTX 4090".to_string()),
         }),
         checked_cards: Vec::new(),
+        box_cards: Vec::new(),
     }
 }
 
