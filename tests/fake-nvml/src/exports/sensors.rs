@@ -109,14 +109,14 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(
     unsafe { get_from_gpu(device, generation, |_, gpu| Ok(gpu.reading.pcie_link_gen)) }
 }
 
-/// NVML: the PCIe lanes in use now (always the full width in the simulator).
+/// NVML: the PCIe lanes in use now (fewer than the maximum where the link trained narrower).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkWidth(
     device: nvmlDevice_t,
     width: *mut c_uint,
 ) -> nvmlReturn_t {
     // SAFETY: NVML's contract: the pointer is null or valid for a write.
-    unsafe { get_from_gpu(device, width, |_, gpu| Ok(gpu.spec.pcie_link_width_max)) }
+    unsafe { get_from_gpu(device, width, |_, gpu| Ok(gpu.link_width_reached())) }
 }
 
 /// NVML: the highest PCIe generation the link can run at.

@@ -13,6 +13,15 @@ use super::seed::splitmix64;
 /// and settled rather than at room temperature.
 const WARM_UP_MS: u64 = 10 * 60 * 1000;
 
+/// The 8-GPU box's hot slot: GPU 3's intake sits against GPU 2's backplate, so its fans move
+/// a fraction of the air the others' do; under training it runs ~12 °C hotter than its
+/// neighbours and past its thermal target (SW thermal slowdown).
+pub const HOT_SLOT_GPU: usize = 3;
+const HOT_SLOT_AIRFLOW_SHARE: f64 = 0.45;
+/// The 8-GPU box's narrow link: GPU 5 trained at x8 of its x16 (a riser's contacts).
+pub const NARROW_LINK_GPU: usize = 5;
+const NARROW_LINK_WIDTH: u32 = 8;
+
 /// A whole simulated box: its GPUs. Serializable, so the fake NVML library can keep it in a file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimMachine {
@@ -29,10 +38,17 @@ impl SimMachine {
             SimScenario::EightRtx4090 => {
                 // Cards in the middle of the box breathe air their neighbours warmed.
                 let ambient_c = [25.0, 28.0, 31.0, 33.0, 33.0, 31.0, 28.0, 25.0];
-                (0u32..)
+                let mut gpus: Vec<SimGpu> = (0u32..)
                     .zip(ambient_c)
                     .map(|(index, ambient)| rtx4090(index, ambient, load, start_ms))
-                    .collect()
+                    .collect();
+                if let Some(sandwiched) = gpus.get_mut(HOT_SLOT_GPU) {
+                    sandwiched.airflow_share = HOT_SLOT_AIRFLOW_SHARE;
+                }
+                if let Some(narrow) = gpus.get_mut(NARROW_LINK_GPU) {
+                    narrow.trained_link_width = Some(NARROW_LINK_WIDTH);
+                }
+                gpus
             }
             SimScenario::DatacenterFanless => vec![SimGpu::new(
                 CardSpec::h100_sxm(),

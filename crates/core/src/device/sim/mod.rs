@@ -316,7 +316,7 @@ fn sim_telemetry(gpu: &SimGpu, sampled_at_ms: u64) -> Telemetry {
         performance_state: Some(reading.performance_state),
         throttle_reasons: Some(ThrottleReasons::from_bits(reading.throttle_reasons_bits)),
         pcie_link_gen: Some(reading.pcie_link_gen),
-        pcie_link_width: Some(gpu.spec.pcie_link_width_max),
+        pcie_link_width: Some(gpu.link_width_reached()),
         pcie_link_gen_max: Some(gpu.spec.pcie_link_gen_max),
         pcie_link_width_max: Some(gpu.spec.pcie_link_width_max),
         energy_total_mj: Some(gpu.energy_total_mj()),

@@ -119,6 +119,19 @@ pub struct SimGpu {
     /// uncorrected. Only a card that reports ECC (`CardSpec::ecc_reported`) counts them.
     #[serde(default)]
     pub ecc_errors: (f64, f64),
+    /// The share of its fans' cooling this slot lets through: 1 in the open, less for a card
+    /// sandwiched against its neighbour's backplate (its intake breathes through a gap).
+    #[serde(default = "full_airflow")]
+    pub airflow_share: f64,
+    /// The lanes the link trained to when fewer than card and slot allow (a riser or a slot
+    /// whose contacts carry only 8 of 16: NVML's maximum still says x16); `None`: the full
+    /// width.
+    #[serde(default)]
+    pub trained_link_width: Option<u32>,
+}
+
+fn full_airflow() -> f64 {
+    1.0
 }
 
 impl SimGpu {
@@ -158,6 +171,8 @@ impl SimGpu {
             xid_count: 0,
             past_hard_limit: false,
             ecc_errors: (0.0, 0.0),
+            airflow_share: full_airflow(),
+            trained_link_width: None,
         };
         gpu.step(0);
         gpu
@@ -457,7 +472,15 @@ impl SimGpu {
             return spec.conductance_passive_w_per_c;
         }
         let mean = self.fan_speed_pct.iter().sum::<f64>() / self.fan_speed_pct.len() as f64;
-        spec.conductance_passive_w_per_c + spec.conductance_fans_w_per_c * (mean / 100.0).powf(0.8)
+        spec.conductance_passive_w_per_c
+            + spec.conductance_fans_w_per_c * self.airflow_share * (mean / 100.0).powf(0.8)
+    }
+
+    /// The PCIe width the link runs at: the card's, or fewer where it trained narrower.
+    pub fn link_width_reached(&self) -> u32 {
+        let card = self.spec.pcie_link_width_max;
+        self.trained_link_width
+            .map_or(card, |lanes| lanes.min(card))
     }
 }
 
