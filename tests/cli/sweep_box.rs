@@ -1,7 +1,7 @@
 //! `gputune sweep --gpu 0,1,2,3`: one data-parallel job across four cards of the fake 8-GPU
 //! box, each step held on every card at once in one session; the box's power summed, each
 //! card's readings in every row; and every ending puts all four back (the sweep's end, Ctrl-C,
-//! kill -9 with a daemon, the job failing). `gputune run --gpu 0,1,2,3` applies one profile to
+//! kill -9 with a daemon, the job failing); GPU 3, the box's hot slot, named. `gputune run --gpu 0,1,2,3` applies one profile to
 //! every card and puts them all back. Short steps (2 s).
 
 use std::process::Output;
@@ -151,6 +151,18 @@ fn a_sweep_across_four_cards_holds_each_step_on_every_card_and_reports_the_box()
             "the slowest card's clock"
         );
     }
+    // GPU 3 is the box's hot slot (the simulator's 8-GPU box): named, with what to do.
+    let hot: Vec<u32> = outcome
+        .card_advice
+        .iter()
+        .map(|advice| advice.gpu_index)
+        .collect();
+    assert_eq!(hot, vec![3], "{:?}", outcome.card_advice);
+    assert!(
+        outcome.card_advice[0].sentence.contains("a hot slot"),
+        "{}",
+        outcome.card_advice[0].sentence
+    );
     let table_csv = std::fs::read_to_string(&csv).expect("the CSV is written");
     let head = table_csv.lines().next().unwrap_or_default();
     assert!(
