@@ -329,6 +329,9 @@ fn a_sweep_client_killed_is_put_back_on_every_card_by_the_daemon() {
             .all(|gpu| machine.power_limit_mw(*gpu) == STOCK_MW)
     });
     let _ = running.finish();
-    assert!(daemon.log_text().contains("went away during a sweep"));
+    // The daemon says so once every card's put-back is done (journals removed, then the line).
+    wait_until("the daemon says the sweep's client went away", || {
+        daemon.log_text().contains("went away during a sweep")
+    });
     assert_all_back(&machine, &|gpu| daemon.journal(&machine, gpu));
 }

@@ -80,7 +80,13 @@ fn the_inputs_become_the_sweep_the_link_runs() {
 
 #[test]
 fn all_the_boxs_gpus_are_swept_together_as_one_launch() {
-    let mut state = app_state(SimScenario::EightRtx4090, LoadPattern::Training, None, 5, 500);
+    let mut state = app_state(
+        SimScenario::EightRtx4090,
+        LoadPattern::Training,
+        None,
+        5,
+        500,
+    );
     state.tab = Tab::Tune;
     let mut harness = window_harness(state, [1280.0, 900.0]);
     harness.state_mut().state.tune_view = TuneView::Sweep;

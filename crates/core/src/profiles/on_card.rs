@@ -42,14 +42,8 @@ pub(super) fn application(
         }
     }
 
-    let own_power = box_card.and_then(|card| card.power_limit);
-    if let Some(power) = own_power.or(profile.power_limit)
-        && let Some(setting) = power_setting(
-            power,
-            same_card || own_power.is_some(),
-            constraints,
-            &mut notices,
-        )
+    if let Some(setting) =
+        box_power_setting(profile, box_card, same_card, constraints, &mut notices)
     {
         settings.push(setting);
     }
@@ -231,6 +225,24 @@ fn memory_offset(offset_mhz: i32) -> Setting {
 }
 
 /// The power limit for this card, clamped into its range.
+/// The power limit for a card: a box card's own (in its own watts), else the profile's.
+fn box_power_setting(
+    profile: &Profile,
+    box_card: Option<&gputune_formats::profile::BoxCard>,
+    same_card: bool,
+    constraints: &Constraints,
+    notices: &mut Vec<String>,
+) -> Option<Setting> {
+    let own_power = box_card.and_then(|card| card.power_limit);
+    let power = own_power.or(profile.power_limit)?;
+    power_setting(
+        power,
+        same_card || own_power.is_some(),
+        constraints,
+        notices,
+    )
+}
+
 fn power_setting(
     power: PowerLimit,
     same_card: bool,

@@ -108,23 +108,7 @@ pub(super) fn results_grid(
                             hottest(&result.cards).map(|card| card.gpu_index),
                         ));
                         if several {
-                            let watts: Vec<String> = result
-                                .cards
-                                .iter()
-                                .map(|card| {
-                                    card.stats
-                                        .average_power_w
-                                        .map_or_else(dash, |watts| format!("{watts:.0}"))
-                                })
-                                .collect();
-                            ui.label(watts.join(" ")).on_hover_text(format!(
-                                "Each card's average power: GPU {}, in that order.",
-                                view.gpu_indices
-                                    .iter()
-                                    .map(u32::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ));
+                            watts_by_card(ui, result, &view.gpu_indices);
                         }
                         ui.label(if result.measured_s > 0.0 {
                             throttle_summary(result)
@@ -135,4 +119,26 @@ pub(super) fn results_grid(
                     }
                 });
         });
+}
+
+/// Each card's average power over a step, in the sweep's order of cards.
+fn watts_by_card(
+    ui: &mut egui::Ui,
+    result: &gputune_formats::reports::sweep_step::StepResult,
+    gpu_indices: &[u32],
+) {
+    let watts: Vec<String> = result
+        .cards
+        .iter()
+        .map(|card| {
+            card.stats
+                .average_power_w
+                .map_or_else(|| "—".to_string(), |watts| format!("{watts:.0}"))
+        })
+        .collect();
+    let order: Vec<String> = gpu_indices.iter().map(u32::to_string).collect();
+    ui.label(watts.join(" ")).on_hover_text(format!(
+        "Each card's average power: GPU {}, in that order.",
+        order.join(", ")
+    ));
 }

@@ -25,7 +25,7 @@ use crate::job::feed::{Echo, FeedMessage, follow_file};
 use crate::job::progress::ProgressParser;
 use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of};
 use crate::profiles::store::ProfileStore;
-use crate::sweep::base::{CardToSweep, plan_for_cards};
+use crate::sweep::base::{CardToSweep, SweepBase, plan_for_cards};
 use crate::sweep::runner::{Sweep, SweepCardPlan, SweepTiming};
 use crate::sweep::steps::{SweepSpec, parse_list};
 use crate::tuning::engine::held_elsewhere;
@@ -185,28 +185,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
     let mut client = connect_for_changes(options, &mut messages)?;
     let snapshot = snapshot(&mut client)?;
     let indices = choose_gpus(&snapshot, args.gpu.as_deref(), None)?;
-    let in_force: Vec<SettingsInForce> = indices
-        .iter()
-        .map(|index| {
-            snapshot
-                .tunings
-                .get(*index as usize)
-                .map(|tuning| tuning.in_force.clone())
-                .unwrap_or_default()
-        })
-        .collect();
-    let to_sweep: Vec<CardToSweep<'_>> = indices
-        .iter()
-        .zip(&in_force)
-        .filter_map(|(index, in_force)| {
-            Some(CardToSweep {
-                index: *index,
-                gpu: snapshot.gpus.get(*index as usize)?,
-                in_force,
-            })
-        })
-        .collect();
-    let planned = plan_for_cards(&checked.spec, &to_sweep, args.keep_settings)?;
+    let planned = plan_cards(&snapshot, &indices, &checked.spec, args.keep_settings)?;
     for (card, _) in &planned {
         refuse_when_held(
             &snapshot,
@@ -288,6 +267,37 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         bail!("The sweep ended without a result.");
     };
     Ok(exit_status(outcome, ended.map(exit_code_of), &mut messages))
+}
+
+/// Each card's plan of `spec`, from what it runs now, with its base.
+fn plan_cards(
+    snapshot: &Snapshot,
+    indices: &[u32],
+    spec: &SweepSpec,
+    keep_settings: bool,
+) -> anyhow::Result<Vec<(SweepCardPlan, SweepBase)>> {
+    let in_force: Vec<SettingsInForce> = indices
+        .iter()
+        .map(|index| {
+            snapshot
+                .tunings
+                .get(*index as usize)
+                .map(|tuning| tuning.in_force.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let to_sweep: Vec<CardToSweep<'_>> = indices
+        .iter()
+        .zip(&in_force)
+        .filter_map(|(index, in_force)| {
+            Some(CardToSweep {
+                index: *index,
+                gpu: snapshot.gpus.get(*index as usize)?,
+                in_force,
+            })
+        })
+        .collect();
+    Ok(plan_for_cards(spec, &to_sweep, keep_settings)?)
 }
 
 /// A session holding a control the sweep changes (the daemon knows them all) refuses the
