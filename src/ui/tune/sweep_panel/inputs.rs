@@ -70,7 +70,16 @@ impl SweepPanel {
         }
         ui.horizontal(|ui| {
             if running {
-                if ui.button("Stop and put the card back").clicked() {
+                let several = gpu
+                    .sweep
+                    .as_ref()
+                    .is_some_and(|state| state.view.gpu_indices.len() > 1);
+                let stop = if several {
+                    "Stop and put the cards back"
+                } else {
+                    "Stop and put the card back"
+                };
+                if ui.button(stop).clicked() {
                     actions.push(SweepAction::Stop { gpu_index });
                 }
             } else {
