@@ -67,6 +67,12 @@ enum Command {
     /// Exit status: 0 an offset confirmed stable, 1 none was, 2 nothing checked, 130 stopped
     /// (Ctrl-C, SIGTERM).
     Scan(Box<gputune_core::cli::scan::ScanArgs>),
+    /// Test every card's PCIe link under load and the copies between host and cards and
+    /// card to card (P2P or through the host), each checked bit for bit: what the box's links
+    /// mean for a data-parallel job. Changes no setting.
+    ///
+    /// Exit status: 0 every copy right, 1 a copy came back wrong, 2 could not test.
+    Links(Box<gputune_core::cli::links::LinksArgs>),
     /// Will a training run fit, and how to set it up: memory breakdown, micro-batch, strategies.
     Plan(Box<gputune_core::cli::plan::PlanArgs>),
     /// Save, list, apply and manage tuning profiles (one TOML file each).
@@ -74,6 +80,9 @@ enum Command {
     /// Fan curves the gputune daemon keeps: `fan curve set --point 40:30 --point 85:100`,
     /// `fan curve show`, `fan curve clear`.
     Fan(Box<gputune_core::cli::fan::FanArgs>),
+    /// Keep cards at or below a temperature by moving their power limit (the daemon keeps it):
+    /// `hold-temp set --gpu 3 --max-c 80 --power 60%..100%`, `hold-temp show`, `hold-temp clear`.
+    HoldTemp(Box<gputune_core::cli::hold_temp::HoldTempArgs>),
     /// Append every GPU's readings to a CSV file on a fixed schedule, until Ctrl-C or --duration-s.
     Log {
         /// The CSV file to append to (created with a header when new; never a foreign file).
@@ -254,6 +263,7 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Profile(args)) => gputune_core::cli::profile::run_command(&args, &tuning),
         Some(Command::Fan(args)) => gputune_core::cli::fan::run_command(&args, &tuning),
+        Some(Command::HoldTemp(args)) => gputune_core::cli::hold_temp::run_command(&args, &tuning),
         Some(Command::Daemon(args)) => {
             gputune_core::cli::daemon::run_command(&args, &options, cli.socket.clone())
         }
@@ -268,6 +278,9 @@ fn run(mut cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Stability(args)) => exit_with(nothing_checked_is_2(
             gputune_core::cli::stability::run_command(&args, &tuning),
+        )),
+        Some(Command::Links(args)) => exit_with(nothing_checked_is_2(
+            gputune_core::cli::links::run_command(&args, &options),
         )),
         Some(Command::Scan(args)) => exit_with(nothing_checked_is_2(
             gputune_core::cli::scan::run_command(&args, &tuning),

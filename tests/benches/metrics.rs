@@ -44,6 +44,7 @@ fn snapshot(scenario: SimScenario) -> Option<Snapshot> {
             holders: Vec::new(),
             last_change: None,
             last_critical: None,
+            temperature_hold: None,
         });
         snapshot.gpus.push(GpuInfo {
             constraints: backend.constraints(index).ok()?,

@@ -14,6 +14,7 @@ mod cli_run;
 mod cli_status;
 mod crash;
 mod job_tree;
+mod links;
 mod processes;
 mod stability;
 mod sweep;

@@ -72,6 +72,7 @@ pub fn tuning_event(backend: &mut SimBackend, index: u32) -> LinkEvent {
         holders: Vec::new(),
         last_change: None,
         last_critical: None,
+        temperature_hold: None,
     }))
 }
 

@@ -11,6 +11,8 @@ mod by_the_clock;
 mod crash;
 mod jobs;
 mod scheduler_jobs;
+mod temperature_hold;
+mod temperature_hold_faults;
 use crate::common;
 
 use std::sync::Arc;

@@ -15,4 +15,5 @@ mod nvml_backend;
 mod pstates;
 mod sampler;
 mod system_folders;
+mod topology;
 mod tuning_properties;

@@ -22,3 +22,4 @@ mod restore_exactness;
 mod sim_xid_ecc;
 mod slurm;
 mod system_folders;
+mod temperature_hold;

@@ -813,3 +813,78 @@ fn through_the_daemon_a_followed_curve_is_kept_by_it_and_cleared_there() {
             }))
     );
 }
+
+#[test]
+fn a_temperature_hold_needs_the_daemon_and_through_it_is_set_shown_and_cleared() {
+    use gputune_formats::temperature_hold::{
+        TemperatureHold, TemperatureHoldState, TemperatureHoldStatus,
+    };
+    let mut harness = harness(SimScenario::Rtx4090);
+    harness.get_by_label_contains("Holding a temperature needs the gputune daemon");
+    assert!(harness.query_by_label("Hold this temperature").is_none());
+    if let gputune::ui::model::Connection::Connected { daemon, .. } =
+        &mut harness.state_mut().state.model.connection
+    {
+        *daemon = true;
+    }
+    harness.run();
+    harness.get_by_label("Hold this temperature").click();
+    harness.run();
+    let hold = TemperatureHold {
+        max_temperature_c: 80,
+        min_power_limit_mw: 270_000,
+        max_power_limit_mw: 450_000,
+    };
+    assert!(
+        harness
+            .state()
+            .commands
+            .contains(&AppCommand::Tune(TuneCommand::SetTemperatureHold {
+                gpu_index: 0,
+                hold: Some(hold)
+            })),
+        "{:?}",
+        harness.state().commands
+    );
+    // The daemon holds it and moves the limit: the state is shown, the move is a change mark.
+    let note = gputune_formats::tuning::ChangeNote {
+        at_ms: gputune_core::clock::wall_clock_ms(),
+        by: "temperature hold".to_string(),
+        what: "temperature hold: 320 W to 300 W (83 °C over 80 °C)".to_string(),
+    };
+    let held = tuning_after(&harness, |tuning| {
+        tuning.temperature_hold = Some(TemperatureHoldStatus {
+            // Set again from a terminal meanwhile: 82 °C, 50 %..100 %.
+            hold: TemperatureHold {
+                max_temperature_c: 82,
+                min_power_limit_mw: 225_000,
+                ..hold
+            },
+            set_by: "alice".to_string(),
+            since_ms: 0,
+            state: TemperatureHoldState::Holding {
+                power_limit_mw: 300_000,
+                temperature_c: 79,
+            },
+            put_back_mw: Some(450_000),
+        });
+        tuning.last_change = Some(note.clone());
+    });
+    harness.state_mut().state.take_event(held, 0);
+    harness.run();
+    harness.get_by_label_contains("(set by alice): holding at 300 W (79 °C).");
+    let panel = &harness.state().state.tune;
+    assert_eq!(
+        (panel.hold_max_c, panel.hold_power_pct),
+        (82, (50.0, 100.0))
+    );
+    assert!(harness.state().state.model.gpus[0].changes.contains(&note));
+    harness.get_by_label("Clear the hold").click();
+    harness.run();
+    assert!(harness.state().commands.contains(&AppCommand::Tune(
+        TuneCommand::SetTemperatureHold {
+            gpu_index: 0,
+            hold: None
+        }
+    )));
+}

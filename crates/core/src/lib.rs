@@ -16,6 +16,7 @@ pub mod join;
 pub mod link;
 pub mod measure_job;
 pub mod metrics;
+pub mod pcie;
 pub mod plan;
 pub mod profiles;
 pub mod service;

@@ -7,6 +7,7 @@ use super::card::{BackendKind, Setting};
 use super::fan_curve::FanCurve;
 use super::legacy;
 use super::protocol::BootDefault;
+use super::temperature_hold::TemperatureHold;
 use super::tuning::LockRecord;
 
 /// Bumped when a journal's meaning changes; an unknown version is set aside, not guessed at.
@@ -139,9 +140,16 @@ struct BootDefaultFile {
     settings: Vec<Setting>,
     #[serde(default)]
     fan_curve: Option<FanCurve>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    temperature_hold: Option<TemperatureHold>,
 }
 
 impl BootDefault {
+    /// Whether it holds anything to apply or keep (one that holds nothing is removed).
+    pub fn holds_something(&self) -> bool {
+        !self.settings.is_empty() || self.fan_curve.is_some() || self.temperature_hold.is_some()
+    }
+
     /// The bytes of its file (`<defaults>/boot-<uuid>.json`, pretty JSON, with its
     /// `format_version`): one writer, so the golden file in tests/data/formats pins what the
     /// daemon stores.
@@ -152,6 +160,7 @@ impl BootDefault {
             profile_name: self.profile_name.clone(),
             settings: self.settings.clone(),
             fan_curve: self.fan_curve.clone(),
+            temperature_hold: self.temperature_hold,
         })
     }
 
@@ -167,6 +176,7 @@ impl BootDefault {
                     profile_name: file.profile_name,
                     settings: file.settings,
                     fan_curve: file.fan_curve,
+                    temperature_hold: file.temperature_hold,
                 })
             }
             None => {
@@ -176,6 +186,7 @@ impl BootDefault {
                     gpu_uuid: old.gpu_uuid,
                     profile_name: old.profile_name,
                     fan_curve: old.fan_curve,
+                    temperature_hold: None,
                 })
             }
             Some(version) => Err(format!(

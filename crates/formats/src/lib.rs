@@ -46,6 +46,7 @@ pub mod protocol;
 pub mod readings;
 pub mod reports;
 pub mod sessions;
+pub mod temperature_hold;
 pub mod throttle;
 pub mod trial_stats;
 pub mod tuning;

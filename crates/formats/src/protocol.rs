@@ -19,6 +19,7 @@ use super::card::{BackendKind, DeviceError, Setting, Telemetry};
 use super::fan_curve::FanCurve;
 use super::history::HistoryPage;
 use super::jobs::{CostConfig, JobRecord};
+use super::temperature_hold::TemperatureHold;
 use super::tuning::{
     EngineEvent, GpuApplied, GpuChange, GpuInfo, GpuTuning, GroupTrialRequest, Notice, SessionId,
     SessionReport, SessionRequest, SessionStarted, TrialRequest, TrialStatus, TuneError,
@@ -47,6 +48,10 @@ pub struct BootDefault {
     /// could be kept have none).
     #[serde(default)]
     pub fan_curve: Option<FanCurve>,
+    /// A temperature hold the daemon keeps on the card from its start (absent in files
+    /// written before holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_hold: Option<TemperatureHold>,
 }
 
 /// What a client asks.
@@ -107,6 +112,16 @@ pub enum Request {
     SetFanCurve {
         gpu_uuid: String,
         curve: Option<FanCurve>,
+        #[serde(default)]
+        boot_default: bool,
+    },
+    /// The daemon keeps the card at or below a temperature by moving its power limit within
+    /// the hold's bounds, with no client attached, until it is cleared (`None`: the power
+    /// limit goes back to what it was before the hold) or the daemon stops; with
+    /// `boot_default`, the card's boot default gets (or loses) the hold too.
+    SetTemperatureHold {
+        gpu_uuid: String,
+        hold: Option<TemperatureHold>,
         #[serde(default)]
         boot_default: bool,
     },

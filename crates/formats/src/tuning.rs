@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::card::{Constraints, CriticalEvent, FanMode, GpuIdentity, PstateOffset, Setting};
 use super::fan_curve::FanCurve;
+use super::temperature_hold::TemperatureHoldStatus;
 use super::throttle::ThrottleReason;
 
 /// A connection to the engine, numbered by the service.
@@ -117,6 +118,9 @@ pub struct GpuTuning {
     /// it (one that found nothing to do does not replace one that put something back).
     #[serde(default)]
     pub last_critical: Option<CriticalNote>,
+    /// The temperature hold the daemon keeps on the card, and where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_hold: Option<TemperatureHoldStatus>,
 }
 
 /// A critical error (Xid) a card reported and what the engine did about it, kept so that a

@@ -1,6 +1,7 @@
 //! The Tune tab. This file is its Settings view: what the card runs now (in_force.rs), and the
 //! controls to change it — power limit as a percentage of the default (with watts), clock
-//! locks and offsets with an undervolt-style preset (clocks.rs), and a fan curve (fans.rs); "All GPUs" is
+//! locks and offsets with an undervolt-style preset (clocks.rs), a fan curve (fans.rs) and a
+//! temperature hold the daemon keeps (temperature_hold.rs); "All GPUs" is
 //! all_gpus.rs (an ended group trial's table: group_trial_table.rs), a running trial's box is
 //! trial_view.rs. The tab's other views: sweep_panel/ ("Find the efficient setting") and
 //! stability_panel.rs (the stability check and undervolt scan). It only builds `TuneCommand`s;
@@ -16,6 +17,7 @@ pub mod group_trial_table;
 mod in_force;
 pub mod stability_panel;
 pub mod sweep_panel;
+mod temperature_hold;
 pub mod trial_view;
 
 use eframe::egui::{self, RichText};
@@ -28,6 +30,7 @@ use gputune_core::link::TuneCommand;
 use gputune_core::tuning::request::{PowerLimitRequest, TuneRequest};
 use gputune_formats::card::{Constraints, Setting};
 use gputune_formats::fan_curve::{CurvePoint, FanCurve};
+use gputune_formats::temperature_hold::TemperatureHold;
 use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
 use gputune_formats::units::watts_exact;
 
@@ -41,6 +44,7 @@ struct Synced {
     uuid: String,
     in_force: SettingsInForce,
     fan_curve: Option<FanCurve>,
+    temperature_hold: Option<TemperatureHold>,
 }
 
 /// What the user is editing; sent to the engine only on Apply or Try.
@@ -55,6 +59,10 @@ pub struct TunePanel {
     pub gpu_clock_offset_mhz: i32,
     pub memory_clock_offset_mhz: i32,
     pub fan_curve_points: Vec<CurvePoint>,
+    /// The temperature hold being edited: at or below this many °C, the power limit within
+    /// this share of the default (temperature_hold.rs).
+    pub hold_max_c: u32,
+    pub hold_power_pct: (f64, f64),
     /// How long a "Try" runs before it reverts, seconds.
     pub trial_duration_s: u64,
     synced: Option<Synced>,
@@ -74,6 +82,8 @@ impl Default for TunePanel {
             gpu_clock_offset_mhz: 0,
             memory_clock_offset_mhz: 0,
             fan_curve_points: FanCurve::default().points().to_vec(),
+            hold_max_c: 80,
+            hold_power_pct: (60.0, 100.0),
             trial_duration_s: 60,
             synced: None,
             dismissed_trial: None,
@@ -158,10 +168,18 @@ impl TunePanel {
         if curve_changed && let Some(curve) = &tuning.fan_curve {
             self.fan_curve_points = curve.points().to_vec();
         }
+        let hold = tuning.temperature_hold.as_ref().map(|status| status.hold);
+        let hold_changed = before
+            .as_ref()
+            .is_none_or(|before| before.temperature_hold != hold);
+        if hold_changed && let Some(hold) = hold {
+            self.follow_hold(&hold, constraints);
+        }
         self.synced = Some(Synced {
             uuid: uuid.clone(),
             in_force: now.clone(),
             fan_curve: tuning.fan_curve.clone(),
+            temperature_hold: hold,
         });
     }
 
@@ -188,6 +206,7 @@ impl TunePanel {
                 self.power_section(&mut columns[0], &constraints, gpu_index, &mut commands);
                 self.clock_section(&mut columns[0], &constraints, gpu_index, &mut commands);
                 self.fan_section(&mut columns[1], gpu, daemon, &mut commands);
+                self.hold_section(&mut columns[1], gpu, daemon, &mut commands);
             });
         });
         commands

@@ -94,7 +94,11 @@ pub(crate) fn handle_for(index: u32) -> nvmlDevice_t {
 }
 
 /// The GPU index a handle names, if it names one in this machine.
-fn index_of(state: &FakeState, faults: &Faults, handle: nvmlDevice_t) -> Result<u32, Code> {
+pub(crate) fn index_of(
+    state: &FakeState,
+    faults: &Faults,
+    handle: nvmlDevice_t,
+) -> Result<u32, Code> {
     let index = handle.addr().checked_sub(1).ok_or(INVALID_ARGUMENT)?;
     if faults.no_gpus || index >= state.machine.gpus.len() {
         return Err(INVALID_ARGUMENT);

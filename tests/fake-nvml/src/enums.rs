@@ -26,3 +26,8 @@ pub(crate) const PCIE_UTIL_TX_BYTES: nvml::nvmlPcieUtilCounter_t =
     nvml::nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_TX_BYTES;
 pub(crate) const PCIE_UTIL_RX_BYTES: nvml::nvmlPcieUtilCounter_t =
     nvml::nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES;
+
+pub(crate) const P2P_CAPS_READ: nvml::nvmlGpuP2PCapsIndex_t =
+    nvml::nvmlGpuP2PCapsIndex_enum_NVML_P2P_CAPS_INDEX_READ;
+pub(crate) const P2P_CAPS_WRITE: nvml::nvmlGpuP2PCapsIndex_t =
+    nvml::nvmlGpuP2PCapsIndex_enum_NVML_P2P_CAPS_INDEX_WRITE;

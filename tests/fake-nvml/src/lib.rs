@@ -60,6 +60,11 @@
 //! An unknown fault makes `nvmlInit_v2` (and every later call) return `UNKNOWN`, saying why on
 //! stderr. A "device call" is any call that takes a device handle.
 //!
+//! **Topology and P2P.** `nvmlDeviceGetTopologyCommonAncestor` and `nvmlDeviceGetP2PStatus`
+//! answer as gputune's simulator models the box (two sockets of two PCIe switches in the 8-GPU
+//! box); `FAKE_NVML_P2P` = `stock` (default) | `enabled`, read on every call, says whether the
+//! driver allows P2P (an unknown value makes the call return `UNKNOWN`).
+//!
 //! **Errors, as the driver gives them.** Calls before `nvmlInit_v2` (or after the matching
 //! `nvmlShutdown`; init is reference-counted) return `UNINITIALIZED` (1). Null out-pointers and
 //! unknown handles return `INVALID_ARGUMENT` (2). Writes go through the simulated card's own
@@ -123,6 +128,11 @@ pub const PROCESSES_ENV: &str = "FAKE_NVML_PROCESSES";
 /// order ("2,0,3,1"), read on every call; a GPU it does not cover has its index. Slurm's
 /// gres.conf numbers cards this way, so a test can make that order differ from NVML's.
 pub const MINORS_ENV: &str = "FAKE_NVML_MINORS";
+
+/// Environment variable choosing, on every call, what the driver says of P2P between cards:
+/// `stock` (the default: none on GeForce cards, "chipset not supported") or `enabled` (a
+/// patched driver: P2P between the cards of one CPU socket).
+pub const P2P_ENV: &str = "FAKE_NVML_P2P";
 
 /// The driver version the fake reports (`nvmlSystemGetDriverVersion`).
 pub const DRIVER_VERSION: &str = "fake-560.35";

@@ -62,6 +62,26 @@ pub fn connect_for(
     Ok(client)
 }
 
+/// The daemon, or `needs_daemon` (why a command cannot do without it) when none answers: a
+/// kept fan curve, a temperature hold.
+pub fn connect_daemon_or(
+    options: &TuningOptions,
+    needs_daemon: &str,
+) -> anyhow::Result<TuningClient> {
+    match connect(&ConnectOptions {
+        backend: options.backend.clone(),
+        socket: options.socket.clone(),
+        folders: options.folders.clone(),
+        label: command_label(),
+    }) {
+        Ok(client) if client.is_daemon() => Ok(client),
+        Ok(_) | Err(crate::service::client::ConnectError::NoDaemon { .. }) => {
+            bail!("{needs_daemon}")
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// Every GPU, its tuning state and latest reading.
 pub fn snapshot(client: &mut TuningClient) -> anyhow::Result<Snapshot> {
     match client.request(Request::Snapshot).map_err(refusal)? {
@@ -119,33 +139,38 @@ pub fn choose_gpus(
     query: Option<&str>,
     preferred_uuid: Option<&str>,
 ) -> anyhow::Result<Vec<u32>> {
-    let uuids: Vec<String> = snapshot
-        .gpus
-        .iter()
-        .map(|gpu| gpu.identity.uuid.clone())
-        .collect();
-    match query.map(str::trim) {
-        Some(all) if all.eq_ignore_ascii_case("all") => {
-            if uuids.is_empty() {
-                bail!("This machine has no GPU (see `gputune status`).");
-            }
-            Ok((0..uuids.len() as u32).collect())
-        }
-        Some(list) => {
-            let mut indices = Vec::new();
-            for part in list.split(',').filter(|part| !part.trim().is_empty()) {
-                let index = resolve_among(&uuids, part.trim())?;
-                if !indices.contains(&index) {
-                    indices.push(index);
-                }
-            }
-            if indices.is_empty() {
-                bail!(
-                    "--gpu {list:?}: name a GPU by index or UUID, several separated by commas, or all."
-                );
-            }
-            Ok(indices)
+    match query {
+        Some(query) => {
+            let uuids: Vec<String> = snapshot
+                .gpus
+                .iter()
+                .map(|gpu| gpu.identity.uuid.clone())
+                .collect();
+            choose_listed_gpus(&uuids, query)
         }
         None => Ok(vec![choose_gpu(&snapshot.gpus, None, preferred_uuid)?]),
     }
+}
+
+/// The GPUs a `--gpu` list names among `uuids` (in index order): one, several separated by
+/// commas, or `all`; [`choose_gpus`] for a command that reads the cards without the engine.
+pub fn choose_listed_gpus(uuids: &[String], query: &str) -> anyhow::Result<Vec<u32>> {
+    let list = query.trim();
+    if list.eq_ignore_ascii_case("all") {
+        if uuids.is_empty() {
+            bail!("This machine has no GPU (see `gputune status`).");
+        }
+        return Ok((0..uuids.len() as u32).collect());
+    }
+    let mut indices = Vec::new();
+    for part in list.split(',').filter(|part| !part.trim().is_empty()) {
+        let index = resolve_among(uuids, part.trim())?;
+        if !indices.contains(&index) {
+            indices.push(index);
+        }
+    }
+    if indices.is_empty() {
+        bail!("--gpu {list:?}: name a GPU by index or UUID, several separated by commas, or all.");
+    }
+    Ok(indices)
 }

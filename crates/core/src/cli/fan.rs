@@ -8,9 +8,9 @@ use anyhow::bail;
 use gputune_formats::reports::fan_curves::{FAN_CURVE_REPORT_FORMAT, FanCurveReport, ShownGpu};
 
 use crate::cli::connect::{
-    TuningOptions, choose_gpu, command_label, refusal, snapshot, unexpected,
+    TuningOptions, choose_gpu, command_label, connect_daemon_or, refusal, snapshot, unexpected,
 };
-use crate::service::client::{ConnectError, ConnectOptions, TuningClient, connect};
+use crate::service::client::{ConnectOptions, TuningClient, connect};
 use gputune_formats::fan_curve::{CurvePoint, FanCurve};
 use gputune_formats::protocol::{BootDefault, Request, Response};
 use gputune_formats::tuning::Hold;
@@ -87,11 +87,11 @@ pub fn run_command(args: &FanArgs, options: &TuningOptions) -> anyhow::Result<()
             boot,
         } => {
             let curve = parse_curve(points, *hysteresis_c)?;
-            let mut client = connect_daemon(options)?;
+            let mut client = connect_daemon_or(options, NEEDS_DAEMON)?;
             set(&mut client, curve, gpu.as_deref(), *boot, &mut out)
         }
         CurveCommand::Clear { gpu, boot } => {
-            let mut client = connect_daemon(options)?;
+            let mut client = connect_daemon_or(options, NEEDS_DAEMON)?;
             clear(&mut client, gpu.as_deref(), *boot, &mut out)
         }
         CurveCommand::Show { gpu, json } => {
@@ -103,20 +103,6 @@ pub fn run_command(args: &FanArgs, options: &TuningOptions) -> anyhow::Result<()
             })?;
             show(&mut client, gpu.as_deref(), *json, &mut out)
         }
-    }
-}
-
-/// The daemon, or why a curve cannot be kept without it.
-fn connect_daemon(options: &TuningOptions) -> anyhow::Result<TuningClient> {
-    match connect(&ConnectOptions {
-        backend: options.backend.clone(),
-        socket: options.socket.clone(),
-        folders: options.folders.clone(),
-        label: command_label(),
-    }) {
-        Ok(client) if client.is_daemon() => Ok(client),
-        Ok(_) | Err(ConnectError::NoDaemon { .. }) => bail!("{NEEDS_DAEMON}"),
-        Err(error) => Err(error.into()),
     }
 }
 

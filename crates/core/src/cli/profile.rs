@@ -234,6 +234,8 @@ fn hand_default_to_daemon(
                 profile_name: profile.name.clone(),
                 settings: application.settings,
                 fan_curve: application.fan_curve,
+                // A profile carries no hold: the daemon keeps the card's stored one.
+                temperature_hold: None,
             }),
         };
         match client.request(request).map_err(refusal)? {

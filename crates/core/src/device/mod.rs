@@ -21,6 +21,7 @@ use gputune_formats::card::{
     BackendKind, Constraints, CriticalEvent, DeviceError, FanMode, GpuIdentity, OffsetRangeMhz,
     PstateOffset, PstateOffsetRange, Telemetry,
 };
+use gputune_formats::reports::links::{P2pAccess, PcieLink, Topology};
 
 /// The P-states compute work runs in: P0, and P2, where GeForce cards run CUDA (they leave P0
 /// to graphics). An offset for compute is written to each of them the card offers offsets in.
@@ -122,6 +123,29 @@ pub trait Backend: Send {
     /// How to open another handle to the same GPUs (the same simulated machine, the same
     /// NVML library), so a second thread can sample or revert while this one is busy.
     fn reopener(&self) -> Reopener;
+    /// How GPUs `a` and `b` reach each other (NVML's common ancestor); `None` where the backend
+    /// cannot tell.
+    fn topology(&mut self, a: u32, b: u32) -> Result<Option<Topology>, DeviceError> {
+        let _ = (a, b);
+        Ok(None)
+    }
+    /// Whether the driver lets `a` read and write `b`'s memory directly (NVML's P2P status);
+    /// `None` where the backend cannot tell.
+    fn p2p_access(&mut self, a: u32, b: u32) -> Result<Option<P2pAccess>, DeviceError> {
+        let _ = (a, b);
+        Ok(None)
+    }
+    /// GPU `index`'s PCIe link read now (a reading's may be a second old, from before a load
+    /// began).
+    fn pcie_link(&mut self, index: u32) -> Result<PcieLinkNow, DeviceError> {
+        Ok(PcieLinkNow::of(&self.telemetry(index)?))
+    }
+    /// Copies run on GPU `index` for about `duration_ms`. A real card sees its own traffic (its
+    /// link trains up by itself); the simulated one is told, and trains its link up likewise.
+    fn copies_running(&mut self, index: u32, duration_ms: u64) -> Result<(), DeviceError> {
+        let _ = (index, duration_ms);
+        Ok(())
+    }
     /// Starts listening for critical errors (Xids) on every GPU that reports them. A simulated
     /// card raises Xid 13 when it goes busy past its silicon's hard limit.
     fn watch_critical_events(&mut self) -> Result<(), DeviceError> {
@@ -134,6 +158,29 @@ pub trait Backend: Send {
     ) -> Result<Option<CriticalEvent>, DeviceError> {
         std::thread::sleep(std::time::Duration::from_millis(u64::from(timeout_ms)));
         Ok(None)
+    }
+}
+
+/// A card's PCIe link as read now: the link it runs and the most it can train to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PcieLinkNow {
+    pub current: Option<PcieLink>,
+    pub max: Option<PcieLink>,
+}
+
+impl PcieLinkNow {
+    /// The link a reading holds.
+    pub fn of(telemetry: &Telemetry) -> PcieLinkNow {
+        let link = |generation: Option<u32>, width: Option<u32>| {
+            Some(PcieLink {
+                generation: generation?,
+                width: width?,
+            })
+        };
+        PcieLinkNow {
+            current: link(telemetry.pcie_link_gen, telemetry.pcie_link_width),
+            max: link(telemetry.pcie_link_gen_max, telemetry.pcie_link_width_max),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod processes;
 mod readings;
 mod settings;
 mod slow;
+mod topology;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -245,6 +246,26 @@ impl Backend for NvmlBackend {
         let handle = self.handle(index)?;
         let device = self.device_at(handle);
         optional(device.enforced_power_limit(), "enforced power limit", index)
+    }
+
+    fn topology(
+        &mut self,
+        a: u32,
+        b: u32,
+    ) -> Result<Option<gputune_formats::reports::links::Topology>, DeviceError> {
+        self.read_topology(a, b)
+    }
+
+    fn p2p_access(
+        &mut self,
+        a: u32,
+        b: u32,
+    ) -> Result<Option<gputune_formats::reports::links::P2pAccess>, DeviceError> {
+        self.read_p2p_access(a, b)
+    }
+
+    fn pcie_link(&mut self, index: u32) -> Result<super::PcieLinkNow, DeviceError> {
+        self.read_pcie_link(index)
     }
 
     fn watch_critical_events(&mut self) -> Result<(), DeviceError> {

@@ -91,6 +91,9 @@ pub(crate) fn handle(
         LinkCommand::Tune(TuneCommand::SetFanCurve { gpu_index, curve }) => {
             return set_fan_curve(client, gpu_index, uuid(gpu_index), curve, send);
         }
+        LinkCommand::Tune(TuneCommand::SetTemperatureHold { gpu_index, hold }) => {
+            return set_temperature_hold(client, gpu_index, uuid(gpu_index), hold, send);
+        }
     };
     one_gpu(client, request, gpu_index, send)
 }
@@ -164,6 +167,38 @@ fn set_fan_curve(
         Ok(_) => Notice::Info("The fans are back to what they were before the curve.".to_string()),
         Err(ClientError::Refused(error)) => Notice::Error(error.message),
         Err(error) => return Err(error),
+    };
+    send(LinkEvent::Notice {
+        gpu_index: Some(gpu_index),
+        notice,
+    });
+    Ok(())
+}
+
+/// Has the daemon keep (or, for `None`, clear) a temperature hold on one GPU; without a
+/// daemon the engine refuses it and says how to get one. The window is told either way.
+fn set_temperature_hold(
+    client: &mut TuningClient,
+    gpu_index: u32,
+    gpu_uuid: String,
+    hold: Option<gputune_formats::temperature_hold::TemperatureHold>,
+    send: &dyn Fn(LinkEvent) -> bool,
+) -> Result<(), ClientError> {
+    let request = Request::SetTemperatureHold {
+        gpu_uuid,
+        hold,
+        boot_default: false,
+    };
+    let notice = match (client.request(request), hold) {
+        (Ok(_), Some(hold)) => Notice::Info(format!(
+            "The gputune daemon holds GPU {gpu_index} {}, also after this window closes: clear the hold to put the power limit back.",
+            hold.describe()
+        )),
+        (Ok(_), None) => Notice::Info(format!(
+            "GPU {gpu_index}'s temperature hold is cleared: its power limit goes back to what it was before."
+        )),
+        (Err(ClientError::Refused(error)), _) => Notice::Error(error.message),
+        (Err(error), _) => return Err(error),
     };
     send(LinkEvent::Notice {
         gpu_index: Some(gpu_index),

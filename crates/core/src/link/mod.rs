@@ -130,6 +130,12 @@ pub enum TuneCommand {
         gpu_index: u32,
         curve: Option<FanCurve>,
     },
+    /// Have the daemon keep the card at or below a temperature by moving its power limit
+    /// (it outlives the window); `None` clears it and the limit goes back.
+    SetTemperatureHold {
+        gpu_index: u32,
+        hold: Option<gputune_formats::temperature_hold::TemperatureHold>,
+    },
 }
 
 /// What the window sends to the link thread.

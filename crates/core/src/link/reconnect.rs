@@ -118,7 +118,8 @@ fn refuse(command: LinkCommand, interval_ms: &mut u64, send: &dyn Fn(LinkEvent) 
             | TuneCommand::StartTrial { gpu_index, .. }
             | TuneCommand::KeepTrial { gpu_index }
             | TuneCommand::RevertTrial { gpu_index }
-            | TuneCommand::SetFanCurve { gpu_index, .. },
+            | TuneCommand::SetFanCurve { gpu_index, .. }
+            | TuneCommand::SetTemperatureHold { gpu_index, .. },
         ) => Some(*gpu_index),
         LinkCommand::Tune(
             TuneCommand::ApplyAll { changes } | TuneCommand::StartTrialAll { changes, .. },

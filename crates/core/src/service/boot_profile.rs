@@ -79,6 +79,7 @@ pub(crate) fn make_boot_defaults(
                         profile_name: profile.name.clone(),
                         settings: application.settings,
                         fan_curve: application.fan_curve,
+                        temperature_hold: None,
                     }
                 })
             }

@@ -17,8 +17,10 @@ use errors::{NO_DRIVER, cuda_error, cuda_uuid_bytes, not_visible_message};
 use super::compute::{ComputeDevice, ComputeError, ComputeSetup, VramPattern};
 use gputune_formats::reports::stability::{Checked, Prepared};
 
+pub use copy::{CopyBuffer, PinnedBuffer};
 pub use errors::parse_gpu_uuid;
 
+mod copy;
 mod errors;
 mod work;
 

@@ -1,11 +1,11 @@
 //! The daemon's boot defaults: per card, `boot-<uuid>.json` in its `defaults` folder (its
-//! settings and an optional kept fan curve), checked against the card before it is stored and
-//! applied through the engine when the daemon starts. Like the engine's journals and records
-//! (`state_folder.rs`) every file is read through `fsafe` (no symbolic link, no FIFO, no huge
-//! file) and written atomically into a private folder; a damaged one is left as it is with a
-//! notice. The file's format is `gputune_formats::protocol::BootDefault`. The service answers the
-//! requests (`service::routing`) and makes them from `--boot-profile`
-//! (`service::boot_profile`).
+//! settings, an optional kept fan curve and an optional temperature hold), checked against the
+//! card before it is stored and applied through the engine when the daemon starts. Like the
+//! engine's journals and records (`state_folder.rs`) every file is read through `fsafe` (no
+//! symbolic link, no FIFO, no huge file) and written atomically into a private folder; a
+//! damaged one is left as it is with a notice. The file's format is
+//! `gputune_formats::protocol::BootDefault`. The service answers the requests
+//! (`service::routing`) and makes them from `--boot-profile` (`service::boot_profile`).
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +13,7 @@ use crate::fsafe::{self, Links};
 use crate::tuning::engine::{ClientInfo, Engine};
 use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::protocol::BootDefault;
+use gputune_formats::temperature_hold::TemperatureHold;
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{GpuChange, TuneError, TuneErrorKind};
 
@@ -101,6 +102,9 @@ impl BootDefaultStore {
         if default.fan_curve.is_some() {
             engine.check_fan_curve(index)?;
         }
+        if let Some(hold) = &default.temperature_hold {
+            engine.check_temperature_hold(index, hold)?;
+        }
         let default = BootDefault {
             gpu_uuid: uuid,
             profile_name: crate::text::printable(&default.profile_name)
@@ -109,6 +113,7 @@ impl BootDefaultStore {
                 .collect(),
             settings: default.settings,
             fan_curve: default.fan_curve,
+            temperature_hold: default.temperature_hold,
         };
         let text = default
             .to_file_bytes()
@@ -128,12 +133,7 @@ impl BootDefaultStore {
     ) -> Result<(), TuneError> {
         let index = engine.gpu_index(gpu_uuid)?;
         let uuid = engine.gpus()[index as usize].identity.uuid.clone();
-        let stored = self
-            .read_all()
-            .0
-            .into_iter()
-            .find(|default| default.gpu_uuid == uuid);
-        let default = match (stored, curve) {
+        let default = match (self.stored(&uuid), curve) {
             (Some(stored), curve) => BootDefault {
                 fan_curve: curve,
                 ..stored
@@ -143,12 +143,63 @@ impl BootDefaultStore {
                 profile_name: "fan curve".to_string(),
                 settings: Vec::new(),
                 fan_curve: Some(curve),
+                temperature_hold: None,
             },
             (None, None) => return Ok(()),
         };
-        let default =
-            (!default.settings.is_empty() || default.fan_curve.is_some()).then_some(default);
-        self.store(engine, &uuid, default)
+        self.store(engine, &uuid, default.holds_something().then_some(default))
+    }
+
+    /// Puts `hold` into (or, for `None`, takes the hold out of) the card's boot default,
+    /// keeping the rest; a boot default left with nothing is removed.
+    pub fn store_temperature_hold(
+        &self,
+        engine: &Engine,
+        gpu_uuid: &str,
+        hold: Option<TemperatureHold>,
+    ) -> Result<(), TuneError> {
+        let index = engine.gpu_index(gpu_uuid)?;
+        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
+        let default = match (self.stored(&uuid), hold) {
+            (Some(stored), hold) => BootDefault {
+                temperature_hold: hold,
+                ..stored
+            },
+            (None, Some(hold)) => BootDefault {
+                gpu_uuid: uuid.clone(),
+                profile_name: "temperature hold".to_string(),
+                settings: Vec::new(),
+                fan_curve: None,
+                temperature_hold: Some(hold),
+            },
+            (None, None) => return Ok(()),
+        };
+        self.store(engine, &uuid, default.holds_something().then_some(default))
+    }
+
+    /// `default` with the card's stored temperature hold when it has none of its own (a
+    /// profile made a boot default carries no hold).
+    pub fn keeping_hold(
+        &self,
+        engine: &Engine,
+        gpu_uuid: &str,
+        default: BootDefault,
+    ) -> Result<BootDefault, TuneError> {
+        let index = engine.gpu_index(gpu_uuid)?;
+        let uuid = &engine.gpus()[index as usize].identity.uuid;
+        let stored_hold = self.stored(uuid).and_then(|stored| stored.temperature_hold);
+        Ok(BootDefault {
+            temperature_hold: default.temperature_hold.or(stored_hold),
+            ..default
+        })
+    }
+
+    /// The card's stored boot default, if it has one that reads.
+    fn stored(&self, uuid: &str) -> Option<BootDefault> {
+        self.read_all()
+            .0
+            .into_iter()
+            .find(|default| default.gpu_uuid == uuid)
     }
 
     /// Applies every card's stored boot default (the daemon does this when it starts): its
@@ -192,6 +243,22 @@ impl BootDefaultStore {
                         )),
                         Err(error) => Notice::Error(format!(
                             "The fan curve of the boot default \"{name}\" could not be kept: {error}"
+                        )),
+                    },
+                );
+            }
+            if let Some(hold) = default.temperature_hold {
+                notices.push(
+                    match engine
+                        .keep_temperature_hold(&daemon, &default.gpu_uuid, Some(hold))
+                        .and_then(|()| engine.gpu_index(&default.gpu_uuid))
+                    {
+                        Ok(index) => Notice::Info(format!(
+                            "The daemon holds GPU {index} {} (boot default \"{name}\").",
+                            hold.describe()
+                        )),
+                        Err(error) => Notice::Error(format!(
+                            "The temperature hold of the boot default \"{name}\" could not be kept: {error}"
                         )),
                     },
                 );

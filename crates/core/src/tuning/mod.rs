@@ -12,6 +12,7 @@ pub mod pstate_offsets;
 pub mod request;
 pub mod state_folder;
 pub mod stats;
+pub mod temperature_control;
 
 use gputune_formats::card::Setting;
 

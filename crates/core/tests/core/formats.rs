@@ -23,6 +23,8 @@ mod previous_v4;
 mod previous_v5;
 #[path = "formats/previous_v6.rs"]
 mod previous_v6;
+#[path = "formats/report_links.rs"]
+mod report_links;
 #[path = "formats/report_measure.rs"]
 mod report_measure;
 #[path = "formats/values.rs"]

@@ -6,6 +6,7 @@
 mod formats;
 mod health;
 mod history;
+mod links;
 mod profiles;
 mod profiles_checked;
 mod simulator;

@@ -6,6 +6,7 @@
 //! read back (the window's fixtures, the CLI's tests), so theirs derive `Deserialize` too.
 
 pub mod fan_curves;
+pub mod links;
 pub mod measure;
 pub mod plan;
 pub mod plan_setup;
@@ -17,3 +18,4 @@ pub mod status;
 pub mod sweep;
 pub mod sweep_box;
 pub mod sweep_step;
+pub mod temperature_holds;

@@ -14,4 +14,5 @@ mod processes;
 mod sensors;
 mod system;
 mod throughput;
+mod topology;
 mod writes;

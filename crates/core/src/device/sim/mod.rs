@@ -8,9 +8,11 @@ mod load;
 mod machine;
 mod physics;
 mod processes;
-mod seed;
+pub(crate) mod seed;
 pub mod silicon;
+mod topology;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -21,10 +23,12 @@ pub use machine::{SimMachine, known_card};
 pub use physics::{SimError, SimGpu, SimReading, SimSettings};
 pub use processes::{SIM_FIRST_PID, SIM_USER};
 pub use silicon::SiliconMargin;
+pub use topology::{P2pDriver, sim_p2p_access, sim_topology};
 
 use super::gate::ValidatedSetting;
 use super::{Backend, CurrentSettings, Reopener, compute_offset_mhz, compute_offset_range};
 use crate::clock::{Clock, WallClock};
+use gputune_formats::reports::links::{P2pAccess, Topology};
 use gputune_formats::{
     card::{
         BackendKind, ClockRangeMhz, Constraints, CriticalEvent, DeviceError, FanMode, FanReading,
@@ -77,6 +81,10 @@ pub struct SimBackend {
     clock: Arc<dyn Clock>,
     /// Per GPU, the Xids this handle has reported (or found when it began watching).
     xids_seen: Option<Vec<u64>>,
+    /// What the driver says of P2P (shared by handles made by `share`).
+    p2p_driver: Arc<Mutex<P2pDriver>>,
+    /// Per GPU, until when (the clock's ms) copies run on it: its link trains up meanwhile.
+    copies_until_ms: Arc<Mutex<BTreeMap<u32, u64>>>,
 }
 
 impl SimBackend {
@@ -92,6 +100,8 @@ impl SimBackend {
             machine: Arc::new(Mutex::new(machine)),
             clock: Arc::from(clock),
             xids_seen: None,
+            p2p_driver: Arc::default(),
+            copies_until_ms: Arc::default(),
         }
     }
 
@@ -101,7 +111,34 @@ impl SimBackend {
             machine: Arc::clone(&self.machine),
             clock: Arc::clone(&self.clock),
             xids_seen: None,
+            p2p_driver: Arc::clone(&self.p2p_driver),
+            copies_until_ms: Arc::clone(&self.copies_until_ms),
         }
+    }
+
+    /// Models the driver's P2P: stock (none on GeForce cards) or patched (`topology.rs`).
+    pub fn set_p2p_driver(&self, driver: P2pDriver) {
+        *self
+            .p2p_driver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = driver;
+    }
+
+    /// Whether copies run on GPU `index` now (its link then runs at its best).
+    fn copies_running_now(&self, index: u32) -> bool {
+        let until = self
+            .copies_until_ms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        until
+            .get(&index)
+            .is_some_and(|until_ms| self.clock.now_ms() < *until_ms)
+    }
+
+    /// The scenario and card count, for the topology.
+    fn layout(&self) -> (SimScenario, u32) {
+        let machine = self.machine.lock().unwrap_or_else(PoisonError::into_inner);
+        (machine.scenario, machine.gpus.len() as u32)
     }
 
     /// A copy of the simulated cards, for tests that look beneath the backend.
@@ -185,6 +222,13 @@ fn pstate_offsets(gpu: &SimGpu, clock: OffsetClock) -> Vec<PstateOffset> {
         .collect()
 }
 
+/// Two cards that are not a pair of this machine's (one card twice, or one it lacks).
+fn pair_not_found(a: u32, b: u32) -> DeviceError {
+    DeviceError::GpuNotFound {
+        query: format!("{a} and {b} as a pair"),
+    }
+}
+
 fn sim_error(error: SimError, setting: &Setting) -> DeviceError {
     match error {
         SimError::InvalidArgument => DeviceError::InvalidArgument {
@@ -228,7 +272,39 @@ impl Backend for SimBackend {
     fn telemetry(&mut self, index: u32) -> Result<Telemetry, DeviceError> {
         // The sim's own clock: wall time for users, simulated time in tests.
         let sampled_at_ms = self.clock.now_ms();
-        self.with_gpu(index, |gpu| sim_telemetry(gpu, sampled_at_ms))
+        let mut telemetry = self.with_gpu(index, |gpu| sim_telemetry(gpu, sampled_at_ms))?;
+        if self.copies_running_now(index) {
+            // A link trains up within microseconds of traffic, whatever the load.
+            telemetry.pcie_link_gen = telemetry.pcie_link_gen_max;
+        }
+        Ok(telemetry)
+    }
+
+    fn topology(&mut self, a: u32, b: u32) -> Result<Option<Topology>, DeviceError> {
+        let (scenario, gpu_count) = self.layout();
+        sim_topology(scenario, gpu_count, a, b)
+            .map(Some)
+            .map_err(|_| pair_not_found(a, b))
+    }
+
+    fn p2p_access(&mut self, a: u32, b: u32) -> Result<Option<P2pAccess>, DeviceError> {
+        let (scenario, gpu_count) = self.layout();
+        let driver = *self
+            .p2p_driver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        sim_p2p_access(scenario, gpu_count, a, b, driver)
+            .map(Some)
+            .map_err(|_| pair_not_found(a, b))
+    }
+
+    fn copies_running(&mut self, index: u32, duration_ms: u64) -> Result<(), DeviceError> {
+        let until_ms = self.clock.now_ms().saturating_add(duration_ms);
+        self.copies_until_ms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, until_ms);
+        Ok(())
     }
 
     fn current_settings(&mut self, index: u32) -> Result<CurrentSettings, DeviceError> {

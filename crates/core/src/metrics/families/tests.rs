@@ -42,6 +42,7 @@ fn eight_gpus() -> Snapshot {
             holders: Vec::new(),
             last_change: None,
             last_critical: None,
+            temperature_hold: None,
         });
         snapshot.gpus.push(GpuInfo {
             identity,

@@ -10,6 +10,7 @@ use gputune_formats::fan_curve::FanCurve;
 use gputune_formats::protocol::{
     BootDefault, PROTOCOL_VERSION, Request, Response, Snapshot, Welcome,
 };
+use gputune_formats::temperature_hold::TemperatureHold;
 use gputune_formats::tuning::Notice;
 use gputune_formats::tuning::{ClientId, TuneError, TuneErrorKind};
 
@@ -109,6 +110,11 @@ impl Router {
                 curve,
                 boot_default,
             } => answer(self.set_fan_curve(engine, &info, &gpu_uuid, curve, boot_default)),
+            Request::SetTemperatureHold {
+                gpu_uuid,
+                hold,
+                boot_default,
+            } => answer(self.set_temperature_hold(engine, &info, &gpu_uuid, hold, boot_default)),
             Request::SetBootDefault { gpu_uuid, default } => {
                 answer(self.set_boot_default(engine, &gpu_uuid, default))
             }
@@ -161,6 +167,35 @@ impl Router {
         Ok(Response::Done)
     }
 
+    /// Keeps (or clears) a card's temperature hold now and, with `boot_default`, in its boot
+    /// default, as `set_fan_curve` does a curve.
+    fn set_temperature_hold(
+        &self,
+        engine: &mut Engine,
+        info: &ClientInfo,
+        gpu_uuid: &str,
+        hold: Option<TemperatureHold>,
+        boot_default: bool,
+    ) -> Result<Response, TuneError> {
+        if boot_default && self.boot_defaults.is_none() {
+            return Err(TuneError::new(
+                TuneErrorKind::Refused,
+                NO_DAEMON_FOR_BOOT_DEFAULTS,
+            ));
+        }
+        match engine.keep_temperature_hold(info, gpu_uuid, hold) {
+            Ok(()) => {}
+            Err(error)
+                if hold.is_none() && boot_default && error.kind == TuneErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        match &self.boot_defaults {
+            Some(store) if boot_default => store.store_temperature_hold(engine, gpu_uuid, hold)?,
+            _ => {}
+        }
+        Ok(Response::Done)
+    }
+
     fn set_boot_default(
         &self,
         engine: &Engine,
@@ -172,6 +207,11 @@ impl Router {
                 TuneErrorKind::Refused,
                 NO_DAEMON_FOR_BOOT_DEFAULTS,
             ));
+        };
+        // A profile carries no temperature hold: the card's stored one stays.
+        let default = match default {
+            Some(default) => Some(store.keeping_hold(engine, gpu_uuid, default)?),
+            None => None,
         };
         store.store(engine, gpu_uuid, default)?;
         Ok(Response::Done)

@@ -8,7 +8,8 @@ use crate::stability::compute::ComputeError;
 
 /// What `CudaDevice::open` says where the driver's library is missing.
 pub const NO_DRIVER: &str = "No CUDA driver (libcuda.so.1) on this machine: the stability check \
-                             needs the NVIDIA driver; install it and run the check again.";
+                             and the copy test need the NVIDIA driver; install it and run them \
+                             again.";
 
 /// The 16 bytes of an NVML UUID ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"), the same as
 /// CUDA's `cuDeviceGetUuid` gives for that card. `None` for anything else (a MIG instance's

@@ -29,6 +29,7 @@ impl Engine {
             // whoever holds the card's other controls.
             let holds = change.settings.iter().map(Hold::of).collect();
             self.check_free(index, client.id, &holds, true)?;
+            self.check_hold_allows(index, &holds)?;
             self.check_own_session_allows(index, &change.settings)?;
             let settings = self.validate_all(index, &change.settings)?;
             match plan.iter_mut().find(|(planned, _)| *planned == index) {

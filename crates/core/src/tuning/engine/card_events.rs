@@ -38,6 +38,7 @@ impl Engine {
             }
             self.record_in_sessions(index, reading);
             self.drive_fans(index, reading);
+            self.drive_temperature_hold(index, reading);
         }
         self.trial_progress();
     }

@@ -35,7 +35,10 @@ impl Engine {
             .into_iter()
             .filter_map(|id| self.sessions.get(&id)?.gpus.get(&index))
             .collect();
-        let mut layers: Vec<&RestoreMap> = parts.iter().map(|part| &part.restore).collect();
+        // A temperature hold's put-back is older than any session that took the limit after it.
+        let hold_layer = self.hold_restore_layer(index);
+        let mut layers: Vec<&RestoreMap> = vec![&hold_layer];
+        layers.extend(parts.iter().map(|part| &part.restore));
         let replaced = |layer: Layer| {
             replacing
                 .filter(|(_, replaced)| *replaced == layer)

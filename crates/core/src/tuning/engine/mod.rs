@@ -28,9 +28,10 @@
 //! | trial over several GPUs | `start_group_trial` | `group_trial.rs` (one session, ended together in `trial_end.rs`) |
 //! | follow a fan curve while connected (or stop) | `set_fan_curve` | `fan_curves.rs` |
 //! | keep / clear a curve with no client (daemon) | `keep_fan_curve` | `fan_curves.rs` |
+//! | keep / clear a temperature hold (daemon) | `keep_temperature_hold` | `temperature_hold.rs` (the control: `tuning::temperature_control`; paused while a session holds the power limit) |
 //! | boot defaults, at daemon start | `tuning::boot_defaults::BootDefaultStore::apply_all` | → `apply_changes` + `keep_fan_curve` |
 //! | check a boot default before storing it | `check_settings`, `check_fan_curve` | `mod.rs`, `apply.rs` |
-//! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `trial.rs::trial_progress` |
+//! | a round of readings | `on_samples` | `card_events.rs` → `session.rs::record_in_sessions`, `fan_safety_net.rs::drive_fans` (the fan safety net, then the curve), `temperature_hold.rs::drive_temperature_hold`, `trial.rs::trial_progress` |
 //! | settings read back by the sampler | `on_settings` | `card_events.rs` (a change nobody here made) |
 //! | critical error (Xid) | `on_critical_event` | `crash.rs` (by the Xid's class, `device::xid`: clock offsets and locks → `restore.rs::restore_settings`, never fans; its one sentence in `crash_sentence.rs`) → `session_end.rs::end_session_now` / `trial_end.rs::finish_trial_with` for their holders |
 //! | GPU lost (off the bus, driver gone) | `gpu_lost` (from `on_samples`; `write` marks it) | `card_events.rs` → every session on it ends, what cannot be written kept in its journal |
@@ -77,6 +78,7 @@ mod session;
 mod session_bounds;
 mod session_end;
 mod state;
+mod temperature_hold;
 mod trial;
 mod trial_end;
 mod types;
@@ -92,6 +94,7 @@ use gputune_formats::tuning::{
 pub use open::{EngineOptions, held_elsewhere, recorded_locks, restore_left_changes};
 pub use requests::*;
 use requests::{check_change_count, check_settings_count};
+pub use temperature_hold::HOLD_REFUSED_WAIT;
 pub use types::*;
 
 use crate::clock::Clock;
@@ -178,6 +181,7 @@ impl Engine {
                 .collect(),
             last_change: gpu.last_change.clone(),
             last_critical: gpu.last_critical.clone(),
+            temperature_hold: self.temperature_hold_status(index),
         })
     }
 
@@ -371,7 +375,8 @@ impl Engine {
         self.events.push(EngineEvent::Notice { gpu_index, notice });
     }
 
-    /// Reverts every session (the daemon or the window is stopping). Kept settings stay.
+    /// Reverts every session and temperature hold (the daemon or the window is stopping).
+    /// Kept settings stay.
     pub fn shutdown(&mut self) {
         let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
         for id in ids {
@@ -380,6 +385,8 @@ impl Engine {
                 tracing::warn!("{line}");
             }
         }
+        // After the sessions: what a paused hold's session put back is the hold's to undo.
+        self.clear_temperature_holds();
     }
 }
 

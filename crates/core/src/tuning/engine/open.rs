@@ -111,6 +111,7 @@ impl Engine {
                 unrestored: BTreeMap::new(),
                 unrestored_tried: None,
                 unrestored_said: None,
+                temperature_hold: None,
             });
         }
         let mut engine = Engine {

@@ -11,8 +11,10 @@ use crate::device::gate::ValidatedSetting;
 use crate::tuning::gpu_locks::GpuLock;
 use crate::tuning::in_force::Control;
 use crate::tuning::in_force::ControlsInForce;
+use crate::tuning::temperature_control::TemperatureControl;
 use gputune_formats::card::{Setting, Telemetry};
 use gputune_formats::fan_curve::FanCurve;
+use gputune_formats::temperature_hold::{TemperatureHold, TemperatureHoldState};
 use gputune_formats::tuning::TrialStats;
 use gputune_formats::tuning::{
     ChangeNote, CriticalNote, GpuInfo, SessionId, SessionPurpose, TrialPhase, TrialStatus,
@@ -85,6 +87,22 @@ pub(super) struct Gpu {
     pub unrestored_tried: Option<Instant>,
     /// The last failure to put `unrestored` back that was said, so each is said once.
     pub unrestored_said: Option<String>,
+    /// The temperature hold the daemon keeps on the card (`temperature_hold.rs`).
+    pub temperature_hold: Option<HoldKeeper>,
+}
+
+/// A temperature hold as the engine keeps it: what was asked, the control's memory, and what
+/// puts the power limit back (journaled as the oldest value while the hold has written).
+pub(super) struct HoldKeeper {
+    pub hold: TemperatureHold,
+    pub set_by: String,
+    pub since_ms: u64,
+    pub control: TemperatureControl,
+    /// The power limit before the hold's first write; `None` until it writes.
+    pub restore: Option<RestoreEntry>,
+    pub state: TemperatureHoldState,
+    /// After a write the driver refused: nothing is tried again before this (engine clock).
+    pub quiet_until: Option<Instant>,
 }
 
 /// The fan state the engine keeps per GPU.

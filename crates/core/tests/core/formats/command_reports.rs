@@ -23,6 +23,9 @@ use gputune_formats::reports::stability::{
 use gputune_formats::reports::stability_watched::Watched;
 
 use gputune_formats::reports::fan_curves::{FAN_CURVE_REPORT_FORMAT, FanCurveReport, ShownGpu};
+use gputune_formats::reports::temperature_holds::{
+    ShownHold, TEMPERATURE_HOLD_REPORT_FORMAT, TemperatureHoldReport,
+};
 
 use super::disk::profile;
 use super::golden;
@@ -322,6 +325,29 @@ fn fan_curve_show_json_writes_its_bytes() {
         ],
     };
     golden("reports/fan-curve-show.json", &printed(&report));
+}
+
+#[test]
+fn hold_temp_show_json_writes_its_bytes() {
+    let report = TemperatureHoldReport {
+        format_version: TEMPERATURE_HOLD_REPORT_FORMAT,
+        daemon: true,
+        gpus: vec![
+            ShownHold {
+                index: 0,
+                uuid: super::values::UUID.to_string(),
+                hold: tuning().temperature_hold,
+                boot_hold: Some(super::values::temperature_hold()),
+            },
+            ShownHold {
+                index: 1,
+                uuid: "GPU-5a1e0c2d-0000-4000-8000-000000000002".to_string(),
+                hold: None,
+                boot_hold: None,
+            },
+        ],
+    };
+    golden("reports/hold-temp-show.json", &printed(&report));
 }
 
 /// The window's screenshots start from a check and a scan as `--json` printed them: those

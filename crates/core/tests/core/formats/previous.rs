@@ -127,6 +127,7 @@ fn a_boot_default_of_the_previous_release_reads_with_its_fan_curve() {
                 Setting::MemoryClockOffset { offset_mhz: -500 },
             ],
             fan_curve: Some(curve),
+            temperature_hold: None,
         })
     );
 }

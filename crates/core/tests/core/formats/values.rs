@@ -12,6 +12,9 @@ use gputune_formats::fan_curve::{CurvePoint, FanCurve};
 use gputune_formats::history::HistoryRow;
 use gputune_formats::jobs::{CostConfig, JOB_RECORD_FORMAT, JobCost, JobGpu, JobRecord};
 use gputune_formats::protocol::BootDefault;
+use gputune_formats::temperature_hold::{
+    TemperatureHold, TemperatureHoldState, TemperatureHoldStatus,
+};
 use gputune_formats::throttle::{ThrottleReason, ThrottleReasons};
 use gputune_formats::tuning::{
     ChangeNote, ClockLockInForce, CriticalNote, GpuApplied, GpuChange, GpuInfo, GpuRestored,
@@ -281,6 +284,23 @@ pub fn tuning() -> GpuTuning {
             ],
             sentence: "GPU 0 reported Xid 13 at +300 MHz: the GPU clock lock and GPU clock offset were put back; fans kept.".to_string(),
         }),
+        temperature_hold: Some(TemperatureHoldStatus {
+            hold: temperature_hold(),
+            set_by: "alice".to_string(),
+            since_ms: 1_764_000_000_000,
+            state: TemperatureHoldState::Paused {
+                by: "a sweep of gputune sweep (pid 77, user bob)".to_string(),
+            },
+            put_back_mw: Some(450_000),
+        }),
+    }
+}
+
+pub fn temperature_hold() -> TemperatureHold {
+    TemperatureHold {
+        max_temperature_c: 80,
+        min_power_limit_mw: 270_000,
+        max_power_limit_mw: 450_000,
     }
 }
 
@@ -459,6 +479,7 @@ pub fn boot_default() -> BootDefault {
         profile_name: "Quiet".to_string(),
         settings: all_settings(),
         fan_curve: Some(curve()),
+        temperature_hold: Some(temperature_hold()),
     }
 }
 

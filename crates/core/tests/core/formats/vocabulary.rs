@@ -247,6 +247,7 @@ fn every_variant_is_listed(
         | Q::FinishTrial { .. }
         | Q::FollowFanCurve { .. }
         | Q::SetFanCurve { .. }
+        | Q::SetTemperatureHold { .. }
         | Q::SetBootDefault { .. }
         | Q::BootDefaults
         | Q::History { .. }

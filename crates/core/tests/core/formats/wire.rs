@@ -86,6 +86,11 @@ pub fn requests() -> Vec<Request> {
             curve: None,
             boot_default: true,
         },
+        Request::SetTemperatureHold {
+            gpu_uuid: UUID.to_string(),
+            hold: Some(temperature_hold()),
+            boot_default: true,
+        },
         Request::SetBootDefault {
             gpu_uuid: UUID.to_string(),
             default: Some(boot_default()),
