@@ -19,4 +19,5 @@ mod processes;
 mod rank;
 mod stability;
 mod sweep;
+mod sweep_box;
 mod system_folders;
