@@ -335,7 +335,7 @@ impl AppState {
                 commands.extend(tune_commands.into_iter().map(AppCommand::Tune));
             }
             TuneView::Sweep => {
-                let actions = self.sweep.sweep_ui(ui, gpu);
+                let actions = self.sweep.sweep_ui(ui, gpu, &self.model.gpus);
                 commands.extend(actions.into_iter().map(AppCommand::Sweep));
             }
             TuneView::Stability => {

@@ -147,6 +147,7 @@ impl GpuTuneApp {
                 self.state.sweep.message = Some(super::profiles::actions::save_sweep_profile(
                     &self.folders,
                     gpu,
+                    &self.state.model.gpus,
                     &name,
                 ));
                 self.run_profile_action(ProfileAction::Refresh);
@@ -243,6 +244,7 @@ impl GpuTuneApp {
             &self.folders,
             action,
             self.state.model.gpus.get(self.state.tune_gpu),
+            &self.state.model.gpus,
             self.state.tune.trial_duration_s,
         );
         self.state.profiles.profiles = outcome.profiles;
@@ -253,7 +255,10 @@ impl GpuTuneApp {
         let sends_settings = outcome.commands.iter().any(|command| {
             matches!(
                 command,
-                TuneCommand::Apply { .. } | TuneCommand::StartTrial { .. }
+                TuneCommand::Apply { .. }
+                    | TuneCommand::StartTrial { .. }
+                    | TuneCommand::ApplyAll { .. }
+                    | TuneCommand::StartTrialAll { .. }
             )
         });
         if let (Some((name, try_first)), true, Some(gpu)) = (

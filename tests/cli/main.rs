@@ -20,4 +20,5 @@ mod rank;
 mod stability;
 mod stability_box;
 mod sweep;
+mod sweep_box;
 mod system_folders;

@@ -75,7 +75,7 @@ pub fn simulated_sweep(
             backend.apply(0, &setting).expect("the simulator takes it");
         }
         let step_start = clock.now_ms() - started_ms;
-        let mut measurement = StepMeasurement::new(step_start + 20_000);
+        let mut measurement = StepMeasurement::new(step_start + 20_000, 1);
         let seconds = if index < measured_steps {
             90
         } else {
@@ -95,10 +95,10 @@ pub fn simulated_sweep(
                 unit: WorkUnit::Step,
                 source: ProgressSource::Tqdm,
             });
-            measurement.samples.push((at_ms, reading));
+            measurement.samples[0].push((at_ms, reading));
         }
         let end_ms = clock.now_ms() - started_ms + 1;
-        let result = measurement.result(step, end_ms, &by);
+        let result = measurement.result(step, end_ms, &by, &[0]);
         if index < measured_steps {
             results.push(result);
         } else if seconds > 20 {
@@ -121,10 +121,13 @@ pub fn simulated_sweep(
             restored: vec!["Put back GPU 0 (power limit 450 W).".to_string()],
             restore_complete: true,
             duration_s: 90.0 * plan.len() as f64,
+            cards: Vec::new(),
+            card_advice: Vec::new(),
         }
     });
     SweepView {
         gpu_index: 0,
+        gpu_indices: vec![0],
         phase: if running {
             SweepPhase::Step {
                 index: measured_steps,

@@ -5,6 +5,7 @@
 //! ```text
 //! fake_training --nvml-lib PATH [--format tqdm|hf|lightning|custom|quiet] [--rate 20]
 //!               [--seconds 60] [--fail-after-s S] [--log-every 10] [--steps-per-epoch 500]
+//!               [--gpus 1]
 //! ```
 //!
 //! `--rate` is the steps per second at the reference clock of 2520 MHz. `tqdm` redraws a bar
@@ -12,7 +13,8 @@
 //! Hugging Face Trainer log dict on stdout every `--log-every` steps (no bar, as with
 //! `disable_tqdm=True`); `lightning` redraws Lightning's bar ("Epoch 0: ..."); `quiet` prints
 //! nothing (the sweep's proxy fallback). `--fail-after-s` ends the job with a CUDA-like error
-//! and exit status 3.
+//! and exit status 3. `--gpus N` trains data-parallel on GPUs 0..N: each step waits for the
+//! slowest card, so the speed follows the lowest SM clock among them.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,6 +38,7 @@ struct Options {
     fail_after_s: Option<f64>,
     log_every: u64,
     steps_per_epoch: u64,
+    gpus: u32,
 }
 
 fn parse() -> Result<Options, String> {
@@ -47,6 +50,7 @@ fn parse() -> Result<Options, String> {
         fail_after_s: None,
         log_every: 10,
         steps_per_epoch: 500,
+        gpus: 1,
     };
     let mut arguments = std::env::args().skip(1);
     while let Some(name) = arguments.next() {
@@ -66,6 +70,7 @@ fn parse() -> Result<Options, String> {
             "--fail-after-s" => options.fail_after_s = Some(number()?),
             "--log-every" => options.log_every = number()?.max(1.0) as u64,
             "--steps-per-epoch" => options.steps_per_epoch = number()?.max(1.0) as u64,
+            "--gpus" => options.gpus = number()?.max(1.0) as u32,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -90,13 +95,16 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let device = match nvml.device_by_index(0) {
-        Ok(device) => device,
-        Err(error) => {
-            eprintln!("fake_training: GPU 0: {error}");
-            std::process::exit(2);
+    let mut devices = Vec::new();
+    for index in 0..options.gpus {
+        match nvml.device_by_index(index) {
+            Ok(device) => devices.push(device),
+            Err(error) => {
+                eprintln!("fake_training: GPU {index}: {error}");
+                std::process::exit(2);
+            }
         }
-    };
+    }
     let started = Instant::now();
     let mut clock_mhz = REFERENCE_CLOCK_MHZ;
     let mut clock_read_at: Option<Instant> = None;
@@ -121,7 +129,12 @@ fn main() {
             std::process::exit(3);
         }
         if clock_read_at.is_none_or(|at| at.elapsed() >= CLOCK_EVERY) {
-            if let Ok(mhz) = device.clock_info(Clock::SM) {
+            // Data-parallel: every step waits for the slowest card.
+            if let Some(mhz) = devices
+                .iter()
+                .filter_map(|device| device.clock_info(Clock::SM).ok())
+                .min()
+            {
                 clock_mhz = f64::from(mhz);
             }
             clock_read_at = Some(Instant::now());

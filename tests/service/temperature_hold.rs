@@ -43,6 +43,11 @@ fn a_hold_set_by_a_command_is_kept_by_the_daemon_and_comes_back_from_the_boot_de
         "{json}"
     );
     assert_eq!(json["gpus"][0]["hold"]["put_back_mw"], 450_000, "{json}");
+    let status = daemon.ok(&machine, &["status"]);
+    assert!(
+        status.contains("Temp hold    at or below 60 °C, power limit 270 W to 450 W: "),
+        "{status}"
+    );
 
     let refused = daemon.refused(&machine, &["apply", "--power-limit", "80%"]);
     assert!(

@@ -79,6 +79,34 @@ fn the_inputs_become_the_sweep_the_link_runs() {
 }
 
 #[test]
+fn all_the_boxs_gpus_are_swept_together_as_one_launch() {
+    let mut state = app_state(
+        SimScenario::EightRtx4090,
+        LoadPattern::Training,
+        None,
+        5,
+        500,
+    );
+    state.tab = Tab::Tune;
+    let mut harness = window_harness(state, [1280.0, 900.0]);
+    harness.state_mut().state.tune_view = TuneView::Sweep;
+    harness.run();
+    harness
+        .get_by_label("All 8 GPUs together (one job across them)")
+        .click();
+    harness.run();
+    harness.get_by_label("Start the sweep").click();
+    harness.run();
+    let actions = sweep_actions(&harness);
+    let [SweepAction::Start(launch)] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(launch.gpu_index, 0);
+    let others: Vec<u32> = launch.also.iter().map(|(index, _)| *index).collect();
+    assert_eq!(others, vec![1, 2, 3, 4, 5, 6, 7]);
+}
+
+#[test]
 fn bad_input_says_what_is_wrong_and_a_held_card_cannot_be_swept() {
     let mut harness = harness();
     harness.state_mut().state.tune_view = TuneView::Sweep;

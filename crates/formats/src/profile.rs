@@ -69,6 +69,25 @@ pub struct Profile {
     /// [`Profile::card`] the profile's offsets are applied only from that card's entry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checked_cards: Vec<CheckedCard>,
+    /// The cards of a box the profile covers, [`Profile::card`] among them (`[[box_cards]]`,
+    /// written by `gputune sweep --gpu LIST --save-profile`): applied to every one at once by
+    /// `gputune run`, the boot default and the window. Empty: the profile is `card`'s alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub box_cards: Vec<BoxCard>,
+}
+
+/// One card of the box a profile covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoxCard {
+    /// NVML UUID: the entry counts only on that card.
+    pub gpu_uuid: String,
+    /// Its model name when it was swept, for people only.
+    pub gpu_name: String,
+    /// This card's own power limit (a hot slot's, from the sweep's advice), in its own watts;
+    /// `None`: the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit: Option<PowerLimit>,
 }
 
 /// What found a card's offsets stable.

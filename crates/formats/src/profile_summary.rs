@@ -2,7 +2,7 @@
 //! Profiles tab, and the questions every room asks of it (whether it changes clocks, which
 //! card it was saved from, which card a stability check counts on).
 
-use crate::profile::{CheckRecord, CheckedCard, Profile, Verdict};
+use crate::profile::{BoxCard, CheckRecord, CheckedCard, Profile, Verdict};
 
 impl Profile {
     /// What the profile sets, in a few words each and in the words the window uses for what a
@@ -65,6 +65,18 @@ impl Profile {
     /// Whether the profile was saved from this card (same UUID).
     pub fn is_for(&self, uuid: &str) -> bool {
         self.card.uuid.trim().eq_ignore_ascii_case(uuid.trim())
+    }
+
+    /// The box card `uuid`'s entry, when the profile covers a box with it.
+    pub fn box_card(&self, uuid: &str) -> Option<&BoxCard> {
+        self.box_cards
+            .iter()
+            .find(|card| card.gpu_uuid.trim().eq_ignore_ascii_case(uuid.trim()))
+    }
+
+    /// Whether the profile is for the card `uuid`: its own card, or one of its box's.
+    pub fn covers(&self, uuid: &str) -> bool {
+        self.is_for(uuid) || self.box_card(uuid).is_some()
     }
 }
 

@@ -27,6 +27,7 @@ pub fn run_profile_action(
     folders: &Folders,
     action: ProfileAction,
     gpu: Option<&GpuModel>,
+    gpus: &[GpuModel],
     trial_duration_s: u64,
 ) -> ProfileOutcome {
     let store = match ProfileStore::open(folders) {
@@ -48,7 +49,13 @@ pub fn run_profile_action(
             .map(|path| format!("Saved {} to {}.", profile.name, path.display()))
             .map_err(|error| error.to_string()),
         ProfileAction::Apply { name, try_first } => match gpu {
-            Some(gpu) => apply_profile(&store, &name, gpu, try_first, trial_duration_s, &mut commands),
+            Some(gpu) => {
+                let to = ApplyTo {
+                    try_first,
+                    trial_duration_s,
+                };
+                apply_profile(&store, &name, gpu, gpus, &to, &mut commands)
+            }
             None => Err("No GPU to apply the profile to.".to_string()),
         },
         ProfileAction::Rename { old, new } => store
@@ -103,17 +110,32 @@ pub fn run_profile_action(
     }
 }
 
+/// How a profile is applied: for good, or tried first for a while.
+struct ApplyTo {
+    try_first: bool,
+    trial_duration_s: u64,
+}
+
 /// Applies (or tries) a stored profile on `gpu`: the engine gets the converted settings and
-/// the fan curve to follow.
+/// the fan curve to follow. A box profile (`box_cards`) goes to every card of its box here
+/// (`gpus`) as one request: applied all or nothing, or tried as one session.
 fn apply_profile(
     store: &ProfileStore,
     name: &str,
     gpu: &GpuModel,
-    try_first: bool,
-    trial_duration_s: u64,
+    gpus: &[GpuModel],
+    to: &ApplyTo,
     commands: &mut Vec<TuneCommand>,
 ) -> Result<String, String> {
+    let (try_first, trial_duration_s) = (to.try_first, to.trial_duration_s);
     let stored = store.load(name).map_err(|error| error.to_string())?;
+    let box_gpus: Vec<&GpuModel> = gpus
+        .iter()
+        .filter(|other| stored.profile.box_card(&other.info.identity.uuid).is_some())
+        .collect();
+    if box_gpus.len() > 1 {
+        return Ok(apply_to_box(&stored.profile, &box_gpus, to, commands));
+    }
     let application = stored
         .profile
         .for_card(&gpu.info.identity, &gpu.info.constraints);
@@ -145,6 +167,64 @@ fn apply_profile(
         message.push_str(notice.text());
     }
     Ok(message)
+}
+
+/// A box profile on each of its cards at once.
+fn apply_to_box(
+    profile: &gputune_formats::profile::Profile,
+    box_gpus: &[&GpuModel],
+    to: &ApplyTo,
+    commands: &mut Vec<TuneCommand>,
+) -> String {
+    let mut changes = Vec::new();
+    let mut notices = Vec::new();
+    for gpu in box_gpus {
+        let application = profile.for_card(&gpu.info.identity, &gpu.info.constraints);
+        let gpu_index = gpu.info.identity.index;
+        if !application.settings.is_empty() {
+            changes.push((gpu_index, application.settings));
+        }
+        if let Some(curve) = application.fan_curve {
+            commands.push(TuneCommand::SetFanCurve {
+                gpu_index,
+                curve: Some(curve),
+            });
+        }
+        notices.extend(
+            application
+                .notices
+                .iter()
+                .map(|notice| format!("GPU {gpu_index}: {}", notice.text())),
+        );
+    }
+    if !changes.is_empty() {
+        commands.insert(
+            0,
+            if to.try_first {
+                TuneCommand::StartTrialAll {
+                    changes,
+                    duration_s: to.trial_duration_s,
+                }
+            } else {
+                TuneCommand::ApplyAll { changes }
+            },
+        );
+    }
+    let verb = if to.try_first { "Trying" } else { "Applying" };
+    let indices: Vec<String> = box_gpus
+        .iter()
+        .map(|gpu| gpu.info.identity.index.to_string())
+        .collect();
+    let mut message = format!(
+        "{verb} {} on its box, GPUs {}, as one.",
+        profile.name,
+        indices.join(", ")
+    );
+    for notice in notices {
+        message.push(' ');
+        message.push_str(&notice);
+    }
+    message
 }
 
 /// The commands that apply each card's default profile (when the window opens), and what to
@@ -186,10 +266,12 @@ pub fn default_profile_commands(
     (commands, said)
 }
 
-/// Saves the recommendation of the last sweep on `gpu` as the profile `name`.
+/// Saves the recommendation of the last sweep on `gpu` as the profile `name` (over several
+/// cards, a profile for all of them: `gpus` are the machine's).
 pub fn save_sweep_profile(
     folders: &Folders,
     gpu: Option<&GpuModel>,
+    gpus: &[GpuModel],
     name: &str,
 ) -> Result<String, String> {
     let gpu = gpu.ok_or("No GPU.")?;
@@ -198,12 +280,18 @@ pub fn save_sweep_profile(
         .as_ref()
         .and_then(|sweep| sweep.view.outcome.as_ref())
         .ok_or("No sweep has ended on this GPU.")?;
-    let profile = gputune_core::sweep::report::recommended_profile(
-        outcome,
-        name,
-        &gpu.info.identity,
-        &gpu.info.constraints,
-    )?;
+    // The swept cards, the first (this one) first.
+    let swept: Vec<gputune_formats::tuning::GpuInfo> = std::iter::once(gpu)
+        .chain(gpus.iter().filter(|other| {
+            other.info.identity.index != gpu.info.identity.index
+                && outcome
+                    .cards
+                    .iter()
+                    .any(|card| card.gpu_uuid == other.info.identity.uuid)
+        }))
+        .map(|model| model.info.clone())
+        .collect();
+    let profile = gputune_core::sweep::profile::recommended_box_profile(outcome, name, &swept)?;
     let store = ProfileStore::open(folders).map_err(|error| error.to_string())?;
     let path = store.save(&profile).map_err(|error| error.to_string())?;
     Ok(format!(

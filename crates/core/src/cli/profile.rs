@@ -24,7 +24,7 @@ use crate::profiles::store::{ProfileStore, StoreError, StoredProfile};
 use crate::service::client::{ConnectError, TuningClient};
 use gputune_formats::profile::Profile;
 use gputune_formats::protocol::{BootDefault, Request, Response};
-use gputune_formats::tuning::GpuChange;
+use gputune_formats::tuning::{GpuChange, GpuInfo};
 
 /// The longest `apply-defaults --retry-s`: an hour.
 const LONGEST_RETRY_S: u64 = 3_600;
@@ -165,11 +165,20 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
         ProfileCommand::Default { name } => {
             let stored = store.load(name)?;
             store.set_default(&stored.profile.name)?;
-            writeln!(
-                out,
-                "\"{}\" is now the default profile of {} ({}).",
-                stored.profile.name, stored.profile.card.name, stored.profile.card.uuid
-            )?;
+            if stored.profile.box_cards.is_empty() {
+                writeln!(
+                    out,
+                    "\"{}\" is now the default profile of {} ({}).",
+                    stored.profile.name, stored.profile.card.name, stored.profile.card.uuid
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "\"{}\" is now the default profile of the {} cards it covers.",
+                    stored.profile.name,
+                    stored.profile.box_cards.len()
+                )?;
+            }
             hand_default_to_daemon(&stored.profile, options, &mut out, &mut messages)
         }
     }
@@ -199,33 +208,38 @@ fn hand_default_to_daemon(
         Err(error) => return Err(error.into()),
     };
     let gpus = snapshot(&mut client)?.gpus;
-    let Some(gpu) = gpus.iter().find(|gpu| profile.is_for(&gpu.identity.uuid)) else {
+    // A box profile is the default of every card it covers.
+    let covered: Vec<&GpuInfo> = gpus
+        .iter()
+        .filter(|gpu| profile.covers(&gpu.identity.uuid))
+        .collect();
+    if covered.is_empty() {
         writeln!(
             out,
             "The card {} is not in this machine, so the daemon was not told; set the default again where the card is.",
             profile.card.uuid
         )?;
         return Ok(());
-    };
-    let application = profile.for_card(&gpu.identity, &gpu.constraints);
-    for notice in &application.notices {
-        let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
     }
-    let has_curve = application.fan_curve.is_some();
-    let request = Request::SetBootDefault {
-        gpu_uuid: gpu.identity.uuid.clone(),
-        default: Some(BootDefault {
+    for gpu in covered {
+        let application = profile.for_card(&gpu.identity, &gpu.constraints);
+        for notice in &application.notices {
+            let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+        }
+        let has_curve = application.fan_curve.is_some();
+        let request = Request::SetBootDefault {
             gpu_uuid: gpu.identity.uuid.clone(),
-            profile_name: profile.name.clone(),
-            settings: application.settings,
-            fan_curve: application.fan_curve,
-            // A profile carries no hold: the daemon keeps the card's stored one.
-            temperature_hold: None,
-        }),
-    };
-    match client.request(request).map_err(refusal)? {
-        Response::Done => {
-            writeln!(
+            default: Some(BootDefault {
+                gpu_uuid: gpu.identity.uuid.clone(),
+                profile_name: profile.name.clone(),
+                settings: application.settings,
+                fan_curve: application.fan_curve,
+                // A profile carries no hold: the daemon keeps the card's stored one.
+                temperature_hold: None,
+            }),
+        };
+        match client.request(request).map_err(refusal)? {
+            Response::Done => writeln!(
                 out,
                 "The gputune daemon applies it to GPU {} at every boot{}.",
                 gpu.identity.index,
@@ -234,11 +248,11 @@ fn hand_default_to_daemon(
                 } else {
                     ""
                 }
-            )?;
-            Ok(())
+            )?,
+            other => return Err(unexpected(&other)),
         }
-        other => Err(unexpected(&other)),
     }
+    Ok(())
 }
 
 /// `profile save NAME`: what the card runs now, as the engine knows it, under a name.

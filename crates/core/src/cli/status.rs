@@ -50,6 +50,7 @@ fn gpu_status_from_parts(
         not_read,
         settings_in_force: None,
         last_critical: None,
+        temperature_hold: None,
     }
 }
 
@@ -182,6 +183,7 @@ pub fn run(
                     })
                     .collect();
                 status.last_critical = tuning.and_then(|tuning| tuning.last_critical.clone());
+                status.temperature_hold = tuning.and_then(|tuning| tuning.temperature_hold.clone());
                 // The daemon knows the locks it set; without one, what this user's gputune
                 // recorded, with what the card reads back.
                 status.settings_in_force = match tuning {

@@ -169,7 +169,7 @@ impl<'a> Live<'a> {
                     for sweep in self
                         .sweeps
                         .iter_mut()
-                        .filter(|sweep| sweep.gpu_index() == gpu_index)
+                        .filter(|sweep| sweep.gpu_indices().contains(&gpu_index))
                     {
                         sweep.stop(client);
                     }
@@ -282,15 +282,18 @@ fn start_sweep(
             notice: Notice::Error(message),
         });
     };
-    if sweeps.iter().any(|sweep| sweep.gpu_index() == gpu_index) {
-        refused(format!("A sweep already runs on GPU {gpu_index}."));
+    let asked: Vec<u32> = std::iter::once(gpu_index)
+        .chain(launch.also.iter().map(|(index, _)| *index))
+        .collect();
+    if let Some(busy) = asked.iter().find(|index| {
+        sweeps
+            .iter()
+            .any(|sweep| sweep.gpu_indices().contains(index))
+    }) {
+        refused(format!("A sweep already runs on GPU {busy}."));
         return;
     }
-    let Some(gpu) = gpus.get(gpu_index as usize) else {
-        refused(format!("There is no GPU {gpu_index}."));
-        return;
-    };
-    match ActiveSweep::start(launch, gpu) {
+    match ActiveSweep::start(launch, gpus) {
         Ok(sweep) => sweeps.push(sweep),
         Err(message) => refused(message),
     }

@@ -1,6 +1,7 @@
 //! A sweep started from the window, driven by the link thread: the same [`Sweep`] the CLI
 //! runs, on the link's own connection (so closing the window ends it and the card is put
-//! back), with the job's progress read from a followed log file, or the GPU-side proxy.
+//! back), with the job's progress read from a followed log file, or the GPU-side proxy. Several
+//! cards swept together (one data-parallel job) are one sweep, as on the command line.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,8 +13,8 @@ use crate::job::JobClock;
 use crate::job::feed::{FeedMessage, follow_file};
 use crate::job::progress::ProgressParser;
 use crate::service::client::TuningClient;
-use crate::sweep::base::sweep_steps_with_base;
-use crate::sweep::runner::{Sweep, SweepTiming, SweepUpdate, SweepView};
+use crate::sweep::base::{CardToSweep, plan_for_cards};
+use crate::sweep::runner::{Sweep, SweepCardPlan, SweepTiming, SweepUpdate, SweepView};
 use crate::sweep::steps::SweepSpec;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::sweep::Objective;
@@ -37,6 +38,9 @@ pub struct SweepLaunch {
     /// What the card ran when the sweep was asked for: its locks and offsets are reset for
     /// the sweep (`sweep::base`).
     pub in_force: SettingsInForce,
+    /// The other cards swept together with `gpu_index` (one job across them), each with what
+    /// it ran; empty for a sweep of one card.
+    pub also: Vec<(u32, SettingsInForce)>,
 }
 
 /// A sweep running in the link thread.
@@ -51,12 +55,26 @@ pub struct ActiveSweep {
 }
 
 impl ActiveSweep {
-    /// Plans the sweep on `gpu` and starts following the progress file; nothing is written
-    /// to the card before the first tick.
-    pub fn start(launch: SweepLaunch, gpu: &GpuInfo) -> Result<ActiveSweep, String> {
-        let (plan, _) =
-            sweep_steps_with_base(&launch.spec, &gpu.constraints, &launch.in_force, false)
-                .map_err(|error| error.to_string())?;
+    /// Plans the sweep on its cards (`gpus`: the machine's) and starts following the progress
+    /// file; nothing is written to a card before the first tick.
+    pub fn start(launch: SweepLaunch, gpus: &[GpuInfo]) -> Result<ActiveSweep, String> {
+        let first = (launch.gpu_index, launch.in_force.clone());
+        let mut cards = Vec::new();
+        for (index, in_force) in std::iter::once(&first).chain(&launch.also) {
+            let gpu = gpus
+                .get(*index as usize)
+                .ok_or_else(|| format!("There is no GPU {index}."))?;
+            cards.push(CardToSweep {
+                index: *index,
+                gpu,
+                in_force,
+            });
+        }
+        let plans: Vec<SweepCardPlan> = plan_for_cards(&launch.spec, &cards, false)
+            .map_err(|error| error.to_string())?
+            .into_iter()
+            .map(|(plan, _)| plan)
+            .collect();
         let clock = JobClock::start();
         let (sender, progress) = mpsc::channel();
         let follow_stop = Arc::new(AtomicBool::new(false));
@@ -83,14 +101,7 @@ impl ActiveSweep {
             ),
         };
         Ok(ActiveSweep {
-            sweep: Sweep::new(
-                launch.gpu_index,
-                gpu.clone(),
-                plan,
-                timing,
-                launch.objective,
-                clock,
-            ),
+            sweep: Sweep::over_cards(plans, timing, launch.objective, clock)?,
             progress,
             follow_stop,
             progress_from,
@@ -101,6 +112,11 @@ impl ActiveSweep {
 
     pub fn gpu_index(&self) -> u32 {
         self.sweep.gpu_index()
+    }
+
+    /// Every card the sweep holds.
+    pub fn gpu_indices(&self) -> Vec<u32> {
+        self.sweep.gpu_indices()
     }
 
     pub fn on_event(&mut self, event: &Event) {

@@ -24,7 +24,10 @@ pub(super) fn application(
     let mut different_model = false;
     let mut settings = Vec::new();
     let same_card = profile.is_for(&identity.uuid);
-    if !same_card {
+    // A card of the profile's box was measured with the others: no notice, and its own power
+    // limit (a hot slot's) in its own watts.
+    let box_card = profile.box_card(&identity.uuid);
+    if !same_card && box_card.is_none() {
         if profile.card.name.trim() == identity.name.trim() {
             notices.push(format!(
                 "This profile was saved from another {} ({}); its power limit is applied as a share of this card's default.",
@@ -39,8 +42,8 @@ pub(super) fn application(
         }
     }
 
-    if let Some(power) = profile.power_limit
-        && let Some(setting) = power_setting(power, same_card, constraints, &mut notices)
+    if let Some(setting) =
+        box_power_setting(profile, box_card, same_card, constraints, &mut notices)
     {
         settings.push(setting);
     }
@@ -222,6 +225,24 @@ fn memory_offset(offset_mhz: i32) -> Setting {
 }
 
 /// The power limit for this card, clamped into its range.
+/// The power limit for a card: a box card's own (in its own watts), else the profile's.
+fn box_power_setting(
+    profile: &Profile,
+    box_card: Option<&gputune_formats::profile::BoxCard>,
+    same_card: bool,
+    constraints: &Constraints,
+    notices: &mut Vec<String>,
+) -> Option<Setting> {
+    let own_power = box_card.and_then(|card| card.power_limit);
+    let power = own_power.or(profile.power_limit)?;
+    power_setting(
+        power,
+        same_card || own_power.is_some(),
+        constraints,
+        notices,
+    )
+}
+
 fn power_setting(
     power: PowerLimit,
     same_card: bool,

@@ -153,6 +153,7 @@ impl ProfileOnCard for Profile {
             },
             last_check: None,
             checked_cards: Vec::new(),
+            box_cards: Vec::new(),
         }
         .keeping_check_of(previous)
     }
@@ -266,6 +267,7 @@ impl ProfileOnCard for Profile {
             record.check().map_err(ProfileError::Invalid)?;
         }
         self.check_checked_cards().map_err(ProfileError::Invalid)?;
+        check_box_cards(self).map_err(ProfileError::Invalid)?;
         if let Some(points) = &self.fan_curve {
             if points.len() > FAN_CURVE_MAX_POINTS {
                 return invalid(format!(
@@ -297,6 +299,58 @@ impl ProfileOnCard for Profile {
             self.offsets_to_check_on(&identity.uuid),
         )
     }
+}
+
+/// The most cards a box profile may cover.
+const BOX_CARDS_MAX: usize = 64;
+
+/// A box's cards: each named once by a usable UUID, with a sane power limit of its own if any.
+fn check_box_cards(profile: &Profile) -> Result<(), String> {
+    if profile.box_cards.len() > BOX_CARDS_MAX {
+        return Err(format!(
+            "box_cards names {} cards; at most {BOX_CARDS_MAX} are allowed",
+            profile.box_cards.len()
+        ));
+    }
+    for (position, card) in profile.box_cards.iter().enumerate() {
+        for (field, value) in [("gpu_uuid", &card.gpu_uuid), ("gpu_name", &card.gpu_name)] {
+            if value.chars().count() > IDENTITY_MAX_CHARS {
+                return Err(format!(
+                    "box_cards[{position}].{field} is longer than {IDENTITY_MAX_CHARS} characters"
+                ));
+            }
+            if let Some(character) = text::first_unsafe(value) {
+                return Err(text::unsafe_character(
+                    &format!("box_cards[{position}].{field}"),
+                    character,
+                ));
+            }
+        }
+        if card.gpu_uuid.trim().is_empty() {
+            return Err(format!("box_cards[{position}].gpu_uuid is empty"));
+        }
+        if profile.box_cards[..position].iter().any(|earlier| {
+            earlier
+                .gpu_uuid
+                .trim()
+                .eq_ignore_ascii_case(card.gpu_uuid.trim())
+        }) {
+            return Err(format!(
+                "box_cards names the card {} twice",
+                text::printable(&card.gpu_uuid)
+            ));
+        }
+        if let Some(power) = card.power_limit
+            && (!POWER_PERCENT_RANGE.contains(&power.percent_of_default)
+                || !POWER_WATTS_RANGE.contains(&power.watts))
+        {
+            return Err(format!(
+                "box_cards[{position}].power_limit ({} %, {} W) is not a GPU power limit",
+                power.percent_of_default, power.watts
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a stability check depends on: the power limit, locks and offsets.

@@ -341,12 +341,19 @@ impl ProfileStore {
     }
 
     /// The default profile of the card with this UUID, if one is marked (the first by name if a
-    /// hand edit marked several).
+    /// hand edit marked several): the card's own, else a box profile's that covers it (a
+    /// profile saved by a sweep of several cards is every one of its cards' default).
     pub fn default_for(&self, uuid: &str) -> Option<StoredProfile> {
-        let (profiles, _) = self.for_card(uuid);
-        profiles
-            .into_iter()
-            .find(|stored| stored.profile.default_for_card)
+        let (profiles, _) = self.list();
+        let defaults = || {
+            profiles
+                .iter()
+                .filter(|stored| stored.profile.default_for_card)
+        };
+        defaults()
+            .find(|stored| stored.profile.is_for(uuid))
+            .or_else(|| defaults().find(|stored| stored.profile.covers(uuid)))
+            .cloned()
     }
 
     /// Copies a profile file from anywhere into the store, checked like any other; refused

@@ -8,8 +8,9 @@
 use crate::device::gate::validate;
 use crate::tuning::in_force::Control;
 use gputune_formats::card::{Constraints, Setting};
-use gputune_formats::tuning::{ClockLockInForce, SettingsInForce};
+use gputune_formats::tuning::{ClockLockInForce, GpuInfo, SettingsInForce};
 
+use super::runner::SweepCardPlan;
 use super::steps::{SweepSpec, SweepStepsError, sweep_steps};
 use gputune_formats::reports::sweep_step::SweepStep;
 
@@ -24,6 +25,43 @@ pub fn sweep_steps_with_base(
     let steps = sweep_steps(spec, constraints)?;
     let base = SweepBase::new(&steps, in_force, constraints, keep_settings)?;
     Ok((base.apply_to(steps), base))
+}
+
+/// One card to sweep with the others: its index, what it is, and what it runs now.
+pub struct CardToSweep<'a> {
+    pub index: u32,
+    pub gpu: &'a GpuInfo,
+    pub in_force: &'a SettingsInForce,
+}
+
+/// Each card's plan of `spec` (in % of its own default power limit, with its own locks and
+/// offsets in force reset or kept), for a sweep of the cards together, with each card's
+/// base. A card that cannot be swept is named (the only card's refusal reads as it always did).
+pub fn plan_for_cards(
+    spec: &SweepSpec,
+    cards: &[CardToSweep<'_>],
+    keep_settings: bool,
+) -> Result<Vec<(SweepCardPlan, SweepBase)>, SweepStepsError> {
+    cards
+        .iter()
+        .map(|card| {
+            let (plan, base) =
+                sweep_steps_with_base(spec, &card.gpu.constraints, card.in_force, keep_settings)
+                    .map_err(|SweepStepsError::Invalid(why)| {
+                        SweepStepsError::Invalid(if cards.len() > 1 {
+                            format!("GPU {}: {why}", card.index)
+                        } else {
+                            why
+                        })
+                    })?;
+            let plan = SweepCardPlan {
+                index: card.index,
+                gpu: card.gpu.clone(),
+                plan,
+            };
+            Ok((plan, base))
+        })
+        .collect()
 }
 
 /// What the sweep does with the locks and offsets in force that its plan does not set.

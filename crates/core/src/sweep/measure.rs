@@ -3,7 +3,9 @@
 //! clocks, temperature, fans and throttling over the same seconds.
 
 use crate::job::progress::{ProgressReading, ProgressValue};
+use crate::sweep::cards::box_stats;
 use gputune_formats::card::Telemetry;
+use gputune_formats::reports::sweep_box::CardStepStats;
 use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult, Throughput};
 use gputune_formats::reports::sweep_step::{ProgressSource, WorkUnit};
@@ -20,15 +22,17 @@ const COUNTS_COVER: f64 = 0.4;
 pub struct StepMeasurement {
     pub start_ms: u64,
     pub progress: Vec<ProgressReading>,
-    /// Readings of the swept card with the sweep's time of arrival, ms.
-    pub samples: Vec<(u64, Telemetry)>,
+    /// Readings of each swept card (in the sweep's order) with the sweep's time of arrival, ms.
+    pub samples: Vec<Vec<(u64, Telemetry)>>,
 }
 
 impl StepMeasurement {
-    pub fn new(start_ms: u64) -> StepMeasurement {
+    /// A measurement of `cards` cards from `start_ms`.
+    pub fn new(start_ms: u64, cards: usize) -> StepMeasurement {
         StepMeasurement {
             start_ms,
-            ..StepMeasurement::default()
+            progress: Vec::new(),
+            samples: vec![Vec::new(); cards],
         }
     }
 
@@ -50,20 +54,52 @@ impl StepMeasurement {
             .map(|(source, unit, _)| (source, unit))
     }
 
-    /// The step's result over `[start_ms, end_ms)`, measured `by`.
-    pub fn result(&self, step: &SweepStep, end_ms: u64, by: &MeasuredBy) -> StepResult {
-        let samples: Vec<Telemetry> = self
+    /// The step's result over `[start_ms, end_ms)`, measured `by`, for the cards
+    /// `gpu_indices` (in the order of `samples`). Over several cards the throughput is still
+    /// the job's (the proxy's: the slowest card's, which a data-parallel job waits for) and
+    /// the power is the box's, each card's kept beside it.
+    pub fn result(
+        &self,
+        step: &SweepStep,
+        end_ms: u64,
+        by: &MeasuredBy,
+        gpu_indices: &[u32],
+    ) -> StepResult {
+        let per_card: Vec<TrialStats> = self
             .samples
             .iter()
-            .filter(|(at_ms, _)| (self.start_ms..end_ms).contains(at_ms))
-            .map(|(_, sample)| sample.clone())
+            .map(|card| {
+                let samples: Vec<Telemetry> = card
+                    .iter()
+                    .filter(|(at_ms, _)| (self.start_ms..end_ms).contains(at_ms))
+                    .map(|(_, sample)| sample.clone())
+                    .collect();
+                TrialStats::from_samples(&samples)
+            })
             .collect();
-        let stats = TrialStats::from_samples(&samples);
         let throughput = match by {
             MeasuredBy::Progress { unit, .. } => {
                 progress_throughput(&self.progress, unit, self.start_ms, end_ms)
             }
-            MeasuredBy::Proxy => proxy_throughput(&self.samples, self.start_ms, end_ms),
+            MeasuredBy::Proxy => self
+                .samples
+                .iter()
+                .filter_map(|card| proxy_throughput(card, self.start_ms, end_ms))
+                .min_by(|a, b| a.units_per_s.total_cmp(&b.units_per_s)),
+        };
+        let (stats, cards) = match per_card.as_slice() {
+            [one] => (one.clone(), Vec::new()),
+            several => (
+                box_stats(several),
+                gpu_indices
+                    .iter()
+                    .zip(several)
+                    .map(|(gpu_index, stats)| CardStepStats {
+                        gpu_index: *gpu_index,
+                        stats: stats.clone(),
+                    })
+                    .collect(),
+            ),
         };
         let average_power_w = stats.average_power_w;
         let energy_per_unit_j = match (average_power_w, throughput) {
@@ -81,6 +117,7 @@ impl StepMeasurement {
             measured_s: end_ms.saturating_sub(self.start_ms) as f64 / 1000.0,
             unstable: None,
             noisy: None,
+            cards,
         }
     }
 }
@@ -339,9 +376,9 @@ mod tests {
 
     #[test]
     fn energy_per_unit_is_power_over_throughput() {
-        let mut measurement = StepMeasurement::new(0);
+        let mut measurement = StepMeasurement::new(0, 1);
         for tick in 0..=20u64 {
-            measurement.samples.push((
+            measurement.samples[0].push((
                 tick * 500,
                 Telemetry {
                     sampled_at_ms: tick * 500,
@@ -374,7 +411,7 @@ mod tests {
             measurement.dominant_unit(),
             Some((ProgressSource::Tqdm, WorkUnit::Step))
         );
-        let result = measurement.result(&step, 10_001, &by);
+        let result = measurement.result(&step, 10_001, &by, &[0]);
         let throughput = result.throughput.unwrap();
         assert!((throughput.units_per_s - 5.0).abs() < 1e-9);
         assert!((result.average_power_w.unwrap() - 300.0).abs() < 1e-9);

@@ -270,6 +270,7 @@ mod tests {
             measured_s: 70.0,
             unstable: None,
             noisy: None,
+            cards: Vec::new(),
         }
     }
 

@@ -1,13 +1,10 @@
-//! A sweep's result for people (a table), for scripts (JSON, CSV) and as a profile.
+//! A sweep's result for people (a table) and for scripts (JSON, CSV); as a profile in
+//! `profile.rs`, a box's own columns in `report_cards.rs`.
 
 use std::path::Path;
 
-use crate::profiles::profile::ProfileOnCard;
 use crate::sweep::objective::{compare, reference};
-use gputune_formats::card::{Constraints, GpuIdentity, Setting};
-use gputune_formats::profile::{
-    CardIdentity, PowerLimit, Profile, ProfileClockLock, SCHEMA_VERSION,
-};
+use crate::sweep::report_cards::{box_cells, box_csv_cells, box_csv_head, box_head, box_note};
 use gputune_formats::reports::sweep::Comparison;
 use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
 use gputune_formats::reports::sweep_step::StepResult;
@@ -100,6 +97,11 @@ pub fn table(outcome: &SweepOutcome) -> String {
         "Fan".to_string(),
         "Throttled".to_string(),
     ];
+    let several = !outcome.cards.is_empty();
+    let mut head = head;
+    if several {
+        box_head(&mut head);
+    }
     let mut rows = vec![head];
     for (index, result) in outcome.results.iter().enumerate() {
         let comparison = comparisons.get(index).copied().flatten();
@@ -112,9 +114,16 @@ pub fn table(outcome: &SweepOutcome) -> String {
         } else {
             ""
         };
-        rows.push(row(marker, result, comparison));
+        let mut cells = row(marker, result, comparison);
+        if several {
+            box_cells(&mut cells, result);
+        }
+        rows.push(cells);
     }
     let mut text = format_rows(&rows);
+    if several {
+        text.push_str(&box_note(outcome));
+    }
     text.push_str(&notes(outcome));
     text
 }
@@ -195,6 +204,9 @@ fn notes(outcome: &SweepOutcome) -> String {
         Ok(recommendation) => text.push_str(&format!("→ {}\n", recommendation.sentence)),
         Err(why) => text.push_str(&format!("No recommendation: {why}\n")),
     }
+    for advice in &outcome.card_advice {
+        text.push_str(&format!("! {}\n", advice.sentence));
+    }
     match &outcome.ended {
         SweepEnd::Completed => {}
         SweepEnd::Stopped { reason } => {
@@ -274,7 +286,7 @@ pub fn csv_bytes(outcome: &SweepOutcome) -> Result<Vec<u8>, csv::Error> {
         .ok()
         .map(|recommendation| recommendation.step_index);
     let mut writer = csv::Writer::from_writer(Vec::new());
-    writer.write_record([
+    let mut head: Vec<String> = [
         "step",
         "label",
         "power_limit_pct",
@@ -298,11 +310,16 @@ pub fn csv_bytes(outcome: &SweepOutcome) -> Result<Vec<u8>, csv::Error> {
         "unstable",
         "noisy",
         "recommended",
-    ])?;
+    ]
+    .iter()
+    .map(|name| name.to_string())
+    .collect();
+    head.extend(box_csv_head(outcome));
+    writer.write_record(&head)?;
     let number = |value: Option<f64>| value.map_or_else(String::new, |value| format!("{value:.4}"));
     for (index, result) in outcome.results.iter().enumerate() {
         let comparison = comparisons.get(index).copied().flatten();
-        writer.write_record([
+        let mut record = vec![
             (index + 1).to_string(),
             result.step.label.clone(),
             format!("{}", result.step.power_limit_pct),
@@ -336,7 +353,9 @@ pub fn csv_bytes(outcome: &SweepOutcome) -> Result<Vec<u8>, csv::Error> {
             result.unstable.clone().unwrap_or_default(),
             result.noisy.clone().unwrap_or_default(),
             (Some(index) == recommended).to_string(),
-        ])?;
+        ];
+        record.extend(box_csv_cells(outcome, result));
+        writer.write_record(&record)?;
     }
     writer
         .into_inner()
@@ -348,80 +367,4 @@ pub fn write_csv(outcome: &SweepOutcome, path: &Path) -> anyhow::Result<()> {
     let bytes = csv_bytes(outcome)?;
     crate::fsafe::write_atomically(path, &bytes, 0o644)?;
     Ok(())
-}
-
-/// The recommended setting as a profile named `name`, for the card it was measured on.
-pub fn recommended_profile(
-    outcome: &SweepOutcome,
-    name: &str,
-    identity: &GpuIdentity,
-    constraints: &Constraints,
-) -> Result<Profile, String> {
-    let recommendation = outcome
-        .recommendation
-        .as_ref()
-        .map_err(|why| format!("There is no recommendation to save: {why}"))?;
-    let step = &outcome
-        .results
-        .get(recommendation.step_index)
-        .ok_or("The recommendation names no measured setting.")?
-        .step;
-    let default_mw = constraints.power_limit_default_mw.unwrap_or(0);
-    let percent = if default_mw > 0 {
-        (f64::from(step.power_limit_mw) / f64::from(default_mw) * 10_000.0).round() / 100.0
-    } else {
-        step.power_limit_pct
-    };
-    // Everything the card ran at that step: the sweep's own controls and what it kept or reset
-    // (a reset lock is "leave unlocked", which a profile says by having none).
-    let (mut gpu_clock_lock, mut memory_clock_lock) = (None, None);
-    let (mut gpu_clock_offset_mhz, mut memory_clock_offset_mhz) = (None, None);
-    for setting in &step.settings {
-        match *setting {
-            Setting::LockGpuClocks { min_mhz, max_mhz } => {
-                gpu_clock_lock = Some(ProfileClockLock { min_mhz, max_mhz });
-            }
-            Setting::LockMemoryClocks { min_mhz, max_mhz } => {
-                memory_clock_lock = Some(ProfileClockLock { min_mhz, max_mhz });
-            }
-            Setting::GpuClockOffset { offset_mhz } => gpu_clock_offset_mhz = Some(offset_mhz),
-            Setting::MemoryClockOffset { offset_mhz } => {
-                memory_clock_offset_mhz = Some(offset_mhz);
-            }
-            _ => {}
-        }
-    }
-    let profile = Profile {
-        schema_version: SCHEMA_VERSION,
-        name: name.trim().to_string(),
-        notes: format!(
-            "Found by gputune sweep ({}): {}{}",
-            outcome.objective.describe(),
-            recommendation.sentence,
-            if step.in_force_note.is_empty() {
-                String::new()
-            } else {
-                format!(" Measured with {}.", step.in_force_note)
-            }
-        ),
-        card: CardIdentity {
-            uuid: identity.uuid.clone(),
-            name: identity.name.clone(),
-            pci_bus_id: identity.pci_bus_id.clone(),
-        },
-        default_for_card: false,
-        power_limit: Some(PowerLimit {
-            percent_of_default: percent,
-            watts: f64::from(step.power_limit_mw) / 1000.0,
-        }),
-        gpu_clock_lock,
-        memory_clock_lock,
-        gpu_clock_offset_mhz,
-        memory_clock_offset_mhz,
-        fan_curve: None,
-        last_check: None,
-        checked_cards: Vec::new(),
-    };
-    profile.check().map_err(|error| error.to_string())?;
-    Ok(profile)
 }

@@ -6,7 +6,8 @@
 //! step is a `SessionApply`, the end (or a stop) ends it and everything is put back. A client
 //! that dies leaves the daemon to put the card back; a critical GPU error (Xid) makes the
 //! engine put it back at once, the step is marked unstable and the sweep goes on in a new
-//! session.
+//! session. A sweep over several cards (one data-parallel job) holds each step on every card
+//! in that one session, so every ending puts them all back together; a card lost ends it.
 
 mod steps;
 
@@ -14,7 +15,6 @@ use crate::job::JobClock;
 use crate::job::progress::ProgressReading;
 use crate::service::client::TuningClient;
 use crate::sweep::measure::StepMeasurement;
-use gputune_formats::card::Telemetry;
 use gputune_formats::protocol::Event;
 use gputune_formats::reports::sweep::Objective;
 use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
@@ -75,7 +75,10 @@ impl SweepTiming {
 /// A sweep as a window shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepView {
+    /// The first (or only) card swept.
     pub gpu_index: u32,
+    /// Every card swept together (one for a sweep of one card).
+    pub gpu_indices: Vec<u32>,
     pub plan: Vec<SweepStep>,
     pub results: Vec<StepResult>,
     pub phase: SweepPhase,
@@ -134,10 +137,19 @@ enum State {
     Finished,
 }
 
-/// A sweep on one GPU.
+/// One card of a sweep: its index, what it is, and its own plan (the same steps, each in %
+/// of its own default power limit, with its own base: `base::plan_for_cards`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepCardPlan {
+    pub index: u32,
+    pub gpu: GpuInfo,
+    pub plan: Vec<SweepStep>,
+}
+
+/// A sweep on one GPU, or on several held together.
 pub struct Sweep {
-    gpu_index: u32,
-    gpu: GpuInfo,
+    /// Never empty; the first card's plan is the rows every front end shows.
+    cards: Vec<SweepCardPlan>,
     plan: Vec<SweepStep>,
     timing: SweepTiming,
     objective: Objective,
@@ -165,17 +177,63 @@ impl Sweep {
         objective: Objective,
         clock: JobClock,
     ) -> Sweep {
-        let until_ms = clock.now_ms() + seconds_ms(timing.wait_for_progress_s);
-        Sweep {
-            gpu_index,
+        let card = SweepCardPlan {
+            index: gpu_index,
             gpu,
+            plan,
+        };
+        Sweep::build(vec![card], timing, objective, clock)
+    }
+
+    /// A sweep of several cards held together, each with its own plan of the same steps;
+    /// refused when the plans do not line up (or there is no card).
+    pub fn over_cards(
+        cards: Vec<SweepCardPlan>,
+        timing: SweepTiming,
+        objective: Objective,
+        clock: JobClock,
+    ) -> Result<Sweep, String> {
+        let Some(first) = cards.first() else {
+            return Err("A sweep needs at least one GPU.".to_string());
+        };
+        for card in &cards {
+            let same = card.plan.len() == first.plan.len()
+                && card.plan.iter().zip(&first.plan).all(|(step, first)| {
+                    step.power_limit_pct == first.power_limit_pct
+                        && step.clock_cap_mhz == first.clock_cap_mhz
+                        && step.is_repeat == first.is_repeat
+                });
+            if !same {
+                return Err(format!(
+                    "GPU {} cannot be swept step for step with GPU {}: their settings differ.",
+                    card.index, first.index
+                ));
+            }
+        }
+        Ok(Sweep::build(cards, timing, objective, clock))
+    }
+
+    fn build(
+        cards: Vec<SweepCardPlan>,
+        timing: SweepTiming,
+        objective: Objective,
+        clock: JobClock,
+    ) -> Sweep {
+        let until_ms = clock.now_ms() + seconds_ms(timing.wait_for_progress_s);
+        let plan = cards
+            .first()
+            .map(|card| card.plan.clone())
+            .unwrap_or_default();
+        let count = cards.len();
+        Sweep {
+            cards,
             plan,
             timing,
             objective,
             clock,
             state: State::WaitingForProgress { until_ms },
             session: None,
-            measurement: StepMeasurement::new(0),
+            measurement: StepMeasurement::new(0, count),
             measured_by: None,
             results: Vec::new(),
             progress_seen: false,
@@ -204,8 +262,14 @@ impl Sweep {
         &self.results
     }
 
+    /// The first (or only) card swept.
     pub fn gpu_index(&self) -> u32 {
-        self.gpu_index
+        self.cards.first().map_or(0, |card| card.index)
+    }
+
+    /// Every card swept, in the sweep's order.
+    pub fn gpu_indices(&self) -> Vec<u32> {
+        self.cards.iter().map(|card| card.index).collect()
     }
 
     pub fn timing(&self) -> SweepTiming {
@@ -268,13 +332,17 @@ impl Sweep {
             .clone()
             .or_else(|| self.progress_by())
             .unwrap_or(MeasuredBy::Proxy);
-        Some(self.measurement.result(&self.plan[index], now_ms, &by))
+        Some(
+            self.measurement
+                .result(&self.plan[index], now_ms, &by, &self.gpu_indices()),
+        )
     }
 
     /// Everything a window shows of the sweep now.
     pub fn view(&self, progress_from: &str) -> SweepView {
         SweepView {
-            gpu_index: self.gpu_index,
+            gpu_index: self.gpu_index(),
+            gpu_indices: self.gpu_indices(),
             plan: self.plan.clone(),
             results: self.results.clone(),
             phase: self.phase(),
@@ -297,8 +365,14 @@ impl Sweep {
     pub fn on_event(&mut self, event: &Event) {
         match event {
             Event::Samples { readings } => {
-                if let Some(Ok(reading)) = readings.get(self.gpu_index as usize) {
-                    self.take_sample(reading.clone());
+                let now_ms = self.clock.now_ms();
+                for (position, card) in self.cards.iter().enumerate() {
+                    if let (Some(Ok(reading)), Some(samples)) = (
+                        readings.get(card.index as usize),
+                        self.measurement.samples.get_mut(position),
+                    ) {
+                        samples.push((now_ms, reading.clone()));
+                    }
                 }
             }
             Event::Engine { event } => {
@@ -310,11 +384,6 @@ impl Sweep {
                 }
             }
         }
-    }
-
-    fn take_sample(&mut self, reading: Telemetry) {
-        let now_ms = self.clock.now_ms();
-        self.measurement.samples.push((now_ms, reading));
     }
 
     /// Moves the sweep on: starts the first step once progress shows, ends steps whose time

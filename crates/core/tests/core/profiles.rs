@@ -85,6 +85,7 @@ fn full_profile(name: &str, identity: &GpuIdentity) -> Profile {
             gpu_name: Some(identity.name.clone()),
         }),
         checked_cards: Vec::new(),
+        box_cards: Vec::new(),
     }
 }
 
@@ -548,6 +549,46 @@ fn bad_files_are_named_untouched_and_the_others_still_load() {
     let error = store.import(&planted[0].0).unwrap_err().to_string();
     assert!(error.contains("corrupt.toml"), "{error}");
     assert_eq!(store.list().0.len(), 1);
+}
+
+#[test]
+fn a_box_profile_is_the_default_of_every_card_it_covers_unless_a_card_has_its_own() {
+    let mut backend = SimBackend::new(&SimOptions {
+        scenario: SimScenario::EightRtx4090,
+        ..SimOptions::default()
+    });
+    let cards: Vec<_> = (0..3)
+        .map(|index| backend.identity(index).unwrap())
+        .collect();
+    let (_directory, store) = store();
+    let mut boxed = full_profile("Box", &cards[0]);
+    boxed.default_for_card = true;
+    boxed.box_cards = cards[..2]
+        .iter()
+        .map(|card| gputune_formats::profile::BoxCard {
+            gpu_uuid: card.uuid.clone(),
+            gpu_name: card.name.clone(),
+            power_limit: None,
+        })
+        .collect();
+    store.save(&boxed).unwrap();
+    assert_eq!(
+        store.default_for(&cards[1].uuid).unwrap().profile.name,
+        "Box"
+    );
+    assert_eq!(store.default_for(&cards[2].uuid), None, "not in the box");
+    // A card's own default wins over its box's.
+    let mut own = full_profile("Own", &cards[1]);
+    own.default_for_card = true;
+    store.save(&own).unwrap();
+    assert_eq!(
+        store.default_for(&cards[1].uuid).unwrap().profile.name,
+        "Own"
+    );
+    assert_eq!(
+        store.default_for(&cards[0].uuid).unwrap().profile.name,
+        "Box"
+    );
 }
 
 #[test]

@@ -59,6 +59,7 @@ fn undervolt(card: &GpuIdentity) -> Profile {
         fan_curve: None,
         last_check: None,
         checked_cards: Vec::new(),
+        box_cards: Vec::new(),
     }
 }
 

@@ -18,5 +18,6 @@ pub mod stability;
 pub mod stability_watched;
 pub mod status;
 pub mod sweep;
+pub mod sweep_box;
 pub mod sweep_step;
 pub mod temperature_holds;

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::card::{Constraints, GpuIdentity, Telemetry};
+use crate::temperature_hold::TemperatureHoldStatus;
 use crate::tuning::{CriticalNote, Holder, SettingsInForce};
 
 /// The status report's `format_version`.
@@ -61,6 +62,9 @@ pub struct GpuStatus {
     /// says (the sentence its clients were told then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_critical: Option<CriticalNote>,
+    /// The temperature the daemon holds the card at, and where its hold is now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature_hold: Option<TemperatureHoldStatus>,
 }
 
 /// A session holding a GPU, for `status`.

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::sweep_box::{CardAdvice, SweepCard};
 use super::sweep_step::{MeasuredBy, StepResult};
 
 /// The sweep report's `format_version`.
@@ -55,6 +56,13 @@ pub struct SweepOutcome {
     pub restored: Vec<String>,
     pub restore_complete: bool,
     pub duration_s: f64,
+    /// In a sweep over several cards, every card (the first is also `gpu_index`, `gpu_name`
+    /// and `gpu_uuid`); empty for one card.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<SweepCard>,
+    /// The cards that need a setting of their own at the recommended step (a hot slot).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub card_advice: Vec<CardAdvice>,
 }
 
 /// The slowdown the default objective accepts, % of the first setting's throughput.

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::card::Setting;
+use crate::reports::sweep_box::CardStepStats;
 use crate::tuning::TrialStats;
 
 /// One setting of a sweep.
@@ -94,6 +95,11 @@ pub struct StepResult {
     pub unstable: Option<String>,
     /// Set when the step's spread is larger than the difference it measures.
     pub noisy: Option<String>,
+    /// In a sweep over several cards, each card's readings (`stats` is then the box's: power
+    /// and energy summed, the slowest card's clocks, the hottest card's temperature and fans,
+    /// the longest any card spent under each throttle reason); empty for one card.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<CardStepStats>,
 }
 
 impl StepResult {
@@ -108,6 +114,7 @@ impl StepResult {
             measured_s: 0.0,
             unstable: Some(why),
             noisy: None,
+            cards: Vec::new(),
         }
     }
 }

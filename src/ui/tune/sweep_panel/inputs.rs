@@ -23,12 +23,22 @@ impl SweepPanel {
         &mut self,
         ui: &mut egui::Ui,
         gpu: &GpuModel,
+        all: &[GpuModel],
         running: bool,
         actions: &mut Vec<SweepAction>,
     ) {
         let gpu_index = gpu.info.identity.index;
         ui.heading("Find the efficient setting");
         ui.add_enabled_ui(!running, |ui| {
+            if all.len() > 1 {
+                ui.checkbox(
+                    &mut self.together,
+                    format!("All {} GPUs together (one job across them)", all.len()),
+                )
+                .on_hover_text(
+                    "Each setting is held on every card at once; the job's speed is measured once and the box's energy summed. Every card is put back when the sweep ends.",
+                );
+            }
             egui::Grid::new(("sweep-inputs", gpu_index))
                 .num_columns(2)
                 .spacing([8.0, 6.0])
@@ -39,7 +49,7 @@ impl SweepPanel {
                 });
         });
         ui.add_space(6.0);
-        let launch = self.launch(gpu);
+        let launch = self.launch(gpu, all);
         self.plan_summary(ui, &launch);
         let holder = holder_in_the_way(gpu, &launch).filter(|_| !running);
         if let Some(holder) = holder {
@@ -60,7 +70,16 @@ impl SweepPanel {
         }
         ui.horizontal(|ui| {
             if running {
-                if ui.button("Stop and put the card back").clicked() {
+                let several = gpu
+                    .sweep
+                    .as_ref()
+                    .is_some_and(|state| state.view.gpu_indices.len() > 1);
+                let stop = if several {
+                    "Stop and put the cards back"
+                } else {
+                    "Stop and put the card back"
+                };
+                if ui.button(stop).clicked() {
                     actions.push(SweepAction::Stop { gpu_index });
                 }
             } else {

@@ -68,6 +68,8 @@ pub struct SweepPanel {
     pub profile_name: String,
     /// What saving the profile said.
     pub message: Option<Result<String, String>>,
+    /// Sweep every GPU of the box together (one data-parallel job across them).
+    pub together: bool,
 }
 
 impl Default for SweepPanel {
@@ -85,15 +87,18 @@ impl Default for SweepPanel {
             progress_regex: String::new(),
             profile_name: "Efficient".to_string(),
             message: None,
+            together: false,
         }
     }
 }
 
 impl SweepPanel {
-    /// The sweep the inputs describe on `gpu`, with its steps; or what is wrong with them.
+    /// The sweep the inputs describe on `gpu` (with every other card of `all` when swept
+    /// together), with its steps; or what is wrong with them.
     pub fn launch(
         &self,
         gpu: &GpuModel,
+        all: &[GpuModel],
     ) -> Result<(SweepLaunch, Vec<SweepStep>, SweepBase), String> {
         let spec = SweepSpec {
             power_limits_pct: parse_list("Power limits", &self.power_limits)?,
@@ -130,14 +135,34 @@ impl SweepPanel {
                 progress_file: (!file.is_empty()).then(|| PathBuf::from(file)),
                 progress_regex: (!regex.is_empty()).then(|| regex.to_string()),
                 in_force,
+                also: if self.together && all.len() > 1 {
+                    all.iter()
+                        .filter(|other| other.info.identity.index != gpu.info.identity.index)
+                        .map(|other| {
+                            let in_force = other
+                                .tuning
+                                .as_ref()
+                                .map(|tuning| tuning.in_force.clone())
+                                .unwrap_or_default();
+                            (other.info.identity.index, in_force)
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
             },
             steps,
             base,
         ))
     }
 
-    /// Draws the panel for one GPU.
-    pub fn sweep_ui(&mut self, ui: &mut egui::Ui, gpu: &GpuModel) -> Vec<SweepAction> {
+    /// Draws the panel for one GPU (`all`: the box's, for a sweep of them together).
+    pub fn sweep_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        gpu: &GpuModel,
+        all: &[GpuModel],
+    ) -> Vec<SweepAction> {
         let mut actions = Vec::new();
         let gpu_index = gpu.info.identity.index;
         let view = gpu.sweep.as_ref();
@@ -145,7 +170,7 @@ impl SweepPanel {
         ui.horizontal_top(|ui| {
             ui.vertical(|ui| {
                 ui.set_width(350.0);
-                self.inputs_ui(ui, gpu, running, &mut actions);
+                self.inputs_ui(ui, gpu, all, running, &mut actions);
             });
             ui.separator();
             ui.vertical(|ui| match view {

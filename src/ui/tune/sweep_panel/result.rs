@@ -82,6 +82,10 @@ impl SweepPanel {
                         .strong()
                         .color(RECOMMENDED),
                 );
+                // A card of the box that needs its own setting (a hot slot).
+                for advice in &outcome.card_advice {
+                    ui.label(RichText::new(&advice.sentence).color(ERROR_TEXT));
+                }
                 ui.horizontal(|ui| {
                     let label = ui.label("Save it as the profile");
                     ui.add(egui::TextEdit::singleline(&mut self.profile_name).desired_width(160.0))

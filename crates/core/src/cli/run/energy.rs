@@ -8,10 +8,11 @@ use gputune_formats::card::Telemetry;
 /// figure over the command's window (from `started_ms`, `duration_s` long), so the energy is
 /// the average power times the duration. The energy counter is read between two readings
 /// by straight lines; without a counter, or readings that do not span the window, the power
-/// of the readings there is and the line says the energy is estimated.
-pub(crate) fn run_line(samples: &[Telemetry], started_ms: u64, duration_s: f64) -> String {
+/// of the readings there is and the line says the energy is estimated. Over several cards
+/// (each card's readings in `cards`) the power and energy are the box's, summed.
+pub(crate) fn run_line(cards: &[&[Telemetry]], started_ms: u64, duration_s: f64) -> String {
     let duration_s = duration_s.max(0.0);
-    let (average_power_w, exact) = average_power_w(samples, started_ms, duration_s);
+    let (average_power_w, exact) = box_power_w(cards, started_ms, duration_s);
     let energy = average_power_w.map_or_else(
         || "n/a".to_string(),
         |watts| {
@@ -23,9 +24,16 @@ pub(crate) fn run_line(samples: &[Telemetry], started_ms: u64, duration_s: f64) 
             )
         },
     );
-    let power = average_power_w.map_or_else(|| "n/a".to_string(), |watts| format!("{watts:.0} W"));
-    let temperature = samples
+    let power = average_power_w.map_or_else(
+        || "n/a".to_string(),
+        |watts| match cards.len() {
+            1 => format!("{watts:.0} W"),
+            count => format!("{watts:.0} W ({count} cards summed)"),
+        },
+    );
+    let temperature = cards
         .iter()
+        .flat_map(|samples| samples.iter())
         .filter_map(|sample| sample.temperature_c)
         .max()
         .map_or_else(|| "n/a".to_string(), |celsius| format!("{celsius} °C"));
@@ -37,6 +45,20 @@ pub(crate) fn run_line(samples: &[Telemetry], started_ms: u64, duration_s: f64) 
     format!(
         "Duration {duration}, energy {energy}, average power {power}, peak temperature {temperature}."
     )
+}
+
+/// The cards' average power summed over the command's window (unknown when any card's is),
+/// and whether every card's is its energy counter's over the whole window.
+fn box_power_w(cards: &[&[Telemetry]], started_ms: u64, duration_s: f64) -> (Option<f64>, bool) {
+    cards
+        .iter()
+        .fold((Some(0.0), true), |(sum, exact), samples| {
+            let (watts, card_exact) = average_power_w(samples, started_ms, duration_s);
+            (
+                sum.zip(watts).map(|(sum, watts)| sum + watts),
+                exact && card_exact,
+            )
+        })
 }
 
 /// The average power over the command's window, and whether it is the energy counter's over
@@ -61,13 +83,13 @@ fn average_power_w(samples: &[Telemetry], started_ms: u64, duration_s: f64) -> (
 /// energy (as `run_line` counts it) at `price`; without a price, how to set one; `None`
 /// without a power reading.
 pub(crate) fn cost_sentence(
-    samples: &[Telemetry],
+    cards: &[&[Telemetry]],
     started_ms: u64,
     duration_s: f64,
     price: Option<&Price>,
 ) -> Option<String> {
     let duration_s = duration_s.max(0.0);
-    let (Some(watts), exact) = average_power_w(samples, started_ms, duration_s) else {
+    let (Some(watts), exact) = box_power_w(cards, started_ms, duration_s) else {
         return None;
     };
     let energy_j = watts * duration_s;
@@ -161,15 +183,15 @@ mod tests {
             from: "your /home/alice/.config/gputune/cost.toml".to_string(),
         };
         assert_eq!(
-            cost_sentence(&samples, 0, 3_600.0, Some(&price)).as_deref(),
+            cost_sentence(&[&samples], 0, 3_600.0, Some(&price)).as_deref(),
             Some("3.60 kWh, €0.90, 1.3 kg CO₂ at your /home/alice/.config/gputune/cost.toml.")
         );
-        let without = cost_sentence(&samples, 0, 3_600.0, None).unwrap_or_default();
+        let without = cost_sentence(&[&samples], 0, 3_600.0, None).unwrap_or_default();
         assert!(
             without.starts_with("3.60 kWh; no price is set: set a price in cost.toml"),
             "{without}"
         );
-        assert_eq!(cost_sentence(&[], 0, 1.0, Some(&price)), None);
+        assert_eq!(cost_sentence(&[&[]], 0, 1.0, Some(&price)), None);
     }
 
     #[test]
@@ -179,7 +201,7 @@ mod tests {
             reading(10_000, 1_000_000, 280),
             reading(11_000, 1_300_000, 320),
         ];
-        let line = run_line(&samples, 10_400, 0.1);
+        let line = run_line(&[&samples], 10_400, 0.1);
         assert_eq!(
             line,
             "Duration 0.10 s, energy 0.0083 Wh, average power 300 W, peak temperature 60 °C."
@@ -191,7 +213,7 @@ mod tests {
             reading(2_000, 400_000, 300),
         ];
         // 0.5 s at 100 W, then 1 s at 300 W: 350 J over 1.5 s, 233 W.
-        let line = run_line(&samples, 500, 1.5);
+        let line = run_line(&[&samples], 500, 1.5);
         assert!(
             line.starts_with("Duration 1.50 s, energy 0.0972 Wh, average power 233 W"),
             "{line}"
@@ -201,7 +223,7 @@ mod tests {
     #[test]
     fn readings_that_miss_part_of_the_window_or_no_counter_say_the_energy_is_estimated() {
         let samples = [reading(1_000, 0, 200), reading(2_000, 200_000, 200)];
-        let line = run_line(&samples, 1_500, 2.0);
+        let line = run_line(&[&samples], 1_500, 2.0);
         assert!(
             line.starts_with("Duration 2.00 s, energy 0.111 Wh (estimated), average power 200 W"),
             "{line}"
@@ -211,15 +233,15 @@ mod tests {
             sample.energy_total_mj = None;
         }
         assert!(
-            run_line(&without_counter, 1_000, 1.0).contains("energy 0.0556 Wh (estimated)"),
+            run_line(&[&without_counter], 1_000, 1.0).contains("energy 0.0556 Wh (estimated)"),
             "{}",
-            run_line(&without_counter, 1_000, 1.0)
+            run_line(&[&without_counter], 1_000, 1.0)
         );
         // A counter that went backwards (driver reload) is not trusted.
         let reloaded = [reading(0, 500_000, 250), reading(1_000, 1_000, 250)];
-        assert!(run_line(&reloaded, 0, 1.0).contains("average power 250 W"));
+        assert!(run_line(&[&reloaded], 0, 1.0).contains("average power 250 W"));
         assert_eq!(
-            run_line(&[], 0, 1.0),
+            run_line(&[&[]], 0, 1.0),
             "Duration 1.00 s, energy n/a, average power n/a, peak temperature n/a."
         );
     }

@@ -5,7 +5,9 @@
 //! the next start of gputune from the journal. The command itself is the `job` room's: it runs
 //! as the user (never as root unless asked), in a process group of its own under a guard that
 //! ends every process it starts, and is stopped by the one policy (SIGTERM to its group, a
-//! grace, SIGKILL). At the end: duration, energy, average power and peak temperature.
+//! grace, SIGKILL). At the end: duration, energy, average power and peak temperature. With
+//! several cards (`--gpu 0,1,2,3`, `all`, or a profile saved for a box) the profile is one
+//! session over all of them, put back together, and the closing figures are the box's.
 
 use crate::profiles::profile::ProfileOnCard;
 use crate::stability::record::RecordedCheck;
@@ -20,10 +22,10 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 pub(crate) use energy::{cost_sentence, run_line};
-use watch::{SAMPLE_INTERVAL_MS, Watcher, name_the_job};
+use watch::{SAMPLE_INTERVAL_MS, WatchedCard, Watcher, name_the_job};
 
 use crate::cli::connect::{
-    TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
+    TuningOptions, choose_gpus, connect_for_changes, refusal, snapshot, unexpected,
 };
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, ended_sentence, exit_code_of};
@@ -33,7 +35,8 @@ use crate::profiles::store::{ProfileStore, StoredProfile};
 use crate::service::client::TuningClient;
 use crate::telemetry::csv::{TelemetryCsvWriter, open_for_append};
 use crate::tuning::engine::report_lines;
-use gputune_formats::protocol::{Request, Response};
+use gputune_formats::profile::Profile;
+use gputune_formats::protocol::{Request, Response, Snapshot};
 use gputune_formats::tuning::{
     GpuChange, GpuFanCurve, GpuInfo, SessionId, SessionPurpose, SessionReport, SessionRequest,
 };
@@ -47,8 +50,9 @@ pub struct RunArgs {
     /// The profile to apply while the command runs.
     #[arg(long, value_name = "NAME")]
     pub profile: String,
-    /// The GPU: an index or a UUID (default: the profile's own card, else the only GPU).
-    #[arg(long, value_name = "UUID|INDEX")]
+    /// The GPU: an index or a UUID; several (0,1,2,3) or all for one job across them (default:
+    /// the profile's cards, else the only GPU).
+    #[arg(long, value_name = "UUID|INDEX|LIST|all")]
     pub gpu: Option<String>,
     /// Append the GPU's readings, once a second, to this CSV file (`gputune log`'s format).
     #[arg(long, value_name = "FILE")]
@@ -70,12 +74,29 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     let stored = store.load(&args.profile)?;
     let mut messages = std::io::stderr();
     let mut client = connect_for_changes(options, &mut messages)?;
-    let gpus = snapshot(&mut client)?.gpus;
-    let index = choose_gpu(&gpus, args.gpu.as_deref(), Some(&stored.profile.card.uuid))?;
-    let gpu = &gpus[index as usize];
-    let application = stored.profile.for_card(&gpu.identity, &gpu.constraints);
-    for notice in &application.notices {
-        let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
+    let snapshot = snapshot(&mut client)?;
+    let indices = run_cards(&snapshot, args.gpu.as_deref(), &stored.profile)?;
+    let cards: Vec<RunCard> = indices
+        .iter()
+        .filter_map(|index| {
+            let gpu = snapshot.gpus.get(*index as usize)?.clone();
+            let application = stored.profile.for_card(&gpu.identity, &gpu.constraints);
+            Some(RunCard {
+                index: *index,
+                gpu,
+                application,
+            })
+        })
+        .collect();
+    for card in &cards {
+        for notice in &card.application.notices {
+            let on = if cards.len() > 1 {
+                format!("GPU {}: ", card.index)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(messages, "gputune: {}: {on}{notice}", notice.level_word());
+        }
     }
     let log = match &args.log {
         Some(path) => {
@@ -85,25 +106,23 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
         None => None,
     };
     let stop = crate::cli::signals::install_stop_signal(2)?;
-    let session = start_session(
-        &mut client,
-        &stored,
-        index,
-        gpu,
-        &application,
-        &mut messages,
-    )?;
+    let session = start_session(&mut client, &stored, &cards, &mut messages)?;
     client
         .request(Request::Subscribe {
             interval_ms: SAMPLE_INTERVAL_MS,
         })
         .map_err(refusal)?;
     let mut watcher = Watcher {
-        index,
-        identity: gpu.identity.clone(),
+        cards: cards
+            .iter()
+            .map(|card| WatchedCard {
+                index: card.index,
+                identity: card.gpu.identity.clone(),
+                samples: Vec::new(),
+            })
+            .collect(),
         log,
         log_failed: false,
-        samples: Vec::new(),
         ended_by_engine: None,
     };
     // A reading at each end, so the log and the energy span the whole command.
@@ -148,44 +167,85 @@ pub fn run_command(args: &RunArgs, options: &TuningOptions) -> anyhow::Result<i3
     ))
 }
 
-/// Starts the profile's session (`None` when the profile changes nothing on this card) and
-/// says what was applied.
+/// A card the run applies the profile to.
+struct RunCard {
+    index: u32,
+    gpu: GpuInfo,
+    application: ProfileApplication,
+}
+
+/// The cards of the run: those `--gpu` names; without it, a box profile's cards (each must be
+/// here), else the profile's own card or the only GPU.
+fn run_cards(
+    snapshot: &Snapshot,
+    query: Option<&str>,
+    profile: &Profile,
+) -> anyhow::Result<Vec<u32>> {
+    if query.is_some() || profile.box_cards.is_empty() {
+        return choose_gpus(snapshot, query, Some(&profile.card.uuid));
+    }
+    profile
+        .box_cards
+        .iter()
+        .map(|card| {
+            let found = snapshot.gpus.iter().position(|gpu| {
+                gpu.identity
+                    .uuid
+                    .eq_ignore_ascii_case(card.gpu_uuid.trim())
+            });
+            match found {
+                Some(index) => Ok(index as u32),
+                None => Err(anyhow::anyhow!(
+                    "The profile \"{}\" covers {} cards, and {} ({}) is not in this machine: name the cards to use with --gpu.",
+                    profile.name,
+                    profile.box_cards.len(),
+                    crate::text::printable(&card.gpu_uuid),
+                    crate::text::printable(&card.gpu_name)
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Starts the profile's session over every card (`None` when the profile changes nothing on
+/// them) and says what was applied.
 fn start_session(
     client: &mut TuningClient,
     stored: &StoredProfile,
-    index: u32,
-    gpu: &GpuInfo,
-    application: &ProfileApplication,
+    cards: &[RunCard],
     messages: &mut dyn Write,
 ) -> anyhow::Result<Option<SessionId>> {
-    let uuid = gpu.identity.uuid.clone();
     let request = SessionRequest {
         purpose: SessionPurpose::Run,
-        changes: if application.settings.is_empty() {
-            Vec::new()
-        } else {
-            vec![GpuChange {
-                gpu_uuid: uuid.clone(),
-                settings: application.settings.clone(),
-            }]
-        },
-        fan_curves: application
-            .fan_curve
-            .clone()
-            .map(|curve| {
-                vec![GpuFanCurve {
-                    gpu_uuid: uuid.clone(),
-                    curve,
-                }]
+        changes: cards
+            .iter()
+            .filter(|card| !card.application.settings.is_empty())
+            .map(|card| GpuChange {
+                gpu_uuid: card.gpu.identity.uuid.clone(),
+                settings: card.application.settings.clone(),
             })
-            .unwrap_or_default(),
+            .collect(),
+        fan_curves: cards
+            .iter()
+            .filter_map(|card| {
+                Some(GpuFanCurve {
+                    gpu_uuid: card.gpu.identity.uuid.clone(),
+                    curve: card.application.fan_curve.clone()?,
+                })
+            })
+            .collect(),
         job_pid: None,
         job: None,
     };
     let session = if request.changes.is_empty() && request.fan_curves.is_empty() {
+        let on = cards
+            .iter()
+            .map(|card| card.index.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let _ = writeln!(
             messages,
-            "gputune: the profile \"{}\" changes nothing on GPU {index}; the command runs as it is.",
+            "gputune: the profile \"{}\" changes nothing on GPU {on}; the command runs as it is.",
             stored.profile.name
         );
         None
@@ -198,30 +258,33 @@ fn start_session(
             other => return Err(unexpected(&other)),
         }
     };
-    let _ = writeln!(
-        messages,
-        "gputune: applied the profile \"{}\"{} to GPU {index} ({}){}{}; restored when the command ends.",
-        stored.profile.name,
-        // A profile never checked on this card: its notice said so above.
-        stored
-            .profile
-            .last_check
-            .as_ref()
-            .filter(|record| record.counts_on(&gpu.identity.uuid))
-            .map(|record| format!(" ({})", record.describe()))
-            .unwrap_or_default(),
-        gpu.identity.name,
-        if application.settings.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", crate::tuning::describe_all(&application.settings))
-        },
-        if application.fan_curve.is_some() {
-            ", following its fan curve"
-        } else {
-            ""
-        }
-    );
+    for card in cards {
+        let (index, gpu, application) = (card.index, &card.gpu, &card.application);
+        let _ = writeln!(
+            messages,
+            "gputune: applied the profile \"{}\"{} to GPU {index} ({}){}{}; restored when the command ends.",
+            stored.profile.name,
+            // A profile never checked on this card: its notice said so above.
+            stored
+                .profile
+                .last_check
+                .as_ref()
+                .filter(|record| record.counts_on(&gpu.identity.uuid))
+                .map(|record| format!(" ({})", record.describe()))
+                .unwrap_or_default(),
+            gpu.identity.name,
+            if application.settings.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", crate::tuning::describe_all(&application.settings))
+            },
+            if application.fan_curve.is_some() {
+                ", following its fan curve"
+            } else {
+                ""
+            }
+        );
+    }
     Ok(session)
 }
 
@@ -276,14 +339,17 @@ fn say_the_end(
             let _ = writeln!(messages, "gputune: {line}");
         }
     }
-    let (samples, started_ms, duration_s) =
-        (&watcher.samples, closing.started_ms, closing.duration_s);
+    let (samples, started_ms, duration_s) = (
+        watcher.samples_by_card(),
+        closing.started_ms,
+        closing.duration_s,
+    );
     // Every figure over the command's own window: the engine's session began before the
     // first reading and ends after the last, so its statistics cover another span.
     let _ = writeln!(
         messages,
         "gputune: {}",
-        run_line(samples, started_ms, duration_s)
+        run_line(&samples, started_ms, duration_s)
     );
     // At the user's own price, else the daemon's.
     let price = user_price(options.folders.config_dir.as_deref(), messages).or_else(|| {
@@ -292,7 +358,7 @@ fn say_the_end(
             from: "the daemon's price".to_string(),
         })
     });
-    if let Some(sentence) = cost_sentence(samples, started_ms, duration_s, price.as_ref()) {
+    if let Some(sentence) = cost_sentence(&samples, started_ms, duration_s, price.as_ref()) {
         let _ = writeln!(messages, "gputune: {sentence}");
     }
     let exit_code = match closing.status {

@@ -14,14 +14,19 @@ use gputune_formats::tuning::{EngineEvent, SessionId, SessionReport};
 /// How often readings arrive for the log and the statistics.
 pub(super) const SAMPLE_INTERVAL_MS: u64 = 1_000;
 
-/// What the run sees while the command runs: readings for the log and the statistics, and a
-/// session the engine ended by itself.
-pub(super) struct Watcher {
+/// One card the run watches, with its readings.
+pub(super) struct WatchedCard {
     pub(super) index: u32,
     pub(super) identity: gputune_formats::card::GpuIdentity,
+    pub(super) samples: Vec<Telemetry>,
+}
+
+/// What the run sees while the command runs: readings of each of its cards for the log and the
+/// statistics, and a session the engine ended by itself.
+pub(super) struct Watcher {
+    pub(super) cards: Vec<WatchedCard>,
     pub(super) log: Option<TelemetryCsvWriter<std::fs::File>>,
     pub(super) log_failed: bool,
-    pub(super) samples: Vec<Telemetry>,
     pub(super) ended_by_engine: Option<SessionReport>,
 }
 
@@ -29,20 +34,22 @@ impl Watcher {
     pub(super) fn take_event(&mut self, event: Event, messages: &mut dyn Write) {
         match event {
             Event::Samples { readings } => {
-                let Some(Ok(reading)) = readings.get(self.index as usize) else {
-                    return;
-                };
-                self.samples.push(reading.clone());
-                if let Some(writer) = self.log.as_mut()
-                    && !self.log_failed
-                {
-                    let written = writer
-                        .write_row(&self.identity, reading)
-                        .and_then(|()| writer.flush());
-                    if let Err(error) = written {
-                        // The command matters more than the log: say so once and go on.
-                        let _ = writeln!(messages, "gputune: logging stopped: {error}");
-                        self.log_failed = true;
+                for card in &mut self.cards {
+                    let Some(Ok(reading)) = readings.get(card.index as usize) else {
+                        continue;
+                    };
+                    card.samples.push(reading.clone());
+                    if let Some(writer) = self.log.as_mut()
+                        && !self.log_failed
+                    {
+                        let written = writer
+                            .write_row(&card.identity, reading)
+                            .and_then(|()| writer.flush());
+                        if let Err(error) = written {
+                            // The command matters more than the log: say so once and go on.
+                            let _ = writeln!(messages, "gputune: logging stopped: {error}");
+                            self.log_failed = true;
+                        }
                     }
                 }
             }
@@ -58,7 +65,8 @@ impl Watcher {
                 // After the engine ended the session, its notice about this card tells the
                 // same story (an Xid) a third time: the session's report says it.
                 EngineEvent::Notice { gpu_index, notice }
-                    if gpu_index.is_none_or(|gpu| gpu == self.index)
+                    if gpu_index
+                        .is_none_or(|gpu| self.cards.iter().any(|card| card.index == gpu))
                         && !(self.ended_by_engine.is_some() && gpu_index.is_some()) =>
                 {
                     let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
@@ -68,15 +76,28 @@ impl Watcher {
         }
     }
 
+    /// Every card's readings so far, counted together.
+    fn sample_count(&self) -> usize {
+        self.cards.iter().map(|card| card.samples.len()).sum()
+    }
+
+    /// Each card's readings, for the closing figures.
+    pub(super) fn samples_by_card(&self) -> Vec<&[Telemetry]> {
+        self.cards
+            .iter()
+            .map(|card| card.samples.as_slice())
+            .collect()
+    }
+
     /// Takes whatever arrived, then waits (two sampling intervals at most) for one reading
     /// newer than those.
     pub(super) fn wait_for_reading(&mut self, client: &mut TuningClient, messages: &mut dyn Write) {
         while let Ok(Some(event)) = client.next_event(Duration::ZERO) {
             self.take_event(event, messages);
         }
-        let taken = self.samples.len();
+        let taken = self.sample_count();
         let deadline = Instant::now() + Duration::from_millis(SAMPLE_INTERVAL_MS * 2);
-        while self.samples.len() == taken && Instant::now() < deadline {
+        while self.sample_count() == taken && Instant::now() < deadline {
             match client.next_event(deadline.saturating_duration_since(Instant::now())) {
                 Ok(Some(event)) => self.take_event(event, messages),
                 Ok(None) | Err(_) => break,

@@ -155,6 +155,15 @@ fn write_held_text(out: &mut dyn Write, status: &GpuStatus) -> std::io::Result<(
             writeln!(out, "  Offsets      {offsets}")?;
         }
     }
+    if let Some(held) = &status.temperature_hold {
+        writeln!(
+            out,
+            "  Temp hold    {}: {} (set by {})",
+            held.hold.describe(),
+            held.state.describe(),
+            crate::text::printable(&held.set_by)
+        )?;
+    }
     if let Some(critical) = &status.last_critical {
         writeln!(
             out,

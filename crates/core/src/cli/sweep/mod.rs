@@ -2,7 +2,9 @@
 //! runs, steps the card through power limits (and clock caps, undervolt-style offsets),
 //! measuring the job's own throughput and energy per unit of work at each; then recommends a
 //! setting, saves it as a profile when asked, and puts the card back. Without a command it
-//! attaches to a job already running and reads its progress from `--progress-file`.
+//! attaches to a job already running and reads its progress from `--progress-file`. With
+//! several cards (`--gpu 0,1,2,3`, `--gpu all`: one data-parallel job across them) each step
+//! is held on every card at once in one session, and the box's energy is summed.
 
 mod report;
 mod supervise;
@@ -16,15 +18,15 @@ use std::sync::mpsc;
 
 use anyhow::{Context, bail};
 
-use crate::cli::connect::{TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot};
+use crate::cli::connect::{TuningOptions, choose_gpus, connect_for_changes, refusal, snapshot};
 use crate::job::JobClock;
 use crate::job::as_user::{InvokingUser, invoking_user, runs_as_sentence};
 use crate::job::feed::{Echo, FeedMessage, follow_file};
 use crate::job::progress::ProgressParser;
 use crate::job::{EXIT_NOT_STARTED, Job, JobCommand, JobOutput, JobStreams, exit_code_of};
 use crate::profiles::store::ProfileStore;
-use crate::sweep::base::sweep_steps_with_base;
-use crate::sweep::runner::{Sweep, SweepTiming};
+use crate::sweep::base::{CardToSweep, SweepBase, plan_for_cards};
+use crate::sweep::runner::{Sweep, SweepCardPlan, SweepTiming};
 use crate::sweep::steps::{SweepSpec, parse_list};
 use crate::tuning::engine::held_elsewhere;
 use gputune_formats::protocol::Request;
@@ -32,15 +34,16 @@ use gputune_formats::protocol::Snapshot;
 use gputune_formats::reports::sweep::{DEFAULT_MAX_SLOWDOWN_PCT, Objective};
 use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
 use gputune_formats::reports::sweep_step::SweepStep;
-use gputune_formats::tuning::Hold;
+use gputune_formats::tuning::{GpuInfo, Hold, SettingsInForce};
 use report::{ReportTo, report, say_plan};
 use supervise::supervise;
 
 /// `gputune sweep`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SweepArgs {
-    /// The GPU: an index or a UUID (default: the only GPU).
-    #[arg(long, value_name = "UUID|INDEX")]
+    /// The GPU: an index or a UUID; several (0,1,2,3) or all for one job across them, each
+    /// step held on every card at once (default: the only GPU).
+    #[arg(long, value_name = "UUID|INDEX|LIST|all")]
     pub gpu: Option<String>,
     /// Power limits to try, % of the card's default, in order [default: 100,90,80,70,60, or
     /// 100 alone with --clock-caps].
@@ -181,24 +184,25 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
     };
     let mut client = connect_for_changes(options, &mut messages)?;
     let snapshot = snapshot(&mut client)?;
-    let index = choose_gpu(&snapshot.gpus, args.gpu.as_deref(), None)?;
-    let gpu = snapshot.gpus[index as usize].clone();
-    let in_force = snapshot
-        .tunings
-        .get(index as usize)
-        .map(|tuning| tuning.in_force.clone())
-        .unwrap_or_default();
-    let (plan, base) = sweep_steps_with_base(
-        &checked.spec,
-        &gpu.constraints,
-        &in_force,
-        args.keep_settings,
-    )?;
-    refuse_when_held(&snapshot, index, &plan, client.is_daemon(), options)?;
-    say_plan(&mut messages, index, &gpu, &plan, &checked.timing);
-    if let Some(sentence) = base.sentence() {
-        let _ = writeln!(messages, "gputune: GPU {index}: {sentence}");
+    let indices = choose_gpus(&snapshot, args.gpu.as_deref(), None)?;
+    let planned = plan_cards(&snapshot, &indices, &checked.spec, args.keep_settings)?;
+    for (card, _) in &planned {
+        refuse_when_held(
+            &snapshot,
+            card.index,
+            &card.plan,
+            client.is_daemon(),
+            options,
+        )?;
     }
+    let cards: Vec<SweepCardPlan> = planned.iter().map(|(card, _)| card.clone()).collect();
+    say_plan(&mut messages, &cards, &checked.timing);
+    for (card, base) in &planned {
+        if let Some(sentence) = base.sentence() {
+            let _ = writeln!(messages, "gputune: GPU {}: {sentence}", card.index);
+        }
+    }
+    let gpus: Vec<GpuInfo> = cards.iter().map(|card| card.gpu.clone()).collect();
     client
         .request(Request::Subscribe {
             interval_ms: sample_interval_ms(&checked.timing),
@@ -206,6 +210,8 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         .map_err(refusal)?;
     let stop = crate::cli::signals::install_stop_signal(2)?;
     let clock = JobClock::start();
+    let mut sweep = Sweep::over_cards(cards, checked.timing, checked.objective, clock)
+        .map_err(anyhow::Error::msg)?;
     let (sender, progress) = mpsc::channel();
     let follow_stop = Arc::new(AtomicBool::new(false));
     if let Some(path) = &args.progress_file {
@@ -234,14 +240,6 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         }
     };
     drop(sender);
-    let mut sweep = Sweep::new(
-        index,
-        gpu.clone(),
-        plan,
-        checked.timing,
-        checked.objective,
-        clock,
-    );
     if let Some(job) = &job {
         sweep = sweep.with_job_pid(job.pid());
     }
@@ -260,7 +258,7 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
                 csv: args.csv.as_deref(),
                 save_profile: args.save_profile.as_deref(),
             };
-            reported = report(&to, outcome, &gpu, store.as_ref(), messages);
+            reported = report(&to, outcome, &gpus, store.as_ref(), messages);
         },
     )?;
     follow_stop.store(true, Ordering::SeqCst);
@@ -269,6 +267,37 @@ pub fn run_command(args: &SweepArgs, options: &TuningOptions) -> anyhow::Result<
         bail!("The sweep ended without a result.");
     };
     Ok(exit_status(outcome, ended.map(exit_code_of), &mut messages))
+}
+
+/// Each card's plan of `spec`, from what it runs now, with its base.
+fn plan_cards(
+    snapshot: &Snapshot,
+    indices: &[u32],
+    spec: &SweepSpec,
+    keep_settings: bool,
+) -> anyhow::Result<Vec<(SweepCardPlan, SweepBase)>> {
+    let in_force: Vec<SettingsInForce> = indices
+        .iter()
+        .map(|index| {
+            snapshot
+                .tunings
+                .get(*index as usize)
+                .map(|tuning| tuning.in_force.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let to_sweep: Vec<CardToSweep<'_>> = indices
+        .iter()
+        .zip(&in_force)
+        .filter_map(|(index, in_force)| {
+            Some(CardToSweep {
+                index: *index,
+                gpu: snapshot.gpus.get(*index as usize)?,
+                in_force,
+            })
+        })
+        .collect();
+    Ok(plan_for_cards(spec, &to_sweep, keep_settings)?)
 }
 
 /// A session holding a control the sweep changes (the daemon knows them all) refuses the

@@ -5,19 +5,17 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::profiles::store::ProfileStore;
-use crate::sweep::report::{recommended_profile, table, write_csv};
-use crate::sweep::runner::SweepTiming;
+use crate::sweep::profile::recommended_box_profile;
+use crate::sweep::report::{table, write_csv};
+use crate::sweep::runner::{SweepCardPlan, SweepTiming};
 use gputune_formats::reports::sweep::SweepOutcome;
-use gputune_formats::reports::sweep_step::SweepStep;
 use gputune_formats::tuning::GpuInfo;
 
-pub(super) fn say_plan(
-    messages: &mut dyn Write,
-    index: u32,
-    gpu: &GpuInfo,
-    plan: &[SweepStep],
-    timing: &SweepTiming,
-) {
+pub(super) fn say_plan(messages: &mut dyn Write, cards: &[SweepCardPlan], timing: &SweepTiming) {
+    let Some(first) = cards.first() else {
+        return;
+    };
+    let plan = &first.plan;
     let labels: Vec<&str> = plan
         .iter()
         .filter(|step| !step.is_repeat)
@@ -29,10 +27,27 @@ pub(super) fn say_plan(
     } else {
         format!("{:.0} min", total_s / 60.0)
     };
+    let (what, put_back) = match cards {
+        [one] => (
+            format!("GPU {} ({})", one.index, one.gpu.identity.name),
+            "The card is put back",
+        ),
+        several => (
+            format!(
+                "GPUs {} together ({}), each setting on every card at once",
+                several
+                    .iter()
+                    .map(|card| card.index.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                models(several)
+            ),
+            "The cards are put back",
+        ),
+    };
     let _ = writeln!(
         messages,
-        "gputune: sweeping GPU {index} ({}): {} settings × {} s ({} s warm-up each), about {duration}: {}{}. The card is put back when the sweep ends.",
-        gpu.identity.name,
+        "gputune: sweeping {what}: {} settings × {} s ({} s warm-up each), about {duration}: {}{}. {put_back} when the sweep ends.",
         plan.len(),
         crate::text::number(timing.step_s),
         crate::text::number(timing.warmup_s),
@@ -43,6 +58,23 @@ pub(super) fn say_plan(
             ""
         }
     );
+}
+
+/// "4 × NVIDIA GeForce RTX 4090", or each model counted when they differ.
+fn models(cards: &[SweepCardPlan]) -> String {
+    let mut counted: Vec<(&str, usize)> = Vec::new();
+    for card in cards {
+        let name = card.gpu.identity.name.as_str();
+        match counted.iter_mut().find(|(seen, _)| *seen == name) {
+            Some(entry) => entry.1 += 1,
+            None => counted.push((name, 1)),
+        }
+    }
+    counted
+        .iter()
+        .map(|(name, count)| format!("{count} × {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The table (or JSON), the CSV and the profile.
@@ -57,7 +89,7 @@ pub(super) struct ReportTo<'a> {
 pub(super) fn report(
     to: &ReportTo<'_>,
     outcome: &SweepOutcome,
-    gpu: &GpuInfo,
+    gpus: &[GpuInfo],
     store: Option<&ProfileStore>,
     messages: &mut dyn Write,
 ) -> anyhow::Result<()> {
@@ -83,14 +115,19 @@ pub(super) fn report(
         }
     }
     if let (Some(name), Some(store)) = (to.save_profile, store) {
-        match recommended_profile(outcome, name, &gpu.identity, &gpu.constraints)
+        match recommended_box_profile(outcome, name, gpus)
             .map_err(anyhow::Error::msg)
             .and_then(|profile| Ok(store.save(&profile)?))
         {
             Ok(path) => {
+                let cards = if outcome.cards.len() > 1 {
+                    format!(" for its {} cards", outcome.cards.len())
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     messages,
-                    "gputune: saved the recommended setting as the profile \"{}\" ({}); use it with gputune run --profile \"{}\" -- COMMAND.",
+                    "gputune: saved the recommended setting{cards} as the profile \"{}\" ({}); use it with gputune run --profile \"{}\" -- COMMAND.",
                     name.trim(),
                     crate::text::path(&path),
                     name.trim()

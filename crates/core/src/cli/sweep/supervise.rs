@@ -47,7 +47,8 @@ pub(super) fn supervise(
             if !sweep.is_finished() {
                 let _ = writeln!(
                     messages,
-                    "gputune: stopping the sweep; the card is put back."
+                    "gputune: stopping the sweep; {} put back.",
+                    the_cards(sweep)
                 );
                 sweep.stop(
                     client,
@@ -87,9 +88,14 @@ pub(super) fn supervise(
                     }
                     _ => "gputune waits for it and passes on its exit status",
                 };
+                let settings = if sweep.gpu_indices().len() > 1 {
+                    "the cards' own settings"
+                } else {
+                    "the card's own settings"
+                };
                 let _ = writeln!(
                     messages,
-                    "gputune: the sweep is over; the command goes on at the card's own settings ({status})."
+                    "gputune: the sweep is over; the command goes on at {settings} ({status})."
                 );
             }
         }
@@ -113,7 +119,7 @@ fn take_progress(sweep: &mut Sweep, progress: &Receiver<FeedMessage>, messages: 
 fn follow_the_service(sweep: &mut Sweep, client: &mut TuningClient, messages: &mut dyn Write) {
     match client.next_event(POLL_INTERVAL) {
         Ok(Some(event)) => {
-            say_notice(sweep.gpu_index(), &event, messages);
+            say_notice(&sweep.gpu_indices(), &event, messages);
             sweep.on_event(&event);
         }
         Ok(None) => {}
@@ -153,13 +159,22 @@ fn job_ended(
     sweep.stop(client, ended);
 }
 
-fn say_notice(gpu_index: u32, event: &Event, messages: &mut dyn Write) {
+/// "the card is", or "the cards are" for a sweep of several.
+fn the_cards(sweep: &Sweep) -> &'static str {
+    if sweep.gpu_indices().len() > 1 {
+        "the cards are"
+    } else {
+        "the card is"
+    }
+}
+
+fn say_notice(gpu_indices: &[u32], event: &Event, messages: &mut dyn Write) {
     if let Event::Engine { event } = event
         && let EngineEvent::Notice {
             gpu_index: about,
             notice,
         } = event.as_ref()
-        && about.is_none_or(|about| about == gpu_index)
+        && about.is_none_or(|about| gpu_indices.contains(&about))
     {
         let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
     }

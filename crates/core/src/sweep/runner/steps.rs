@@ -6,11 +6,13 @@
 use super::{State, Sweep, SweepUpdate, seconds_ms};
 use crate::device::XidMeaning;
 use crate::service::client::{ClientError, TuningClient};
+use crate::sweep::advice::card_advice;
 use crate::sweep::measure::StepMeasurement;
 use crate::sweep::objective::{flag_noisy_steps, recommend_in};
 use crate::tuning::engine::report_lines;
 use gputune_formats::protocol::{Request, Response};
 use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
+use gputune_formats::reports::sweep_box::SweepCard;
 use gputune_formats::reports::sweep_step::{MeasuredBy, StepResult};
 use gputune_formats::tuning::{GpuChange, SessionPurpose, SessionReport, SessionRequest};
 
@@ -25,19 +27,23 @@ impl Sweep {
             self.finish(client, SweepEnd::Completed);
             return;
         };
-        let change = GpuChange {
-            gpu_uuid: self.gpu.identity.uuid.clone(),
-            settings: step.settings.clone(),
-        };
+        // Every card its own step's settings, in one request: one session holds them all.
+        let changes: Vec<GpuChange> = self
+            .cards
+            .iter()
+            .filter_map(|card| {
+                Some(GpuChange {
+                    gpu_uuid: card.gpu.identity.uuid.clone(),
+                    settings: card.plan.get(index)?.settings.clone(),
+                })
+            })
+            .collect();
         let request = match self.session {
-            Some(session) if !new_session => Request::SessionApply {
-                session,
-                changes: vec![change],
-            },
+            Some(session) if !new_session => Request::SessionApply { session, changes },
             _ => Request::StartSession {
                 session: SessionRequest {
                     purpose: SessionPurpose::Sweep,
-                    changes: vec![change],
+                    changes,
                     fan_curves: Vec::new(),
                     job_pid: self.job_pid,
                     job: None,
@@ -70,7 +76,8 @@ impl Sweep {
             }
         }
         let now_ms = self.clock.now_ms();
-        self.measurement = StepMeasurement::new(now_ms + seconds_ms(self.timing.warmup_s));
+        self.measurement =
+            StepMeasurement::new(now_ms + seconds_ms(self.timing.warmup_s), self.cards.len());
         self.state = State::Step {
             index,
             started_ms: now_ms,
@@ -101,7 +108,9 @@ impl Sweep {
             self.measured_by = Some(by);
         }
         let by = self.measured_by.clone().unwrap_or(MeasuredBy::Proxy);
-        let result = self.measurement.result(&self.plan[index], now_ms, &by);
+        let result = self
+            .measurement
+            .result(&self.plan[index], now_ms, &by, &self.gpu_indices());
         if result.throughput.is_none() {
             self.updates.push(SweepUpdate::Note(format!(
                 "No throughput was measured at {}: the job printed no {} progress in its {:.0} measured seconds (use a longer --step-s).",
@@ -123,11 +132,18 @@ impl Sweep {
             Some(event) => {
                 let now_ms = self.clock.now_ms();
                 let by = self.measured_by.clone().unwrap_or(MeasuredBy::Proxy);
-                let mut result = self.measurement.result(&self.plan[index], now_ms, &by);
+                let mut result =
+                    self.measurement
+                        .result(&self.plan[index], now_ms, &by, &self.gpu_indices());
                 let why = format!("Xid {} ({})", event.xid, event.meaning());
                 result.unstable = Some(why.clone());
+                let put_back = if self.cards.len() > 1 {
+                    "every card was put back"
+                } else {
+                    "the card was put back"
+                };
                 self.updates.push(SweepUpdate::Note(format!(
-                    "GPU {} reported {why} at {}: the card was put back at once and the setting is marked unstable.",
+                    "GPU {} reported {why} at {}: {put_back} at once and the setting is marked unstable.",
                     event.gpu_index, result.step.label
                 )));
                 self.updates
@@ -183,10 +199,27 @@ impl Sweep {
             .as_ref()
             .map_or_else(|| "unit of work".to_string(), MeasuredBy::unit_name);
         let recommendation = recommend_in(&self.results, self.objective, &unit);
+        let card_advice = recommendation
+            .as_ref()
+            .map(|chosen| card_advice(&self.results, chosen.step_index))
+            .unwrap_or_default();
+        let first = &self.cards[0];
+        let cards = if self.cards.len() > 1 {
+            self.cards
+                .iter()
+                .map(|card| SweepCard {
+                    gpu_index: card.index,
+                    gpu_name: card.gpu.identity.name.clone(),
+                    gpu_uuid: card.gpu.identity.uuid.clone(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let outcome = SweepOutcome {
-            gpu_index: self.gpu_index,
-            gpu_name: self.gpu.identity.name.clone(),
-            gpu_uuid: self.gpu.identity.uuid.clone(),
+            gpu_index: first.index,
+            gpu_name: first.gpu.identity.name.clone(),
+            gpu_uuid: first.gpu.identity.uuid.clone(),
             objective: self.objective,
             measured_by: self.measured_by.clone(),
             results: self.results.clone(),
@@ -195,6 +228,8 @@ impl Sweep {
             restored,
             restore_complete,
             duration_s: self.clock.now_ms() as f64 / 1000.0,
+            cards,
+            card_advice,
         };
         self.updates
             .push(SweepUpdate::Finished(Box::new(outcome.clone())));

@@ -68,6 +68,7 @@ fn status_json_writes_its_bytes() {
         has_readings: true,
         settings_in_force: Some(in_force()),
         last_critical: tuning.last_critical.clone(),
+        temperature_hold: tuning.temperature_hold.clone(),
     };
     let report = StatusReport {
         format_version: STATUS_REPORT_FORMAT,

@@ -9,6 +9,7 @@ use gputune_formats::reports::sweep::{
     ChosenStep, Comparison, Noise, Objective, SWEEP_REPORT_FORMAT, SweepEnd, SweepOutcome,
     SweepReport,
 };
+use gputune_formats::reports::sweep_box::{CardAdvice, CardAdviceReason, CardStepStats, SweepCard};
 use gputune_formats::reports::sweep_step::{
     MeasuredBy, ProgressSource, StepResult, SweepStep, Throughput, WorkUnit,
 };
@@ -57,6 +58,7 @@ fn step_result(step: SweepStep, units_per_s: f64, average_power_w: f64) -> StepR
         measured_s: 50.0,
         unstable: None,
         noisy: None,
+        cards: Vec::new(),
     }
 }
 
@@ -105,6 +107,8 @@ fn sweep_json_writes_its_bytes() {
         restored: vec!["Put back GPU 0: power limit 450 W, GPU clocks unlocked.".to_string()],
         restore_complete: true,
         duration_s: 300.0,
+        cards: Vec::new(),
+        card_advice: Vec::new(),
     };
     let recommended = outcome(
         Ok(chosen),
@@ -170,6 +174,66 @@ fn sweep_json_writes_its_bytes() {
         no_recommendation: &others[0],
     };
     golden("reports/sweep-kinds.json", &printed(&kinds));
+    // A sweep over two cards of a box: each card's readings in every row, the cards, and a
+    // hot slot's advice (a sweep of one card has none of these fields).
+    let mut hot = stats();
+    hot.average_temperature_c = Some(81.0);
+    let mut box_results = results.clone();
+    box_results.truncate(2);
+    for result in &mut box_results {
+        result.cards = vec![
+            CardStepStats {
+                gpu_index: 0,
+                stats: stats(),
+            },
+            CardStepStats {
+                gpu_index: 3,
+                stats: hot.clone(),
+            },
+        ];
+    }
+    let two_cards = SweepOutcome {
+        results: box_results,
+        cards: vec![
+            SweepCard {
+                gpu_index: 0,
+                gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+                gpu_uuid: super::values::UUID.to_string(),
+            },
+            SweepCard {
+                gpu_index: 3,
+                gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+                gpu_uuid: "GPU-00000003-0000-4000-9000-000000000003".to_string(),
+            },
+        ],
+        card_advice: vec![CardAdvice {
+            gpu_index: 3,
+            reason: CardAdviceReason::Hotter {
+                above_others_c: 17.5,
+            },
+            temperature_c: Some(81.0),
+            power_limit_pct: Some(70.0),
+            power_limit_mw: Some(315_000),
+            sentence: "GPU 3 runs 18 °C hotter than the others at 90 % (405 W): a hot slot; give it its own power limit of 70 % (315 W).".to_string(),
+        }],
+        ..recommended.clone()
+    };
+    /// The box's report, and the advice's other reason.
+    #[derive(Serialize)]
+    struct BoxKinds<'a> {
+        report: SweepReport<'a>,
+        other_reason: CardAdviceReason,
+    }
+    golden(
+        "reports/sweep-box.json",
+        &printed(&BoxKinds {
+            report: SweepReport {
+                format_version: SWEEP_REPORT_FORMAT,
+                outcome: &two_cards,
+            },
+            other_reason: CardAdviceReason::ThermalThrottle { throttled_s: 12.0 },
+        }),
+    );
     // What `sweep --json` printed reads back (the tests of the CLI read it so).
     let back: SweepOutcome = match serde_json::from_slice(&printed(&others[0])) {
         Ok(back) => back,

@@ -19,8 +19,8 @@ use gputune_formats::card::{BackendKind, Setting};
 use gputune_formats::fan_curve::CurvePoint;
 use gputune_formats::files::GpuJournal;
 use gputune_formats::profile::{
-    CardIdentity, CheckRecord, CheckedBy, CheckedCard, PowerLimit, Profile, ProfileClockLock,
-    SCHEMA_VERSION, Verdict,
+    BoxCard, CardIdentity, CheckRecord, CheckedBy, CheckedCard, PowerLimit, Profile,
+    ProfileClockLock, SCHEMA_VERSION, Verdict,
 };
 use gputune_formats::protocol::BootDefault;
 use gputune_formats::tuning::{ClockLockInForce, LockRecord};
@@ -241,6 +241,7 @@ pub fn profile(last_check: bool) -> Profile {
             gpu_name: Some("NVIDIA GeForce RTX 4090".to_string()),
         }),
         checked_cards: Vec::new(),
+        box_cards: Vec::new(),
     }
 }
 
@@ -392,4 +393,31 @@ fn the_history_ring_writes_its_header_and_40_byte_records_and_reads_back() {
     assert_eq!(notice, None, "the golden ring's header is refused");
     let seconds = rows[0].time_ms / 1000..=rows[rows.len() - 1].time_ms / 1000;
     assert_eq!(ring.read(*seconds.start(), *seconds.end()).ok(), Some(rows));
+}
+
+#[test]
+fn a_box_profile_writes_its_bytes_and_reads_back() {
+    let mut profile = profile(false);
+    profile.box_cards = vec![
+        BoxCard {
+            gpu_uuid: UUID.to_string(),
+            gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+            power_limit: None,
+        },
+        BoxCard {
+            gpu_uuid: "GPU-5a1e0c2d-0000-4000-8000-000000000004".to_string(),
+            gpu_name: "NVIDIA GeForce RTX 4090".to_string(),
+            power_limit: Some(PowerLimit {
+                percent_of_default: 70.0,
+                watts: 315.0,
+            }),
+        },
+    ];
+    let text = match profile_to_toml(&profile) {
+        Ok(text) => text,
+        Err(error) => panic!("the profile does not serialize: {error}"),
+    };
+    golden("profile-v1-box-cards.toml", text.as_bytes());
+    let read = parse_profile(&read(&formats_dir().join("profile-v1-box-cards.toml")));
+    assert_eq!(read, Ok(profile));
 }
