@@ -72,7 +72,7 @@ impl WindowModel {
             }
         }
         if let Some(run) = self.box_runs.ended_with_the_daemon() {
-            ended.push(format!("the {run} over the box"));
+            ended.push(run.to_string());
         }
         if !ended.is_empty() {
             self.notices.push(Notice::Warning(format!(

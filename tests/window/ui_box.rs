@@ -494,3 +494,39 @@ fn a_failed_box_check_names_the_first_failure_and_offers_its_clock_cap() {
         }
     );
 }
+
+/// A ranking under way when the daemon goes away ends with it: the window says so and offers
+/// the buttons again.
+#[test]
+fn a_run_under_way_ends_with_a_daemon_that_goes_away() {
+    let mut harness = harness(SimScenario::EightRtx4090, [1280.0, 720.0]);
+    let state = &mut harness.state_mut().state;
+    state.take_event(
+        LinkEvent::BoxRun(Box::new(BoxRunNews::Rank(BoxRunView {
+            running: true,
+            stopping: false,
+            progress: None,
+            report: None,
+            refused: None,
+        }))),
+        0,
+    );
+    state.take_event(
+        LinkEvent::Lost {
+            why: "the daemon closed the connection".to_string(),
+        },
+        common_ui::START_MS,
+    );
+    assert_eq!(state.model.box_runs.running(), None);
+    let said: Vec<String> = state
+        .model
+        .notices
+        .iter()
+        .map(|notice| notice.text().to_string())
+        .collect();
+    assert!(
+        said.iter()
+            .any(|text| text.contains("and with it the ranking:")),
+        "{said:?}"
+    );
+}

@@ -42,15 +42,21 @@ fn merged<R>(old: Option<BoxRunView<R>>, new: BoxRunView<R>) -> BoxRunView<R> {
 struct RunState<'a> {
     /// "Ranking the cards".
     doing: &'static str,
+    /// "the ranking", for sentences.
+    noun: &'static str,
     running: bool,
     stopping: bool,
     progress: Option<&'a BoxProgress>,
     refused: Option<&'a String>,
 }
 
-fn state_of<'a, R>(doing: &'static str, view: Option<&'a BoxRunView<R>>) -> Option<RunState<'a>> {
+fn state_of<'a, R>(
+    (doing, noun): (&'static str, &'static str),
+    view: Option<&'a BoxRunView<R>>,
+) -> Option<RunState<'a>> {
     view.map(|view| RunState {
         doing,
+        noun,
         running: view.running,
         stopping: view.stopping,
         progress: view.progress.as_ref(),
@@ -71,9 +77,12 @@ impl BoxRunsSeen {
 
     fn states(&self) -> impl Iterator<Item = RunState<'_>> {
         [
-            state_of("Checking the whole box", self.box_check.as_ref()),
-            state_of("Ranking the cards", self.rank.as_ref()),
-            state_of("Testing the links", self.links.as_ref()),
+            state_of(
+                ("Checking the whole box", "the box check"),
+                self.box_check.as_ref(),
+            ),
+            state_of(("Ranking the cards", "the ranking"), self.rank.as_ref()),
+            state_of(("Testing the links", "the link test"), self.links.as_ref()),
         ]
         .into_iter()
         .flatten()
@@ -86,9 +95,13 @@ impl BoxRunsSeen {
             .map(|state| state.doing)
     }
 
-    /// The daemon that ran them went away: a running run ended with it. Says which.
+    /// The daemon that ran them went away: a running run ended with it (its result with the
+    /// link's connection). Says which ("the ranking").
     pub fn ended_with_the_daemon(&mut self) -> Option<&'static str> {
-        let running = self.running();
+        let running = self
+            .states()
+            .find(|state| state.running)
+            .map(|state| state.noun);
         if let Some(view) = &mut self.box_check {
             view.running = false;
         }
