@@ -136,7 +136,10 @@ fn print_report(report: &BoxCheckReport, json: bool) -> anyhow::Result<()> {
         let watts = |value: Option<f64>| value.map_or_else(|| "n/a".to_string(), watts_text);
         let spread = step
             .edge_spread_max_ms
-            .map(|ms| format!(", {} edges within {ms:.1} ms", step.edges))
+            .map(|ms| {
+                let edges = if step.edges == 1 { "edge" } else { "edges" };
+                format!(", {} {edges} within {ms:.1} ms", step.edges)
+            })
             .unwrap_or_default();
         writeln!(
             stdout,
