@@ -18,6 +18,7 @@ mod links;
 mod processes;
 mod rank;
 mod stability;
+mod stability_box;
 mod sweep;
 mod sweep_box;
 mod system_folders;

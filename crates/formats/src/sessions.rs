@@ -18,6 +18,7 @@ impl SessionPurpose {
             SessionPurpose::Sweep => "sweep",
             SessionPurpose::Stability => "stability",
             SessionPurpose::Scan => "scan",
+            SessionPurpose::BoxCheck => "box_check",
             SessionPurpose::Job => "job",
         }
     }
@@ -40,6 +41,7 @@ impl SessionPurpose {
             SessionPurpose::Sweep => "a sweep",
             SessionPurpose::Stability => "a stability check",
             SessionPurpose::Scan => "an undervolt scan",
+            SessionPurpose::BoxCheck => "a box check (every card at once)",
             SessionPurpose::Job => "a scheduler's job",
         }
     }

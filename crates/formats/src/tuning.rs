@@ -42,6 +42,9 @@ pub enum SessionPurpose {
     Stability,
     /// Clock offsets stepped through by the undervolt scanner, each checked.
     Scan,
+    /// A box check: every listed card loaded at once, in phase. The engine keeps a box-check
+    /// journal while it lasts, so a machine that goes down mid-check is said at its next start.
+    BoxCheck,
     /// A scheduler's job (a Slurm job's step, through the SPANK plugin): settings held on
     /// exactly the job's cards for its life; only root may start one (`JobInfo`).
     Job,

@@ -103,6 +103,10 @@ pub(crate) fn index_of(
     if faults.no_gpus || index >= state.machine.gpus.len() {
         return Err(INVALID_ARGUMENT);
     }
+    // The machine went down (a tripped supply): every card is lost until a fresh state.
+    if state.machine.down.is_some() {
+        return Err(GPU_IS_LOST);
+    }
     u32::try_from(index).map_err(|_| INVALID_ARGUMENT)
 }
 

@@ -11,6 +11,7 @@ use crate::profiles::checked::CheckedOffsets;
 use crate::profiles::profile::ProfileOnCard;
 
 mod put_back;
+mod together;
 
 use put_back::{put_back, say_how_to_put_back};
 
@@ -35,7 +36,7 @@ use gputune_formats::{
 /// Readings while a check runs: twice a second, enough for clock and power ranges.
 const SAMPLE_INTERVAL_MS: u64 = 500;
 /// The longest wait for the first readings, which list the processes on each card.
-const PROCESSES_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+pub(crate) const PROCESSES_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 #[derive(Debug, Clone, Args)]
 pub struct StabilityArgs {
@@ -64,6 +65,15 @@ pub struct StabilityArgs {
     /// stable on it, else to stock clock offsets and locks (the fans are left as they are).
     #[arg(long, conflicts_with_all = ["profile", "json", "force"])]
     pub put_back: bool,
+    /// Check every listed card at once, in phase (the same pulse edges on every card: the
+    /// worst case for the power supply), at several pulse lengths and duty cycles, then at full
+    /// load (default --gpu all). Reports the box's power; when a step fails, finds the clock cap
+    /// under which it passes.
+    #[arg(long, conflicts_with_all = ["profile", "put_back", "pattern"])]
+    pub together: bool,
+    /// With --together: hold every card's clocks at or below this (a recommended cap, proven).
+    #[arg(long, requires = "together")]
+    pub clock_cap_mhz: Option<u32>,
 }
 
 /// `--pattern`: which load the GEMM part puts on the card.
@@ -100,8 +110,16 @@ struct Target {
 /// could not be checked, 130 stopped.
 pub fn run_command(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     if args.put_back {
-        return put_back(args, options);
+        put_back(args, options)
+    } else if args.together {
+        together::run(args, options)
+    } else {
+        check_each(args, options)
     }
+}
+
+/// Checks every listed card at once, each on its own.
+fn check_each(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32> {
     let check_options =
         CheckOptions::new(args.duration_s, args.pattern).map_err(anyhow::Error::msg)?;
     let mut messages = std::io::stderr();

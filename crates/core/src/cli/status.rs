@@ -242,7 +242,7 @@ pub fn run(
 }
 
 /// Every GPU's tuning as the daemon says (settings in force, the sessions holding its
-/// controls), by UUID; empty when no daemon answers there (without one, no other program's
+/// controls), by UUID (and, on standard error, a box check the machine went down in); empty when no daemon answers there (without one, no other program's
 /// sessions are known to this one).
 pub fn daemon_tunings(socket: &SocketChoice) -> HashMap<String, GpuTuning> {
     let Some(path) = socket.daemon_path() else {
@@ -251,6 +251,15 @@ pub fn daemon_tunings(socket: &SocketChoice) -> HashMap<String, GpuTuning> {
     let Ok(mut client) = connect_daemon(&path, "gputune status") else {
         return HashMap::new();
     };
+    // A box check the machine went down in, as the daemon found it at its start.
+    for notice in &client.welcome().notices {
+        if notice
+            .to_string()
+            .starts_with(crate::tuning::engine::WENT_DOWN)
+        {
+            eprintln!("gputune: {}: {notice}", notice.level_word());
+        }
+    }
     match client.request(Request::Snapshot) {
         Ok(Response::Snapshot(snapshot)) => snapshot
             .tunings

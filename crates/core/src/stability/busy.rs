@@ -72,7 +72,7 @@ pub fn checking_holder(tuning: &GpuTuning) -> Option<&Holder> {
     tuning.holders.iter().find(|holder| {
         matches!(
             holder.purpose,
-            SessionPurpose::Stability | SessionPurpose::Scan
+            SessionPurpose::Stability | SessionPurpose::Scan | SessionPurpose::BoxCheck
         )
     })
 }

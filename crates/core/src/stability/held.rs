@@ -3,9 +3,9 @@
 //! to their run the same way.
 
 use super::run::{CheckRun, SettingsSeen};
-use crate::device::XidMeaning;
 use crate::service::client::TuningClient;
 use crate::tuning::engine::report_lines;
+use gputune_formats::card::CriticalEvent;
 use gputune_formats::protocol::{Event, Request, Response};
 use gputune_formats::tuning::{EngineEvent, GpuTuning, SessionId, SessionReport};
 
@@ -45,6 +45,13 @@ impl Held {
         index: u32,
         event: &'e Event,
     ) -> Option<&'e GpuTuning> {
+        if let Some((critical, message)) = self.ended_by_engine(event) {
+            match critical {
+                Some(critical) => run.take_critical_event(critical),
+                None => run.stop(&format!("the tuning engine ended it: {message}")),
+            }
+            return None;
+        }
         match event {
             Event::Samples { readings } => {
                 if let Some(Ok(reading)) = readings.get(index as usize) {
@@ -59,42 +66,28 @@ impl Held {
                 EngineEvent::Critical { critical } if critical.gpu_index == index => {
                     run.take_critical_event(*critical);
                 }
-                EngineEvent::SessionEnded { report, .. }
-                    if Some(report.session) == self.session =>
-                {
-                    self.session = None;
-                    self.take(report);
-                    match report.critical_event {
-                        Some(critical) => run.take_critical_event(critical),
-                        None => {
-                            run.stop(&format!("the tuning engine ended it: {}", report.message))
-                        }
-                    }
-                }
                 _ => {}
             },
         }
         None
     }
 
-    /// For a card whose session is held while no run is on it (the ranking's cards waiting
-    /// their turn): the engine ending the session (an Xid, a lost GPU), taken as [`Held::feed`]
-    /// takes it. Returns why, when it ended.
-    pub fn take_session_end(&mut self, event: &Event) -> Option<String> {
+    /// When `event` says the engine ended this session (an Xid, a lost GPU): what it put back
+    /// is kept, and the critical error that ended it (if one did) and the engine's message are
+    /// returned. `None` for any other event.
+    pub fn ended_by_engine(&mut self, event: &Event) -> Option<(Option<CriticalEvent>, String)> {
         let Event::Engine { event } = event else {
             return None;
         };
-        match event.as_ref() {
-            EngineEvent::SessionEnded { report, .. } if Some(report.session) == self.session => {
-                self.session = None;
-                self.take(report);
-                Some(match report.critical_event {
-                    Some(critical) => format!("Xid {} ({})", critical.xid, critical.meaning()),
-                    None => format!("the tuning engine ended it: {}", report.message),
-                })
-            }
-            _ => None,
+        let EngineEvent::SessionEnded { report, .. } = event.as_ref() else {
+            return None;
+        };
+        if Some(report.session) != self.session {
+            return None;
         }
+        self.session = None;
+        self.take(report);
+        Some((report.critical_event, report.message.clone()))
     }
 
     /// Ends the session, if one is held, putting everything it changed back.

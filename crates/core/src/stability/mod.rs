@@ -19,6 +19,8 @@
 //!               formats::reports::stability; what the card did meanwhile, stability_watched)
 //! record.rs     that record read back: where it counts (the card checked) and how it reads
 //! scan.rs       the undervolt scanner: offsets stepped at a clock lock, each checked, confirmed
+//! together.rs   the box check: every card at once, in phase (one schedule, one clock), a
+//!               clock cap found when a step fails (together/: schedule, steps, recommend, report)
 //! device.rs     which device checks a card: simulated for simulated cards, CUDA for real ones
 
 pub mod busy;
@@ -35,6 +37,7 @@ pub mod rounds;
 pub mod run;
 pub mod scan;
 pub mod simulated;
+pub mod together;
 pub mod worker;
 
 pub use compute::{CardConditions, ComputeDevice, ComputeError, ComputeSetup, VramPattern};

@@ -1,7 +1,10 @@
 //! One span of checked work on one card: the rounds of [`super::rounds`] handed to the device's
 //! worker one piece at a time, every result counted, the first sign of instability ending it.
 //! It never blocks: the caller gives it the card's readings and calls [`CheckRun::tick`] often
-//! (every 10-50 ms); a check and each step of a scan are one `CheckRun`.
+//! (every 10-50 ms); a check and each step of a scan are one `CheckRun`. A box check's runs
+//! follow one shared schedule instead of their own rounds (`run/in_phase.rs`).
+
+pub mod in_phase;
 
 use std::time::{Duration, Instant};
 
@@ -82,6 +85,8 @@ pub struct CheckRun {
     gemm_pass_s: Option<f64>,
     /// The uncorrectable ECC count at the first reading that had one.
     ecc_uncorrected_first: Option<u64>,
+    /// A box check's run: the shared schedule it follows, and its edges.
+    in_phase: Option<in_phase::Follow>,
 }
 
 impl CheckRun {
@@ -144,6 +149,7 @@ impl CheckRun {
             conditions: CardConditions::default(),
             gemm_pass_s: None,
             ecc_uncorrected_first: None,
+            in_phase: None,
         }
     }
 
@@ -252,6 +258,9 @@ impl CheckRun {
 
     /// What runs now ("preparing", "GEMM pulsed at 40 %").
     pub fn activity(&self) -> String {
+        if let (State::Running { .. }, Some(follow)) = (&self.state, &self.in_phase) {
+            return follow.activity();
+        }
         match &self.state {
             State::Preparing => "preparing".to_string(),
             State::Running { part_index, .. } => self
@@ -272,7 +281,7 @@ impl CheckRun {
 
     fn advance(&mut self) {
         match self.worker.poll() {
-            Poll::Busy { .. } => return,
+            Poll::Busy { .. } => {}
             Poll::Done(done) => self.take_done(done),
             Poll::Hung { waited } => {
                 self.finish(Ending::Unstable {
@@ -286,7 +295,9 @@ impl CheckRun {
             }),
             Poll::Idle => {}
         }
-        if matches!(self.state, State::Running { .. }) && !self.worker.is_busy() {
+        if self.in_phase.is_some() {
+            self.hand_out_in_phase();
+        } else if matches!(self.state, State::Running { .. }) && !self.worker.is_busy() {
             self.hand_out_work();
         }
     }
@@ -299,7 +310,12 @@ impl CheckRun {
                 self.state = running();
             }
             Done::Prepared(Err(error)) | Done::Checked(Err(error)) => self.fail(error),
-            Done::Checked(Ok(checked)) => self.count(checked),
+            Done::Checked(Ok(checked)) => {
+                if let Some(follow) = &mut self.in_phase {
+                    follow.batch_done(self.worker.last_began());
+                }
+                self.count(checked);
+            }
         }
     }
 
@@ -384,6 +400,7 @@ impl CheckRun {
             let work = match part {
                 Part::FullLoad { seconds } if part_elapsed_s < seconds => Some(Work::Gemm {
                     passes: self.passes_for(seconds - part_elapsed_s),
+                    not_before: None,
                 }),
                 Part::Pulsed { duty, seconds } if part_elapsed_s < seconds => {
                     if !in_burst(duty, part_elapsed_s) {
@@ -392,6 +409,7 @@ impl CheckRun {
                     let burst_left_s = duty - (part_elapsed_s % 1.0);
                     Some(Work::Gemm {
                         passes: self.passes_for(burst_left_s),
+                        not_before: None,
                     })
                 }
                 Part::Fma { seconds } if part_elapsed_s < seconds || !fma_done => Some(Work::Fma),
@@ -457,7 +475,7 @@ impl CheckRun {
 
     fn deadline_for(&self, work: &Work) -> Duration {
         let expected_s = match work {
-            Work::Gemm { passes } => self.gemm_pass_s.unwrap_or(0.0) * f64::from(*passes),
+            Work::Gemm { passes, .. } => self.gemm_pass_s.unwrap_or(0.0) * f64::from(*passes),
             _ => 0.0,
         };
         Duration::from_secs_f64(expected_s * DEADLINE_FACTOR).max(SHORTEST_DEADLINE)

@@ -13,6 +13,7 @@
 mod faults;
 mod sample;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use faults::Part;
@@ -22,6 +23,7 @@ use sample::{Draws, FMA_SAMPLE_CHAINS, GEMM_SAMPLE_N};
 use super::compute::{CardConditions, ComputeDevice, ComputeError, ComputeSetup, VramPattern};
 use super::reference;
 use crate::device::sim::silicon::applied_offset_mhz;
+use crate::device::sim::supply::SupplyWatch;
 use crate::device::sim::{CardSpec, SiliconMargin, known_card};
 use gputune_formats::card::GpuIdentity;
 use gputune_formats::reports::stability::{Checked, Prepared};
@@ -80,6 +82,11 @@ pub struct SimulatedDevice {
     faults: SimFaults,
     draws: Draws,
     ready: Option<Ready>,
+    /// In a box check of the 8-GPU box: the box's supply, which bursts begun together can trip
+    /// (`device::sim::supply`), and this card's place among its cards.
+    supply: Option<(Arc<SupplyWatch>, usize)>,
+    /// When its last batch ended: a batch after a gap begins a burst.
+    last_end: Option<Instant>,
 }
 
 impl SimulatedDevice {
@@ -95,6 +102,39 @@ impl SimulatedDevice {
             faults: SimFaults::default(),
             draws: Draws::seeded(uuid),
             ready: None,
+            supply: None,
+            last_end: None,
+        }
+    }
+
+    /// This card draws from `supply`, as card `card` of its box (a box check's devices share
+    /// one): bursts begun together at high clocks trip it, and then every call fails as a GPU
+    /// fallen off the bus.
+    pub fn with_supply(mut self, supply: Arc<SupplyWatch>, card: usize) -> SimulatedDevice {
+        self.supply = Some((supply, card));
+        self
+    }
+
+    /// A burst beginning `at` (after a gap) is shown to the supply; once it has tripped, the
+    /// card is gone.
+    fn draw_from_supply(&mut self, at: Instant) -> Result<(), ComputeError> {
+        let Some((supply, card)) = &self.supply else {
+            return Ok(());
+        };
+        let begins_burst = self
+            .last_end
+            .is_none_or(|end| at.saturating_duration_since(end) > Duration::from_millis(1));
+        let tripped = if begins_burst {
+            supply.burst_began(*card, at, self.clock_mhz())
+        } else {
+            supply.tripped()
+        };
+        match tripped {
+            Some(trip) => Err(ComputeError::Fault(format!(
+                "the GPU has fallen off the bus (Xid 79): {}",
+                trip.describe()
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -266,6 +306,7 @@ impl ComputeDevice for SimulatedDevice {
     fn gemm(&mut self, passes: u32) -> Result<Checked, ComputeError> {
         let started = Instant::now();
         self.faults.on_call()?;
+        self.draw_from_supply(started)?;
         let ready = self.ready()?;
         let results = ready.setup.gemm_results() * u64::from(passes);
         let flop = ready.setup.gemm_flop() * f64::from(passes);
@@ -274,7 +315,10 @@ impl ComputeDevice for SimulatedDevice {
         let positions = self.wrong_positions(Part::Gemm, results, GEMM_SAMPLE_N * GEMM_SAMPLE_N);
         sample::corrupt_floats(&mut values, &positions, &mut self.draws);
         let wrong = reference::count_wrong(&expected, &values);
-        Ok(self.arithmetic_checked(started, results, wrong, flop, self.throughput.gemm_tflops))
+        let checked =
+            self.arithmetic_checked(started, results, wrong, flop, self.throughput.gemm_tflops);
+        self.last_end = Some(Instant::now());
+        Ok(checked)
     }
 
     fn fma(&mut self) -> Result<Checked, ComputeError> {

@@ -3,6 +3,7 @@
 //! A worker given up on is left behind (its thread cannot be stopped); the process ending
 //! frees the card's context.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread;
@@ -20,6 +21,8 @@ pub enum Work {
     },
     Gemm {
         passes: u32,
+        /// Wait for this instant before starting (a box check's shared pulse edge).
+        not_before: Option<Instant>,
     },
     Fma,
     Vram {
@@ -65,15 +68,19 @@ struct Pending {
 /// The worker thread and the one piece of work it has.
 pub struct ComputeWorker {
     to_worker: Sender<Message>,
-    from_worker: Receiver<Done>,
-    pending: Option<Pending>,
+    from_worker: Receiver<(Done, Instant)>,
+    /// The work handed out, oldest first: one piece, or two where the next was queued behind
+    /// it ([`ComputeWorker::queue`]).
+    pending: VecDeque<Pending>,
     hung: bool,
+    /// When the device began the last piece of work that came back (after any wait).
+    last_began: Option<Instant>,
 }
 
 impl ComputeWorker {
     pub fn start(device: Box<dyn ComputeDevice>, name: &str) -> Result<ComputeWorker, String> {
         let (to_worker, inbox) = mpsc::channel::<Message>();
-        let (outbox, from_worker) = mpsc::channel::<Done>();
+        let (outbox, from_worker) = mpsc::channel::<(Done, Instant)>();
         thread::Builder::new()
             .name(format!("check {name}"))
             .spawn(move || serve(device, &inbox, &outbox))
@@ -81,25 +88,43 @@ impl ComputeWorker {
         Ok(ComputeWorker {
             to_worker,
             from_worker,
-            pending: None,
+            pending: VecDeque::new(),
             hung: false,
+            last_began: None,
         })
     }
 
     /// Hands out `work`, which must end within `deadline`. False when work is pending or the
     /// worker hung.
     pub fn send(&mut self, work: Work, deadline: Duration) -> bool {
-        if self.pending.is_some() || self.hung {
+        self.pending.is_empty() && self.queue(work, deadline)
+    }
+
+    /// Queues `work` behind what is pending (at most one piece): a box check hands out the next
+    /// pulse while the last runs, so no tick's lateness delays an edge. Its deadline counts
+    /// from when the piece before it ends. False when two are pending or the worker hung.
+    pub fn queue(&mut self, work: Work, deadline: Duration) -> bool {
+        if self.pending.len() >= 2 || self.hung {
             return false;
         }
         if self.to_worker.send(Message::Work(work)).is_err() {
             return false;
         }
-        self.pending = Some(Pending {
+        let deadline = deadline
+            + self
+                .pending
+                .front()
+                .map_or(Duration::ZERO, |front| front.deadline);
+        self.pending.push_back(Pending {
             sent: Instant::now(),
             deadline,
         });
         true
+    }
+
+    /// How many pieces of work are handed out and not yet back.
+    pub fn queued(&self) -> usize {
+        self.pending.len()
     }
 
     /// Tells the device what the card is doing; it takes it before its next work.
@@ -107,23 +132,29 @@ impl ComputeWorker {
         let _ = self.to_worker.send(Message::Observe(conditions));
     }
 
+    /// When the device began the last piece of work that came back (after any wait).
+    pub fn last_began(&self) -> Option<Instant> {
+        self.last_began
+    }
+
     pub fn is_busy(&self) -> bool {
-        self.pending.is_some()
+        !self.pending.is_empty()
     }
 
     pub fn poll(&mut self) -> Poll {
-        let Some(pending) = &self.pending else {
+        let Some(pending) = self.pending.front() else {
             return if self.hung { Poll::Gone } else { Poll::Idle };
         };
         match self.from_worker.try_recv() {
-            Ok(done) => {
-                self.pending = None;
+            Ok((done, began)) => {
+                self.pending.pop_front();
+                self.last_began = Some(began);
                 Poll::Done(done)
             }
             Err(TryRecvError::Empty) => {
                 let waited = pending.sent.elapsed();
                 if waited > pending.deadline {
-                    self.pending = None;
+                    self.pending.clear();
                     self.hung = true;
                     Poll::Hung { waited }
                 } else {
@@ -131,7 +162,7 @@ impl ComputeWorker {
                 }
             }
             Err(TryRecvError::Disconnected) => {
-                self.pending = None;
+                self.pending.clear();
                 self.hung = true;
                 Poll::Gone
             }
@@ -139,7 +170,11 @@ impl ComputeWorker {
     }
 }
 
-fn serve(mut device: Box<dyn ComputeDevice>, inbox: &Receiver<Message>, outbox: &Sender<Done>) {
+fn serve(
+    mut device: Box<dyn ComputeDevice>,
+    inbox: &Receiver<Message>,
+    outbox: &Sender<(Done, Instant)>,
+) {
     while let Ok(message) = inbox.recv() {
         let work = match message {
             Message::Observe(conditions) => {
@@ -148,6 +183,15 @@ fn serve(mut device: Box<dyn ComputeDevice>, inbox: &Receiver<Message>, outbox: 
             }
             Message::Work(work) => work,
         };
+        if let Work::Gemm {
+            not_before: Some(at),
+            ..
+        } = work
+            && let Some(wait) = at.checked_duration_since(Instant::now())
+        {
+            thread::sleep(wait);
+        }
+        let began = Instant::now();
         let done = catch_unwind(AssertUnwindSafe(|| run(device.as_mut(), work)))
             .unwrap_or_else(|panic| {
                 let what = panic
@@ -159,7 +203,7 @@ fn serve(mut device: Box<dyn ComputeDevice>, inbox: &Receiver<Message>, outbox: 
                     "The check's device code failed ({what}); nothing was concluded about the card. Please report this."
                 ))))
             });
-        if outbox.send(done).is_err() {
+        if outbox.send((done, began)).is_err() {
             return;
         }
     }
@@ -171,7 +215,7 @@ fn run(device: &mut dyn ComputeDevice, work: Work) -> Done {
             setup,
             fma_reference,
         } => Done::Prepared(device.prepare(&setup, &fma_reference)),
-        Work::Gemm { passes } => Done::Checked(device.gemm(passes)),
+        Work::Gemm { passes, .. } => Done::Checked(device.gemm(passes)),
         Work::Fma => Done::Checked(device.fma()),
         Work::Vram { pattern } => Done::Checked(device.vram(pattern)),
     }

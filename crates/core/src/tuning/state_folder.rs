@@ -259,7 +259,7 @@ impl StateFolder {
 }
 
 /// This boot's id: clock locks do not survive a reboot, so neither does their record.
-fn boot_id() -> Option<String> {
+pub(crate) fn boot_id() -> Option<String> {
     fsafe::read_limited(
         Path::new("/proc/sys/kernel/random/boot_id"),
         64,

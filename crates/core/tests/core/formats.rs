@@ -25,6 +25,8 @@ mod previous_v4;
 mod previous_v5;
 #[path = "formats/previous_v6.rs"]
 mod previous_v6;
+#[path = "formats/report_box_check.rs"]
+mod report_box_check;
 #[path = "formats/report_links.rs"]
 mod report_links;
 #[path = "formats/report_measure.rs"]

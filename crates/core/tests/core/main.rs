@@ -11,6 +11,7 @@ mod profiles;
 mod profiles_checked;
 mod rank;
 mod simulator;
+mod stability_box;
 mod stability_cuda;
 mod stability_flow;
 mod stability_kernels;

@@ -5,6 +5,7 @@
 //! on). Most are only written and derive `Serialize` alone; a check, a scan and a sweep also
 //! read back (the window's fixtures, the CLI's tests), so theirs derive `Deserialize` too.
 
+pub mod box_check;
 pub mod fan_curves;
 pub mod links;
 pub mod measure;

@@ -27,6 +27,10 @@ const NARROW_LINK_WIDTH: u32 = 8;
 pub struct SimMachine {
     pub scenario: SimScenario,
     pub gpus: Vec<SimGpu>,
+    /// The machine went down (its power supply tripped, `supply.rs`): every GPU answers lost
+    /// until it is made anew (a reboot). Why it went down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
 }
 
 impl SimMachine {
@@ -59,9 +63,19 @@ impl SimMachine {
                 start_ms,
             )],
         };
-        let mut machine = SimMachine { scenario, gpus };
+        let mut machine = SimMachine {
+            scenario,
+            gpus,
+            down: None,
+        };
         machine.advance_to(now_ms);
         machine
+    }
+
+    /// The machine goes down for `why` (its supply tripped): every card is lost until a
+    /// reboot (a new machine).
+    pub fn go_down(&mut self, why: &str) {
+        self.down.get_or_insert_with(|| why.to_string());
     }
 
     pub fn advance_to(&mut self, now_ms: u64) {

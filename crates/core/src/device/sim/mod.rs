@@ -10,6 +10,7 @@ mod physics;
 mod processes;
 pub(crate) mod seed;
 pub mod silicon;
+pub mod supply;
 mod topology;
 
 use std::collections::BTreeMap;
@@ -116,6 +117,15 @@ impl SimBackend {
         }
     }
 
+    /// The machine goes down for `why` (a tripped supply): every card answers lost until a new
+    /// machine is made (the reboot).
+    pub fn go_down(&self, why: &str) {
+        self.machine
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .go_down(why);
+    }
+
     /// Models the driver's P2P: stock (none on GeForce cards) or patched (`topology.rs`).
     pub fn set_p2p_driver(&self, driver: P2pDriver) {
         *self
@@ -163,6 +173,10 @@ impl SimBackend {
     ) -> Result<T, DeviceError> {
         let now_ms = self.clock.now_ms();
         let mut machine = self.machine.lock().unwrap_or_else(PoisonError::into_inner);
+        // A machine that went down answers for no card (the driver's "GPU is lost").
+        if machine.down.is_some() {
+            return Err(DeviceError::GpuLost { index });
+        }
         let gpu = machine
             .gpus
             .get_mut(index as usize)

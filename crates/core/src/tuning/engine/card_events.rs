@@ -40,6 +40,7 @@ impl Engine {
             self.drive_fans(index, reading);
             self.drive_temperature_hold(index, reading);
         }
+        self.box_check_readings(readings);
         self.trial_progress();
     }
 

@@ -37,7 +37,8 @@
 //! | GPU lost (off the bus, driver gone) | `gpu_lost` (from `on_samples`; `write` marks it) | `card_events.rs` → every session on it ends, what cannot be written kept in its journal |
 //! | client gone (closed window, killed `run`) | `client_gone` (from `Router::drop_client`) | `session_end.rs` → `end_session_now` → `restore.rs` |
 //! | time passing: baselines, deadlines, retries | `tick` (when `next_wakeup` says) | `trial.rs` → `apply_trial`, `trial_end.rs`, `restore.rs::retry_unrestored` |
-//! | start, with journals left behind | `Engine::open` | `open.rs` → `journals_left.rs::restore_pending` |
+//! | start, with journals left behind | `Engine::open` | `open.rs` → `journals_left.rs::restore_pending`, `box_journal.rs::box_check_left` (a box check the machine went down in) |
+//! | a box check (purpose `box_check`) | `start_session`, `on_samples`, `end_session_now` | `box_journal.rs`: journal written before the load, updated each second, removed at the end |
 //! | a gputune without the daemon, at start | `restore_left_changes` | `open.rs` → `Engine::open` |
 //! | the service stops | `shutdown` | `mod.rs` → `end_session_now` for every session |
 //! | a job's energy and cost (sessions of purpose `job`) | `record_in_sessions` → `tally_job`; `end_session_now` → `job_record`; the service takes them with `take_job_records` | `job_record.rs` (the figures: `job_energy::tally`) |
@@ -59,6 +60,7 @@
 
 use crate::tuning::in_force::ControlsInForce;
 mod apply;
+mod box_journal;
 mod card_events;
 mod crash;
 mod crash_sentence;
@@ -87,6 +89,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use box_journal::{BOX_JOURNAL_FILE, WENT_DOWN};
 use gputune_formats::tuning::{
     ChangeNote, EngineEvent, GpuInfo, GpuTuning, SessionId, SessionReport, SettingLeft, TuneError,
     TuneErrorKind,
@@ -146,6 +149,8 @@ pub struct Engine {
     job_price: Option<crate::job_energy::cost::Price>,
     /// Records of the jobs ended since the service last took them ([`Engine::take_job_records`]).
     ended_jobs: Vec<gputune_formats::jobs::JobRecord>,
+    /// The box check journaled now (`box_journal.rs`).
+    box_check: Option<box_journal::BoxCheckKept>,
 }
 
 impl Engine {

@@ -127,6 +127,7 @@ impl Engine {
             clock,
             job_price: None,
             ended_jobs: Vec::new(),
+            box_check: None,
         };
         if options.ownership == Ownership::Daemon {
             for index in 0..count {
@@ -149,6 +150,7 @@ impl Engine {
         }
         let mut notices = early_notices;
         notices.extend(engine.restore_pending());
+        notices.extend(engine.box_check_left());
         Ok((engine, notices))
     }
 }
@@ -219,7 +221,9 @@ pub fn restore_left_changes(
     let has_journal = std::fs::read_dir(&dir).is_ok_and(|entries| {
         entries.filter_map(Result::ok).any(|entry| {
             entry.file_name().to_str().is_some_and(|name| {
-                (name.starts_with("journal-") && name.ends_with(".json")) || name == "journal.json"
+                (name.starts_with("journal-") && name.ends_with(".json"))
+                    || name == "journal.json"
+                    || name == super::BOX_JOURNAL_FILE
             })
         })
     });

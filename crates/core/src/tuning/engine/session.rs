@@ -187,6 +187,12 @@ impl Engine {
             session.job_pid = request.job_pid;
             session.job = request.job.clone();
         }
+        if request.purpose == SessionPurpose::BoxCheck
+            && let Err(error) = self.box_check_started(id, &indices, clock_cap_mhz(request))
+        {
+            self.end_session_now(id, false, "The box check could not be journaled");
+            return Err(error);
+        }
         let mut applied = Vec::new();
         for (&index, settings) in &validated {
             match self.session_write(id, index, settings) {
@@ -322,6 +328,8 @@ impl Engine {
             self.put_back_unrestored(index)?;
             applied.push(self.session_write(id, index, &settings)?);
         }
+        // A box check holding a new cap: its journal says it before the load resumes.
+        self.box_check_cap(id, clock_cap_mhz_of(changes));
         Ok(applied)
     }
 
@@ -437,4 +445,19 @@ impl Engine {
             }
         }
     }
+}
+
+/// The top of the clock lock a box check holds on its cards, when it holds one.
+fn clock_cap_mhz(request: &SessionRequest) -> Option<u32> {
+    clock_cap_mhz_of(&request.changes)
+}
+
+fn clock_cap_mhz_of(changes: &[GpuChange]) -> Option<u32> {
+    changes
+        .iter()
+        .flat_map(|change| &change.settings)
+        .find_map(|setting| match setting {
+            gputune_formats::card::Setting::LockGpuClocks { max_mhz, .. } => Some(*max_mhz),
+            _ => None,
+        })
 }

@@ -137,6 +137,7 @@ impl Engine {
             });
             restored.push(report);
         }
+        self.box_check_ended(id);
         SessionReport {
             session: id,
             purpose: session.purpose,

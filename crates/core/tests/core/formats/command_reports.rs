@@ -134,7 +134,7 @@ fn watched() -> Watched {
 }
 
 /// A check that found wrong GEMM results after 3 minutes, put back.
-fn check_report(ending: Ending, ran_s: f64) -> CheckReport {
+pub(super) fn check_report(ending: Ending, ran_s: f64) -> CheckReport {
     let tally = Tally {
         gemm: Checked {
             results: 2_181_038_080,

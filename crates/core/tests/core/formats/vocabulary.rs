@@ -51,6 +51,7 @@ fn vocabulary() -> Value {
             SessionPurpose::Sweep,
             SessionPurpose::Stability,
             SessionPurpose::Scan,
+            SessionPurpose::BoxCheck,
             SessionPurpose::Job,
         ]),
     );
@@ -183,6 +184,7 @@ fn every_variant_is_listed(
         | P::Sweep
         | P::Stability
         | P::Scan
+        | P::BoxCheck
         | P::Job => {}
     }
     use TuneErrorKind as K;

@@ -1,0 +1,51 @@
+//! `gputune stability --together` against the fake libnvidia-ml's 8-GPU box: a power cut
+//! mid-check (the process killed, the machine down: every card lost) and the reboot (a fresh
+//! machine, a new boot, the same state folder), after which `gputune status` says the box went
+//! down. (The box check itself is tested in the core's `stability_box.rs`.)
+
+use common::FakeMachine;
+use common::daemon::wait_until;
+use common::process::spawn_piped;
+use gputune_formats::reports::box_check::BoxJournal;
+
+use crate::common;
+
+#[test]
+fn a_power_cut_mid_box_check_is_said_by_status_after_the_reboot() {
+    let machine = FakeMachine::for_processes("8x-rtx4090", "training");
+    let journal = machine.state_dir().join("box-check.json");
+    // The power cut: the machine goes down mid-check (nothing runs on: kill -9), every card lost.
+    let mut running =
+        spawn_piped(machine.command(&["stability", "--together", "--duration-s", "60", "--force"]));
+    running.wait_for_line("Ctrl-C stops it");
+    wait_until("the box-check journal", || journal.exists());
+    // The cards as they were, up: what the reboot brings back.
+    let fresh = machine.state();
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    let mut state = machine.state();
+    state.machine.go_down("the simulated power supply tripped");
+    nvidia_ml_fake::save_state(machine.state_path(), &state).expect("the state is saved");
+    let lost = machine.gputune(&["status", "--gpu", "0"]);
+    assert!(
+        !lost.status.success(),
+        "a machine that went down has no card"
+    );
+
+    // The reboot: a fresh machine and a new boot; the same state folder.
+    nvidia_ml_fake::save_state(machine.state_path(), &fresh).expect("the fresh state is saved");
+    let mut left: BoxJournal =
+        serde_json::from_slice(&std::fs::read(&journal).expect("the journal is kept"))
+            .expect("the journal reads");
+    left.boot_id = Some("the boot before the power cut".to_string());
+    std::fs::write(&journal, serde_json::to_vec(&left).expect("it writes")).expect("written");
+    let status = machine.gputune(&["status", "--gpu", "0"]);
+    let said = common::text(&status.stderr);
+    assert!(status.status.success(), "{said}");
+    assert!(
+        said.contains("The box went down") && said.contains("GPU 0, GPU 1"),
+        "{said}"
+    );
+    assert!(said.contains("suspect the power supply"), "{said}");
+    assert!(!journal.exists(), "said once, then moved aside");
+}
