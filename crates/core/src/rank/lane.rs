@@ -10,6 +10,7 @@ use gputune_formats::tuning::GpuInfo;
 
 use super::verdict::Measured;
 use super::watch::{IdlePoint, PhaseWatch};
+use crate::device::XidMeaning;
 use crate::service::client::TuningClient;
 use crate::stability::compute::ComputeSetup;
 use crate::stability::held::Held;
@@ -121,7 +122,11 @@ impl Lane {
                 self.held.feed(run, index, event);
             }
             None => {
-                if let Some(why) = self.held.take_session_end(event) {
+                if let Some((critical, message)) = self.held.ended_by_engine(event) {
+                    let why = match critical {
+                        Some(critical) => format!("Xid {} ({})", critical.xid, critical.meaning()),
+                        None => format!("the tuning engine ended it: {message}"),
+                    };
                     self.out.get_or_insert(why);
                 }
             }

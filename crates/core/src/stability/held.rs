@@ -3,7 +3,6 @@
 //! to their run the same way.
 
 use super::run::{CheckRun, SettingsSeen};
-use crate::device::XidMeaning;
 use crate::service::client::TuningClient;
 use crate::tuning::engine::report_lines;
 use gputune_formats::card::CriticalEvent;
@@ -71,26 +70,6 @@ impl Held {
             },
         }
         None
-    }
-
-    /// For a card whose session is held while no run is on it (the ranking's cards waiting
-    /// their turn): the engine ending the session (an Xid, a lost GPU), taken as [`Held::feed`]
-    /// takes it. Returns why, when it ended.
-    pub fn take_session_end(&mut self, event: &Event) -> Option<String> {
-        let Event::Engine { event } = event else {
-            return None;
-        };
-        match event.as_ref() {
-            EngineEvent::SessionEnded { report, .. } if Some(report.session) == self.session => {
-                self.session = None;
-                self.take(report);
-                Some(match report.critical_event {
-                    Some(critical) => format!("Xid {} ({})", critical.xid, critical.meaning()),
-                    None => format!("the tuning engine ended it: {}", report.message),
-                })
-            }
-            _ => None,
-        }
     }
 
     /// When `event` says the engine ended this session (an Xid, a lost GPU): what it put back

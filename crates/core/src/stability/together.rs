@@ -13,6 +13,7 @@
 
 mod drive;
 mod hold;
+mod plan;
 pub mod recommend;
 mod report;
 pub mod schedule;

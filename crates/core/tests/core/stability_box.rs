@@ -13,7 +13,6 @@ use gputune_core::folders::Folders;
 use gputune_core::service::client::{
     ConnectOptions, SocketChoice, TuningClient, connect_in_process,
 };
-use gputune_core::stability::busy::OtherWork;
 use gputune_core::stability::simulated::{SimFaults, SimulatedDevice};
 use gputune_core::stability::together::{BoxCheck, BoxPlan, BoxProgress};
 use gputune_core::stability::{
@@ -116,14 +115,9 @@ pub fn plan(
         faults.push(device.faults());
         devices.push(Box::new(device));
     }
-    let plan = BoxPlan {
-        gpus: snapshot.gpus.clone(),
-        tunings: snapshot.tunings.clone(),
-        other_work: vec![OtherWork::default(); snapshot.gpus.len()],
-        duration_s,
-        clock_cap_mhz: None,
-        find_cap: true,
-    };
+    let indices: Vec<u32> = (0..snapshot.gpus.len() as u32).collect();
+    let plan = BoxPlan::of(snapshot, &indices, &[], false, duration_s, None)
+        .unwrap_or_else(|error| panic!("{error}"));
     (plan, devices, faults)
 }
 

@@ -6,7 +6,6 @@ use std::io::Write;
 use super::StabilityArgs;
 use crate::cli::connect::{TuningOptions, choose_gpus, connect_for, refusal, snapshot};
 use crate::cli::drive::{gpu_processes, refuse_if_held_elsewhere};
-use crate::stability::busy::OtherWork;
 use crate::stability::rounds::CheckOptions;
 use crate::stability::together::{BoxPlan, BoxProgress, run_box_check};
 use gputune_formats::profile::Verdict;
@@ -36,32 +35,23 @@ pub fn run(args: &StabilityArgs, options: &TuningOptions) -> anyhow::Result<i32>
         })
         .map_err(refusal)?;
     let processes = gpu_processes(&mut client, &snapshot.latest, super::PROCESSES_WAIT);
-    let mut plan = BoxPlan {
-        gpus: Vec::new(),
-        tunings: Vec::new(),
-        other_work: Vec::new(),
-        duration_s: args.duration_s,
-        clock_cap_mhz: args.clock_cap_mhz,
-        find_cap: true,
-    };
     for index in &indices {
         let gpu = &snapshot.gpus[*index as usize];
-        let Some(tuning) = snapshot.tunings.get(*index as usize) else {
-            anyhow::bail!("The tuning engine sent no state for GPU {index}.");
-        };
         if let Err(message) = refuse_if_held_elsewhere(&client, &options.folders, gpu, "box check")
         {
             let _ = writeln!(messages, "gputune: {message}");
             return Ok(2);
         }
-        plan.gpus.push(gpu.clone());
-        plan.tunings.push(tuning.clone());
-        plan.other_work.push(OtherWork {
-            processes: processes.get(*index as usize).cloned().flatten(),
-            force: args.force,
-            force_hint: ", or check beside them with --force".to_string(),
-        });
     }
+    let plan = BoxPlan::of(
+        &snapshot,
+        &indices,
+        &processes,
+        args.force,
+        args.duration_s,
+        args.clock_cap_mhz,
+    )
+    .map_err(anyhow::Error::msg)?;
     let identities: Vec<_> = plan.gpus.iter().map(|gpu| gpu.identity.clone()).collect();
     let devices = match crate::stability::device::open_for_box(&identities) {
         Ok(devices) => devices,
@@ -146,7 +136,10 @@ fn print_report(report: &BoxCheckReport, json: bool) -> anyhow::Result<()> {
         let watts = |value: Option<f64>| value.map_or_else(|| "n/a".to_string(), watts_text);
         let spread = step
             .edge_spread_max_ms
-            .map(|ms| format!(", {} edges within {ms:.1} ms", step.edges))
+            .map(|ms| {
+                let edges = if step.edges == 1 { "edge" } else { "edges" };
+                format!(", {} {edges} within {ms:.1} ms", step.edges)
+            })
             .unwrap_or_default();
         writeln!(
             stdout,
