@@ -5,9 +5,9 @@
 
 use crate::link::box_runs::{BoxEngine, BoxProgress, BoxRunNews, BoxRunView, ProgressUnit};
 use crate::service::client::TuningClient;
-use crate::stability::busy::OtherWork;
 use crate::stability::together::{BoxCheck, BoxPlan};
-use gputune_formats::protocol::Event;
+use gputune_formats::card::GpuProcess;
+use gputune_formats::protocol::{Event, Request, Response};
 use gputune_formats::reports::box_check::BoxCheckReport;
 
 /// A box check the window started.
@@ -16,29 +16,28 @@ pub struct BoxCheckRun {
 }
 
 impl BoxCheckRun {
-    /// Refused (a busy card, no device, the session refused) before any load.
+    /// Refused (a busy card, no device, the session refused) before any load. `processes`:
+    /// each card's, by index, as the link's last readings listed them.
     pub fn start(
         client: &mut TuningClient,
         gpu_indices: &[u32],
+        processes: &[Option<Vec<GpuProcess>>],
         duration_s: f64,
         clock_cap_mhz: Option<u32>,
     ) -> Result<BoxCheckRun, String> {
-        let targets = crate::rank::drive::targets(client, gpu_indices)?;
-        let plan = BoxPlan {
-            gpus: targets.iter().map(|target| target.gpu.clone()).collect(),
-            tunings: targets.iter().map(|target| target.tuning.clone()).collect(),
-            other_work: targets
-                .iter()
-                .map(|target| OtherWork {
-                    processes: target.processes.clone(),
-                    force: false,
-                    force_hint: " (or use `gputune stability --together --force`)".to_string(),
-                })
-                .collect(),
+        let snapshot = match client.request(Request::Snapshot) {
+            Ok(Response::Snapshot(snapshot)) => snapshot,
+            Ok(other) => return Err(format!("The service answered {other:?} to a snapshot.")),
+            Err(error) => return Err(format!("The tuning service could not be asked: {error}")),
+        };
+        let plan = BoxPlan::of(
+            &snapshot,
+            gpu_indices,
+            processes,
+            false,
             duration_s,
             clock_cap_mhz,
-            find_cap: true,
-        };
+        )?;
         let identities: Vec<_> = plan.gpus.iter().map(|gpu| gpu.identity.clone()).collect();
         let devices = crate::stability::device::open_for_box(&identities).map_err(|error| {
             format!("{error} The box check did not start; nothing was measured.")

@@ -187,8 +187,8 @@ impl<E: BoxEngine> Driven<E> {
 pub struct BoxRuns {
     /// How the link test opens the cards (as the window was started).
     backend: BackendOptions,
-    /// Each card's processes, as the last readings listed them: the link test refuses a card
-    /// others compute on (their copies would share its bus), as `gputune links` does.
+    /// Each card's processes, as the last readings listed them: the link test and the box
+    /// check refuse a card others compute on, as `gputune links` and `stability` do.
     processes: Vec<Option<Vec<GpuProcess>>>,
     rank: Option<Driven<RankRun>>,
     links: Option<Driven<CopyTestRun>>,
@@ -245,8 +245,14 @@ impl BoxRuns {
             BoxRunKind::BoxCheck {
                 duration_s,
                 clock_cap_mhz,
-            } => BoxCheckRun::start(client, &launch.gpu_indices, *duration_s, *clock_cap_mhz)
-                .map(|run| self.box_check = Some(Driven::new(run))),
+            } => BoxCheckRun::start(
+                client,
+                &launch.gpu_indices,
+                &self.processes,
+                *duration_s,
+                *clock_cap_mhz,
+            )
+            .map(|run| self.box_check = Some(Driven::new(run))),
         };
         if let Err(message) = started {
             refuse(message);
