@@ -291,3 +291,33 @@ fn progress_ui(ui: &mut egui::Ui, state: &RunState<'_>) {
     }
     ui.label(line);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(running: bool, report: Option<u32>, refused: Option<&str>) -> BoxRunView<u32> {
+        BoxRunView {
+            running,
+            stopping: false,
+            progress: None,
+            report,
+            refused: refused.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_refusal_keeps_the_last_report_and_a_new_run_clears_the_refusal() {
+        let refused = merged(
+            Some(view(false, Some(7), None)),
+            view(false, None, Some("busy")),
+        );
+        assert_eq!(refused, view(false, Some(7), Some("busy")));
+        let running = merged(Some(refused), view(true, None, None));
+        assert_eq!(running, view(true, None, None));
+        assert_eq!(
+            merged(None, view(false, None, Some("busy"))),
+            view(false, None, Some("busy"))
+        );
+    }
+}
