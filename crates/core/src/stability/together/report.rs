@@ -9,7 +9,7 @@ use crate::stability::report::check_report;
 use crate::stability::run::{CheckRun, SettingsSeen};
 use gputune_formats::profile::Verdict;
 use gputune_formats::reports::box_check::{
-    BOX_CHECK_REPORT_FORMAT, BoxCheckReport, BoxFailure, BoxRecommendation, watts_text,
+    BOX_CHECK_REPORT_FORMAT, BoxCheckReport, BoxFailure, BoxRecommendation, BoxStep, watts_text,
 };
 use gputune_formats::reports::stability::{CheckReport, Ending};
 
@@ -275,11 +275,17 @@ pub fn sentence(report: &BoxCheckReport) -> String {
         .clock_cap_mhz
         .map(|cap| format!(" at a {cap} MHz clock cap"))
         .unwrap_or_default();
+    let out_of_phase = out_of_phase(report);
     let mut text = match (&report.first_failure, report.verdict) {
         (Some(failure), _) => failure_sentence(failure, &cap),
-        (None, Verdict::Stable) => format!(
+        (None, Verdict::Stable) if out_of_phase.is_empty() => format!(
             "The box is stable in phase{cap}: {cards} cards, {} steps{peak}{spread}.",
             report.steps.len()
+        ),
+        (None, Verdict::Stable) => format!(
+            "Every card computed right{cap} ({cards} cards, {} steps{peak}), but the pulses were not in phase: {}. This machine could not line the cards' bursts up (its CPUs busy with other work?), so the supply's worst case was not tested: run it again with nothing else running.",
+            report.steps.len(),
+            out_of_phase.join("; ")
         ),
         (None, Verdict::Stopped) => format!(
             "The box check was stopped before its end{cap}; what ran was clean, but it is not a verdict{peak}."
@@ -300,6 +306,38 @@ pub fn sentence(report: &BoxCheckReport) -> String {
     text
 }
 
+/// A pulsed step counts as in phase when every card began its bursts at the shared edges, the
+/// widest spread a quarter of a burst at most: further apart, the cards' surges no longer add
+/// up, and the step did not test what it is for. "10 ms pulses every 20 ms (50 % duty): edges up
+/// to 41.6 ms apart" for each step that was not.
+fn out_of_phase(report: &BoxCheckReport) -> Vec<String> {
+    report
+        .steps
+        .iter()
+        .filter_map(|step| {
+            let BoxStep::Pulsed {
+                period_ms,
+                duty_pct,
+            } = step.step
+            else {
+                return None;
+            };
+            let burst_ms = f64::from(period_ms) * f64::from(duty_pct) / 100.0;
+            match step.edge_spread_max_ms {
+                _ if step.edges == 0 => Some(format!(
+                    "{}: no edge began on every card at once",
+                    step.step.describe()
+                )),
+                Some(spread_ms) if spread_ms > burst_ms / 4.0 => Some(format!(
+                    "{}: edges up to {spread_ms:.1} ms apart",
+                    step.step.describe()
+                )),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 fn failure_sentence(failure: &BoxFailure, cap: &str) -> String {
     let step = failure
         .step
@@ -316,5 +354,47 @@ fn failure_sentence(failure: &BoxFailure, cap: &str) -> String {
             "GPU {} failed first, {at} into the box check{step}{cap}: {}.",
             failure.gpu_index, failure.finding
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The golden report made stable: its 10 ms pulses' edges `spread_ms` apart at worst.
+    fn stable_with_spread(spread_ms: f64) -> BoxCheckReport {
+        let golden = include_str!("../../../../../tests/data/formats/reports/box-check.json");
+        let mut report: BoxCheckReport = match serde_json::from_str(golden) {
+            Ok(report) => report,
+            Err(error) => panic!("the golden box check reads: {error}"),
+        };
+        report.verdict = Verdict::Stable;
+        report.first_failure = None;
+        report.recommendation = None;
+        report.steps[0].edge_spread_max_ms = Some(spread_ms);
+        report
+    }
+
+    #[test]
+    fn stable_in_phase_only_when_the_edges_lined_up_within_a_quarter_burst() {
+        let lined_up = sentence(&stable_with_spread(2.1));
+        assert!(
+            lined_up.starts_with("The box is stable in phase: "),
+            "{lined_up}"
+        );
+        let apart = sentence(&stable_with_spread(41.6));
+        assert!(!apart.contains("stable in phase"), "{apart}");
+        assert!(
+            apart.contains("the pulses were not in phase: 10 ms pulses every 20 ms (50 % duty): edges up to 41.6 ms apart")
+                && apart.contains("the supply's worst case was not tested"),
+            "{apart}"
+        );
+        let mut never = stable_with_spread(0.0);
+        never.steps[0].edges = 0;
+        assert!(
+            sentence(&never).contains("no edge began on every card at once"),
+            "{}",
+            sentence(&never)
+        );
     }
 }
