@@ -7,11 +7,9 @@ use super::cells::{Cell, Tone, drawable};
 use super::columns::Table;
 use gputune_formats::reports::rank::{CardRank, RankReport, RankVerdict};
 
-/// Below this the card is the best (its rate rounds to the best's).
-const SAME_AS_BEST_PCT: f64 = 0.5;
-
-/// "best", "−12 % vs best", with the verdict's tone and the card's sentence on hover.
-pub fn place(card: &CardRank) -> Cell {
+/// "the best" (one card: the report's best), "0 % vs best", "−12 % vs best", with the verdict's
+/// tone and the card's sentence on hover.
+pub fn place(card: &CardRank, best_gpu_index: Option<u32>) -> Cell {
     let tone = match card.verdict {
         RankVerdict::Passes => Tone::Good,
         RankVerdict::Slow => Tone::Warning,
@@ -21,7 +19,7 @@ pub fn place(card: &CardRank) -> Cell {
     let text = match (card.verdict, card.vs_best_pct) {
         (RankVerdict::Failed, _) => "failed".to_string(),
         (RankVerdict::NotRanked, _) | (_, None) => "not ranked".to_string(),
-        (_, Some(pct)) if pct.abs() < SAME_AS_BEST_PCT => "the best".to_string(),
+        (_, Some(_)) if best_gpu_index == Some(card.gpu_index) => "the best".to_string(),
         (_, Some(pct)) => format!("{} % vs best", signed(pct)),
     };
     Cell {
@@ -31,10 +29,12 @@ pub fn place(card: &CardRank) -> Cell {
     }
 }
 
-/// A percentage with a real minus sign: "−12", "+3".
+/// A whole percentage with a real minus sign: "−12", "+3", "0" (never "−0").
 fn signed(pct: f64) -> String {
     let rounded = pct.round();
-    if rounded < 0.0 {
+    if rounded == 0.0 {
+        "0".to_string()
+    } else if rounded < 0.0 {
         format!("−{}", -rounded)
     } else {
         format!("+{rounded}")
@@ -70,7 +70,12 @@ pub fn rank_rows(table: &mut Table<'_>, report: &RankReport) {
         "Rank",
         "Its GEMM rate against the best card's with all loaded (more than 10 % slower fails, \
          as gpu-fryer has it)",
-        |gpu| card_of(gpu.info.identity.index).map_or_else(|| Cell::plain("—"), place),
+        |gpu| {
+            card_of(gpu.info.identity.index).map_or_else(
+                || Cell::plain("—"),
+                |card| place(card, report.best_gpu_index),
+            )
+        },
     );
     table.row("GEMM rate", "", |gpu| {
         card_of(gpu.info.identity.index).map_or_else(|| Cell::plain("—"), rate)
@@ -90,7 +95,7 @@ pub fn rank_sentences_ui(ui: &mut egui::Ui, report: &RankReport) {
     );
     for card in &report.cards {
         if card.verdict != RankVerdict::Passes {
-            let cell = place(card);
+            let cell = place(card, report.best_gpu_index);
             super::columns::cell_ui(
                 ui,
                 &Cell {
@@ -130,23 +135,29 @@ mod tests {
 
     #[test]
     fn the_place_says_how_far_behind_the_best_in_the_verdicts_tone() {
-        let slow = place(&card(RankVerdict::Slow, Some(-12.3)));
+        let slow = place(&card(RankVerdict::Slow, Some(-12.3)), Some(0));
         assert_eq!(
             (slow.text.as_str(), slow.tone),
             ("−12 % vs best", Tone::Warning)
         );
         assert!(slow.hover.is_some_and(|hover| hover.contains("hot slot")));
+        let best = card(RankVerdict::Passes, Some(0.0));
+        assert_eq!(place(&best, Some(best.gpu_index)).text, "the best");
+        // Another card level with the best is not a second "best".
         assert_eq!(
-            place(&card(RankVerdict::Passes, Some(-0.2))).text,
-            "the best"
+            place(&card(RankVerdict::Passes, Some(-0.2)), Some(7)).text,
+            "0 % vs best"
         );
         assert_eq!(
-            place(&card(RankVerdict::Passes, Some(-4.0))).tone,
+            place(&card(RankVerdict::Passes, Some(-4.0)), Some(0)).tone,
             Tone::Good
         );
-        assert_eq!(place(&card(RankVerdict::Failed, Some(-1.0))).text, "failed");
         assert_eq!(
-            place(&card(RankVerdict::NotRanked, None)).text,
+            place(&card(RankVerdict::Failed, Some(-1.0)), Some(0)).text,
+            "failed"
+        );
+        assert_eq!(
+            place(&card(RankVerdict::NotRanked, None), Some(0)).text,
             "not ranked"
         );
         assert_eq!(rate(&card(RankVerdict::NotRanked, None)).text, "—");
