@@ -233,7 +233,7 @@ fn a_ranking_a_link_test_and_a_box_check_the_link_runs_show_their_results() {
     harness.get_by_label("Rank");
     harness.get_by_label_contains("Ranking at");
     for card in &report.cards {
-        let place = gputune::ui::box_view::rank_rows::place(card);
+        let place = gputune::ui::box_view::rank_rows::place(card, report.best_gpu_index);
         assert!(
             harness.query_all_by_label(&place.text).next().is_some(),
             "{} is shown",
