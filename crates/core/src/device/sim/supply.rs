@@ -72,8 +72,12 @@ impl Trip {
     /// "4,480 W asked of a 4,200 W supply by 8 cards starting their bursts together".
     pub fn describe(&self) -> String {
         format!(
-            "the simulated power supply tripped: {:.0} W asked of its {:.0} W by {} card(s) starting their bursts together at up to {} MHz",
-            self.demand_w, self.rating_w, self.cards_in_phase, self.clock_max_mhz
+            "the simulated power supply tripped: {:.0} W asked of its {:.0} W by {} card{} starting their bursts together at up to {} MHz",
+            self.demand_w,
+            self.rating_w,
+            self.cards_in_phase,
+            if self.cards_in_phase == 1 { "" } else { "s" },
+            self.clock_max_mhz
         )
     }
 }
