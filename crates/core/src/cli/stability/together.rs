@@ -133,6 +133,10 @@ fn print_report(report: &BoxCheckReport, json: bool) -> anyhow::Result<()> {
     }
     writeln!(stdout, "{}", report.sentence)?;
     for step in &report.steps {
+        if step.seconds <= 0.0 && step.box_power_mean_w.is_none() {
+            writeln!(stdout, "  {}: not reached", step.step.describe())?;
+            continue;
+        }
         let watts = |value: Option<f64>| value.map_or_else(|| "n/a".to_string(), watts_text);
         let spread = step
             .edge_spread_max_ms
