@@ -209,11 +209,7 @@ impl Router {
             ));
         };
         // A profile carries no temperature hold: the card's stored one stays.
-        let default = match default {
-            Some(default) => Some(store.keeping_hold(engine, gpu_uuid, default)?),
-            None => None,
-        };
-        store.store(engine, gpu_uuid, default)?;
+        store.store_profile_part(engine, gpu_uuid, default)?;
         Ok(Response::Done)
     }
 
