@@ -161,3 +161,59 @@ fn a_bad_boot_profile_stops_the_daemon_before_any_card_is_touched() {
         assert!(machine.write_log().is_empty(), "{:?}", machine.write_log());
     }
 }
+
+/// A box profile of `cards` of the 8-GPU fake box, at `percent` of each card's default limit.
+fn box_profile(machine: &FakeMachine, name: &str, cards: &[usize], percent: f64) -> String {
+    let mut text = format!(
+        "schema_version = 1\nname = \"{name}\"\n\n[card]\nuuid = \"{}\"\nname = \"NVIDIA GeForce RTX 4090\"\npci_bus_id = \"00000000:01:00.0\"\n\n[power_limit]\npercent_of_default = {percent:.1}\nwatts = {:.1}\n",
+        machine.uuid(cards[0]),
+        450.0 * percent / 100.0
+    );
+    for card in cards {
+        text.push_str(&format!(
+            "\n[[box_cards]]\ngpu_uuid = \"{}\"\ngpu_name = \"NVIDIA GeForce RTX 4090\"\n",
+            machine.uuid(*card)
+        ));
+    }
+    text
+}
+
+#[test]
+fn a_box_profile_made_the_default_over_another_leaves_the_daemon_agreeing_with_apply_defaults() {
+    let machine = FakeMachine::new("8x-rtx4090", "");
+    let profiles = machine.config_dir().join("profiles");
+    std::fs::create_dir_all(&profiles).expect("a profile folder");
+    for (file, name, cards, percent) in [
+        ("box.toml", "Box", &[0, 1][..], 80.0),
+        ("wide.toml", "Wide", &[1, 2][..], 70.0),
+    ] {
+        std::fs::write(
+            profiles.join(file),
+            box_profile(&machine, name, cards, percent),
+        )
+        .expect("the profile is written");
+    }
+    let daemon = Daemon::start(&machine);
+    let boot_file = |card: usize| {
+        daemon
+            .state_dir
+            .join("defaults")
+            .join(format!("boot-{}.json", machine.uuid(card)))
+    };
+    daemon.ok(&machine, &["profile", "default", "Box"]);
+    assert!(boot_file(0).exists() && boot_file(1).exists());
+    // Wide shares GPU 1 with Box: the last one made the default wins there, Box is no default
+    // any more, and GPU 0 (only Box covered it, and it has no own default) loses its boot
+    // default in the daemon as in `profile apply-defaults`.
+    let said = daemon.ok(&machine, &["profile", "default", "Wide"]);
+    assert!(
+        said.contains("GPU 0 is no longer in a default box profile and has no default of its own"),
+        "{said}"
+    );
+    assert!(!boot_file(0).exists());
+    for card in [1, 2] {
+        let text = std::fs::read_to_string(boot_file(card)).expect("a boot default");
+        assert!(text.contains("Wide"), "GPU {card}: {text}");
+    }
+    assert_eq!(daemon.stop(), Some(0));
+}
