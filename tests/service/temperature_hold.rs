@@ -2,7 +2,8 @@
 //! libnvidia-ml (`gputune hold-temp`): set by a command that exits, the daemon moves the power
 //! limit by itself; a plain apply of the limit is refused naming the hold; an absurd hold is
 //! refused with a message; stopping the daemon puts the limit back, and a hold stored as the
-//! card's boot default is kept again from the next start until cleared.
+//! card's boot default is kept again from the next start until cleared; a boot default that
+//! cannot be stored is said as such, the hold running now.
 
 use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
@@ -70,5 +71,31 @@ fn a_hold_set_by_a_command_is_kept_by_the_daemon_and_comes_back_from_the_boot_de
     assert!(said.contains("holds no temperature now"), "{said}");
     let shown = daemon.ok(&machine, &["hold-temp", "show"]);
     assert!(shown.contains("GPU 0: no temperature hold"), "{shown}");
+    assert!(!shown.contains("at every daemon start"), "{shown}");
+}
+
+#[test]
+fn a_boot_default_that_cannot_be_stored_says_the_hold_runs_now_but_was_not_stored() {
+    use std::os::unix::fs::PermissionsExt;
+    let machine = FakeMachine::new("rtx4090", "");
+    // The daemon's defaults folder cannot be made: a file is where it goes.
+    let state = machine.state_dir().with_file_name("daemon").join("state");
+    std::fs::create_dir_all(&state).expect("the state folder");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("private");
+    std::fs::write(state.join("defaults"), "not a folder").expect("the file");
+    let daemon = Daemon::start(&machine);
+    let said = daemon.refused(
+        &machine,
+        &["hold-temp", "set", "--max-c", "60", "--boot-default"],
+    );
+    assert!(
+        said.contains("The daemon holds GPU 0 at or below 60 °C")
+            && said.contains("now, but could not store it as the card's boot default")
+            && said.contains("ends when the daemon stops"),
+        "{said}"
+    );
+    // As said: it holds it now, and not from the next start.
+    let shown = daemon.ok(&machine, &["hold-temp", "show"]);
+    assert!(shown.contains("GPU 0: held at or below 60 °C"), "{shown}");
     assert!(!shown.contains("at every daemon start"), "{shown}");
 }

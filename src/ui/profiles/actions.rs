@@ -68,7 +68,7 @@ pub fn run_profile_action(
             .map_err(|error| error.to_string()),
         ProfileAction::SetDefault { name } => store
             .set_default(&name)
-            .map(|()| {
+            .map(|_released| {
                 format!(
                     "{name} is now this card's default profile; the gputune daemon applies it at boot once you run `gputune profile default {name}` where it runs."
                 )

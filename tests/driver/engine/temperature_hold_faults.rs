@@ -8,6 +8,7 @@
 use super::temperature_hold::{HOLD_64, keep, state};
 use super::*;
 use gputune_core::tuning::engine::HOLD_REFUSED_WAIT;
+use gputune_core::tuning::state_folder::StateFolder;
 use gputune_formats::card::Telemetry;
 use gputune_formats::temperature_hold::TemperatureHoldState;
 
@@ -200,4 +201,88 @@ fn a_profile_made_the_boot_default_keeps_the_cards_stored_hold() {
         .store(&engine, &uuid, None)
         .unwrap_or_else(|error| panic!("{error}"));
     assert!(store.read_all().0.is_empty());
+}
+
+/// `seconds` of readings at `temperature_c`, one a second.
+fn feed_readings(engine: &mut Engine, clock: &ManualClock, seconds: u64, temperature_c: u32) {
+    for _ in 0..seconds {
+        clock.advance_ms(1_000);
+        engine.on_samples(&[Ok(Telemetry {
+            temperature_c: Some(temperature_c),
+            ..hot_reading(clock.now_ms())
+        })]);
+        engine.tick();
+    }
+}
+
+/// The power limit the card's journal says goes back, if it has one.
+fn journaled_limit_mw(folder: &tempfile::TempDir, uuid: &str) -> Option<u32> {
+    let journal = StateFolder::open(&folder.path().join("state"))
+        .ok()?
+        .read_journal(uuid)
+        .ok()??;
+    journal.restore.iter().find_map(|setting| match setting {
+        Setting::PowerLimit { power_limit_mw } => Some(*power_limit_mw),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_hold_never_writes_over_a_put_back_the_driver_refused_and_never_keeps_a_run_s_limit() {
+    let machine = FakeMachine::new("rtx4090", "");
+    let folder = tempfile::tempdir().expect("a state folder");
+    let clock = ManualClock::starting_at(gputune_core::clock::wall_clock_ms());
+    let mut engine = fake_engine(&machine, &folder, &clock);
+    let uuid = engine.gpus()[0].identity.uuid.clone();
+    let before_mw = machine.power_limit_mw(0);
+    // A hold on a cool card: it writes nothing, so it has recorded nothing to put back.
+    keep(&mut engine, HOLD_64);
+    feed_readings(&mut engine, &clock, 30, 40);
+    assert_eq!(machine.power_limit_mw(0), before_mw);
+
+    // `gputune run` holds the limit; its put-back at the end is refused once.
+    let run = client(5, "gputune run");
+    let started = engine
+        .start_session(
+            &run,
+            &SessionRequest {
+                purpose: SessionPurpose::Run,
+                changes: vec![GpuChange {
+                    gpu_uuid: uuid.clone(),
+                    settings: vec![Setting::PowerLimit {
+                        power_limit_mw: 380_000,
+                    }],
+                }],
+                fan_curves: Vec::new(),
+                job_pid: None,
+                job: None,
+            },
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    feed_readings(&mut engine, &clock, 10, 80);
+    machine.set_shared_faults("no_permission");
+    let _ = engine.end_session(&run, started.session, false);
+    assert_eq!(machine.power_limit_mw(0), 380_000);
+    assert_eq!(journaled_limit_mw(&folder, &uuid), Some(before_mw));
+
+    // The driver goes on refusing for a second (the engine's first retry), then takes
+    // writes again: the hold's next step comes before the engine's next retry. It puts the
+    // run's put-back first, and the journal keeps the limit from before the run.
+    feed_readings(&mut engine, &clock, 1, 80);
+    machine.set_shared_faults("");
+    feed_readings(&mut engine, &clock, 7, 80);
+    assert_eq!(machine.power_limit_mw(0), before_mw, "put back first");
+    assert_eq!(
+        journaled_limit_mw(&folder, &uuid).unwrap_or(before_mw),
+        before_mw
+    );
+    feed_readings(&mut engine, &clock, 120, 80);
+    assert!(machine.power_limit_mw(0) < before_mw);
+    assert_eq!(journaled_limit_mw(&folder, &uuid), Some(before_mw));
+
+    // Cleared, the card gets the limit it had before the run and the hold.
+    engine
+        .keep_temperature_hold(&client(1, "gputune hold-temp clear"), &uuid, None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(machine.power_limit_mw(0), before_mw);
 }

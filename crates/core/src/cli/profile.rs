@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::profiles::profile::ProfileOnCard;
+mod boot_default;
 mod listing;
 
+use boot_default::hand_default_to_daemon;
 use listing::report_problems;
 pub use listing::{list, show};
 
@@ -21,10 +23,10 @@ use crate::cli::connect::{
     TuningOptions, choose_gpu, connect_for_changes, refusal, snapshot, unexpected,
 };
 use crate::profiles::store::{ProfileStore, StoreError, StoredProfile};
-use crate::service::client::{ConnectError, TuningClient};
+use crate::service::client::TuningClient;
 use gputune_formats::profile::Profile;
-use gputune_formats::protocol::{BootDefault, Request, Response};
-use gputune_formats::tuning::{GpuChange, GpuInfo};
+use gputune_formats::protocol::{Request, Response};
+use gputune_formats::tuning::GpuChange;
 
 /// The longest `apply-defaults --retry-s`: an hour.
 const LONGEST_RETRY_S: u64 = 3_600;
@@ -164,7 +166,7 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
         }
         ProfileCommand::Default { name } => {
             let stored = store.load(name)?;
-            store.set_default(&stored.profile.name)?;
+            let released = store.set_default(&stored.profile.name)?;
             if stored.profile.box_cards.is_empty() {
                 writeln!(
                     out,
@@ -179,80 +181,16 @@ pub fn run_command(args: &ProfileArgs, options: &TuningOptions) -> anyhow::Resul
                     stored.profile.box_cards.len()
                 )?;
             }
-            hand_default_to_daemon(&stored.profile, options, &mut out, &mut messages)
+            hand_default_to_daemon(
+                &store,
+                &stored.profile,
+                &released,
+                options,
+                &mut out,
+                &mut messages,
+            )
         }
     }
-}
-
-/// Gives a card's new default to the daemon, which keeps it in its own folder and applies it
-/// at boot; without a daemon, says how to get one.
-fn hand_default_to_daemon(
-    profile: &Profile,
-    options: &TuningOptions,
-    out: &mut dyn Write,
-    messages: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let without_daemon = "The gputune daemon applies each card's default at boot; it is not running here: install it with `sudo gputune daemon install` and set the default again, or run `gputune profile apply-defaults` yourself.";
-    let connected = crate::service::client::connect(&crate::service::client::ConnectOptions {
-        backend: options.backend.clone(),
-        socket: options.socket.clone(),
-        folders: options.folders.clone(),
-        label: crate::cli::connect::command_label(),
-    });
-    let mut client = match connected {
-        Ok(client) if client.is_daemon() => client,
-        Ok(_) | Err(ConnectError::NoDaemon { .. }) => {
-            writeln!(out, "{without_daemon}")?;
-            return Ok(());
-        }
-        Err(error) => return Err(error.into()),
-    };
-    let gpus = snapshot(&mut client)?.gpus;
-    // A box profile is the default of every card it covers.
-    let covered: Vec<&GpuInfo> = gpus
-        .iter()
-        .filter(|gpu| profile.covers(&gpu.identity.uuid))
-        .collect();
-    if covered.is_empty() {
-        writeln!(
-            out,
-            "The card {} is not in this machine, so the daemon was not told; set the default again where the card is.",
-            profile.card.uuid
-        )?;
-        return Ok(());
-    }
-    for gpu in covered {
-        let application = profile.for_card(&gpu.identity, &gpu.constraints);
-        for notice in &application.notices {
-            let _ = writeln!(messages, "gputune: {}: {notice}", notice.level_word());
-        }
-        let has_curve = application.fan_curve.is_some();
-        let request = Request::SetBootDefault {
-            gpu_uuid: gpu.identity.uuid.clone(),
-            default: Some(BootDefault {
-                gpu_uuid: gpu.identity.uuid.clone(),
-                profile_name: profile.name.clone(),
-                settings: application.settings,
-                fan_curve: application.fan_curve,
-                // A profile carries no hold: the daemon keeps the card's stored one.
-                temperature_hold: None,
-            }),
-        };
-        match client.request(request).map_err(refusal)? {
-            Response::Done => writeln!(
-                out,
-                "The gputune daemon applies it to GPU {} at every boot{}.",
-                gpu.identity.index,
-                if has_curve {
-                    " and keeps its fan curve from then on"
-                } else {
-                    ""
-                }
-            )?,
-            other => return Err(unexpected(&other)),
-        }
-    }
-    Ok(())
 }
 
 /// `profile save NAME`: what the card runs now, as the engine knows it, under a name.

@@ -3,6 +3,7 @@
 //! offsets (`checked`).
 
 pub mod checked;
+mod defaults;
 mod on_card;
 pub mod profile;
 mod profile_file;

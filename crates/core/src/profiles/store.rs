@@ -322,40 +322,6 @@ impl ProfileStore {
         })
     }
 
-    /// Makes this profile its card's default (applied at boot) and clears the flag on every
-    /// other profile of the same card.
-    pub fn set_default(&self, name: &str) -> Result<(), StoreError> {
-        let chosen = self.load(name)?;
-        let (profiles, _) = self.for_card(&chosen.profile.card.uuid);
-        for stored in profiles {
-            let is_chosen = stored.path == chosen.path;
-            if stored.profile.default_for_card != is_chosen {
-                let updated = Profile {
-                    default_for_card: is_chosen,
-                    ..stored.profile.clone()
-                };
-                write_profile_file(&stored.path, &updated)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The default profile of the card with this UUID, if one is marked (the first by name if a
-    /// hand edit marked several): the card's own, else a box profile's that covers it (a
-    /// profile saved by a sweep of several cards is every one of its cards' default).
-    pub fn default_for(&self, uuid: &str) -> Option<StoredProfile> {
-        let (profiles, _) = self.list();
-        let defaults = || {
-            profiles
-                .iter()
-                .filter(|stored| stored.profile.default_for_card)
-        };
-        defaults()
-            .find(|stored| stored.profile.is_for(uuid))
-            .or_else(|| defaults().find(|stored| stored.profile.covers(uuid)))
-            .cloned()
-    }
-
     /// Copies a profile file from anywhere into the store, checked like any other; refused
     /// when a profile of that name exists. A default flag is dropped: the card's default is
     /// chosen here, with `set_default`.

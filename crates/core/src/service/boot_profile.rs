@@ -21,8 +21,9 @@ pub enum BootProfile {
         profile: Box<Profile>,
         file: PathBuf,
     },
-    /// An empty FILE: the node has no profile, and no card keeps a boot default (one an earlier
-    /// profile left would otherwise come back at every start).
+    /// An empty FILE: the node has no profile, and no card keeps a profile as its boot default
+    /// (one an earlier profile left would otherwise come back at every start); a stored
+    /// temperature hold stays.
     None { file: PathBuf },
 }
 
@@ -84,7 +85,8 @@ pub(crate) fn make_boot_defaults(
                 })
             }
         };
-        if let Err(error) = store.store(engine, &gpu.identity.uuid, default) {
+        // The card's stored temperature hold stays, as with `profile default`.
+        if let Err(error) = store.store_profile_part(engine, &gpu.identity.uuid, default) {
             notices.push(Notice::Error(format!(
                 "GPU {index}'s boot default could not be set from --boot-profile: {error}"
             )));
@@ -97,7 +99,7 @@ pub(crate) fn make_boot_defaults(
             crate::text::printable(&profile.name)
         ),
         BootProfile::None { file } => format!(
-            "--boot-profile {} is empty: no GPU keeps a boot default (a card an earlier profile set keeps its settings until the machine restarts).",
+            "--boot-profile {} is empty: no GPU keeps a profile as its boot default (a card an earlier profile set keeps its settings until the machine restarts; a temperature hold stored with `hold-temp set --boot-default` stays).",
             crate::text::path(file)
         ),
     }));

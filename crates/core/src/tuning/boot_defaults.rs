@@ -194,6 +194,33 @@ impl BootDefaultStore {
         })
     }
 
+    /// Makes `default` the profile part of the card's boot default (its settings and fan
+    /// curve; `None` clears them), keeping the card's stored temperature hold: a hold is stored
+    /// and cleared by `hold-temp --boot-default` alone (`profile default`, `--boot-profile`).
+    pub fn store_profile_part(
+        &self,
+        engine: &Engine,
+        gpu_uuid: &str,
+        default: Option<BootDefault>,
+    ) -> Result<(), TuneError> {
+        let index = engine.gpu_index(gpu_uuid)?;
+        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
+        let default = match default {
+            Some(default) => Some(self.keeping_hold(engine, &uuid, default)?),
+            None => self
+                .stored(&uuid)
+                .and_then(|stored| stored.temperature_hold)
+                .map(|hold| BootDefault {
+                    gpu_uuid: uuid.clone(),
+                    profile_name: "temperature hold".to_string(),
+                    settings: Vec::new(),
+                    fan_curve: None,
+                    temperature_hold: Some(hold),
+                }),
+        };
+        self.store(engine, &uuid, default)
+    }
+
     /// The card's stored boot default, if it has one that reads.
     fn stored(&self, uuid: &str) -> Option<BootDefault> {
         self.read_all()

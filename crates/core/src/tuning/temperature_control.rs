@@ -77,6 +77,17 @@ impl TemperatureControl {
         draw_mw: Option<u32>,
         limit_mw: u32,
     ) -> Option<Step> {
+        if self
+            .interval_from_ms
+            .is_some_and(|from_ms| sampled_at_ms < from_ms)
+        {
+            // The wall clock stepped back (readings carry its time): the interval starts again
+            // here, or it would not end until the clock caught up.
+            *self = TemperatureControl {
+                last_error_c: self.last_error_c,
+                ..TemperatureControl::default()
+            };
+        }
         let from_ms = *self.interval_from_ms.get_or_insert(sampled_at_ms);
         self.temperature_sum_c += f64::from(temperature_c);
         self.readings += 1;
@@ -234,6 +245,19 @@ mod tests {
             limit_mw, HOLD.max_power_limit_mw,
             "and never above the ceiling"
         );
+    }
+
+    #[test]
+    fn the_wall_clock_stepping_back_restarts_the_interval_and_the_control_goes_on() {
+        let mut control = TemperatureControl::default();
+        let mut at_ms = 1_700_000_000_000;
+        interval(&mut control, &mut at_ms, 90, 440_000, 450_000);
+        assert!(interval(&mut control, &mut at_ms, 90, 440_000, 450_000).is_some());
+        // NTP sets the clock an hour back: the next interval still ends after its 5 s.
+        at_ms -= 3_600_000;
+        let step = interval(&mut control, &mut at_ms, 90, 440_000, 450_000);
+        let step = step.or_else(|| interval(&mut control, &mut at_ms, 90, 440_000, 450_000));
+        assert!(step.is_some_and(|step| step.write_mw.is_some()), "{step:?}");
     }
 
     #[test]

@@ -592,6 +592,59 @@ fn a_box_profile_is_the_default_of_every_card_it_covers_unless_a_card_has_its_ow
 }
 
 #[test]
+fn the_profile_made_the_default_last_wins_on_every_card_it_covers() {
+    let mut backend = SimBackend::new(&SimOptions {
+        scenario: SimScenario::EightRtx4090,
+        ..SimOptions::default()
+    });
+    let cards: Vec<_> = (0..4)
+        .map(|index| backend.identity(index).unwrap())
+        .collect();
+    let (_directory, store) = store();
+    let box_of = |name: &str, covered: &[GpuIdentity]| {
+        let mut profile = full_profile(name, &covered[0]);
+        profile.default_for_card = false;
+        profile.box_cards = covered
+            .iter()
+            .map(|card| gputune_formats::profile::BoxCard {
+                gpu_uuid: card.uuid.clone(),
+                gpu_name: card.name.clone(),
+                power_limit: None,
+            })
+            .collect();
+        profile
+    };
+    let mut own = full_profile("Own", &cards[1]);
+    own.default_for_card = false;
+    for profile in [
+        &own,
+        &box_of("Box", &cards[..2]),
+        &box_of("Wide", &cards[1..]),
+    ] {
+        store.save(profile).unwrap();
+    }
+    let default_name = |uuid: &str| store.default_for(uuid).map(|stored| stored.profile.name);
+    // The card's own default, then the box made the default: the box wins on every card it
+    // covers (as in the daemon, which got the box last), and the card's own mark goes.
+    assert_eq!(store.set_default("Own").unwrap(), Vec::<String>::new());
+    assert_eq!(store.set_default("Box").unwrap(), Vec::<String>::new());
+    assert_eq!(default_name(&cards[1].uuid).as_deref(), Some("Box"));
+    assert!(!store.load("Own").unwrap().profile.default_for_card);
+    // The card's own made the default again: it wins on its card, the box keeps the others.
+    store.set_default("Own").unwrap();
+    assert_eq!(default_name(&cards[1].uuid).as_deref(), Some("Own"));
+    assert_eq!(default_name(&cards[0].uuid).as_deref(), Some("Box"));
+    // A box sharing a card with the default box: the older box is no default any more, and
+    // the card only it covered is said (its default now: none), to be told to the daemon.
+    let released = store.set_default("Wide").unwrap();
+    assert_eq!(released, vec![cards[0].uuid.clone()]);
+    assert_eq!(default_name(&cards[0].uuid), None);
+    for card in &cards[1..] {
+        assert_eq!(default_name(&card.uuid).as_deref(), Some("Wide"));
+    }
+}
+
+#[test]
 fn store_operations_keep_one_default_per_card() {
     let mut backend = SimBackend::new(&SimOptions {
         scenario: SimScenario::EightRtx4090,

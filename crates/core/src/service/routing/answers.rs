@@ -189,11 +189,29 @@ impl Router {
                 if hold.is_none() && boot_default && error.kind == TuneErrorKind::NotFound => {}
             Err(error) => return Err(error),
         }
-        match &self.boot_defaults {
-            Some(store) if boot_default => store.store_temperature_hold(engine, gpu_uuid, hold)?,
-            _ => {}
-        }
-        Ok(Response::Done)
+        let Some(store) = self.boot_defaults.as_ref().filter(|_| boot_default) else {
+            return Ok(Response::Done);
+        };
+        let index = engine.gpu_index(gpu_uuid)?;
+        // The hold is already kept (or cleared) now: a store that fails says so, not a bare
+        // error that would read as if nothing had changed.
+        store
+            .store_temperature_hold(engine, gpu_uuid, hold)
+            .map(|()| Response::Done)
+            .map_err(|error| {
+                let message = match hold {
+                    Some(hold) => format!(
+                        "The daemon holds GPU {index} {} now, but could not store it as the card's boot default ({}), so it ends when the daemon stops: fix that and set it again with --boot-default.",
+                        hold.describe(),
+                        error.message
+                    ),
+                    None => format!(
+                        "GPU {index}'s temperature hold is cleared now, but it could not be taken out of the card's boot default ({}), so it comes back at the daemon's next start: fix that and clear it again with --boot-default.",
+                        error.message
+                    ),
+                };
+                TuneError::new(error.kind, message)
+            })
     }
 
     fn set_boot_default(
@@ -209,11 +227,7 @@ impl Router {
             ));
         };
         // A profile carries no temperature hold: the card's stored one stays.
-        let default = match default {
-            Some(default) => Some(store.keeping_hold(engine, gpu_uuid, default)?),
-            None => None,
-        };
-        store.store(engine, gpu_uuid, default)?;
+        store.store_profile_part(engine, gpu_uuid, default)?;
         Ok(Response::Done)
     }
 

@@ -209,6 +209,14 @@ impl Engine {
         ) else {
             return;
         };
+        if step.write_mw.is_some() && !self.gpu(index).unrestored.is_empty() {
+            // Nothing new over a card whose earlier values are not back: they go first, and
+            // this step (counted from the limit they replace) is skipped.
+            if let Err(error) = self.put_back_unrestored(index) {
+                self.refuse_hold(index, error.message);
+            }
+            return;
+        }
         let written = match step.write_mw {
             Some(target_mw) => self.write_hold_limit(index, &hold, limit_mw, target_mw, &step),
             None => true,
@@ -337,11 +345,14 @@ impl Engine {
         true
     }
 
-    /// Records (and journals) the power limit before the hold's first write: what the card
-    /// runs, or its default when it does not say. Says whether it was recorded now.
+    /// Records (and journals) the power limit before the hold's first write: one an earlier
+    /// put-back still owes the card, else what the card runs, else its default when it does
+    /// not say. Says whether it was recorded now.
     fn record_hold_restore(&mut self, index: u32) -> Result<bool, TuneError> {
         let gpu = self.gpu(index);
-        let entry = RestoreEntry::of(&gpu.in_force, Control::PowerLimit).or_else(|| {
+        let owed = gpu.unrestored.get(&Control::PowerLimit).copied();
+        let in_force = || RestoreEntry::of(&gpu.in_force, Control::PowerLimit);
+        let entry = owed.or_else(in_force).or_else(|| {
             gpu.info
                 .constraints
                 .power_limit_default_mw
