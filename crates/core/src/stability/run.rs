@@ -5,6 +5,9 @@
 //! follow one shared schedule instead of their own rounds (`run/in_phase.rs`).
 
 pub mod in_phase;
+mod settings_seen;
+
+pub use settings_seen::SettingsSeen;
 
 use std::time::{Duration, Instant};
 
@@ -27,29 +30,6 @@ const DEADLINE_FACTOR: f64 = 20.0;
 const SHORTEST_DEADLINE: Duration = Duration::from_secs(10);
 /// Preparing allocates and fills every buffer and runs the reference GEMM.
 const PREPARE_DEADLINE: Duration = Duration::from_secs(120);
-
-/// The settings a card runs, as far as a check cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SettingsSeen {
-    pub gpu_clock_offset_mhz: Option<i32>,
-    pub memory_clock_offset_mhz: Option<i32>,
-    /// The top of the GPU clock lock, when one is in force.
-    pub locked_max_mhz: Option<u32>,
-}
-
-impl SettingsSeen {
-    pub fn of(in_force: &gputune_formats::tuning::SettingsInForce) -> SettingsSeen {
-        use gputune_formats::tuning::ClockLockInForce;
-        SettingsSeen {
-            gpu_clock_offset_mhz: in_force.gpu_clock_offset_mhz,
-            memory_clock_offset_mhz: in_force.memory_clock_offset_mhz,
-            locked_max_mhz: match in_force.gpu_clock_lock {
-                ClockLockInForce::Locked { max_mhz, .. } => Some(max_mhz),
-                ClockLockInForce::Unlocked | ClockLockInForce::Unknown => None,
-            },
-        }
-    }
-}
 
 fn add(total: &mut Checked, batch: &Checked) {
     total.results += batch.results;
