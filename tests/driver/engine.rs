@@ -55,6 +55,7 @@ fn options(folder: &tempfile::TempDir) -> EngineOptions {
         ownership: Ownership::Daemon,
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),
+        box_journal_dir: None,
     }
 }
 

@@ -38,7 +38,7 @@ pub(super) struct BoxCheckKept {
 
 impl Engine {
     fn box_journal_path(&self) -> PathBuf {
-        self.folder.dir().join(BOX_JOURNAL_FILE)
+        self.box_folder.join(BOX_JOURNAL_FILE)
     }
 
     /// Session `id`, a box check on the cards `indices`, is about to load them: its journal is

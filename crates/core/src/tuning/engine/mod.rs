@@ -151,6 +151,8 @@ pub struct Engine {
     ended_jobs: Vec<gputune_formats::jobs::JobRecord>,
     /// The box check journaled now (`box_journal.rs`).
     box_check: Option<box_journal::BoxCheckKept>,
+    /// The folder of the box-check journal ([`EngineOptions::box_journal_dir`]).
+    box_folder: std::path::PathBuf,
 }
 
 impl Engine {

@@ -34,6 +34,11 @@ pub struct EngineOptions {
     pub call_timeout: Duration,
     /// Describes the owner in the locks it holds ("the gputune daemon (pid 1)").
     pub owner_label: String,
+    /// Where the box-check journal goes: a folder that survives a reboot, since the journal
+    /// exists to say a power cut at the next start (the daemon's `/var/lib/gputune/box-check`;
+    /// its state folder is on `/run`, a tmpfs emptied at boot). `None`: the state folder (an
+    /// engine without the daemon, whose state folder is in the user's home).
+    pub box_journal_dir: Option<PathBuf>,
 }
 
 impl Engine {
@@ -65,6 +70,16 @@ impl Engine {
                     folder.dir().display()
                 ))),
             }
+        }
+        let box_folder = options
+            .box_journal_dir
+            .clone()
+            .unwrap_or_else(|| folder.dir().to_path_buf());
+        if let Err(error) = crate::fsafe::ensure_private_folder(&box_folder, 0o700) {
+            // Monitoring and tuning go on; a box check refuses to start unjournaled.
+            early_notices.push(Notice::Warning(format!(
+                "Box checks cannot be journaled, so they will not start: {error}"
+            )));
         }
         let mut worker = DeviceWorker::start(backend, "gputune-engine");
         let timeout = options.call_timeout;
@@ -128,6 +143,7 @@ impl Engine {
             job_price: None,
             ended_jobs: Vec::new(),
             box_check: None,
+            box_folder,
         };
         if options.ownership == Ownership::Daemon {
             for index in 0..count {
@@ -249,6 +265,7 @@ pub fn restore_left_changes(
         ownership: Ownership::InProcess,
         call_timeout: crate::device::worker::call_timeout_from_env(),
         owner_label: format!("gputune (pid {}, restoring)", std::process::id()),
+        box_journal_dir: None,
     };
     match Engine::open(opened.backend, &options, Arc::new(crate::clock::WallClock)) {
         Ok((_, notices)) => notices,
