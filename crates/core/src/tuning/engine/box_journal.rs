@@ -6,18 +6,24 @@
 //! supply: said to every client (the welcome's notices), by `gputune status`, and in the log,
 //! then moved aside (`box-check.json.went-down-<ms>`), never read twice. A file there that is not
 //! a journal of ours (damaged, huge, a symbolic link, another user's) is moved aside unread.
+//! One box check is journaled at a time: the check holds `box-check.lock` (a `flock`, which
+//! dies with its process) for its life, and a journal is acted on only when that lock is free,
+//! so a second gputune never takes a live check's journal for a left one.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::Engine;
 use crate::fsafe;
+use crate::tuning::gpu_locks::{GpuLock, LockRefused, try_lock_file};
 use gputune_formats::card::{DeviceError, Telemetry};
 use gputune_formats::reports::box_check::{BOX_JOURNAL_FORMAT, BoxJournal};
 use gputune_formats::tuning::{Notice, SessionId, TuneError, TuneErrorKind};
 
-/// The journal's name in the state folder.
+/// The journal's name in its folder.
 pub const BOX_JOURNAL_FILE: &str = "box-check.json";
+/// The lock a box check holds for its life, beside the journal.
+const BOX_LOCK_FILE: &str = "box-check.lock";
 /// How often the journal takes the box's power.
 const UPDATE_EVERY: Duration = Duration::from_secs(1);
 /// A real journal is a few hundred bytes; eight cards' UUIDs under 1 KiB.
@@ -28,17 +34,44 @@ const MOST_CARDS: usize = 64;
 pub const WENT_DOWN: &str = "The box went down";
 
 /// The box check the engine journals now.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct BoxCheckKept {
     session: SessionId,
     indices: Vec<u32>,
     journal: BoxJournal,
     written: Instant,
+    /// Held for the check's life: no other box check, and no one takes the journal for left.
+    _lock: GpuLock,
 }
 
 impl Engine {
     fn box_journal_path(&self) -> PathBuf {
         self.box_folder.join(BOX_JOURNAL_FILE)
+    }
+
+    /// A box check is refused while one is journaled: one journal, one check (a second
+    /// check's end would remove the first one's journal). The refusal names who runs it.
+    pub(super) fn check_box_check_free(&self) -> Result<(), TuneError> {
+        let Some(kept) = &self.box_check else {
+            return Ok(());
+        };
+        let who = self.sessions.get(&kept.session).map_or_else(
+            || "another client".to_string(),
+            |session| session.client.describe(),
+        );
+        Err(box_check_running(&who))
+    }
+
+    /// The box check's lock, taken for `holder`; a refusal says who holds it or what is wrong
+    /// with the file.
+    fn lock_box_check(&self, holder: &str) -> Result<GpuLock, TuneError> {
+        try_lock_file(&self.box_folder.join(BOX_LOCK_FILE), holder).map_err(|refused| match refused {
+            LockRefused::Held { holder } => box_check_running(&holder),
+            LockRefused::Unusable { problem } => TuneError::new(
+                TuneErrorKind::State,
+                format!("The box check cannot be journaled, so it did not start: {problem} Remove that file when no gputune runs, then try again."),
+            ),
+        })
     }
 
     /// Session `id`, a box check on the cards `indices`, is about to load them: its journal is
@@ -49,6 +82,11 @@ impl Engine {
         indices: &[u32],
         clock_cap_mhz: Option<u32>,
     ) -> Result<(), TuneError> {
+        let holder = self.sessions.get(&id).map_or_else(
+            || "a box check".to_string(),
+            |session| session.client.describe(),
+        );
+        let lock = self.lock_box_check(&holder)?;
         let now_ms = self.clock.now_ms();
         let journal = BoxJournal {
             format_version: BOX_JOURNAL_FORMAT,
@@ -75,6 +113,7 @@ impl Engine {
             indices: indices.to_vec(),
             journal,
             written: self.clock.now(),
+            _lock: lock,
         });
         Ok(())
     }
@@ -177,6 +216,28 @@ impl Engine {
     /// notice (logged too), the journal moved aside.
     pub(super) fn box_check_left(&mut self) -> Option<Notice> {
         let path = self.box_journal_path();
+        if std::fs::symlink_metadata(&path)
+            .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
+        {
+            return None;
+        }
+        let reader = format!(
+            "gputune (pid {}, reading a box-check journal)",
+            std::process::id()
+        );
+        let _lock = match try_lock_file(&self.box_folder.join(BOX_LOCK_FILE), &reader) {
+            Ok(lock) => lock,
+            // A check runs now (another gputune's): the journal is its own, not a left one.
+            Err(LockRefused::Held { .. }) => return None,
+            Err(LockRefused::Unusable { problem }) => {
+                let notice = format!(
+                    "A box-check journal is in {}, but it was not looked at: {problem} Remove that file when no gputune runs.",
+                    self.box_folder.display()
+                );
+                tracing::warn!("{notice}");
+                return Some(Notice::Warning(notice));
+            }
+        };
         let journal = match read(&path) {
             Ok(Some(journal)) => journal,
             Ok(None) => return None,
@@ -218,6 +279,15 @@ impl Engine {
         tracing::error!("{notice}");
         Some(Notice::Error(notice))
     }
+}
+
+fn box_check_running(who: &str) -> TuneError {
+    TuneError::new(
+        TuneErrorKind::Held,
+        format!(
+            "A box check is running already, by {who}: one box check runs at a time (its journal is what says a machine that goes down); try again when it has ended."
+        ),
+    )
 }
 
 fn write(path: &Path, journal: &BoxJournal) -> Result<(), fsafe::FileError> {
