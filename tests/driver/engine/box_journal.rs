@@ -386,3 +386,38 @@ fn a_hard_linked_box_check_lock_is_refused_and_left_as_it_is() {
         "precious"
     );
 }
+
+#[test]
+fn a_journal_kept_because_cards_were_lost_says_so_not_a_dead_process() {
+    let clock = ManualClock::starting_at(START_MS);
+    let backend = eight(&clock);
+    let mut sampler = backend.share();
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (mut engine, _) = open(backend, &folder, &clock);
+    box_check(&mut engine);
+    clock.advance_ms(5_000);
+    engine.on_samples(&readings(&mut sampler));
+    // The cards stop answering (fallen off the bus); the machine stays up: the same boot.
+    sampler.go_down("the cards fell off the bus");
+    clock.advance_ms(1_000);
+    engine.on_samples(&readings(&mut sampler));
+    let kept: BoxJournal = serde_json::from_slice(
+        &std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    // The cards found lost when the check ended (it ends at the first).
+    assert!(!kept.cards_lost.is_empty(), "{kept:?}");
+    drop(engine);
+    // The daemon restarted in the same boot.
+    let (_engine, notices) = open(eight(&clock), &folder, &clock);
+    let said: Vec<&Notice> = notices
+        .iter()
+        .filter(|notice| notice.to_string().contains("box check"))
+        .collect();
+    assert_eq!(said.len(), 1, "{notices:?}");
+    let said = said[0].to_string();
+    assert!(
+        said.contains("GPU 7 lost GPU 0") && !said.contains("died"),
+        "{said}"
+    );
+}

@@ -101,6 +101,7 @@ impl Engine {
             clock_max_mhz: None,
             clock_cap_mhz,
             boot_id: crate::tuning::state_folder::boot_id(),
+            cards_lost: Vec::new(),
         };
         write(&self.box_journal_path(), &journal).map_err(|error| {
             TuneError::new(
@@ -192,14 +193,21 @@ impl Engine {
         {
             return;
         }
-        let Some(kept) = self.box_check.take() else {
+        let Some(mut kept) = self.box_check.take() else {
             return;
         };
-        if kept
+        let lost: Vec<String> = kept
             .indices
             .iter()
-            .any(|index| self.gpu(*index).lost.is_some())
-        {
+            .filter(|index| self.gpu(**index).lost.is_some())
+            .map(|index| self.gpu(*index).info.identity.uuid.clone())
+            .collect();
+        if !lost.is_empty() {
+            // Kept, and why: the next start says lost cards, not a process that died.
+            kept.journal.cards_lost = lost;
+            if let Err(error) = write(&self.box_journal_path(), &kept.journal) {
+                tracing::warn!("the box check's journal could not be updated: {error}");
+            }
             tracing::error!(
                 "cards were lost during a box check: its journal is kept for the next start"
             );
@@ -250,25 +258,29 @@ impl Engine {
                 return Some(Notice::Warning(notice));
             }
         };
-        let gpus: Vec<String> = journal
-            .gpu_uuids
-            .iter()
-            .map(|uuid| match self.index_of(uuid) {
-                Ok(index) => format!("GPU {index}"),
-                Err(_) => crate::text::printable(&uuid.chars().take(96).collect::<String>()),
-            })
-            .collect();
+        let gpus = self.named_gpus(&journal.gpu_uuids);
         let same_boot =
             journal.boot_id.is_some() && journal.boot_id == crate::tuning::state_folder::boot_id();
+        let into = gputune_formats::units::duration_s(
+            journal.updated_at_ms.saturating_sub(journal.started_at_ms) as f64 / 1000.0,
+        );
+        if same_boot && !journal.cards_lost.is_empty() {
+            // The machine stayed up, but cards of the check stopped answering.
+            let aside = set_aside(&path, "cards-lost");
+            let notice = format!(
+                "A box check of {} lost {} {into} in (fallen off the bus or not answering), and the machine did not go down (this is the same boot): check those cards' power cables and seating, and the kernel log for Xid 79. ({aside}.)",
+                gpus.join(", "),
+                self.named_gpus(&journal.cards_lost).join(", "),
+            );
+            tracing::error!("{notice}");
+            return Some(Notice::Error(notice));
+        }
         if same_boot {
             // The machine stayed up: the process that held the check died (kill -9, a crash).
             let aside = set_aside(&path, "ended");
             let notice = format!(
-                "A box check of {} ended without finishing {} in, and the machine did not go down (this is the same boot): the gputune that ran it died. ({aside}.)",
+                "A box check of {} ended without finishing {into} in, and the machine did not go down (this is the same boot): the gputune that ran it died. ({aside}.)",
                 gpus.join(", "),
-                gputune_formats::units::duration_s(
-                    journal.updated_at_ms.saturating_sub(journal.started_at_ms) as f64 / 1000.0
-                )
             );
             tracing::warn!("{notice}");
             return Some(Notice::Warning(notice));
@@ -278,6 +290,19 @@ impl Engine {
         let notice = format!("{sentence} ({aside}.)");
         tracing::error!("{notice}");
         Some(Notice::Error(notice))
+    }
+}
+
+impl Engine {
+    /// "GPU 3" for each card of `uuids` here; a UUID not here as read (escaped, cut short).
+    fn named_gpus(&self, uuids: &[String]) -> Vec<String> {
+        uuids
+            .iter()
+            .map(|uuid| match self.index_of(uuid) {
+                Ok(index) => format!("GPU {index}"),
+                Err(_) => crate::text::printable(&uuid.chars().take(96).collect::<String>()),
+            })
+            .collect()
     }
 }
 
@@ -315,11 +340,9 @@ fn read(path: &Path) -> Result<Option<BoxJournal>, String> {
             journal.format_version
         ));
     }
-    if journal.gpu_uuids.len() > MOST_CARDS {
-        return Err(format!(
-            "it names {} cards, more than a box has",
-            journal.gpu_uuids.len()
-        ));
+    let named = journal.gpu_uuids.len().max(journal.cards_lost.len());
+    if named > MOST_CARDS {
+        return Err(format!("it names {named} cards, more than a box has"));
     }
     Ok(Some(journal))
 }
