@@ -421,3 +421,29 @@ fn a_journal_kept_because_cards_were_lost_says_so_not_a_dead_process() {
         "{said}"
     );
 }
+
+#[test]
+fn a_journal_s_own_text_reaches_the_notice_without_control_characters() {
+    let clock = ManualClock::starting_at(START_MS);
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (engine, _) = open_in_process(&folder, &clock);
+    drop(engine);
+    // serde names an unknown field in its error: here one that would retitle a terminal.
+    std::fs::write(
+        journal_path(&folder),
+        r#"{"format_version": 1, "\u001b]0;owned\u0007\u001b[2J": 1}"#,
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let (_engine, notices) = open_in_process(&folder, &clock);
+    let said: Vec<String> = notices
+        .iter()
+        .map(ToString::to_string)
+        .filter(|text| text.contains("could not be used"))
+        .collect();
+    assert_eq!(said.len(), 1, "{notices:?}");
+    assert!(
+        !said[0].chars().any(char::is_control) && said[0].contains("owned"),
+        "{:?}",
+        said[0]
+    );
+}

@@ -240,7 +240,7 @@ impl Engine {
             Err(LockRefused::Unusable { problem }) => {
                 let notice = format!(
                     "A box-check journal is in {}, but it was not looked at: {problem} Remove that file when no gputune runs.",
-                    self.box_folder.display()
+                    crate::text::path(&self.box_folder)
                 );
                 tracing::warn!("{notice}");
                 return Some(Notice::Warning(notice));
@@ -251,8 +251,11 @@ impl Engine {
             Ok(None) => return None,
             Err(why) => {
                 let aside = set_aside(&path, "unreadable");
+                // The why can quote the file (serde names an unknown field): escaped, cut short.
+                let why = crate::text::printable(&why.chars().take(400).collect::<String>());
                 let notice = format!(
-                    "A box-check journal in the state folder could not be used ({why}); {aside}."
+                    "A box-check journal in {} could not be used ({why}); {aside}.",
+                    crate::text::path(&self.box_folder)
                 );
                 tracing::warn!("{notice}");
                 return Some(Notice::Warning(notice));
@@ -351,7 +354,7 @@ fn read(path: &Path) -> Result<Option<BoxJournal>, String> {
 fn set_aside(path: &Path, why: &str) -> String {
     let aside = path.with_extension(format!("json.{why}-{}", crate::clock::wall_clock_ms()));
     match std::fs::rename(path, &aside) {
-        Ok(()) => format!("it was moved to {}", aside.display()),
+        Ok(()) => format!("it was moved to {}", crate::text::path(&aside)),
         Err(error) => format!("it could not be moved aside either ({error})"),
     }
 }
