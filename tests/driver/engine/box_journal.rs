@@ -447,3 +447,102 @@ fn a_journal_s_own_text_reaches_the_notice_without_control_characters() {
         said[0]
     );
 }
+
+#[test]
+fn the_went_down_notice_says_when_and_goes_from_the_welcome_once_a_box_check_ends() {
+    use gputune_core::device::{BackendChoice, BackendOptions};
+    use gputune_core::service::client::{ConnectOptions, SocketChoice, connect_in_process};
+    use gputune_formats::protocol::{PROTOCOL_VERSION, Request, Response};
+    let clock = ManualClock::starting_at(START_MS);
+    let folder = tempfile::tempdir().expect("a state folder");
+    // A journal of a boot before this one: the machine went down mid-check.
+    let (mut engine, _) = open(eight(&clock), &folder, &clock);
+    box_check(&mut engine);
+    drop(engine);
+    let mut journal: BoxJournal = serde_json::from_slice(
+        &std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    journal.boot_id = Some("a boot before this one".to_string());
+    std::fs::write(
+        journal_path(&folder),
+        serde_json::to_vec(&journal).unwrap_or_default(),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+
+    let mut client = connect_in_process(&ConnectOptions {
+        backend: BackendOptions {
+            choice: BackendChoice::Sim,
+            nvml_library_path: None,
+            sim: SimOptions {
+                scenario: SimScenario::EightRtx4090,
+                load: LoadPattern::Training,
+            },
+        },
+        socket: SocketChoice::Default,
+        folders: gputune_core::folders::Folders {
+            state_dir: Some(folder.path().join("state")),
+            record_dir: Some(folder.path().join("state")),
+            config_dir: None,
+        },
+        label: "gputune stability --together".to_string(),
+    })
+    .unwrap_or_else(|error| panic!("{error}"));
+    let went_down = |client: &gputune_core::service::client::TuningClient| {
+        client
+            .welcome()
+            .notices
+            .iter()
+            .map(ToString::to_string)
+            .filter(|text| text.starts_with(WENT_DOWN))
+            .collect::<Vec<_>>()
+    };
+    let said = went_down(&client);
+    assert_eq!(said.len(), 1, "{:?}", client.welcome().notices);
+    assert!(said[0].contains("It went down at about "), "{}", said[0]);
+
+    // A box check that ends with the machine up: the notice is old news.
+    let changes = client
+        .welcome()
+        .gpus
+        .iter()
+        .map(|gpu| GpuChange {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            settings: Vec::new(),
+        })
+        .collect();
+    let started = client.request(Request::StartSession {
+        session: SessionRequest {
+            purpose: SessionPurpose::BoxCheck,
+            changes,
+            fan_curves: Vec::new(),
+            job_pid: None,
+            job: None,
+        },
+    });
+    let Ok(Response::SessionStarted(started)) = started else {
+        panic!("{started:?}");
+    };
+    client
+        .request(Request::EndSession {
+            session: started.session,
+            keep: false,
+        })
+        .unwrap_or_else(|error| panic!("{error}"));
+    // The welcome the next client gets.
+    let again = client.request(Request::Hello {
+        protocol: PROTOCOL_VERSION,
+        client: "gputune status".to_string(),
+    });
+    let Ok(Response::Welcome(welcome)) = again else {
+        panic!("{again:?}");
+    };
+    assert!(
+        welcome
+            .notices
+            .iter()
+            .all(|notice| !notice.text().starts_with(WENT_DOWN)),
+        "{:?}",
+        welcome.notices
+    );
+}

@@ -213,11 +213,19 @@ impl Engine {
             );
             return;
         }
+        // The machine stayed up through a box check: an older "went down" is news no longer.
+        self.box_check_ended_up = true;
         match std::fs::remove_file(self.box_journal_path()) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => tracing::warn!("the box check's journal could not be removed: {error}"),
         }
+    }
+
+    /// Whether a box check ended with the machine up since the last call: the service then
+    /// drops the "went down" notice of its start from its welcome.
+    pub fn take_box_check_ended(&mut self) -> bool {
+        std::mem::take(&mut self.box_check_ended_up)
     }
 
     /// At start: a box-check journal left behind means the machine went down mid-check. Its
@@ -290,7 +298,9 @@ impl Engine {
         }
         let sentence = journal.went_down_sentence(&gpus.join(", "));
         let aside = set_aside(&path, "went-down");
-        let notice = format!("{sentence} ({aside}.)");
+        // When: the journal's last update, at most a second before the machine went down.
+        let at = gputune_formats::units::local_time(journal.updated_at_ms, "%-d %b %Y %H:%M:%S");
+        let notice = format!("{sentence} (It went down at about {at}; {aside}.)");
         tracing::error!("{notice}");
         Some(Notice::Error(notice))
     }

@@ -144,6 +144,7 @@ impl Engine {
             ended_jobs: Vec::new(),
             box_check: None,
             box_folder,
+            box_check_ended_up: false,
         };
         if options.ownership == Ownership::Daemon {
             for index in 0..count {
