@@ -7,6 +7,7 @@
 
 use gputune_core::tuning::state_folder::EngineJournal;
 mod bounds;
+mod box_check_lock;
 mod box_journal;
 mod by_the_clock;
 mod crash;

@@ -71,16 +71,7 @@ impl Engine {
                 ))),
             }
         }
-        let box_folder = options
-            .box_journal_dir
-            .clone()
-            .unwrap_or_else(|| folder.dir().to_path_buf());
-        if let Err(error) = crate::fsafe::ensure_private_folder(&box_folder, 0o700) {
-            // Monitoring and tuning go on; a box check refuses to start unjournaled.
-            early_notices.push(Notice::Warning(format!(
-                "Box checks cannot be journaled, so they will not start: {error}"
-            )));
-        }
+        let box_folder = box_folder(options, &folder, &mut early_notices);
         let mut worker = DeviceWorker::start(backend, "gputune-engine");
         let timeout = options.call_timeout;
         let device = |error: gputune_formats::card::DeviceError| TuneError::device(&error, "");
@@ -170,6 +161,22 @@ impl Engine {
         notices.extend(engine.box_check_left());
         Ok((engine, notices))
     }
+}
+
+/// The box-check journal's folder (made private when missing): `options.box_journal_dir`, else
+/// the state folder. When it cannot be used a notice says so; monitoring and tuning go on, and
+/// a box check refuses to start unjournaled.
+fn box_folder(options: &EngineOptions, folder: &StateFolder, notices: &mut Vec<Notice>) -> PathBuf {
+    let box_folder = options
+        .box_journal_dir
+        .clone()
+        .unwrap_or_else(|| folder.dir().to_path_buf());
+    if let Err(error) = crate::fsafe::ensure_private_folder(&box_folder, 0o700) {
+        notices.push(Notice::Warning(format!(
+            "Box checks cannot be journaled, so they will not start: {error}"
+        )));
+    }
+    box_folder
 }
 
 /// Where an engine other than the daemon records the clock locks it sets, when not in its own
