@@ -118,3 +118,40 @@ fn a_hard_linked_box_check_lock_is_refused_and_left_as_it_is() {
         "precious"
     );
 }
+
+#[test]
+fn a_box_check_folder_that_is_a_symbolic_link_is_never_written_through() {
+    let clock = ManualClock::starting_at(START_MS);
+    let folder = tempfile::tempdir().expect("a state folder");
+    let elsewhere = folder.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap_or_else(|error| panic!("{error}"));
+    let linked = folder.path().join("box-check");
+    std::os::unix::fs::symlink(&elsewhere, &linked).unwrap_or_else(|error| panic!("{error}"));
+    let options = EngineOptions {
+        box_journal_dir: Some(linked),
+        ..options(&folder)
+    };
+    let (mut engine, notices) =
+        Engine::open(Box::new(eight(&clock)), &options, Arc::new(clock.clone()))
+            .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        notices
+            .iter()
+            .any(|notice| notice.text().contains("Box checks cannot be journaled")),
+        "{notices:?}"
+    );
+    let refused = box_check_by(&mut engine, &client(1, "gputune stability --together"))
+        .expect_err("no check without its journal");
+    assert!(
+        refused.message.contains("cannot be journaled"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere)
+            .map(|entries| entries.count())
+            .unwrap_or_default(),
+        0,
+        "nothing written through the link"
+    );
+}

@@ -65,6 +65,14 @@ impl Engine {
     /// The box check's lock, taken for `holder`; a refusal says who holds it or what is wrong
     /// with the file.
     fn lock_box_check(&self, holder: &str) -> Result<GpuLock, TuneError> {
+        // Checked at every check, not only at start: a folder swapped for a link since is
+        // never written through.
+        fsafe::check_private_folder(&self.box_folder).map_err(|error| {
+            TuneError::new(
+                TuneErrorKind::State,
+                format!("The box check cannot be journaled, so it did not start: {error}"),
+            )
+        })?;
         try_lock_file(&self.box_folder.join(BOX_LOCK_FILE), holder).map_err(|refused| match refused {
             LockRefused::Held { holder } => box_check_running(&holder),
             LockRefused::Unusable { problem } => TuneError::new(
@@ -232,8 +240,11 @@ impl Engine {
     /// notice (logged too), the journal moved aside.
     pub(super) fn box_check_left(&mut self) -> Option<Notice> {
         let path = self.box_journal_path();
-        if std::fs::symlink_metadata(&path)
-            .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
+        // A folder that is not ours (a link, another user's) is never read nor written through;
+        // the engine's start said so already.
+        if fsafe::check_private_folder(&self.box_folder).is_err()
+            || std::fs::symlink_metadata(&path)
+                .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
         {
             return None;
         }
