@@ -1,6 +1,8 @@
 //! The box-check journal: a session of purpose `box_check` (every card loaded at once, in
-//! phase) is written down in the state folder (`box-check.json`) before the load starts and
-//! updated with the box's power about once a second; its normal end removes it. The side that
+//! phase) is written down (`box-check.json`) before the load starts and updated with the box's
+//! power about once a second; its normal end removes it. It lives where a power cut leaves it:
+//! the daemon's in `/var/lib/gputune/box-check` (not `/run`, emptied at boot), an engine's
+//! without the daemon in its state folder (`EngineOptions::box_journal_dir`). The side that
 //! survives writes it: the engine (the daemon's, as root), not the checking client. A journal
 //! found at the engine's start means the machine went down mid-check, most likely its power
 //! supply: said to every client (the welcome's notices), by `gputune status`, and in the log,
