@@ -7,6 +7,7 @@
 
 use gputune_core::tuning::state_folder::EngineJournal;
 mod bounds;
+mod box_check_lock;
 mod box_journal;
 mod by_the_clock;
 mod crash;
@@ -55,6 +56,7 @@ fn options(folder: &tempfile::TempDir) -> EngineOptions {
         ownership: Ownership::Daemon,
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),
+        box_journal_dir: None,
     }
 }
 

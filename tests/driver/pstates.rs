@@ -171,6 +171,7 @@ fn engine_on(machine: &FakeMachine, folder: &tempfile::TempDir) -> Engine {
         ownership: Ownership::Daemon,
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),
+        box_journal_dir: None,
     };
     let (engine, _) = Engine::open(Box::new(open(machine)), &options, Arc::new(WallClock))
         .unwrap_or_else(|error| panic!("{error}"));

@@ -465,6 +465,7 @@ fn typed_requests_never_write_outside_the_constraints(scenario: &'static str, ca
             ownership: Ownership::InProcess,
             call_timeout: std::time::Duration::from_secs(30),
             owner_label: "the property test".to_string(),
+            box_journal_dir: None,
         },
         std::sync::Arc::new(gputune_core::clock::WallClock),
     )

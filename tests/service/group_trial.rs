@@ -42,6 +42,7 @@ fn engine(machine: &FakeMachine) -> (Engine, ManualClock, tempfile::TempDir) {
         ownership: Ownership::Daemon,
         call_timeout: Duration::from_secs(30),
         owner_label: "the test's engine".to_string(),
+        box_journal_dir: None,
     };
     let (engine, _) = Engine::open(Box::new(backend), &options, Arc::new(clock.clone()))
         .unwrap_or_else(|error| panic!("{error}"));

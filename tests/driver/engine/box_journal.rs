@@ -9,9 +9,9 @@ use gputune_core::tuning::engine::{BOX_JOURNAL_FILE, WENT_DOWN};
 use gputune_formats::card::{DeviceError, Telemetry};
 use gputune_formats::reports::box_check::BoxJournal;
 
-const START_MS: u64 = 1_700_000_000_000;
+pub(super) const START_MS: u64 = 1_700_000_000_000;
 
-fn eight(clock: &ManualClock) -> SimBackend {
+pub(super) fn eight(clock: &ManualClock) -> SimBackend {
     SimBackend::with_clock(
         &SimOptions {
             scenario: SimScenario::EightRtx4090,
@@ -21,7 +21,7 @@ fn eight(clock: &ManualClock) -> SimBackend {
     )
 }
 
-fn open(
+pub(super) fn open(
     backend: SimBackend,
     folder: &tempfile::TempDir,
     clock: &ManualClock,
@@ -30,15 +30,28 @@ fn open(
         .unwrap_or_else(|error| panic!("{error}"))
 }
 
-fn readings(sampler: &mut SimBackend) -> Vec<Result<Telemetry, DeviceError>> {
+/// An engine without the daemon (a gputune process on its own), on `folder`.
+pub(super) fn open_in_process(
+    folder: &tempfile::TempDir,
+    clock: &ManualClock,
+) -> (Engine, Vec<Notice>) {
+    let options = EngineOptions {
+        ownership: Ownership::InProcess,
+        ..options(folder)
+    };
+    Engine::open(Box::new(eight(clock)), &options, Arc::new(clock.clone()))
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+pub(super) fn readings(sampler: &mut SimBackend) -> Vec<Result<Telemetry, DeviceError>> {
     (0..8).map(|index| sampler.telemetry(index)).collect()
 }
 
-fn journal_path(folder: &tempfile::TempDir) -> std::path::PathBuf {
+pub(super) fn journal_path(folder: &tempfile::TempDir) -> std::path::PathBuf {
     folder.path().join("state").join(BOX_JOURNAL_FILE)
 }
 
-fn set_aside(folder: &tempfile::TempDir) -> Vec<String> {
+pub(super) fn set_aside(folder: &tempfile::TempDir) -> Vec<String> {
     std::fs::read_dir(folder.path().join("state"))
         .unwrap_or_else(|error| panic!("{error}"))
         .filter_map(Result::ok)
@@ -47,7 +60,15 @@ fn set_aside(folder: &tempfile::TempDir) -> Vec<String> {
         .collect()
 }
 
-fn box_check(engine: &mut Engine) -> gputune_formats::tuning::SessionId {
+pub(super) fn box_check(engine: &mut Engine) -> gputune_formats::tuning::SessionId {
+    box_check_by(engine, &client(1, "gputune stability --together"))
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+pub(super) fn box_check_by(
+    engine: &mut Engine,
+    by: &ClientInfo,
+) -> Result<gputune_formats::tuning::SessionId, gputune_formats::tuning::TuneError> {
     let changes = engine
         .gpus()
         .iter()
@@ -58,7 +79,7 @@ fn box_check(engine: &mut Engine) -> gputune_formats::tuning::SessionId {
         .collect();
     engine
         .start_session(
-            &client(1, "gputune stability --together"),
+            by,
             &SessionRequest {
                 purpose: SessionPurpose::BoxCheck,
                 changes,
@@ -67,8 +88,7 @@ fn box_check(engine: &mut Engine) -> gputune_formats::tuning::SessionId {
                 job: None,
             },
         )
-        .unwrap_or_else(|error| panic!("{error}"))
-        .session
+        .map(|started| started.session)
 }
 
 #[test]
@@ -256,5 +276,165 @@ fn a_damaged_huge_or_linked_box_journal_is_moved_aside_unread() {
         std::fs::read_to_string(&victim).unwrap_or_default(),
         "precious",
         "the links were never followed nor written through"
+    );
+}
+
+#[test]
+fn a_journal_kept_because_cards_were_lost_says_so_not_a_dead_process() {
+    let clock = ManualClock::starting_at(START_MS);
+    let backend = eight(&clock);
+    let mut sampler = backend.share();
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (mut engine, _) = open(backend, &folder, &clock);
+    box_check(&mut engine);
+    clock.advance_ms(5_000);
+    engine.on_samples(&readings(&mut sampler));
+    // The cards stop answering (fallen off the bus); the machine stays up: the same boot.
+    sampler.go_down("the cards fell off the bus");
+    clock.advance_ms(1_000);
+    engine.on_samples(&readings(&mut sampler));
+    let kept: BoxJournal = serde_json::from_slice(
+        &std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    // The cards found lost when the check ended (it ends at the first).
+    assert!(!kept.cards_lost.is_empty(), "{kept:?}");
+    drop(engine);
+    // The daemon restarted in the same boot.
+    let (_engine, notices) = open(eight(&clock), &folder, &clock);
+    let said: Vec<&Notice> = notices
+        .iter()
+        .filter(|notice| notice.to_string().contains("box check"))
+        .collect();
+    assert_eq!(said.len(), 1, "{notices:?}");
+    let said = said[0].to_string();
+    assert!(
+        said.contains("GPU 7 lost GPU 0") && !said.contains("died"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_journal_s_own_text_reaches_the_notice_without_control_characters() {
+    let clock = ManualClock::starting_at(START_MS);
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (engine, _) = open_in_process(&folder, &clock);
+    drop(engine);
+    // serde names an unknown field in its error: here one that would retitle a terminal.
+    std::fs::write(
+        journal_path(&folder),
+        r#"{"format_version": 1, "\u001b]0;owned\u0007\u001b[2J": 1}"#,
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let (_engine, notices) = open_in_process(&folder, &clock);
+    let said: Vec<String> = notices
+        .iter()
+        .map(ToString::to_string)
+        .filter(|text| text.contains("could not be used"))
+        .collect();
+    assert_eq!(said.len(), 1, "{notices:?}");
+    assert!(
+        !said[0].chars().any(char::is_control) && said[0].contains("owned"),
+        "{:?}",
+        said[0]
+    );
+}
+
+#[test]
+fn the_went_down_notice_says_when_and_goes_from_the_welcome_once_a_box_check_ends() {
+    use gputune_core::device::{BackendChoice, BackendOptions};
+    use gputune_core::service::client::{ConnectOptions, SocketChoice, connect_in_process};
+    use gputune_formats::protocol::{PROTOCOL_VERSION, Request, Response};
+    let clock = ManualClock::starting_at(START_MS);
+    let folder = tempfile::tempdir().expect("a state folder");
+    // A journal of a boot before this one: the machine went down mid-check.
+    let (mut engine, _) = open(eight(&clock), &folder, &clock);
+    box_check(&mut engine);
+    drop(engine);
+    let mut journal: BoxJournal = serde_json::from_slice(
+        &std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}")),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    journal.boot_id = Some("a boot before this one".to_string());
+    std::fs::write(
+        journal_path(&folder),
+        serde_json::to_vec(&journal).unwrap_or_default(),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+
+    let mut client = connect_in_process(&ConnectOptions {
+        backend: BackendOptions {
+            choice: BackendChoice::Sim,
+            nvml_library_path: None,
+            sim: SimOptions {
+                scenario: SimScenario::EightRtx4090,
+                load: LoadPattern::Training,
+            },
+        },
+        socket: SocketChoice::Default,
+        folders: gputune_core::folders::Folders {
+            state_dir: Some(folder.path().join("state")),
+            record_dir: Some(folder.path().join("state")),
+            config_dir: None,
+        },
+        label: "gputune stability --together".to_string(),
+    })
+    .unwrap_or_else(|error| panic!("{error}"));
+    let went_down = |client: &gputune_core::service::client::TuningClient| {
+        client
+            .welcome()
+            .notices
+            .iter()
+            .map(ToString::to_string)
+            .filter(|text| text.starts_with(WENT_DOWN))
+            .collect::<Vec<_>>()
+    };
+    let said = went_down(&client);
+    assert_eq!(said.len(), 1, "{:?}", client.welcome().notices);
+    assert!(said[0].contains("It went down at about "), "{}", said[0]);
+
+    // A box check that ends with the machine up: the notice is old news.
+    let changes = client
+        .welcome()
+        .gpus
+        .iter()
+        .map(|gpu| GpuChange {
+            gpu_uuid: gpu.identity.uuid.clone(),
+            settings: Vec::new(),
+        })
+        .collect();
+    let started = client.request(Request::StartSession {
+        session: SessionRequest {
+            purpose: SessionPurpose::BoxCheck,
+            changes,
+            fan_curves: Vec::new(),
+            job_pid: None,
+            job: None,
+        },
+    });
+    let Ok(Response::SessionStarted(started)) = started else {
+        panic!("{started:?}");
+    };
+    client
+        .request(Request::EndSession {
+            session: started.session,
+            keep: false,
+        })
+        .unwrap_or_else(|error| panic!("{error}"));
+    // The welcome the next client gets.
+    let again = client.request(Request::Hello {
+        protocol: PROTOCOL_VERSION,
+        client: "gputune status".to_string(),
+    });
+    let Ok(Response::Welcome(welcome)) = again else {
+        panic!("{again:?}");
+    };
+    assert!(
+        welcome
+            .notices
+            .iter()
+            .all(|notice| !notice.text().starts_with(WENT_DOWN)),
+        "{:?}",
+        welcome.notices
     );
 }

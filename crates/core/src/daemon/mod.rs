@@ -31,6 +31,8 @@ pub const DEFAULT_GROUP: &str = "gputune";
 pub const DEFAULT_RUNTIME_DIR: &str = "/run/gputune";
 /// Where systemd's `StateDirectory=gputune` is (boot defaults, history).
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/gputune";
+/// The folder of the box-check journal in the state folder (`/var/lib/gputune/box-check`).
+pub const BOX_JOURNAL_FOLDER: &str = "box-check";
 /// The socket's file name in the runtime folder.
 pub const SOCKET_NAME: &str = "gputune.sock";
 
@@ -84,6 +86,8 @@ pub fn run(options: &DaemonOptions) -> anyhow::Result<()> {
                 ownership: Ownership::Daemon,
                 call_timeout: crate::device::worker::call_timeout_from_env(),
                 owner_label: format!("the gputune daemon (pid {})", std::process::id()),
+                // The journal must outlive the power cut it reports: not on /run (tmpfs).
+                box_journal_dir: Some(options.state_dir.join(BOX_JOURNAL_FOLDER)),
             },
             daemon: true,
             boot_defaults_dir: Some(options.state_dir.join("defaults")),

@@ -184,6 +184,7 @@ pub fn connect_in_process(options: &ConnectOptions) -> Result<TuningClient, Conn
                 ownership: Ownership::InProcess,
                 call_timeout: crate::device::worker::call_timeout_from_env(),
                 owner_label: options.label.clone(),
+                box_journal_dir: None,
             },
             daemon: false,
             boot_defaults_dir: None,

@@ -101,6 +101,12 @@ impl StateFolder {
     }
 }
 
+/// Takes the lock at `path` alone, without waiting, and writes `holder` into it: a lock that is
+/// not a card's (the box check's, held for the check's life). Refused like a card's lock.
+pub fn try_lock_file(path: &Path, holder: &str) -> Result<GpuLock, LockRefused> {
+    lock_at(path, holder, LockMode::Exclusive)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LockMode {
     Exclusive,

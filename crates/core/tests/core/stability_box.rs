@@ -365,6 +365,7 @@ fn service8(
                 ownership: Ownership::InProcess,
                 call_timeout: Duration::from_secs(10),
                 owner_label: "the test".to_string(),
+                box_journal_dir: None,
             },
             daemon: false,
             boot_defaults_dir: None,

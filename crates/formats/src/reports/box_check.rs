@@ -215,6 +215,10 @@ pub struct BoxJournal {
     /// same boot means a process died, not the machine.
     #[serde(default)]
     pub boot_id: Option<String>,
+    /// The cards found lost (fallen off the bus, not answering) when the check ended, by UUID:
+    /// why the journal was kept although the engine saw the end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards_lost: Vec<String>,
 }
 
 pub const BOX_JOURNAL_FORMAT: u32 = 1;

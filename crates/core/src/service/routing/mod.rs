@@ -173,6 +173,13 @@ impl Router {
 
     /// Sends the engine's news to whom it concerns.
     pub fn route(&mut self, engine: &mut Engine) {
+        if engine.take_box_check_ended() {
+            // A box check since ran with the machine up: the start's "went down" is old news
+            // (it stays in the log).
+            self.welcome
+                .notices
+                .retain(|notice| !notice.text().starts_with(crate::tuning::engine::WENT_DOWN));
+        }
         super::job_records::file(self.jobs.as_ref(), engine.take_job_records());
         for event in engine.take_events() {
             if let EngineEvent::Tuning { tuning } = &event

@@ -151,6 +151,10 @@ pub struct Engine {
     ended_jobs: Vec<gputune_formats::jobs::JobRecord>,
     /// The box check journaled now (`box_journal.rs`).
     box_check: Option<box_journal::BoxCheckKept>,
+    /// The folder of the box-check journal ([`EngineOptions::box_journal_dir`]).
+    box_folder: std::path::PathBuf,
+    /// A box check ended with the machine up ([`Engine::take_box_check_ended`]).
+    box_check_ended_up: bool,
 }
 
 impl Engine {

@@ -34,6 +34,11 @@ pub struct EngineOptions {
     pub call_timeout: Duration,
     /// Describes the owner in the locks it holds ("the gputune daemon (pid 1)").
     pub owner_label: String,
+    /// Where the box-check journal goes: a folder that survives a reboot, since the journal
+    /// exists to say a power cut at the next start (the daemon's `/var/lib/gputune/box-check`;
+    /// its state folder is on `/run`, a tmpfs emptied at boot). `None`: the state folder (an
+    /// engine without the daemon, whose state folder is in the user's home).
+    pub box_journal_dir: Option<PathBuf>,
 }
 
 impl Engine {
@@ -66,6 +71,7 @@ impl Engine {
                 ))),
             }
         }
+        let box_folder = box_folder(options, &folder, &mut early_notices);
         let mut worker = DeviceWorker::start(backend, "gputune-engine");
         let timeout = options.call_timeout;
         let device = |error: gputune_formats::card::DeviceError| TuneError::device(&error, "");
@@ -128,6 +134,8 @@ impl Engine {
             job_price: None,
             ended_jobs: Vec::new(),
             box_check: None,
+            box_folder,
+            box_check_ended_up: false,
         };
         if options.ownership == Ownership::Daemon {
             for index in 0..count {
@@ -153,6 +161,22 @@ impl Engine {
         notices.extend(engine.box_check_left());
         Ok((engine, notices))
     }
+}
+
+/// The box-check journal's folder (made private when missing): `options.box_journal_dir`, else
+/// the state folder. When it cannot be used a notice says so; monitoring and tuning go on, and
+/// a box check refuses to start unjournaled.
+fn box_folder(options: &EngineOptions, folder: &StateFolder, notices: &mut Vec<Notice>) -> PathBuf {
+    let box_folder = options
+        .box_journal_dir
+        .clone()
+        .unwrap_or_else(|| folder.dir().to_path_buf());
+    if let Err(error) = crate::fsafe::ensure_private_folder(&box_folder, 0o700) {
+        notices.push(Notice::Warning(format!(
+            "Box checks cannot be journaled, so they will not start: {error}"
+        )));
+    }
+    box_folder
 }
 
 /// Where an engine other than the daemon records the clock locks it sets, when not in its own
@@ -249,6 +273,7 @@ pub fn restore_left_changes(
         ownership: Ownership::InProcess,
         call_timeout: crate::device::worker::call_timeout_from_env(),
         owner_label: format!("gputune (pid {}, restoring)", std::process::id()),
+        box_journal_dir: None,
     };
     match Engine::open(opened.backend, &options, Arc::new(crate::clock::WallClock)) {
         Ok((_, notices)) => notices,

@@ -133,6 +133,9 @@ impl Engine {
         check_change_count(request.changes.len() + request.fan_curves.len())?;
         check_settings_count(&request.changes)?;
         self.check_job_request(client, request)?;
+        if request.purpose == SessionPurpose::BoxCheck {
+            self.check_box_check_free()?;
+        }
         if let Some(joined) = self.join_job(client, request)? {
             return Ok(joined);
         }

@@ -92,6 +92,7 @@ fn box_check_json_writes_its_bytes() {
         clock_max_mhz: Some(2745),
         clock_cap_mhz: None,
         boot_id: Some("0e1d5c3a-8f4b-4f64-9a57-2b1c6d7e8f90".to_string()),
+        cards_lost: Vec::new(),
     };
     golden("box-check-journal.json", &printed(&journal));
     assert!(
