@@ -155,3 +155,25 @@ fn a_box_check_folder_that_is_a_symbolic_link_is_never_written_through() {
         "nothing written through the link"
     );
 }
+
+#[test]
+fn a_journal_kept_from_an_earlier_check_is_moved_aside_never_written_over() {
+    let clock = ManualClock::starting_at(START_MS);
+    let backend = eight(&clock);
+    let folder = tempfile::tempdir().expect("a state folder");
+    let (mut engine, _) = open(backend, &folder, &clock);
+    // What an earlier check of this engine left when its cards were lost (the machine up).
+    box_check(&mut engine);
+    let kept = std::fs::read(journal_path(&folder)).unwrap_or_else(|error| panic!("{error}"));
+    engine.client_gone(1);
+    std::fs::write(journal_path(&folder), &kept).unwrap_or_else(|error| panic!("{error}"));
+    box_check_by(&mut engine, &client(2, "gputune stability --together"))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let aside = set_aside(&folder);
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(aside[0].contains("cards-lost"), "{aside:?}");
+    assert!(
+        journal_path(&folder).exists(),
+        "the new check's own journal"
+    );
+}

@@ -97,6 +97,16 @@ impl Engine {
             |session| session.client.describe(),
         );
         let lock = self.lock_box_check(&holder)?;
+        // A journal here between checks was kept by an earlier check of this engine whose cards
+        // were lost while the machine stayed up (its report said so): moved aside with its
+        // record, never written over by this one.
+        let path = self.box_journal_path();
+        if std::fs::symlink_metadata(&path).is_ok() {
+            let aside = set_aside(&path, "cards-lost");
+            tracing::warn!(
+                "an earlier box check's journal (its cards were lost) was there: {aside}"
+            );
+        }
         let now_ms = self.clock.now_ms();
         let journal = BoxJournal {
             format_version: BOX_JOURNAL_FORMAT,
