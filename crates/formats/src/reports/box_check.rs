@@ -191,6 +191,39 @@ pub struct BoxCheckReport {
     pub gputune_version: String,
 }
 
+impl BoxCheckReport {
+    /// A pulsed step counts as in phase when every card began its bursts at the shared edges, the
+    /// widest spread a quarter of a burst at most: further apart, the cards' surges no longer add
+    /// up, and the step did not test what it is for. "10 ms pulses every 20 ms (50 % duty): edges up
+    /// to 41.6 ms apart" for each step that was not.
+    pub fn out_of_phase(&self) -> Vec<String> {
+        self.steps
+            .iter()
+            .filter_map(|step| {
+                let BoxStep::Pulsed {
+                    period_ms,
+                    duty_pct,
+                } = step.step
+                else {
+                    return None;
+                };
+                let burst_ms = f64::from(period_ms) * f64::from(duty_pct) / 100.0;
+                match step.edge_spread_max_ms {
+                    _ if step.edges == 0 => Some(format!(
+                        "{}: no edge began on every card at once",
+                        step.step.describe()
+                    )),
+                    Some(spread_ms) if spread_ms > burst_ms / 4.0 => Some(format!(
+                        "{}: edges up to {spread_ms:.1} ms apart",
+                        step.step.describe()
+                    )),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+}
+
 /// A box-check journal: what the engine writes before the load starts and updates every second
 /// while it runs, removed when the check ends. One left behind at the engine's start means the
 /// machine went down mid-check.

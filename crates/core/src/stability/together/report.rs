@@ -9,7 +9,7 @@ use crate::stability::report::check_report;
 use crate::stability::run::{CheckRun, SettingsSeen};
 use gputune_formats::profile::Verdict;
 use gputune_formats::reports::box_check::{
-    BOX_CHECK_REPORT_FORMAT, BoxCheckReport, BoxFailure, BoxRecommendation, BoxStep, watts_text,
+    BOX_CHECK_REPORT_FORMAT, BoxCheckReport, BoxFailure, BoxRecommendation, watts_text,
 };
 use gputune_formats::reports::stability::{CheckReport, Ending};
 
@@ -275,7 +275,7 @@ pub fn sentence(report: &BoxCheckReport) -> String {
         .clock_cap_mhz
         .map(|cap| format!(" at a {cap} MHz clock cap"))
         .unwrap_or_default();
-    let out_of_phase = out_of_phase(report);
+    let out_of_phase = report.out_of_phase();
     let mut text = match (&report.first_failure, report.verdict) {
         (Some(failure), _) => failure_sentence(failure, &cap),
         (None, Verdict::Stable) if out_of_phase.is_empty() => format!(
@@ -304,38 +304,6 @@ pub fn sentence(report: &BoxCheckReport) -> String {
         text.push_str(" (No engine session held the cards, so a machine going down would not be said at the next start.)");
     }
     text
-}
-
-/// A pulsed step counts as in phase when every card began its bursts at the shared edges, the
-/// widest spread a quarter of a burst at most: further apart, the cards' surges no longer add
-/// up, and the step did not test what it is for. "10 ms pulses every 20 ms (50 % duty): edges up
-/// to 41.6 ms apart" for each step that was not.
-fn out_of_phase(report: &BoxCheckReport) -> Vec<String> {
-    report
-        .steps
-        .iter()
-        .filter_map(|step| {
-            let BoxStep::Pulsed {
-                period_ms,
-                duty_pct,
-            } = step.step
-            else {
-                return None;
-            };
-            let burst_ms = f64::from(period_ms) * f64::from(duty_pct) / 100.0;
-            match step.edge_spread_max_ms {
-                _ if step.edges == 0 => Some(format!(
-                    "{}: no edge began on every card at once",
-                    step.step.describe()
-                )),
-                Some(spread_ms) if spread_ms > burst_ms / 4.0 => Some(format!(
-                    "{}: edges up to {spread_ms:.1} ms apart",
-                    step.step.describe()
-                )),
-                _ => None,
-            }
-        })
-        .collect()
 }
 
 fn failure_sentence(failure: &BoxFailure, cap: &str) -> String {
