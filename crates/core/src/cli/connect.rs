@@ -10,7 +10,7 @@ use crate::device::resolve_among;
 pub use crate::service::client::TuningOptions;
 use crate::service::client::{ClientError, ConnectOptions, TuningClient, connect};
 use gputune_formats::card::DeviceError;
-use gputune_formats::protocol::{Request, Response, Snapshot};
+use gputune_formats::protocol::{BootDefault, Request, Response, Snapshot};
 use gputune_formats::tuning::GpuInfo;
 
 /// This command as the engine names it in messages ("gputune apply --try 60").
@@ -130,6 +130,18 @@ pub fn unexpected(response: &Response) -> anyhow::Error {
     anyhow!(
         "The tuning engine gave an unexpected answer ({response:?}); use the same gputune for the daemon and the command line."
     )
+}
+
+/// Every card's boot default, as the daemon keeps them; none without a daemon (only a daemon
+/// keeps boot defaults).
+pub fn boot_defaults(client: &mut TuningClient) -> anyhow::Result<Vec<BootDefault>> {
+    if !client.is_daemon() {
+        return Ok(Vec::new());
+    }
+    match client.request(Request::BootDefaults).map_err(refusal)? {
+        Response::BootDefaults { defaults } => Ok(defaults),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// The GPUs `--gpu` names: one, a comma-separated list, or `all`; without it the profile's

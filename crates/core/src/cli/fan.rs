@@ -8,11 +8,12 @@ use anyhow::bail;
 use gputune_formats::reports::fan_curves::{FAN_CURVE_REPORT_FORMAT, FanCurveReport, ShownGpu};
 
 use crate::cli::connect::{
-    TuningOptions, choose_gpu, command_label, connect_daemon_or, refusal, snapshot, unexpected,
+    TuningOptions, boot_defaults, choose_gpu, command_label, connect_daemon_or, refusal, snapshot,
+    unexpected,
 };
 use crate::service::client::{ConnectOptions, TuningClient, connect};
 use gputune_formats::fan_curve::{CurvePoint, FanCurve};
-use gputune_formats::protocol::{BootDefault, Request, Response};
+use gputune_formats::protocol::{Request, Response};
 use gputune_formats::tuning::Hold;
 use gputune_formats::tuning::SessionPurpose;
 
@@ -238,14 +239,7 @@ pub fn show(
         Some(query) => Some(choose_gpu(&snapshot.gpus, Some(query), None)?),
         None => None,
     };
-    let boot: Vec<BootDefault> = if client.is_daemon() {
-        match client.request(Request::BootDefaults).map_err(refusal)? {
-            Response::BootDefaults { defaults } => defaults,
-            other => return Err(unexpected(&other)),
-        }
-    } else {
-        Vec::new()
-    };
+    let boot = boot_defaults(client)?;
     let mut shown = FanCurveReport {
         format_version: FAN_CURVE_REPORT_FORMAT,
         daemon: client.is_daemon(),

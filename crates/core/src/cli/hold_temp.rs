@@ -10,14 +10,14 @@ use std::io::Write;
 use anyhow::bail;
 
 use crate::cli::connect::{
-    TuningOptions, choose_gpu, choose_gpus, command_label, connect_daemon_or, refusal, snapshot,
-    unexpected,
+    TuningOptions, boot_defaults, choose_gpu, choose_gpus, command_label, connect_daemon_or,
+    refusal, snapshot, unexpected,
 };
 use crate::service::client::{ConnectOptions, TuningClient, connect};
 use crate::tuning::request::TuneRequest;
 use crate::tuning::request::parse::parse_power_limit;
 use gputune_formats::card::Constraints;
-use gputune_formats::protocol::{BootDefault, Request, Response};
+use gputune_formats::protocol::{Request, Response};
 use gputune_formats::reports::temperature_holds::{
     ShownHold, TEMPERATURE_HOLD_REPORT_FORMAT, TemperatureHoldReport,
 };
@@ -266,14 +266,7 @@ pub fn show(
         Some(query) => Some(choose_gpu(&snapshot.gpus, Some(query), None)?),
         None => None,
     };
-    let boot: Vec<BootDefault> = if client.is_daemon() {
-        match client.request(Request::BootDefaults).map_err(refusal)? {
-            Response::BootDefaults { defaults } => defaults,
-            other => return Err(unexpected(&other)),
-        }
-    } else {
-        Vec::new()
-    };
+    let boot = boot_defaults(client)?;
     let report = TemperatureHoldReport {
         format_version: TEMPERATURE_HOLD_REPORT_FORMAT,
         daemon: client.is_daemon(),
