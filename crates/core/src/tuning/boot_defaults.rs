@@ -131,23 +131,10 @@ impl BootDefaultStore {
         gpu_uuid: &str,
         curve: Option<FanCurve>,
     ) -> Result<(), TuneError> {
-        let index = engine.gpu_index(gpu_uuid)?;
-        let uuid = engine.gpus()[index as usize].identity.uuid.clone();
-        let default = match (self.stored(&uuid), curve) {
-            (Some(stored), curve) => BootDefault {
-                fan_curve: curve,
-                ..stored
-            },
-            (None, Some(curve)) => BootDefault {
-                gpu_uuid: uuid.clone(),
-                profile_name: "fan curve".to_string(),
-                settings: Vec::new(),
-                fan_curve: Some(curve),
-                temperature_hold: None,
-            },
-            (None, None) => return Ok(()),
-        };
-        self.store(engine, &uuid, default.holds_something().then_some(default))
+        let clears = curve.is_none();
+        self.change_part(engine, gpu_uuid, "fan curve", clears, |default| {
+            default.fan_curve = curve;
+        })
     }
 
     /// Puts `hold` into (or, for `None`, takes the hold out of) the card's boot default,
@@ -158,22 +145,37 @@ impl BootDefaultStore {
         gpu_uuid: &str,
         hold: Option<TemperatureHold>,
     ) -> Result<(), TuneError> {
+        let clears = hold.is_none();
+        self.change_part(engine, gpu_uuid, "temperature hold", clears, |default| {
+            default.temperature_hold = hold;
+        })
+    }
+
+    /// Changes one part of the card's boot default by `set`, keeping the rest: a card without
+    /// one gets one named `name` (nothing, when the change only `clears`); one left holding
+    /// nothing is removed.
+    fn change_part(
+        &self,
+        engine: &Engine,
+        gpu_uuid: &str,
+        name: &str,
+        clears: bool,
+        set: impl FnOnce(&mut BootDefault),
+    ) -> Result<(), TuneError> {
         let index = engine.gpu_index(gpu_uuid)?;
         let uuid = engine.gpus()[index as usize].identity.uuid.clone();
-        let default = match (self.stored(&uuid), hold) {
-            (Some(stored), hold) => BootDefault {
-                temperature_hold: hold,
-                ..stored
-            },
-            (None, Some(hold)) => BootDefault {
+        let mut default = match self.stored(&uuid) {
+            Some(stored) => stored,
+            None if clears => return Ok(()),
+            None => BootDefault {
                 gpu_uuid: uuid.clone(),
-                profile_name: "temperature hold".to_string(),
+                profile_name: name.to_string(),
                 settings: Vec::new(),
                 fan_curve: None,
-                temperature_hold: Some(hold),
+                temperature_hold: None,
             },
-            (None, None) => return Ok(()),
         };
+        set(&mut default);
         self.store(engine, &uuid, default.holds_something().then_some(default))
     }
 
