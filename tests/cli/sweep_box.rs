@@ -1,7 +1,7 @@
 //! `gputune sweep --gpu 0,1,2,3`: one data-parallel job across four cards of the fake 8-GPU
 //! box, each step held on every card at once in one session; the box's power summed, each
 //! card's readings in every row; and every ending puts all four back (the sweep's end, Ctrl-C,
-//! kill -9 with a daemon, the job failing); GPU 3, the box's hot slot, named. `gputune run --gpu 0,1,2,3` applies one profile to
+//! kill -9 with a daemon and without one, the job failing); GPU 3, the box's hot slot, named. `gputune run --gpu 0,1,2,3` applies one profile to
 //! every card and puts them all back. Short steps (2 s).
 
 use std::process::Output;
@@ -334,4 +334,54 @@ fn a_sweep_client_killed_is_put_back_on_every_card_by_the_daemon() {
         daemon.log_text().contains("went away during a sweep")
     });
     assert_all_back(&machine, &|gpu| daemon.journal(&machine, gpu));
+}
+
+#[test]
+fn a_sweep_killed_without_a_daemon_leaves_every_cards_journal_and_the_next_start_puts_all_back() {
+    let machine = FakeMachine::for_processes(BOX, "training");
+    let job = ddp_job(&machine, 20, &[]);
+    let mut running = spawn_piped(
+        machine.command(
+            &words(
+                &[
+                    "sweep",
+                    "--gpu",
+                    "0,1,2,3",
+                    "--power-limits",
+                    "70,100",
+                    "--step-s",
+                    "30",
+                    "--warmup-s",
+                    "1",
+                ],
+                &job,
+            )
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ),
+    );
+    running.wait_for_line("[1/3] 70 % (315 W)");
+    wait_until("70 % is on every card", || {
+        CARDS
+            .iter()
+            .all(|gpu| machine.power_limit_mw(*gpu) == 315_000)
+    });
+    running.child.kill().expect("SIGKILL is sent");
+    let _ = running.finish();
+    // No daemon: the killed process's journals are what is left, one per card.
+    for gpu in CARDS {
+        assert!(machine.journal(gpu).exists(), "GPU {gpu} keeps its journal");
+        assert_eq!(machine.power_limit_mw(gpu), 315_000, "GPU {gpu}");
+    }
+    let status = machine.gputune(&["status"]);
+    let stderr = String::from_utf8_lossy(&status.stderr).into_owned();
+    assert!(status.status.success(), "{stderr}");
+    for gpu in CARDS {
+        assert!(
+            stderr.contains(&format!("left changed on GPU {gpu} (power limit 450 W)")),
+            "{stderr}"
+        );
+    }
+    assert_all_back(&machine, &|gpu| machine.journal(gpu));
 }
