@@ -392,6 +392,7 @@ fn a_link_test_that_caught_wrong_data_says_it_loudly() {
                 .to_string(),
         ],
         ran_s: 2.0,
+        stopped: None,
     };
     harness.state_mut().state.take_event(
         LinkEvent::BoxRun(Box::new(BoxRunNews::Links(BoxRunView {

@@ -6,6 +6,7 @@
 //! Exit status: 0 every copy right, 1 a copy came back wrong, 2 could not test.
 
 use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
 
 use anyhow::bail;
 use clap::Args;
@@ -79,6 +80,8 @@ pub fn run_command(args: &LinksArgs, options: &BackendOptions) -> anyhow::Result
                     step.total
                 );
             }
+            // Seconds in all: Ctrl-C ends the command as it would any program.
+            ControlFlow::Continue(())
         },
     );
     if show_progress {

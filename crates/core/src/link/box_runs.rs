@@ -286,8 +286,8 @@ impl BoxRuns {
         }
     }
 
-    /// Stops the run now: what was measured is reported (a link test's copies under way
-    /// finish first, their report dropped).
+    /// Stops the run now: what was measured is reported (a link test stops between copies:
+    /// the one under way finishes first).
     pub fn stop(&mut self, client: &mut TuningClient) {
         if let Some(rank) = &mut self.rank {
             rank.engine.stop(client, "stopped from the window");

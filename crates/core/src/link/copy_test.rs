@@ -1,10 +1,12 @@
 //! The window's "Test the links": the same test `gputune links` runs (`test_links_opening`),
 //! on a thread of its own (the test blocks while its copies run) with its own read-only handle
-//! on the cards, as the CLI opens one; driven by box_runs.rs. It changes no setting, so it holds no session.
-//! The engine has no way to stop between copies: Stop lets the copies under way finish on that
-//! thread (a few seconds on a real box) and drops their report, and no other run over the box
-//! starts until they have.
+//! on the cards, as the CLI opens one; driven by box_runs.rs. It changes no setting, so it holds
+//! no session. Stop is asked through a flag the test reads between copies: the copy under way
+//! ends first (a second or so on a real box), and the report of what was tested by then is kept.
 
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread::JoinHandle;
 
@@ -27,8 +29,8 @@ pub struct CopyTestRun {
     thread: Option<JoinHandle<()>>,
     progress: Option<LinksProgress>,
     report: Option<LinksReport>,
-    /// Stopped from the window: its report is dropped when it comes.
-    stopped: bool,
+    /// Stopped from the window: the test's thread reads it between copies.
+    stop_asked: Arc<AtomicBool>,
     ended: bool,
     /// Why it ended without a report.
     failed: Option<String>,
@@ -42,6 +44,8 @@ impl CopyTestRun {
         size_bytes: u64,
     ) -> Result<CopyTestRun, String> {
         let (sender, news) = mpsc::channel();
+        let stop_asked = Arc::new(AtomicBool::new(false));
+        let stop_seen = Arc::clone(&stop_asked);
         let backend = backend.clone();
         let gpus = gpu_indices.to_vec();
         let options = LinksOptions {
@@ -53,6 +57,11 @@ impl CopyTestRun {
             .spawn(move || {
                 let report = test_links_opening(&backend, &gpus, &options, &mut |step| {
                     let _ = sender.send(News::Progress(step.clone()));
+                    if stop_seen.load(Ordering::Relaxed) {
+                        ControlFlow::Break("stopped from the window".to_string())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
                 });
                 let _ = sender.send(News::Ended(report));
             })
@@ -62,7 +71,7 @@ impl CopyTestRun {
             thread: Some(thread),
             progress: None,
             report: None,
-            stopped: false,
+            stop_asked,
             ended: false,
             failed: None,
         })
@@ -75,9 +84,7 @@ impl CopyTestRun {
                 Ok(News::Progress(progress)) => self.progress = Some(progress),
                 Ok(News::Ended(report)) => {
                     self.ended = true;
-                    if !self.stopped {
-                        self.report = Some(report);
-                    }
+                    self.report = Some(report);
                 }
                 Err(TryRecvError::Empty) => return,
                 Err(TryRecvError::Disconnected) => {
@@ -118,11 +125,11 @@ impl BoxEngine for CopyTestRun {
     }
 
     fn stopping(&self) -> bool {
-        self.stopped
+        self.stop_asked.load(Ordering::Relaxed)
     }
 
     fn stop(&mut self, _client: &mut TuningClient, _reason: &str) {
-        self.stopped = true;
+        self.stop_asked.store(true, Ordering::Relaxed);
     }
 
     fn progress(&self) -> BoxProgress {

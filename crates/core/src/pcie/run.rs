@@ -1,6 +1,7 @@
 //! The copy test itself: every card's link under load and its host copies, then every ordered
 //! pair's topology, P2P status and card-to-card copy; each copy checked bit for bit.
 
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use super::bench::{CopyBench, CopyChecked, Route, open_bench};
@@ -45,12 +46,13 @@ pub struct LinksProgress {
 
 /// Tests the links of `gpus` (NVML indices): opens the copy bench that fits the cards (the
 /// simulated one for simulated cards, CUDA's otherwise) and runs [`run_links`]. Nothing is
-/// written to any card's settings. The one entry point for the CLI and the window.
+/// written to any card's settings. The one entry point for the CLI and the window. `progress`
+/// is told before each card and pair; its `Break(why)` stops the test there (between copies).
 pub fn test_links(
     backend: &mut dyn Backend,
     gpus: &[u32],
     options: &LinksOptions,
-    progress: &mut dyn FnMut(&LinksProgress),
+    progress: &mut dyn FnMut(&LinksProgress) -> ControlFlow<String>,
 ) -> LinksReport {
     let started = Instant::now();
     let identities: Result<Vec<GpuIdentity>, _> =
@@ -77,7 +79,7 @@ pub fn test_links_opening(
     options: &BackendOptions,
     gpus: &[u32],
     links_options: &LinksOptions,
-    progress: &mut dyn FnMut(&LinksProgress),
+    progress: &mut dyn FnMut(&LinksProgress) -> ControlFlow<String>,
 ) -> LinksReport {
     match open_backend(options) {
         Ok(mut opened) => test_links(opened.backend.as_mut(), gpus, links_options, progress),
@@ -91,7 +93,7 @@ pub fn run_links(
     cards: &[GpuIdentity],
     bench: &mut dyn CopyBench,
     options: &LinksOptions,
-    progress: &mut dyn FnMut(&LinksProgress),
+    progress: &mut dyn FnMut(&LinksProgress) -> ControlFlow<String>,
 ) -> LinksReport {
     let started = Instant::now();
     if let Err(error) = bench.prepare(options.size_bytes) {
@@ -100,33 +102,45 @@ pub fn run_links(
     let pair_count = cards.len() * cards.len().saturating_sub(1);
     let total = (cards.len() + pair_count) as u32;
     let mut done = 0;
-    let mut step = |doing: String| {
-        progress(&LinksProgress { done, total, doing });
+    let mut stopped = None;
+    // Told before each card and pair; a stop asked is kept, with how far the test got.
+    let mut step = |doing: String| -> bool {
+        if let ControlFlow::Break(why) = progress(&LinksProgress { done, total, doing }) {
+            stopped = Some(format!("{why}, after {done} of {total} cards and pairs"));
+            return false;
+        }
         done += 1;
+        true
     };
     let mut gpus = Vec::new();
-    for card in cards {
-        step(format!("GPU {}: host↔device", card.index));
-        gpus.push(test_card(backend, bench, card, options));
-    }
     let mut pairs = Vec::new();
-    for from in cards {
-        for to in cards.iter().filter(|to| to.index != from.index) {
-            step(format!("GPU {} → GPU {}", from.index, to.index));
-            pairs.push(test_pair(
-                backend,
-                bench,
-                &gpus,
-                (from.index, to.index),
-                options,
-            ));
+    'test: {
+        for card in cards {
+            if !step(format!("GPU {}: host↔device", card.index)) {
+                break 'test;
+            }
+            gpus.push(test_card(backend, bench, card, options));
         }
+        for from in cards {
+            for to in cards.iter().filter(|to| to.index != from.index) {
+                if !step(format!("GPU {} → GPU {}", from.index, to.index)) {
+                    break 'test;
+                }
+                pairs.push(test_pair(
+                    backend,
+                    bench,
+                    &gpus,
+                    (from.index, to.index),
+                    options,
+                ));
+            }
+        }
+        let _ = progress(&LinksProgress {
+            done: total,
+            total,
+            doing: "done".to_string(),
+        });
     }
-    progress(&LinksProgress {
-        done: total,
-        total,
-        doing: "done".to_string(),
-    });
     let verdicts = || {
         gpus.iter()
             .map(|card| card.verdict)
@@ -134,7 +148,10 @@ pub fn run_links(
     };
     let outcome = if verdicts().any(|verdict| verdict == LinkVerdict::WrongData) {
         LinksOutcome::WrongData
-    } else if gpus.is_empty() || verdicts().any(|verdict| verdict == LinkVerdict::NotTested) {
+    } else if gpus.is_empty()
+        || stopped.is_some()
+        || verdicts().any(|verdict| verdict == LinkVerdict::NotTested)
+    {
         LinksOutcome::NotTested
     } else {
         LinksOutcome::AllRight
@@ -145,10 +162,15 @@ pub fn run_links(
         runtime: bench.runtime(),
         size_bytes: options.size_bytes - options.size_bytes % 16,
         passes: options.passes,
-        sentences: sentences::say(&gpus, &pairs),
+        sentences: stopped
+            .iter()
+            .map(|why| format!("Stopped before its end ({why}): what follows is of those tested."))
+            .chain(sentences::say(&gpus, &pairs))
+            .collect(),
         gpus,
         pairs,
         ran_s: started.elapsed().as_secs_f64(),
+        stopped,
     }
 }
 
@@ -164,6 +186,7 @@ fn untested(options: &LinksOptions, why: String, started: Instant) -> LinksRepor
         pairs: Vec::new(),
         sentences: vec![format!("Nothing was tested: {why}")],
         ran_s: started.elapsed().as_secs_f64(),
+        stopped: None,
     }
 }
 

@@ -2,6 +2,8 @@
 //! injected in a card's copy or a pair's is caught and named), the link read idle and under
 //! load, P2P as the driver allows it, and the rates the simulated links give.
 
+use std::ops::ControlFlow;
+
 use gputune_core::device::sim::{LoadPattern, P2pDriver, SimBackend, SimOptions, SimScenario};
 use gputune_core::device::{Backend, BackendChoice, BackendOptions};
 use gputune_core::pcie::simulated::{CopyFaults, FaultAt, SimulatedBench};
@@ -43,7 +45,9 @@ fn run_with(gpus: &[u32], inject: impl FnOnce(&CopyFaults)) -> LinksReport {
     let cards = identities(&mut backend, gpus);
     let mut bench = SimulatedBench::new(&cards);
     inject(&bench.faults());
-    run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {})
+    run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {
+        ControlFlow::Continue(())
+    })
 }
 
 #[test]
@@ -104,7 +108,10 @@ fn an_idle_card_is_read_at_gen_1_and_under_load_at_its_best() {
         &mut backend,
         &[0, 1],
         &SMALL,
-        &mut |step: &LinksProgress| steps.push(step.clone()),
+        &mut |step: &LinksProgress| {
+            steps.push(step.clone());
+            ControlFlow::Continue(())
+        },
     );
     let full = PcieLink {
         generation: 4,
@@ -133,7 +140,9 @@ fn copies_run_at_the_simulated_links_rate_and_through_the_host_without_p2p() {
         size_bytes: 64 << 20,
         passes: 1,
     };
-    let report = run_links(&mut backend, &cards, &mut bench, &options, &mut |_| {});
+    let report = run_links(&mut backend, &cards, &mut bench, &options, &mut |_| {
+        ControlFlow::Continue(())
+    });
     for card in &report.gpus {
         let up = card.host_to_device.as_ref().expect("host→device");
         // 83 % of Gen 4 x16's 31.5 GB/s, against 25.2 expected.
@@ -162,7 +171,9 @@ fn a_patched_driver_copies_peer_to_peer_within_a_socket() {
     backend.set_p2p_driver(P2pDriver::Patched);
     let cards = identities(&mut backend, &[2, 3, 4]);
     let mut bench = SimulatedBench::new(&cards);
-    let report = run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {});
+    let report = run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {
+        ControlFlow::Continue(())
+    });
     let path = |from, to| {
         report
             .pairs
@@ -246,7 +257,9 @@ fn a_card_whose_copies_fail_is_not_tested_and_said_so() {
         inner: SimulatedBench::new(&cards),
         failing: 1,
     };
-    let report = run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {});
+    let report = run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {
+        ControlFlow::Continue(())
+    });
     assert_eq!(report.outcome, LinksOutcome::NotTested);
     assert_eq!(report.gpus[1].verdict, LinkVerdict::NotTested);
     assert!(report.gpus[1].note.contains("CUDA_ERROR_LAUNCH_FAILED"));
@@ -278,8 +291,41 @@ fn the_window_can_test_on_a_handle_of_its_own() {
             load: LoadPattern::Training,
         },
     };
-    let report = test_links_opening(&options, &[6, 7], &SMALL, &mut |_| {});
+    let report = test_links_opening(
+        &options,
+        &[6, 7],
+        &SMALL,
+        &mut |_| ControlFlow::Continue(()),
+    );
     assert_eq!(report.outcome, LinksOutcome::AllRight, "{report:?}");
     assert_eq!(report.pairs.len(), 2);
     assert_eq!(report.runtime, "simulated");
+}
+
+#[test]
+fn a_stop_asked_between_copies_ends_the_test_there_with_what_was_tested() {
+    let mut backend = backend(LoadPattern::Idle);
+    let cards = identities(&mut backend, &[0, 1, 2]);
+    let mut bench = SimulatedBench::new(&cards);
+    let mut told = 0;
+    let report = run_links(&mut backend, &cards, &mut bench, &SMALL, &mut |_| {
+        told += 1;
+        if told > 2 {
+            ControlFlow::Break("stopped from the window".to_string())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    assert_eq!(report.gpus.len(), 2, "two cards tested before the stop");
+    assert!(report.pairs.is_empty());
+    assert_eq!(report.outcome, LinksOutcome::NotTested);
+    assert_eq!(
+        report.stopped.as_deref(),
+        Some("stopped from the window, after 2 of 9 cards and pairs")
+    );
+    assert!(
+        report.sentences[0].starts_with("Stopped before its end (stopped from the window"),
+        "{:?}",
+        report.sentences
+    );
 }

@@ -241,6 +241,10 @@ pub struct LinksReport {
     /// What it means for a data-parallel job, one finding a sentence.
     pub sentences: Vec<String>,
     pub ran_s: f64,
+    /// Why the test stopped before its end (the window's Stop, Ctrl-C): the cards and pairs
+    /// above are those tested by then. Absent when it ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 #[cfg(test)]

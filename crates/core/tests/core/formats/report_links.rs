@@ -2,6 +2,8 @@
 //! injected into the copies from 5 to 4, made by the engine itself (the simulated copies' times
 //! are modeled, so every figure repeats but the run's own length, fixed here).
 
+use std::ops::ControlFlow;
+
 use gputune_core::device::Backend;
 use gputune_core::device::sim::{LoadPattern, SimBackend, SimOptions, SimScenario};
 use gputune_core::pcie::simulated::{FaultAt, SimulatedBench};
@@ -33,7 +35,9 @@ fn links_json_writes_its_bytes_and_reads_back() {
         size_bytes: 16 << 20,
         passes: 2,
     };
-    let mut report = run_links(&mut backend, &cards, &mut bench, &options, &mut |_| {});
+    let mut report = run_links(&mut backend, &cards, &mut bench, &options, &mut |_| {
+        ControlFlow::Continue(())
+    });
     report.ran_s = 0.75;
     assert_eq!(report.outcome, LinksOutcome::WrongData);
     let bytes = printed(&report);
