@@ -84,11 +84,14 @@ impl CheckReport {
         match &self.result.ending {
             Ending::Completed => {
                 let vram = match &self.result.prepared {
-                    Some(prepared) if prepared.vram_tested_bytes > 0 => format!(
-                        ", {} of VRAM read back {} times",
-                        gib(prepared.vram_tested_bytes),
-                        tally.vram_patterns
-                    ),
+                    // A GEMM-only run (a box check, a ranking) reads no pattern back.
+                    Some(prepared) if prepared.vram_tested_bytes > 0 && tally.vram_patterns > 0 => {
+                        format!(
+                            ", {} of VRAM read back {} times",
+                            gib(prepared.vram_tested_bytes),
+                            tally.vram_patterns
+                        )
+                    }
                     _ => ", no VRAM tested".to_string(),
                 };
                 format!(
