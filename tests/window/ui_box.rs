@@ -263,7 +263,7 @@ fn a_ranking_a_link_test_and_a_box_check_the_link_runs_show_their_results() {
     // Cards a run left out say so; the buttons are back.
     assert_eq!(
         harness.query_all_by_label("—").count(),
-        2 * 7 + 3 * 6 + 2 * 6
+        2 * 7 + 4 * 6 + 2 * 6
     );
     harness.get_by_label("Check the whole box");
     harness.get_by_label("Rank the cards");

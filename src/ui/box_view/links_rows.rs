@@ -8,7 +8,7 @@ use super::cells::{Cell, Tone, drawable};
 use super::columns::Table;
 use crate::ui::style::ERROR_TEXT;
 use gputune_formats::reports::links::{
-    CardLinks, CopyPath, CopyResult, LinkVerdict, LinksOutcome, LinksReport, PairLinks,
+    CardLinks, CopyPath, CopyResult, LinkVerdict, LinksOutcome, LinksReport, PairLinks, Topology,
 };
 
 fn tone(verdict: LinkVerdict) -> Tone {
@@ -168,8 +168,52 @@ fn pair_line(pair: &PairLinks) -> String {
 }
 
 /// The link test's rows in the table.
+/// The cards this one is closest to, and how ("GPU 1 (PIX)", "GPUs 2, 3 (NODE)"): the ones a
+/// job split over fewer cards should keep together; every other card's topology on hover.
+pub fn nearest(gpu_index: u32, pairs: &[PairLinks]) -> Cell {
+    let from_here: Vec<&PairLinks> = pairs
+        .iter()
+        .filter(|pair| pair.from_gpu == gpu_index && pair.topology.is_some())
+        .collect();
+    let Some(closest) = from_here.iter().filter_map(|pair| pair.topology).min() else {
+        return Cell::plain("—");
+    };
+    let peers: Vec<String> = from_here
+        .iter()
+        .filter(|pair| pair.topology == Some(closest))
+        .map(|pair| pair.to_gpu.to_string())
+        .collect();
+    let hover = from_here
+        .iter()
+        .map(|pair| {
+            format!(
+                "GPU {}: {}",
+                pair.to_gpu,
+                pair.topology.map_or("unknown", Topology::short)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Cell {
+        text: format!(
+            "GPU{} {} ({})",
+            if peers.len() == 1 { "" } else { "s" },
+            peers.join(", "),
+            closest.short()
+        ),
+        tone: Tone::Plain,
+        hover: Some(hover),
+    }
+}
+
 pub fn links_rows(table: &mut Table<'_>, report: &LinksReport) {
     let card_of = |gpu_index: u32| report.gpus.iter().find(|card| card.gpu_index == gpu_index);
+    table.row(
+        "Nearest cards",
+        "The cards it reaches through the fewest PCIe hops, as NVML reads the topology (PIX: one \
+         switch, NODE: one CPU socket, SYS: across sockets); every card on hover",
+        |gpu| nearest(gpu.info.identity.index, &report.pairs),
+    );
     table.row(
         "Link tested",
         "The PCIe link read while the copies ran, of the most the card and slot allow",
@@ -212,5 +256,46 @@ pub fn links_sentences_ui(ui: &mut egui::Ui, report: &LinksReport) {
         let text = RichText::new(drawable(sentence));
         let wrong = sentence.to_lowercase().contains("wrong");
         ui.label(if wrong { text.color(ERROR_TEXT) } else { text });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(from_gpu: u32, to_gpu: u32, topology: Option<Topology>) -> PairLinks {
+        PairLinks {
+            from_gpu,
+            to_gpu,
+            topology,
+            p2p: None,
+            copy: None,
+            verdict: LinkVerdict::Good,
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_nearest_cards_are_those_at_the_closest_topology() {
+        let pairs = [
+            pair(0, 1, Some(Topology::SingleSwitch)),
+            pair(0, 2, Some(Topology::NumaNode)),
+            pair(0, 3, Some(Topology::NumaNode)),
+            pair(0, 4, Some(Topology::System)),
+            pair(2, 3, Some(Topology::SingleSwitch)),
+            pair(4, 0, None),
+        ];
+        let cell = nearest(0, &pairs);
+        assert_eq!(cell.text, "GPU 1 (PIX)");
+        assert_eq!(
+            cell.hover.as_deref(),
+            Some("GPU 1: PIX\nGPU 2: NODE\nGPU 3: NODE\nGPU 4: SYS")
+        );
+        let without_ones_own = [
+            pair(0, 2, Some(Topology::NumaNode)),
+            pair(0, 3, Some(Topology::NumaNode)),
+        ];
+        assert_eq!(nearest(0, &without_ones_own).text, "GPUs 2, 3 (NODE)");
+        assert_eq!(nearest(4, &pairs).text, "—", "no topology known");
     }
 }
