@@ -81,7 +81,7 @@ fn the_daemon_says_a_power_cut_mid_box_check_after_a_reboot_that_emptied_its_run
     let _ = running.child.kill();
     let _ = running.child.wait();
 
-    // The reboot: /run is empty (a new runtime folder), /var/lib/gputune is as it was.
+    // The reboot: a new, empty runtime folder (tmpfs is emptied at boot); the state folder as it was.
     from_the_boot_before(&journal);
     let daemon = Daemon::start_in(&machine, base.join("run-after"), state_dir);
     let status = daemon
