@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use common::FakeMachine;
 use common::daemon::{Daemon, wait_until};
-use common::process::spawn_piped;
+use common::process::{Running, spawn_piped};
 
 use crate::common;
 use gputune_formats::reports::sweep::{SweepEnd, SweepOutcome};
@@ -53,6 +53,36 @@ fn words(arguments: &[&str], job: &[String]) -> Vec<String> {
         words.extend(job.iter().cloned());
     }
     words
+}
+
+/// `gputune sweep` over GPUs 0-3 with steps of 30 s, long enough that a test ends it on the
+/// first (70 %) step, and `more` arguments, then `job`.
+fn held_sweep(job: &[String], more: &[&str]) -> Vec<String> {
+    let mut arguments = vec!["sweep", "--gpu", "0,1,2,3"];
+    arguments.extend_from_slice(more);
+    arguments.extend([
+        "--power-limits",
+        "70,100",
+        "--step-s",
+        "30",
+        "--warmup-s",
+        "1",
+    ]);
+    words(&arguments, job)
+}
+
+fn as_strs(words: &[String]) -> Vec<&str> {
+    words.iter().map(String::as_str).collect()
+}
+
+/// Waits until the sweep says its first step and every card runs it.
+fn seventy_percent_on_every_card(machine: &FakeMachine, running: &mut Running) {
+    running.wait_for_line("[1/3] 70 % (315 W)");
+    wait_until("70 % is on every card", || {
+        CARDS
+            .iter()
+            .all(|gpu| machine.power_limit_mw(*gpu) == 315_000)
+    });
 }
 
 fn outcome(output: &Output) -> SweepOutcome {
@@ -212,33 +242,8 @@ fn run_applies_the_box_profile_to_every_card_and_puts_all_back(machine: &FakeMac
 fn ctrl_c_puts_every_card_back_at_once() {
     let machine = FakeMachine::for_processes(BOX, "training");
     let job = ddp_job(&machine, 30, &[]);
-    let mut running = spawn_piped(
-        machine.command(
-            &words(
-                &[
-                    "sweep",
-                    "--gpu",
-                    "0,1,2,3",
-                    "--power-limits",
-                    "70,100",
-                    "--step-s",
-                    "30",
-                    "--warmup-s",
-                    "1",
-                ],
-                &job,
-            )
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        ),
-    );
-    running.wait_for_line("[1/3] 70 % (315 W)");
-    wait_until("70 % is on every card", || {
-        CARDS
-            .iter()
-            .all(|gpu| machine.power_limit_mw(*gpu) == 315_000)
-    });
+    let mut running = spawn_piped(machine.command(&as_strs(&held_sweep(&job, &[]))));
+    seventy_percent_on_every_card(&machine, &mut running);
     running.signal("INT");
     let (status, stdout, stderr) = running.finish();
     assert!(
@@ -255,26 +260,7 @@ fn a_job_failing_mid_sweep_puts_every_card_back_and_its_status_is_passed_on() {
     let machine = FakeMachine::for_processes(BOX, "training");
     let job = ddp_job(&machine, 30, &["--fail-after-s", "1.5"]);
     let output = machine
-        .command(
-            &words(
-                &[
-                    "sweep",
-                    "--gpu",
-                    "0,1,2,3",
-                    "--json",
-                    "--power-limits",
-                    "70,100",
-                    "--step-s",
-                    "30",
-                    "--warmup-s",
-                    "1",
-                ],
-                &job,
-            )
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        )
+        .command(&as_strs(&held_sweep(&job, &["--json"])))
         .output()
         .expect("gputune runs");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -294,34 +280,8 @@ fn a_sweep_client_killed_is_put_back_on_every_card_by_the_daemon() {
     let machine = FakeMachine::for_processes(BOX, "training");
     let daemon = Daemon::start(&machine);
     let job = ddp_job(&machine, 20, &[]);
-    let mut running = spawn_piped(
-        daemon.client(
-            &machine,
-            &words(
-                &[
-                    "sweep",
-                    "--gpu",
-                    "0,1,2,3",
-                    "--power-limits",
-                    "70,100",
-                    "--step-s",
-                    "30",
-                    "--warmup-s",
-                    "1",
-                ],
-                &job,
-            )
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        ),
-    );
-    running.wait_for_line("[1/3] 70 % (315 W)");
-    wait_until("70 % is on every card", || {
-        CARDS
-            .iter()
-            .all(|gpu| machine.power_limit_mw(*gpu) == 315_000)
-    });
+    let mut running = spawn_piped(daemon.client(&machine, &as_strs(&held_sweep(&job, &[]))));
+    seventy_percent_on_every_card(&machine, &mut running);
     running.child.kill().expect("SIGKILL is sent");
     wait_until("the daemon puts every card back", || {
         CARDS
@@ -340,33 +300,8 @@ fn a_sweep_client_killed_is_put_back_on_every_card_by_the_daemon() {
 fn a_sweep_killed_without_a_daemon_leaves_every_cards_journal_and_the_next_start_puts_all_back() {
     let machine = FakeMachine::for_processes(BOX, "training");
     let job = ddp_job(&machine, 20, &[]);
-    let mut running = spawn_piped(
-        machine.command(
-            &words(
-                &[
-                    "sweep",
-                    "--gpu",
-                    "0,1,2,3",
-                    "--power-limits",
-                    "70,100",
-                    "--step-s",
-                    "30",
-                    "--warmup-s",
-                    "1",
-                ],
-                &job,
-            )
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        ),
-    );
-    running.wait_for_line("[1/3] 70 % (315 W)");
-    wait_until("70 % is on every card", || {
-        CARDS
-            .iter()
-            .all(|gpu| machine.power_limit_mw(*gpu) == 315_000)
-    });
+    let mut running = spawn_piped(machine.command(&as_strs(&held_sweep(&job, &[]))));
+    seventy_percent_on_every_card(&machine, &mut running);
     running.child.kill().expect("SIGKILL is sent");
     let _ = running.finish();
     // No daemon: the killed process's journals are what is left, one per card.

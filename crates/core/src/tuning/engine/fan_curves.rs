@@ -13,6 +13,20 @@ use gputune_formats::tuning::Hold;
 use gputune_formats::tuning::{SessionId, SessionPurpose, TuneError, TuneErrorKind};
 
 impl Engine {
+    /// Refuses `what` (something the daemon keeps with no client attached: a fan curve, a
+    /// temperature hold) in an engine that is not the daemon's, saying how to get one.
+    pub(super) fn check_daemon_keeps(&self, what: &str, meanwhile: &str) -> Result<(), TuneError> {
+        if self.ownership == Ownership::Daemon {
+            return Ok(());
+        }
+        Err(TuneError::new(
+            TuneErrorKind::Refused,
+            format!(
+                "{what} needs the gputune daemon, which is not running: install it with `sudo gputune daemon install`{meanwhile}."
+            ),
+        ))
+    }
+
     /// Follows `curve` on every fan of a GPU while the client stays connected (`None` stops,
     /// and the fans go back to what they were before), in a fan-curve session that holds the
     /// card's fans only: other sessions may hold its other controls meanwhile. A client that
@@ -87,12 +101,10 @@ impl Engine {
     ) -> Result<(), TuneError> {
         self.check_may_write(client)?;
         let index = self.index_of(gpu_uuid)?;
-        if self.ownership != Ownership::Daemon {
-            return Err(TuneError::new(
-                TuneErrorKind::Refused,
-                "Keeping a fan curve needs the gputune daemon, which is not running: install it with `sudo gputune daemon install` (the window can still follow a curve while it is open).",
-            ));
-        }
+        self.check_daemon_keeps(
+            "Keeping a fan curve",
+            " (the window can still follow a curve while it is open)",
+        )?;
         let kept = self.kept_curve(index);
         let Some(curve) = curve else {
             let Some(id) = kept else {

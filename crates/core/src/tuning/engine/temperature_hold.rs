@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::state::HoldKeeper;
-use super::{ClientInfo, Engine, Ownership, RestoreEntry, RestoreMap};
+use super::{ClientInfo, Engine, RestoreEntry, RestoreMap};
 use crate::device::gate::validate;
 use crate::tuning::in_force::Control;
 use crate::tuning::temperature_control::{Step, TemperatureControl};
@@ -44,12 +44,7 @@ impl Engine {
     ) -> Result<(), TuneError> {
         self.check_may_write(client)?;
         let index = self.index_of(gpu_uuid)?;
-        if self.ownership != Ownership::Daemon {
-            return Err(TuneError::new(
-                TuneErrorKind::Refused,
-                "Holding a temperature needs the gputune daemon, which is not running: install it with `sudo gputune daemon install`.",
-            ));
-        }
+        self.check_daemon_keeps("Holding a temperature", "")?;
         let Some(hold) = hold else {
             if self.gpu(index).temperature_hold.is_none() {
                 return Err(TuneError::new(
